@@ -1,0 +1,70 @@
+# plateau: thin wrapper around meson. Installs missing Debian packages, configures, builds, runs.
+#   make demo   run the main job on the built-in demo
+#   make test   every test: main build, ASan+UBSan unit tests, CUDA-disabled build, bounded fuzzers
+SHELL := /bin/bash
+BUILD ?= build
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+MESON_FLAGS ?=
+FUZZ_SECONDS ?= 20
+
+# Debian packages the build and the tests need.
+PKGS := meson ninja-build pkg-config gcc clang libclang-rt-14-dev python3 \
+        libcmocka-dev libunwind-dev libjemalloc-dev
+
+.PHONY: all deps build demo test test-main test-asan test-nocuda test-fuzz bench clean
+
+all: build
+
+deps:
+	@missing=$$(for p in $(PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing missing packages:" $$missing; \
+	  $(SUDO) apt-get install -y --no-install-recommends $$missing >/dev/null || \
+	  { $(SUDO) apt-get update >/dev/null && $(SUDO) apt-get install -y --no-install-recommends $$missing >/dev/null; }; \
+	fi
+
+$(BUILD)/build.ninja: | deps
+	meson setup $(BUILD) $(MESON_FLAGS)
+
+build: deps $(BUILD)/build.ninja
+	ninja -C $(BUILD)
+
+demo: build
+	./tools/demo.sh $(BUILD)
+
+test: deps
+	@rm -f .test-status; \
+	$(MAKE) --no-print-directory test-main   || echo main   >> .test-status; \
+	$(MAKE) --no-print-directory test-asan   || echo asan   >> .test-status; \
+	$(MAKE) --no-print-directory test-nocuda || echo nocuda >> .test-status; \
+	$(MAKE) --no-print-directory test-fuzz   || echo fuzz   >> .test-status; \
+	python3 tools/test-summary.py $(BUILD) build-asan build-nocuda build-fuzz; rc=$$?; \
+	if [ -s .test-status ]; then echo "failed stages: $$(tr '\n' ' ' < .test-status)"; rm -f .test-status; exit 1; fi; \
+	exit $$rc
+
+test-main: build
+	meson test -C $(BUILD) --print-errorlogs --num-processes 2
+
+test-asan: deps
+	[ -f build-asan/build.ninja ] || meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false \
+	  -Dbench=false -Ddebug_level=1
+	ninja -C build-asan
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  meson test -C build-asan --suite unit --print-errorlogs --num-processes 2
+
+test-nocuda: deps
+	[ -f build-nocuda/build.ninja ] || meson setup build-nocuda -Dcuda=disabled -Dcupti=disabled -Dbench=false
+	ninja -C build-nocuda
+	meson test -C build-nocuda --suite unit --print-errorlogs --num-processes 2
+
+test-fuzz: deps
+	[ -f build-fuzz/build.ninja ] || CC=clang meson setup build-fuzz -Dfuzz=true -Dbench=false -Dtests=true \
+	  -Db_sanitize=address,undefined -Db_lundef=false
+	ninja -C build-fuzz
+	PL_FUZZ_SECONDS=$(FUZZ_SECONDS) meson test -C build-fuzz --suite fuzz --print-errorlogs --num-processes 2
+
+bench: build
+	meson test -C $(BUILD) --benchmark --verbose
+
+clean:
+	rm -rf $(BUILD) build-asan build-nocuda build-fuzz

@@ -1,0 +1,36 @@
+/* plateau step and mark API.
+ *
+ * A training program calls plateau_step() once per optimizer step so reports can build per-step series.
+ * The functions are defined by the preloaded tracer (libplateau_preload.so). A program that must also run
+ * without the tracer should look them up at run time instead of linking them:
+ *
+ *     void (*step)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "plateau_step");
+ *     if (step) step();
+ *
+ * From Python (preloaded): ctypes.CDLL(None).plateau_step()
+ *
+ * Thread safety: both are safe from any thread and async-signal-safe enough to call from a step hook; they
+ * never allocate from the traced heap, never block on I/O, and never fail (when recording is off they do
+ * nothing). Compiles as C11 and as C++.
+ */
+#pragma once
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define PL_STEP_API __attribute__((visibility("default")))
+#else
+#define PL_STEP_API
+#endif
+
+/* End of one training step (after the optimizer update). Steps are numbered from 1 in the trace. */
+PL_STEP_API void plateau_step(void);
+
+/* A named point in time (e.g. "eval-begin", "epoch 3"). label is copied (truncated to 63 bytes); NULL = "". */
+PL_STEP_API void plateau_mark(const char *label);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,27 @@
+#!/usr/bin/env python3
+"""Print one line `N passed, N failed, N skipped` counted from meson's test logs of the given build dirs.
+
+Exit status 1 when any test failed or when nothing ran at all (an empty run must be visible as such)."""
+import json
+import os
+import sys
+
+passed = failed = skipped = 0
+for build in sys.argv[1:]:
+    path = os.path.join(build, "meson-logs", "testlog.json")
+    if not os.path.exists(path):
+        continue
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            result = json.loads(line).get("result", "")
+            if result in ("OK", "EXPECTEDFAIL"):
+                passed += 1
+            elif result == "SKIP":
+                skipped += 1
+            else:
+                failed += 1
+print(f"{passed} passed, {failed} failed, {skipped} skipped")
+sys.exit(1 if failed or passed == 0 else 0)
