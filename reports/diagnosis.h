@@ -1,0 +1,43 @@
+/* reports/diagnosis: one process's verdicts across metrics -> a few sentences a user can act on.
+ *
+ * Rules (docs/verdict.md §5): leaks are judged first on live counts and live bytes (tensor count, device allocated,
+ * host live heap); RSS serves impact and projections, and a disagreement between RSS and the live heap is said out
+ * loud (allocator retention, file-backed pages, or a leak the allocator is still absorbing). Pure; thread-safe.
+ */
+#pragma once
+
+#include <stddef.h>
+
+typedef enum pl_dx {
+    PL_DX_CUT_SHORT = 0,     /* the trace ended abruptly */
+    PL_DX_RETAINED_TENSORS,  /* device allocated and live tensor count grow */
+    PL_DX_DEVICE_GROWTH,     /* device allocated grows, tensor count flat or unknown */
+    PL_DX_FRAGMENTATION,     /* reserved grows, allocated flat */
+    PL_DX_DEVICE_OTHER,      /* device memory outside the allocator grows */
+    PL_DX_HOST_LEAK,         /* live heap grows */
+    PL_DX_HEAP_NOT_RSS,      /* live heap grows, RSS does not (yet) */
+    PL_DX_HOST_RETENTION,    /* RSS (anon) grows, live heap flat */
+    PL_DX_FILE_PAGES,        /* RssFile grows, live heap flat */
+    PL_DX_RSS_UNEXPLAINED,   /* RSS grows, live heap not recorded */
+    PL_DX_OOM,               /* projected out-of-memory */
+    PL_DX_UNDECIDED,         /* nothing leaks yet, something still grows */
+    PL_DX_NO_LEAK,           /* plateaus and flat series only */
+    PL_DX__COUNT
+} pl_dx_t;
+
+#define PL_FINDING_TEXT 400
+
+typedef struct pl_finding {
+    pl_dx_t code;
+    char text[PL_FINDING_TEXT]; /* one or two sentences, NUL-terminated */
+} pl_finding_t;
+
+struct pl_report_process;
+
+/* Write up to max findings for proc (its metrics already classified) into out; *n_out = how many. cut_reason may be
+ * NULL (run ended normally). Returns 0 or -EINVAL. */
+int pl_diagnosis_run(const struct pl_report_process *proc, const char *cut_reason, pl_finding_t *out, size_t max,
+                     size_t *n_out);
+
+/* Stable identifier of a code for JSON: "retained-tensors", "fragmentation", ... */
+const char *pl_dx_name(pl_dx_t code);

@@ -1,0 +1,188 @@
+/* reports.verdict: decision rules, projections and misuse (reports/verdict.c). The corpus test covers accuracy;
+ * these pin individual rules with planted cases. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "reports/verdict.h"
+#include "synth.h"
+
+static pl_verdict_t run(const pl_sample_t *s, size_t n, const pl_verdict_params_t *p) {
+    pl_series_t ser;
+    assert_int_equal(pl_series_build(s, n, NULL, &ser), 0);
+    pl_verdict_t v;
+    assert_int_equal(pl_verdict_classify(&ser, p, &v), 0);
+    pl_series_free(&ser);
+    return v;
+}
+
+static void test_verdict_planted_leak_found_with_projection(void **state) {
+    (void)state;
+    /* warmup to 12 GB over 30 steps, then +12 MB/step; 2 s per step; limit 16 GB */
+    const double k[] = {2e9, 12e9, 30, 12e6};
+    pl_sample_t *s = synth_series(7, 300, synth_warmup_then_leak, k, 0.003, 0, 2.0);
+    pl_verdict_params_t p;
+    pl_verdict_params_default(&p);
+    p.limit = 16e9;
+    pl_verdict_t v = run(s, 300, &p);
+    assert_int_equal(v.kind, PL_VERDICT_LEAK);
+    assert_true(v.has_warmup);
+    assert_true(v.warmup_end_step >= 25 && v.warmup_end_step <= 40);
+    assert_true(fabs(v.slope_per_step - 12e6) < 1.2e6);
+    assert_true(v.slope_lo > 0 && v.p_up < 1e-6);
+    assert_true(fabs(v.per_hour - v.slope_per_step * 1800) < 1);
+    assert_true(v.has_oom);
+    /* at step 300 the baseline is ~15.2e9: (16e9 - 15.2e9 - spike) / 12e6 ~ 60 steps; 2 s/step */
+    assert_true(v.oom_step > 320 && v.oom_step < 400);
+    assert_true(fabs(v.oom_seconds - (double)(v.oom_step - v.last_step) * 2) < 4);
+    assert_int_equal(v.more_steps, 0);
+    free(s);
+}
+
+static void test_verdict_planted_plateau_not_a_leak(void **state) {
+    (void)state;
+    const double k[] = {5e9, 17e9, 85};
+    for (uint64_t seed = 1; seed <= 10; seed++) {
+        pl_sample_t *s = synth_series(seed, 240, synth_linear_then_flat, k, 0.005, 0, 0);
+        pl_verdict_t v = run(s, 240, NULL);
+        assert_int_equal(v.kind, PL_VERDICT_PLATEAU);
+        assert_true(v.warmup_end_step >= 75 && v.warmup_end_step <= 95);
+        assert_true(fabs(v.warmup_size - 12e9) < 1e9);
+        assert_true(v.slope_hi < v.threshold_per_step);
+        assert_false(v.has_oom);
+        free(s);
+    }
+}
+
+static void test_verdict_seed003_run1_is_inconclusive(void **state) {
+    (void)state;
+    static const double mb[] = {5552, 7159, 8851, 10515, 12227, 13919, 15736};
+    pl_sample_t s[7];
+    for (int i = 0; i < 7; i++) s[i] = (pl_sample_t){10 * (i + 1), -1, mb[i] * 1e6};
+    pl_verdict_t v = run(s, 7, NULL);
+    assert_int_equal(v.kind, PL_VERDICT_INCONCLUSIVE);
+    assert_true(v.more_steps > 0);
+    /* with min_tail_points lowered, the rule that still holds it back is the warmup allowance */
+    pl_verdict_params_t p;
+    pl_verdict_params_default(&p);
+    p.min_tail_points = 5;
+    v = run(s, 7, &p);
+    assert_int_equal(v.kind, PL_VERDICT_INCONCLUSIVE);
+    assert_int_equal(v.undecided, PL_UNDECIDED_WARMUP);
+    assert_int_equal(v.more_steps, 10 + 100 + 40 - 70);
+    assert_true(v.slope_per_step > 1.5e8);
+}
+
+static void test_verdict_linear_growth_becomes_leak_after_allowance(void **state) {
+    (void)state;
+    const double k[] = {4e9, 0, 8e6};
+    pl_sample_t *s = synth_series(3, 300, synth_onset_leak, k, 0.002, 0, 0);
+    pl_verdict_t v = run(s, 120, NULL); /* 120 steps: still within allowance + min tail */
+    assert_int_equal(v.kind, PL_VERDICT_INCONCLUSIVE);
+    assert_int_equal(v.undecided, PL_UNDECIDED_WARMUP);
+    assert_int_equal(v.more_steps, 1 + 100 + 40 - 120);
+    v = run(s, 300, NULL);
+    assert_int_equal(v.kind, PL_VERDICT_LEAK);
+    assert_false(v.has_warmup);
+    assert_true(v.tail_start_step >= 101);
+    free(s);
+}
+
+static void test_verdict_flat_and_settling(void **state) {
+    (void)state;
+    const double flat[] = {8e9};
+    pl_sample_t *s = synth_series(5, 200, synth_flat, flat, 0.01, 0, 0);
+    pl_verdict_t v = run(s, 200, NULL);
+    assert_int_equal(v.kind, PL_VERDICT_FLAT);
+    assert_false(v.has_warmup);
+    free(s);
+    /* exponential approach with tau=100, cut at 300 steps: growing at the end, but not a leak */
+    const double ex[] = {2e9, 6e9, 100};
+    s = synth_series(6, 300, synth_exp_approach, ex, 0.002, 0, 0);
+    v = run(s, 300, NULL);
+    assert_int_not_equal(v.kind, PL_VERDICT_LEAK);
+    free(s);
+}
+
+static void test_verdict_short_and_empty(void **state) {
+    (void)state;
+    pl_series_t e = {0};
+    pl_verdict_t v;
+    assert_int_equal(pl_verdict_classify(&e, NULL, &v), 0);
+    assert_int_equal(v.kind, PL_VERDICT_INCONCLUSIVE);
+    assert_int_equal(v.undecided, PL_UNDECIDED_NO_DATA);
+    assert_true(v.more_steps >= 8);
+    const double k[] = {1e9, 2e9, 10};
+    pl_sample_t *s = synth_series(1, 30, synth_linear_then_flat, k, 0.005, 0, 0);
+    v = run(s, 30, NULL);
+    assert_int_equal(v.kind, PL_VERDICT_INCONCLUSIVE);
+    assert_int_equal(v.undecided, PL_UNDECIDED_TAIL_SHORT);
+    assert_true(v.more_steps > 0 && v.more_steps <= 40);
+    free(s);
+}
+
+static void test_verdict_time_buckets_without_steps(void **state) {
+    (void)state;
+    /* no step markers: one sample per second for 40 min; warmup over the first 5 min, then flat (plateau), or
+     * + 1 MB per 10 s bucket (leak) */
+    for (int leak = 0; leak < 2; leak++) {
+        size_t n = 2400;
+        pl_sample_t *s = calloc(n, sizeof *s);
+        synth_rng_t r = {99 + (uint64_t)leak};
+        for (size_t i = 0; i < n; i++) {
+            double t = (double)i;
+            double v = 2e9 + 4e9 * (t < 300 ? t / 300 : 1.0) + (leak && t > 300 ? 1e5 * (t - 300) : 0);
+            s[i] = (pl_sample_t){-1, (int64_t)i * 1000000000LL, v * (1 + 0.002 * synth_gauss(&r))};
+        }
+        pl_series_t ser;
+        assert_int_equal(pl_series_build(s, n, NULL, &ser), 0);
+        assert_true(ser.by_time);
+        assert_int_equal(ser.n_points, 240);
+        pl_verdict_t v;
+        assert_int_equal(pl_verdict_classify(&ser, NULL, &v), 0);
+        assert_int_equal(v.kind, leak ? PL_VERDICT_LEAK : PL_VERDICT_PLATEAU);
+        assert_true(v.warmup_end_step >= 25 && v.warmup_end_step <= 35); /* buckets of 10 s */
+        if (leak) assert_true(fabs(v.per_hour - 3.6e8) < 0.5e8);
+        pl_series_free(&ser);
+        free(s);
+    }
+}
+
+static void test_verdict_misuse(void **state) {
+    (void)state;
+    pl_series_t e = {0};
+    pl_verdict_t v;
+    pl_verdict_params_t p;
+    pl_verdict_params_default(&p);
+    p.alpha = 0;
+    assert_int_equal(pl_verdict_classify(&e, &p, &v), -EINVAL);
+    pl_verdict_params_default(&p);
+    p.warmup_allow_steps = -1;
+    assert_int_equal(pl_verdict_classify(&e, &p, &v), -EINVAL);
+    assert_int_equal(pl_verdict_classify(NULL, NULL, &v), -EINVAL);
+    e.n_points = 3; /* points missing */
+    assert_int_equal(pl_verdict_classify(&e, NULL, &v), -EINVAL);
+    assert_string_equal(pl_verdict_name(PL_VERDICT_LEAK), "leak");
+    assert_string_equal(pl_verdict_name((pl_verdict_kind_t)99), "?");
+    assert_string_equal(pl_verdict_undecided_name(PL_UNDECIDED_SETTLING), "settling");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_verdict_planted_leak_found_with_projection),
+        cmocka_unit_test(test_verdict_planted_plateau_not_a_leak),
+        cmocka_unit_test(test_verdict_seed003_run1_is_inconclusive),
+        cmocka_unit_test(test_verdict_linear_growth_becomes_leak_after_allowance),
+        cmocka_unit_test(test_verdict_flat_and_settling),
+        cmocka_unit_test(test_verdict_short_and_empty),
+        cmocka_unit_test(test_verdict_time_buckets_without_steps),
+        cmocka_unit_test(test_verdict_misuse),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
