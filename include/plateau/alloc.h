@@ -103,6 +103,10 @@ PL_API void pl_backend_sim_hold_stream(pl_backend_t *b, pl_stream_t s, bool held
  * failed call. */
 PL_API int pl_backend_cuda_create(int device, pl_backend_t **out, char *err, size_t err_len);
 
+/* Message of the last failed driver call on a cuda backend (the call, its arguments, the CUresult name); "" for
+ * other backends or none yet. Thread-local copy, valid until the next call on this thread. */
+PL_API const char *pl_backend_cuda_last_error(pl_backend_t *b);
+
 PL_API void pl_backend_destroy(pl_backend_t *b);
 
 /* ---------------------------------------------------------------------------------------------------------

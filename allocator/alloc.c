@@ -1,0 +1,649 @@
+/* allocator/alloc.c: the caching allocator proper: pools, segments, best fit, split/merge, record_stream,
+ * garbage collection, the OOM path, the event hook and the observer.
+ *
+ * Data flow: malloc rounds the request, looks for a best-fit FREE block in the (pool, stream) binset, else
+ * gets device memory (a plain segment, or pages mapped at an expandable segment), splits the block when the
+ * rules allow and records the result in the ptr->block map. free merges with FREE neighbours and caches the
+ * block again. Device memory only goes back to the backend through empty_cache, GC and the OOM path.
+ * Every public entry point takes a->mu; everything file-local below expects it held.
+ */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static _Thread_local char last_error[640];
+
+PL_API const char *pl_alloc_last_error(void) { return last_error; }
+
+static void set_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+}
+
+static void require_fail(const char *what, const void *ptr) {
+    /* PL_REQUIRE: continuing would corrupt the heap. */
+    fprintf(stderr, "plateau allocator: %s %p\n", what, ptr);
+    abort();
+}
+
+void pl_alloc_emit(pl_alloc_t *a, pl_alloc_event_kind_t kind, uintptr_t addr, size_t size, size_t requested,
+                   pl_stream_t stream, int pool) {
+    if (!a->hook) return;
+    pl_alloc_event_t ev = {.kind = kind, .addr = addr, .size_bytes = size, .requested_bytes = requested,
+                           .stream = stream, .pool = pool, .device = a->be->device};
+    a->hook(a->hook_ctx, &ev);
+}
+
+/* ---- segments and bins ---- */
+
+void pl_alloc_segment_link(pl_alloc_t *a, pl_segment_t *seg) {
+    seg->prev_seg = NULL;
+    seg->next_seg = a->segments;
+    if (a->segments) a->segments->prev_seg = seg;
+    a->segments = seg;
+    a->n_segments++;
+    pl_stats_update(a->stats.segment, seg->pool, 1);
+}
+
+void pl_alloc_segment_unlink(pl_alloc_t *a, pl_segment_t *seg) {
+    if (seg->prev_seg)
+        seg->prev_seg->next_seg = seg->next_seg;
+    else
+        a->segments = seg->next_seg;
+    if (seg->next_seg) seg->next_seg->prev_seg = seg->prev_seg;
+    a->n_segments--;
+    pl_stats_update(a->stats.segment, seg->pool, -1);
+}
+
+bool pl_alloc_block_is_split(const pl_block_t *b) { return b->prev || b->next; }
+
+static uint32_t next_prio(pl_alloc_t *a) {
+    /* xorshift64*: deterministic treap priorities */
+    uint64_t x = a->prio_state;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    a->prio_state = x;
+    return (uint32_t)((x * 0x2545F4914F6CDD1Dull) >> 32);
+}
+
+/* Cache a FREE block: into its binset, counted as inactive_split when its segment is split (PyTorch does
+ * not count expandable segments there). */
+void pl_alloc_bins_insert(pl_alloc_t *a, pl_block_t *b) {
+    b->state = PL_BLOCK_FREE;
+    b->prio = next_prio(a);
+    b->gc_base = a->lookups[b->pool];
+    b->counted_split = !b->seg->expandable && pl_alloc_block_is_split(b);
+    if (b->counted_split) {
+        pl_stats_update(a->stats.inactive_split, b->pool, 1);
+        pl_stats_update(a->stats.inactive_split_bytes, b->pool, (int64_t)b->size_bytes);
+    }
+    pl_bins_insert(b->seg->bins, b);
+}
+
+void pl_alloc_bins_remove(pl_alloc_t *a, pl_block_t *b) {
+    pl_bins_remove(b->seg->bins, b);
+    if (b->counted_split) {
+        pl_stats_update(a->stats.inactive_split, b->pool, -1);
+        pl_stats_update(a->stats.inactive_split_bytes, b->pool, -(int64_t)b->size_bytes);
+        b->counted_split = false;
+    }
+    b->state = 0;
+}
+
+static pl_binset_t *get_bins(pl_alloc_t *a, int pool, pl_stream_t stream) {
+    pl_binset_t *bs = a->last_bins[pool];
+    if (bs && bs->stream == stream) return bs;
+    for (bs = a->binsets[pool]; bs; bs = bs->next)
+        if (bs->stream == stream) break;
+    if (!bs) {
+        bs = calloc(1, sizeof *bs);
+        if (!bs) return NULL;
+        bs->stream = stream;
+        bs->pool = (uint8_t)pool;
+        bs->next = a->binsets[pool];
+        a->binsets[pool] = bs;
+    }
+    a->last_bins[pool] = bs;
+    return bs;
+}
+
+static bool is_oversize(const pl_alloc_t *a, size_t size) { return size >= a->cfg.max_split_size_bytes; }
+
+/* Best fit in bs for `size`, applying max_split_size rules to blocks of plain segments. The block is taken
+ * out of the bins. */
+static pl_block_t *get_free_block(pl_alloc_t *a, pl_binset_t *bs, size_t size) {
+    a->lookups[bs->pool]++;
+    pl_block_t *b = pl_bins_lower_bound(bs, size);
+    if (!b) return NULL;
+    if (!b->seg->expandable) {
+        /* a request below max_split never takes an oversize block */
+        if (!is_oversize(a, size) && is_oversize(a, b->size_bytes)) return NULL;
+        /* an oversize request takes a cached block only if the waste stays under max_non_split_rounding */
+        if (is_oversize(a, size) && b->size_bytes - size >= a->cfg.max_non_split_rounding_bytes) return NULL;
+    }
+    pl_alloc_bins_remove(a, b);
+    return b;
+}
+
+static bool should_split(const pl_alloc_t *a, const pl_block_t *b, size_t size) {
+    size_t remaining = b->size_bytes - size;
+    if (b->pool == PL_POOL_SMALL || b->seg->expandable) return remaining >= PL_MIN_BLOCK;
+    return !is_oversize(a, size) && remaining > PL_SMALL_SIZE;
+}
+
+/* Hand out `b` (not in any bins) for a request of `size` rounded bytes: split off the tail when allowed. */
+static pl_block_t *take_block(pl_alloc_t *a, pl_block_t *b, size_t size) {
+    if (should_split(a, b, size)) {
+        pl_block_t *rest = pl_slab_get(a);
+        if (rest) {
+            rest->addr = b->addr + size;
+            rest->size_bytes = b->size_bytes - size;
+            rest->seg = b->seg;
+            rest->pool = b->pool;
+            rest->prev = b;
+            rest->next = b->next;
+            if (b->next) b->next->prev = rest;
+            b->next = rest;
+            b->size_bytes = size;
+            pl_alloc_bins_insert(a, rest);
+        } /* out of descriptor memory: hand out the whole block (correct, only wasteful) */
+    }
+    b->state = PL_BLOCK_ALLOCATED;
+    return b;
+}
+
+/* Merge FREE neighbours (taking them out of the bins) and cache the block. */
+static void cache_block(pl_alloc_t *a, pl_block_t *b) {
+    pl_block_t *p = b->prev, *n = b->next;
+    if (p && p->state == PL_BLOCK_FREE) {
+        pl_alloc_bins_remove(a, p);
+        p->size_bytes += b->size_bytes;
+        p->next = n;
+        if (n) n->prev = p;
+        pl_slab_put(a, b);
+        b = p;
+    }
+    if (n && n->state == PL_BLOCK_FREE) {
+        pl_alloc_bins_remove(a, n);
+        b->size_bytes += n->size_bytes;
+        b->next = n->next;
+        if (n->next) n->next->prev = b;
+        pl_slab_put(a, n);
+    }
+    pl_alloc_bins_insert(a, b);
+}
+
+/* A block's last use is over (free without stream uses, or its events completed). */
+static void free_block(pl_alloc_t *a, pl_block_t *b) {
+    pl_stats_update(a->stats.active, b->pool, -1);
+    pl_stats_update(a->stats.active_bytes, b->pool, -(int64_t)b->size_bytes);
+    pl_stats_update(a->stats.requested_bytes, b->pool, -(int64_t)b->requested_bytes);
+    b->requested_bytes = 0;
+    cache_block(a, b);
+}
+
+/* ---- record_stream events ---- */
+
+static void process_events(pl_alloc_t *a, bool synchronize) {
+    pl_pending_event_t **link = &a->pending;
+    while (*link) {
+        pl_pending_event_t *e = *link;
+        int rc = synchronize ? a->be->ops->event_synchronize(a->be, e->ev) : a->be->ops->event_query(a->be, e->ev);
+        if (rc) {
+            link = &e->next;
+            continue;
+        }
+        *link = e->next;
+        a->be->ops->event_destroy(a->be, e->ev);
+        pl_block_t *b = e->block;
+        e->next = a->free_pending;
+        a->free_pending = e;
+        if (--b->event_count == 0) free_block(a, b);
+    }
+}
+
+static void insert_events(pl_alloc_t *a, pl_block_t *b) {
+    b->state = PL_BLOCK_PENDING;
+    for (uint32_t i = 0; i < b->n_uses; i++) {
+        pl_pending_event_t *e = a->free_pending;
+        if (e)
+            a->free_pending = e->next;
+        else
+            e = malloc(sizeof *e);
+        pl_event_t ev;
+        if (!e || a->be->ops->event_record(a->be, b->uses[i], &ev)) {
+            /* Cannot track the stream: keep the block out of reuse for good rather than risk a race. */
+            free(e);
+            b->event_count++;
+            continue;
+        }
+        e->ev = ev;
+        e->block = b;
+        e->next = a->pending;
+        a->pending = e;
+        b->event_count++;
+    }
+    free(b->uses);
+    b->uses = NULL;
+    b->n_uses = b->cap_uses = 0;
+    if (b->event_count == 0) free_block(a, b);
+}
+
+/* ---- device memory ---- */
+
+static pl_block_t *alloc_plain(pl_alloc_t *a, pl_binset_t *bs, size_t size) {
+    size_t seg_size = pl_rounding_segment_size(size);
+    if (seg_size < size || seg_size > a->capacity_bytes - a->reserved_bytes) return NULL;
+    pl_segment_t *seg = calloc(1, sizeof *seg);
+    pl_block_t *b = pl_slab_get(a);
+    uintptr_t addr;
+    if (!seg || !b || a->be->ops->mem_alloc(a->be, seg_size, &addr)) {
+        free(seg);
+        if (b) pl_slab_put(a, b);
+        return NULL;
+    }
+    a->stats.num_device_alloc++;
+    seg->addr = addr;
+    seg->size_bytes = seg->mapped_bytes = seg_size;
+    seg->stream = bs->stream;
+    seg->pool = bs->pool;
+    seg->bins = bs;
+    seg->first = b;
+    b->addr = addr;
+    b->size_bytes = seg_size;
+    b->seg = seg;
+    b->pool = bs->pool;
+    pl_alloc_segment_link(a, seg);
+    a->reserved_bytes += seg_size;
+    pl_stats_update(a->stats.reserved_bytes, seg->pool, (int64_t)seg_size);
+    pl_alloc_emit(a, PL_ALLOC_EV_SEGMENT_MAP, addr, seg_size, 0, seg->stream, seg->pool);
+    return b;
+}
+
+static pl_block_t *alloc_device(pl_alloc_t *a, pl_binset_t *bs, size_t size, bool retry) {
+    if (retry) a->stats.num_alloc_retries++;
+    if (!a->cfg.expandable_segments) return alloc_plain(a, bs, size);
+    pl_segment_t *seg = pl_expandable_get(a, bs);
+    return seg ? pl_expandable_grow(a, seg, size) : NULL;
+}
+
+static void release_plain(pl_alloc_t *a, pl_segment_t *seg) {
+    pl_block_t *b = seg->first;
+    pl_alloc_bins_remove(a, b);
+    if (a->be->ops->mem_free(a->be, seg->addr, seg->size_bytes)) require_fail("backend refused to free segment", (void *)seg->addr);
+    a->stats.num_device_free++;
+    a->reserved_bytes -= seg->size_bytes;
+    pl_stats_update(a->stats.reserved_bytes, seg->pool, -(int64_t)seg->size_bytes);
+    pl_alloc_emit(a, PL_ALLOC_EV_SEGMENT_UNMAP, seg->addr, seg->size_bytes, 0, seg->stream, seg->pool);
+    pl_alloc_segment_unlink(a, seg);
+    pl_slab_put(a, b);
+    free(seg);
+}
+
+static bool plain_whole_free(const pl_segment_t *s) {
+    return !s->expandable && s->first->state == PL_BLOCK_FREE && !s->first->next;
+}
+
+/* Release every cached block that is wholly free: plain segments and free pages of expandable segments.
+ * Returns bytes released. */
+static size_t release_cached(pl_alloc_t *a, bool synchronize) {
+    if (a->pending) process_events(a, synchronize);
+    size_t released = 0;
+    pl_segment_t *s = a->segments;
+    while (s) {
+        pl_segment_t *next = s->next_seg;
+        if (plain_whole_free(s)) {
+            released += s->size_bytes;
+            release_plain(a, s);
+        } else if (s->expandable) {
+            pl_block_t *b = s->first;
+            while (b) {
+                if (b->state == PL_BLOCK_FREE)
+                    released += pl_expandable_release_block(a, b, &b);
+                else
+                    b = b->next;
+            }
+            if (s->mapped_bytes == 0) pl_expandable_destroy(a, s);
+        }
+        s = next;
+    }
+    return released;
+}
+
+/* First OOM step: free cached blocks that can make room for `size` (PyTorch's
+ * release_available_cached_blocks, extended to any max_split setting and to expandable pages). */
+static bool release_available(pl_alloc_t *a, int pool, size_t size) {
+    size_t need = a->cfg.expandable_segments ? size : pl_rounding_segment_size(size);
+    if (a->cfg.expandable_segments) return release_cached(a, false) > 0;
+    pl_segment_t *best = NULL;
+    for (pl_segment_t *s = a->segments; s; s = s->next_seg)
+        if (s->pool == pool && plain_whole_free(s) && s->size_bytes >= need &&
+            (!best || s->size_bytes < best->size_bytes))
+            best = s;
+    if (best) {
+        release_plain(a, best);
+        return true;
+    }
+    /* no single block is large enough: release the largest ones until enough room is made */
+    size_t released = 0;
+    while (released < need) {
+        pl_segment_t *big = NULL;
+        for (pl_segment_t *s = a->segments; s; s = s->next_seg)
+            if (s->pool == pool && plain_whole_free(s) && (!big || s->size_bytes > big->size_bytes)) big = s;
+        if (!big) break;
+        released += big->size_bytes;
+        release_plain(a, big);
+    }
+    return released > 0;
+}
+
+/* garbage_collection_threshold: when reserved passes threshold x capacity, release cached large-pool blocks
+ * that are whole segments (or free pages of expandable segments) and whose age is at least the mean age,
+ * repeating until reserved is back under the threshold or nothing more can go. */
+static void garbage_collect(pl_alloc_t *a) {
+    size_t threshold = (size_t)(a->cfg.garbage_collection_threshold * (double)a->capacity_bytes);
+    if (a->reserved_bytes <= threshold) return;
+    size_t target = a->reserved_bytes - threshold, reclaimed = 0;
+    size_t n = 0, cap = 0;
+    pl_block_t **cand = NULL;
+    uint64_t total_age = 0;
+    for (pl_segment_t *s = a->segments; s; s = s->next_seg) {
+        if (s->pool != PL_POOL_LARGE) continue;
+        for (pl_block_t *b = s->first; b; b = b->next) {
+            if (b->state != PL_BLOCK_FREE) continue;
+            if (s->expandable ? !pl_expandable_releasable(a, b) : b != s->first || b->next) continue;
+            if (n == cap) {
+                size_t nc = cap ? 2 * cap : 32;
+                pl_block_t **c2 = realloc(cand, nc * sizeof *c2);
+                if (!c2) goto out;
+                cand = c2;
+                cap = nc;
+            }
+            cand[n++] = b;
+            total_age += a->lookups[PL_POOL_LARGE] - b->gc_base;
+        }
+    }
+    size_t left = n;
+    bool freed = true;
+    while (reclaimed < target && freed && left > 0) {
+        double mean = (double)total_age / (double)left;
+        freed = false;
+        for (size_t i = 0; i < n; i++) {
+            pl_block_t *b = cand[i];
+            if (!b) continue;
+            uint64_t age = a->lookups[PL_POOL_LARGE] - b->gc_base;
+            if ((double)age < mean) continue;
+            cand[i] = NULL;
+            left--;
+            total_age -= age;
+            freed = true;
+            if (b->seg->expandable) {
+                /* b's neighbours are not FREE (no two FREE blocks touch), so no other candidate changes */
+                pl_segment_t *seg = b->seg;
+                reclaimed += pl_expandable_release_block(a, b, NULL);
+                if (seg->mapped_bytes == 0) pl_expandable_destroy(a, seg);
+            } else {
+                reclaimed += b->seg->size_bytes;
+                release_plain(a, b->seg);
+            }
+        }
+    }
+out:
+    free(cand);
+}
+
+static void format_size(char *buf, size_t len, size_t bytes) {
+    static const char *units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024.0 && u < 4) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, len, "%zu bytes", bytes);
+    else
+        snprintf(buf, len, "%.2f %s", v, units[u]);
+}
+
+static void oom(pl_alloc_t *a, size_t requested, size_t rounded, pl_stream_t stream, int pool) {
+    size_t dev_free = 0, dev_total = 0;
+    a->be->ops->mem_info(a->be, &dev_free, &dev_total);
+    size_t allocated = (size_t)a->stats.allocated_bytes[PL_POOL_ALL].current;
+    size_t unalloc = a->reserved_bytes - allocated;
+    /* what this allocator may still take, as the device sees it */
+    size_t limit_free = a->capacity_bytes - a->reserved_bytes;
+    if (limit_free < dev_free) dev_free = limit_free;
+    char s_req[32], s_cap[32], s_free[32], s_alloc[32], s_unalloc[32];
+    format_size(s_req, sizeof s_req, requested);
+    format_size(s_cap, sizeof s_cap, a->capacity_bytes);
+    format_size(s_free, sizeof s_free, dev_free);
+    format_size(s_alloc, sizeof s_alloc, allocated);
+    format_size(s_unalloc, sizeof s_unalloc, unalloc);
+    const char *hint = "";
+    if (unalloc > 0 && unalloc >= rounded / 2 && !a->cfg.expandable_segments)
+        hint = " If reserved but unallocated memory is large try setting PLATEAU_ALLOC_CONF=expandable_segments:True"
+               " to avoid fragmentation.";
+    else if (unalloc > 0 && unalloc >= rounded / 2)
+        hint = " If reserved but unallocated memory is large, call empty_cache() or lower the peak:"
+               " expandable segments are already on.";
+    set_error("plateau: out of memory on device %d. Tried to allocate %s. Device %d has a total capacity of %s of "
+              "which %s is free. Of the allocated memory %s is allocated by plateau, and %s is reserved by plateau "
+              "but unallocated.%s",
+              a->be->device, s_req, a->be->device, s_cap, s_free, s_alloc, s_unalloc, hint);
+    a->stats.num_ooms++;
+    pl_alloc_emit(a, PL_ALLOC_EV_OOM, 0, dev_free, requested, stream, pool);
+}
+
+/* ---- public API ---- */
+
+PL_API int pl_alloc_create(pl_backend_t *backend, const pl_alloc_config_t *cfg, pl_alloc_t **out, char *err,
+                           size_t err_len) {
+    if (err && err_len) err[0] = 0;
+    if (!backend || !out) return -EINVAL;
+    pl_alloc_config_t c;
+    if (cfg) {
+        c = *cfg;
+    } else {
+        int rc = pl_alloc_config_from_env(&c, err, err_len);
+        if (rc) {
+            if (err) set_error("%s", err);
+            return rc;
+        }
+    }
+    size_t gran = 0, dev_free = 0, dev_total = 0;
+    if (backend->ops->granularity(backend, &gran) || !gran || (gran & (gran - 1)) ||
+        backend->ops->mem_info(backend, &dev_free, &dev_total)) {
+        if (err && err_len) snprintf(err, err_len, "backend %s: cannot query granularity or memory info", backend->ops->name);
+        return -EINVAL;
+    }
+    pl_alloc_t *a = calloc(1, sizeof *a);
+    if (!a) return -ENOMEM;
+    if (pl_blockmap_init(&a->map)) {
+        free(a);
+        return -ENOMEM;
+    }
+    pthread_mutex_init(&a->mu, NULL);
+    a->be = backend;
+    a->cfg = c;
+    a->gran_bytes = gran;
+    a->capacity_bytes = (size_t)((double)dev_total * c.per_process_memory_fraction);
+    if (c.per_process_memory_fraction >= 1.0) a->capacity_bytes = dev_total;
+    a->prio_state = 0x9E3779B97F4A7C15ull;
+    a->stats.capacity_bytes = a->capacity_bytes;
+    /* The observer (e.g. the preloaded tracer) gets every allocator; see alloc.h. */
+    void *sym = dlsym(RTLD_DEFAULT, "plateau_alloc_observer");
+    if (sym) {
+        pl_alloc_observer_fn fn;
+        memcpy(&fn, &sym, sizeof fn);
+        a->observer = fn;
+        fn(a, true);
+    }
+    *out = a;
+    return 0;
+}
+
+PL_API void pl_alloc_destroy(pl_alloc_t *a) {
+    if (!a) return;
+    if (a->observer) a->observer(a, false);
+    pthread_mutex_lock(&a->mu);
+    /* Events first: their blocks are about to go. */
+    while (a->pending) {
+        pl_pending_event_t *e = a->pending;
+        a->pending = e->next;
+        a->be->ops->event_destroy(a->be, e->ev);
+        free(e);
+    }
+    while (a->free_pending) {
+        pl_pending_event_t *e = a->free_pending;
+        a->free_pending = e->next;
+        free(e);
+    }
+    while (a->segments) {
+        pl_segment_t *s = a->segments;
+        if (s->expandable) {
+            pl_expandable_destroy(a, s);
+            continue;
+        }
+        a->be->ops->mem_free(a->be, s->addr, s->size_bytes);
+        for (pl_block_t *b = s->first; b;) {
+            pl_block_t *n = b->next;
+            free(b->uses);
+            b = n;
+        }
+        pl_alloc_segment_unlink(a, s);
+        free(s);
+    }
+    for (int p = 0; p < PL_POOL_N; p++)
+        while (a->binsets[p]) {
+            pl_binset_t *bs = a->binsets[p];
+            a->binsets[p] = bs->next;
+            free(bs);
+        }
+    pl_blockmap_fini(&a->map);
+    pl_slab_fini(a);
+    pthread_mutex_unlock(&a->mu);
+    pthread_mutex_destroy(&a->mu);
+    free(a);
+}
+
+PL_API void *pl_alloc_malloc(pl_alloc_t *a, size_t size, pl_stream_t stream) {
+    pthread_mutex_lock(&a->mu);
+    if (a->pending) process_events(a, false);
+    size_t rounded = pl_rounding_round(&a->cfg, size);
+    int pool = pl_rounding_pool(rounded);
+    pl_binset_t *bs = get_bins(a, pool, stream);
+    pl_block_t *b = NULL;
+    if (!bs) goto fail;
+    b = get_free_block(a, bs, rounded);
+    if (!b) {
+        if (a->cfg.garbage_collection_threshold > 0.0) garbage_collect(a);
+        b = alloc_device(a, bs, rounded, false);
+        if (!b && release_available(a, pool, rounded)) b = alloc_device(a, bs, rounded, false);
+        if (!b) {
+            release_cached(a, true);
+            b = alloc_device(a, bs, rounded, true);
+        }
+        if (!b) goto fail;
+    }
+    b = take_block(a, b, rounded);
+    if (pl_blockmap_insert(&a->map, b)) {
+        cache_block(a, b); /* give it back: the program never saw it */
+        set_error("plateau: out of host memory for allocator metadata");
+        pthread_mutex_unlock(&a->mu);
+        return NULL;
+    }
+    b->requested_bytes = size;
+    pl_stats_update(a->stats.allocation, pool, 1);
+    pl_stats_update(a->stats.allocated_bytes, pool, (int64_t)b->size_bytes);
+    pl_stats_update(a->stats.active, pool, 1);
+    pl_stats_update(a->stats.active_bytes, pool, (int64_t)b->size_bytes);
+    pl_stats_update(a->stats.requested_bytes, pool, (int64_t)size);
+    pl_alloc_emit(a, PL_ALLOC_EV_ALLOC, b->addr, b->size_bytes, size, stream, pool);
+    pthread_mutex_unlock(&a->mu);
+    return (void *)b->addr;
+fail:
+    if (bs)
+        oom(a, size, rounded, stream, pool);
+    else
+        set_error("plateau: out of host memory for allocator metadata");
+    pthread_mutex_unlock(&a->mu);
+    return NULL;
+}
+
+PL_API void pl_alloc_free(pl_alloc_t *a, void *ptr) {
+    if (!ptr) return;
+    pthread_mutex_lock(&a->mu);
+    pl_block_t *b = pl_blockmap_remove(&a->map, (uintptr_t)ptr);
+    if (!b) {
+        pthread_mutex_unlock(&a->mu);
+        require_fail("free of a pointer this allocator does not own (or double free):", ptr);
+    }
+    pl_stats_update(a->stats.allocation, b->pool, -1);
+    pl_stats_update(a->stats.allocated_bytes, b->pool, -(int64_t)b->size_bytes);
+    pl_alloc_emit(a, PL_ALLOC_EV_FREE, b->addr, b->size_bytes, b->requested_bytes, b->seg->stream, b->pool);
+    if (b->n_uses)
+        insert_events(a, b);
+    else
+        free_block(a, b);
+    pthread_mutex_unlock(&a->mu);
+}
+
+PL_API int pl_alloc_record_stream(pl_alloc_t *a, void *ptr, pl_stream_t stream) {
+    pthread_mutex_lock(&a->mu);
+    pl_block_t *b = pl_blockmap_find(&a->map, (uintptr_t)ptr);
+    int rc = 0;
+    if (!b) {
+        rc = -EINVAL;
+        goto out;
+    }
+    if (stream == b->seg->stream) goto out; /* uses on the allocation stream need no event */
+    for (uint32_t i = 0; i < b->n_uses; i++)
+        if (b->uses[i] == stream) goto out;
+    if (b->n_uses == b->cap_uses) {
+        uint32_t cap = b->cap_uses ? 2 * b->cap_uses : 4;
+        pl_stream_t *u = realloc(b->uses, cap * sizeof *u);
+        if (!u) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        b->uses = u;
+        b->cap_uses = cap;
+    }
+    b->uses[b->n_uses++] = stream;
+out:
+    pthread_mutex_unlock(&a->mu);
+    return rc;
+}
+
+PL_API void pl_alloc_empty_cache(pl_alloc_t *a) {
+    pthread_mutex_lock(&a->mu);
+    release_cached(a, true);
+    pthread_mutex_unlock(&a->mu);
+}
+
+PL_API size_t pl_alloc_block_size(pl_alloc_t *a, const void *ptr) {
+    pthread_mutex_lock(&a->mu);
+    pl_block_t *b = pl_blockmap_find(&a->map, (uintptr_t)ptr);
+    size_t n = b ? b->size_bytes : 0;
+    pthread_mutex_unlock(&a->mu);
+    return n;
+}
+
+PL_API void pl_alloc_set_hook(pl_alloc_t *a, pl_alloc_hook_fn fn, void *ctx) {
+    pthread_mutex_lock(&a->mu);
+    a->hook = fn;
+    a->hook_ctx = ctx;
+    pthread_mutex_unlock(&a->mu);
+}

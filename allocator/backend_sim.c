@@ -1,0 +1,310 @@
+/* allocator/backend_sim.c: a simulated device in host memory, behind the backend contract of backend.h.
+ *
+ * Plain segments are anonymous mmaps. Expandable segments run for real: addr_reserve maps PROT_NONE address
+ * space, map() replaces a page range of it with fresh anonymous pages (still PROT_NONE, like cuMemMap) and
+ * set_access() makes them read-write; unmap() puts PROT_NONE address space back (contents are discarded, as on
+ * a GPU after cuMemUnmap + cuMemRelease). With touch = false nothing is ever made accessible (address space
+ * only, for fast replays of traces that never write).
+ * Invariants: used_bytes = sum of live plain segments + live physical handles <= capacity_bytes.
+ * Streams: events recorded on a held stream stay pending until the stream is released (record_stream tests).
+ * Fault injection: the Nth mem_alloc / phys_create (fail_alloc_at) or the Nth map (fail_map_at) fails.
+ * Thread-safe: one mutex guards the counters, handles and stream table.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "backend.h"
+
+typedef struct sim_phys {
+    size_t size_bytes;
+    uintptr_t mapped_at; /* where map() put it (a handle is mapped at most once) */
+} sim_phys_t;
+
+typedef struct sim_stream {
+    pl_stream_t stream;
+    bool held;
+    uint64_t n_recorded;  /* events recorded so far (sequence numbers 1..n) */
+    uint64_t n_completed; /* events with seq <= this have completed */
+} sim_stream_t;
+
+typedef struct sim_event {
+    uint32_t stream_idx;
+    uint64_t seq;
+} sim_event_t;
+
+typedef struct sim_backend {
+    pl_backend_t base;
+    pl_sim_options_t opt;
+    pthread_mutex_t mu;
+    size_t used_bytes;   /* guarded by mu */
+    uint64_t n_allocs;   /* mem_alloc + phys_create calls so far (fault injection), guarded by mu */
+    uint64_t n_maps;     /* map calls so far, guarded by mu */
+    sim_stream_t *streams; /* guarded by mu */
+    uint32_t n_streams, cap_streams;
+} sim_backend_t;
+
+static sim_backend_t *sim_of(pl_backend_t *b) { return (sim_backend_t *)b; }
+
+static int reserve_space(size_t size, uintptr_t *out) {
+    void *p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return -ENOMEM;
+    *out = (uintptr_t)p;
+    return 0;
+}
+
+/* Count one device allocation against fault injection and capacity; mu held. */
+static int charge(sim_backend_t *s, size_t size) {
+    s->n_allocs++;
+    if (s->opt.fail_alloc_at && s->n_allocs == s->opt.fail_alloc_at) return -ENOMEM;
+    if (size > s->opt.capacity_bytes - s->used_bytes) return -ENOMEM;
+    s->used_bytes += size;
+    return 0;
+}
+
+static int sim_mem_alloc(pl_backend_t *b, size_t size, uintptr_t *out) {
+    sim_backend_t *s = sim_of(b);
+    if (size == 0) return -EINVAL;
+    pthread_mutex_lock(&s->mu);
+    int rc = charge(s, size);
+    pthread_mutex_unlock(&s->mu);
+    if (rc) return rc;
+    void *p;
+    if (s->opt.touch)
+        p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    else
+        p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        pthread_mutex_lock(&s->mu);
+        s->used_bytes -= size;
+        pthread_mutex_unlock(&s->mu);
+        return -ENOMEM;
+    }
+    *out = (uintptr_t)p;
+    return 0;
+}
+
+static int sim_mem_free(pl_backend_t *b, uintptr_t addr, size_t size) {
+    sim_backend_t *s = sim_of(b);
+    if (munmap((void *)addr, size)) return -EINVAL;
+    pthread_mutex_lock(&s->mu);
+    s->used_bytes -= size;
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+static int sim_granularity(pl_backend_t *b, size_t *out) {
+    *out = sim_of(b)->opt.granularity_bytes;
+    return 0;
+}
+
+static int sim_addr_reserve(pl_backend_t *b, size_t size, uintptr_t *out) {
+    if (size == 0 || size % sim_of(b)->opt.granularity_bytes) return -EINVAL;
+    return reserve_space(size, out);
+}
+
+static int sim_addr_free(pl_backend_t *b, uintptr_t addr, size_t size) {
+    (void)b;
+    return munmap((void *)addr, size) ? -EINVAL : 0;
+}
+
+static int sim_phys_create(pl_backend_t *b, size_t size, pl_phys_t *out) {
+    sim_backend_t *s = sim_of(b);
+    if (size == 0 || size % s->opt.granularity_bytes) return -EINVAL;
+    sim_phys_t *h = calloc(1, sizeof *h);
+    if (!h) return -ENOMEM;
+    pthread_mutex_lock(&s->mu);
+    int rc = charge(s, size);
+    pthread_mutex_unlock(&s->mu);
+    if (rc) {
+        free(h);
+        return rc;
+    }
+    h->size_bytes = size;
+    *out = (pl_phys_t)h;
+    return 0;
+}
+
+static int sim_phys_release(pl_backend_t *b, pl_phys_t handle) {
+    sim_backend_t *s = sim_of(b);
+    sim_phys_t *h = (sim_phys_t *)handle;
+    if (!h) return -EINVAL;
+    /* As cuMemRelease: legal while mapped (the memory goes when the last mapping goes); the allocator always
+     * unmaps first, so the capacity is returned here. */
+    pthread_mutex_lock(&s->mu);
+    s->used_bytes -= h->size_bytes;
+    pthread_mutex_unlock(&s->mu);
+    free(h);
+    return 0;
+}
+
+static int sim_map(pl_backend_t *b, uintptr_t addr, size_t size, pl_phys_t handle) {
+    sim_backend_t *s = sim_of(b);
+    sim_phys_t *h = (sim_phys_t *)handle;
+    if (!h || h->mapped_at || size != h->size_bytes || addr % s->opt.granularity_bytes) return -EINVAL;
+    pthread_mutex_lock(&s->mu);
+    s->n_maps++;
+    bool fail = s->opt.fail_map_at && s->n_maps == s->opt.fail_map_at;
+    pthread_mutex_unlock(&s->mu);
+    if (fail) return -ENOMEM;
+    if (s->opt.touch) {
+        /* Fresh pages, inaccessible until set_access (as cuMemMap). */
+        void *p = mmap((void *)addr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED) return -ENOMEM;
+    }
+    h->mapped_at = addr;
+    return 0;
+}
+
+static int sim_unmap(pl_backend_t *b, uintptr_t addr, size_t size) {
+    sim_backend_t *s = sim_of(b);
+    if (addr % s->opt.granularity_bytes || size % s->opt.granularity_bytes) return -EINVAL;
+    if (s->opt.touch) {
+        /* Drop the pages, keep the reservation. */
+        void *p = mmap((void *)addr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED) return -ENOMEM;
+    }
+    return 0;
+}
+
+static int sim_set_access(pl_backend_t *b, uintptr_t addr, size_t size) {
+    if (!sim_of(b)->opt.touch) return 0;
+    return mprotect((void *)addr, size, PROT_READ | PROT_WRITE) ? -errno : 0;
+}
+
+static int sim_mem_info(pl_backend_t *b, size_t *out_free, size_t *out_total) {
+    sim_backend_t *s = sim_of(b);
+    pthread_mutex_lock(&s->mu);
+    *out_free = s->opt.capacity_bytes - s->used_bytes;
+    *out_total = s->opt.capacity_bytes;
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+/* mu held. Returns the index of `stream`, adding it when new, or UINT32_MAX on ENOMEM. */
+static uint32_t stream_index(sim_backend_t *s, pl_stream_t stream) {
+    for (uint32_t i = 0; i < s->n_streams; i++)
+        if (s->streams[i].stream == stream) return i;
+    if (s->n_streams == s->cap_streams) {
+        uint32_t cap = s->cap_streams ? 2 * s->cap_streams : 8;
+        sim_stream_t *n = realloc(s->streams, cap * sizeof *n);
+        if (!n) return UINT32_MAX;
+        s->streams = n;
+        s->cap_streams = cap;
+    }
+    s->streams[s->n_streams] = (sim_stream_t){.stream = stream};
+    return s->n_streams++;
+}
+
+static int sim_event_record(pl_backend_t *b, pl_stream_t stream, pl_event_t *out) {
+    sim_backend_t *s = sim_of(b);
+    sim_event_t *e = malloc(sizeof *e);
+    if (!e) return -ENOMEM;
+    pthread_mutex_lock(&s->mu);
+    uint32_t i = stream_index(s, stream);
+    if (i == UINT32_MAX) {
+        pthread_mutex_unlock(&s->mu);
+        free(e);
+        return -ENOMEM;
+    }
+    sim_stream_t *st = &s->streams[i];
+    e->stream_idx = i;
+    e->seq = ++st->n_recorded;
+    if (!st->held) st->n_completed = st->n_recorded;
+    pthread_mutex_unlock(&s->mu);
+    *out = (pl_event_t)e;
+    return 0;
+}
+
+static int sim_event_query(pl_backend_t *b, pl_event_t ev) {
+    sim_backend_t *s = sim_of(b);
+    sim_event_t *e = (sim_event_t *)ev;
+    pthread_mutex_lock(&s->mu);
+    bool done = e->seq <= s->streams[e->stream_idx].n_completed;
+    pthread_mutex_unlock(&s->mu);
+    return done ? 0 : -EBUSY;
+}
+
+static int sim_event_synchronize(pl_backend_t *b, pl_event_t ev) {
+    /* A held stream only completes when a test releases it: waiting would block forever. */
+    return sim_event_query(b, ev) ? -EDEADLK : 0;
+}
+
+static void sim_event_destroy(pl_backend_t *b, pl_event_t ev) {
+    (void)b;
+    free((sim_event_t *)ev);
+}
+
+static void sim_destroy(pl_backend_t *b) {
+    sim_backend_t *s = sim_of(b);
+    pthread_mutex_destroy(&s->mu);
+    free(s->streams);
+    free(s);
+}
+
+static const pl_backend_ops_t sim_ops = {
+    .name = "sim",
+    .mem_alloc = sim_mem_alloc,
+    .mem_free = sim_mem_free,
+    .granularity = sim_granularity,
+    .addr_reserve = sim_addr_reserve,
+    .addr_free = sim_addr_free,
+    .phys_create = sim_phys_create,
+    .phys_release = sim_phys_release,
+    .map = sim_map,
+    .unmap = sim_unmap,
+    .set_access = sim_set_access,
+    .mem_info = sim_mem_info,
+    .event_record = sim_event_record,
+    .event_query = sim_event_query,
+    .event_synchronize = sim_event_synchronize,
+    .event_destroy = sim_event_destroy,
+    .destroy = sim_destroy,
+};
+
+PL_API void pl_sim_options_default(pl_sim_options_t *opt) {
+    memset(opt, 0, sizeof *opt);
+    opt->capacity_bytes = (size_t)80 << 30;
+    opt->granularity_bytes = (size_t)2 << 20;
+    opt->touch = true;
+}
+
+PL_API int pl_backend_sim_create(const pl_sim_options_t *opt, pl_backend_t **out) {
+    pl_sim_options_t o;
+    if (opt)
+        o = *opt;
+    else
+        pl_sim_options_default(&o);
+    if (o.granularity_bytes == 0 || (o.granularity_bytes & (o.granularity_bytes - 1)) ||
+        o.granularity_bytes % 4096 || o.capacity_bytes == 0)
+        return -EINVAL;
+    sim_backend_t *s = calloc(1, sizeof *s);
+    if (!s) return -ENOMEM;
+    s->base.ops = &sim_ops;
+    s->base.device = 0;
+    s->opt = o;
+    pthread_mutex_init(&s->mu, NULL);
+    *out = &s->base;
+    return 0;
+}
+
+PL_API void pl_backend_sim_hold_stream(pl_backend_t *b, pl_stream_t stream, bool held) {
+    if (!b || b->ops != &sim_ops) return;
+    sim_backend_t *s = sim_of(b);
+    pthread_mutex_lock(&s->mu);
+    uint32_t i = stream_index(s, stream);
+    if (i != UINT32_MAX) {
+        s->streams[i].held = held;
+        if (!held) s->streams[i].n_completed = s->streams[i].n_recorded;
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+PL_API void pl_backend_destroy(pl_backend_t *b) {
+    if (b) b->ops->destroy(b);
+}

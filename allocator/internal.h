@@ -1,0 +1,187 @@
+/* allocator/internal.h: the allocator's data structures, shared by its modules (not installed).
+ *
+ * Ownership: an allocator owns its segments, blocks, binsets and pending events; blocks come from a slab
+ * (slab.c), never from malloc in steady state. Every field below is guarded by pl_alloc.mu.
+ * Block states: ALLOCATED (handed out, in the ptr->block map), PENDING (freed by the program, waiting for
+ * record_stream events), FREE (cached, in exactly one binset's tree), UNMAPPED (address space of an expandable
+ * segment with no physical pages; in no tree).
+ * Invariants (checked by pl_alloc_check): blocks of a segment tile it in address order; no two FREE blocks
+ * are adjacent; sum(ALLOCATED + PENDING + FREE sizes) == reserved; unmapped ranges are page aligned.
+ */
+#pragma once
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <plateau/alloc.h>
+
+#include "backend.h"
+
+#define PL_MIN_BLOCK ((size_t)512)            /* all sizes round up to this */
+#define PL_SMALL_SIZE ((size_t)1 << 20)       /* largest request served by the small pool */
+#define PL_SMALL_BUFFER ((size_t)2 << 20)     /* small-pool segment size */
+#define PL_LARGE_BUFFER ((size_t)20 << 20)    /* large-pool segment size for requests < PL_MIN_LARGE_ALLOC */
+#define PL_MIN_LARGE_ALLOC ((size_t)10 << 20) /* from here on, segments are the request rounded to 2 MiB */
+#define PL_ROUND_LARGE ((size_t)2 << 20)
+
+enum { PL_BLOCK_ALLOCATED = 1, PL_BLOCK_PENDING = 2, PL_BLOCK_FREE = 3, PL_BLOCK_UNMAPPED = 4 };
+
+typedef struct pl_segment pl_segment_t;
+typedef struct pl_binset pl_binset_t;
+
+typedef struct pl_block {
+    uintptr_t addr;
+    size_t size_bytes;
+    size_t requested_bytes;     /* ALLOCATED/PENDING: size the program asked for */
+    pl_segment_t *seg;
+    struct pl_block *prev, *next;   /* address neighbours inside seg */
+    struct pl_block *left, *right;  /* treap children while FREE; `next` of the slab free list otherwise */
+    uint32_t prio;                  /* treap priority, fixed at insertion */
+    uint8_t state;                  /* PL_BLOCK_* */
+    uint8_t pool;                   /* PL_POOL_SMALL or PL_POOL_LARGE */
+    bool counted_split;             /* FREE and counted in inactive_split stats */
+    uint32_t event_count;           /* PENDING: outstanding stream events */
+    pl_stream_t *uses;              /* record_stream streams (malloc'd, rare) */
+    uint32_t n_uses, cap_uses;
+    uint64_t gc_base;               /* pool lookup counter when cached (age = counter - gc_base) */
+} pl_block_t;
+
+struct pl_segment {
+    uintptr_t addr;
+    size_t size_bytes;      /* plain: device allocation size; expandable: reserved address space */
+    size_t mapped_bytes;    /* plain: == size_bytes; expandable: bytes with physical pages */
+    pl_stream_t stream;
+    uint8_t pool;
+    bool expandable;
+    pl_block_t *first;      /* lowest-address block */
+    pl_phys_t *pages;       /* expandable: one handle per granularity page, 0 when unmapped */
+    size_t n_pages;
+    pl_binset_t *bins;      /* the (pool, stream) binset this segment's free blocks go to */
+    pl_segment_t *prev_seg, *next_seg; /* allocator's list of segments */
+};
+
+/* Size classes (bins.c): 16 linear classes of 512 B below 8 KiB, then 16 per power of two. */
+#define PL_BIN_N 848
+#define PL_BIN_WORDS ((PL_BIN_N + 63) / 64)
+
+/* Free blocks of one (pool, stream): TLSF-style segregated size classes with a bitmap of non-empty classes;
+ * each class is a small treap ordered by (size, addr), so best fit is exact: a lookup in the request's class,
+ * else the smallest block of the next non-empty class (bitmap scan). */
+struct pl_binset {
+    pl_stream_t stream;
+    uint8_t pool;
+    pl_block_t *roots[PL_BIN_N];
+    uint64_t bitmap[PL_BIN_WORDS]; /* bit c set iff roots[c] */
+    size_t n_blocks;
+    pl_segment_t *expandable;  /* the expandable segment of this (pool, stream), if any */
+    pl_binset_t *next;
+};
+
+typedef struct pl_pending_event {
+    pl_event_t ev;
+    pl_block_t *block;
+    struct pl_pending_event *next;
+} pl_pending_event_t;
+
+typedef struct pl_slab_chunk {
+    struct pl_slab_chunk *next;
+} pl_slab_chunk_t;
+
+typedef struct pl_blockmap_slot {
+    uintptr_t addr;         /* key inline: probing never touches the blocks */
+    pl_block_t *block;      /* NULL = empty */
+} pl_blockmap_slot_t;
+
+typedef struct pl_blockmap {
+    pl_blockmap_slot_t *slots; /* open addressing, linear probing, keyed by block addr */
+    size_t mask;            /* capacity - 1 (power of two) */
+    size_t n;
+} pl_blockmap_t;
+
+struct pl_alloc {
+    pthread_mutex_t mu;
+    pl_backend_t *be;
+    pl_alloc_config_t cfg;
+    size_t gran_bytes;            /* backend page size for expandable segments */
+    size_t capacity_bytes;        /* backend total x per_process_memory_fraction */
+    size_t reserved_bytes;        /* plain segments + mapped pages */
+    pl_binset_t *binsets[PL_POOL_N];   /* [PL_POOL_SMALL], [PL_POOL_LARGE] lists */
+    pl_binset_t *last_bins[PL_POOL_N]; /* lookup cache */
+    pl_segment_t *segments;
+    size_t n_segments;
+    pl_blockmap_t map;
+    pl_block_t *free_blocks;      /* slab free list, linked through `left` */
+    pl_slab_chunk_t *chunks;
+    pl_pending_event_t *pending;  /* outstanding record_stream events */
+    pl_pending_event_t *free_pending;
+    uint64_t lookups[PL_POOL_N];  /* get_free_block calls per pool (GC ages) */
+    uint64_t prio_state;          /* treap priority generator */
+    pl_alloc_stats_t stats;
+    pl_alloc_hook_fn hook;
+    void *hook_ctx;
+    pl_alloc_observer_fn observer;
+};
+
+/* rounding.c */
+size_t pl_rounding_round(const pl_alloc_config_t *cfg, size_t size);
+size_t pl_rounding_segment_size(size_t rounded);
+int pl_rounding_pool(size_t rounded);
+
+/* bins.c */
+void pl_bins_insert(pl_binset_t *bs, pl_block_t *b);
+void pl_bins_remove(pl_binset_t *bs, pl_block_t *b);
+pl_block_t *pl_bins_lower_bound(const pl_binset_t *bs, size_t size);
+pl_block_t *pl_bins_largest(const pl_binset_t *bs);
+int pl_bins_check(const pl_binset_t *bs, size_t *n_out);
+
+/* blockmap.c */
+int pl_blockmap_init(pl_blockmap_t *m);
+void pl_blockmap_fini(pl_blockmap_t *m);
+int pl_blockmap_insert(pl_blockmap_t *m, pl_block_t *b);
+pl_block_t *pl_blockmap_find(const pl_blockmap_t *m, uintptr_t addr);
+pl_block_t *pl_blockmap_remove(pl_blockmap_t *m, uintptr_t addr);
+
+/* slab.c */
+pl_block_t *pl_slab_get(pl_alloc_t *a);
+void pl_slab_put(pl_alloc_t *a, pl_block_t *b);
+void pl_slab_fini(pl_alloc_t *a);
+
+/* stats.c */
+static inline void pl_stat_add(pl_stat_t *s, int64_t d) {
+    s->current += d;
+    if (d > 0) {
+        s->allocated += d;
+        if (s->current > s->peak) s->peak = s->current;
+    } else {
+        s->freed -= d;
+    }
+}
+/* Update the pool's counter and PL_POOL_ALL's. */
+static inline void pl_stats_update(pl_stat_t s[PL_POOL_N], int pool, int64_t delta) {
+    pl_stat_add(&s[PL_POOL_ALL], delta);
+    pl_stat_add(&s[pool], delta);
+}
+void pl_stats_derive(pl_alloc_t *a, pl_alloc_stats_t *out);
+
+/* expandable.c */
+pl_segment_t *pl_expandable_get(pl_alloc_t *a, pl_binset_t *bs);
+pl_block_t *pl_expandable_grow(pl_alloc_t *a, pl_segment_t *seg, size_t size);
+/* Unmaps the whole pages inside FREE block b; *after (optional) gets the first block past b's old range. */
+size_t pl_expandable_release_block(pl_alloc_t *a, pl_block_t *b, pl_block_t **after);
+size_t pl_expandable_releasable(const pl_alloc_t *a, const pl_block_t *b);
+void pl_expandable_destroy(pl_alloc_t *a, pl_segment_t *seg);
+
+/* alloc.c (shared helpers) */
+void pl_alloc_bins_insert(pl_alloc_t *a, pl_block_t *b);
+void pl_alloc_bins_remove(pl_alloc_t *a, pl_block_t *b);
+void pl_alloc_emit(pl_alloc_t *a, pl_alloc_event_kind_t kind, uintptr_t addr, size_t size, size_t requested,
+                   pl_stream_t stream, int pool);
+void pl_alloc_segment_link(pl_alloc_t *a, pl_segment_t *seg);
+void pl_alloc_segment_unlink(pl_alloc_t *a, pl_segment_t *seg);
+bool pl_alloc_block_is_split(const pl_block_t *b);
+
+/* Walks every structure and checks the invariants above; 0 or -EFAULT with a message in err.
+ * Takes the lock. Exported for the stress tests (not part of the public API). */
+PL_API int pl_alloc_check(pl_alloc_t *a, char *err, size_t err_len);

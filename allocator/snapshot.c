@@ -1,0 +1,224 @@
+/* allocator/snapshot.c: the machine-readable view of segments and blocks (JSON), and the invariant walk
+ * the stress tests run after every operation.
+ *
+ * Snapshot shape: see pl_alloc_snapshot_json in alloc.h. Expandable segments list only mapped blocks; their
+ * total_size is the mapped byte count and reserved_address_space the virtual range.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+typedef struct buf {
+    char *p;
+    size_t n, cap;
+    bool oom;
+} buf_t;
+
+static void bput(buf_t *b, const char *fmt, ...) {
+    if (b->oom) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
+        va_end(ap);
+        if (k < 0) {
+            b->oom = true;
+            return;
+        }
+        if ((size_t)k < b->cap - b->n) {
+            b->n += (size_t)k;
+            return;
+        }
+        size_t cap = 2 * b->cap + (size_t)k;
+        char *q = realloc(b->p, cap);
+        if (!q) {
+            b->oom = true;
+            return;
+        }
+        b->p = q;
+        b->cap = cap;
+    }
+}
+
+static const char *state_name(const pl_block_t *b) {
+    switch (b->state) {
+    case PL_BLOCK_ALLOCATED: return "active_allocated";
+    case PL_BLOCK_PENDING: return "active_pending_free";
+    default: return "inactive";
+    }
+}
+
+PL_API int pl_alloc_snapshot_json(pl_alloc_t *a, char **out, size_t *len) {
+    buf_t b = {.p = malloc(4096), .cap = 4096};
+    if (!b.p) return -ENOMEM;
+    b.p[0] = 0;
+    pthread_mutex_lock(&a->mu);
+    bput(&b, "{\"device\":%d,\"capacity\":%zu,\"reserved\":%zu,\"segments\":[", a->be->device, a->capacity_bytes,
+         a->reserved_bytes);
+    const char *ssep = "";
+    for (pl_segment_t *s = a->segments; s; s = s->next_seg) {
+        bput(&b,
+             "%s{\"address\":%" PRIuPTR ",\"total_size\":%zu,\"reserved_address_space\":%zu,\"stream\":%" PRIuPTR
+             ",\"pool\":\"%s\",\"expandable\":%s,\"blocks\":[",
+             ssep, s->addr, s->mapped_bytes, s->size_bytes, s->stream, s->pool == PL_POOL_SMALL ? "small" : "large",
+             s->expandable ? "true" : "false");
+        const char *bsep = "";
+        for (pl_block_t *k = s->first; k; k = k->next) {
+            if (k->state == PL_BLOCK_UNMAPPED) continue;
+            bput(&b, "%s{\"address\":%" PRIuPTR ",\"size\":%zu,\"requested_size\":%zu,\"state\":\"%s\"}", bsep, k->addr,
+                 k->size_bytes, k->requested_bytes, state_name(k));
+            bsep = ",";
+        }
+        bput(&b, "]}");
+        ssep = ",";
+    }
+    bput(&b, "]}");
+    pthread_mutex_unlock(&a->mu);
+    if (b.oom) {
+        free(b.p);
+        return -ENOMEM;
+    }
+    *out = b.p;
+    *len = b.n;
+    return 0;
+}
+
+#define CHECK(cond, ...)                                  \
+    do {                                                  \
+        if (!(cond)) {                                    \
+            if (err && err_len) snprintf(err, err_len, __VA_ARGS__); \
+            rc = -EFAULT;                                 \
+            goto out;                                     \
+        }                                                 \
+    } while (0)
+
+static int cmp_seg(const void *x, const void *y) {
+    uintptr_t a = (*(pl_segment_t *const *)x)->addr, b = (*(pl_segment_t *const *)y)->addr;
+    return a < b ? -1 : a > b;
+}
+
+PL_API int pl_alloc_check(pl_alloc_t *a, char *err, size_t err_len) {
+    int rc = 0;
+    pthread_mutex_lock(&a->mu);
+    pl_segment_t **segs = calloc(a->n_segments + 1, sizeof *segs);
+    size_t n_segs = 0;
+    int64_t alloc_b[PL_POOL_N] = {0}, alloc_n[PL_POOL_N] = {0}, active_b[PL_POOL_N] = {0}, active_n[PL_POOL_N] = {0};
+    int64_t free_b[PL_POOL_N] = {0}, reserved[PL_POOL_N] = {0}, split_n[PL_POOL_N] = {0}, split_b[PL_POOL_N] = {0};
+    int64_t req_b[PL_POOL_N] = {0}, seg_n[PL_POOL_N] = {0};
+    size_t n_free_blocks = 0, n_allocated = 0;
+    CHECK(segs, "out of memory");
+    for (pl_segment_t *s = a->segments; s; s = s->next_seg) {
+        CHECK(n_segs < a->n_segments, "segment list longer than n_segments");
+        segs[n_segs++] = s;
+        CHECK(s->first && !s->first->prev, "segment %#" PRIxPTR ": bad first block", s->addr);
+        uintptr_t at = s->addr;
+        size_t mapped = 0;
+        int prev_state = 0;
+        seg_n[s->pool]++;
+        for (pl_block_t *b = s->first; b; b = b->next) {
+            CHECK(b->addr == at, "segment %#" PRIxPTR ": block %#" PRIxPTR " not contiguous (expected %#" PRIxPTR ")",
+                  s->addr, b->addr, at);
+            CHECK(b->seg == s && b->pool == s->pool, "block %#" PRIxPTR ": wrong segment or pool", b->addr);
+            CHECK(b->size_bytes > 0 && b->size_bytes % PL_MIN_BLOCK == 0, "block %#" PRIxPTR ": size %zu",
+                  b->addr, b->size_bytes);
+            CHECK(!b->next || b->next->prev == b, "block %#" PRIxPTR ": broken links", b->addr);
+            CHECK(!(b->state == PL_BLOCK_FREE && prev_state == PL_BLOCK_FREE), "block %#" PRIxPTR ": two FREE blocks touch",
+                  b->addr);
+            CHECK(!(b->state == PL_BLOCK_UNMAPPED && prev_state == PL_BLOCK_UNMAPPED),
+                  "block %#" PRIxPTR ": two UNMAPPED blocks touch", b->addr);
+            switch (b->state) {
+            case PL_BLOCK_ALLOCATED:
+                CHECK(pl_blockmap_find(&a->map, b->addr) == b, "allocated block %#" PRIxPTR " not in the map", b->addr);
+                n_allocated++;
+                alloc_b[b->pool] += (int64_t)b->size_bytes;
+                alloc_n[b->pool]++;
+                /* fallthrough */
+            case PL_BLOCK_PENDING:
+                CHECK(b->state == PL_BLOCK_ALLOCATED || b->event_count > 0, "pending block without events");
+                active_b[b->pool] += (int64_t)b->size_bytes;
+                active_n[b->pool]++;
+                req_b[b->pool] += (int64_t)b->requested_bytes;
+                mapped += b->size_bytes;
+                break;
+            case PL_BLOCK_FREE:
+                CHECK(b->counted_split == (!s->expandable && (b->prev || b->next)),
+                      "free block %#" PRIxPTR ": inactive_split flag wrong", b->addr);
+                if (b->counted_split) {
+                    split_n[b->pool]++;
+                    split_b[b->pool] += (int64_t)b->size_bytes;
+                }
+                CHECK(pl_bins_lower_bound(s->bins, b->size_bytes) != NULL, "free block not findable");
+                free_b[b->pool] += (int64_t)b->size_bytes;
+                mapped += b->size_bytes;
+                n_free_blocks++;
+                break;
+            case PL_BLOCK_UNMAPPED:
+                CHECK(s->expandable, "unmapped block in a plain segment");
+                CHECK(b->addr % a->gran_bytes == 0 && b->size_bytes % a->gran_bytes == 0, "unmapped block unaligned");
+                for (size_t i = (b->addr - s->addr) / a->gran_bytes; i < (b->addr + b->size_bytes - s->addr) / a->gran_bytes; i++)
+                    CHECK(s->pages[i] == 0, "page %zu of an unmapped block is mapped", i);
+                break;
+            default:
+                CHECK(0, "block %#" PRIxPTR ": bad state %d", b->addr, b->state);
+            }
+            prev_state = b->state;
+            at += b->size_bytes;
+        }
+        CHECK(at == s->addr + s->size_bytes, "segment %#" PRIxPTR ": blocks cover %zu of %zu bytes", s->addr,
+              (size_t)(at - s->addr), s->size_bytes);
+        CHECK(mapped == s->mapped_bytes, "segment %#" PRIxPTR ": mapped %zu != %zu", s->addr, mapped, s->mapped_bytes);
+        if (s->expandable) {
+            size_t pages = 0;
+            for (size_t i = 0; i < s->n_pages; i++) pages += s->pages[i] != 0;
+            CHECK(pages * a->gran_bytes == s->mapped_bytes, "segment %#" PRIxPTR ": %zu pages for %zu mapped bytes",
+                  s->addr, pages, s->mapped_bytes);
+            CHECK(s->bins->expandable == s, "expandable segment not registered in its binset");
+        }
+        reserved[s->pool] += (int64_t)s->mapped_bytes;
+    }
+    CHECK(n_segs == a->n_segments, "n_segments %zu != %zu", a->n_segments, n_segs);
+    qsort(segs, n_segs, sizeof *segs, cmp_seg);
+    for (size_t i = 1; i < n_segs; i++)
+        CHECK(segs[i - 1]->addr + segs[i - 1]->size_bytes <= segs[i]->addr, "segments overlap");
+    CHECK(n_allocated == a->map.n, "map holds %zu blocks, %zu allocated", a->map.n, n_allocated);
+    size_t in_bins = 0;
+    for (int p = 1; p < PL_POOL_N; p++)
+        for (pl_binset_t *bs = a->binsets[p]; bs; bs = bs->next) {
+            size_t n;
+            CHECK(pl_bins_check(bs, &n) == 0, "treap of pool %d stream %" PRIuPTR " broken", p, bs->stream);
+            in_bins += n;
+        }
+    CHECK(in_bins == n_free_blocks, "bins hold %zu blocks, %zu free", in_bins, n_free_blocks);
+    const pl_alloc_stats_t *st = &a->stats;
+    int64_t total_reserved = 0;
+    for (int p = 1; p < PL_POOL_N; p++) {
+        total_reserved += reserved[p];
+        CHECK(active_b[p] + free_b[p] == reserved[p], "pool %d: active %" PRId64 " + free %" PRId64 " != reserved %" PRId64, p,
+              active_b[p], free_b[p], reserved[p]);
+        CHECK(st->allocated_bytes[p].current == alloc_b[p], "pool %d: allocated_bytes stat %" PRId64 " != %" PRId64, p,
+              st->allocated_bytes[p].current, alloc_b[p]);
+        CHECK(st->allocation[p].current == alloc_n[p], "pool %d: allocation stat", p);
+        CHECK(st->active_bytes[p].current == active_b[p], "pool %d: active_bytes stat", p);
+        CHECK(st->active[p].current == active_n[p], "pool %d: active stat", p);
+        CHECK(st->requested_bytes[p].current == req_b[p], "pool %d: requested_bytes stat", p);
+        CHECK(st->reserved_bytes[p].current == reserved[p], "pool %d: reserved_bytes stat %" PRId64 " != %" PRId64, p,
+              st->reserved_bytes[p].current, reserved[p]);
+        CHECK(st->inactive_split[p].current == split_n[p], "pool %d: inactive_split stat", p);
+        CHECK(st->inactive_split_bytes[p].current == split_b[p], "pool %d: inactive_split_bytes stat", p);
+        CHECK(st->segment[p].current == seg_n[p], "pool %d: segment stat", p);
+    }
+    CHECK((int64_t)a->reserved_bytes == total_reserved, "reserved %zu != %" PRId64, a->reserved_bytes, total_reserved);
+    CHECK(st->reserved_bytes[PL_POOL_ALL].current == total_reserved, "all-pool reserved stat");
+    CHECK(a->reserved_bytes <= a->capacity_bytes, "reserved above capacity");
+out:
+    pthread_mutex_unlock(&a->mu);
+    free(segs);
+    return rc;
+}

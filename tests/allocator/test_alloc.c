@@ -1,0 +1,519 @@
+/* tests/allocator/test_alloc.c: one test per allocator rule (pools, split, merge, best fit, streams,
+ * max_split_size, record_stream, GC, OOM path, stats, snapshot, hook, observer, misuse). */
+#include "config.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "helpers.h"
+
+#define GiB ((size_t)1 << 30)
+
+static void test_alloc_small_pool_split(void **state) {
+    (void)state;
+    fixture_t f;
+    fx_open(&f, GiB, true, "");
+    char *p = pl_alloc_malloc(f.a, 100, 0), *q = pl_alloc_malloc(f.a, 512, 0);
+    assert_non_null(p);
+    assert_int_equal(pl_alloc_block_size(f.a, p), 512);
+    assert_ptr_equal(q, p + 512); /* carved from the same 2 MiB segment, split at 512 B */
+    pl_alloc_stats_t s = fx_stats(&f);
+    assert_int_equal(s.segment[PL_POOL_SMALL].current, 1);
+    assert_int_equal(s.reserved_bytes[PL_POOL_SMALL].current, 2 * MiB);
+    assert_int_equal(s.allocated_bytes[PL_POOL_ALL].current, 1024);
+    assert_int_equal(s.requested_bytes[PL_POOL_ALL].current, 612);
+    assert_int_equal(s.inactive_split[PL_POOL_SMALL].current, 1);
+    assert_int_equal(s.inactive_split_bytes[PL_POOL_SMALL].current, 2 * MiB - 1024);
+    memset(p, 1, 100);
+    memset(q, 2, 512);
+    void *z = pl_alloc_malloc(f.a, 0, 0); /* size 0: unique non-NULL 512 B block */
+    assert_non_null(z);
+    assert_int_equal(pl_alloc_block_size(f.a, z), 512);
+    pl_alloc_free(f.a, z);
+    pl_alloc_free(f.a, p);
+    pl_alloc_free(f.a, q);
+    fx_check(&f);
+    s = fx_stats(&f);
+    assert_int_equal(s.inactive_split[PL_POOL_ALL].current, 0); /* merged back into one whole segment */
+    assert_int_equal(s.releasable_bytes, 2 * MiB);
+    fx_close(&f);
+}
+
+static void test_alloc_large_pool_split_rule(void **state) {
+    (void)state;
+    fixture_t f;
+    fx_open(&f, GiB, true, "");
+    /* 9 MiB from a 20 MiB segment: remainder 11 MiB > 1 MiB, split */
+    void *a = pl_alloc_malloc(f.a, 9 * MiB, 0);
+    assert_int_equal(pl_alloc_block_size(f.a, a), 9 * MiB);
+    /* 19.5 MiB: segment rounded to 20 MiB, remainder 0.5 MiB <= 1 MiB: not split */
+    void *b = pl_alloc_malloc(f.a, 19 * MiB + 512 * KiB, 0);
+    assert_int_equal(pl_alloc_block_size(f.a, b), 20 * MiB);
+    /* 1.5 MiB: large pool, carved from a's segment remainder (best fit 11 MiB) */
+    char *c = pl_alloc_malloc(f.a, MiB + 512 * KiB, 0);
+    assert_ptr_equal(c, (char *)a + 9 * MiB);
+    pl_alloc_stats_t s = fx_stats(&f);
+    assert_int_equal(s.segment[PL_POOL_LARGE].current, 2);
+    assert_int_equal(s.num_device_alloc, 2);
+    pl_alloc_free(f.a, a);
+    pl_alloc_free(f.a, b);
+    pl_alloc_free(f.a, c);
+    fx_close(&f);
+}
+
+static void test_alloc_merge_neighbours(void **state) {
+    (void)state;
+    fixture_t f;
+    fx_open(&f, GiB, true, "");
+    char *x = pl_alloc_malloc(f.a, 4 * MiB, 0), *y = pl_alloc_malloc(f.a, 4 * MiB, 0),
+         *z = pl_alloc_malloc(f.a, 4 * MiB, 0);
+    assert_ptr_equal(y, x + 4 * MiB);
+    assert_ptr_equal(z, y + 4 * MiB);
+    pl_alloc_free(f.a, x);
+    pl_alloc_free(f.a, z); /* merges with the 8 MiB tail */
+    pl_alloc_stats_t s = fx_stats(&f);
+    assert_int_equal(s.inactive_split[PL_POOL_LARGE].current, 2);
+    assert_int_equal(s.largest_free_bytes, 12 * MiB);
+    pl_alloc_free(f.a, y); /* merges both sides: one free 20 MiB block */
+    s = fx_stats(&f);
+    assert_int_equal(s.inactive_split[PL_POOL_LARGE].current, 0);
+    assert_int_equal(s.largest_free_bytes, 20 * MiB);
+    assert_true(s.fragmentation == 0.0);
+    /* the merged block serves a 16 MiB request in place */
+    void *w = pl_alloc_malloc(f.a, 16 * MiB, 0);
+    assert_ptr_equal(w, x);
+    assert_int_equal(fx_stats(&f).num_device_alloc, 1);
+    pl_alloc_free(f.a, w);
+    fx_close(&f);
+}
+
+static void test_alloc_best_fit(void **state) {
+    (void)state;
+    fixture_t f;
+    fx_open(&f, GiB, true, "");
+    /* one 20 MiB segment: [4 MiB x][2 MiB s1][2 MiB y][2 MiB s2][10 MiB rest] */
+    char *x = pl_alloc_malloc(f.a, 4 * MiB, 0);
+    void *s1 = pl_alloc_malloc(f.a, 2 * MiB, 0);
+    char *y = pl_alloc_malloc(f.a, 2 * MiB, 0);
+    void *s2 = pl_alloc_malloc(f.a, 2 * MiB, 0);
+    pl_alloc_free(f.a, x);
+    pl_alloc_free(f.a, y);
+    /* free blocks: 4 MiB at x, 2 MiB at y, 10 MiB tail: a 2 MiB request takes y (best fit), not x */
+    assert_ptr_equal(pl_alloc_malloc(f.a, 2 * MiB, 0), y);
+    /* 3 MiB: best fit is x (4 MiB), split (remainder 1 MiB is not > 1 MiB: not split!) */
+    void *x2 = pl_alloc_malloc(f.a, 3 * MiB, 0);
+    assert_ptr_equal(x2, x);
+    assert_int_equal(pl_alloc_block_size(f.a, x2), 4 * MiB);
+    pl_alloc_free(f.a, x2);
+    pl_alloc_free(f.a, y);
+    pl_alloc_free(f.a, s1);
+    pl_alloc_free(f.a, s2);
+    fx_close(&f);
+}
+
+static void test_alloc_streams_are_separate(void **state) {
+    (void)state;
+    fixture_t f;
+    fx_open(&f, GiB, true, "");
+    void *p = pl_alloc_malloc(f.a, 4 * MiB, 1);
+    pl_alloc_free(f.a, p);
+    void *q = pl_alloc_malloc(f.a, 4 * MiB, 2); /* a free block of stream 1 is not used by stream 2 */
+    assert_true(q != p);
+    assert_int_equal(fx_stats(&f).num_device_alloc, 2);
+    void *r = pl_alloc_malloc(f.a, 4 * MiB, 1); /* but is by stream 1 */
+    assert_ptr_equal(r, p);
+    pl_alloc_free(f.a, q);
+    pl_alloc_free(f.a, r);
+    fx_close(&f);
+}
+
+static void test_alloc_max_split_small_request(void **state) {
+    (void)state;
+    for (int limited = 0; limited < 2; limited++) {
+        fixture_t f;
+        fx_open(&f, GiB, true, limited ? "max_split_size_mb:20" : "");
+        char *big = pl_alloc_malloc(f.a, 30 * MiB, 0);
+        pl_alloc_free(f.a, big);
+        /* a 3 MiB request after a 30 MiB free block: under max_split_size_mb:20 the oversize block is not split */
+        void *p = pl_alloc_malloc(f.a, 3 * MiB, 0);
+        pl_alloc_stats_t s = fx_stats(&f);
+        if (limited) {
+            assert_true((char *)p < big || (char *)p >= big + 30 * MiB);
+            assert_int_equal(s.num_device_alloc, 2);
+            assert_int_equal(s.segment[PL_POOL_LARGE].current, 2);
+        } else {
+            assert_ptr_equal(p, big);
+            assert_int_equal(s.num_device_alloc, 1);
+        }
+        pl_alloc_free(f.a, p);
+        fx_close(&f);
+    }
+}
+
+static void test_alloc_max_split_oversize_request(void **state) {
+    (void)state;
+    fixture_t f;
+    fx_open(&f, GiB, true, "max_split_size_mb:20"); /* max_non_split_rounding_mb defaults to 20 */
+    char *big = pl_alloc_malloc(f.a, 64 * MiB, 0);
+    pl_alloc_free(f.a, big);
+    void *p = pl_alloc_malloc(f.a, 40 * MiB, 0); /* waste 24 MiB >= 20: a new segment */
+    assert_true(p != big);
+    void *q = pl_alloc_malloc(f.a, 50 * MiB, 0); /* waste 14 MiB < 20: the whole cached block, unsplit */
+    assert_ptr_equal(q, big);
+    assert_int_equal(pl_alloc_block_size(f.a, q), 64 * MiB);
+    pl_alloc_free(f.a, p);
+    pl_alloc_free(f.a, q);
+    fx_close(&f);
+    fx_open(&f, GiB, true, "max_split_size_mb:20,max_non_split_rounding_mb:30");
+    big = pl_alloc_malloc(f.a, 64 * MiB, 0);
+    pl_alloc_free(f.a, big);
+    p = pl_alloc_malloc(f.a, 40 * MiB, 0); /* waste 24 < 30 now */
+    assert_ptr_equal(p, big);
+    pl_alloc_free(f.a, p);
+    fx_close(&f);
+}
+
+static void test_alloc_record_stream_defers_reuse(void **state) {
+    (void)state;
+    fixture_t f;
+    fx_open(&f, GiB, true, "");
+    pl_backend_sim_hold_stream(f.be, 2, true); /* work queued on stream 2 is still running */
+    void *p = pl_alloc_malloc(f.a, 4 * MiB, 1);
+    assert_int_equal(pl_alloc_record_stream(f.a, p, 2), 0);
+    assert_int_equal(pl_alloc_record_stream(f.a, p, 1), 0); /* own stream: ignored */
+    assert_int_equal(pl_alloc_record_stream(f.a, (char *)p + 512, 2), -EINVAL);
+    pl_alloc_free(f.a, p);
+    pl_alloc_stats_t s = fx_stats(&f);
+    assert_int_equal(s.allocated_bytes[PL_POOL_ALL].current, 0);
+    assert_int_equal(s.active_bytes[PL_POOL_ALL].current, 4 * MiB); /* pending free */
+    void *q = pl_alloc_malloc(f.a, 4 * MiB, 1);
+    assert_true(q != p); /* not reused while stream 2's event is pending */
+    char *snap;
+    size_t len;
+    assert_int_equal(pl_alloc_snapshot_json(f.a, &snap, &len), 0);
+    assert_non_null(strstr(snap, "active_pending_free"));
+    free(snap);
+    pl_alloc_empty_cache(f.a); /* cannot synchronize a held stream: the block stays */
+    assert_int_equal(fx_stats(&f).active_bytes[PL_POOL_ALL].current, 8 * MiB);
+    fx_check(&f);
+    pl_backend_sim_hold_stream(f.be, 2, false);
+    void *r = pl_alloc_malloc(f.a, 4 * MiB, 1); /* events complete: p's block is reused */
+    assert_ptr_equal(r, p);
+    assert_int_equal(fx_stats(&f).active_bytes[PL_POOL_ALL].current, 8 * MiB);
+    pl_alloc_free(f.a, q);
+    pl_alloc_free(f.a, r);
+    fx_close(&f);
+}
+
+static void test_alloc_gc_threshold(void **state) {
+    (void)state;
+    size_t res[2], dev_free[2];
+    for (int gc = 0; gc < 2; gc++) {
+        fixture_t f;
+        fx_open(&f, 100 * MiB, false, gc ? "garbage_collection_threshold:0.5" : "");
+        void *p[4];
+        for (int i = 0; i < 4; i++) p[i] = pl_alloc_malloc(f.a, 12 * MiB, 0);
+        for (int i = 0; i < 4; i++) pl_alloc_free(f.a, p[i]);
+        void *q = pl_alloc_malloc(f.a, 14 * MiB, 0); /* reserved 48 <= 50: no GC yet */
+        pl_alloc_free(f.a, q);
+        q = pl_alloc_malloc(f.a, 16 * MiB, 0); /* reserved 62 > 50: GC releases old cached blocks first */
+        assert_non_null(q);
+        pl_alloc_stats_t s = fx_stats(&f);
+        res[gc] = (size_t)s.reserved_bytes[PL_POOL_ALL].current;
+        dev_free[gc] = (size_t)s.num_device_free;
+        pl_alloc_free(f.a, q);
+        fx_close(&f);
+    }
+    assert_int_equal(dev_free[0], 0);
+    assert_true(dev_free[1] >= 1);
+    assert_int_equal(res[0], 78 * MiB);
+    assert_true(res[1] <= 66 * MiB);
+}
+
+typedef struct events {
+    int n[8];
+    pl_alloc_event_t last[8];
+} events_t;
+
+static void hook(void *ctx, const pl_alloc_event_t *ev) {
+    events_t *e = ctx;
+    e->n[ev->kind]++;
+    e->last[ev->kind] = *ev;
+}
+
+static void test_alloc_oom_message_and_event(void **state) {
+    (void)state;
+    fixture_t f;
+    fx_open(&f, 64 * MiB, true, "");
+    events_t ev = {0};
+    pl_alloc_set_hook(f.a, hook, &ev);
+    void *a = pl_alloc_malloc(f.a, 40 * MiB, 0);
+    assert_non_null(a);
+    assert_null(pl_alloc_malloc(f.a, 40 * MiB, 0));
+    const char *msg = pl_alloc_last_error();
+    assert_non_null(strstr(msg, "Tried to allocate 40.00 MiB"));
+    assert_non_null(strstr(msg, "total capacity of 64.00 MiB"));
+    assert_non_null(strstr(msg, "of which 24.00 MiB is free"));
+    assert_non_null(strstr(msg, "40.00 MiB is allocated by plateau"));
+    assert_non_null(strstr(msg, "0 bytes is reserved by plateau but unallocated"));
+    pl_alloc_stats_t s = fx_stats(&f);
+    assert_int_equal(s.num_ooms, 1);
+    assert_int_equal(s.num_alloc_retries, 1);
+    assert_int_equal(ev.n[PL_ALLOC_EV_OOM], 1);
+    assert_int_equal(ev.last[PL_ALLOC_EV_OOM].requested_bytes, 40 * MiB);
+    assert_int_equal(ev.n[PL_ALLOC_EV_ALLOC], 1);
+    assert_int_equal(ev.n[PL_ALLOC_EV_SEGMENT_MAP], 1);
+    assert_int_equal(ev.last[PL_ALLOC_EV_SEGMENT_MAP].size_bytes, 40 * MiB);
+    /* absurd sizes fail cleanly, on both paths */
+    assert_null(pl_alloc_malloc(f.a, SIZE_MAX, 0));
+    assert_null(pl_alloc_malloc(f.a, SIZE_MAX / 2, 0));
+    fx_check(&f);
+    pl_alloc_free(f.a, a);
+    assert_int_equal(ev.n[PL_ALLOC_EV_FREE], 1);
+    assert_ptr_equal((void *)ev.last[PL_ALLOC_EV_FREE].addr, a);
+    fx_close(&f);
+}
+
+static void test_alloc_oom_releases_cache_and_retries(void **state) {
+    (void)state;
+    fixture_t f;
+    fx_open(&f, 64 * MiB, true, "");
+    void *a = pl_alloc_malloc(f.a, 40 * MiB, 0);
+    pl_alloc_free(f.a, a); /* 40 MiB cached, unusable for 50 MiB */
+    void *b = pl_alloc_malloc(f.a, 50 * MiB, 0);
+    assert_non_null(b); /* the cached segment was released, then the device allocation succeeded */
+    pl_alloc_stats_t s = fx_stats(&f);
+    assert_int_equal(s.num_device_free, 1);
+    assert_int_equal(s.num_ooms, 0);
+    pl_alloc_free(f.a, b);
+    /* fragmentation inside split segments: reserved-but-unallocated is large, the message suggests expandable */
+    pl_alloc_empty_cache(f.a);
+    void *p[6];
+    for (int i = 0; i < 6; i++) assert_non_null(p[i] = pl_alloc_malloc(f.a, 9 * MiB, 0)); /* 3 x 20 MiB segments */
+    for (int i = 0; i < 6; i += 2) pl_alloc_free(f.a, p[i]);
+    assert_null(pl_alloc_malloc(f.a, 16 * MiB, 0));
+    assert_non_null(strstr(pl_alloc_last_error(), "33.00 MiB is reserved by plateau but unallocated"));
+    assert_non_null(strstr(pl_alloc_last_error(), "PLATEAU_ALLOC_CONF=expandable_segments:True"));
+    for (int i = 1; i < 6; i += 2) pl_alloc_free(f.a, p[i]);
+    fx_close(&f);
+}
+
+static void test_alloc_fault_injection(void **state) {
+    (void)state;
+    pl_sim_options_t o;
+    pl_sim_options_default(&o);
+    o.capacity_bytes = GiB;
+    o.fail_alloc_at = 2;
+    fixture_t f;
+    fx_open_opts(&f, &o, "");
+    void *a = pl_alloc_malloc(f.a, 30 * MiB, 0);
+    assert_non_null(a);
+    /* the 2nd device allocation fails; nothing is cached, so the retry (3rd call) succeeds */
+    void *b = pl_alloc_malloc(f.a, 30 * MiB, 0);
+    assert_non_null(b);
+    pl_alloc_stats_t s = fx_stats(&f);
+    assert_int_equal(s.num_alloc_retries, 1); /* nothing cached to free: the retry after empty_cache succeeds */
+    assert_int_equal(s.num_device_alloc, 2);
+    pl_alloc_free(f.a, a);
+    pl_alloc_free(f.a, b);
+    fx_close(&f);
+}
+
+static void test_alloc_stats_releasable_and_fragmentation(void **state) {
+    (void)state;
+    fixture_t f;
+    fx_open(&f, GiB, true, "");
+    void *a = pl_alloc_malloc(f.a, 12 * MiB, 0); /* own 12 MiB segment */
+    char *b = pl_alloc_malloc(f.a, 4 * MiB, 0);  /* 20 MiB segment */
+    char *c = pl_alloc_malloc(f.a, 4 * MiB, 0);
+    void *d = pl_alloc_malloc(f.a, 4 * MiB, 0);
+    pl_alloc_free(f.a, a);
+    pl_alloc_free(f.a, c);
+    pl_alloc_stats_t s = fx_stats(&f);
+    /* free: 12 MiB (whole segment), 4 MiB hole, 8 MiB tail */
+    assert_int_equal(s.largest_free_bytes, 12 * MiB);
+    assert_int_equal(s.releasable_bytes, 12 * MiB);
+    assert_true(s.fragmentation > 0.49 && s.fragmentation < 0.51); /* 1 - 12/24 */
+    assert_int_equal(s.reserved_bytes[PL_POOL_ALL].current, 32 * MiB);
+    assert_int_equal(s.reserved_bytes[PL_POOL_ALL].peak, 32 * MiB);
+    assert_int_equal(s.allocated_bytes[PL_POOL_LARGE].peak, 24 * MiB);
+    assert_int_equal(s.allocation[PL_POOL_ALL].allocated, 4);
+    assert_int_equal(s.allocation[PL_POOL_ALL].freed, 2);
+    assert_int_equal(s.capacity_bytes, GiB);
+    pl_alloc_empty_cache(f.a);
+    s = fx_stats(&f);
+    assert_int_equal(s.reserved_bytes[PL_POOL_ALL].current, 20 * MiB);
+    assert_int_equal(s.num_device_free, 1);
+    assert_int_equal(s.releasable_bytes, 0);
+    pl_alloc_reset_peak_stats(f.a);
+    s = fx_stats(&f);
+    assert_int_equal(s.reserved_bytes[PL_POOL_ALL].peak, 20 * MiB);
+    assert_int_equal(s.allocation[PL_POOL_ALL].allocated, 0);
+    pl_alloc_free(f.a, b);
+    pl_alloc_free(f.a, d);
+    fx_close(&f);
+}
+
+static void test_alloc_per_process_fraction(void **state) {
+    (void)state;
+    fixture_t f;
+    fx_open(&f, 100 * MiB, false, "per_process_memory_fraction:0.5");
+    assert_int_equal(fx_stats(&f).capacity_bytes, 50 * MiB);
+    void *a = pl_alloc_malloc(f.a, 40 * MiB, 0);
+    assert_non_null(a);
+    assert_null(pl_alloc_malloc(f.a, 20 * MiB, 0)); /* the device has room, the fraction does not */
+    assert_non_null(strstr(pl_alloc_last_error(), "total capacity of 50.00 MiB"));
+    pl_alloc_free(f.a, a);
+    fx_close(&f);
+}
+
+static void test_alloc_snapshot_json(void **state) {
+    (void)state;
+    fixture_t f;
+    fx_open(&f, GiB, true, "");
+    void *a = pl_alloc_malloc(f.a, 1000, 3);
+    void *b = pl_alloc_malloc(f.a, 3 * MiB, 0);
+    char *js;
+    size_t len;
+    assert_int_equal(pl_alloc_snapshot_json(f.a, &js, &len), 0);
+    assert_int_equal(strlen(js), len);
+    assert_true(js[0] == '{' && js[len - 1] == '}');
+    char want[128];
+    snprintf(want, sizeof want, "{\"address\":%" PRIuPTR ",\"size\":1024,\"requested_size\":1000,\"state\":\"active_allocated\"}",
+             (uintptr_t)a);
+    assert_non_null(strstr(js, want));
+    assert_non_null(strstr(js, "\"stream\":3,\"pool\":\"small\",\"expandable\":false"));
+    assert_non_null(strstr(js, "\"total_size\":20971520"));
+    assert_non_null(strstr(js, "\"state\":\"inactive\""));
+    free(js);
+    pl_alloc_free(f.a, a);
+    pl_alloc_free(f.a, b);
+    fx_close(&f);
+}
+
+static int n_observed;
+static pl_alloc_t *observed;
+
+/* The process-wide observer looked up with dlsym (the test executable exports it). */
+PL_API void plateau_alloc_observer(pl_alloc_t *a, bool created);
+PL_API void plateau_alloc_observer(pl_alloc_t *a, bool created) {
+    n_observed += created ? 1 : -1;
+    if (created) observed = a;
+}
+
+static void test_alloc_observer(void **state) {
+    (void)state;
+    fixture_t f;
+    int before = n_observed;
+    fx_open(&f, GiB, true, "");
+    assert_int_equal(n_observed, before + 1);
+    assert_ptr_equal(observed, f.a);
+    fx_close(&f);
+    assert_int_equal(n_observed, before);
+}
+
+static void test_alloc_free_unknown_pointer_aborts(void **state) {
+    (void)state;
+    /* deliberate misuse: a double free must stop the program, not corrupt the cache */
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        fixture_t f;
+        fx_open(&f, GiB, true, "");
+        void *p = pl_alloc_malloc(f.a, 4096, 0);
+        pl_alloc_free(f.a, p);
+        freopen("/dev/null", "w", stderr);
+        pl_alloc_free(f.a, p);
+        _exit(0);
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+}
+
+typedef struct thread_arg {
+    pl_alloc_t *a;
+    pl_stream_t stream;
+    int failures;
+} thread_arg_t;
+
+static void *worker(void *p) {
+    thread_arg_t *t = p;
+    uint64_t seed = 0x9E3779B97F4A7C15ull * (t->stream + 1);
+    unsigned char *live[32] = {0};
+    size_t sizes[32] = {0};
+    for (int i = 0; i < 4000; i++) {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        int k = (int)(seed % 32);
+        if (live[k]) {
+            for (size_t j = 0; j < sizes[k] && j < 65536; j += 97)
+                if (live[k][j] != (unsigned char)t->stream) t->failures++;
+            pl_alloc_free(t->a, live[k]);
+            live[k] = NULL;
+        } else {
+            sizes[k] = (size_t)(seed >> 20) % (3 * MiB) + 1;
+            live[k] = pl_alloc_malloc(t->a, sizes[k], t->stream % 2); /* two threads share each stream */
+            if (!live[k]) {
+                t->failures++;
+                continue;
+            }
+            memset(live[k], (unsigned char)t->stream, sizes[k] < 65536 ? sizes[k] : 65536);
+            if (i % 50 == 0) pl_alloc_record_stream(t->a, live[k], 7);
+            if (i % 500 == 0) pl_alloc_empty_cache(t->a);
+        }
+    }
+    for (int k = 0; k < 32; k++) pl_alloc_free(t->a, live[k]);
+    return NULL;
+}
+
+static void test_alloc_threads(void **state) {
+    (void)state;
+    for (int exp = 0; exp < 2; exp++) {
+        fixture_t f;
+        fx_open(&f, GiB, true, exp ? "expandable_segments:True" : "");
+        pthread_t th[4];
+        thread_arg_t args[4];
+        for (int i = 0; i < 4; i++) {
+            args[i] = (thread_arg_t){.a = f.a, .stream = (pl_stream_t)i};
+            assert_int_equal(pthread_create(&th[i], NULL, worker, &args[i]), 0);
+        }
+        for (int i = 0; i < 4; i++) {
+            pthread_join(th[i], NULL);
+            assert_int_equal(args[i].failures, 0);
+        }
+        pl_alloc_empty_cache(f.a);
+        pl_alloc_stats_t s = fx_stats(&f);
+        assert_int_equal(s.allocated_bytes[PL_POOL_ALL].current, 0);
+        assert_int_equal(s.active_bytes[PL_POOL_ALL].current, 0);
+        assert_int_equal(s.reserved_bytes[PL_POOL_ALL].current, 0);
+        fx_close(&f);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_alloc_small_pool_split),
+        cmocka_unit_test(test_alloc_large_pool_split_rule),
+        cmocka_unit_test(test_alloc_merge_neighbours),
+        cmocka_unit_test(test_alloc_best_fit),
+        cmocka_unit_test(test_alloc_streams_are_separate),
+        cmocka_unit_test(test_alloc_max_split_small_request),
+        cmocka_unit_test(test_alloc_max_split_oversize_request),
+        cmocka_unit_test(test_alloc_record_stream_defers_reuse),
+        cmocka_unit_test(test_alloc_gc_threshold),
+        cmocka_unit_test(test_alloc_oom_message_and_event),
+        cmocka_unit_test(test_alloc_oom_releases_cache_and_retries),
+        cmocka_unit_test(test_alloc_fault_injection),
+        cmocka_unit_test(test_alloc_stats_releasable_and_fragmentation),
+        cmocka_unit_test(test_alloc_per_process_fraction),
+        cmocka_unit_test(test_alloc_snapshot_json),
+        cmocka_unit_test(test_alloc_observer),
+        cmocka_unit_test(test_alloc_free_unknown_pointer_aborts),
+        cmocka_unit_test(test_alloc_threads),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
