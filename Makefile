@@ -1,5 +1,5 @@
 # plateau: thin wrapper around meson. Installs missing Debian packages, configures, builds, runs.
-#   make demo   run the main job on the built-in demo
+#   make demo   run the main job on the built-in demo (DEMO_ARGS="--leak graph" for a leaking run)
 #   make test   every test: main build, ASan+UBSan unit tests, CUDA-disabled build, bounded fuzzers
 SHELL := /bin/bash
 BUILD ?= build
@@ -9,7 +9,7 @@ FUZZ_SECONDS ?= 20
 
 # Debian packages the build and the tests need.
 PKGS := meson ninja-build pkg-config gcc clang libclang-rt-14-dev python3 \
-        libcmocka-dev libunwind-dev libjemalloc-dev
+        libcmocka-dev libunwind-dev libjemalloc-dev chromium
 
 .PHONY: all deps build demo test test-main test-asan test-nocuda test-fuzz bench clean
 
@@ -30,7 +30,7 @@ build: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)
 
 demo: build
-	./tools/demo.sh $(BUILD)
+	./tools/demo.sh $(BUILD) $(DEMO_ARGS)
 
 test: deps
 	@rm -f .test-status; \

@@ -9,9 +9,14 @@
  *
  * From Python (preloaded): ctypes.CDLL(None).plateau_step()
  *
- * Thread safety: both are safe from any thread and async-signal-safe enough to call from a step hook; they
- * never allocate from the traced heap, never block on I/O, and never fail (when recording is off they do
- * nothing). Compiles as C11 and as C++.
+ * Thread safety: both are safe from any thread; they never allocate from the traced heap, never block on
+ * I/O (records go to an in-memory buffer that a writer thread flushes), and never fail (when recording is
+ * off, or no tracer is preloaded and the program resolved them at run time, they do nothing). They take short
+ * internal locks, so they are NOT async-signal-safe: to mark steps from a signal, run with
+ * PLATEAU_STEP_SIGNAL=1 (or `plateau run --steps-signal`) and send SIGUSR2 instead.
+ * What a step records: a step record, the exact host heap totals at that moment, one statistics snapshot per
+ * plateau caching allocator, and (from the sampler thread, right after) an RSS/PSS sample.
+ * Compiles as C11 and as C++.
  */
 #pragma once
 

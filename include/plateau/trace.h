@@ -1,0 +1,216 @@
+/* plateau trace files: record model and reader API.
+ *
+ * A trace file holds one process image's events (docs/trace-format.md has the byte layout): a versioned
+ * header, then checksummed chunks of records. The preloaded tracer writes them; reports read them here.
+ * The reader stops cleanly at the first truncated or corrupted chunk: every record before it is delivered,
+ * then pl_trace_next returns -EBADMSG and pl_trace_error() names the file, the offset and what was wrong.
+ * Memory is bounded whatever the input (one chunk of at most PL_TRACE_MAX_CHUNK_BYTES at a time).
+ *
+ * Ownership: a reader is created by pl_trace_open / pl_trace_open_mem and released by pl_trace_close.
+ * Strings and arrays in a decoded record point into the reader and stay valid until the next
+ * pl_trace_next or pl_trace_close on that reader.
+ * Thread safety: one reader per thread; distinct readers are independent.
+ * Errors: functions returning int return 0 (or 1, see pl_trace_next) or a negative errno.
+ * Compiles as C11 and as C++.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define PL_TRACE_API __attribute__((visibility("default")))
+#else
+#define PL_TRACE_API
+#endif
+
+#define PL_TRACE_VERSION 1u
+#define PL_TRACE_MAX_CHUNK_BYTES (1u << 20)  /* largest chunk payload a reader accepts */
+#define PL_TRACE_MAX_FRAMES 128              /* frames per stack */
+#define PL_TRACE_MAX_ARGV 32                 /* argv entries kept in a process record */
+#define PL_TRACE_NA UINT64_MAX               /* "not available" in optional u64 fields */
+
+typedef enum pl_rec_type {
+    PL_REC_PROCESS_START = 1, /* first record of every trace */
+    PL_REC_PROCESS_END = 2,   /* exit, return from main or _exit (absent after exec, fatal signal, SIGKILL) */
+    PL_REC_STEP = 3,          /* end of a training step */
+    PL_REC_MARK = 4,          /* named point in time */
+    PL_REC_RSS = 5,           /* resident memory sample */
+    PL_REC_HEAP = 6,          /* exact host heap totals */
+    PL_REC_HOST_ALLOC = 7,    /* sampled host allocation, with its stack */
+    PL_REC_HOST_FREE = 8,     /* free of a sampled host allocation */
+    PL_REC_DEVICE_ALLOC = 9,  /* device memory handed to the program (block / cudaMalloc / cuMemAlloc) */
+    PL_REC_DEVICE_FREE = 10,
+    PL_REC_DEVICE_MAP = 11,   /* device memory acquired from the driver (allocator segment, pages mapped) */
+    PL_REC_DEVICE_UNMAP = 12,
+    PL_REC_DEVICE_OOM = 13,   /* a device request failed */
+    PL_REC_ALLOC_STATS = 14,  /* caching allocator statistics snapshot */
+    PL_REC_STACK = 15,        /* stack table entry: id -> program counters */
+    PL_REC_FRAME = 16,        /* one program counter resolved: module + symbol + offset */
+    PL_REC_MODULE = 17,       /* a loaded object seen in a stack */
+    PL_REC_THREAD_NAME = 18,
+    PL_REC_LOST = 19,         /* records dropped because the writer could not keep up */
+    PL_REC_EXEC = 20,         /* the process is about to exec (the new image writes its own trace) */
+    PL_REC_TYPE_MAX = 20
+} pl_rec_type_t;
+
+typedef enum pl_step_source { PL_STEP_API_CALL = 0, PL_STEP_SIGNAL = 1, PL_STEP_AUTO = 2 } pl_step_source_t;
+
+typedef enum pl_host_kind {
+    PL_HOST_MALLOC = 0, PL_HOST_CALLOC = 1, PL_HOST_REALLOC = 2, PL_HOST_MEMALIGN = 3, PL_HOST_MMAP = 4
+} pl_host_kind_t;
+
+typedef enum pl_device_source {
+    PL_DEV_SRC_RUNTIME = 0,   /* CUDA runtime interposer (cudaMalloc ...) */
+    PL_DEV_SRC_DRIVER = 1,    /* CUDA driver interposer (cuMemAlloc ...) */
+    PL_DEV_SRC_ALLOCATOR = 2, /* plateau's caching allocator event hook */
+    PL_DEV_SRC_CUPTI = 3      /* CUPTI memory activity */
+} pl_device_source_t;
+
+typedef struct pl_trace_header {
+    uint32_t version;
+    uint32_t pid, ppid;
+    uint32_t exec_seq;          /* 0 for the first image of a pid, +1 per exec */
+    int64_t start_realtime_ns;  /* CLOCK_REALTIME at trace start */
+    int64_t start_mono_ns;      /* CLOCK_MONOTONIC at trace start; record t_ns are CLOCK_MONOTONIC */
+} pl_trace_header_t;
+
+typedef struct pl_rec_process {
+    uint32_t pid, ppid, exec_seq;
+    int32_t rank, local_rank;        /* -1 when not set */
+    uint64_t sample_bytes;           /* mean of the Poisson-by-bytes stack sampling (0 = every call) */
+    uint64_t interval_ns;            /* RSS sampling interval */
+    uint64_t host_mem_bytes;         /* physical memory of the host */
+    uint64_t cgroup_max_bytes;       /* cgroup v2 memory.max; PL_TRACE_NA if absent or "max" */
+    int64_t start_realtime_ns;
+    const char *exe;
+    uint32_t argc;                   /* real argc; at most PL_TRACE_MAX_ARGV kept in argv */
+    uint32_t n_argv;
+    const char *argv[PL_TRACE_MAX_ARGV];
+} pl_rec_process_t;
+
+typedef struct pl_rec_step { uint64_t step; uint32_t source; } pl_rec_step_t;
+typedef struct pl_rec_mark { uint64_t step; const char *label; } pl_rec_mark_t;
+
+typedef struct pl_rec_rss {   /* bytes; PL_TRACE_NA when unavailable */
+    uint64_t step;            /* the step this sample was taken for; 0 = periodic sample */
+    uint64_t rss_anon, rss_file, rss_shmem, pss, cgroup_current;
+    uint64_t device_used, device_total;
+} pl_rec_rss_t;
+
+typedef struct pl_rec_heap {  /* exact over every traced call since the image started */
+    uint64_t step;            /* the step these totals close (taken inside plateau_step); 0 = periodic */
+    int64_t live_bytes;       /* malloc family: sum of usable sizes of live blocks */
+    int64_t live_count;
+    uint64_t n_alloc, n_free;
+    uint64_t alloc_bytes;     /* cumulative usable bytes allocated */
+    int64_t mmap_live_bytes, mmap_live_count; /* anonymous mmap by the program */
+} pl_rec_heap_t;
+
+typedef struct pl_rec_host_alloc {
+    uint64_t addr, size;      /* size = usable size */
+    uint32_t stack_id, tid, kind;
+} pl_rec_host_alloc_t;
+
+typedef struct pl_rec_host_free { uint64_t addr; uint32_t tid; } pl_rec_host_free_t;
+
+typedef struct pl_rec_device {
+    uint32_t source;          /* pl_device_source_t */
+    int32_t device;
+    uint32_t pool;            /* allocator pool (1 small, 2 large), 0 otherwise */
+    uint32_t allocator_id;    /* which allocator instance (source allocator), 0 otherwise */
+    uint64_t addr, size, requested, stream;
+    uint32_t stack_id;        /* 0 = no stack */
+    uint32_t tid;
+} pl_rec_device_t;
+
+typedef struct pl_rec_alloc_stats {
+    uint32_t allocator_id;
+    int32_t device;
+    uint64_t step;
+    int64_t allocated_bytes, allocated_bytes_peak, reserved_bytes, reserved_bytes_peak;
+    int64_t active_bytes, inactive_split_bytes, requested_bytes;
+    int64_t n_allocations, n_segments;  /* live blocks (tensors) and segments */
+    int64_t num_alloc_retries, num_ooms, num_device_alloc, num_device_free;
+    uint64_t largest_free_bytes, capacity_bytes;
+    double fragmentation;
+} pl_rec_alloc_stats_t;
+
+typedef struct pl_rec_stack {
+    uint32_t stack_id;        /* >= 1 */
+    uint32_t n_frames;        /* innermost first */
+    uint64_t pcs[PL_TRACE_MAX_FRAMES];
+} pl_rec_stack_t;
+
+typedef struct pl_rec_frame {
+    uint64_t pc;
+    uint32_t module_id;       /* 0 = unknown module */
+    uint64_t module_offset;   /* pc - module base */
+    const char *symbol;       /* "" when no dynamic symbol covers pc */
+    uint64_t symbol_offset;
+} pl_rec_frame_t;
+
+typedef struct pl_rec_module { uint32_t module_id; uint64_t base; const char *path; } pl_rec_module_t;
+typedef struct pl_rec_thread_name { uint32_t tid; const char *name; } pl_rec_thread_name_t;
+typedef struct pl_rec_lost { uint64_t n_records, n_bytes; } pl_rec_lost_t;
+typedef struct pl_rec_exec { const char *path; } pl_rec_exec_t;
+
+typedef struct pl_trace_record {
+    pl_rec_type_t type;
+    int64_t t_ns;             /* CLOCK_MONOTONIC */
+    union {
+        pl_rec_process_t process;
+        pl_rec_step_t step;
+        pl_rec_mark_t mark;
+        pl_rec_rss_t rss;
+        pl_rec_heap_t heap;
+        pl_rec_host_alloc_t host_alloc;
+        pl_rec_host_free_t host_free;
+        pl_rec_device_t device;     /* PL_REC_DEVICE_* */
+        pl_rec_alloc_stats_t alloc_stats;
+        pl_rec_stack_t stack;
+        pl_rec_frame_t frame;
+        pl_rec_module_t module;
+        pl_rec_thread_name_t thread_name;
+        pl_rec_lost_t lost;
+        pl_rec_exec_t exec;
+    } u;
+} pl_trace_record_t;
+
+typedef struct pl_trace_reader pl_trace_reader_t;
+
+/* Open a trace file and validate its header. Returns 0, -errno from open, or -EBADMSG for a file that is
+ * not a plateau trace / has an unsupported version (pl_trace_open_error() then holds the message). */
+PL_TRACE_API int pl_trace_open(const char *path, pl_trace_reader_t **out);
+
+/* Same over a memory buffer (not copied: it must outlive the reader). `name` is used in messages. */
+PL_TRACE_API int pl_trace_open_mem(const void *data, size_t len, const char *name, pl_trace_reader_t **out);
+
+/* Message of the last failed pl_trace_open* on this thread ("" if none). */
+PL_TRACE_API const char *pl_trace_open_error(void);
+
+PL_TRACE_API const pl_trace_header_t *pl_trace_header(const pl_trace_reader_t *r);
+
+/* Decode the next record into *rec. Returns 1 with a record, 0 at a clean end of file, -EBADMSG when the rest
+ * of the file is truncated or corrupted (every earlier record was delivered; pl_trace_error() says where and
+ * why), or -errno on an I/O error. After a non-positive return, further calls return the same value. */
+PL_TRACE_API int pl_trace_next(pl_trace_reader_t *r, pl_trace_record_t *rec);
+
+/* "" while reading is clean, else "FILE: offset N: what was wrong". */
+PL_TRACE_API const char *pl_trace_error(const pl_trace_reader_t *r);
+
+/* Byte offset of the end of the last whole chunk delivered (where a reader stopped, if it did). */
+PL_TRACE_API uint64_t pl_trace_offset(const pl_trace_reader_t *r);
+
+PL_TRACE_API void pl_trace_close(pl_trace_reader_t *r);
+
+/* Name of a record type ("step", "device_alloc", ...), "unknown" for others. */
+PL_TRACE_API const char *pl_trace_type_name(pl_rec_type_t type);
+
+#ifdef __cplusplus
+}
+#endif

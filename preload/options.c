@@ -1,0 +1,116 @@
+/* PLATEAU_* option parsing (see options.h and docs/env.md). No allocation: runs inside the preload's
+ * constructor, possibly before the program's allocator is ready. */
+#include "options.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+void pl_options_default(pl_options_t *o) {
+    memset(o, 0, sizeof *o);
+    o->sample_bytes = 512 * 1024;
+    o->interval_ms = 100;
+    o->flush_ms = 250;
+    o->device_stacks = true;
+    o->pss = true;
+}
+
+static int parse_u64(const char *s, uint64_t *out, const char **end) {
+    uint64_t v = 0;
+    const char *p = s;
+    if (*p < '0' || *p > '9') return -EINVAL;
+    while (*p >= '0' && *p <= '9') {
+        uint64_t d = (uint64_t)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10) return -EINVAL;
+        v = v * 10 + d;
+        p++;
+    }
+    *out = v;
+    *end = p;
+    return 0;
+}
+
+int pl_options_parse_bytes(const char *s, uint64_t *out) {
+    uint64_t v;
+    const char *p;
+    if (!s || parse_u64(s, &v, &p)) return -EINVAL;
+    static const struct { const char *suffix; unsigned shift; } units[] = {
+        {"", 0}, {"B", 0}, {"K", 10}, {"KiB", 10}, {"k", 10}, {"M", 20}, {"MiB", 20}, {"G", 30}, {"GiB", 30},
+    };
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcmp(p, units[i].suffix)) continue;
+        if (units[i].shift && v > (UINT64_MAX >> units[i].shift)) return -EINVAL;
+        *out = v << units[i].shift;
+        return 0;
+    }
+    return -EINVAL;
+}
+
+static void bad(void (*warn)(const char *), const char *name, const char *val, const char *want, const char *def) {
+    if (!warn) return;
+    char msg[400];
+    snprintf(msg, sizeof msg, "plateau: %s='%.100s' is not %s; using the default (%s)", name, val, want, def);
+    warn(msg);
+}
+
+static int opt_bool(const char *(*get)(const char *), void (*warn)(const char *), const char *name, bool *v) {
+    const char *s = get(name);
+    if (!s) return 0;
+    if (!strcmp(s, "1") || !strcmp(s, "yes") || !strcmp(s, "true") || !strcmp(s, "on")) *v = true;
+    else if (!strcmp(s, "0") || !strcmp(s, "no") || !strcmp(s, "false") || !strcmp(s, "off") || !*s) *v = false;
+    else {
+        bad(warn, name, s, "a boolean (0/1, yes/no, true/false, on/off)", *v ? "1" : "0");
+        return 1;
+    }
+    return 0;
+}
+
+static int opt_range(const char *(*get)(const char *), void (*warn)(const char *), const char *name, uint32_t lo,
+                     uint32_t hi, uint32_t *v) {
+    const char *s = get(name);
+    if (!s) return 0;
+    uint64_t x;
+    const char *end;
+    if (parse_u64(s, &x, &end) || *end || x < lo || x > hi) {
+        char want[80], def[32];
+        snprintf(want, sizeof want, "an integer in [%u, %u]", lo, hi);
+        snprintf(def, sizeof def, "%u", *v);
+        bad(warn, name, s, want, def);
+        return 1;
+    }
+    *v = (uint32_t)x;
+    return 0;
+}
+
+int pl_options_parse(pl_options_t *o, const char *(*get)(const char *), void (*warn)(const char *)) {
+    int n_bad = 0;
+    const char *s = get("PLATEAU_DIR");
+    if (s && *s) {
+        if (strlen(s) >= sizeof o->dir) {
+            bad(warn, "PLATEAU_DIR", s, "a path shorter than 512 bytes", "./plateau-run-<time>-<pid>");
+            n_bad++;
+        } else {
+            snprintf(o->dir, sizeof o->dir, "%s", s);
+        }
+    }
+    s = get("PLATEAU_SAMPLE_BYTES");
+    if (s) {
+        uint64_t v;
+        if (pl_options_parse_bytes(s, &v) == 0) {
+            o->sample_bytes = v;
+        } else {
+            char def[32];
+            snprintf(def, sizeof def, "%llu", (unsigned long long)o->sample_bytes);
+            bad(warn, "PLATEAU_SAMPLE_BYTES", s, "a byte count (e.g. 524288, 512K, 1M; 0 = every allocation)", def);
+            n_bad++;
+        }
+    }
+    n_bad += opt_range(get, warn, "PLATEAU_INTERVAL_MS", 1, 60000, &o->interval_ms);
+    n_bad += opt_range(get, warn, "PLATEAU_FLUSH_MS", 10, 1000, &o->flush_ms);
+    n_bad += opt_bool(get, warn, "PLATEAU_STEP_SIGNAL", &o->step_signal);
+    n_bad += opt_bool(get, warn, "PLATEAU_DEVICE_STACKS", &o->device_stacks);
+    n_bad += opt_bool(get, warn, "PLATEAU_PSS", &o->pss);
+    n_bad += opt_bool(get, warn, "PLATEAU_DISABLE", &o->disable);
+    n_bad += opt_bool(get, warn, "PLATEAU_QUIET", &o->quiet);
+    return n_bad;
+}

@@ -1,0 +1,28 @@
+/* PLATEAU_* options of the preloaded tracer (docs/env.md). Parsing is pure: values come through a getenv-like
+ * function and problems go to a warning callback as one line each; a malformed value keeps the default. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct pl_options {
+    char dir[512];              /* PLATEAU_DIR; "" = make ./plateau-run-<time>-<pid> */
+    uint64_t sample_bytes;      /* PLATEAU_SAMPLE_BYTES: mean bytes between stack samples; 0 = every call */
+    uint32_t interval_ms;       /* PLATEAU_INTERVAL_MS: RSS/heap sampling period (1..60000, default 100) */
+    uint32_t flush_ms;          /* PLATEAU_FLUSH_MS: writer flush period (10..1000, default 250) */
+    bool step_signal;           /* PLATEAU_STEP_SIGNAL: SIGUSR2 marks a step (default off) */
+    bool device_stacks;         /* PLATEAU_DEVICE_STACKS: stack of every device block allocation (default on) */
+    bool pss;                   /* PLATEAU_PSS: read smaps_rollup for PSS (default on) */
+    bool disable;               /* PLATEAU_DISABLE: forward every call, record nothing */
+    bool quiet;                 /* PLATEAU_QUIET: no informational line on stderr */
+} pl_options_t;
+
+void pl_options_default(pl_options_t *o);
+
+/* Parse every PLATEAU_* option through getenv_fn. Returns the number of malformed values (each reported
+ * through warn, which may be NULL). */
+int pl_options_parse(pl_options_t *o, const char *(*getenv_fn)(const char *name), void (*warn)(const char *msg));
+
+/* Parse a byte count: digits with an optional suffix K/KiB/M/MiB/G/GiB (powers of 1024) or B. Returns 0 or
+ * -EINVAL. Exposed for tests. */
+int pl_options_parse_bytes(const char *s, uint64_t *out);

@@ -1,0 +1,53 @@
+/* Internal state shared by the preload's files: preload.c (start/stop, options, steps, sampler thread,
+ * fork/exec), heap.c (malloc family and mmap interposers, exact counters, sampled stacks) and device.c
+ * (plateau allocator observer). Rules (STYLE.md): never crash or block the host program; on failure say so
+ * once on stderr and switch the feature off; the tracer's memory never comes from the traced malloc. */
+#pragma once
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <plateau/trace.h>
+
+#include "options.h"
+#include "stack.h"
+#include "writer.h"
+
+#define PL_EXPORT __attribute__((visibility("default")))
+#define PL_TLS _Thread_local __attribute__((tls_model("initial-exec")))
+
+typedef struct pl_preload {
+    pl_options_t opt;
+    _Atomic(pl_writer_t *) writer;   /* NULL when not recording */
+    pl_stack_table_t *stacks;        /* created once; reset in a fork child */
+    atomic_bool active;              /* recording (sampling and emitting) */
+    atomic_uint_fast64_t step;       /* steps completed */
+    uint64_t text_lo, text_hi;       /* this library's code: frames inside it are not recorded */
+} pl_preload_t;
+
+extern pl_preload_t pl_g;
+extern PL_TLS int pl_tl_guard;       /* > 0 inside the tracer: no sampling, no re-entry */
+
+int64_t pl_now_ns(void);
+uint32_t pl_tid(void);
+void pl_emit(const pl_trace_record_t *rec);
+void pl_warn_once(const char *msg);  /* one line on stderr (async-signal-safe write) */
+
+/* Capture the caller's stack (frames inside the preload skipped), intern it, emit PL_REC_STACK the first
+ * time. Returns the id or 0. Call with pl_tl_guard raised. */
+uint32_t pl_stack_capture(void);
+
+/* heap.c */
+void pl_heap_resolve(void);                    /* find the real allocator functions (idempotent) */
+void pl_heap_totals(pl_rec_heap_t *out);       /* exact totals summed over thread slots */
+void pl_heap_fork_prepare(void);
+void pl_heap_fork_parent(void);
+void pl_heap_fork_child(void);
+void pl_heap_reset_sampling(void);             /* forget sampled pointers (fork child) */
+
+/* device.c */
+void pl_device_emit_stats(uint64_t step);      /* one PL_REC_ALLOC_STATS per live observed allocator */
+void pl_device_fork_prepare(void);
+void pl_device_fork_parent(void);
+void pl_device_fork_child(void);

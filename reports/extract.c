@@ -1,0 +1,1149 @@
+/* reports/extract: streaming trace -> report model (see extract.h for the contract).
+ *
+ * Invariants: per metric, bins are sorted by key and at most max_points; a key is a step (records with a step field
+ * use it, periodic samples belong to the step in progress = last step record + 1) or, for a process without step
+ * records, a time bucket of BUCKET_NS since the trace started. When the bins are full the bin width doubles and
+ * neighbours merge (min of minima, max of maxima). Address maps (sampled host allocations, device blocks, device
+ * segments) and the stack/frame/module tables are bounded; what does not fit is counted, never allocated.
+ */
+#include "extract.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "format.h"
+#include "render.h"
+
+#define BUCKET_NS 1000000000LL       /* time bucket for processes without steps, before widening */
+#define MAX_KEY (INT64_MAX / 4)
+#define MAP_MAX_ENTRIES (1u << 19)    /* per address map: at most 2^20 slots of 24 B */
+#define MAX_STACKS 16384u
+#define STACK_PCS 16u
+#define STACK_HIST 32u
+#define MAX_FRAMES 65536u
+#define MAX_MODULES 4096u
+#define MAX_ALLOCATORS 16u
+#define MAX_BLOCK_BYTES (1ull << 40)
+
+/* ---- bounded per-metric bins ---- */
+
+typedef struct bin {
+    int64_t bin;      /* key / stride * stride: what bins are sorted and matched by */
+    int64_t key;      /* smallest key merged into the bin (the point's step) */
+    int64_t t_ns;     /* time of the bin's first sample */
+    double lo, hi;
+} bin_t;
+
+typedef struct agg {
+    bin_t *b;
+    size_t n, cap, max;
+    int64_t stride;   /* keys per bin */
+} agg_t;
+
+static void agg_halve(agg_t *a) {
+    a->stride = a->stride > MAX_KEY / 2 ? MAX_KEY : a->stride * 2;
+    size_t w = 0;
+    for (size_t i = 0; i < a->n; i++) {
+        int64_t k = a->b[i].bin / a->stride * a->stride;
+        if (w && a->b[w - 1].bin == k) {
+            bin_t *d = &a->b[w - 1];
+            if (a->b[i].lo < d->lo) d->lo = a->b[i].lo;
+            if (a->b[i].hi > d->hi) d->hi = a->b[i].hi;
+            if (a->b[i].key < d->key) {
+                d->key = a->b[i].key;
+                d->t_ns = a->b[i].t_ns;
+            }
+        } else {
+            a->b[w] = a->b[i];
+            a->b[w].bin = k;
+            w++;
+        }
+    }
+    a->n = w;
+}
+
+static int agg_add(agg_t *a, int64_t key, int64_t t_ns, double v) {
+    if (!isfinite(v)) return 0;
+    if (key < 0) key = 0;
+    if (key > MAX_KEY) key = MAX_KEY;
+    if (a->stride < 1) a->stride = 1;
+    int64_t k = key / a->stride * a->stride;
+    /* mostly in order: the last bin first, then binary search */
+    size_t pos = a->n;
+    if (a->n && a->b[a->n - 1].bin == k) {
+        bin_t *d = &a->b[a->n - 1];
+        if (v < d->lo) d->lo = v;
+        if (v > d->hi) d->hi = v;
+        if (key < d->key) {
+            d->key = key;
+            d->t_ns = t_ns;
+        }
+        return 0;
+    }
+    if (a->n && a->b[a->n - 1].bin > k) {
+        size_t lo = 0, hi = a->n;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (a->b[mid].bin < k) lo = mid + 1;
+            else hi = mid;
+        }
+        pos = lo;
+        if (pos < a->n && a->b[pos].bin == k) {
+            bin_t *d = &a->b[pos];
+            if (v < d->lo) d->lo = v;
+            if (v > d->hi) d->hi = v;
+            if (key < d->key) {
+                d->key = key;
+                d->t_ns = t_ns;
+            }
+            return 0;
+        }
+    }
+    if (a->n == a->max) {
+        while (a->n == a->max) agg_halve(a);
+        return agg_add(a, key, t_ns, v);
+    }
+    if (a->n == a->cap) {
+        size_t nc = a->cap ? a->cap * 2 : 64;
+        if (nc > a->max) nc = a->max;
+        bin_t *nb = realloc(a->b, nc * sizeof *nb);
+        if (!nb) return -ENOMEM;
+        a->b = nb;
+        a->cap = nc;
+    }
+    memmove(a->b + pos + 1, a->b + pos, (a->n - pos) * sizeof *a->b);
+    a->b[pos] = (bin_t){k, key, t_ns, v, v};
+    a->n++;
+    return 0;
+}
+
+/* ---- bounded u64 -> (u64, u32) map, linear probing with backward-shift deletion; key 0 is never stored ---- */
+
+typedef struct slot { uint64_t key, val; uint32_t aux; } slot_t;
+typedef struct map { slot_t *s; size_t cap, n; } map_t;
+
+static size_t mhash(uint64_t k, size_t cap) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    k ^= k >> 33;
+    return (size_t)k & (cap - 1);
+}
+
+static slot_t *map_find(const map_t *m, uint64_t key) {
+    if (!m->cap || !key) return NULL;
+    for (size_t i = mhash(key, m->cap);; i = (i + 1) & (m->cap - 1)) {
+        if (m->s[i].key == key) return &m->s[i];
+        if (!m->s[i].key) return NULL;
+    }
+}
+
+/* 0 stored/updated, 1 full (not stored), -ENOMEM */
+static int map_put(map_t *m, uint64_t key, uint64_t val, uint32_t aux) {
+    if (!key) return 1;
+    slot_t *f = map_find(m, key);
+    if (f) {
+        f->val = val;
+        f->aux = aux;
+        return 0;
+    }
+    if (m->n >= MAP_MAX_ENTRIES) return 1;
+    if ((m->n + 1) * 2 > m->cap) {
+        size_t nc = m->cap ? m->cap * 2 : 256;
+        slot_t *ns = calloc(nc, sizeof *ns);
+        if (!ns) return -ENOMEM;
+        for (size_t i = 0; i < m->cap; i++) {
+            if (!m->s[i].key) continue;
+            size_t j = mhash(m->s[i].key, nc);
+            while (ns[j].key) j = (j + 1) & (nc - 1);
+            ns[j] = m->s[i];
+        }
+        free(m->s);
+        m->s = ns;
+        m->cap = nc;
+    }
+    size_t i = mhash(key, m->cap);
+    while (m->s[i].key) i = (i + 1) & (m->cap - 1);
+    m->s[i] = (slot_t){key, val, aux};
+    m->n++;
+    return 0;
+}
+
+static bool map_take(map_t *m, uint64_t key, slot_t *out) {
+    slot_t *f = map_find(m, key);
+    if (!f) return false;
+    *out = *f;
+    size_t mask = m->cap - 1, i = (size_t)(f - m->s), j = i;
+    m->s[i].key = 0;
+    for (;;) {
+        j = (j + 1) & mask;
+        if (!m->s[j].key) break;
+        size_t h = mhash(m->s[j].key, m->cap);
+        /* move j back to i when its home h is not cyclically in (i, j] */
+        bool stay = i <= j ? (i < h && h <= j) : (i < h || h <= j);
+        if (stay) continue;
+        m->s[i] = m->s[j];
+        m->s[j].key = 0;
+        i = j;
+    }
+    m->n--;
+    return true;
+}
+
+static void map_free(map_t *m) {
+    free(m->s);
+    m->s = NULL;
+    m->cap = m->n = 0;
+}
+
+/* ---- stacks, frames, modules ---- */
+
+/* live bytes of one stack over a key (step or time): at most STACK_HIST points at least `gap` keys apart; the value
+ * of a point is the live bytes after the last change within its gap (so "value at key K" may be a little late). */
+typedef struct hist { int64_t key[STACK_HIST]; double live[STACK_HIST]; uint32_t n; int64_t gap; } hist_t;
+
+static void hist_add(hist_t *h, int64_t key, double live) {
+    if (h->gap < 1) h->gap = 1;
+    if (h->n && key - h->key[h->n - 1] < h->gap && key >= h->key[h->n - 1]) {
+        h->live[h->n - 1] = live;
+        return;
+    }
+    if (h->n && key < h->key[h->n - 1]) { /* out of order: fold into the last point */
+        h->live[h->n - 1] = live;
+        return;
+    }
+    if (h->n == STACK_HIST) { /* keep every other point (the later of each pair), widen the gap */
+        uint32_t w = 0;
+        for (uint32_t i = 1; i < h->n; i += 2, w++) {
+            h->key[w] = h->key[i - 1];
+            h->live[w] = h->live[i];
+        }
+        h->n = w;
+        h->gap = h->gap > MAX_KEY / 2 ? MAX_KEY : h->gap * 2;
+    }
+    h->key[h->n] = key;
+    h->live[h->n] = live;
+    h->n++;
+}
+
+/* live bytes at the end of key k: the last point at or before k (0 before the first) */
+static double hist_at(const hist_t *h, int64_t k) {
+    double v = 0;
+    for (uint32_t i = 0; i < h->n && h->key[i] <= k; i++) v = h->live[i];
+    return v;
+}
+
+typedef struct stack {
+    uint32_t id;
+    uint32_t n_pcs;
+    uint64_t pcs[STACK_PCS];
+    double live_bytes;     /* weighted */
+    uint64_t n_live;
+    hist_t by_step, by_time; /* time keys in BUCKET_NS */
+} stack_t_;
+
+typedef struct frame { uint32_t module_id; uint64_t module_offset, symbol_offset; char symbol[96]; } frame_t;
+typedef struct module { char path[160]; } module_t;
+
+/* ---- per-trace state ---- */
+
+enum { A_RSS, A_ANON, A_FILE, A_SHMEM, A_PSS, A_HEAP, A_HEAPN, A_CGROUP, A_DEVUSED,
+       A_ST_ALLOC, A_ST_RES, A_ST_TENS, A_EV_ALLOC, A_EV_TENS, A_EV_RES, A_EV_DRV, A_OTHER, A__N };
+
+typedef struct side { agg_t a[A__N]; } side_t; /* one set keyed by step, one by time bucket */
+
+typedef struct astat { uint32_t id; int32_t dev; int64_t alloc, res, tens; } astat_t;
+
+typedef struct state {
+    side_t by_step, by_time;
+    int64_t cur_step;        /* last step record */
+    int64_t t0;              /* CLOCK_MONOTONIC at trace start */
+    uint64_t sample_bytes;
+    map_t host, blocks, segs, stack_ix, frame_ix;
+    stack_t_ *stacks;
+    size_t n_stacks;
+    frame_t *frames;
+    size_t n_frames;
+    map_t module_ix;
+    module_t *modules;
+    size_t n_modules;
+    astat_t astats[MAX_ALLOCATORS];
+    size_t n_astats;
+    bool seen_stats, seen_alloc_src, seen_map, seen_drv;
+    int64_t ev_alloc, ev_tens, ev_res, ev_drv;  /* running device totals from events */
+    double last_reserved;    /* latest reserved bytes (stats or events), NAN unknown */
+    pl_extract_proc_t *xp;
+    pl_report_t *r;
+    const pl_extract_opts_t *o;
+} state_t;
+
+static int64_t clamp_key(uint64_t v) { return v > (uint64_t)MAX_KEY ? MAX_KEY : (int64_t)v; }
+
+static int64_t rel_t(const state_t *s, int64_t t) {
+    if (t <= s->t0) return 0;
+    uint64_t d = (uint64_t)t - (uint64_t)s->t0; /* no signed overflow on hostile clocks */
+    return d > (uint64_t)MAX_KEY ? MAX_KEY : (int64_t)d;
+}
+
+/* Add a sample: step `step` (0 = in progress) at time t. since_step filters the step side only: a trace without
+ * step records is reported by time, whole. */
+static int put(state_t *s, int which, uint64_t step, int64_t t, double v) {
+    int64_t k = step ? clamp_key(step) : (s->cur_step < MAX_KEY ? s->cur_step + 1 : MAX_KEY);
+    int64_t rt = rel_t(s, t);
+    if (s->o->since_step <= 0 || k >= s->o->since_step) {
+        int rc = agg_add(&s->by_step.a[which], k, rt, v);
+        if (rc) return rc;
+    }
+    return agg_add(&s->by_time.a[which], rt / BUCKET_NS, rt, v);
+}
+
+static bool na(uint64_t v) { return v == PL_TRACE_NA; }
+
+static double weight(const state_t *s, uint64_t size) {
+    if (!s->sample_bytes) return (double)size;
+    double p = -expm1(-(double)size / (double)s->sample_bytes);
+    return p > 0 ? (double)size / p : (double)size;
+}
+
+static stack_t_ *stack_get(state_t *s, uint32_t id, bool create) {
+    slot_t *f = map_find(&s->stack_ix, (uint64_t)id + 1);
+    if (f) return &s->stacks[f->val];
+    if (!create || s->n_stacks >= MAX_STACKS) return NULL;
+    if (!s->stacks) {
+        s->stacks = calloc(MAX_STACKS, sizeof *s->stacks); /* lazily, only for traces with stacks */
+        if (!s->stacks) return NULL;
+    }
+    if (map_put(&s->stack_ix, (uint64_t)id + 1, s->n_stacks, 0)) return NULL;
+    stack_t_ *st = &s->stacks[s->n_stacks++];
+    memset(st, 0, sizeof *st);
+    st->id = id;
+    return st;
+}
+
+static void stack_note(state_t *s, stack_t_ *st, int64_t t) {
+    hist_add(&st->by_step, s->cur_step + 1, st->live_bytes);
+    hist_add(&st->by_time, rel_t(s, t) / BUCKET_NS, st->live_bytes);
+}
+
+static void copy_str(char *dst, size_t cap, const char *src) { snprintf(dst, cap, "%s", src ? src : ""); }
+
+static void on_process(state_t *s, const pl_rec_process_t *p) {
+    pl_extract_proc_t *xp = s->xp;
+    xp->pid = p->pid;
+    xp->ppid = p->ppid;
+    xp->exec_seq = p->exec_seq;
+    xp->rank = p->rank;
+    s->sample_bytes = p->sample_bytes;
+    copy_str(xp->exe, sizeof xp->exe, p->exe);
+    size_t off = 0;
+    xp->cmdline[0] = 0;
+    for (uint32_t i = 0; i < p->n_argv && i < PL_TRACE_MAX_ARGV; i++) {
+        int w = snprintf(xp->cmdline + off, sizeof xp->cmdline - off, "%s%s", i ? " " : "", p->argv[i] ? p->argv[i] : "");
+        if (w < 0 || (size_t)w >= sizeof xp->cmdline - off) {
+            off = sizeof xp->cmdline - 1;
+            break;
+        }
+        off += (size_t)w;
+    }
+    /* the row's name: program basename, plus the script for interpreters ("python3 train.py") */
+    const char *a0 = p->n_argv ? p->argv[0] : p->exe;
+    const char *b = a0 ? strrchr(a0, '/') : NULL;
+    b = b ? b + 1 : (a0 ? a0 : "");
+    char name[64];
+    if (p->n_argv > 1 && p->argv[1] && p->argv[1][0] != '-' && (!strncmp(b, "python", 6) || !strcmp(b, "node"))) {
+        const char *b1 = strrchr(p->argv[1], '/');
+        snprintf(name, sizeof name, "%s %s", b, b1 ? b1 + 1 : p->argv[1]);
+    } else {
+        snprintf(name, sizeof name, "%s", b);
+    }
+    pl_report_process_t *row = xp->proc;
+    row->pid = p->pid;
+    row->rank = p->rank;
+    copy_str(row->name, sizeof row->name, name);
+    pl_report_limits_t *l = &s->r->limits;
+    if (p->host_mem_bytes && !na(p->host_mem_bytes) && (double)p->host_mem_bytes > l->host_bytes)
+        l->host_bytes = (double)p->host_mem_bytes;
+    if (p->cgroup_max_bytes && !na(p->cgroup_max_bytes) &&
+        (l->cgroup_bytes <= 0 || (double)p->cgroup_max_bytes < l->cgroup_bytes))
+        l->cgroup_bytes = (double)p->cgroup_max_bytes;
+}
+
+static int on_rss(state_t *s, const pl_trace_record_t *rec) {
+    const pl_rec_rss_t *q = &rec->u.rss;
+    int rc = 0;
+    if (!na(q->rss_anon) && !na(q->rss_file) && !na(q->rss_shmem))
+        rc |= put(s, A_RSS, q->step, rec->t_ns, (double)q->rss_anon + (double)q->rss_file + (double)q->rss_shmem);
+    if (!na(q->rss_anon)) rc |= put(s, A_ANON, q->step, rec->t_ns, (double)q->rss_anon);
+    if (!na(q->rss_file)) rc |= put(s, A_FILE, q->step, rec->t_ns, (double)q->rss_file);
+    if (!na(q->rss_shmem)) rc |= put(s, A_SHMEM, q->step, rec->t_ns, (double)q->rss_shmem);
+    if (!na(q->pss)) rc |= put(s, A_PSS, q->step, rec->t_ns, (double)q->pss);
+    if (!na(q->cgroup_current)) rc |= put(s, A_CGROUP, q->step, rec->t_ns, (double)q->cgroup_current);
+    if (!na(q->device_used)) {
+        rc |= put(s, A_DEVUSED, q->step, rec->t_ns, (double)q->device_used);
+        if (isfinite(s->last_reserved))
+            rc |= put(s, A_OTHER, q->step, rec->t_ns, fmax(0, (double)q->device_used - s->last_reserved));
+    }
+    if (!na(q->device_total) && q->device_total && (double)q->device_total > s->r->limits.device_bytes)
+        s->r->limits.device_bytes = (double)q->device_total;
+    return rc ? -ENOMEM : 0;
+}
+
+static int on_stats(state_t *s, const pl_trace_record_t *rec) {
+    const pl_rec_alloc_stats_t *q = &rec->u.alloc_stats;
+    astat_t *a = NULL;
+    for (size_t i = 0; i < s->n_astats; i++)
+        if (s->astats[i].id == q->allocator_id && s->astats[i].dev == q->device) a = &s->astats[i];
+    if (!a) {
+        if (s->n_astats == MAX_ALLOCATORS) return 0;
+        a = &s->astats[s->n_astats++];
+        a->id = q->allocator_id;
+        a->dev = q->device;
+    }
+    a->alloc = q->allocated_bytes;
+    a->res = q->reserved_bytes;
+    a->tens = q->n_allocations;
+    double sa = 0, sr = 0, st = 0;
+    for (size_t i = 0; i < s->n_astats; i++) {
+        sa += (double)s->astats[i].alloc;
+        sr += (double)s->astats[i].res;
+        st += (double)s->astats[i].tens;
+    }
+    s->seen_stats = true;
+    s->last_reserved = sr;
+    if (q->capacity_bytes && !na(q->capacity_bytes) && (double)q->capacity_bytes > s->r->limits.device_bytes)
+        s->r->limits.device_bytes = (double)q->capacity_bytes;
+    int rc = put(s, A_ST_ALLOC, q->step, rec->t_ns, sa);
+    rc |= put(s, A_ST_RES, q->step, rec->t_ns, sr);
+    rc |= put(s, A_ST_TENS, q->step, rec->t_ns, st);
+    return rc ? -ENOMEM : 0;
+}
+
+static int on_device(state_t *s, const pl_trace_record_t *rec) {
+    const pl_rec_device_t *q = &rec->u.device;
+    slot_t old;
+    int rc = 0;
+    bool alloc_src = q->source == PL_DEV_SRC_ALLOCATOR;
+    /* at most 1 TiB per block: with at most MAP_MAX_ENTRIES live, the running sums cannot overflow */
+    uint64_t sz = q->size > MAX_BLOCK_BYTES ? MAX_BLOCK_BYTES : q->size;
+    switch (rec->type) {
+    case PL_REC_DEVICE_ALLOC:
+        rc = map_put(&s->blocks, q->addr, sz, alloc_src);
+        if (rc < 0) return rc;
+        if (rc > 0) { s->xp->n_untracked++; return 0; }
+        if (alloc_src) {
+            s->seen_alloc_src = true;
+            s->ev_alloc += (int64_t)sz;
+            s->ev_tens++;
+        } else {
+            s->ev_drv += (int64_t)sz;
+        }
+        break;
+    case PL_REC_DEVICE_FREE:
+        if (!map_take(&s->blocks, q->addr, &old)) return 0;
+        if (old.aux) {
+            s->ev_alloc -= (int64_t)old.val;
+            s->ev_tens--;
+        } else {
+            s->ev_drv -= (int64_t)old.val;
+        }
+        break;
+    case PL_REC_DEVICE_MAP:
+        rc = map_put(&s->segs, q->addr, sz, 0);
+        if (rc < 0) return rc;
+        if (rc > 0) { s->xp->n_untracked++; return 0; }
+        s->seen_map = true;
+        s->ev_res += (int64_t)sz;
+        break;
+    case PL_REC_DEVICE_UNMAP:
+        if (!map_take(&s->segs, q->addr, &old)) return 0;
+        s->ev_res -= (int64_t)old.val;
+        break;
+    default: return 0;
+    }
+    if (!s->seen_stats) s->last_reserved = s->seen_map ? (double)s->ev_res : (double)s->ev_drv;
+    rc = put(s, A_EV_ALLOC, 0, rec->t_ns, (double)s->ev_alloc);
+    rc |= put(s, A_EV_TENS, 0, rec->t_ns, (double)s->ev_tens);
+    if (s->seen_map) rc |= put(s, A_EV_RES, 0, rec->t_ns, (double)s->ev_res);
+    rc |= put(s, A_EV_DRV, 0, rec->t_ns, (double)s->ev_drv);
+    return rc ? -ENOMEM : 0;
+}
+
+static int on_host_alloc(state_t *s, const pl_trace_record_t *rec) {
+    const pl_rec_host_alloc_t *q = &rec->u.host_alloc;
+    stack_t_ *st = stack_get(s, q->stack_id, true);
+    if (!st) { s->xp->n_untracked++; return 0; }
+    double w = weight(s, q->size);
+    slot_t old;
+    if (map_take(&s->host, q->addr, &old)) { /* the address was reused without a free we saw */
+        stack_t_ *o = stack_get(s, old.aux, false);
+        if (o) {
+            o->live_bytes -= weight(s, old.val);
+            if (o->n_live) o->n_live--;
+            stack_note(s, o, rec->t_ns);
+        }
+    }
+    int rc = map_put(&s->host, q->addr, q->size, q->stack_id);
+    if (rc < 0) return rc;
+    if (rc > 0) { s->xp->n_untracked++; return 0; }
+    st->live_bytes += w;
+    st->n_live++;
+    stack_note(s, st, rec->t_ns);
+    return 0;
+}
+
+static void on_host_free(state_t *s, const pl_trace_record_t *rec) {
+    slot_t old;
+    if (!map_take(&s->host, rec->u.host_free.addr, &old)) return;
+    stack_t_ *st = stack_get(s, old.aux, false);
+    if (!st) return;
+    st->live_bytes -= weight(s, old.val);
+    if (st->n_live) st->n_live--;
+    stack_note(s, st, rec->t_ns);
+}
+
+static void on_stack(state_t *s, const pl_rec_stack_t *q) {
+    stack_t_ *st = stack_get(s, q->stack_id, true);
+    if (!st) return;
+    st->n_pcs = q->n_frames < STACK_PCS ? q->n_frames : STACK_PCS;
+    memcpy(st->pcs, q->pcs, st->n_pcs * sizeof st->pcs[0]);
+}
+
+static int on_frame(state_t *s, const pl_rec_frame_t *q) {
+    if (map_find(&s->frame_ix, q->pc) || s->n_frames >= MAX_FRAMES) return 0;
+    if (!s->frames) {
+        s->frames = malloc(MAX_FRAMES * sizeof *s->frames);
+        if (!s->frames) return -ENOMEM;
+    }
+    int rc = map_put(&s->frame_ix, q->pc, s->n_frames, 0);
+    if (rc) return rc < 0 ? rc : 0;
+    frame_t *f = &s->frames[s->n_frames++];
+    f->module_id = q->module_id;
+    f->module_offset = q->module_offset;
+    f->symbol_offset = q->symbol_offset;
+    copy_str(f->symbol, sizeof f->symbol, q->symbol);
+    return 0;
+}
+
+static int on_module(state_t *s, const pl_rec_module_t *q) {
+    if (map_find(&s->module_ix, (uint64_t)q->module_id + 1) || s->n_modules >= MAX_MODULES) return 0;
+    if (!s->modules) {
+        s->modules = malloc(MAX_MODULES * sizeof *s->modules);
+        if (!s->modules) return -ENOMEM;
+    }
+    int rc = map_put(&s->module_ix, (uint64_t)q->module_id + 1, s->n_modules, 0);
+    if (rc) return rc < 0 ? rc : 0;
+    copy_str(s->modules[s->n_modules++].path, sizeof s->modules[0].path, q->path);
+    return 0;
+}
+
+static int on_record(state_t *s, const pl_trace_record_t *rec) {
+    switch (rec->type) {
+    case PL_REC_PROCESS_START: on_process(s, &rec->u.process); return 0;
+    case PL_REC_PROCESS_END:
+    case PL_REC_EXEC: s->xp->clean_end = true; return 0;
+    case PL_REC_STEP: {
+        int64_t k = clamp_key(rec->u.step.step);
+        if (k > s->cur_step) s->cur_step = k;
+        s->xp->n_steps++;
+        return 0;
+    }
+    case PL_REC_RSS: return on_rss(s, rec);
+    case PL_REC_HEAP: {
+        const pl_rec_heap_t *q = &rec->u.heap;
+        int rc = put(s, A_HEAP, q->step, rec->t_ns, (double)q->live_bytes);
+        rc |= put(s, A_HEAPN, q->step, rec->t_ns, (double)q->live_count);
+        return rc ? -ENOMEM : 0;
+    }
+    case PL_REC_ALLOC_STATS: return on_stats(s, rec);
+    case PL_REC_DEVICE_ALLOC:
+    case PL_REC_DEVICE_FREE:
+    case PL_REC_DEVICE_MAP:
+    case PL_REC_DEVICE_UNMAP: return on_device(s, rec);
+    case PL_REC_HOST_ALLOC: return on_host_alloc(s, rec);
+    case PL_REC_HOST_FREE: on_host_free(s, rec); return 0;
+    case PL_REC_STACK: on_stack(s, &rec->u.stack); return 0;
+    case PL_REC_FRAME: return on_frame(s, &rec->u.frame);
+    case PL_REC_MODULE: return on_module(s, &rec->u.module);
+    case PL_REC_LOST: s->xp->n_lost_records += rec->u.lost.n_records; return 0;
+    default: return 0;
+    }
+}
+
+/* ---- finishing one trace ---- */
+
+static bool is_alloc_frame(const state_t *s, const frame_t *f) {
+    static const char *const alloc_syms[] = {"malloc", "calloc", "realloc", "free", "posix_memalign", "aligned_alloc",
+                                             "memalign", "valloc", "pvalloc", "mmap", "mmap64", "_Znwm", "_Znam",
+                                             "_ZnwmRKSt9nothrow_t", "_ZnwmSt11align_val_t", "reallocarray"};
+    for (size_t i = 0; i < sizeof alloc_syms / sizeof alloc_syms[0]; i++)
+        if (!strcmp(f->symbol, alloc_syms[i])) return true;
+    slot_t *m = map_find(&s->module_ix, (uint64_t)f->module_id + 1);
+    if (m) {
+        const char *path = s->modules[m->val].path, *b = strrchr(path, '/');
+        b = b ? b + 1 : path;
+        if (!strncmp(b, "libplateau", 10)) return true;
+    }
+    return false;
+}
+
+static void format_frame(const state_t *s, uint64_t pc, char *out, size_t cap) {
+    slot_t *fi = map_find(&s->frame_ix, pc);
+    if (!fi) {
+        snprintf(out, cap, "0x%llx", (unsigned long long)pc);
+        return;
+    }
+    const frame_t *f = &s->frames[fi->val];
+    const char *mod = "?";
+    slot_t *m = map_find(&s->module_ix, (uint64_t)f->module_id + 1);
+    if (m) {
+        const char *path = s->modules[m->val].path, *b = strrchr(path, '/');
+        mod = b ? b + 1 : path;
+    }
+    int w; /* truncation of a long symbol is fine */
+    if (f->symbol[0])
+        w = snprintf(out, cap, "%s+0x%llx (%s)", f->symbol, (unsigned long long)f->symbol_offset, mod);
+    else
+        w = snprintf(out, cap, "%s+0x%llx", mod, (unsigned long long)f->module_offset);
+    if (w < 0) out[0] = 0;
+}
+
+static void find_sites(state_t *s, pl_report_process_t *row, bool by_step) {
+    pl_extract_proc_t *xp = s->xp;
+    xp->site_tail_step = -1;
+    if (!s->n_stacks) return;
+    static const pl_metric_t pref[] = {PL_METRIC_HEAP_BYTES, PL_METRIC_RSS_ANON, PL_METRIC_RSS};
+    const pl_report_metric_t *mt = NULL;
+    for (size_t i = 0; i < 3 && !mt; i++)
+        if (row->metrics[pref[i]].present) {
+            mt = &row->metrics[pref[i]];
+            xp->site_metric = pl_metric_name(pref[i]);
+        }
+    int64_t tail = 0;  /* whole run when no series judges the tail */
+    if (mt && mt->series.n_points) {
+        pl_verdict_t v;
+        if (!pl_verdict_classify(&mt->series, &s->r->params, &v) && v.undecided != PL_UNDECIDED_NO_DATA)
+            tail = v.tail_start_step;
+        else
+            tail = mt->series.points[0].step;
+        if (!by_step && mt->series.by_time) { /* series buckets -> BUCKET_NS keys of the stack histories */
+            int64_t f = mt->series.bucket_ns / BUCKET_NS;
+            if (f < 1) f = 1;
+            tail = tail > MAX_KEY / f ? MAX_KEY : tail * f;
+        }
+    } else {
+        xp->site_metric = NULL;
+    }
+    xp->site_tail_step = tail;
+    for (size_t i = 0; i < s->n_stacks; i++) {
+        stack_t_ *st = &s->stacks[i];
+        const hist_t *h = by_step ? &st->by_step : &st->by_time;
+        double g = st->live_bytes - hist_at(h, tail - 1);
+        if (!(g > 0)) continue;
+        /* insertion into the top list, largest growth first; ties by stack id for determinism */
+        size_t k = xp->n_sites;
+        while (k > 0 && (xp->sites[k - 1].growth_bytes < g ||
+                         (xp->sites[k - 1].growth_bytes == g && xp->sites[k - 1].stack_id > st->id)))
+            k--;
+        if (k >= PL_EXTRACT_MAX_SITES) continue;
+        size_t last = xp->n_sites < PL_EXTRACT_MAX_SITES ? xp->n_sites : PL_EXTRACT_MAX_SITES - 1;
+        memmove(&xp->sites[k + 1], &xp->sites[k], (last - k) * sizeof xp->sites[0]);
+        if (xp->n_sites < PL_EXTRACT_MAX_SITES) xp->n_sites++;
+        pl_extract_site_t *site = &xp->sites[k];
+        memset(site, 0, sizeof *site);
+        site->stack_id = st->id;
+        site->growth_bytes = g;
+        site->live_bytes = st->live_bytes;
+        site->n_live = st->n_live;
+        site->n_frames = 0;
+        /* pcs: the frames, innermost first; skip the allocator's own frames at the top */
+        uint32_t j = 0;
+        while (j < st->n_pcs) {
+            slot_t *fi = map_find(&s->frame_ix, st->pcs[j]);
+            if (!fi || !is_alloc_frame(s, &s->frames[fi->val])) break;
+            j++;
+        }
+        for (; j < st->n_pcs && site->n_frames < PL_EXTRACT_SITE_FRAMES; j++)
+            format_frame(s, st->pcs[j], site->frames[site->n_frames++], PL_EXTRACT_FRAME_CHARS);
+    }
+}
+
+static int agg_to_series(pl_report_process_t *row, pl_metric_t m, const agg_t *a, bool by_step) {
+    if (!a->n) return 0;
+    pl_sample_t *smp = malloc(a->n * 2 * sizeof *smp);
+    if (!smp) return -ENOMEM;
+    for (size_t i = 0; i < a->n; i++) {
+        const bin_t *b = &a->b[i];
+        int64_t step = by_step ? b->key : -1;
+        int64_t t = by_step ? b->t_ns : (b->key > INT64_MAX / BUCKET_NS ? INT64_MAX : b->key * BUCKET_NS);
+        smp[2 * i] = (pl_sample_t){step, t, b->lo};
+        smp[2 * i + 1] = (pl_sample_t){step, t, b->hi};
+    }
+    pl_series_opts_t so = {.bucket_ns = by_step ? 0 : BUCKET_NS * (a->stride < 1 << 20 ? a->stride : 1 << 20),
+                           .max_buckets = 0};
+    int rc = pl_report_set_samples(row, m, smp, a->n * 2, by_step ? NULL : &so);
+    free(smp);
+    return rc;
+}
+
+static int finish(state_t *s, pl_report_process_t *row) {
+    bool by_step = s->xp->n_steps > 0;
+    side_t *sd = by_step ? &s->by_step : &s->by_time;
+    int src[PL_METRIC__COUNT];
+    for (int m = 0; m < PL_METRIC__COUNT; m++) src[m] = -1;
+    src[PL_METRIC_RSS] = A_RSS;
+    src[PL_METRIC_RSS_ANON] = A_ANON;
+    src[PL_METRIC_RSS_FILE] = A_FILE;
+    src[PL_METRIC_RSS_SHMEM] = A_SHMEM;
+    src[PL_METRIC_PSS] = A_PSS;
+    src[PL_METRIC_HEAP_BYTES] = A_HEAP;
+    src[PL_METRIC_HEAP_COUNT] = A_HEAPN;
+    src[PL_METRIC_CGROUP] = A_CGROUP;
+    src[PL_METRIC_DEV_OTHER] = A_OTHER;
+    if (s->seen_stats) {
+        src[PL_METRIC_DEV_ALLOCATED] = A_ST_ALLOC;
+        src[PL_METRIC_DEV_RESERVED] = A_ST_RES;
+        src[PL_METRIC_DEV_TENSORS] = A_ST_TENS;
+    } else {
+        if (s->seen_alloc_src) {
+            src[PL_METRIC_DEV_ALLOCATED] = A_EV_ALLOC;
+            src[PL_METRIC_DEV_TENSORS] = A_EV_TENS;
+        } else if (s->seen_drv) {
+            src[PL_METRIC_DEV_ALLOCATED] = A_EV_DRV; /* cudaMalloc'd memory is what the program holds */
+        }
+        if (s->seen_map) src[PL_METRIC_DEV_RESERVED] = A_EV_RES;
+    }
+    for (int m = 0; m < PL_METRIC__COUNT; m++) {
+        if (src[m] < 0) continue;
+        if (s->o->only_metric && (pl_metric_t)m != s->o->metric && m != PL_METRIC_HEAP_BYTES) continue;
+        int rc = agg_to_series(row, (pl_metric_t)m, &sd->a[src[m]], by_step);
+        if (rc) return rc;
+    }
+    find_sites(s, row, by_step);
+    if (s->o->only_metric && s->o->metric != PL_METRIC_HEAP_BYTES && row->metrics[PL_METRIC_HEAP_BYTES].present) {
+        pl_series_free(&row->metrics[PL_METRIC_HEAP_BYTES].series);
+        row->metrics[PL_METRIC_HEAP_BYTES].present = false;
+    }
+    return 0;
+}
+
+static void state_free(state_t *s) {
+    for (int i = 0; i < A__N; i++) {
+        free(s->by_step.a[i].b);
+        free(s->by_time.a[i].b);
+    }
+    map_free(&s->host);
+    map_free(&s->blocks);
+    map_free(&s->segs);
+    map_free(&s->stack_ix);
+    map_free(&s->frame_ix);
+    map_free(&s->module_ix);
+    free(s->stacks);
+    free(s->frames);
+    free(s->modules);
+}
+
+/* ---- public ---- */
+
+void pl_extract_init(pl_extract_t *x) { memset(x, 0, sizeof *x); }
+
+void pl_extract_free(pl_extract_t *x) {
+    if (!x) return;
+    free(x->procs);
+    memset(x, 0, sizeof *x);
+}
+
+static pl_extract_proc_t *new_proc(pl_extract_t *x) {
+    if (x->n_procs == x->cap_procs) {
+        size_t nc = x->cap_procs ? x->cap_procs * 2 : 4;
+        pl_extract_proc_t *np = realloc(x->procs, nc * sizeof *np);
+        if (!np) return NULL;
+        x->procs = np;
+        x->cap_procs = nc;
+    }
+    pl_extract_proc_t *p = &x->procs[x->n_procs++];
+    memset(p, 0, sizeof *p);
+    p->rank = -1;
+    p->site_tail_step = -1;
+    return p;
+}
+
+static int extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd, const char *file,
+                          const pl_extract_opts_t *opts) {
+    pl_extract_opts_t o = {0};
+    if (opts) o = *opts;
+    if (o.max_points == 0) o.max_points = 8192;
+    if (o.max_points < 16) o.max_points = 16;
+    const pl_trace_header_t *h = pl_trace_header(rd);
+    pl_report_process_t *row = pl_report_add_process(r, h ? h->pid : 0, -1, "");
+    if (!row) return -ENOMEM;
+    pl_extract_proc_t *xp = new_proc(x);
+    if (!xp) return -ENOMEM;
+    xp->proc = row;
+    copy_str(xp->file, sizeof xp->file, file);
+    if (h) {
+        xp->pid = h->pid;
+        xp->ppid = h->ppid;
+        xp->exec_seq = h->exec_seq;
+    }
+    state_t *s = calloc(1, sizeof *s);
+    if (!s) return -ENOMEM;
+    s->t0 = h ? h->start_mono_ns : 0;
+    s->r = r;
+    s->o = &o;
+    s->xp = xp;
+    s->last_reserved = NAN;
+    for (int i = 0; i < A__N; i++) {
+        s->by_step.a[i].max = s->by_time.a[i].max = o.max_points;
+        s->by_step.a[i].stride = s->by_time.a[i].stride = 1;
+    }
+    pl_trace_record_t rec;
+    int rc, nrc;
+    while ((nrc = pl_trace_next(rd, &rec)) > 0) {
+        xp->n_records++;
+        if (rec.type == PL_REC_DEVICE_ALLOC && rec.u.device.source != PL_DEV_SRC_ALLOCATOR) s->seen_drv = true;
+        rc = on_record(s, &rec);
+        if (rc < 0) goto out;
+    }
+    if (nrc < 0) {
+        xp->damaged = true;
+        const char *msg = pl_trace_error(rd);
+        if (msg && msg[0]) copy_str(xp->error, sizeof xp->error, msg);
+        else snprintf(xp->error, sizeof xp->error, "%s: offset %llu: %s", file ? file : "trace",
+                      (unsigned long long)pl_trace_offset(rd), strerror(-nrc));
+    }
+    rc = finish(s, row);
+    if (rc) goto out;
+out:
+    state_free(s);
+    free(s);
+    return rc;
+}
+
+
+/* Is p the run's root (no other process image read is its parent)? Children of a traced process commonly end
+ * without an end record (_exit in fork servers and dataloader workers, killed at shutdown), so only a root without
+ * one, or any damaged trace, makes the run "cut short". */
+static bool is_root(const pl_extract_t *x, const pl_extract_proc_t *p) {
+    for (size_t i = 0; i < x->n_procs; i++)
+        if (&x->procs[i] != p && x->procs[i].pid == p->ppid) return false;
+    return true;
+}
+
+static void update_cut_short(pl_report_t *r, pl_extract_t *x) {
+    r->cut_short = false;
+    r->cut_reason[0] = 0;
+    x->n_cut_short = 0;
+    for (size_t i = 0; i < x->n_procs; i++) {
+        const pl_extract_proc_t *p = &x->procs[i];
+        if (!p->damaged && (p->clean_end || !is_root(x, p))) continue;
+        x->n_cut_short++;
+        if (r->cut_short) continue;
+        char reason[512];
+        const char *b = strrchr(p->file, '/');
+        b = b ? b + 1 : (p->file[0] ? p->file : "trace");
+        int w;
+        if (p->damaged) /* the report keeps 128 characters: lead with what matters; the full message is in x */
+            w = snprintf(reason, sizeof reason, "damaged tail: %s", p->error);
+        else
+            w = snprintf(reason, sizeof reason, "%s has no end record: killed (SIGKILL, OOM) or still running", b);
+        if (w < 0) reason[0] = 0;
+        pl_report_set_cut_short(r, reason);
+    }
+}
+
+static void note_open_error(pl_extract_t *x, const char *path, int rc) {
+    x->n_files_failed++;
+    if (x->first_error[0]) return;
+    const char *m = pl_trace_open_error();
+    if (m && m[0]) copy_str(x->first_error, sizeof x->first_error, m);
+    else snprintf(x->first_error, sizeof x->first_error, "%s: %s", path, strerror(-rc));
+}
+
+int pl_extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd, const char *file,
+                      const pl_extract_opts_t *opts) {
+    if (!r || !x || !rd) return -EINVAL;
+    int rc = extract_reader(r, x, rd, file, opts);
+    update_cut_short(r, x);
+    return rc;
+}
+
+static int extract_file(pl_report_t *r, pl_extract_t *x, const char *path, const pl_extract_opts_t *opts) {
+    pl_trace_reader_t *rd;
+    int rc = pl_trace_open(path, &rd);
+    if (rc) {
+        note_open_error(x, path, rc);
+        return rc;
+    }
+    rc = extract_reader(r, x, rd, path, opts);
+    pl_trace_close(rd);
+    return rc;
+}
+
+int pl_extract_file(pl_report_t *r, pl_extract_t *x, const char *path, const pl_extract_opts_t *opts) {
+    if (!r || !x || !path) return -EINVAL;
+    int rc = extract_file(r, x, path, opts);
+    update_cut_short(r, x);
+    return rc;
+}
+
+int pl_extract_mem(pl_report_t *r, pl_extract_t *x, const void *data, size_t len, const char *name,
+                   const pl_extract_opts_t *opts) {
+    if (!r || !x || (!data && len)) return -EINVAL;
+    pl_trace_reader_t *rd;
+    int rc = pl_trace_open_mem(data, len, name ? name : "memory", &rd);
+    if (rc) {
+        note_open_error(x, name ? name : "memory", rc);
+        return rc;
+    }
+    rc = pl_extract_reader(r, x, rd, name, opts);
+    pl_trace_close(rd);
+    return rc;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+int pl_extract_path(pl_report_t *r, pl_extract_t *x, const char *path, const pl_extract_opts_t *opts) {
+    if (!r || !x || !path) return -EINVAL;
+    struct stat sb;
+    if (stat(path, &sb)) {
+        int rc = -errno;
+        note_open_error(x, path, rc);
+        snprintf(x->first_error, sizeof x->first_error, "%s: %s", path, strerror(-rc));
+        return rc;
+    }
+    if (!S_ISDIR(sb.st_mode)) return pl_extract_file(r, x, path, opts);
+    DIR *d = opendir(path);
+    if (!d) {
+        int rc = -errno;
+        note_open_error(x, path, rc);
+        return rc;
+    }
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (len < 8 || strcmp(e->d_name + len - 8, ".pltrace")) continue;
+        if (n == cap) {
+            size_t nc = cap ? cap * 2 : 16;
+            char **nn = realloc(names, nc * sizeof *nn);
+            if (!nn) { rc = -ENOMEM; break; }
+            names = nn;
+            cap = nc;
+        }
+        if (!(names[n] = strdup(e->d_name))) { rc = -ENOMEM; break; }
+        n++;
+    }
+    closedir(d);
+    if (!rc && n) qsort(names, n, sizeof *names, cmp_str);
+    size_t before = x->n_procs;
+    for (size_t i = 0; i < n && !rc; i++) {
+        char full[4096];
+        snprintf(full, sizeof full, "%s/%s", path, names[i]);
+        int frc = extract_file(r, x, full, opts);
+        if (frc == -ENOMEM) rc = frc;
+    }
+    for (size_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+    update_cut_short(r, x);
+    if (rc) return rc;
+    if (x->n_procs == before) {
+        if (!n) snprintf(x->first_error, sizeof x->first_error, "%s: no *.pltrace files in this directory", path);
+        return -ENOENT;
+    }
+    return 0;
+}
+
+static bool proc_leaks(const pl_report_process_t *p) {
+    for (int m = 0; m < PL_METRIC__COUNT; m++)
+        if (p->metrics[m].present && p->metrics[m].verdict.kind == PL_VERDICT_LEAK) return true;
+    return false;
+}
+
+long pl_extract_leaking(const pl_extract_t *x, size_t *n_leaking) {
+    long first = -1;
+    size_t n = 0;
+    for (size_t i = 0; x && i < x->n_procs; i++)
+        if (proc_leaks(x->procs[i].proc)) {
+            if (first < 0) first = (long)i;
+            n++;
+        }
+    if (n_leaking) *n_leaking = n;
+    return first;
+}
+
+static double last_base(const pl_report_process_t *p, pl_metric_t m) {
+    const pl_series_t *s = &p->metrics[m].series;
+    return p->metrics[m].present && s->n_points ? s->points[s->n_points - 1].base : NAN;
+}
+
+double pl_extract_total_last(const pl_extract_t *x, pl_metric_t m) {
+    double t = 0;
+    for (size_t i = 0; x && i < x->n_procs; i++) {
+        double v = last_base(x->procs[i].proc, m);
+        if (!isfinite(v) && m == PL_METRIC_PSS) v = last_base(x->procs[i].proc, PL_METRIC_RSS);
+        if (isfinite(v)) t += v;
+    }
+    return t;
+}
+
+/* ---- renderers of the extras ---- */
+
+static void jstr(FILE *o, const char *s) {
+    fputc('"', o);
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(o, "\\%c", *p);
+        else if (*p < 0x20 || *p == 0x7f) fprintf(o, "\\u%04x", *p);
+        else fputc(*p, o);
+    }
+    fputc('"', o);
+}
+
+static void jnum(FILE *o, double v) {
+    if (isfinite(v)) fprintf(o, "%.10g", v);
+    else fputs("null", o);
+}
+
+static void run_json(const pl_extract_t *x, FILE *o) {
+    size_t n_leak;
+    pl_extract_leaking(x, &n_leak);
+    fprintf(o, "  \"run\": {\n    \"n_processes\": %zu,\n    \"files_failed\": %zu,\n    \"first_error\": ",
+            x->n_procs, x->n_files_failed);
+    if (x->first_error[0]) jstr(o, x->first_error);
+    else fputs("null", o);
+    fputs(",\n    \"total_pss_bytes\": ", o);
+    double pss = pl_extract_total_last(x, PL_METRIC_PSS);
+    jnum(o, pss > 0 ? pss : NAN);
+    fputs(",\n    \"total_rss_bytes\": ", o);
+    double rss = pl_extract_total_last(x, PL_METRIC_RSS);
+    jnum(o, rss > 0 ? rss : NAN);
+    fputs(",\n    \"leaking_pids\": [", o);
+    size_t k = 0;
+    for (size_t i = 0; i < x->n_procs; i++)
+        if (proc_leaks(x->procs[i].proc)) fprintf(o, "%s%lld", k++ ? ", " : "", (long long)x->procs[i].proc->pid);
+    fputs("],\n    \"processes\": [", o);
+    for (size_t i = 0; i < x->n_procs; i++) {
+        const pl_extract_proc_t *p = &x->procs[i];
+        fprintf(o, "%s\n      {\"pid\": %u, \"ppid\": %u, \"exec_seq\": %u, \"file\": ", i ? "," : "", p->pid, p->ppid,
+                p->exec_seq);
+        jstr(o, p->file);
+        fputs(", \"exe\": ", o);
+        jstr(o, p->exe);
+        fputs(", \"argv\": ", o);
+        jstr(o, p->cmdline);
+        fprintf(o, ",\n       \"clean_end\": %s, \"damaged\": %s, \"error\": ", p->clean_end ? "true" : "false",
+                p->damaged ? "true" : "false");
+        if (p->damaged) jstr(o, p->error);
+        else fputs("null", o);
+        fprintf(o, ", \"records\": %llu, \"lost_records\": %llu, \"steps\": %llu, \"untracked\": %llu,\n",
+                (unsigned long long)p->n_records, (unsigned long long)p->n_lost_records,
+                (unsigned long long)p->n_steps, (unsigned long long)p->n_untracked);
+        fputs("       \"sites\": ", o);
+        if (p->site_tail_step < 0) {
+            fputs("null}", o);
+            continue;
+        }
+        fputs("{\"metric\": ", o);
+        if (p->site_metric) jstr(o, p->site_metric);
+        else fputs("null", o);
+        fprintf(o, ", \"since\": %lld, \"top\": [", (long long)p->site_tail_step);
+        for (size_t j = 0; j < p->n_sites; j++) {
+            const pl_extract_site_t *st = &p->sites[j];
+            fprintf(o, "%s\n         {\"stack_id\": %u, \"growth_bytes\": ", j ? "," : "", st->stack_id);
+            jnum(o, st->growth_bytes);
+            fputs(", \"live_bytes\": ", o);
+            jnum(o, st->live_bytes);
+            fprintf(o, ", \"live_allocations\": %llu, \"frames\": [", (unsigned long long)st->n_live);
+            for (size_t f = 0; f < st->n_frames; f++) {
+                if (f) fputs(", ", o);
+                jstr(o, st->frames[f]);
+            }
+            fputs("]}", o);
+        }
+        fprintf(o, "%s]}}", p->n_sites ? "\n       " : "");
+    }
+    fprintf(o, "%s]\n  }\n", x->n_procs ? "\n    " : "");
+}
+
+int pl_extract_render_json(const pl_report_t *r, const pl_extract_t *x, FILE *out, size_t max_points) {
+    if (!r || !x || !out) return -EINVAL;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (!m) return -ENOMEM;
+    int rc = pl_render_json(r, m, max_points);
+    if (fclose(m) && !rc) rc = -ENOMEM;
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    /* the base document ends "\n}\n": reopen the top-level object after its last field */
+    size_t end = len;
+    while (end > 0 && buf[end - 1] != '}') end--;
+    if (end == 0) {
+        free(buf);
+        return -EIO;
+    }
+    end--;
+    while (end > 0 && (buf[end - 1] == '\n' || buf[end - 1] == ' ')) end--;
+    fwrite(buf, 1, end, out);
+    free(buf);
+    fputs(",\n", out);
+    run_json(x, out);
+    fputs("}\n", out);
+    return ferror(out) ? -EIO : 0;
+}
+
+int pl_extract_render_text(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
+    if (!r || !x || !o) return -EINVAL;
+    char a[32], b[32];
+    size_t n_leak;
+    pl_extract_leaking(x, &n_leak);
+    if (x->n_procs > 1) {
+        double pss = pl_extract_total_last(x, PL_METRIC_PSS), rss = pl_extract_total_last(x, PL_METRIC_RSS);
+        fprintf(o, "run: %zu processes, total PSS %s (RSS %s, shared pages counted once per process)\n", x->n_procs,
+                pl_format_bytes(pss, a, sizeof a), pl_format_bytes(rss, b, sizeof b));
+        fprintf(o, "  %8s %8s %5s %7s %10s  %s\n", "pid", "ppid", "rank", "steps", "PSS", "leaks  command");
+        for (size_t i = 0; i < x->n_procs; i++) {
+            const pl_extract_proc_t *p = &x->procs[i];
+            double v = last_base(p->proc, PL_METRIC_PSS);
+            if (!isfinite(v)) v = last_base(p->proc, PL_METRIC_RSS);
+            char rank[16];
+            if (p->rank >= 0) snprintf(rank, sizeof rank, "%d", p->rank);
+            else snprintf(rank, sizeof rank, "-");
+            fprintf(o, "  %8u %8u %5s %7llu %10s  %-5s  %.60s%s\n", p->pid, p->ppid, rank,
+                    (unsigned long long)p->n_steps, isfinite(v) ? pl_format_bytes(v, a, sizeof a) : "-",
+                    proc_leaks(p->proc) ? "yes" : "no", p->cmdline[0] ? p->cmdline : p->proc->name,
+                    p->damaged ? "  [damaged]" : p->clean_end ? "" : "  [no end record]");
+        }
+    }
+    if (n_leak) {
+        fprintf(o, "leaking: ");
+        size_t k = 0;
+        for (size_t i = 0; i < x->n_procs; i++)
+            if (proc_leaks(x->procs[i].proc))
+                fprintf(o, "%spid %lld (%s)", k++ ? ", " : "", (long long)x->procs[i].proc->pid,
+                        x->procs[i].proc->name);
+        fputc('\n', o);
+    }
+    for (size_t i = 0; i < x->n_procs; i++) {
+        const pl_extract_proc_t *p = &x->procs[i];
+        if (p->damaged) fprintf(o, "damaged trace, partial report: %s\n", p->error);
+        if (!p->n_sites || (!proc_leaks(p->proc) && n_leak)) continue;
+        fprintf(o, "call sites by live-byte growth (pid %u, sampled, since %s %lld):\n", p->pid,
+                p->n_steps ? "step" : "second", (long long)p->site_tail_step);
+        for (size_t j = 0; j < p->n_sites; j++) {
+            const pl_extract_site_t *st = &p->sites[j];
+            fprintf(o, "  %zu. +%s (live %s, %llu sampled allocations)\n", j + 1,
+                    pl_format_bytes(st->growth_bytes, a, sizeof a), pl_format_bytes(st->live_bytes, b, sizeof b),
+                    (unsigned long long)st->n_live);
+            for (size_t f = 0; f < st->n_frames; f++) fprintf(o, "       %s %s\n", f ? "<-" : "at", st->frames[f]);
+        }
+    }
+    if (x->n_files_failed) fprintf(o, "skipped %zu unreadable file(s): %s\n", x->n_files_failed, x->first_error);
+    return ferror(o) ? -EIO : 0;
+}

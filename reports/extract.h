@@ -1,0 +1,104 @@
+/* reports/extract: trace files -> the report model (report.h), streaming.
+ *
+ * One trace file is one process image (docs/trace-format.md) and becomes one process row of the report. Records are
+ * folded as they arrive: every metric keeps at most max_points per-step (or per-time-bucket) minimum/maximum pairs
+ * (neighbouring bins merge when the bound is reached), sampled host allocations and device blocks are tracked in
+ * bounded address maps, stacks and frames in bounded tables. Memory therefore does not grow with the file size.
+ * After the last record the per-process series go into the report, the heap series is classified once to find
+ * its tail, and the call sites whose sampled live bytes grew most over that tail are kept (module + symbol frames).
+ * A truncated or corrupted file yields everything read before the damage and marks the report cut short with the
+ * reader's "FILE: offset N: ..." message; so does a missing process_end record in the run's root process (children
+ * often end through _exit without one: they are flagged per process, clean_end = false, not as a cut-short run).
+ * Data flow: tracer reader -> pl_extract_* -> pl_report_analyze -> renderers. Not thread-safe per object.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <plateau/trace.h>
+
+#include "report.h"
+
+#define PL_EXTRACT_MAX_SITES 5     /* call sites kept per process */
+#define PL_EXTRACT_SITE_FRAMES 6   /* frames kept per site, innermost first (allocator frames skipped) */
+#define PL_EXTRACT_FRAME_CHARS 160
+
+typedef struct pl_extract_site {
+    uint32_t stack_id;
+    double growth_bytes;    /* estimated live bytes gained over the tail (sampling weights applied) */
+    double live_bytes;      /* estimated live bytes at the end of the trace */
+    uint64_t n_live;        /* sampled allocations still live at the end */
+    size_t n_frames;
+    char frames[PL_EXTRACT_SITE_FRAMES][PL_EXTRACT_FRAME_CHARS]; /* "symbol+0x1c (libx.so)" */
+} pl_extract_site_t;
+
+typedef struct pl_extract_proc {
+    pl_report_process_t *proc;  /* the row in the report (owned by the report) */
+    char file[256];             /* trace file it came from */
+    uint32_t pid, ppid, exec_seq;
+    int32_t rank;               /* -1 when unset */
+    char exe[256];
+    char cmdline[512];          /* argv joined by spaces (truncated) */
+    bool clean_end;             /* a process_end or exec record was read */
+    bool damaged;               /* the reader stopped at a bad chunk (error holds its message) */
+    char error[256];            /* reader message, "" when clean */
+    uint64_t n_records, n_lost_records;
+    uint64_t n_steps;           /* step records seen */
+    int64_t site_tail_step;     /* step (or time bucket) from which site growth is measured, -1 without sites */
+    const char *site_metric;    /* metric whose tail was used ("heap.bytes", ...) or NULL */
+    size_t n_sites;
+    pl_extract_site_t sites[PL_EXTRACT_MAX_SITES];
+    uint64_t n_untracked;       /* allocations not tracked because a bounded table was full */
+} pl_extract_proc_t;
+
+typedef struct pl_extract {
+    pl_extract_proc_t *procs;   /* n_procs, owned, in the order files were read */
+    size_t n_procs, cap_procs;
+    size_t n_files_failed;      /* files that could not be opened as traces */
+    char first_error[256];      /* message of the first failed file, "" if none */
+    size_t n_cut_short;         /* processes that make the run cut short (damaged, or root without end record) */
+} pl_extract_t;
+
+typedef struct pl_extract_opts {
+    int64_t since_step;         /* ignore samples of steps before this one (0 = keep all; no effect by time) */
+    size_t max_points;          /* per-metric bins kept while streaming (default 8192, at least 16) */
+    bool only_metric;           /* keep only `metric` */
+    pl_metric_t metric;
+} pl_extract_opts_t;
+
+void pl_extract_init(pl_extract_t *x);
+void pl_extract_free(pl_extract_t *x);
+
+/* Read every record of rd into a new process row of r (and its extras into x). `file` names the source in
+ * messages (may be NULL). Returns 0 when a row was added (also for a damaged or cut-short trace), -ENOMEM. */
+int pl_extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd, const char *file,
+                      const pl_extract_opts_t *opts);
+
+/* Same over a file, or a memory buffer. Returns 0, -ENOMEM, or the open error (-ENOENT, -EBADMSG for a file that
+ * is not a trace: pl_trace_open_error() has the message; it is also copied into x->first_error). */
+int pl_extract_file(pl_report_t *r, pl_extract_t *x, const char *path, const pl_extract_opts_t *opts);
+int pl_extract_mem(pl_report_t *r, pl_extract_t *x, const void *data, size_t len, const char *name,
+                   const pl_extract_opts_t *opts);
+
+/* A trace file, or a run directory: every regular file in it named *.pltrace (sorted by name) is read; files
+ * that fail to open are counted and skipped. Returns 0 when at least one process row was added, -ENOENT when the
+ * directory holds no readable trace, or the error of a single file. Sets r->limits from the traces. */
+int pl_extract_path(pl_report_t *r, pl_extract_t *x, const char *path, const pl_extract_opts_t *opts);
+
+/* After pl_report_analyze: the process whose series leak ("which process leaks"), by index, or -1. The first one
+ * when several do; n_leaking (may be NULL) gets how many. */
+long pl_extract_leaking(const pl_extract_t *x, size_t *n_leaking);
+
+/* Sum over processes of the last per-step baseline of metric m (0 when no process has it). With m = PSS this is the
+ * run's total without double-counting shared pages; processes without PSS fall back to RSS. */
+double pl_extract_total_last(const pl_extract_t *x, pl_metric_t m);
+
+/* The JSON report (pl_render_json) with one more top-level field, "run" (docs/report-schema.md): per-process file,
+ * ppid, argv, clean end, damage, call sites; totals; the leaking process. Returns 0, -EINVAL, -ENOMEM, -EIO. */
+int pl_extract_render_json(const pl_report_t *r, const pl_extract_t *x, FILE *out, size_t max_points);
+
+/* Text lines after pl_render_text: processes and totals (when several), call sites of leaking processes, damage. */
+int pl_extract_render_text(const pl_report_t *r, const pl_extract_t *x, FILE *out);

@@ -1,0 +1,279 @@
+/* reports/render_html: the HTML report (render_html.h). Every string from the trace is escaped (it may be hostile:
+ * argv, symbols, file names); numbers that are not finite are drawn as nothing. Charts are 720x200 SVG in user
+ * units: x = step from first to last step, y = min(baseline)..max(peak) of the compacted series, padded. No JavaScript, so a browser
+ * has nothing to log on the console. */
+#include "render_html.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include "config.h"
+#include "format.h"
+
+#define CHART_W 720.0
+#define CHART_H 200.0
+#define PAD_L 70.0
+#define PAD_R 10.0
+#define PAD_T 10.0
+#define PAD_B 24.0
+#define CHART_POINTS 360
+
+static void esc(FILE *o, const char *s) {
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        switch (*p) {
+        case '&': fputs("&amp;", o); break;
+        case '<': fputs("&lt;", o); break;
+        case '>': fputs("&gt;", o); break;
+        case '"': fputs("&quot;", o); break;
+        case '\'': fputs("&#39;", o); break;
+        default:
+            if (*p < 0x20 && *p != '\n' && *p != '\t') fputc('?', o);
+            else fputc(*p, o);
+        }
+    }
+}
+
+static const char *css =
+    "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;background:#fff}"
+    "h1{font-size:20px}h2{font-size:17px;margin-top:28px}h3{font-size:14px;margin:14px 0 4px}"
+    "table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;"
+    "vertical-align:top}th{background:#f3f3f3}.num{text-align:right;font-variant-numeric:tabular-nums}"
+    ".leak{color:#b00;font-weight:bold}.plateau{color:#06c}.flat{color:#080}.inconclusive{color:#a60}"
+    ".cut{background:#fee;border:1px solid #b00;padding:8px;margin:8px 0}"
+    ".dx li{margin:4px 0}code{font-size:12px}svg{display:block;margin:4px 0 12px;border:1px solid #ddd}"
+    ".legend{font-size:12px;color:#555}";
+
+static double xs(double step, double s0, double s1) {
+    double span = s1 > s0 ? s1 - s0 : 1;
+    return PAD_L + (step - s0) / span * (CHART_W - PAD_L - PAD_R);
+}
+
+static double ys(double v, double lo, double hi) {
+    double span = hi > lo ? hi - lo : 1;
+    double y = CHART_H - PAD_B - (v - lo) / span * (CHART_H - PAD_T - PAD_B);
+    if (y < 0) y = 0;
+    if (y > CHART_H) y = CHART_H;
+    return y;
+}
+
+static int chart(FILE *o, pl_metric_t m, const pl_report_metric_t *mt) {
+    const pl_series_t *s = &mt->series;
+    const pl_verdict_t *v = &mt->verdict;
+    if (s->n_points == 0) {
+        fputs("<p>(no data)</p>\n", o);
+        return 0;
+    }
+    pl_series_t c;
+    if (pl_series_compact(s, CHART_POINTS, &c)) return -ENOMEM;
+    double lo = HUGE_VAL, hi = -HUGE_VAL;
+    for (size_t i = 0; i < c.n_points; i++) {
+        if (isfinite(c.points[i].base) && c.points[i].base < lo) lo = c.points[i].base;
+        if (isfinite(c.points[i].peak) && c.points[i].peak > hi) hi = c.points[i].peak;
+    }
+    if (!(lo <= hi)) lo = hi = 0;
+    /* zoom on the data (growth of 1 % must be visible) but never stretch a range under 2 % of the level to full
+     * height: noise on a flat series would look like a mountain range (as the text sparkline does) */
+    double range = hi - lo, floor_range = 0.02 * fmax(fabs(hi), fabs(lo));
+    if (range < floor_range) {
+        lo -= (floor_range - range) / 2;
+        range = floor_range;
+    }
+    if (range <= 0) range = 1;
+    double data_lo = lo;
+    lo -= 0.05 * range;
+    if (data_lo >= 0 && lo < 0) lo = 0; /* bytes and counts never go below zero */
+    hi = lo + 1.1 * range;
+    double s0 = (double)c.points[0].step, s1 = (double)c.points[c.n_points - 1].step;
+    bool bytes = pl_metric_is_bytes(m);
+    char a[32], b[32];
+    fprintf(o, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
+               "role=\"img\" aria-label=\"%s\">\n", CHART_W, CHART_H, CHART_W, CHART_H, pl_metric_name(m));
+    double top = PAD_T, bot = CHART_H - PAD_B;
+    if (v->has_warmup && v->warmup_end_step > (int64_t)s0) {
+        double x0 = xs(s0, s0, s1), x1 = xs((double)v->warmup_end_step, s0, s1);
+        if (x1 > x0)
+            fprintf(o, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#fff3c4\">"
+                       "<title>warmup</title></rect>\n", x0, top, x1 - x0, bot - top);
+    }
+    if (v->tail_steps > 0 && v->undecided != PL_UNDECIDED_NO_DATA) {
+        double x0 = xs((double)v->tail_start_step, s0, s1), x1 = xs(s1, s0, s1);
+        if (x1 > x0)
+            fprintf(o, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#e3efff\">"
+                       "<title>tail</title></rect>\n", x0, top, x1 - x0, bot - top);
+    }
+    /* axes and labels */
+    fprintf(o, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#888\"/>\n", PAD_L, bot, CHART_W - PAD_R,
+            bot);
+    fprintf(o, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#888\"/>\n", PAD_L, top, PAD_L, bot);
+    fprintf(o, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%s</text>\n", PAD_L - 4, top + 10,
+            pl_format_value(hi, bytes, a, sizeof a));
+    fprintf(o, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%s</text>\n", PAD_L - 4, bot,
+            pl_format_value(lo, bytes, b, sizeof b));
+    fprintf(o, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">%s %lld</text>\n", PAD_L, CHART_H - 6,
+            s->by_time ? "bucket" : "step", (long long)c.points[0].step);
+    fprintf(o, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%lld</text>\n", CHART_W - PAD_R,
+            CHART_H - 6, (long long)c.points[c.n_points - 1].step);
+    /* peaks, then baselines */
+    fputs("<polyline fill=\"none\" stroke=\"#c9c9c9\" stroke-width=\"1\" points=\"", o);
+    for (size_t i = 0; i < c.n_points; i++)
+        if (isfinite(c.points[i].peak))
+            fprintf(o, "%.1f,%.1f ", xs((double)c.points[i].step, s0, s1), ys(c.points[i].peak, lo, hi));
+    fputs("\"><title>peak per step</title></polyline>\n", o);
+    fputs("<polyline fill=\"none\" stroke=\"#2a6\" stroke-width=\"1.6\" points=\"", o);
+    for (size_t i = 0; i < c.n_points; i++)
+        if (isfinite(c.points[i].base))
+            fprintf(o, "%.1f,%.1f ", xs((double)c.points[i].step, s0, s1), ys(c.points[i].base, lo, hi));
+    fputs("\"><title>baseline per step</title></polyline>\n", o);
+    /* the tail's Theil-Sen line, through the tail's median level at the tail's middle step */
+    if (v->tail_steps > 0 && isfinite(v->slope_per_step) && isfinite(v->level) &&
+        v->undecided != PL_UNDECIDED_NO_DATA) {
+        double t0 = (double)v->tail_start_step, t1 = (double)v->last_step, mid = (t0 + t1) / 2;
+        double y0 = v->level + v->slope_per_step * (t0 - mid), y1 = v->level + v->slope_per_step * (t1 - mid);
+        fprintf(o, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#d22\" stroke-width=\"1.5\" "
+                   "stroke-dasharray=\"5,3\"><title>fitted tail</title></line>\n",
+                xs(t0, s0, s1), ys(y0, lo, hi), xs(t1, s0, s1), ys(y1, lo, hi));
+    }
+    fputs("</svg>\n", o);
+    pl_series_free(&c);
+    return 0;
+}
+
+static void verdict_cell(FILE *o, const pl_report_metric_t *mt, bool bytes) {
+    const pl_verdict_t *v = &mt->verdict;
+    char a[32], b[32];
+    fprintf(o, "<td class=\"%s\">%s</td><td>", pl_verdict_name(v->kind), pl_verdict_name(v->kind));
+    switch (v->kind) {
+    case PL_VERDICT_PLATEAU:
+        fprintf(o, "warmup %lld steps (+%s), tail flat over %lld steps", (long long)v->warmup_steps,
+                pl_format_value(v->warmup_size, bytes, a, sizeof a), (long long)v->tail_steps);
+        break;
+    case PL_VERDICT_FLAT: fprintf(o, "flat over %lld steps", (long long)v->tail_steps); break;
+    case PL_VERDICT_LEAK:
+        fprintf(o, "+%s/step since step %lld", pl_format_value(v->slope_per_step, bytes, a, sizeof a),
+                (long long)v->tail_start_step);
+        if (isfinite(v->per_hour)) fprintf(o, ", %s/h", pl_format_value(v->per_hour, bytes, b, sizeof b));
+        if (v->has_oom) fprintf(o, "; OOM projected at step %lld", (long long)v->oom_step);
+        break;
+    case PL_VERDICT_INCONCLUSIVE:
+        fprintf(o, "%s; about %lld more steps would decide", pl_verdict_undecided_name(v->undecided),
+                (long long)v->more_steps);
+        break;
+    }
+    fputs("</td>", o);
+}
+
+static void sites(FILE *o, const pl_extract_proc_t *xp) {
+    if (!xp->n_sites) return;
+    char a[32], b[32];
+    fprintf(o, "<h3>Call sites by live-byte growth (sampled, since %s %lld)</h3>\n<table><tr><th>#</th>"
+               "<th>growth</th><th>live</th><th>allocations</th><th>frames (innermost first)</th></tr>\n",
+            xp->n_steps ? "step" : "second", (long long)xp->site_tail_step);
+    for (size_t j = 0; j < xp->n_sites; j++) {
+        const pl_extract_site_t *s = &xp->sites[j];
+        fprintf(o, "<tr><td class=\"num\">%zu</td><td class=\"num\">+%s</td><td class=\"num\">%s</td>"
+                   "<td class=\"num\">%llu</td><td>", j + 1, pl_format_bytes(s->growth_bytes, a, sizeof a),
+                pl_format_bytes(s->live_bytes, b, sizeof b), (unsigned long long)s->n_live);
+        for (size_t f = 0; f < s->n_frames; f++) {
+            fputs(f ? "<br>" : "", o);
+            fputs("<code>", o);
+            esc(o, s->frames[f]);
+            fputs("</code>", o);
+        }
+        fputs("</td></tr>\n", o);
+    }
+    fputs("</table>\n", o);
+}
+
+static const pl_extract_proc_t *extras_of(const pl_extract_t *x, const pl_report_process_t *p) {
+    for (size_t i = 0; x && i < x->n_procs; i++)
+        if (x->procs[i].proc == p) return &x->procs[i];
+    return NULL;
+}
+
+int pl_render_html(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
+    if (!r || !o) return -EINVAL;
+    char a[32], b[32];
+    fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+          "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
+          "img-src data:\">\n<title>plateau report: ", o);
+    esc(o, r->source);
+    fprintf(o, "</title>\n<style>%s</style></head><body>\n<h1>plateau report</h1>\n<p>Source: <code>", css);
+    esc(o, r->source);
+    fprintf(o, "</code> &middot; plateau %s</p>\n", PL_VERSION);
+    if (r->cut_short) {
+        fputs("<div class=\"cut\"><b>The run was cut short.</b> ", o);
+        esc(o, r->cut_reason);
+        fputs("</div>\n", o);
+    }
+    if (x && x->n_procs > 1) {
+        fprintf(o, "<h2>Processes</h2>\n<p>Total PSS %s (RSS %s): shared pages are counted once.</p>\n",
+                pl_format_bytes(pl_extract_total_last(x, PL_METRIC_PSS), a, sizeof a),
+                pl_format_bytes(pl_extract_total_last(x, PL_METRIC_RSS), b, sizeof b));
+        fputs("<table><tr><th>pid</th><th>ppid</th><th>rank</th><th>steps</th><th>leaks</th><th>command</th>"
+              "<th>trace</th></tr>\n", o);
+        for (size_t i = 0; i < x->n_procs; i++) {
+            const pl_extract_proc_t *p = &x->procs[i];
+            bool leaks = false;
+            for (int m = 0; m < PL_METRIC__COUNT; m++)
+                if (p->proc->metrics[m].present && p->proc->metrics[m].verdict.kind == PL_VERDICT_LEAK) leaks = true;
+            fprintf(o, "<tr><td class=\"num\">%u</td><td class=\"num\">%u</td><td class=\"num\">", p->pid, p->ppid);
+            if (p->rank >= 0) fprintf(o, "%d", p->rank);
+            else fputs("-", o);
+            fprintf(o, "</td><td class=\"num\">%llu</td><td class=\"%s\">%s</td><td><code>",
+                    (unsigned long long)p->n_steps, leaks ? "leak" : "flat", leaks ? "yes" : "no");
+            esc(o, p->cmdline[0] ? p->cmdline : p->proc->name);
+            fputs("</code></td><td><code>", o);
+            esc(o, p->file);
+            fputs(p->damaged ? "</code> (damaged)" : p->clean_end ? "</code>" : "</code> (no end record)", o);
+            fputs("</td></tr>\n", o);
+        }
+        fputs("</table>\n", o);
+    }
+    for (size_t i = 0; i < r->n_procs; i++) {
+        const pl_report_process_t *p = r->procs[i];
+        const pl_extract_proc_t *xp = extras_of(x, p);
+        fprintf(o, "<h2>Process %lld ", (long long)p->pid);
+        esc(o, p->name);
+        if (p->rank >= 0) fprintf(o, " (rank %d)", p->rank);
+        fputs("</h2>\n", o);
+        if (xp && xp->damaged) {
+            fputs("<div class=\"cut\">Partial report: ", o);
+            esc(o, xp->error);
+            fputs("</div>\n", o);
+        }
+        if (p->n_findings) {
+            fputs("<h3>Diagnosis</h3>\n<ul class=\"dx\">\n", o);
+            for (size_t k = 0; k < p->n_findings; k++) {
+                fputs("<li>", o);
+                esc(o, p->findings[k].text);
+                fputs("</li>\n", o);
+            }
+            fputs("</ul>\n", o);
+        }
+        fputs("<table><tr><th>metric</th><th>last</th><th>peak</th><th>verdict</th><th>details</th></tr>\n", o);
+        for (int m = 0; m < PL_METRIC__COUNT; m++) {
+            const pl_report_metric_t *mt = &p->metrics[m];
+            if (!mt->present) continue;
+            bool bytes = pl_metric_is_bytes((pl_metric_t)m);
+            fprintf(o, "<tr><td>%s</td><td class=\"num\">%s</td><td class=\"num\">%s</td>", pl_metric_name((pl_metric_t)m),
+                    pl_format_value(mt->verdict.last_value, bytes, a, sizeof a),
+                    pl_format_value(mt->verdict.peak, bytes, b, sizeof b));
+            verdict_cell(o, mt, bytes);
+            fputs("</tr>\n", o);
+        }
+        fputs("</table>\n<p class=\"legend\">Charts: green = per-step baseline (minimum), grey = per-step peak, "
+              "yellow = warmup, blue = judged tail, red dashes = fitted tail slope (Theil-Sen).</p>\n", o);
+        for (int m = 0; m < PL_METRIC__COUNT; m++) {
+            const pl_report_metric_t *mt = &p->metrics[m];
+            if (!mt->present) continue;
+            fprintf(o, "<h3>%s: <span class=\"%s\">%s</span></h3>\n", pl_metric_name((pl_metric_t)m),
+                    pl_verdict_name(mt->verdict.kind), pl_verdict_name(mt->verdict.kind));
+            int rc = chart(o, (pl_metric_t)m, mt);
+            if (rc) return rc;
+        }
+        if (xp) sites(o, xp);
+    }
+    fputs("</body></html>\n", o);
+    return ferror(o) ? -EIO : 0;
+}

@@ -1,0 +1,192 @@
+/* Synthetic plateau traces for the report tests (tests/reports/test_extract.c, tests/cli/test_report.c), written
+ * with the tracer's own writer (tracer/writer.h), so the reports read exactly what the preload would write.
+ *
+ * One trace = one process that runs n_steps steps of 1 s each:
+ *  - device (alloc_stats, capacity 16 GiB): allocated ramps from 1 GiB to 5 GiB over `warmup` steps, then flat
+ *    (a warmup plateau); reserved 1 GiB above it; tensor count ramps 100 -> 500, then flat;
+ *  - host: every step, stack 1 (leaky_collect <- main) allocates `leak_bytes` that are never freed, stack 2
+ *    (scratch_buffer <- main) allocates 1 MiB and frees it in the same step; the heap record's live bytes follow
+ *    (100 MB base + the leak, with a small deterministic wobble); RSS anon follows the heap, RssFile is flat;
+ *  - sample_bytes = 0: every allocation is recorded (exact weights).
+ * With clean_end a process_end record closes the trace. with_steps = false writes periodic samples only (step 0).
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "writer.h"
+
+typedef struct synth_cfg {
+    uint32_t pid, ppid;
+    int n_steps;
+    int warmup;            /* device warmup steps */
+    uint64_t leak_bytes;   /* per step from leaky_collect (0 = no host leak) */
+    bool clean_end;
+    bool with_steps;
+    bool device;           /* write alloc_stats */
+} synth_cfg_t;
+
+static inline synth_cfg_t synth_default(void) {
+    return (synth_cfg_t){.pid = 4242, .ppid = 1, .n_steps = 160, .warmup = 50, .leak_bytes = 256 * 1024,
+                         .clean_end = true, .with_steps = true, .device = true};
+}
+
+static inline int synth_emit(pl_writer_t *w, pl_trace_record_t *r, int *since_flush) {
+    int rc = pl_writer_emit(w, r);
+    if (rc) return rc;
+    if (++*since_flush >= 64) {
+        *since_flush = 0;
+        return pl_writer_flush(w);
+    }
+    return 0;
+}
+
+/* Write the trace to path (must not exist). Returns 0 or a negative errno. */
+static inline int synth_trace(const char *path, const synth_cfg_t *c) {
+    const int64_t t0 = 1000000000LL, sec = 1000000000LL;
+    pl_trace_header_t h = {.version = PL_TRACE_VERSION, .pid = c->pid, .ppid = c->ppid, .exec_seq = 0,
+                           .start_realtime_ns = 1700000000000000000LL, .start_mono_ns = t0};
+    pl_writer_options_t opt;
+    pl_writer_options_default(&opt);
+    pl_writer_t *w;
+    int rc = pl_writer_open(path, &h, &opt, &w);
+    if (rc) return rc;
+    int nf = 0;
+    pl_trace_record_t r;
+#define EMIT() do { if ((rc = synth_emit(w, &r, &nf))) goto out; } while (0)
+    memset(&r, 0, sizeof r);
+    r.type = PL_REC_PROCESS_START;
+    r.t_ns = t0;
+    r.u.process = (pl_rec_process_t){.pid = c->pid, .ppid = c->ppid, .rank = -1, .local_rank = -1,
+                                     .sample_bytes = 0, .interval_ns = 100000000, .host_mem_bytes = 64ull << 30,
+                                     .cgroup_max_bytes = PL_TRACE_NA, .start_realtime_ns = h.start_realtime_ns,
+                                     .exe = "/usr/bin/python3", .argc = 3, .n_argv = 3};
+    r.u.process.argv[0] = "python3";
+    r.u.process.argv[1] = "train.py";
+    r.u.process.argv[2] = "--steps";
+    EMIT();
+    static const struct { uint64_t pc; uint32_t mod; const char *sym; } frames[] = {
+        {0x7f0000001000ull, 1, "malloc"}, {0x401000, 2, "leaky_collect"}, {0x402000, 2, "scratch_buffer"},
+        {0x403000, 2, "main"}};
+    memset(&r, 0, sizeof r);
+    r.type = PL_REC_MODULE;
+    r.t_ns = t0;
+    r.u.module = (pl_rec_module_t){.module_id = 1, .base = 0x7f0000000000ull, .path = "/opt/plateau/libplateau_preload.so"};
+    EMIT();
+    r.u.module = (pl_rec_module_t){.module_id = 2, .base = 0x400000, .path = "/opt/app/trainer"};
+    EMIT();
+    for (int i = 0; i < 4; i++) {
+        memset(&r, 0, sizeof r);
+        r.type = PL_REC_FRAME;
+        r.t_ns = t0;
+        r.u.frame = (pl_rec_frame_t){.pc = frames[i].pc, .module_id = frames[i].mod,
+                                     .module_offset = frames[i].pc & 0xffff, .symbol = frames[i].sym,
+                                     .symbol_offset = 0x1c};
+        EMIT();
+    }
+    for (uint32_t id = 1; id <= 2; id++) {
+        memset(&r, 0, sizeof r);
+        r.type = PL_REC_STACK;
+        r.t_ns = t0;
+        r.u.stack.stack_id = id;
+        r.u.stack.n_frames = 3;
+        r.u.stack.pcs[0] = frames[0].pc;
+        r.u.stack.pcs[1] = frames[id].pc;
+        r.u.stack.pcs[2] = frames[3].pc;
+        EMIT();
+    }
+    uint64_t leaked = 0;
+    for (int s = 1; s <= c->n_steps; s++) {
+        int64_t t = t0 + s * sec;
+        uint64_t step = c->with_steps ? (uint64_t)s : 0;
+        /* host: the leak and the scratch buffer */
+        if (c->leak_bytes) {
+            memset(&r, 0, sizeof r);
+            r.type = PL_REC_HOST_ALLOC;
+            r.t_ns = t + 1000;
+            r.u.host_alloc = (pl_rec_host_alloc_t){.addr = 0x10000000ull + (uint64_t)s * 0x100000ull,
+                                                   .size = c->leak_bytes, .stack_id = 1, .tid = c->pid};
+            EMIT();
+            leaked += c->leak_bytes;
+        }
+        memset(&r, 0, sizeof r);
+        r.type = PL_REC_HOST_ALLOC;
+        r.t_ns = t + 2000;
+        r.u.host_alloc = (pl_rec_host_alloc_t){.addr = 0x90000000ull, .size = 1 << 20, .stack_id = 2, .tid = c->pid};
+        EMIT();
+        memset(&r, 0, sizeof r);
+        r.type = PL_REC_HOST_FREE;
+        r.t_ns = t + 3000;
+        r.u.host_free = (pl_rec_host_free_t){.addr = 0x90000000ull, .tid = c->pid};
+        EMIT();
+        if (c->device) {
+            double f = s >= c->warmup ? 1.0 : (double)s / c->warmup;
+            memset(&r, 0, sizeof r);
+            r.type = PL_REC_ALLOC_STATS;
+            r.t_ns = t + 4000;
+            int64_t alloc = (int64_t)((1.0 + 4.0 * f) * (double)(1 << 30)) + (s % 3) * 4096;
+            r.u.alloc_stats = (pl_rec_alloc_stats_t){.allocator_id = 1, .device = 0, .step = step,
+                                                     .allocated_bytes = alloc, .reserved_bytes = alloc + (1LL << 30),
+                                                     .n_allocations = 100 + (int64_t)(400 * f),
+                                                     .capacity_bytes = 16ull << 30};
+            EMIT();
+        }
+        int64_t wobble = (int64_t)((s * 7919) % 13) * 4096;
+        memset(&r, 0, sizeof r);
+        r.type = PL_REC_HEAP;
+        r.t_ns = t + 5000;
+        r.u.heap = (pl_rec_heap_t){.step = step, .live_bytes = 100000000 + (int64_t)leaked + wobble,
+                                   .live_count = 5000 + s * (c->leak_bytes ? 1 : 0), .n_alloc = (uint64_t)s * 2,
+                                   .n_free = (uint64_t)s};
+        EMIT();
+        memset(&r, 0, sizeof r);
+        r.type = PL_REC_RSS;
+        r.t_ns = t + 6000;
+        r.u.rss = (pl_rec_rss_t){.step = step, .rss_anon = 500000000ull + leaked + (uint64_t)wobble,
+                                 .rss_file = 200000000ull, .rss_shmem = 0, .pss = 690000000ull + leaked,
+                                 .cgroup_current = PL_TRACE_NA, .device_used = PL_TRACE_NA,
+                                 .device_total = PL_TRACE_NA};
+        EMIT();
+        if (c->with_steps) {
+            memset(&r, 0, sizeof r);
+            r.type = PL_REC_STEP;
+            r.t_ns = t + 7000;
+            r.u.step = (pl_rec_step_t){.step = (uint64_t)s, .source = PL_STEP_API_CALL};
+            EMIT();
+        }
+    }
+    if (c->clean_end) {
+        memset(&r, 0, sizeof r);
+        r.type = PL_REC_PROCESS_END;
+        r.t_ns = t0 + (c->n_steps + 1) * sec;
+        EMIT();
+    }
+#undef EMIT
+    rc = pl_writer_flush(w);
+out:
+    pl_writer_close(w);
+    pl_writer_destroy(w);
+    return rc;
+}
+
+/* Read a whole (small) file into a malloc'd buffer. */
+static inline unsigned char *synth_slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc(n > 0 ? (size_t)n : 1);
+    if (b && n > 0 && fread(b, 1, (size_t)n, f) != (size_t)n) {
+        free(b);
+        b = NULL;
+    }
+    fclose(f);
+    if (b) *len = (size_t)n;
+    return b;
+}

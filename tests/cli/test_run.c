@@ -1,0 +1,198 @@
+/* Integration: `plateau run` end to end. Runs the built plateau (finding the preload next to itself, no
+ * PLATEAU_PRELOAD) on target programs; checks options reach the trace, the exit status is the command's,
+ * SIGTERM sent to plateau is forwarded, --host-allocator jemalloc puts the program on jemalloc, and bad
+ * arguments fail with status 2. Env (set by meson): PL_PLATEAU, PL_TARGETS. */
+#include <dirent.h>
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "../preload/trace_summary.h"
+
+static const char *plateau, *targets;
+static char dir[256];
+static char out_buf[8192], err_buf[8192];
+
+static int setup(void **state) {
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/pl-test-run-XXXXXX");
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd);
+}
+
+static void read_all(int fd, char *buf, size_t cap) {
+    size_t got = 0;
+    ssize_t n;
+    while (got < cap - 1 && (n = read(fd, buf + got, cap - 1 - got)) > 0) got += (size_t)n;
+    buf[got] = 0;
+}
+
+static pid_t start(char *const argv[], int *o, int *e) {
+    int po[2], pe[2];
+    assert_int_equal(pipe(po), 0);
+    assert_int_equal(pipe(pe), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        signal(SIGSEGV, SIG_DFL);
+        dup2(po[1], 1);
+        dup2(pe[1], 2);
+        close(po[0]);
+        close(pe[0]);
+        unsetenv("PLATEAU_PRELOAD");
+        unsetenv("LD_PRELOAD");
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    close(po[1]);
+    close(pe[1]);
+    *o = po[0];
+    *e = pe[0];
+    return pid;
+}
+
+static int finish(pid_t pid, int o, int e) {
+    read_all(o, out_buf, sizeof out_buf);
+    read_all(e, err_buf, sizeof err_buf);
+    close(o);
+    close(e);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int run(char *const argv[]) {
+    int o, e;
+    pid_t pid = start(argv, &o, &e);
+    return finish(pid, o, e);
+}
+
+static int traces_in(const char *d, char paths[][600], int max) {
+    DIR *dd = opendir(d);
+    if (!dd) return 0;
+    struct dirent *e;
+    int n = 0;
+    while ((e = readdir(dd)) && n < max)
+        if (strstr(e->d_name, ".pltrace")) snprintf(paths[n++], 600, "%s/%s", d, e->d_name);
+    closedir(dd);
+    return n;
+}
+
+static void test_run_options_reach_the_trace(void **state) {
+    (void)state;
+    char out[300], target[300];
+    snprintf(out, sizeof out, "%s/a/b", dir); /* nested: created by plateau run */
+    snprintf(target, sizeof target, "%s/target_leak", targets);
+    char *argv[] = {(char *)plateau, "run", "-o", out, "--sample-bytes", "0", "--interval-ms", "20", "--",
+                    target, "5", NULL};
+    assert_int_equal(run(argv), 0);
+    assert_non_null(strstr(out_buf, "leaked 80 blocks"));
+    /* The report summary follows the command's own output (plateau report is built into plateau). */
+    assert_non_null(strstr(out_buf, "plateau report:"));
+    assert_true(strstr(out_buf, "plateau report:") > strstr(out_buf, "leaked 80 blocks"));
+    assert_non_null(strstr(err_buf, "1 trace file in"));
+    assert_non_null(strstr(err_buf, "/a/b"));
+    char paths[4][600];
+    assert_int_equal(traces_in(out, paths, 4), 1);
+    static summary_t s;
+    summarize(paths[0], "leak_function", &s);
+    assert_int_equal(s.rc, 0);
+    assert_int_equal(s.sample_bytes, 0);
+    assert_int_equal(s.n_steps, 5);
+    assert_true(s.n_sym_stacks >= 1);
+    assert_true(s.has_end);
+}
+
+static void test_run_returns_the_command_status(void **state) {
+    (void)state;
+    char out[300];
+    snprintf(out, sizeof out, "%s/status", dir);
+    char *argv[] = {(char *)plateau, "run", "-o", out, "--", "/bin/sh", "-c", "exit 7", NULL};
+    assert_int_equal(run(argv), 7); /* the report printed after it does not change the status */
+    assert_non_null(strstr(out_buf, "plateau report:"));
+    char *quiet[] = {(char *)plateau, "run", "-o", out, "--no-report", "--", "/bin/sh", "-c", "exit 0", NULL};
+    assert_int_equal(run(quiet), 0);
+    assert_null(strstr(out_buf, "plateau report:"));
+    char *missing[] = {(char *)plateau, "run", "-o", out, "--no-report", "--", "/nonexistent/program", NULL};
+    assert_int_equal(run(missing), 127);
+}
+
+static void test_run_forwards_sigterm(void **state) {
+    (void)state;
+    char out[300], target[300];
+    snprintf(out, sizeof out, "%s/term", dir);
+    snprintf(target, sizeof target, "%s/target_spin", targets);
+    char *argv[] = {(char *)plateau, "run", "-o", out, "--", target, "10", NULL};
+    int o, e;
+    pid_t pid = start(argv, &o, &e);
+    char line[16] = {0};
+    assert_true(read(o, line, sizeof line - 1) > 0); /* "ready": the traced program runs */
+    kill(pid, SIGTERM);
+    assert_int_equal(finish(pid, o, e), 128 + SIGTERM);
+    assert_non_null(strstr(err_buf, "killed by signal 15"));
+    char paths[2][600];
+    assert_int_equal(traces_in(out, paths, 2), 1);
+}
+
+static void test_run_host_allocator_jemalloc(void **state) {
+    (void)state;
+    if (access("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", R_OK) != 0) skip();
+    char out[300];
+    snprintf(out, sizeof out, "%s/je", dir);
+    char *argv[] = {(char *)plateau, "run", "-o", out, "--host-allocator", "jemalloc", "--", "/bin/sh", "-c",
+                    "grep -c libjemalloc /proc/$$/maps", NULL};
+    assert_int_equal(run(argv), 0);
+    assert_true(atoi(out_buf) >= 1);
+    char *glibc[] = {(char *)plateau, "run", "-o", out, "--", "/bin/sh", "-c", "grep -c libjemalloc /proc/$$/maps",
+                     NULL};
+    assert_int_equal(run(glibc), 1); /* grep -c finds nothing: exit 1 */
+}
+
+static void test_run_bad_arguments(void **state) {
+    (void)state;
+    char *none[] = {(char *)plateau, "run", NULL};
+    assert_int_equal(run(none), 2);
+    assert_non_null(strstr(err_buf, "no command given"));
+    char *alloc[] = {(char *)plateau, "run", "--host-allocator", "tcmalloc", "--", "true", NULL};
+    assert_int_equal(run(alloc), 2);
+    assert_non_null(strstr(err_buf, "tcmalloc"));
+    char *bytes[] = {(char *)plateau, "run", "--sample-bytes", "lots", "--", "true", NULL};
+    assert_int_equal(run(bytes), 2);
+    char *interval[] = {(char *)plateau, "run", "--interval-ms", "0", "--", "true", NULL};
+    assert_int_equal(run(interval), 2);
+    char *unknown[] = {(char *)plateau, "run", "--frobnicate", "--", "true", NULL};
+    assert_int_equal(run(unknown), 2);
+}
+
+int main(void) {
+    plateau = getenv("PL_PLATEAU");
+    targets = getenv("PL_TARGETS");
+    if (!plateau || !targets) {
+        fprintf(stderr, "PL_PLATEAU and PL_TARGETS must be set\n");
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_run_options_reach_the_trace),
+        cmocka_unit_test(test_run_returns_the_command_status),
+        cmocka_unit_test(test_run_forwards_sigterm),
+        cmocka_unit_test(test_run_host_allocator_jemalloc),
+        cmocka_unit_test(test_run_bad_arguments),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

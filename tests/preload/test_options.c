@@ -1,0 +1,110 @@
+/* PLATEAU_* parsing: defaults, valid values, and every malformed value rejected with one message that
+ * names the variable, the default kept. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "options.h"
+
+static const char *const *env_now;
+
+static const char *fake_getenv(const char *name) {
+    size_t n = strlen(name);
+    for (int i = 0; env_now && env_now[i]; i++)
+        if (!strncmp(env_now[i], name, n) && env_now[i][n] == '=') return env_now[i] + n + 1;
+    return NULL;
+}
+
+static char msgs[2048];
+static int n_msgs;
+static void collect(const char *m) {
+    n_msgs++;
+    strncat(msgs, m, sizeof msgs - strlen(msgs) - 2);
+    strcat(msgs, "\n");
+}
+
+static int parse(const char *const *env, pl_options_t *o) {
+    env_now = env;
+    msgs[0] = 0;
+    n_msgs = 0;
+    pl_options_default(o);
+    return pl_options_parse(o, fake_getenv, collect);
+}
+
+static void test_options_defaults(void **state) {
+    (void)state;
+    pl_options_t o;
+    assert_int_equal(parse(NULL, &o), 0);
+    assert_int_equal(o.sample_bytes, 512 * 1024);
+    assert_int_equal(o.interval_ms, 100);
+    assert_int_equal(o.flush_ms, 250);
+    assert_false(o.step_signal);
+    assert_true(o.device_stacks);
+    assert_string_equal(o.dir, "");
+}
+
+static void test_options_valid_values(void **state) {
+    (void)state;
+    const char *env[] = {"PLATEAU_DIR=/tmp/x", "PLATEAU_SAMPLE_BYTES=1M", "PLATEAU_INTERVAL_MS=20",
+                         "PLATEAU_FLUSH_MS=1000", "PLATEAU_STEP_SIGNAL=yes", "PLATEAU_DEVICE_STACKS=0",
+                         "PLATEAU_PSS=off", "PLATEAU_QUIET=1", NULL};
+    pl_options_t o;
+    assert_int_equal(parse(env, &o), 0);
+    assert_int_equal(n_msgs, 0);
+    assert_string_equal(o.dir, "/tmp/x");
+    assert_int_equal(o.sample_bytes, 1 << 20);
+    assert_int_equal(o.interval_ms, 20);
+    assert_int_equal(o.flush_ms, 1000);
+    assert_true(o.step_signal);
+    assert_false(o.device_stacks);
+    assert_false(o.pss);
+    assert_true(o.quiet);
+    const char *zero[] = {"PLATEAU_SAMPLE_BYTES=0", NULL};
+    assert_int_equal(parse(zero, &o), 0);
+    assert_int_equal(o.sample_bytes, 0);
+}
+
+static void test_options_malformed_values_keep_defaults(void **state) {
+    (void)state;
+    const char *env[] = {"PLATEAU_SAMPLE_BYTES=-5", "PLATEAU_INTERVAL_MS=0", "PLATEAU_FLUSH_MS=5000",
+                         "PLATEAU_STEP_SIGNAL=perhaps", "PLATEAU_PSS=2", NULL};
+    pl_options_t o;
+    assert_int_equal(parse(env, &o), 5);
+    assert_int_equal(n_msgs, 5);
+    assert_int_equal(o.sample_bytes, 512 * 1024);
+    assert_int_equal(o.interval_ms, 100);
+    assert_int_equal(o.flush_ms, 250);
+    assert_false(o.step_signal);
+    assert_true(o.pss);
+    assert_non_null(strstr(msgs, "PLATEAU_SAMPLE_BYTES='-5'"));
+    assert_non_null(strstr(msgs, "PLATEAU_FLUSH_MS='5000' is not an integer in [10, 1000]; using the default (250)"));
+    assert_non_null(strstr(msgs, "PLATEAU_STEP_SIGNAL='perhaps'"));
+}
+
+static void test_options_parse_bytes(void **state) {
+    (void)state;
+    uint64_t v;
+    assert_int_equal(pl_options_parse_bytes("4096", &v), 0);
+    assert_int_equal(v, 4096);
+    assert_int_equal(pl_options_parse_bytes("512K", &v), 0);
+    assert_int_equal(v, 512 * 1024);
+    assert_int_equal(pl_options_parse_bytes("2GiB", &v), 0);
+    assert_int_equal(v, 2ull << 30);
+    assert_int_not_equal(pl_options_parse_bytes("", &v), 0);
+    assert_int_not_equal(pl_options_parse_bytes("12X", &v), 0);
+    assert_int_not_equal(pl_options_parse_bytes("99999999999999999999", &v), 0);
+    assert_int_not_equal(pl_options_parse_bytes("17179869184G", &v), 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_options_defaults),
+        cmocka_unit_test(test_options_valid_values),
+        cmocka_unit_test(test_options_malformed_values_keep_defaults),
+        cmocka_unit_test(test_options_parse_bytes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,492 @@
+/* Integration: the preload in real programs (tests/targets). Each test runs a target under LD_PRELOAD in a
+ * fresh run directory and checks its trace(s) through the reader API. Env (set by meson): PL_PRELOAD (the
+ * library), PL_TARGETS (directory of target_* programs). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "trace_summary.h"
+
+static const char *preload, *targets;
+static char run_dir[256];
+static char out_buf[65536], err_buf[65536];
+static rlim_t fsize_limit; /* > 0: file size limit for the target, to simulate a full disk */
+
+static int setup(void **state) {
+    (void)state;
+    snprintf(run_dir, sizeof run_dir, "/tmp/pl-test-preload-XXXXXX");
+    return mkdtemp(run_dir) ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", run_dir);
+    return system(cmd);
+}
+
+static void clean_run_dir(void) {
+    DIR *d = opendir(run_dir);
+    assert_non_null(d);
+    struct dirent *e;
+    char p[600];
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.') {
+            snprintf(p, sizeof p, "%s/%s", run_dir, e->d_name);
+            unlink(p);
+        }
+    closedir(d);
+}
+
+static void read_all(int fd, char *buf, size_t cap) {
+    size_t got = 0;
+    ssize_t n;
+    while (got < cap - 1 && (n = read(fd, buf + got, cap - 1 - got)) > 0) got += (size_t)n;
+    buf[got] = 0;
+}
+
+/* Start argv under the preload with extra "K=V" env entries; stdout/stderr go to pipes. */
+static pid_t start(char *const argv[], const char *const env[], int *out_fd, int *err_fd) {
+    int po[2], pe[2];
+    assert_int_equal(pipe(po), 0);
+    assert_int_equal(pipe(pe), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        signal(SIGSEGV, SIG_DFL);
+        dup2(po[1], 1);
+        dup2(pe[1], 2);
+        close(po[0]);
+        close(pe[0]);
+        setenv("LD_PRELOAD", preload, 1);
+        setenv("PLATEAU_DIR", run_dir, 1);
+        setenv("PLATEAU_QUIET", "1", 1);
+        if (fsize_limit) {
+            signal(SIGXFSZ, SIG_IGN); /* ignored dispositions survive exec: writes fail with EFBIG */
+            struct rlimit rl = {fsize_limit, fsize_limit};
+            setrlimit(RLIMIT_FSIZE, &rl);
+        }
+        for (int i = 0; env && env[i]; i++) putenv((char *)(uintptr_t)env[i]);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    close(po[1]);
+    close(pe[1]);
+    *out_fd = po[0];
+    *err_fd = pe[0];
+    return pid;
+}
+
+static int run(char *const argv[], const char *const env[]) {
+    int o, e;
+    clean_run_dir();
+    pid_t pid = start(argv, env, &o, &e);
+    read_all(o, out_buf, sizeof out_buf);
+    read_all(e, err_buf, sizeof err_buf);
+    close(o);
+    close(e);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) fprintf(stderr, "target stderr:\n%s\n", err_buf);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static char *target(const char *name) {
+    static char paths[8][512];
+    static int k;
+    char *p = paths[k++ % 8];
+    snprintf(p, 512, "%s/target_%s", targets, name);
+    return p;
+}
+
+/* Trace files in the run directory, sorted by name. */
+static int list_traces(char paths[][600], int max) {
+    DIR *d = opendir(run_dir);
+    assert_non_null(d);
+    struct dirent *e;
+    int n = 0;
+    while ((e = readdir(d)) && n < max)
+        if (strstr(e->d_name, ".pltrace")) snprintf(paths[n++], 600, "%s/%s", run_dir, e->d_name);
+    closedir(d);
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            if (strcmp(paths[i], paths[j]) > 0) {
+                char t[600];
+                memcpy(t, paths[i], 600);
+                memcpy(paths[i], paths[j], 600);
+                memcpy(paths[j], t, 600);
+            }
+    return n;
+}
+
+static summary_t sum;
+
+static void summarize_only(const char *symbol) {
+    char paths[4][600];
+    assert_int_equal(list_traces(paths, 4), 1);
+    summarize(paths[0], symbol, &sum);
+    if (sum.rc != 0) fprintf(stderr, "reader: %s\n", sum.err);
+    assert_int_equal(sum.rc, 0);
+    assert_true(sum.has_start);
+}
+
+static void test_preload_leak_named_with_growing_live_bytes(void **state) {
+    (void)state;
+    char *argv[] = {target("leak"), "30", NULL};
+    const char *env[] = {"PLATEAU_SAMPLE_BYTES=0", NULL};
+    assert_int_equal(run(argv, env), 0);
+    summarize_only("leak_function");
+    assert_true(sum.has_end);
+    assert_int_equal(sum.n_steps, 30);
+    assert_int_equal(sum.sample_bytes, 0);
+    assert_true(sum.n_sym_stacks >= 1);
+    /* Every step adds exactly the 16 blocks of leak_function to the live bytes of its stacks. */
+    int64_t per_step = sum.sym_live_at_step[2] - sum.sym_live_at_step[1];
+    assert_true(per_step >= 16 * 4000 && per_step <= 16 * 4096);
+    for (int s = 2; s <= 30; s++) assert_int_equal(sum.sym_live_at_step[s] - sum.sym_live_at_step[s - 1], per_step);
+    /* Exact heap totals grow by at least as much. */
+    assert_true(sum.heap_at_step[30].live_bytes - sum.heap_at_step[1].live_bytes >= 29 * per_step);
+    assert_int_equal(sum.heap_at_step[30].live_count - sum.heap_at_step[1].live_count, 29 * 16);
+}
+
+static void test_preload_leak_found_by_sampling(void **state) {
+    (void)state;
+    char *argv[] = {target("leak"), "60", NULL};
+    const char *env[] = {"PLATEAU_SAMPLE_BYTES=32K", NULL};
+    assert_int_equal(run(argv, env), 0);
+    summarize_only("leak_function");
+    assert_int_equal(sum.sample_bytes, 32768);
+    assert_true(sum.n_sym_stacks >= 1);
+    assert_true(sum.sym_live_at_step[60] > sum.sym_live_at_step[10]);
+    assert_true(sum.sym_live_at_step[60] >= 20 * 4000);
+    assert_true(sum.n_frame_named > 0);
+}
+
+static void test_preload_plateau_is_flat_after_warmup(void **state) {
+    (void)state;
+    char *argv[] = {target("plateau"), "40", "10", NULL};
+    const char *env[] = {"PLATEAU_SAMPLE_BYTES=0", NULL};
+    assert_int_equal(run(argv, env), 0);
+    summarize_only("cache_fill");
+    assert_int_equal(sum.n_steps, 40);
+    assert_true(sum.heap_at_step[10].live_bytes - sum.heap_at_step[1].live_bytes >= 9 * 16 * 4096);
+    for (int s = 11; s <= 40; s++) {
+        assert_int_equal(sum.heap_at_step[s].live_bytes, sum.heap_at_step[11].live_bytes);
+        assert_int_equal(sum.heap_at_step[s].live_count, sum.heap_at_step[11].live_count);
+        assert_int_equal(sum.sym_live_at_step[s], sum.sym_live_at_step[10]);
+    }
+    assert_true(sum.sym_live_at_step[10] >= 10 * 16 * 4096);
+}
+
+static void test_preload_storm_8_threads_exact_totals(void **state) {
+    (void)state;
+    char *argv[] = {target("storm"), "100000", "8", NULL};
+    assert_int_equal(run(argv, NULL), 0);
+    unsigned long kept = 0, kept_bytes = 0;
+    assert_int_equal(sscanf(out_buf, "kept %lu %lu", &kept, &kept_bytes), 2);
+    summarize_only(NULL);
+    assert_int_equal(sum.n_steps, 2);
+    pl_rec_heap_t a = sum.heap_at_step[1], b = sum.heap_at_step[2];
+    assert_int_equal(b.live_count - a.live_count, (int64_t)kept);
+    assert_int_equal(b.live_bytes - a.live_bytes, (int64_t)kept_bytes);
+    /* Every iteration allocates once (realloc's malloc(16) twice), plus handoff and kept blocks. */
+    assert_true(b.n_alloc - a.n_alloc >= 8ull * (100000 + 256 + 100));
+    assert_int_equal((b.n_alloc - a.n_alloc) - (b.n_free - a.n_free), kept);
+}
+
+static void test_preload_fork_exec_traces_linked(void **state) {
+    (void)state;
+    char *argv[] = {target("forkexec"), NULL};
+    assert_int_equal(run(argv, NULL), 0);
+    char paths[8][600];
+    int n = list_traces(paths, 8);
+    assert_int_equal(n, 3);
+    summary_t s[3];
+    int parent = -1, child = -1, image = -1;
+    for (int i = 0; i < 3; i++) {
+        summarize(paths[i], NULL, &s[i]);
+        assert_int_equal(s[i].rc, 0);
+        assert_true(s[i].has_start);
+    }
+    for (int i = 0; i < 3; i++)
+        if (s[i].has_exec) child = i;
+        else if (!strcmp(s[i].argv1, "exec")) image = i;
+        else parent = i;
+    assert_true(parent >= 0 && child >= 0 && image >= 0);
+    assert_int_equal(s[child].ppid, s[parent].pid);
+    assert_int_equal(s[child].header.ppid, s[parent].pid);
+    assert_int_equal(s[image].pid, s[child].pid);
+    assert_int_equal(s[image].ppid, s[parent].pid);
+    assert_int_equal(s[image].exec_seq, s[child].exec_seq + 1);
+    assert_int_equal(s[parent].n_steps, 2);
+    assert_int_equal(s[child].n_steps, 1);
+    assert_int_equal(s[image].n_steps, 1);
+    assert_true(s[parent].has_end && s[image].has_end);
+    assert_false(s[child].has_end); /* exec replaced it */
+}
+
+static void test_preload_sigkill_leaves_readable_trace(void **state) {
+    (void)state;
+    clean_run_dir();
+    char *argv[] = {target("spin"), "40", NULL};
+    int o, e;
+    pid_t pid = start(argv, NULL, &o, &e);
+    char line[16] = {0};
+    assert_true(read(o, line, sizeof line - 1) > 0);
+    assert_non_null(strstr(line, "ready"));
+    /* Wait (up to 10 s on a loaded machine) until the writer thread has flushed 40 steps, then kill. */
+    char paths0[2][600];
+    for (int tries = 0; tries < 200; tries++) {
+        nanosleep(&(struct timespec){0, 50000000}, NULL);
+        if (list_traces(paths0, 2) != 1) continue;
+        summarize(paths0[0], NULL, &sum);
+        if (sum.n_steps >= 40 && sum.n_rss >= 2) break;
+    }
+    kill(pid, SIGKILL);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    close(o);
+    close(e);
+    char paths[2][600];
+    assert_int_equal(list_traces(paths, 2), 1);
+    summarize(paths[0], NULL, &sum);
+    /* Readable up to the last flushed chunk: a clean end (or a clean stop with a message). */
+    assert_true(sum.rc == 0 || (sum.rc == -EBADMSG && strstr(sum.err, "offset")));
+    assert_true(sum.has_start);
+    assert_false(sum.has_end);
+    assert_true(sum.n_steps >= 40);
+    assert_true(sum.n_rss >= 2);
+}
+
+static void test_preload_python_ctypes_step_and_mark(void **state) {
+    (void)state;
+    char *argv[] = {"/usr/bin/python3", "-c",
+                    "import ctypes\n"
+                    "lib = ctypes.CDLL(None)\n"
+                    "for _ in range(5): lib.plateau_step()\n"
+                    "lib.plateau_mark(b'done')\n",
+                    NULL};
+    assert_int_equal(run(argv, NULL), 0);
+    summarize_only(NULL);
+    assert_int_equal(sum.n_steps, 5);
+    assert_true(sum.n_rss_step >= 1); /* RSS samples taken for steps */
+    assert_int_equal(sum.n_marks, 1);
+    assert_string_equal(sum.last_mark, "done");
+    assert_true(sum.heap_at_step[5].n_alloc > 1000); /* the interpreter's allocations are counted */
+}
+
+static void test_preload_sigusr2_marks_steps_when_asked(void **state) {
+    (void)state;
+    char *argv[] = {"/usr/bin/python3", "-c",
+                    "import os, signal, time\n"
+                    "for _ in range(3):\n"
+                    "    os.kill(os.getpid(), signal.SIGUSR2)\n"
+                    "    time.sleep(0.1)\n",
+                    NULL};
+    const char *env[] = {"PLATEAU_STEP_SIGNAL=1", NULL};
+    assert_int_equal(run(argv, env), 0);
+    summarize_only(NULL);
+    assert_int_equal(sum.n_steps, 3);
+    assert_int_equal(sum.n_signal_steps, 3);
+}
+
+static void test_preload_device_events_from_allocator_hook(void **state) {
+    (void)state;
+    char *argv[] = {target("device"), "10", NULL};
+    assert_int_equal(run(argv, NULL), 0);
+    summarize_only(NULL);
+    assert_int_equal(sum.n_steps, 10);
+    assert_int_equal(sum.n_dev[PL_REC_DEVICE_ALLOC], 10 * 9);
+    assert_true(sum.n_dev[PL_REC_DEVICE_FREE] >= 10 * 8);
+    assert_true(sum.n_dev[PL_REC_DEVICE_MAP] >= 1);
+    assert_int_equal(sum.n_alloc_stats, 10 + 1); /* one per step and a last one at destroy */
+    for (int s = 1; s <= 10; s++) assert_int_equal(sum.dev_live_blocks_at_step[s], s);
+}
+
+static void test_preload_malformed_env_uses_defaults(void **state) {
+    (void)state;
+    char *argv[] = {target("leak"), "3", NULL};
+    const char *env[] = {"PLATEAU_SAMPLE_BYTES=lots", "PLATEAU_INTERVAL_MS=0", "PLATEAU_STEP_SIGNAL=maybe", NULL};
+    assert_int_equal(run(argv, env), 0);
+    assert_non_null(strstr(err_buf, "PLATEAU_SAMPLE_BYTES='lots'"));
+    assert_non_null(strstr(err_buf, "PLATEAU_INTERVAL_MS='0'"));
+    assert_non_null(strstr(err_buf, "PLATEAU_STEP_SIGNAL='maybe'"));
+    summarize_only(NULL);
+    assert_int_equal(sum.sample_bytes, 512 * 1024);
+    assert_int_equal(sum.n_steps, 3);
+}
+
+static void test_preload_jemalloc_host_allocator(void **state) {
+    (void)state;
+    const char *je = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
+    if (access(je, R_OK) != 0) skip();
+    char *argv[] = {target("leak"), "10", NULL};
+    char lp[1100];
+    snprintf(lp, sizeof lp, "LD_PRELOAD=%s:%s", preload, je);
+    const char *env[] = {lp, "PLATEAU_SAMPLE_BYTES=0", NULL};
+    assert_int_equal(run(argv, env), 0);
+    summarize_only("leak_function");
+    assert_int_equal(sum.n_steps, 10);
+    int64_t per_step = sum.sym_live_at_step[2] - sum.sym_live_at_step[1];
+    assert_true(per_step >= 16 * 4000);
+    assert_int_equal(sum.sym_live_at_step[10] - sum.sym_live_at_step[1], 9 * per_step);
+}
+
+/* Multi-process Python: forked pool workers (like DataLoader workers) and a subprocess (vfork + exec). */
+static void test_preload_python_workers_and_subprocess(void **state) {
+    (void)state;
+    char *argv[] = {"/usr/bin/python3", "-c",
+                    "import ctypes, multiprocessing as mp, subprocess\n"
+                    "def work(n):\n"
+                    "    return len(bytearray(n))\n"
+                    "if __name__ == '__main__':\n"
+                    "    mp.set_start_method('fork')\n"
+                    "    with mp.Pool(2) as p: assert sum(p.map(work, [1000] * 8)) == 8000\n"
+                    "    subprocess.run(['/bin/true'], check=True)\n"
+                    "    ctypes.CDLL(None).plateau_step()\n",
+                    NULL};
+    assert_int_equal(run(argv, NULL), 0);
+    char paths[16][600];
+    int n = list_traces(paths, 16);
+    assert_true(n >= 4); /* python, 2 workers, /bin/true (+ any helper processes) */
+    static summary_t s[16];
+    int parent = -1, children = 0, true_img = 0;
+    for (int i = 0; i < n; i++) {
+        summarize(paths[i], NULL, &s[i]);
+        assert_true(s[i].rc == 0);
+        assert_true(s[i].has_start);
+        if (s[i].n_steps == 1) parent = i;
+    }
+    assert_true(parent >= 0);
+    assert_false(s[parent].has_exec); /* the vfork child's exec is not the parent's */
+    assert_true(s[parent].has_end);
+    for (int i = 0; i < n; i++) {
+        if (i == parent) continue;
+        if (s[i].ppid == s[parent].pid) children++;
+        if (strstr(s[i].exe, "true")) true_img++;
+    }
+    assert_true(children >= 3);
+    assert_int_equal(true_img, 1);
+}
+
+/* execve with an environment that drops LD_PRELOAD and PLATEAU_DIR: the tracer adds them back. */
+static void test_preload_exec_follows_with_empty_env(void **state) {
+    (void)state;
+    char *argv[] = {"/usr/bin/python3", "-c", "import os\nos.execve('/bin/true', ['/bin/true'], {})\n", NULL};
+    assert_int_equal(run(argv, NULL), 0);
+    char paths[4][600];
+    assert_int_equal(list_traces(paths, 4), 2);
+    summary_t a, b;
+    summarize(paths[0], NULL, &a);
+    summarize(paths[1], NULL, &b);
+    assert_int_equal(a.rc, 0);
+    assert_int_equal(b.rc, 0);
+    summary_t *py = a.exec_seq == 0 ? &a : &b, *img = a.exec_seq == 0 ? &b : &a;
+    assert_true(py->has_exec);
+    assert_int_equal(img->pid, py->pid);
+    assert_int_equal(img->exec_seq, 1);
+    assert_non_null(strstr(img->exe, "true"));
+    assert_true(img->has_end);
+}
+
+static void test_preload_dlopened_library_named_in_stacks(void **state) {
+    (void)state;
+    char plugin[600];
+    snprintf(plugin, sizeof plugin, "%s/libtarget_plugin.so", targets);
+    char *argv[] = {target("dlopen"), plugin, "12", NULL};
+    const char *env[] = {"PLATEAU_SAMPLE_BYTES=0", NULL};
+    assert_int_equal(run(argv, env), 0);
+    summarize_only("plugin_leak");
+    assert_int_equal(sum.n_steps, 12);
+    assert_true(sum.n_sym_stacks >= 1);
+    int64_t per_step = sum.sym_live_at_step[2] - sum.sym_live_at_step[1];
+    assert_true(per_step >= 8192);
+    assert_int_equal(sum.sym_live_at_step[12] - sum.sym_live_at_step[1], 11 * per_step);
+    /* The module record names the plugin's file. */
+    char paths[2][600];
+    assert_int_equal(list_traces(paths, 2), 1);
+    pl_trace_reader_t *r;
+    assert_int_equal(pl_trace_open(paths[0], &r), 0);
+    pl_trace_record_t rec;
+    bool seen = false;
+    while (pl_trace_next(r, &rec) == 1)
+        if (rec.type == PL_REC_MODULE && strstr(rec.u.module.path, "libtarget_plugin.so")) seen = true;
+    pl_trace_close(r);
+    assert_true(seen);
+}
+
+static void test_preload_exit_with_threads_still_allocating(void **state) {
+    (void)state;
+    for (int round = 0; round < 3; round++) {
+        char *argv[] = {target("threads"), "4", NULL};
+        assert_int_equal(run(argv, NULL), 0);
+        summarize_only(NULL);
+        assert_int_equal(sum.n_steps, 5);
+        assert_true(sum.has_end);
+        assert_true(sum.heap_at_step[5].n_alloc > sum.heap_at_step[1].n_alloc);
+    }
+}
+
+static void test_preload_full_disk_stops_recording_once(void **state) {
+    (void)state;
+    char *argv[] = {target("leak"), "400", NULL};
+    const char *env[] = {"PLATEAU_SAMPLE_BYTES=0", "PLATEAU_FLUSH_MS=10", NULL};
+    fsize_limit = 16384;
+    int rc = run(argv, env);
+    fsize_limit = 0;
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out_buf, "leaked 6400 blocks")); /* the program ran to the end */
+    const char *first = strstr(err_buf, "trace write failed");
+    assert_non_null(first);
+    assert_null(strstr(first + 1, "trace write failed")); /* said once */
+    char paths[2][600];
+    assert_int_equal(list_traces(paths, 2), 1);
+    summarize(paths[0], NULL, &sum);
+    /* Readable up to the last whole chunk (which may be none at all at this tiny limit). */
+    assert_true(sum.rc == 0 || sum.rc == -EBADMSG);
+    assert_true(sum.n_steps < 400);
+    assert_false(sum.has_end);
+}
+
+int main(void) {
+    preload = getenv("PL_PRELOAD");
+    targets = getenv("PL_TARGETS");
+    if (!preload || !targets) {
+        fprintf(stderr, "PL_PRELOAD and PL_TARGETS must be set\n");
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_preload_leak_named_with_growing_live_bytes),
+        cmocka_unit_test(test_preload_leak_found_by_sampling),
+        cmocka_unit_test(test_preload_plateau_is_flat_after_warmup),
+        cmocka_unit_test(test_preload_storm_8_threads_exact_totals),
+        cmocka_unit_test(test_preload_fork_exec_traces_linked),
+        cmocka_unit_test(test_preload_sigkill_leaves_readable_trace),
+        cmocka_unit_test(test_preload_python_ctypes_step_and_mark),
+        cmocka_unit_test(test_preload_sigusr2_marks_steps_when_asked),
+        cmocka_unit_test(test_preload_device_events_from_allocator_hook),
+        cmocka_unit_test(test_preload_malformed_env_uses_defaults),
+        cmocka_unit_test(test_preload_jemalloc_host_allocator),
+        cmocka_unit_test(test_preload_python_workers_and_subprocess),
+        cmocka_unit_test(test_preload_exec_follows_with_empty_env),
+        cmocka_unit_test(test_preload_dlopened_library_named_in_stacks),
+        cmocka_unit_test(test_preload_exit_with_threads_still_allocating),
+        cmocka_unit_test(test_preload_full_disk_stops_recording_once),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

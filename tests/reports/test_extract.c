@@ -1,0 +1,441 @@
+/* reports.extract: traces written by the tracer's writer -> report model -> verdicts (reports/extract.c).
+ *
+ * Planted cases: a device warmup plateau with a host leak from a known function (the plateau must not be called a
+ * leak, the leak must be found and its site named), no leak at all, a trace without step records (time buckets),
+ * a killed process (no end record), a truncated file (partial report naming file and offset), a run directory of
+ * two processes (which one leaks, PSS totals), files that are not traces, and a golden JSON
+ * (tests/reports/golden/extract_synth.json; regenerate with PL_REGEN_GOLDEN=1 and review the diff).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../cli/test_report_synth.h"
+#include "reports/extract.h"
+#include "reports/render.h"
+#include "reports/render_html.h"
+
+static const char *g_golden_dir;
+static char g_dir[128];
+
+static int setup(void **state) {
+    (void)state;
+    snprintf(g_dir, sizeof g_dir, "/tmp/pl-test-extract-XXXXXX");
+    return mkdtemp(g_dir) ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void tpath(char *buf, size_t n, const char *name) { snprintf(buf, n, "%s/%s", g_dir, name); }
+
+typedef struct run { pl_report_t *r; pl_extract_t x; } run_t;
+
+static void run_file(run_t *u, const char *path) {
+    u->r = pl_report_create(path);
+    assert_non_null(u->r);
+    pl_extract_init(&u->x);
+    assert_int_equal(pl_extract_path(u->r, &u->x, path, NULL), 0);
+    assert_int_equal(pl_report_analyze(u->r), 0);
+}
+
+static void run_free(run_t *u) {
+    pl_extract_free(&u->x);
+    pl_report_destroy(u->r);
+}
+
+static const pl_report_metric_t *metric(const run_t *u, size_t proc, pl_metric_t m) {
+    assert_true(proc < u->r->n_procs);
+    const pl_report_metric_t *mt = &u->r->procs[proc]->metrics[m];
+    assert_true(mt->present);
+    return mt;
+}
+
+static void test_extract_plateau_and_host_leak(void **state) {
+    (void)state;
+    char p[256];
+    tpath(p, sizeof p, "a.pltrace");
+    synth_cfg_t c = synth_default();
+    assert_int_equal(synth_trace(p, &c), 0);
+    run_t u;
+    run_file(&u, p);
+    assert_int_equal(u.r->n_procs, 1);
+    assert_false(u.r->cut_short);
+    const pl_extract_proc_t *xp = &u.x.procs[0];
+    assert_true(xp->clean_end);
+    assert_false(xp->damaged);
+    assert_int_equal(xp->n_steps, 160);
+    assert_int_equal(u.r->procs[0]->pid, 4242);
+    assert_string_equal(u.r->procs[0]->name, "python3 train.py");
+    assert_string_equal(xp->cmdline, "python3 train.py --steps");
+    /* the device warmup is a plateau, never a leak */
+    const pl_report_metric_t *da = metric(&u, 0, PL_METRIC_DEV_ALLOCATED);
+    assert_int_equal(da->series.n_points, 160);
+    assert_int_equal(da->verdict.kind, PL_VERDICT_PLATEAU);
+    assert_true(da->verdict.warmup_end_step >= 40 && da->verdict.warmup_end_step <= 60);
+    assert_int_equal(metric(&u, 0, PL_METRIC_DEV_TENSORS)->verdict.kind, PL_VERDICT_PLATEAU);
+    assert_int_not_equal(metric(&u, 0, PL_METRIC_DEV_RESERVED)->verdict.kind, PL_VERDICT_LEAK);
+    assert_int_not_equal(metric(&u, 0, PL_METRIC_RSS_FILE)->verdict.kind, PL_VERDICT_LEAK);
+    /* the host heap leaks 256 KiB per step */
+    const pl_report_metric_t *hb = metric(&u, 0, PL_METRIC_HEAP_BYTES);
+    assert_int_equal(hb->verdict.kind, PL_VERDICT_LEAK);
+    assert_true(hb->verdict.slope_per_step > 0.9 * 256 * 1024 && hb->verdict.slope_per_step < 1.1 * 256 * 1024);
+    assert_int_equal(metric(&u, 0, PL_METRIC_HEAP_COUNT)->verdict.kind, PL_VERDICT_LEAK);
+    /* limits from the trace */
+    assert_true(u.r->limits.device_bytes == (double)(16ull << 30));
+    assert_true(u.r->limits.host_bytes == (double)(64ull << 30));
+    /* the site: leaky_collect <- main, allocator frame skipped; the freed scratch buffer is not a site */
+    assert_true(xp->n_sites >= 1);
+    assert_string_equal(xp->site_metric, "heap.bytes");
+    assert_int_equal(xp->sites[0].stack_id, 1);
+    assert_non_null(strstr(xp->sites[0].frames[0], "leaky_collect"));
+    assert_non_null(strstr(xp->sites[0].frames[0], "(trainer)"));
+    assert_non_null(strstr(xp->sites[0].frames[1], "main"));
+    for (size_t i = 0; i < xp->n_sites; i++) assert_int_not_equal(xp->sites[i].stack_id, 2);
+    double tail = (double)(160 - xp->site_tail_step + 1) * 256 * 1024;
+    assert_true(xp->sites[0].growth_bytes > 0.8 * tail && xp->sites[0].growth_bytes < 1.2 * tail);
+    assert_int_equal(xp->sites[0].n_live, 160);
+    assert_int_equal(pl_extract_leaking(&u.x, NULL), 0);
+    /* the text extras name the site */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(pl_extract_render_text(u.r, &u.x, f), 0);
+    fclose(f);
+    assert_non_null(strstr(buf, "leaky_collect+0x1c (trainer)"));
+    assert_non_null(strstr(buf, "leaking: pid 4242"));
+    free(buf);
+    run_free(&u);
+}
+
+static void test_extract_no_leak(void **state) {
+    (void)state;
+    char p[256];
+    tpath(p, sizeof p, "b.pltrace");
+    synth_cfg_t c = synth_default();
+    c.leak_bytes = 0;
+    assert_int_equal(synth_trace(p, &c), 0);
+    run_t u;
+    run_file(&u, p);
+    for (int m = 0; m < PL_METRIC__COUNT; m++)
+        if (u.r->procs[0]->metrics[m].present)
+            assert_int_not_equal(u.r->procs[0]->metrics[m].verdict.kind, PL_VERDICT_LEAK);
+    assert_int_equal(pl_extract_leaking(&u.x, NULL), -1);
+    assert_int_equal(u.x.procs[0].n_sites, 0);
+    run_free(&u);
+}
+
+static void test_extract_time_buckets(void **state) {
+    (void)state;
+    char p[256];
+    tpath(p, sizeof p, "c.pltrace");
+    synth_cfg_t c = synth_default();
+    c.with_steps = false;
+    c.device = false;
+    assert_int_equal(synth_trace(p, &c), 0);
+    run_t u;
+    run_file(&u, p);
+    const pl_report_metric_t *hb = metric(&u, 0, PL_METRIC_HEAP_BYTES);
+    assert_true(hb->series.by_time);
+    assert_true(hb->series.n_points >= 100);
+    assert_int_equal(hb->verdict.kind, PL_VERDICT_LEAK);
+    assert_false(u.r->procs[0]->metrics[PL_METRIC_DEV_ALLOCATED].present);
+    assert_true(u.x.procs[0].n_sites >= 1);
+    assert_int_equal(u.x.procs[0].sites[0].stack_id, 1);
+    run_free(&u);
+}
+
+static void test_extract_killed_no_end_record(void **state) {
+    (void)state;
+    char p[256];
+    tpath(p, sizeof p, "d.pltrace");
+    synth_cfg_t c = synth_default();
+    c.clean_end = false;
+    assert_int_equal(synth_trace(p, &c), 0);
+    run_t u;
+    run_file(&u, p);
+    assert_true(u.r->cut_short);
+    assert_non_null(strstr(u.r->cut_reason, "d.pltrace has no end record"));
+    assert_false(u.x.procs[0].clean_end);
+    assert_false(u.x.procs[0].damaged);
+    assert_int_equal(u.r->procs[0]->findings[0].code, PL_DX_CUT_SHORT);
+    run_free(&u);
+}
+
+static void test_extract_truncated_partial(void **state) {
+    (void)state;
+    char p[256];
+    tpath(p, sizeof p, "e.pltrace");
+    synth_cfg_t c = synth_default();
+    assert_int_equal(synth_trace(p, &c), 0);
+    size_t len = 0;
+    unsigned char *b = synth_slurp(p, &len);
+    assert_non_null(b);
+    assert_true(len > 4000);
+    /* cut in the middle of the last chunks: a partial report from what was readable */
+    pl_report_t *r = pl_report_create("e.pltrace");
+    pl_extract_t x;
+    pl_extract_init(&x);
+    assert_int_equal(pl_extract_mem(r, &x, b, len - 3000, "e.pltrace", NULL), 0);
+    assert_int_equal(pl_report_analyze(r), 0);
+    assert_true(x.procs[0].damaged);
+    assert_true(r->cut_short);
+    assert_non_null(strstr(x.procs[0].error, "e.pltrace"));
+    assert_non_null(strstr(x.procs[0].error, "offset"));
+    const pl_report_metric_t *hb = &r->procs[0]->metrics[PL_METRIC_HEAP_BYTES];
+    assert_true(hb->present);
+    assert_true(hb->series.n_points > 50 && hb->series.n_points < 160);
+    pl_extract_free(&x);
+    pl_report_destroy(r);
+    free(b);
+}
+
+static void test_extract_run_directory(void **state) {
+    (void)state;
+    char d[256], p[300];
+    tpath(d, sizeof d, "run");
+    assert_int_equal(mkdir(d, 0700), 0);
+    synth_cfg_t c = synth_default();
+    c.pid = 100;
+    c.leak_bytes = 0;
+    snprintf(p, sizeof p, "%s/100.0.pltrace", d);
+    assert_int_equal(synth_trace(p, &c), 0);
+    c.pid = 101;
+    c.ppid = 100;
+    c.leak_bytes = 512 * 1024;
+    c.device = false;
+    snprintf(p, sizeof p, "%s/101.0.pltrace", d);
+    assert_int_equal(synth_trace(p, &c), 0);
+    snprintf(p, sizeof p, "%s/notes.txt", d); /* ignored: not *.pltrace */
+    FILE *f = fopen(p, "w");
+    fputs("hello", f);
+    fclose(f);
+    run_t u;
+    run_file(&u, d);
+    assert_int_equal(u.x.n_procs, 2);
+    assert_int_equal(u.x.n_files_failed, 0);
+    size_t n;
+    long k = pl_extract_leaking(&u.x, &n);
+    assert_int_equal(n, 1);
+    assert_int_equal(k, 1);
+    assert_int_equal(u.x.procs[1].pid, 101);
+    assert_int_equal(u.x.procs[1].ppid, 100);
+    double pss0 = 690000000.0, pss1 = 690000000.0 + 160 * 512.0 * 1024;
+    assert_true(fabs(pl_extract_total_last(&u.x, PL_METRIC_PSS) - (pss0 + pss1)) < 1.0);
+    /* HTML: self-contained, one chart per metric, the processes table, the site */
+    char *buf = NULL;
+    size_t len = 0;
+    f = open_memstream(&buf, &len);
+    assert_int_equal(pl_render_html(u.r, &u.x, f), 0);
+    fclose(f);
+    assert_null(strstr(buf, "<script"));
+    assert_null(strstr(buf, "src=\"http"));
+    assert_non_null(strstr(buf, "<h2>Processes</h2>"));
+    assert_non_null(strstr(buf, "leaky_collect"));
+    assert_non_null(strstr(buf, "fitted tail"));
+    size_t n_svg = 0;
+    for (const char *s = buf; (s = strstr(s, "<svg")); s++) n_svg++;
+    size_t n_metrics = 0;
+    for (size_t i = 0; i < u.r->n_procs; i++)
+        for (int m = 0; m < PL_METRIC__COUNT; m++) n_metrics += u.r->procs[i]->metrics[m].present;
+    assert_int_equal(n_svg, n_metrics);
+    free(buf);
+    run_free(&u);
+}
+
+static void test_extract_bad_inputs(void **state) {
+    (void)state;
+    char d[256], p[300];
+    tpath(d, sizeof d, "junk");
+    assert_int_equal(mkdir(d, 0700), 0);
+    snprintf(p, sizeof p, "%s/junk.pltrace", d);
+    FILE *f = fopen(p, "w");
+    fputs("this is not a plateau trace, just text that is long enough to hold a header......", f);
+    fclose(f);
+    pl_report_t *r = pl_report_create(p);
+    pl_extract_t x;
+    pl_extract_init(&x);
+    assert_int_equal(pl_extract_path(r, &x, p, NULL), -EBADMSG);
+    assert_int_equal(x.n_procs, 0);
+    assert_int_equal(x.n_files_failed, 1);
+    assert_non_null(strstr(x.first_error, "junk.pltrace"));
+    pl_extract_free(&x);
+    pl_report_destroy(r);
+    /* a directory with only that file: nothing usable */
+    r = pl_report_create(d);
+    pl_extract_init(&x);
+    assert_int_equal(pl_extract_path(r, &x, d, NULL), -ENOENT);
+    assert_int_equal(x.n_files_failed, 1);
+    pl_extract_free(&x);
+    pl_report_destroy(r);
+    /* missing path */
+    r = pl_report_create("nope");
+    pl_extract_init(&x);
+    assert_int_equal(pl_extract_path(r, &x, "/nonexistent/plateau/run", NULL), -ENOENT);
+    assert_non_null(strstr(x.first_error, "/nonexistent/plateau/run"));
+    pl_extract_free(&x);
+    pl_report_destroy(r);
+    /* an empty buffer, and a header alone (a process that died at once) */
+    r = pl_report_create("mem");
+    pl_extract_init(&x);
+    assert_int_not_equal(pl_extract_mem(r, &x, "", 0, "empty", NULL), 0);
+    pl_extract_free(&x);
+    pl_report_destroy(r);
+}
+
+static void test_extract_bounded_points(void **state) {
+    (void)state;
+    char p[256];
+    tpath(p, sizeof p, "f.pltrace");
+    synth_cfg_t c = synth_default();
+    c.n_steps = 400;
+    assert_int_equal(synth_trace(p, &c), 0);
+    pl_report_t *r = pl_report_create(p);
+    pl_extract_t x;
+    pl_extract_init(&x);
+    pl_extract_opts_t o = {.max_points = 64, .since_step = 11};
+    assert_int_equal(pl_extract_path(r, &x, p, &o), 0);
+    assert_int_equal(pl_report_analyze(r), 0);
+    const pl_report_metric_t *hb = &r->procs[0]->metrics[PL_METRIC_HEAP_BYTES];
+    assert_true(hb->series.n_points <= 64 && hb->series.n_points >= 32);
+    assert_true(hb->series.points[0].step >= 11);
+    assert_int_equal(hb->verdict.kind, PL_VERDICT_LEAK);
+    pl_extract_free(&x);
+    pl_report_destroy(r);
+}
+
+
+/* Hostile but well-framed values: extreme steps and sizes, frees of unknown addresses, stacks never declared,
+ * negative allocator totals. Extraction must stay defined (UBSan) and bounded, and every renderer must cope. */
+static void test_extract_hostile_values(void **state) {
+    (void)state;
+    char p[256];
+    tpath(p, sizeof p, "h.pltrace");
+    pl_trace_header_t h = {.version = PL_TRACE_VERSION, .pid = 9, .ppid = 1, .start_mono_ns = INT64_MIN + 5};
+    pl_writer_t *w;
+    assert_int_equal(pl_writer_open(p, &h, NULL, &w), 0);
+    pl_trace_record_t r;
+    for (int i = 0; i < 300; i++) {
+        memset(&r, 0, sizeof r);
+        r.t_ns = (i % 2) ? INT64_MIN : INT64_MAX - i;
+        switch (i % 10) {
+        case 0: r.type = PL_REC_STEP; r.u.step.step = i % 20 ? (uint64_t)i : UINT64_MAX; break;
+        case 1:
+            r.type = PL_REC_RSS;
+            r.u.rss = (pl_rec_rss_t){.step = (uint64_t)1 << 63, .rss_anon = UINT64_MAX - 1, .rss_file = 0,
+                                     .rss_shmem = 7, .pss = PL_TRACE_NA, .cgroup_current = 1,
+                                     .device_used = UINT64_MAX - 2, .device_total = UINT64_MAX - 3};
+            break;
+        case 2:
+            r.type = PL_REC_DEVICE_ALLOC;
+            r.u.device = (pl_rec_device_t){.source = (uint32_t)i % 5, .addr = (uint64_t)i * 16, .size = UINT64_MAX};
+            break;
+        case 3: r.type = PL_REC_DEVICE_FREE; r.u.device.addr = 0xdead; break;
+        case 4: r.type = PL_REC_HOST_ALLOC; r.u.host_alloc = (pl_rec_host_alloc_t){.addr = 64, .size = UINT64_MAX, .stack_id = (uint32_t)i}; break;
+        case 5: r.type = PL_REC_HOST_FREE; r.u.host_free.addr = (uint64_t)(i % 3) * 64; break;
+        case 6:
+            r.type = PL_REC_ALLOC_STATS;
+            r.u.alloc_stats = (pl_rec_alloc_stats_t){.allocator_id = (uint32_t)i, .step = (uint64_t)i,
+                                                     .allocated_bytes = INT64_MIN, .reserved_bytes = INT64_MAX,
+                                                     .n_allocations = -5, .capacity_bytes = PL_TRACE_NA};
+            break;
+        case 7: r.type = PL_REC_HEAP; r.u.heap = (pl_rec_heap_t){.step = 0, .live_bytes = INT64_MIN, .live_count = INT64_MAX}; break;
+        case 8: r.type = PL_REC_DEVICE_MAP; r.u.device = (pl_rec_device_t){.addr = 0, .size = 1}; break;
+        default: r.type = PL_REC_FRAME; r.u.frame = (pl_rec_frame_t){.pc = (uint64_t)i, .module_id = 99, .symbol = ""}; break;
+        }
+        assert_int_equal(pl_writer_emit(w, &r), 0);
+    }
+    assert_int_equal(pl_writer_flush(w), 0);
+    pl_writer_close(w);
+    pl_writer_destroy(w);
+    pl_report_t *rep = pl_report_create(p);
+    pl_extract_t x;
+    pl_extract_init(&x);
+    assert_int_equal(pl_extract_path(rep, &x, p, NULL), 0);
+    assert_int_equal(pl_report_analyze(rep), 0);
+    assert_true(rep->cut_short); /* no end record */
+    FILE *f = fopen("/dev/null", "w");
+    assert_non_null(f);
+    assert_int_equal(pl_render_text(rep, f, NULL), 0);
+    assert_int_equal(pl_extract_render_text(rep, &x, f), 0);
+    assert_int_equal(pl_extract_render_json(rep, &x, f, 16), 0);
+    assert_int_equal(pl_render_html(rep, &x, f), 0);
+    fclose(f);
+    pl_extract_free(&x);
+    pl_report_destroy(rep);
+}
+
+static void test_extract_golden_json(void **state) {
+    (void)state;
+    char p[256];
+    tpath(p, sizeof p, "g.pltrace");
+    synth_cfg_t c = synth_default();
+    c.n_steps = 120;
+    c.clean_end = false;
+    assert_int_equal(synth_trace(p, &c), 0);
+    size_t len = 0;
+    unsigned char *b = synth_slurp(p, &len);
+    assert_non_null(b);
+    pl_report_t *r = pl_report_create("synthetic.pltrace");
+    pl_extract_t x;
+    pl_extract_init(&x);
+    assert_int_equal(pl_extract_mem(r, &x, b, len, "synthetic.pltrace", NULL), 0);
+    assert_int_equal(pl_report_analyze(r), 0);
+    char *out = NULL;
+    size_t olen = 0;
+    FILE *f = open_memstream(&out, &olen);
+    assert_int_equal(pl_extract_render_json(r, &x, f, 64), 0);
+    fclose(f);
+    char gp[512];
+    snprintf(gp, sizeof gp, "%s/extract_synth.json", g_golden_dir);
+    if (getenv("PL_REGEN_GOLDEN")) {
+        FILE *g = fopen(gp, "w");
+        assert_non_null(g);
+        fwrite(out, 1, olen, g);
+        fclose(g);
+    }
+    size_t glen = 0;
+    unsigned char *gold = synth_slurp(gp, &glen);
+    assert_non_null(gold);
+    if (glen != olen || memcmp(gold, out, olen)) {
+        fprintf(stderr, "JSON differs from %s; got:\n%s\n", gp, out);
+        fail();
+    }
+    assert_non_null(strstr(out, "\"run\": {"));
+    free(gold);
+    free(out);
+    free(b);
+    pl_extract_free(&x);
+    pl_report_destroy(r);
+}
+
+int main(int argc, char **argv) {
+    g_golden_dir = argc > 1 ? argv[1] : "tests/reports/golden";
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_extract_plateau_and_host_leak),
+        cmocka_unit_test(test_extract_no_leak),
+        cmocka_unit_test(test_extract_time_buckets),
+        cmocka_unit_test(test_extract_killed_no_end_record),
+        cmocka_unit_test(test_extract_truncated_partial),
+        cmocka_unit_test(test_extract_run_directory),
+        cmocka_unit_test(test_extract_bad_inputs),
+        cmocka_unit_test(test_extract_bounded_points),
+        cmocka_unit_test(test_extract_hostile_values),
+        cmocka_unit_test(test_extract_golden_json),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,32 @@
+/* Target: fork + exec. The parent allocates and steps; a forked child allocates, steps, then execs this
+ * program again with "exec" (the new image allocates and steps); the parent waits. Usage: forkexec. */
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "target.h"
+
+int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "exec")) {
+        void *p = malloc(3000);
+        step();
+        free(p);
+        return 0;
+    }
+    void *a = malloc(1000);
+    step();
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        void *b = malloc(2000);
+        step();
+        free(b);
+        execl("/proc/self/exe", argv[0], "exec", (char *)NULL);
+        _exit(126);
+    }
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    free(a);
+    step();
+    return 0;
+}

@@ -1,0 +1,36 @@
+/* Shared bits of the preload's target programs: the step/mark API looked up at run time (the programs also
+ * run without the tracer), and fail-fast checks. */
+#pragma once
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHECK(expr)                                                                   \
+    do {                                                                              \
+        if (!(expr)) {                                                                \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr); \
+            exit(3);                                                                  \
+        }                                                                             \
+    } while (0)
+
+static inline void step(void) {
+    static void (*fn)(void);
+    static int looked;
+    if (!looked) {
+        void *p = dlsym(RTLD_DEFAULT, "plateau_step");
+        memcpy(&fn, &p, sizeof p);
+        looked = 1;
+    }
+    if (fn) fn();
+}
+
+static inline void mark(const char *label) {
+    void (*fn)(const char *);
+    void *p = dlsym(RTLD_DEFAULT, "plateau_mark");
+    memcpy(&fn, &p, sizeof p);
+    if (fn) fn(label);
+}
+
+static inline int arg_int(int argc, char **argv, int i, int def) { return argc > i ? atoi(argv[i]) : def; }

@@ -1,0 +1,329 @@
+/* Writer + reader: round trip through a file, O_EXCL/0600, truncation at every byte offset, corrupted
+ * checksum, periodic flushing by the writer thread, record loss when the ring is full, and a full disk
+ * (file size limit) that stops recording with exactly one message. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "event.h"
+#include "records.h"
+#include "writer.h"
+
+static char dir[256];
+
+static int setup(void **state) {
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/pl-test-writer-XXXXXX");
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd);
+}
+
+static pl_trace_header_t header(void) {
+    return (pl_trace_header_t){.version = PL_TRACE_VERSION, .pid = (uint32_t)getpid(), .ppid = 1,
+                               .start_realtime_ns = 1, .start_mono_ns = 2};
+}
+
+static void path_of(char *out, size_t n, const char *name) { snprintf(out, n, "%s/%s", dir, name); }
+
+static uint8_t *slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc((size_t)n + 1);
+    assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *len = (size_t)n;
+    return b;
+}
+
+/* Write n records cycling over every type, with small chunks. */
+static void write_trace(const char *path, int n, size_t buffer_bytes) {
+    pl_writer_options_t opt;
+    pl_writer_options_default(&opt);
+    opt.buffer_bytes = buffer_bytes;
+    opt.n_buffers = 4;
+    pl_trace_header_t h = header();
+    pl_writer_t *w;
+    assert_int_equal(pl_writer_open(path, &h, &opt, &w), 0);
+    for (int i = 0; i < n; i++) {
+        pl_trace_record_t r;
+        rec_sample((pl_rec_type_t)(1 + i % PL_REC_TYPE_MAX), (unsigned)i, &r);
+        assert_int_equal(pl_writer_emit(w, &r), 0);
+        if (i % 4 == 3) assert_int_equal(pl_writer_flush(w), 0); /* never fill the ring: no LOST records */
+    }
+    pl_writer_destroy(w);
+}
+
+static void test_writer_round_trip(void **state) {
+    (void)state;
+    char path[300];
+    path_of(path, sizeof path, "rt.pltrace");
+    write_trace(path, 3000, 4096);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+
+    pl_trace_reader_t *r;
+    assert_int_equal(pl_trace_open(path, &r), 0);
+    assert_int_equal(pl_trace_header(r)->pid, (uint32_t)getpid());
+    int i = 0, rc;
+    pl_trace_record_t got;
+    while ((rc = pl_trace_next(r, &got)) == 1) {
+        pl_trace_record_t want;
+        rec_sample((pl_rec_type_t)(1 + i % PL_REC_TYPE_MAX), (unsigned)i, &want);
+        assert_true(rec_equal(&want, &got));
+        i++;
+    }
+    assert_int_equal(rc, 0);
+    assert_string_equal(pl_trace_error(r), "");
+    assert_int_equal(i, 3000);
+    pl_trace_close(r);
+
+    /* O_EXCL: an existing file is never overwritten. */
+    pl_trace_header_t h = header();
+    pl_writer_t *w;
+    assert_int_equal(pl_writer_open(path, &h, NULL, &w), -EEXIST);
+}
+
+/* Chunk boundaries of a well-formed trace file image. */
+static int chunk_ends(const uint8_t *b, size_t len, size_t *ends, int *recs_before, int max) {
+    size_t off = PL_TRACE_HEADER_BYTES;
+    int n = 0, recs = 0;
+    while (off + PL_CHUNK_HEADER_BYTES <= len && n < max) {
+        uint32_t plen, nrec;
+        memcpy(&plen, b + off + 4, 4);
+        memcpy(&nrec, b + off + 8, 4);
+        off += PL_CHUNK_HEADER_BYTES + plen;
+        recs += (int)nrec;
+        ends[n] = off;
+        recs_before[n] = recs;
+        n++;
+    }
+    assert_int_equal(off, len);
+    return n;
+}
+
+static void test_writer_truncation_every_offset(void **state) {
+    (void)state;
+    char path[300];
+    path_of(path, sizeof path, "trunc.pltrace");
+    write_trace(path, 60, 512); /* a few kB, ~8 chunks */
+    size_t len;
+    uint8_t *b = slurp(path, &len);
+    size_t ends[64];
+    int recs[64];
+    int n_chunks = chunk_ends(b, len, ends, recs, 64);
+    assert_true(n_chunks >= 4);
+    for (size_t cut = 0; cut <= len; cut++) {
+        pl_trace_reader_t *r;
+        int rc = pl_trace_open_mem(b, cut, "cut.pltrace", &r);
+        if (cut < PL_TRACE_HEADER_BYTES) {
+            assert_int_equal(rc, -EBADMSG);
+            assert_non_null(strstr(pl_trace_open_error(), "cut.pltrace"));
+            continue;
+        }
+        assert_int_equal(rc, 0);
+        int expect = 0;
+        bool boundary = cut == PL_TRACE_HEADER_BYTES;
+        for (int c = 0; c < n_chunks; c++) {
+            if (ends[c] <= cut) expect = recs[c];
+            if (ends[c] == cut) boundary = true;
+        }
+        pl_trace_record_t rec;
+        int got = 0;
+        while ((rc = pl_trace_next(r, &rec)) == 1) got++;
+        assert_int_equal(got, expect);
+        if (boundary) {
+            assert_int_equal(rc, 0);
+        } else {
+            assert_int_equal(rc, -EBADMSG);
+            assert_non_null(strstr(pl_trace_error(r), "cut.pltrace: offset "));
+            assert_non_null(strstr(pl_trace_error(r), "truncated"));
+            assert_int_equal(pl_trace_next(r, &rec), -EBADMSG); /* sticky */
+        }
+        pl_trace_close(r);
+    }
+    free(b);
+}
+
+static void test_writer_corrupted_checksum_stops_cleanly(void **state) {
+    (void)state;
+    char path[300];
+    path_of(path, sizeof path, "crc.pltrace");
+    write_trace(path, 60, 512);
+    size_t len;
+    uint8_t *b = slurp(path, &len);
+    size_t ends[64];
+    int recs[64];
+    int n_chunks = chunk_ends(b, len, ends, recs, 64);
+    assert_true(n_chunks >= 3);
+    b[ends[1] + PL_CHUNK_HEADER_BYTES + 5] ^= 0x40; /* a payload byte of the third chunk */
+    pl_trace_reader_t *r;
+    assert_int_equal(pl_trace_open_mem(b, len, "crc.pltrace", &r), 0);
+    pl_trace_record_t rec;
+    int got = 0, rc;
+    while ((rc = pl_trace_next(r, &rec)) == 1) got++;
+    assert_int_equal(rc, -EBADMSG);
+    assert_int_equal(got, recs[1]);
+    char want[64];
+    snprintf(want, sizeof want, "offset %zu: chunk checksum mismatch", ends[1]);
+    assert_non_null(strstr(pl_trace_error(r), want));
+    assert_int_equal(pl_trace_offset(r), ends[0]);
+    pl_trace_close(r);
+    /* A damaged header is refused at open. */
+    b[3] ^= 1;
+    assert_int_equal(pl_trace_open_mem(b, len, "crc.pltrace", &r), -EBADMSG);
+    free(b);
+}
+
+static void test_writer_thread_flushes_periodically(void **state) {
+    (void)state;
+    char path[300];
+    path_of(path, sizeof path, "thread.pltrace");
+    pl_writer_options_t opt;
+    pl_writer_options_default(&opt);
+    opt.flush_ms = 50;
+    pl_trace_header_t h = header();
+    pl_writer_t *w;
+    assert_int_equal(pl_writer_open(path, &h, &opt, &w), 0);
+    assert_int_equal(pl_writer_start(w), 0);
+    pl_trace_record_t rec;
+    rec_sample(PL_REC_STEP, 1, &rec);
+    assert_int_equal(pl_writer_emit(w, &rec), 0);
+    /* Without any explicit flush, the record reaches the file within a few intervals. */
+    int got = 0;
+    for (int tries = 0; tries < 40 && got == 0; tries++) {
+        nanosleep(&(struct timespec){0, 50000000}, NULL);
+        pl_trace_reader_t *r;
+        assert_int_equal(pl_trace_open(path, &r), 0);
+        pl_trace_record_t o;
+        while (pl_trace_next(r, &o) == 1) got += o.type == PL_REC_STEP;
+        pl_trace_close(r);
+    }
+    assert_int_equal(got, 1);
+    pl_writer_destroy(w);
+}
+
+static void test_writer_full_ring_counts_lost_records(void **state) {
+    (void)state;
+    char path[300];
+    path_of(path, sizeof path, "lost.pltrace");
+    pl_writer_options_t opt;
+    pl_writer_options_default(&opt);
+    opt.buffer_bytes = 4096;
+    opt.n_buffers = 2;
+    pl_trace_header_t h = header();
+    pl_writer_t *w;
+    assert_int_equal(pl_writer_open(path, &h, &opt, &w), 0);
+    pl_trace_record_t rec;
+    rec_sample(PL_REC_HOST_ALLOC, 1, &rec);
+    int ok = 0, dropped = 0;
+    for (int i = 0; i < 1000; i++) {
+        int rc = pl_writer_emit(w, &rec);
+        if (rc == 0) ok++;
+        else if (rc == -ENOBUFS) dropped++;
+        else fail();
+    }
+    assert_true(dropped > 0);
+    assert_int_equal(pl_writer_n_lost(w), (uint64_t)dropped);
+    assert_int_equal(pl_writer_flush(w), 0);
+    assert_int_equal(pl_writer_emit(w, &rec), 0); /* room again: the LOST record goes first */
+    pl_writer_destroy(w);
+    pl_trace_reader_t *r;
+    assert_int_equal(pl_trace_open(path, &r), 0);
+    pl_trace_record_t o;
+    uint64_t lost = 0;
+    int allocs = 0;
+    while (pl_trace_next(r, &o) == 1) {
+        if (o.type == PL_REC_LOST) lost += o.u.lost.n_records;
+        if (o.type == PL_REC_HOST_ALLOC) allocs++;
+    }
+    assert_int_equal(lost, (uint64_t)dropped);
+    assert_int_equal(allocs, ok + 1);
+    pl_trace_close(r);
+}
+
+static int n_logs;
+static void count_log(const char *msg) {
+    (void)msg;
+    n_logs++;
+}
+
+static void test_writer_full_disk_stops_once(void **state) {
+    (void)state;
+    char path[300];
+    path_of(path, sizeof path, "full.pltrace");
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        signal(SIGSEGV, SIG_DFL);
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit rl = {20000, 20000};
+        setrlimit(RLIMIT_FSIZE, &rl);
+        pl_writer_options_t opt;
+        pl_writer_options_default(&opt);
+        opt.buffer_bytes = 4096;
+        opt.log = count_log;
+        pl_trace_header_t h = header();
+        pl_writer_t *w;
+        if (pl_writer_open(path, &h, &opt, &w)) _exit(10);
+        pl_trace_record_t rec;
+        rec_sample(PL_REC_HOST_ALLOC, 1, &rec);
+        int flush_err = 0;
+        for (int i = 0; i < 5000; i++) {
+            if (pl_writer_emit(w, &rec) == -ENOBUFS && pl_writer_flush(w) < 0) flush_err++;
+        }
+        pl_writer_flush(w);
+        if (!pl_writer_stopped(w)) _exit(11);
+        if (pl_writer_emit(w, &rec) != -EPIPE) _exit(12);
+        if (n_logs != 1 || flush_err < 1) _exit(13);
+        pl_writer_destroy(w);
+        _exit(0);
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    /* What was written is readable up to the last whole chunk. */
+    pl_trace_reader_t *r;
+    assert_int_equal(pl_trace_open(path, &r), 0);
+    pl_trace_record_t o;
+    int n = 0, rc;
+    while ((rc = pl_trace_next(r, &o)) == 1) n++;
+    assert_true(n > 0);
+    assert_true(rc == 0 || rc == -EBADMSG);
+    assert_true(pl_trace_offset(r) <= 20000);
+    pl_trace_close(r);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_writer_round_trip),
+        cmocka_unit_test(test_writer_truncation_every_offset),
+        cmocka_unit_test(test_writer_corrupted_checksum_stops_cleanly),
+        cmocka_unit_test(test_writer_thread_flushes_periodically),
+        cmocka_unit_test(test_writer_full_ring_counts_lost_records),
+        cmocka_unit_test(test_writer_full_disk_stops_once),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

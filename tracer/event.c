@@ -1,0 +1,272 @@
+/* Record codecs. Every record is framed as u16 type, u16 total length (header included), i64 t_ns, then the
+ * type's fields in a fixed order, little endian, unaligned: u32/u64/i32/i64/f64 and strings (u16 length, the
+ * bytes, a NUL). The same walker encodes and decodes (codec_t.writing), so the layout is written once.
+ * Decoding trusts nothing: every read is bounds-checked, counts are capped, strings must end in NUL. */
+#include "event.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "crc.h"
+
+typedef struct {
+    uint8_t *p, *end;
+    bool writing;
+    bool bad; /* overflow (writing) or malformed (reading) */
+} codec_t;
+
+static void c_bytes(codec_t *c, void *v, size_t n) {
+    if (c->bad || (size_t)(c->end - c->p) < n) {
+        c->bad = true;
+        return;
+    }
+    if (c->writing) memcpy(c->p, v, n);
+    else memcpy(v, c->p, n);
+    c->p += n;
+}
+static void c_u64(codec_t *c, uint64_t *v) { c_bytes(c, v, 8); }
+static void c_i64(codec_t *c, int64_t *v) { c_bytes(c, v, 8); }
+static void c_u32(codec_t *c, uint32_t *v) { c_bytes(c, v, 4); }
+static void c_i32(codec_t *c, int32_t *v) { c_bytes(c, v, 4); }
+static void c_f64(codec_t *c, double *v) { c_bytes(c, v, 8); }
+
+static void c_str(codec_t *c, const char **s, size_t max) {
+    if (c->bad) return;
+    if (c->writing) {
+        const char *v = *s ? *s : "";
+        size_t n = strnlen(v, max);
+        uint16_t n16 = (uint16_t)n;
+        c_bytes(c, &n16, 2);
+        c_bytes(c, (void *)v, n);
+        uint8_t nul = 0;
+        c_bytes(c, &nul, 1);
+    } else {
+        uint16_t n16 = 0;
+        c_bytes(c, &n16, 2);
+        if (c->bad || (size_t)(c->end - c->p) < (size_t)n16 + 1 || c->p[n16] != 0) {
+            c->bad = true;
+            return;
+        }
+        *s = (const char *)c->p;
+        c->p += n16 + 1;
+    }
+}
+
+static void c_device(codec_t *c, pl_rec_device_t *d) {
+    c_u32(c, &d->source);
+    c_i32(c, &d->device);
+    c_u32(c, &d->pool);
+    c_u32(c, &d->allocator_id);
+    c_u64(c, &d->addr);
+    c_u64(c, &d->size);
+    c_u64(c, &d->requested);
+    c_u64(c, &d->stream);
+    c_u32(c, &d->stack_id);
+    c_u32(c, &d->tid);
+}
+
+/* Fields of each type. Returns false for an unknown type. */
+static bool c_fields(codec_t *c, pl_trace_record_t *r) {
+    switch (r->type) {
+    case PL_REC_PROCESS_START: {
+        pl_rec_process_t *p = &r->u.process;
+        c_u32(c, &p->pid);
+        c_u32(c, &p->ppid);
+        c_u32(c, &p->exec_seq);
+        c_i32(c, &p->rank);
+        c_i32(c, &p->local_rank);
+        c_u64(c, &p->sample_bytes);
+        c_u64(c, &p->interval_ns);
+        c_u64(c, &p->host_mem_bytes);
+        c_u64(c, &p->cgroup_max_bytes);
+        c_i64(c, &p->start_realtime_ns);
+        c_str(c, &p->exe, PL_STR_MAX_BYTES);
+        c_u32(c, &p->argc);
+        c_u32(c, &p->n_argv);
+        if (p->n_argv > PL_TRACE_MAX_ARGV) {
+            if (!c->writing) c->bad = true;
+            return true;
+        }
+        for (uint32_t i = 0; i < p->n_argv; i++) c_str(c, &p->argv[i], 1024);
+        return true;
+    }
+    case PL_REC_PROCESS_END: return true;
+    case PL_REC_STEP:
+        c_u64(c, &r->u.step.step);
+        c_u32(c, &r->u.step.source);
+        return true;
+    case PL_REC_MARK:
+        c_u64(c, &r->u.mark.step);
+        c_str(c, &r->u.mark.label, 63);
+        return true;
+    case PL_REC_RSS: {
+        pl_rec_rss_t *s = &r->u.rss;
+        c_u64(c, &s->step);
+        c_u64(c, &s->rss_anon);
+        c_u64(c, &s->rss_file);
+        c_u64(c, &s->rss_shmem);
+        c_u64(c, &s->pss);
+        c_u64(c, &s->cgroup_current);
+        c_u64(c, &s->device_used);
+        c_u64(c, &s->device_total);
+        return true;
+    }
+    case PL_REC_HEAP: {
+        pl_rec_heap_t *h = &r->u.heap;
+        c_u64(c, &h->step);
+        c_i64(c, &h->live_bytes);
+        c_i64(c, &h->live_count);
+        c_u64(c, &h->n_alloc);
+        c_u64(c, &h->n_free);
+        c_u64(c, &h->alloc_bytes);
+        c_i64(c, &h->mmap_live_bytes);
+        c_i64(c, &h->mmap_live_count);
+        return true;
+    }
+    case PL_REC_HOST_ALLOC:
+        c_u64(c, &r->u.host_alloc.addr);
+        c_u64(c, &r->u.host_alloc.size);
+        c_u32(c, &r->u.host_alloc.stack_id);
+        c_u32(c, &r->u.host_alloc.tid);
+        c_u32(c, &r->u.host_alloc.kind);
+        return true;
+    case PL_REC_HOST_FREE:
+        c_u64(c, &r->u.host_free.addr);
+        c_u32(c, &r->u.host_free.tid);
+        return true;
+    case PL_REC_DEVICE_ALLOC:
+    case PL_REC_DEVICE_FREE:
+    case PL_REC_DEVICE_MAP:
+    case PL_REC_DEVICE_UNMAP:
+    case PL_REC_DEVICE_OOM: c_device(c, &r->u.device); return true;
+    case PL_REC_ALLOC_STATS: {
+        pl_rec_alloc_stats_t *s = &r->u.alloc_stats;
+        c_u32(c, &s->allocator_id);
+        c_i32(c, &s->device);
+        c_u64(c, &s->step);
+        c_i64(c, &s->allocated_bytes);
+        c_i64(c, &s->allocated_bytes_peak);
+        c_i64(c, &s->reserved_bytes);
+        c_i64(c, &s->reserved_bytes_peak);
+        c_i64(c, &s->active_bytes);
+        c_i64(c, &s->inactive_split_bytes);
+        c_i64(c, &s->requested_bytes);
+        c_i64(c, &s->n_allocations);
+        c_i64(c, &s->n_segments);
+        c_i64(c, &s->num_alloc_retries);
+        c_i64(c, &s->num_ooms);
+        c_i64(c, &s->num_device_alloc);
+        c_i64(c, &s->num_device_free);
+        c_u64(c, &s->largest_free_bytes);
+        c_u64(c, &s->capacity_bytes);
+        c_f64(c, &s->fragmentation);
+        return true;
+    }
+    case PL_REC_STACK: {
+        pl_rec_stack_t *s = &r->u.stack;
+        c_u32(c, &s->stack_id);
+        c_u32(c, &s->n_frames);
+        if (s->n_frames > PL_TRACE_MAX_FRAMES) {
+            c->bad = true;
+            return true;
+        }
+        c_bytes(c, s->pcs, (size_t)s->n_frames * 8);
+        return true;
+    }
+    case PL_REC_FRAME:
+        c_u64(c, &r->u.frame.pc);
+        c_u32(c, &r->u.frame.module_id);
+        c_u64(c, &r->u.frame.module_offset);
+        c_str(c, &r->u.frame.symbol, PL_STR_MAX_BYTES);
+        c_u64(c, &r->u.frame.symbol_offset);
+        return true;
+    case PL_REC_MODULE:
+        c_u32(c, &r->u.module.module_id);
+        c_u64(c, &r->u.module.base);
+        c_str(c, &r->u.module.path, PL_STR_MAX_BYTES);
+        return true;
+    case PL_REC_THREAD_NAME:
+        c_u32(c, &r->u.thread_name.tid);
+        c_str(c, &r->u.thread_name.name, 63);
+        return true;
+    case PL_REC_LOST:
+        c_u64(c, &r->u.lost.n_records);
+        c_u64(c, &r->u.lost.n_bytes);
+        return true;
+    case PL_REC_EXEC: c_str(c, &r->u.exec.path, PL_STR_MAX_BYTES); return true;
+    }
+    return false;
+}
+
+size_t pl_event_encode(const pl_trace_record_t *rec, uint8_t *buf, size_t cap) {
+    if (cap > PL_REC_MAX_BYTES) cap = PL_REC_MAX_BYTES;
+    if (cap < PL_REC_HEADER_BYTES) return 0;
+    codec_t c = {.p = buf + PL_REC_HEADER_BYTES, .end = buf + cap, .writing = true};
+    /* The walker takes non-const pointers for symmetry; writing never modifies *rec. */
+    pl_trace_record_t *r = (pl_trace_record_t *)(uintptr_t)rec;
+    if (!c_fields(&c, r) || c.bad) return 0;
+    size_t len = (size_t)(c.p - buf);
+    uint16_t type16 = (uint16_t)rec->type, len16 = (uint16_t)len;
+    memcpy(buf, &type16, 2);
+    memcpy(buf + 2, &len16, 2);
+    memcpy(buf + 4, &rec->t_ns, 8);
+    return len;
+}
+
+int pl_event_decode(const uint8_t *buf, size_t len, pl_trace_record_t *rec, size_t *used) {
+    if (len < PL_REC_HEADER_BYTES) return -EBADMSG;
+    uint16_t type16, len16;
+    memcpy(&type16, buf, 2);
+    memcpy(&len16, buf + 2, 2);
+    if (len16 < PL_REC_HEADER_BYTES || len16 > len) return -EBADMSG;
+    pl_trace_record_t r;
+    memset(&r, 0, sizeof r);
+    r.type = (pl_rec_type_t)type16;
+    memcpy(&r.t_ns, buf + 4, 8);
+    codec_t c = {.p = (uint8_t *)(uintptr_t)buf + PL_REC_HEADER_BYTES,
+                 .end = (uint8_t *)(uintptr_t)buf + len16, .writing = false};
+    if (type16 == 0 || type16 > PL_REC_TYPE_MAX || !c_fields(&c, &r)) {
+        *used = len16;
+        return 1;
+    }
+    /* Trailing bytes inside a record are allowed: later versions may append fields. */
+    if (c.bad) return -EBADMSG;
+    *rec = r;
+    *used = len16;
+    return 0;
+}
+
+void pl_event_header_encode(const pl_trace_header_t *h, uint8_t out[PL_TRACE_HEADER_BYTES]) {
+    memset(out, 0, PL_TRACE_HEADER_BYTES);
+    memcpy(out, PL_TRACE_MAGIC, 8);
+    uint32_t v32[6] = {h->version, PL_TRACE_HEADER_BYTES, h->pid, h->ppid, h->exec_seq, 0};
+    memcpy(out + 8, v32, sizeof v32);
+    memcpy(out + 32, &h->start_realtime_ns, 8);
+    memcpy(out + 40, &h->start_mono_ns, 8);
+    uint32_t crc = pl_crc_update(0, out, 60);
+    memcpy(out + 60, &crc, 4);
+}
+
+int pl_event_header_decode(const uint8_t in[PL_TRACE_HEADER_BYTES], pl_trace_header_t *out) {
+    if (memcmp(in, PL_TRACE_MAGIC, 8) != 0) return -EBADMSG;
+    uint32_t crc;
+    memcpy(&crc, in + 60, 4);
+    if (crc != pl_crc_update(0, in, 60)) return -EBADMSG;
+    uint32_t v32[6];
+    memcpy(v32, in + 8, sizeof v32);
+    if (v32[1] != PL_TRACE_HEADER_BYTES) return -EBADMSG;
+    if (v32[0] == 0 || v32[0] > PL_TRACE_VERSION) return -EPROTONOSUPPORT;
+    pl_trace_header_t h = {.version = v32[0], .pid = v32[2], .ppid = v32[3], .exec_seq = v32[4]};
+    memcpy(&h.start_realtime_ns, in + 32, 8);
+    memcpy(&h.start_mono_ns, in + 40, 8);
+    *out = h;
+    return 0;
+}
+
+void pl_event_chunk_header(uint8_t out[PL_CHUNK_HEADER_BYTES], const uint8_t *payload, uint32_t len,
+                           uint32_t n_records, uint32_t seq) {
+    uint32_t v[6] = {PL_CHUNK_MAGIC, len, n_records, seq, 0, 0};
+    memcpy(out, v, sizeof v);
+    uint32_t crc = pl_crc_update(pl_crc_update(0, out, 16), payload, len);
+    memcpy(out + 16, &crc, 4);
+}

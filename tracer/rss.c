@@ -1,0 +1,99 @@
+/* RSS/PSS/cgroup sampler (see rss.h). Values in /proc are in kB (1024 bytes). memory.current is bytes. */
+#include "rss.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Read a small file into buf (NUL-terminated). Returns bytes read or -1. */
+static ssize_t read_small(const char *path, char *buf, size_t cap) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    size_t got = 0;
+    while (got + 1 < cap) {
+        ssize_t n = read(fd, buf + got, cap - 1 - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        got += (size_t)n;
+    }
+    close(fd);
+    buf[got] = 0;
+    return (ssize_t)got;
+}
+
+static uint64_t parse_u64(const char *p, const char **end) {
+    uint64_t v = 0;
+    bool any = false;
+    while (*p >= '0' && *p <= '9') {
+        v = v * 10 + (uint64_t)(*p++ - '0');
+        any = true;
+    }
+    if (end) *end = p;
+    return any ? v : PL_TRACE_NA;
+}
+
+uint64_t pl_rss_parse_kb(const char *text, const char *key) {
+    size_t klen = strlen(key);
+    for (const char *line = text; line && *line;) {
+        if (!strncmp(line, key, klen)) {
+            const char *p = line + klen;
+            while (*p == ' ' || *p == '\t') p++;
+            uint64_t v = parse_u64(p, NULL);
+            return v == PL_TRACE_NA ? v : v * 1024;
+        }
+        line = strchr(line, '\n');
+        if (line) line++;
+    }
+    return PL_TRACE_NA;
+}
+
+void pl_rss_init(pl_rss_ctx_t *ctx, const char *proc_self, const char *cgroup_root) {
+    memset(ctx, 0, sizeof *ctx);
+    snprintf(ctx->proc_self, sizeof ctx->proc_self, "%s", proc_self ? proc_self : "/proc/self");
+    if (!cgroup_root) cgroup_root = "/sys/fs/cgroup";
+    char path[256], buf[2048];
+    snprintf(path, sizeof path, "%s/cgroup", ctx->proc_self);
+    if (read_small(path, buf, sizeof buf) <= 0) return;
+    /* cgroup v2: a line "0::/some/path". */
+    for (char *line = buf; line && *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = 0;
+        if (!strncmp(line, "0::", 3)) {
+            const char *rel = line + 3;
+            if (!strcmp(rel, "/")) rel = "";
+            char dir[512], probe[600];
+            snprintf(dir, sizeof dir, "%s%s", cgroup_root, rel);
+            snprintf(probe, sizeof probe, "%s/memory.current", dir);
+            if (access(probe, R_OK) == 0) snprintf(ctx->cgroup_dir, sizeof ctx->cgroup_dir, "%s", dir);
+            return;
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+}
+
+static uint64_t read_cgroup_value(const pl_rss_ctx_t *ctx, const char *file) {
+    if (!ctx->cgroup_dir[0]) return PL_TRACE_NA;
+    char path[600], buf[64];
+    snprintf(path, sizeof path, "%s/%s", ctx->cgroup_dir, file);
+    if (read_small(path, buf, sizeof buf) <= 0) return PL_TRACE_NA;
+    return parse_u64(buf, NULL); /* "max" parses as NA */
+}
+
+void pl_rss_sample(const pl_rss_ctx_t *ctx, pl_rec_rss_t *out) {
+    char path[160], buf[8192];
+    pl_rec_rss_t s = {0, PL_TRACE_NA, PL_TRACE_NA, PL_TRACE_NA, PL_TRACE_NA, PL_TRACE_NA, PL_TRACE_NA, PL_TRACE_NA};
+    snprintf(path, sizeof path, "%s/status", ctx->proc_self);
+    if (read_small(path, buf, sizeof buf) > 0) {
+        s.rss_anon = pl_rss_parse_kb(buf, "RssAnon:");
+        s.rss_file = pl_rss_parse_kb(buf, "RssFile:");
+        s.rss_shmem = pl_rss_parse_kb(buf, "RssShmem:");
+    }
+    snprintf(path, sizeof path, "%s/smaps_rollup", ctx->proc_self);
+    if (!ctx->skip_pss && read_small(path, buf, sizeof buf) > 0) s.pss = pl_rss_parse_kb(buf, "Pss:");
+    s.cgroup_current = read_cgroup_value(ctx, "memory.current");
+    *out = s;
+}
+
+uint64_t pl_rss_cgroup_max(const pl_rss_ctx_t *ctx) { return read_cgroup_value(ctx, "memory.max"); }

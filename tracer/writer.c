@@ -1,0 +1,335 @@
+/* Trace writer (see writer.h). Invariants:
+ * - Buffers form a ring. `cur` is the one producers fill; the sealed buffers are exactly those from `head`
+ *   up to (not including) `cur`, in order; the writer writes them from `head`, so chunks hit the file in
+ *   seal order and get consecutive sequence numbers.
+ * - `mu` guards the ring and is held only for memcpy-sized work; `io_mu` serialises file writes (writer
+ *   thread vs explicit flush) and is never taken while holding `mu`... except in fork_prepare, which takes
+ *   io_mu first, then mu, the same order as the flush path.
+ * - After the first write error `stopped` is set and nothing more is written (the reader stops at the last
+ *   whole chunk). */
+#include "writer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "event.h"
+
+enum { BUF_EMPTY = 0, BUF_FILLING = 1, BUF_SEALED = 2, BUF_WRITING = 3 };
+
+typedef struct {
+    uint8_t *data;
+    size_t len;          /* bytes used; guarded by mu */
+    uint32_t n_records;  /* guarded by mu */
+    int state;           /* guarded by mu */
+} wbuf_t;
+
+#define MAX_BUFFERS 64
+
+struct pl_writer {
+    pthread_mutex_t mu;
+    pthread_mutex_t io_mu;
+    pthread_cond_t cond;          /* writer thread wake-up (with mu) */
+    wbuf_t bufs[MAX_BUFFERS];
+    unsigned n_bufs, cur, head;   /* guarded by mu */
+    uint64_t lost_records, lost_bytes, lost_reported; /* guarded by mu */
+    uint32_t seq;                 /* next chunk sequence; guarded by io_mu */
+    int fd;
+    pl_writer_options_t opt;
+    atomic_bool stopped, closed, quit;
+    bool thread_started;
+    pthread_t thread;
+    atomic_uint_fast64_t bytes_written;
+    void *region;                 /* mmap of the buffers */
+    size_t region_bytes;
+};
+
+void pl_writer_options_default(pl_writer_options_t *opt) {
+    memset(opt, 0, sizeof *opt);
+    opt->buffer_bytes = 256 * 1024;
+    opt->n_buffers = 8;
+    opt->flush_ms = 250;
+}
+
+static void *map_anon(size_t n) {
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static int write_all(int fd, const struct iovec *iov_in, int n_iov) {
+    struct iovec iov[4];
+    memcpy(iov, iov_in, sizeof(struct iovec) * (size_t)n_iov);
+    int i = 0;
+    while (i < n_iov) {
+        ssize_t n = writev(fd, iov + i, n_iov - i);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return -errno;
+        }
+        if (n == 0) return -EIO;
+        while (i < n_iov && (size_t)n >= iov[i].iov_len) n -= (ssize_t)iov[i++].iov_len;
+        if (i < n_iov) {
+            iov[i].iov_base = (uint8_t *)iov[i].iov_base + n;
+            iov[i].iov_len -= (size_t)n;
+        }
+    }
+    return 0;
+}
+
+static void report_stop(pl_writer_t *w, int err) {
+    bool was = atomic_exchange(&w->stopped, true);
+    if (was || !w->opt.log) return;
+    char msg[160];
+    snprintf(msg, sizeof msg, "plateau: trace write failed (%s): recording stopped, the program continues",
+             strerror(-err));
+    w->opt.log(msg);
+}
+
+int pl_writer_open(const char *path, const pl_trace_header_t *h, const pl_writer_options_t *opt_in,
+                   pl_writer_t **out) {
+    pl_writer_options_t opt;
+    if (opt_in) opt = *opt_in;
+    else pl_writer_options_default(&opt);
+    if (opt.buffer_bytes < 256) opt.buffer_bytes = 256;
+    if (opt.buffer_bytes > PL_TRACE_MAX_CHUNK_BYTES) opt.buffer_bytes = PL_TRACE_MAX_CHUNK_BYTES;
+    if (opt.n_buffers < 2) opt.n_buffers = 2;
+    if (opt.n_buffers > MAX_BUFFERS) opt.n_buffers = MAX_BUFFERS;
+    if (opt.flush_ms == 0) opt.flush_ms = 250;
+    if (opt.flush_ms > 1000) opt.flush_ms = 1000;
+
+    pl_writer_t *w = map_anon(sizeof *w);
+    if (!w) return -ENOMEM;
+    w->opt = opt;
+    w->region_bytes = opt.buffer_bytes * opt.n_buffers;
+    w->region = map_anon(w->region_bytes);
+    int rc;
+    if (!w->region) {
+        rc = -ENOMEM;
+        goto fail_struct;
+    }
+    w->n_bufs = opt.n_buffers;
+    for (unsigned i = 0; i < w->n_bufs; i++) w->bufs[i].data = (uint8_t *)w->region + i * opt.buffer_bytes;
+    w->bufs[0].state = BUF_FILLING;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_mutex_init(&w->io_mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w->cond, &ca);
+    pthread_condattr_destroy(&ca);
+
+    w->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (w->fd < 0) {
+        rc = -errno;
+        goto fail_region;
+    }
+    uint8_t hb[PL_TRACE_HEADER_BYTES];
+    pl_event_header_encode(h, hb);
+    struct iovec iov = {hb, sizeof hb};
+    rc = write_all(w->fd, &iov, 1);
+    if (rc < 0) {
+        close(w->fd);
+        unlink(path);
+        goto fail_region;
+    }
+    atomic_store(&w->bytes_written, sizeof hb);
+    *out = w;
+    return 0;
+fail_region:
+    munmap(w->region, w->region_bytes);
+fail_struct:
+    munmap(w, sizeof *w);
+    return rc;
+}
+
+/* Seal `cur` (if it holds records) and advance; mu held. Returns false if the next buffer is not free. */
+static bool seal_locked(pl_writer_t *w) {
+    wbuf_t *b = &w->bufs[w->cur];
+    unsigned next = (w->cur + 1) % w->n_bufs;
+    if (w->bufs[next].state != BUF_EMPTY) return false;
+    b->state = BUF_SEALED;
+    w->cur = next;
+    w->bufs[next].state = BUF_FILLING;
+    w->bufs[next].len = 0;
+    w->bufs[next].n_records = 0;
+    return true;
+}
+
+static bool append_locked(pl_writer_t *w, const pl_trace_record_t *rec) {
+    wbuf_t *b = &w->bufs[w->cur];
+    size_t n = pl_event_encode(rec, b->data + b->len, w->opt.buffer_bytes - b->len);
+    if (!n) return false;
+    b->len += n;
+    b->n_records++;
+    return true;
+}
+
+int pl_writer_emit(pl_writer_t *w, const pl_trace_record_t *rec) {
+    if (atomic_load_explicit(&w->stopped, memory_order_relaxed) ||
+        atomic_load_explicit(&w->closed, memory_order_relaxed))
+        return -EPIPE;
+    pthread_mutex_lock(&w->mu);
+    if (atomic_load_explicit(&w->closed, memory_order_relaxed)) {
+        pthread_mutex_unlock(&w->mu);
+        return -EPIPE;
+    }
+    bool ok = append_locked(w, rec);
+    if (!ok && w->bufs[w->cur].len > 0 && seal_locked(w)) {
+        pthread_cond_signal(&w->cond);
+        ok = append_locked(w, rec);
+    }
+    if (ok && w->lost_records > w->lost_reported) {
+        pl_trace_record_t lost = {.type = PL_REC_LOST, .t_ns = rec->t_ns};
+        lost.u.lost.n_records = w->lost_records - w->lost_reported;
+        lost.u.lost.n_bytes = w->lost_bytes;
+        if (append_locked(w, &lost)) w->lost_reported = w->lost_records;
+    }
+    if (!ok) {
+        w->lost_records++;
+        w->lost_bytes += 64;
+    }
+    pthread_mutex_unlock(&w->mu);
+    return ok ? 0 : -ENOBUFS;
+}
+
+/* Write every sealed buffer; with seal_current, seal `cur` first if it holds records. io_mu held. */
+static int flush_io_locked(pl_writer_t *w, bool seal_current) {
+    int rc = 0;
+    pthread_mutex_lock(&w->mu);
+    if (seal_current && w->bufs[w->cur].len > 0) seal_locked(w);
+    for (;;) {
+        wbuf_t *b = &w->bufs[w->head];
+        if (b->state != BUF_SEALED) break;
+        b->state = BUF_WRITING;
+        pthread_mutex_unlock(&w->mu);
+        if (!atomic_load(&w->stopped) && w->fd >= 0) {
+            uint8_t ch[PL_CHUNK_HEADER_BYTES];
+            pl_event_chunk_header(ch, b->data, (uint32_t)b->len, b->n_records, w->seq);
+            struct iovec iov[2] = {{ch, sizeof ch}, {b->data, b->len}};
+            int wrc = write_all(w->fd, iov, 2);
+            if (wrc < 0) {
+                report_stop(w, wrc);
+                rc = wrc;
+            } else {
+                w->seq++;
+                atomic_fetch_add(&w->bytes_written, sizeof ch + b->len);
+            }
+        }
+        pthread_mutex_lock(&w->mu);
+        b->state = BUF_EMPTY;
+        b->len = 0;
+        b->n_records = 0;
+        w->head = (w->head + 1) % w->n_bufs;
+        /* A producer may have found the ring full and left `cur` sealed-less: nothing else to fix. */
+    }
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+int pl_writer_flush(pl_writer_t *w) {
+    pthread_mutex_lock(&w->io_mu);
+    int rc = flush_io_locked(w, true);
+    /* The ring may have been full when sealing: one more pass seals what remains in cur. */
+    if (rc == 0) rc = flush_io_locked(w, true);
+    pthread_mutex_unlock(&w->io_mu);
+    return rc;
+}
+
+static void *writer_main(void *arg) {
+    pl_writer_t *w = arg;
+    if (w->opt.thread_start) w->opt.thread_start();
+    pthread_mutex_lock(&w->mu);
+    while (!atomic_load(&w->quit)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += (long)w->opt.flush_ms * 1000000L;
+        ts.tv_sec += ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&w->cond, &w->mu, &ts);
+        if (atomic_load(&w->quit)) break;
+        pthread_mutex_unlock(&w->mu);
+        if (w->opt.tick) w->opt.tick(w->opt.tick_ctx);
+        pthread_mutex_lock(&w->io_mu);
+        flush_io_locked(w, true);
+        pthread_mutex_unlock(&w->io_mu);
+        pthread_mutex_lock(&w->mu);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+int pl_writer_start(pl_writer_t *w) {
+    if (w->thread_started) return 0;
+    int rc = pthread_create(&w->thread, NULL, writer_main, w);
+    if (rc) return -rc;
+    w->thread_started = true;
+    return 0;
+}
+
+bool pl_writer_stopped(const pl_writer_t *w) { return atomic_load(&((pl_writer_t *)w)->stopped); }
+
+void pl_writer_close(pl_writer_t *w) {
+    if (!w || atomic_load(&w->closed)) return;
+    if (w->thread_started) {
+        pthread_mutex_lock(&w->mu);
+        atomic_store(&w->quit, true);
+        pthread_cond_signal(&w->cond);
+        pthread_mutex_unlock(&w->mu);
+        pthread_join(w->thread, NULL);
+        w->thread_started = false;
+    }
+    if (w->opt.tick) w->opt.tick(w->opt.tick_ctx);
+    pthread_mutex_lock(&w->io_mu);
+    flush_io_locked(w, true);
+    flush_io_locked(w, true);
+    pthread_mutex_lock(&w->mu);
+    atomic_store(&w->closed, true);
+    pthread_mutex_unlock(&w->mu);
+    if (w->fd >= 0) close(w->fd);
+    w->fd = -1;
+    pthread_mutex_unlock(&w->io_mu);
+}
+
+void pl_writer_destroy(pl_writer_t *w) {
+    if (!w) return;
+    pl_writer_close(w);
+    pthread_mutex_destroy(&w->mu);
+    pthread_mutex_destroy(&w->io_mu);
+    pthread_cond_destroy(&w->cond);
+    munmap(w->region, w->region_bytes);
+    munmap(w, sizeof *w);
+}
+
+void pl_writer_fork_prepare(pl_writer_t *w) {
+    pthread_mutex_lock(&w->io_mu);
+    pthread_mutex_lock(&w->mu);
+}
+
+void pl_writer_fork_parent(pl_writer_t *w) {
+    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_unlock(&w->io_mu);
+}
+
+void pl_writer_fork_child(pl_writer_t *w) {
+    /* Single-threaded here: the writer thread does not exist in the child. */
+    if (w->fd >= 0) close(w->fd);
+    munmap(w->region, w->region_bytes);
+    munmap(w, sizeof *w);
+}
+
+uint64_t pl_writer_n_lost(const pl_writer_t *w) {
+    pl_writer_t *m = (pl_writer_t *)w;
+    pthread_mutex_lock(&m->mu);
+    uint64_t n = m->lost_records;
+    pthread_mutex_unlock(&m->mu);
+    return n;
+}
+
+uint64_t pl_writer_bytes_written(const pl_writer_t *w) { return atomic_load(&((pl_writer_t *)w)->bytes_written); }
