@@ -242,13 +242,17 @@ static void insert_events(pl_alloc_t *a, pl_block_t *b) {
 
 /* ---- device memory ---- */
 
-static pl_block_t *alloc_plain(pl_alloc_t *a, pl_binset_t *bs, size_t size) {
+/* NULL on failure with *rc = -ENOMEM (out of memory: the OOM path applies) or the backend's other error. */
+static pl_block_t *alloc_plain(pl_alloc_t *a, pl_binset_t *bs, size_t size, int *rc) {
+    *rc = -ENOMEM;
     size_t seg_size = pl_rounding_segment_size(size);
     if (seg_size < size || seg_size > a->capacity_bytes - a->reserved_bytes) return NULL;
     pl_segment_t *seg = calloc(1, sizeof *seg);
     pl_block_t *b = pl_slab_get(a);
     uintptr_t addr;
-    if (!seg || !b || a->be->ops->mem_alloc(a->be, seg_size, &addr)) {
+    if (seg && b) *rc = a->be->ops->mem_alloc(a->be, seg_size, &addr);
+    if (*rc) {
+        if (*rc > 0) *rc = -EIO; /* a backend broke the contract: not an OOM */
         free(seg);
         if (b) pl_slab_put(a, b);
         return NULL;
@@ -271,11 +275,11 @@ static pl_block_t *alloc_plain(pl_alloc_t *a, pl_binset_t *bs, size_t size) {
     return b;
 }
 
-static pl_block_t *alloc_device(pl_alloc_t *a, pl_binset_t *bs, size_t size, bool retry) {
+static pl_block_t *alloc_device(pl_alloc_t *a, pl_binset_t *bs, size_t size, bool retry, int *rc) {
     if (retry) a->stats.num_alloc_retries++;
-    if (!a->cfg.expandable_segments) return alloc_plain(a, bs, size);
-    pl_segment_t *seg = pl_expandable_get(a, bs);
-    return seg ? pl_expandable_grow(a, seg, size) : NULL;
+    if (!a->cfg.expandable_segments) return alloc_plain(a, bs, size, rc);
+    pl_segment_t *seg = pl_expandable_get(a, bs, rc);
+    return seg ? pl_expandable_grow(a, seg, size, rc) : NULL;
 }
 
 static void release_plain(pl_alloc_t *a, pl_segment_t *seg) {
@@ -308,9 +312,10 @@ static size_t release_cached(pl_alloc_t *a, bool synchronize) {
             release_plain(a, s);
         } else if (s->expandable) {
             pl_block_t *b = s->first;
+            bool synced = false; /* one stream sync per segment, before its first unmap */
             while (b) {
                 if (b->state == PL_BLOCK_FREE)
-                    released += pl_expandable_release_block(a, b, &b);
+                    released += pl_expandable_release_block(a, b, &b, &synced);
                 else
                     b = b->next;
             }
@@ -391,7 +396,7 @@ static void garbage_collect(pl_alloc_t *a) {
             if (b->seg->expandable) {
                 /* b's neighbours are not FREE (no two FREE blocks touch), so no other candidate changes */
                 pl_segment_t *seg = b->seg;
-                reclaimed += pl_expandable_release_block(a, b, NULL);
+                reclaimed += pl_expandable_release_block(a, b, NULL, NULL);
                 if (seg->mapped_bytes == 0) pl_expandable_destroy(a, seg);
             } else {
                 reclaimed += b->seg->size_bytes;
@@ -444,6 +449,24 @@ static void oom(pl_alloc_t *a, size_t requested, size_t rounded, pl_stream_t str
               a->be->device, s_req, a->be->device, s_cap, s_free, s_alloc, s_unalloc, hint);
     a->stats.num_ooms++;
     pl_alloc_emit(a, PL_ALLOC_EV_OOM, 0, dev_free, requested, stream, pool);
+}
+
+/* A device error that is not out of memory (a lost device, a driver failure): no cache release, no retry, not
+ * counted as an OOM. The message names the failed driver call when the backend knows it. */
+static void device_error(pl_alloc_t *a, size_t requested, int rc) {
+    char s_req[32], why[64];
+    format_size(s_req, sizeof s_req, requested);
+    switch (-rc) {
+    case EIO: snprintf(why, sizeof why, "device error (EIO)"); break;
+    case ENODEV: snprintf(why, sizeof why, "device unavailable (ENODEV)"); break;
+    case EINVAL: snprintf(why, sizeof why, "invalid request (EINVAL)"); break;
+    case EDEADLK: snprintf(why, sizeof why, "stream can never complete (EDEADLK)"); break;
+    default: snprintf(why, sizeof why, "error %d", -rc); break;
+    }
+    const char *call = pl_backend_cuda_last_error(a->be);
+    set_error("plateau: device error on device %d while allocating %s: the %s backend failed with %s, which is not "
+              "out of memory%s%s",
+              a->be->device, s_req, a->be->ops->name, why, *call ? ": " : "", call);
 }
 
 /* ---- public API ---- */
@@ -545,15 +568,17 @@ PL_API void *pl_alloc_malloc(pl_alloc_t *a, size_t size, pl_stream_t stream) {
     int pool = pl_rounding_pool(rounded);
     pl_binset_t *bs = get_bins(a, pool, stream);
     pl_block_t *b = NULL;
+    int rc = -ENOMEM;
     if (!bs) goto fail;
     b = get_free_block(a, bs, rounded);
     if (!b) {
         if (a->cfg.garbage_collection_threshold > 0.0) garbage_collect(a);
-        b = alloc_device(a, bs, rounded, false);
-        if (!b && release_available(a, pool, rounded)) b = alloc_device(a, bs, rounded, false);
-        if (!b) {
+        /* only out of memory goes through cache release and retry; any other device error fails at once */
+        b = alloc_device(a, bs, rounded, false, &rc);
+        if (!b && rc == -ENOMEM && release_available(a, pool, rounded)) b = alloc_device(a, bs, rounded, false, &rc);
+        if (!b && rc == -ENOMEM) {
             release_cached(a, true);
-            b = alloc_device(a, bs, rounded, true);
+            b = alloc_device(a, bs, rounded, true, &rc);
         }
         if (!b) goto fail;
     }
@@ -574,7 +599,9 @@ PL_API void *pl_alloc_malloc(pl_alloc_t *a, size_t size, pl_stream_t stream) {
     pthread_mutex_unlock(&a->mu);
     return (void *)b->addr;
 fail:
-    if (bs)
+    if (bs && rc != -ENOMEM)
+        device_error(a, size, rc);
+    else if (bs)
         oom(a, size, rounded, stream, pool);
     else
         set_error("plateau: out of host memory for allocator metadata");

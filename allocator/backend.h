@@ -7,8 +7,9 @@
  * so expandable segments really run) and backend_cuda.c (the driver API, delivered by its own issue).
  *
  * Contract: every op returns 0 or a negative errno (-ENOMEM when the device is out of memory, -EINVAL for
- * misuse, -EBUSY from event_query while work is pending, -EDEADLK from event_synchronize when the event can
- * never complete on its own, e.g. a held sim stream). Ops are called with the owning allocator's lock held,
+ * misuse, -EBUSY from event_query while work is pending, -EDEADLK from event_synchronize / stream_synchronize
+ * when the work can never complete on its own, e.g. a held sim stream; anything else, e.g. -EIO for a lost
+ * device, is a device error that the allocator reports as such and never treats as out of memory). Ops are called with the owning allocator's lock held,
  * but a backend may be shared by several allocators, so a backend must be thread-safe itself.
  * Sizes passed to reserve/create/map/unmap/set_access are multiples of granularity(); addresses of map/unmap
  * lie inside one reservation. The allocator creates one physical handle per granularity page.
@@ -36,7 +37,8 @@ typedef struct pl_backend_ops {
     /* cuMemCreate / cuMemRelease: physical memory, counted against capacity. */
     int (*phys_create)(pl_backend_t *b, size_t size_bytes, pl_phys_t *out);
     int (*phys_release)(pl_backend_t *b, pl_phys_t h);
-    /* cuMemMap / cuMemUnmap / cuMemSetAccess (read-write for this device). */
+    /* cuMemMap / cuMemUnmap / cuMemSetAccess (read-write for this device). unmap does not wait for queued work:
+     * the allocator calls stream_synchronize on the owning stream once before each batch of unmaps. */
     int (*map)(pl_backend_t *b, uintptr_t addr, size_t size_bytes, pl_phys_t h);
     int (*unmap)(pl_backend_t *b, uintptr_t addr, size_t size_bytes);
     int (*set_access)(pl_backend_t *b, uintptr_t addr, size_t size_bytes);
@@ -47,6 +49,8 @@ typedef struct pl_backend_ops {
     int (*event_query)(pl_backend_t *b, pl_event_t ev);
     int (*event_synchronize)(pl_backend_t *b, pl_event_t ev);
     void (*event_destroy)(pl_backend_t *b, pl_event_t ev);
+    /* cuStreamSynchronize: wait until the work queued on `stream` so far has completed. */
+    int (*stream_synchronize)(pl_backend_t *b, pl_stream_t stream);
     void (*destroy)(pl_backend_t *b);
 } pl_backend_ops_t;
 

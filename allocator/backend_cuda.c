@@ -4,7 +4,7 @@
  * device memory), cuMemMap, cuMemSetAccess (read-write for this device), cuMemUnmap, cuMemRelease,
  * cuMemAddressFree, with the page size from cuMemGetAllocationGranularity (minimum). Capacity: cuMemGetInfo_v2.
  * Stream ordering: cuEventCreate (timing disabled) + cuEventRecord, cuEventQuery, cuEventSynchronize,
- * cuEventDestroy.
+ * cuEventDestroy; cuStreamSynchronize before the allocator unmaps pages of a stream's expandable segment.
  *
  * Loading: the driver is never linked. libcuda.so.1 (or $PLATEAU_LIBCUDA) is dlopen'ed at run time with
  * RTLD_NODELETE (a driver is never unloaded: it owns threads), cuGetProcAddress_v2 is taken with dlsym and every
@@ -51,7 +51,6 @@ typedef struct cu_fns {
     PFN_cuDevicePrimaryCtxRelease_v11000 primary_ctx_release;
     PFN_cuCtxGetCurrent_v4000 ctx_get_current;
     PFN_cuCtxSetCurrent_v4000 ctx_set_current;
-    PFN_cuCtxSynchronize_v2000 ctx_synchronize; /* optional: the test double does not implement it */
     PFN_cuMemGetInfo_v3020 mem_get_info;
     PFN_cuMemAlloc_v3020 mem_alloc;
     PFN_cuMemFree_v3020 mem_free;
@@ -68,6 +67,7 @@ typedef struct cu_fns {
     PFN_cuEventQuery_v2000 event_query;
     PFN_cuEventSynchronize_v2000 event_synchronize; /* optional: polled with cuEventQuery when absent */
     PFN_cuEventDestroy_v4000 event_destroy;
+    PFN_cuStreamSynchronize_v2000 stream_synchronize;
 } cu_fns_t;
 
 typedef struct cu_entry {
@@ -89,7 +89,6 @@ static const cu_entry_t cu_entries[] = {
     CU_ENTRY(primary_ctx_release, "cuDevicePrimaryCtxRelease", 11000, true),
     CU_ENTRY(ctx_get_current, "cuCtxGetCurrent", 4000, true),
     CU_ENTRY(ctx_set_current, "cuCtxSetCurrent", 4000, true),
-    CU_ENTRY(ctx_synchronize, "cuCtxSynchronize", 2000, false),
     CU_ENTRY(mem_get_info, "cuMemGetInfo", 3020, true),
     CU_ENTRY(mem_alloc, "cuMemAlloc", 3020, true),
     CU_ENTRY(mem_free, "cuMemFree", 3020, true),
@@ -106,6 +105,7 @@ static const cu_entry_t cu_entries[] = {
     CU_ENTRY(event_query, "cuEventQuery", 2000, true),
     CU_ENTRY(event_synchronize, "cuEventSynchronize", 2000, false),
     CU_ENTRY(event_destroy, "cuEventDestroy", 4000, true),
+    CU_ENTRY(stream_synchronize, "cuStreamSynchronize", 2000, true),
 };
 
 typedef struct cuda_backend {
@@ -259,10 +259,8 @@ static int cuda_map(pl_backend_t *b, uintptr_t addr, size_t size, pl_phys_t h) {
 
 static int cuda_unmap(pl_backend_t *b, uintptr_t addr, size_t size) {
     cuda_backend_t *c = cuda_of(b);
-    /* cuMemUnmap does not wait for queued work that may still use the pages, and this op is not told which
-     * stream owns them: wait for the whole context (a superset of the owning stream). See docs/cuda-backend.md. */
-    if (c->fn.ctx_synchronize)
-        CU_CALL(c, c->fn.ctx_synchronize(), "cuCtxSynchronize (before cuMemUnmap of 0x%jx)", (uintmax_t)addr);
+    /* cuMemUnmap does not wait for queued work that may still use the pages: the allocator calls
+     * stream_synchronize on the owning stream before each batch of unmaps (expandable.c). */
     CU_CALL(c, c->fn.mem_unmap((CUdeviceptr)addr, size), "cuMemUnmap(0x%jx, %zu bytes)", (uintmax_t)addr, size);
     return 0;
 }
@@ -333,6 +331,12 @@ static int cuda_event_synchronize(pl_backend_t *b, pl_event_t ev) {
     }
 }
 
+static int cuda_stream_synchronize(pl_backend_t *b, pl_stream_t stream) {
+    cuda_backend_t *c = cuda_of(b);
+    CU_CALL(c, c->fn.stream_synchronize((CUstream)stream), "cuStreamSynchronize(stream 0x%jx)", (uintmax_t)stream);
+    return 0;
+}
+
 static void cuda_event_destroy(pl_backend_t *b, pl_event_t ev) {
     cuda_backend_t *c = cuda_of(b);
     CUcontext prev;
@@ -367,6 +371,7 @@ static const pl_backend_ops_t cuda_ops = {
     .event_query = cuda_event_query,
     .event_synchronize = cuda_event_synchronize,
     .event_destroy = cuda_event_destroy,
+    .stream_synchronize = cuda_stream_synchronize,
     .destroy = cuda_destroy,
 };
 

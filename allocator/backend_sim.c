@@ -6,7 +6,8 @@
  * a GPU after cuMemUnmap + cuMemRelease). With touch = false nothing is ever made accessible (address space
  * only, for fast replays of traces that never write).
  * Invariants: used_bytes = sum of live plain segments + live physical handles <= capacity_bytes.
- * Streams: events recorded on a held stream stay pending until the stream is released (record_stream tests).
+ * Streams: events recorded on a held stream stay pending until the stream is released (record_stream tests);
+ * stream_synchronize of a held stream returns -EDEADLK (it would never return).
  * Fault injection: the Nth mem_alloc / phys_create (fail_alloc_at) or the Nth map (fail_map_at) fails.
  * Thread-safe: one mutex guards the counters, handles and stream table.
  */
@@ -235,6 +236,17 @@ static int sim_event_synchronize(pl_backend_t *b, pl_event_t ev) {
     return sim_event_query(b, ev) ? -EDEADLK : 0;
 }
 
+static int sim_stream_synchronize(pl_backend_t *b, pl_stream_t stream) {
+    /* A held stream has work that only completes when a test releases it: waiting would block forever. */
+    sim_backend_t *s = sim_of(b);
+    bool held = false;
+    pthread_mutex_lock(&s->mu);
+    for (uint32_t i = 0; i < s->n_streams; i++)
+        if (s->streams[i].stream == stream) held = s->streams[i].held;
+    pthread_mutex_unlock(&s->mu);
+    return held ? -EDEADLK : 0;
+}
+
 static void sim_event_destroy(pl_backend_t *b, pl_event_t ev) {
     (void)b;
     free((sim_event_t *)ev);
@@ -264,6 +276,7 @@ static const pl_backend_ops_t sim_ops = {
     .event_query = sim_event_query,
     .event_synchronize = sim_event_synchronize,
     .event_destroy = sim_event_destroy,
+    .stream_synchronize = sim_stream_synchronize,
     .destroy = sim_destroy,
 };
 

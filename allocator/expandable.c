@@ -6,16 +6,21 @@
  * that follows a FREE block (or at its end before a FREE block), so freed tails are reused before new memory
  * is mapped, and holes left by earlier releases are refilled before the range grows. Unmapped ranges are
  * always page aligned; pages[i] holds the physical handle of page i (0 = unmapped).
+ * cuMemUnmap does not wait for queued work, so every batch of unmaps of pages that were handed out is preceded
+ * by one stream_synchronize of the segment's stream; when that fails (a held sim stream, a lost device) the
+ * pages stay mapped and cached. Errors of the backend are passed up as its negative errno (-ENOMEM = OOM).
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdlib.h>
 
 #include "internal.h"
 
 static size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
 
-pl_segment_t *pl_expandable_get(pl_alloc_t *a, pl_binset_t *bs) {
+pl_segment_t *pl_expandable_get(pl_alloc_t *a, pl_binset_t *bs, int *rc) {
+    *rc = -ENOMEM;
     if (bs->expandable) return bs->expandable;
     size_t g = a->gran_bytes;
     /* twice the capacity: holes left by releases in the middle never starve growth at the end before the
@@ -27,7 +32,12 @@ pl_segment_t *pl_expandable_get(pl_alloc_t *a, pl_binset_t *bs) {
     if (!seg || !b) goto fail;
     seg->n_pages = va / g;
     seg->pages = calloc(seg->n_pages, sizeof *seg->pages);
-    if (!seg->pages || a->be->ops->addr_reserve(a->be, va, &seg->addr)) goto fail;
+    if (!seg->pages) goto fail;
+    int r = a->be->ops->addr_reserve(a->be, va, &seg->addr);
+    if (r) {
+        *rc = r;
+        goto fail;
+    }
     seg->size_bytes = va;
     seg->stream = bs->stream;
     seg->pool = bs->pool;
@@ -60,30 +70,34 @@ static void unmap_pages(pl_alloc_t *a, pl_segment_t *seg, size_t first, size_t n
     }
 }
 
+/* Returns 0 or the backend's negative errno; on failure the pages mapped here are unmapped again (they were
+ * never handed out, so no stream sync is needed). */
 static int map_pages(pl_alloc_t *a, pl_segment_t *seg, uintptr_t start, size_t bytes) {
     size_t g = a->gran_bytes, first = (start - seg->addr) / g, n = bytes / g;
     const pl_backend_ops_t *ops = a->be->ops;
     for (size_t i = first; i < first + n; i++) {
         pl_phys_t h;
         uintptr_t at = seg->addr + i * g;
-        if (ops->phys_create(a->be, g, &h)) goto undo;
-        if (ops->map(a->be, at, g, h)) {
+        int rc = ops->phys_create(a->be, g, &h);
+        if (rc) goto undo;
+        if ((rc = ops->map(a->be, at, g, h))) {
             ops->phys_release(a->be, h);
             goto undo;
         }
         seg->pages[i] = h;
         a->stats.num_device_map++;
-        if (ops->set_access(a->be, at, g)) goto undo;
+        if ((rc = ops->set_access(a->be, at, g))) goto undo;
         continue;
     undo:
         unmap_pages(a, seg, first, i + 1 - first);
-        return -1;
+        return rc < 0 ? rc : -EIO;
     }
     return 0;
 }
 
-pl_block_t *pl_expandable_grow(pl_alloc_t *a, pl_segment_t *seg, size_t size) {
+pl_block_t *pl_expandable_grow(pl_alloc_t *a, pl_segment_t *seg, size_t size, int *rc) {
     size_t g = a->gran_bytes;
+    *rc = -ENOMEM;
     pl_block_t *best = NULL;
     size_t best_m = 0;
     bool best_from_end = false;
@@ -115,7 +129,7 @@ pl_block_t *pl_expandable_grow(pl_alloc_t *a, pl_segment_t *seg, size_t size) {
         if (!mb) return NULL;
     }
     uintptr_t start = best_from_end ? u->addr + u->size_bytes - best_m : u->addr;
-    if (map_pages(a, seg, start, best_m)) {
+    if ((*rc = map_pages(a, seg, start, best_m))) {
         if (mb != u) pl_slab_put(a, mb);
         return NULL;
     }
@@ -141,6 +155,7 @@ pl_block_t *pl_expandable_grow(pl_alloc_t *a, pl_segment_t *seg, size_t size) {
             u->prev = mb;
         }
     }
+    *rc = 0;
     mb->state = 0;
     seg->mapped_bytes += best_m;
     a->reserved_bytes += best_m;
@@ -181,7 +196,11 @@ static pl_block_t *link_after(pl_block_t *b, pl_block_t *n) {
     return n;
 }
 
-size_t pl_expandable_release_block(pl_alloc_t *a, pl_block_t *b, pl_block_t **after) {
+int pl_expandable_sync(pl_alloc_t *a, pl_segment_t *seg) {
+    return a->be->ops->stream_synchronize(a->be, seg->stream);
+}
+
+size_t pl_expandable_release_block(pl_alloc_t *a, pl_block_t *b, pl_block_t **after, bool *synced) {
     size_t g = a->gran_bytes;
     pl_segment_t *seg = b->seg;
     uintptr_t start = b->addr, end = b->addr + b->size_bytes;
@@ -193,6 +212,11 @@ size_t pl_expandable_release_block(pl_alloc_t *a, pl_block_t *b, pl_block_t **af
     pl_block_t *head = NULL, *tail = NULL;
     if (lo > start && !(head = pl_slab_get(a))) goto nomem;
     if (hi < end && !(tail = pl_slab_get(a))) goto nomem;
+    if (!synced || !*synced) {
+        /* the pages were handed out: work queued on the segment's stream may still use them */
+        if (pl_expandable_sync(a, seg)) goto nomem;
+        if (synced) *synced = true;
+    }
     pl_alloc_bins_remove(a, b);
     unmap_pages(a, seg, (lo - seg->addr) / g, (hi - lo) / g);
     seg->mapped_bytes -= hi - lo;
@@ -245,12 +269,15 @@ size_t pl_expandable_release_block(pl_alloc_t *a, pl_block_t *b, pl_block_t **af
     return hi - lo;
 nomem:
     if (head) pl_slab_put(a, head);
+    if (tail) pl_slab_put(a, tail);
     if (after) *after = b->next;
     return 0;
 }
 
 void pl_expandable_destroy(pl_alloc_t *a, pl_segment_t *seg) {
     size_t mapped = seg->mapped_bytes;
+    /* the allocator is going away (or nothing is mapped): wait once, then unmap regardless */
+    if (mapped) pl_expandable_sync(a, seg);
     unmap_pages(a, seg, 0, seg->n_pages);
     if (mapped) {
         a->reserved_bytes -= mapped;

@@ -166,10 +166,15 @@ static inline void pl_stats_update(pl_stat_t s[PL_POOL_N], int pool, int64_t del
 void pl_stats_derive(pl_alloc_t *a, pl_alloc_stats_t *out);
 
 /* expandable.c */
-pl_segment_t *pl_expandable_get(pl_alloc_t *a, pl_binset_t *bs);
-pl_block_t *pl_expandable_grow(pl_alloc_t *a, pl_segment_t *seg, size_t size);
-/* Unmaps the whole pages inside FREE block b; *after (optional) gets the first block past b's old range. */
-size_t pl_expandable_release_block(pl_alloc_t *a, pl_block_t *b, pl_block_t **after);
+/* get / grow: NULL on failure with *rc = the backend's negative errno (-ENOMEM: out of memory). */
+pl_segment_t *pl_expandable_get(pl_alloc_t *a, pl_binset_t *bs, int *rc);
+pl_block_t *pl_expandable_grow(pl_alloc_t *a, pl_segment_t *seg, size_t size, int *rc);
+/* stream_synchronize of the segment's stream (before unmapping pages that were handed out). */
+int pl_expandable_sync(pl_alloc_t *a, pl_segment_t *seg);
+/* Unmaps the whole pages inside FREE block b; *after (optional) gets the first block past b's old range.
+ * Synchronizes the segment's stream first unless *synced (then sets it; synced NULL = always); when that
+ * fails nothing is released (returns 0). */
+size_t pl_expandable_release_block(pl_alloc_t *a, pl_block_t *b, pl_block_t **after, bool *synced);
 size_t pl_expandable_releasable(const pl_alloc_t *a, const pl_block_t *b);
 void pl_expandable_destroy(pl_alloc_t *a, pl_segment_t *seg);
 

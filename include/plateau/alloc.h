@@ -123,7 +123,9 @@ PL_API void pl_alloc_destroy(pl_alloc_t *a);
 
 /* Allocate `size` bytes for use on `stream`. size 0 returns a unique non-NULL pointer of a 512 B block.
  * Returns NULL on OOM after releasing cache and retrying once; pl_alloc_last_error() then holds the message
- * (requested, capacity, free, allocated, reserved-but-unallocated, and the setting to try). */
+ * (requested, capacity, free, allocated, reserved-but-unallocated, and the setting to try). A backend error that
+ * is not out-of-memory (e.g. a lost device) returns NULL at once, without retry and without counting an OOM;
+ * the message then names the failed driver call. */
 PL_API void *pl_alloc_malloc(pl_alloc_t *a, size_t size, pl_stream_t stream);
 
 /* Free a pointer returned by pl_alloc_malloc. NULL is a no-op. An unknown pointer is a PL_REQUIRE failure. */

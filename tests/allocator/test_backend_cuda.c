@@ -80,11 +80,23 @@ static pl_backend_t *cuda_open(void) {
 }
 
 static void fx_cuda_open(fixture_t *f, const char *conf) {
+    memset(f, 0, sizeof *f);
     f->be = cuda_open();
+    f->cuda = true; /* fx_stream makes real streams of the double; fx_close checks the double is clean */
     pl_alloc_config_t c;
     char err[512];
     if (pl_alloc_config_parse(conf, &c, err, sizeof err)) fail_msg("config '%s': %s", conf, err);
     assert_int_equal(pl_alloc_create(f->be, &c, &f->a, err, sizeof err), 0);
+}
+
+typedef struct events {
+    int n_oom, n_alloc;
+} events_t;
+
+static void count_hook(void *ctx, const pl_alloc_event_t *e) {
+    events_t *ev = ctx;
+    if (e->kind == PL_ALLOC_EV_OOM) ev->n_oom++;
+    if (e->kind == PL_ALLOC_EV_ALLOC) ev->n_alloc++;
 }
 
 /* Number of log records of `call` with result CUDA_SUCCESS (or any result when any != 0). */
@@ -176,7 +188,7 @@ static void test_backend_cuda_expandable_grow_shrink(void **state) {
     char *a = pl_alloc_malloc(f.a, 3 * MiB, 0);  /* large pool, stream 0: 2 pages */
     char *b = pl_alloc_malloc(f.a, 9 * MiB, 0);  /* same range grows */
     char *s = pl_alloc_malloc(f.a, 4096, 0);     /* small pool, stream 0: its own range */
-    char *t = pl_alloc_malloc(f.a, 3 * MiB, 5);  /* large pool, stream 5: its own range */
+    char *t = pl_alloc_malloc(f.a, 3 * MiB, fx_stream(&f, 5)); /* large pool, stream 5: its own range */
     assert_non_null(a);
     assert_non_null(b);
     assert_non_null(s);
@@ -207,12 +219,16 @@ static void test_backend_cuda_expandable_grow_shrink(void **state) {
             assert_int_equal(recs[i].size_bytes, 2 * MiB);
         }
     /* shrink: free b (the tail), release cache: its pages go back */
+    assert_int_equal(c.n_stream_sync, 0);
     pl_alloc_free(f.a, b);
     pl_alloc_empty_cache(f.a);
     c = dbl_counters();
     st = fx_stats(&f);
     assert_int_equal(c.n_unmap, (uint64_t)st.num_device_unmap);
     assert_true(c.n_unmap >= 4);
+    /* cuMemUnmap does not synchronise: the segment's stream was synchronised once, before the batch */
+    assert_int_equal(c.n_stream_sync, 1);
+    assert_int_equal(c.n_unmap_synced, c.n_unmap);
     assert_int_equal(c.n_release, c.n_unmap);
     assert_int_equal(c.n_live_mappings, c.n_map - c.n_unmap);
     assert_int_equal(c.used_bytes, (uint64_t)st.reserved_bytes[PL_POOL_ALL].current);
@@ -230,6 +246,8 @@ static void test_backend_cuda_expandable_grow_shrink(void **state) {
     assert_int_equal(c.n_live_mappings, 0);
     assert_int_equal(c.n_live_handles, 0);
     assert_int_equal(c.used_bytes, 0);
+    assert_int_equal(c.n_unmap_synced, c.n_unmap);
+    assert_int_equal(c.n_stream_sync, 1 + 3); /* one per segment (stream 0 large, small; stream 5 large) */
     /* a range with no page mapped is given back by empty_cache */
     assert_int_equal(c.n_live_reservations, 0);
     assert_int_equal(c.n_address_free, 3);
@@ -314,6 +332,70 @@ static void test_backend_cuda_fault_injection(void **state) {
     assert_int_equal(c.n_live_mappings, 1);
     assert_int_equal(c.n_live_handles, 1);
     assert_non_null(strstr(pl_backend_cuda_last_error(f.be), "cuMemSetAccess"));
+    pl_alloc_free(f.a, p);
+    fx_close(&f);
+    dbl_assert_clean();
+}
+
+/* A driver failure that is not out of memory (here CUDA_ERROR_UNKNOWN / CUDA_ERROR_ILLEGAL_ADDRESS, as from a lost
+ * device) fails the malloc at once: no cache release, no retry, not an OOM, and the message names the call. */
+static void test_backend_cuda_device_error_is_not_oom(void **state) {
+    (void)state;
+    dbl_reset("capacity:128MiB,fail_alloc_at:2,fail_code:999");
+    fixture_t f;
+    fx_cuda_open(&f, "");
+    events_t ev;
+    memset(&ev, 0, sizeof ev);
+    pl_alloc_set_hook(f.a, count_hook, &ev);
+    void *a = pl_alloc_malloc(f.a, 30 * MiB, 0);
+    assert_non_null(a);
+    pl_alloc_free(f.a, a);
+    void *big = pl_alloc_malloc(f.a, 40 * MiB, 0); /* 30 MiB cached, no fit: the 2nd cuMemAlloc_v2 fails */
+    assert_null(big);
+    pl_alloc_stats_t s = fx_stats(&f);
+    assert_int_equal(s.num_ooms, 0);
+    assert_int_equal(s.num_alloc_retries, 0);
+    assert_int_equal(s.num_device_free, 0); /* the cache was not released for it */
+    assert_int_equal(ev.n_oom, 0);
+    const char *msg = pl_alloc_last_error();
+    assert_non_null(strstr(msg, "device error on device 0"));
+    assert_non_null(strstr(msg, "not out of memory"));
+    assert_non_null(strstr(msg, "cuMemAlloc_v2(41943040 bytes)"));
+    assert_non_null(strstr(msg, "CUDA_ERROR_UNKNOWN"));
+    assert_null(strstr(msg, "out of memory on device"));
+    pl_cuda_double_counters_t c = dbl_counters();
+    assert_int_equal(c.n_injected, 1);
+    assert_int_equal(n_logged(PL_CUDA_DOUBLE_MEM_ALLOC, true) - n_logged(PL_CUDA_DOUBLE_MEM_ALLOC, false), 1);
+    big = pl_alloc_malloc(f.a, 40 * MiB, 0); /* injection fires once: the device works again */
+    assert_non_null(big);
+    pl_alloc_free(f.a, big);
+    fx_close(&f);
+    dbl_assert_clean();
+
+    /* the same through an expandable segment's cuMemMap, and the OOM injection still takes the OOM path */
+    dbl_reset("capacity:128MiB,fail_map_at:2,fail_code:700");
+    fx_cuda_open(&f, "expandable_segments:True");
+    char *p = pl_alloc_malloc(f.a, 6 * MiB, 0);
+    assert_null(p);
+    assert_int_equal(fx_stats(&f).num_ooms, 0);
+    assert_int_equal(fx_stats(&f).num_alloc_retries, 0);
+    assert_non_null(strstr(pl_alloc_last_error(), "cuMemMap("));
+    assert_non_null(strstr(pl_alloc_last_error(), "CUDA_ERROR_ILLEGAL_ADDRESS"));
+    c = dbl_counters();
+    assert_int_equal(c.n_live_mappings, 0); /* the page mapped before the failure was given back */
+    assert_int_equal(c.n_live_handles, 0);
+    p = pl_alloc_malloc(f.a, 6 * MiB, 0);
+    assert_non_null(p);
+    memset(p, 3, 6 * MiB);
+    pl_alloc_free(f.a, p);
+    fx_close(&f);
+    dbl_assert_clean();
+
+    dbl_reset("capacity:128MiB,fail_map_at:2"); /* default fail_code: CUDA_ERROR_OUT_OF_MEMORY */
+    fx_cuda_open(&f, "expandable_segments:True");
+    p = pl_alloc_malloc(f.a, 6 * MiB, 0);
+    assert_non_null(p); /* OOM path: release cache, retry */
+    assert_int_equal(fx_stats(&f).num_alloc_retries, 1);
     pl_alloc_free(f.a, p);
     fx_close(&f);
     dbl_assert_clean();
@@ -404,6 +486,7 @@ static void test_backend_cuda_events_and_record_stream(void **state) {
     assert_int_equal(be->ops->event_synchronize(be, ev), 0);
     be->ops->event_destroy(be, ev);
     assert_int_equal(stream_destroy(s2), CUDA_SUCCESS);
+    f.cuda = false; /* broke the contract on purpose and still holds the context: checked by hand below */
     fx_close(&f);
     assert_int_equal(set_current(NULL), CUDA_SUCCESS);
     assert_int_equal(release(0), CUDA_SUCCESS);
@@ -493,6 +576,7 @@ int main(void) {
         cmocka_unit_test(test_backend_cuda_expandable_grow_shrink),
         cmocka_unit_test(test_backend_cuda_oom_retries_then_fails),
         cmocka_unit_test(test_backend_cuda_fault_injection),
+        cmocka_unit_test(test_backend_cuda_device_error_is_not_oom),
         cmocka_unit_test(test_backend_cuda_misuse_is_reported),
         cmocka_unit_test(test_backend_cuda_events_and_record_stream),
         cmocka_unit_test(test_backend_cuda_other_thread_context),

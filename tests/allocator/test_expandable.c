@@ -61,6 +61,44 @@ static void test_expandable_maps_on_demand(void **state) {
     fx_close(&f);
 }
 
+/* cuMemUnmap does not wait for queued work: pages of a stream's segment are unmapped only after that stream
+ * synchronised. A held sim stream cannot (stream_synchronize says -EDEADLK), so its free pages stay mapped and
+ * cached while other streams' pages go; once released, they go too. */
+static void test_expandable_unmap_waits_for_stream(void **state) {
+    (void)state;
+    if (fx_want_cuda()) {
+        /* the driver double runs work synchronously: a stream is never busy there. On cuda, fx_close checks that
+         * every cuMemUnmap followed a cuStreamSynchronize, and test_backend_cuda counts the syncs per batch. */
+        skip();
+    }
+    fixture_t f;
+    fx_open(&f, 256 * MiB, true, "expandable_segments:True");
+    pl_stream_t s1 = fx_stream(&f, 1);
+    char *a = pl_alloc_malloc(f.a, 4 * MiB, s1);
+    char *b = pl_alloc_malloc(f.a, 4 * MiB, 0);
+    assert_non_null(a);
+    assert_non_null(b);
+    memset(a, 1, 4 * MiB);
+    assert_true(fx_hold_stream(&f, 1, true)); /* a kernel on stream 1 may still read a's pages */
+    pl_alloc_free(f.a, a);
+    pl_alloc_free(f.a, b);
+    pl_alloc_empty_cache(f.a);
+    pl_alloc_stats_t st = fx_stats(&f);
+    assert_int_equal(st.reserved_bytes[PL_POOL_ALL].current, 4 * MiB); /* stream 0's pages went, stream 1's not */
+    assert_int_equal(st.num_device_unmap, 2);
+    assert_int_equal(st.releasable_bytes, 4 * MiB);
+    fx_check(&f);
+    char *c = pl_alloc_malloc(f.a, 4 * MiB, s1); /* the cached pages are still usable on their own stream */
+    assert_ptr_equal(c, a);
+    pl_alloc_free(f.a, c);
+    assert_true(fx_hold_stream(&f, 1, false));
+    pl_alloc_empty_cache(f.a);
+    st = fx_stats(&f);
+    assert_int_equal(st.reserved_bytes[PL_POOL_ALL].current, 0);
+    assert_int_equal(st.num_device_unmap, 4);
+    fx_close(&f);
+}
+
 /* 6 x 9 MiB, every other one freed, then 16 MiB on a 60 MiB device: plain segments are fragmented (33 MiB
  * reserved but unusable) and fail; expandable segments unmap the free pages and map them where needed. */
 static void fragmentation_case(const char *conf, bool expect_ok) {
@@ -232,6 +270,7 @@ static void test_expandable_option_pairs_bounded(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_expandable_maps_on_demand),
+        cmocka_unit_test(test_expandable_unmap_waits_for_stream),
         cmocka_unit_test(test_expandable_fixes_fragmentation_oom),
         cmocka_unit_test(test_expandable_map_fault_injection),
         cmocka_unit_test(test_expandable_refills_holes),

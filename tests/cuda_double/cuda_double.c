@@ -86,6 +86,7 @@ typedef struct mapping {
   struct mapping *next;  /* in its reservation's list */
   uint64_t base, size_bytes;
   phys_t *phys;
+  uint64_t sync_epoch;   /* g.sync_epoch when mapped: a later stream sync makes its unmap a synchronised one */
 } mapping_t;
 
 typedef struct resv {
@@ -108,6 +109,7 @@ typedef struct config {
   uint64_t capacity_bytes, granularity_bytes, ctx_bytes;
   int n_devices;
   uint64_t fail_alloc_at, fail_map_at, fail_create_at, fail_reserve_at, fail_access_at;  /* 1-based, 0 = never */
+  uint64_t fail_code;    /* CUresult that injected failures return (default CUDA_ERROR_OUT_OF_MEMORY) */
   int verbose;
   int leak_exitcode;
   uint64_t log_max;
@@ -132,6 +134,7 @@ static struct {
   int log_fd;
   uint64_t next_handle;
   uint64_t n_try_alloc, n_try_map, n_try_create, n_try_reserve, n_try_access;
+  uint64_t sync_epoch;      /* successful cuStreamSynchronize calls since the reset */
   char violation[MSG_BYTES];
 } g = { .log_fd = -1 };
 
@@ -293,7 +296,7 @@ static pl_cuda_double_rec_t rec(uint32_t call) {
 /* Configuration                                                                                                    */
 
 static const char k_keys[] = "capacity, granularity, devices, ctx_bytes, fail_alloc_at, fail_map_at, fail_create_at, "
-                             "fail_reserve_at, fail_access_at, verbose, log, log_max, leak_exitcode";
+                             "fail_reserve_at, fail_access_at, fail_code, verbose, log, log_max, leak_exitcode";
 
 static void config_defaults(config_t *c) {
   memset(c, 0, sizeof *c);
@@ -302,6 +305,7 @@ static void config_defaults(config_t *c) {
   c->n_devices = 1;
   c->verbose = 1;
   c->log_max = 1ULL << 22;
+  c->fail_code = CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 /* Parses "123", "64KiB", "2MiB", "1GiB", "1G", "1T" (binary units). */
@@ -364,6 +368,10 @@ static bool config_parse(const char *s, config_t *c, char *err, size_t err_bytes
     else if (KEY("fail_create_at")) c->fail_create_at = n;
     else if (KEY("fail_reserve_at")) c->fail_reserve_at = n;
     else if (KEY("fail_access_at")) c->fail_access_at = n;
+    else if (KEY("fail_code")) {
+      if (n == 0 || n > 999) { snprintf(err, err_bytes, "fail_code must be a CUresult, 1..999"); return false; }
+      c->fail_code = n;
+    }
     else if (KEY("verbose")) c->verbose = n != 0;
     else if (KEY("log_max")) c->log_max = n;
     else if (KEY("leak_exitcode")) c->leak_exitcode = n <= 255 ? (int)n : 255;
@@ -814,6 +822,10 @@ static CUresult stream_sync(CUstream hStream, const char *fn) {
   CUresult rc = enter();
   if (rc) return rc;
   if (stream_device(hStream, fn) < 0) rc = stream_code(hStream);
+  if (rc == CUDA_SUCCESS) {
+    g.sync_epoch++;
+    g.c.n_stream_sync++;
+  }
   unlock();
   return rc;
 }
@@ -894,7 +906,7 @@ static CUresult alloc_plain(CUdeviceptr *dptr, size_t bytesize, pl_cuda_double_r
   const char *fn = call_name(r->call, r->ptsz);
   if (!dptr) return violate(CUDA_ERROR_INVALID_VALUE, "%s: dptr is NULL", fn);
   if (bytesize == 0) return violate(CUDA_ERROR_INVALID_VALUE, "%s: size 0", fn);
-  if (inject(&g.n_try_alloc, g.cfg.fail_alloc_at)) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (inject(&g.n_try_alloc, g.cfg.fail_alloc_at)) return (CUresult)g.cfg.fail_code;
   uint64_t map_bytes = round_up(bytesize, HOST_PAGE_BYTES);
   if (map_bytes < bytesize || !fits(r->device, map_bytes)) { g.c.n_ooms++; return CUDA_ERROR_OUT_OF_MEMORY; }
   alloc_t *a = calloc(1, sizeof *a);
@@ -1070,7 +1082,7 @@ static CUresult reserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdevic
   if (addr % HOST_PAGE_BYTES)
     return violate(CUDA_ERROR_INVALID_VALUE, "cuMemAddressReserve: hint 0x%" PRIx64 " is not page aligned",
                    (uint64_t)addr);
-  if (inject(&g.n_try_reserve, g.cfg.fail_reserve_at)) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (inject(&g.n_try_reserve, g.cfg.fail_reserve_at)) return (CUresult)g.cfg.fail_code;
   uint64_t align = alignment > gran ? alignment : gran;
   if (size > SIZE_MAX - align) return CUDA_ERROR_OUT_OF_MEMORY;
   resv_t *rv = calloc(1, sizeof *rv);
@@ -1162,7 +1174,7 @@ static CUresult create(CUmemGenericAllocationHandle *handle, size_t size, const 
   if (size == 0 || size % gran)
     return violate(CUDA_ERROR_INVALID_VALUE, "cuMemCreate: size %zu is not a positive multiple of the granularity %"
                    PRIu64, size, gran);
-  if (inject(&g.n_try_create, g.cfg.fail_create_at)) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (inject(&g.n_try_create, g.cfg.fail_create_at)) return (CUresult)g.cfg.fail_code;
   if (!fits(r->device, size)) { g.c.n_ooms++; return CUDA_ERROR_OUT_OF_MEMORY; }
   phys_t *p = calloc(1, sizeof *p);
   uint32_t n_pages = (uint32_t)(size / gran);
@@ -1253,7 +1265,7 @@ static CUresult map(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAll
     if (rv->page[i])
       return violate(CUDA_ERROR_INVALID_VALUE, "cuMemMap: page 0x%" PRIx64 " is already mapped (handle 0x%" PRIx64 ")",
                      rv->base + i * gran, rv->page[i]->phys->n.key);
-  if (inject(&g.n_try_map, g.cfg.fail_map_at)) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (inject(&g.n_try_map, g.cfg.fail_map_at)) return (CUresult)g.cfg.fail_code;
   mapping_t *m = calloc(1, sizeof *m);
   if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
   int fd = g.dev[p->device].memfd;
@@ -1272,6 +1284,7 @@ static CUresult map(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAll
   m->base = ptr;
   m->size_bytes = size;
   m->phys = p;
+  m->sync_epoch = g.sync_epoch;
   m->next = rv->maps;
   rv->maps = m;
   for (size_t i = first; i < first + n; i++) rv->page[i] = m;
@@ -1324,12 +1337,15 @@ static CUresult unmap(CUdeviceptr ptr, size_t size, pl_cuda_double_rec_t *r) {
   if (!rv) return CUDA_ERROR_INVALID_VALUE;
   const uint64_t gran = g.cfg.granularity_bytes;
   r->device = rv->page[(ptr - rv->base) / gran]->phys->device;
+  bool synced = true;
   for (uint64_t a = ptr; a < ptr + size;) {
     mapping_t *m = rv->page[(a - rv->base) / gran];
     a = m->base + m->size_bytes;
+    if (m->sync_epoch >= g.sync_epoch) synced = false;
     mapping_remove(rv, m);
   }
   g.c.n_unmap++;
+  if (synced) g.c.n_unmap_synced++;
   return CUDA_SUCCESS;
 }
 
@@ -1365,7 +1381,7 @@ static CUresult set_access(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *
   r->arg = (uint64_t)desc[0].flags;
   r->device = desc[0].location.id;
   if (!mapped_check(ptr, size, false, "cuMemSetAccess")) return CUDA_ERROR_INVALID_VALUE;
-  if (inject(&g.n_try_access, g.cfg.fail_access_at)) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (inject(&g.n_try_access, g.cfg.fail_access_at)) return (CUresult)g.cfg.fail_code;
   if (mprotect((void *)(uintptr_t)ptr, size, prot) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
   g.c.n_set_access++;
   return CUDA_SUCCESS;
@@ -1515,6 +1531,7 @@ int pl_cuda_double_reset(const char *config) {
   g.log_fd = -1;
   memset(&g.c, 0, sizeof g.c);
   g.n_try_alloc = g.n_try_map = g.n_try_create = g.n_try_reserve = g.n_try_access = 0;
+  g.sync_epoch = 0;
   g.violation[0] = 0;
   g.initialized = false;
   g.inherited = false;

@@ -70,6 +70,10 @@ typedef struct pl_cuda_double_counters {
   uint64_t n_injected;           /* failures injected by fail_*_at */
   uint64_t n_leaks;              /* objects reported as leaked at context destroy */
   uint64_t leaked_bytes;         /* their bytes */
+  uint64_t n_stream_sync;        /* successful cuStreamSynchronize[_ptsz] calls */
+  uint64_t n_unmap_synced;       /* cuMemUnmap calls where a successful cuStreamSynchronize happened after every
+                                    unmapped mapping was made (work is synchronous here: this is what can be
+                                    checked of "synchronise before unmap") */
 } pl_cuda_double_counters_t;
 
 /* Frees everything the double holds (silently, no leak report), clears counters and the log, and reconfigures it

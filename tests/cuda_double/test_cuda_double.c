@@ -794,6 +794,48 @@ static void test_cuda_double_fault_injection(void **state) {
   finish();
 }
 
+/* fail_code: injected failures return another CUresult (a non-OOM driver error); stream syncs are counted and an
+ * unmap counts as synchronised only when a successful cuStreamSynchronize came after the mapping was made. */
+static void test_cuda_double_fail_code_and_sync_before_unmap(void **state) {
+  (void)state;
+  assert_int_equal(D.reset("fail_code:0"), -EINVAL);
+  assert_int_equal(D.reset("fail_code:1000"), -EINVAL);
+  start("capacity:64MiB,fail_alloc_at:1,fail_map_at:1,fail_code:999");
+  CUdeviceptr a = 0, base = 0;
+  assert_int_equal(D.memAlloc(&a, 4096), CUDA_ERROR_UNKNOWN);
+  assert_int_equal(D.memAlloc(&a, 4096), CUDA_SUCCESS);
+  CUmemAllocationProp prop = prop_dev(0);
+  CUmemGenericAllocationHandle h[2] = { 0 };
+  assert_int_equal(D.memAddressReserve(&base, 4 * GRAN, 0, 0, 0), CUDA_SUCCESS);
+  for (int i = 0; i < 2; i++) assert_int_equal(D.memCreate(&h[i], GRAN, &prop, 0), CUDA_SUCCESS);
+  assert_int_equal(D.memMap(base, GRAN, 0, h[0], 0), CUDA_ERROR_UNKNOWN);
+  assert_int_equal(D.memMap(base, GRAN, 0, h[0], 0), CUDA_SUCCESS);
+  pl_cuda_double_counters_t c = counters();
+  assert_int_equal(c.n_injected, 2);
+  assert_int_equal(c.n_ooms, 0);
+  assert_int_equal(c.n_stream_sync, 0);
+  CUstream s = NULL;
+  assert_int_equal(D.streamCreate(&s, 0), CUDA_SUCCESS);
+  assert_int_equal(D.streamSynchronize(s), CUDA_SUCCESS);        /* after h[0]'s map */
+  assert_int_equal(D.memMap(base + GRAN, GRAN, 0, h[1], 0), CUDA_SUCCESS);
+  assert_int_equal(D.memUnmap(base, GRAN), CUDA_SUCCESS);         /* synchronised */
+  assert_int_equal(D.memUnmap(base + GRAN, GRAN), CUDA_SUCCESS);  /* mapped after the sync: not */
+  c = counters();
+  assert_int_equal(c.n_stream_sync, 1);
+  assert_int_equal(c.n_unmap, 2);
+  assert_int_equal(c.n_unmap_synced, 1);
+  assert_int_equal(D.streamSynchronize((CUstream)(uintptr_t)0x1234), CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(counters().n_stream_sync, 1);                  /* failed syncs do not count */
+  for (int i = 0; i < 2; i++) assert_int_equal(D.memRelease(h[i]), CUDA_SUCCESS);
+  assert_int_equal(D.memAddressFree(base, 4 * GRAN), CUDA_SUCCESS);
+  assert_int_equal(D.streamDestroy(s), CUDA_SUCCESS);
+  assert_int_equal(D.memFree(a), CUDA_SUCCESS);
+  assert_int_equal(counters().n_violations, 1);                   /* the bad stream above */
+  assert_int_equal(D.primaryCtxRelease(0), CUDA_SUCCESS);
+  assert_int_equal(D.live(1), 0);
+  assert_int_equal(counters().n_leaks, 0);
+}
+
 /* A deliberate leak: context destroy reports and reclaims it. */
 static void leak_and_destroy(void *arg) {
   CUdeviceptr *base = arg;
@@ -1102,6 +1144,7 @@ int main(void) {
     cmocka_unit_test(test_cuda_double_vmm_contract),
     cmocka_unit_test(test_cuda_double_access_faults),
     cmocka_unit_test(test_cuda_double_fault_injection),
+    cmocka_unit_test(test_cuda_double_fail_code_and_sync_before_unmap),
     cmocka_unit_test(test_cuda_double_leak_at_context_destroy),
     cmocka_unit_test(test_cuda_double_leak_at_exit),
     cmocka_unit_test(test_cuda_double_fork_child),
