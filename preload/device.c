@@ -98,7 +98,9 @@ PL_EXPORT void plateau_alloc_observer(pl_alloc_t *a, bool created) {
     } else {
         for (uint32_t i = 0; i < dev.n_ids; i++)
             if (dev.live[i] == a) {
-                if (atomic_load(&pl_g.active)) emit_stats_locked(i, atomic_load(&pl_g.step));
+                /* step 0 = "between markers": the final snapshot belongs to the partial step after the last
+                 * marker, not to the last completed step (whose per-step minimum it would otherwise drag to 0) */
+                if (atomic_load(&pl_g.active)) emit_stats_locked(i, 0);
                 dev.live[i] = NULL;
             }
     }

@@ -670,12 +670,15 @@ static void find_sites(state_t *s, pl_report_process_t *row, bool by_step) {
     }
 }
 
-static int agg_to_series(pl_report_process_t *row, pl_metric_t m, const agg_t *a, bool by_step) {
+/* last_key: the last step to report (INT64_MAX = all). */
+static int agg_to_series(pl_report_process_t *row, pl_metric_t m, const agg_t *a, bool by_step, int64_t last_key) {
     if (!a->n) return 0;
     pl_sample_t *smp = malloc(a->n * 2 * sizeof *smp);
     if (!smp) return -ENOMEM;
-    for (size_t i = 0; i < a->n; i++) {
+    size_t n = 0;
+    for (size_t i = 0; i < a->n; i++, n++) {
         const bin_t *b = &a->b[i];
+        if (by_step && b->key > last_key) break; /* bins are in key order */
         int64_t step = by_step ? b->key : -1;
         int64_t t = by_step ? b->t_ns : (b->key > INT64_MAX / BUCKET_NS ? INT64_MAX : b->key * BUCKET_NS);
         smp[2 * i] = (pl_sample_t){step, t, b->lo};
@@ -683,7 +686,11 @@ static int agg_to_series(pl_report_process_t *row, pl_metric_t m, const agg_t *a
     }
     pl_series_opts_t so = {.bucket_ns = by_step ? 0 : BUCKET_NS * (a->stride < 1 << 20 ? a->stride : 1 << 20),
                            .max_buckets = 0};
-    int rc = pl_report_set_samples(row, m, smp, a->n * 2, by_step ? NULL : &so);
+    if (n == 0) { /* nothing but the trailing partial step: keep it rather than report nothing */
+        free(smp);
+        return agg_to_series(row, m, a, by_step, INT64_MAX);
+    }
+    int rc = pl_report_set_samples(row, m, smp, n * 2, by_step ? NULL : &so);
     free(smp);
     return rc;
 }
@@ -715,10 +722,14 @@ static int finish(state_t *s, pl_report_process_t *row) {
         }
         if (s->seen_map) src[PL_METRIC_DEV_RESERVED] = A_EV_RES;
     }
+    /* A process that ended cleanly spends the time after its last step marker tearing down (the model and its
+     * tensors are freed): that partial step is not part of the training loop, and its minima would read as a
+     * final drop. A process cut short keeps it: those are its last recorded moments. */
+    int64_t last_key = by_step && s->xp->clean_end && s->cur_step >= 2 ? s->cur_step : INT64_MAX;
     for (int m = 0; m < PL_METRIC__COUNT; m++) {
         if (src[m] < 0) continue;
         if (s->o->only_metric && (pl_metric_t)m != s->o->metric && m != PL_METRIC_HEAP_BYTES) continue;
-        int rc = agg_to_series(row, (pl_metric_t)m, &sd->a[src[m]], by_step);
+        int rc = agg_to_series(row, (pl_metric_t)m, &sd->a[src[m]], by_step, last_key);
         if (rc) return rc;
     }
     find_sites(s, row, by_step);

@@ -29,6 +29,7 @@ typedef struct synth_cfg {
     bool clean_end;
     bool with_steps;
     bool device;           /* write alloc_stats */
+    bool teardown;         /* after the last step: everything freed (allocated 0, heap 0), tagged step 0 */
 } synth_cfg_t;
 
 static inline synth_cfg_t synth_default(void) {
@@ -159,6 +160,20 @@ static inline int synth_trace(const char *path, const synth_cfg_t *c) {
             r.u.step = (pl_rec_step_t){.step = (uint64_t)s, .source = PL_STEP_API_CALL};
             EMIT();
         }
+    }
+    if (c->teardown) {
+        const int64_t t = t0 + c->n_steps * sec + sec / 2;
+        memset(&r, 0, sizeof r);
+        r.type = PL_REC_ALLOC_STATS;
+        r.t_ns = t;
+        r.u.alloc_stats = (pl_rec_alloc_stats_t){.allocator_id = 1, .step = 0, .reserved_bytes = 1LL << 30,
+                                                 .capacity_bytes = 16ull << 30};
+        EMIT();
+        memset(&r, 0, sizeof r);
+        r.type = PL_REC_HEAP;
+        r.t_ns = t + 1000;
+        r.u.heap = (pl_rec_heap_t){.step = 0, .live_bytes = 4096, .live_count = 1};
+        EMIT();
     }
     if (c->clean_end) {
         memset(&r, 0, sizeof r);

@@ -139,6 +139,36 @@ static void test_extract_no_leak(void **state) {
     run_free(&u);
 }
 
+/* A clean exit frees everything after the last step marker: that partial step is teardown, not training, and must
+ * not show as a final drop; a run cut short keeps its partial step (its last recorded moments). */
+static void test_extract_teardown_after_last_step(void **state) {
+    (void)state;
+    for (int clean = 0; clean <= 1; clean++) {
+        char p[256];
+        tpath(p, sizeof p, clean ? "td1.pltrace" : "td0.pltrace");
+        synth_cfg_t c = synth_default();
+        c.leak_bytes = 0;
+        c.teardown = true;
+        c.clean_end = clean;
+        assert_int_equal(synth_trace(p, &c), 0);
+        run_t u;
+        run_file(&u, p);
+        const pl_report_metric_t *da = metric(&u, 0, PL_METRIC_DEV_ALLOCATED);
+        const pl_report_metric_t *hb = metric(&u, 0, PL_METRIC_HEAP_BYTES);
+        size_t want = (size_t)c.n_steps + (clean ? 0 : 1);
+        assert_int_equal(da->series.n_points, want);
+        assert_int_equal(hb->series.n_points, want);
+        double last = da->series.points[da->series.n_points - 1].base;
+        if (clean) {
+            assert_true(last > 4.9 * (double)(1 << 30));
+            assert_int_equal(da->verdict.kind, PL_VERDICT_PLATEAU);
+        } else {
+            assert_true(last == 0.0);
+        }
+        run_free(&u);
+    }
+}
+
 static void test_extract_time_buckets(void **state) {
     (void)state;
     char p[256];
@@ -428,6 +458,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_extract_plateau_and_host_leak),
         cmocka_unit_test(test_extract_no_leak),
+        cmocka_unit_test(test_extract_teardown_after_last_step),
         cmocka_unit_test(test_extract_time_buckets),
         cmocka_unit_test(test_extract_killed_no_end_record),
         cmocka_unit_test(test_extract_truncated_partial),
