@@ -553,8 +553,10 @@ static int on_record(state_t *s, const pl_trace_record_t *rec) {
     case PL_REC_RSS: return on_rss(s, rec);
     case PL_REC_HEAP: {
         const pl_rec_heap_t *q = &rec->u.heap;
-        int rc = put(s, A_HEAP, q->step, rec->t_ns, (double)q->live_bytes);
-        rc |= put(s, A_HEAPN, q->step, rec->t_ns, (double)q->live_count);
+        /* the host live heap is the malloc family plus anonymous mmap (Python's arenas, a simulated device, and
+         * allocators that map directly): the tracer counts them apart, the report judges them together */
+        int rc = put(s, A_HEAP, q->step, rec->t_ns, (double)q->live_bytes + (double)q->mmap_live_bytes);
+        rc |= put(s, A_HEAPN, q->step, rec->t_ns, (double)q->live_count + (double)q->mmap_live_count);
         return rc ? -ENOMEM : 0;
     }
     case PL_REC_ALLOC_STATS: return on_stats(s, rec);
@@ -610,6 +612,13 @@ static void format_frame(const state_t *s, uint64_t pc, char *out, size_t cap) {
     if (w < 0) out[0] = 0;
 }
 
+/* The last step the series report: a process that ended cleanly spends the time after its last step marker tearing
+ * down (the model and its tensors are freed), which is not part of the training loop and whose minima would read as
+ * a final drop. A process cut short keeps its partial step: those are its last recorded moments. */
+static int64_t last_reported_key(const state_t *s, bool by_step) {
+    return by_step && s->xp->clean_end && s->cur_step >= 2 ? s->cur_step : INT64_MAX;
+}
+
 static void find_sites(state_t *s, pl_report_process_t *row, bool by_step) {
     pl_extract_proc_t *xp = s->xp;
     xp->site_tail_step = -1;
@@ -640,8 +649,10 @@ static void find_sites(state_t *s, pl_report_process_t *row, bool by_step) {
     for (size_t i = 0; i < s->n_stacks; i++) {
         stack_t_ *st = &s->stacks[i];
         const hist_t *h = by_step ? &st->by_step : &st->by_time;
-        double g = st->live_bytes - hist_at(h, tail - 1);
-        if (!(g > 0)) continue;
+        int64_t last_key = last_reported_key(s, by_step);
+        double end = last_key == INT64_MAX ? st->live_bytes : hist_at(h, last_key);
+        double g = end - hist_at(h, tail - 1);
+        if (!(g >= 1)) continue; /* weights are fractional: less than a byte is no growth */
         /* insertion into the top list, largest growth first; ties by stack id for determinism */
         size_t k = xp->n_sites;
         while (k > 0 && (xp->sites[k - 1].growth_bytes < g ||
@@ -655,7 +666,7 @@ static void find_sites(state_t *s, pl_report_process_t *row, bool by_step) {
         memset(site, 0, sizeof *site);
         site->stack_id = st->id;
         site->growth_bytes = g;
-        site->live_bytes = st->live_bytes;
+        site->live_bytes = end;
         site->n_live = st->n_live;
         site->n_frames = 0;
         /* pcs: the frames, innermost first; skip the allocator's own frames at the top */
@@ -722,10 +733,7 @@ static int finish(state_t *s, pl_report_process_t *row) {
         }
         if (s->seen_map) src[PL_METRIC_DEV_RESERVED] = A_EV_RES;
     }
-    /* A process that ended cleanly spends the time after its last step marker tearing down (the model and its
-     * tensors are freed): that partial step is not part of the training loop, and its minima would read as a
-     * final drop. A process cut short keeps it: those are its last recorded moments. */
-    int64_t last_key = by_step && s->xp->clean_end && s->cur_step >= 2 ? s->cur_step : INT64_MAX;
+    int64_t last_key = last_reported_key(s, by_step);
     for (int m = 0; m < PL_METRIC__COUNT; m++) {
         if (src[m] < 0) continue;
         if (s->o->only_metric && (pl_metric_t)m != s->o->metric && m != PL_METRIC_HEAP_BYTES) continue;
@@ -1149,9 +1157,8 @@ int pl_extract_render_text(const pl_report_t *r, const pl_extract_t *x, FILE *o)
                 p->n_steps ? "step" : "second", (long long)p->site_tail_step);
         for (size_t j = 0; j < p->n_sites; j++) {
             const pl_extract_site_t *st = &p->sites[j];
-            fprintf(o, "  %zu. +%s (live %s, %llu sampled allocations)\n", j + 1,
-                    pl_format_bytes(st->growth_bytes, a, sizeof a), pl_format_bytes(st->live_bytes, b, sizeof b),
-                    (unsigned long long)st->n_live);
+            fprintf(o, "  %zu. +%s (live %s)\n", j + 1, pl_format_bytes(st->growth_bytes, a, sizeof a),
+                    pl_format_bytes(st->live_bytes, b, sizeof b));
             for (size_t f = 0; f < st->n_frames; f++) fprintf(o, "       %s %s\n", f ? "<-" : "at", st->frames[f]);
         }
     }
