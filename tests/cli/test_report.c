@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "test_report_synth.h"
+#include "../common/tmpdir.h"
 
 static const char *plateau;
 static char dir[128];
@@ -22,15 +23,12 @@ static char out_buf[65536], err_buf[8192];
 
 static int setup(void **state) {
     (void)state;
-    snprintf(dir, sizeof dir, "/tmp/pl-test-report-XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
+    return pl_test_tmpdir_make(dir, sizeof dir, "report");
 }
 
 static int teardown(void **state) {
     (void)state;
-    char cmd[200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return pl_test_tmpdir_remove(dir);
 }
 
 static void slurp_into(const char *path, char *buf, size_t cap) {

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "../preload/trace_summary.h"
+#include "../common/tmpdir.h"
 
 static const char *plateau, *targets;
 static char dir[256];
@@ -25,15 +26,12 @@ static char out_buf[8192], err_buf[8192];
 
 static int setup(void **state) {
     (void)state;
-    snprintf(dir, sizeof dir, "/tmp/pl-test-run-XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
+    return pl_test_tmpdir_make(dir, sizeof dir, "run");
 }
 
 static int teardown(void **state) {
     (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd);
+    return pl_test_tmpdir_remove(dir);
 }
 
 static void read_all(int fd, char *buf, size_t cap) {

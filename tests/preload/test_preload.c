@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "trace_summary.h"
+#include "../common/tmpdir.h"
 
 static const char *preload, *targets;
 static char run_dir[256];
@@ -28,15 +29,12 @@ static rlim_t fsize_limit; /* > 0: file size limit for the target, to simulate a
 
 static int setup(void **state) {
     (void)state;
-    snprintf(run_dir, sizeof run_dir, "/tmp/pl-test-preload-XXXXXX");
-    return mkdtemp(run_dir) ? 0 : -1;
+    return pl_test_tmpdir_make(run_dir, sizeof run_dir, "preload");
 }
 
 static int teardown(void **state) {
     (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", run_dir);
-    return system(cmd);
+    return pl_test_tmpdir_remove(run_dir);
 }
 
 static void clean_run_dir(void) {

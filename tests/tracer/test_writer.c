@@ -20,20 +20,18 @@
 #include "event.h"
 #include "records.h"
 #include "writer.h"
+#include "../common/tmpdir.h"
 
 static char dir[256];
 
 static int setup(void **state) {
     (void)state;
-    snprintf(dir, sizeof dir, "/tmp/pl-test-writer-XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
+    return pl_test_tmpdir_make(dir, sizeof dir, "writer");
 }
 
 static int teardown(void **state) {
     (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd);
+    return pl_test_tmpdir_remove(dir);
 }
 
 static pl_trace_header_t header(void) {
