@@ -1,0 +1,143 @@
+/* cli/tune: `plateau tune RUN_DIR|TRACE [--capacity SIZE] [--grid SPEC] [--json FILE] [--jobs N] [--top N]
+ * [--max-events N]`.
+ *
+ * Extracts the run's device allocation sequence (reports/replay.h), replays it under every config of the grid on all
+ * cores (reports/tune.h), prints the ranked table, the winning PLATEAU_ALLOC_CONF / PYTORCH_CUDA_ALLOC_CONF line and
+ * one sentence of explanation. Exit status: 0 with a recommendation, 1 when the input is unusable (no trace, no
+ * device records, too long) or an output cannot be written, 2 on bad arguments.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "reports/replay.h"
+#include "reports/tune.h"
+
+static void usage(FILE *o) {
+    fprintf(o, "usage: plateau tune RUN_DIR|TRACE [--capacity SIZE] [--grid SPEC] [--json FILE] [--jobs N] [--top N]\n"
+               "                    [--max-events N]\n"
+               "  RUN_DIR         a directory written by plateau run, or one trace file\n"
+               "  --capacity SIZE device memory for the replay (e.g. 24GiB; default: the recorded capacity, else 80GiB)\n"
+               "  --grid SPEC     settings to try: key=v1|v2|...;key=... ('default' leaves a key unset); default:\n"
+               "                  " PL_TUNE_DEFAULT_GRID "\n"
+               "  --json FILE     also write every result as JSON\n"
+               "  --jobs N        replay threads (default: online cores)\n"
+               "  --top N         table rows (default 15; 0 = all)\n"
+               "  --max-events N  refuse sequences longer than N events (default %zu)\n",
+            PL_REPLAY_DEFAULT_MAX_EVENTS);
+}
+
+/* Sizes as PLATEAU_SIM_DEVICE spells them (24GiB, 512MiB, 1e9 B as 1GB). */
+static int parse_capacity(const char *text, uint64_t *out) {
+    char buf[128], err[256];
+    pl_sim_options_t so;
+    snprintf(buf, sizeof buf, "capacity:%s", text);
+    if (pl_sim_options_parse(buf, &so, err, sizeof err) != 0 || !so.capacity_bytes) return -EINVAL;
+    *out = so.capacity_bytes;
+    return 0;
+}
+
+static int parse_count(const char *text, unsigned long long max, unsigned long long *out) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno || end == text || *end || v > max || text[0] == '-') return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+int pl_cli_tune(int argc, char **argv) {
+    static const struct option longopts[] = {
+        {"capacity", required_argument, NULL, 'c'}, {"grid", required_argument, NULL, 'g'},
+        {"json", required_argument, NULL, 'j'},     {"jobs", required_argument, NULL, 'J'},
+        {"top", required_argument, NULL, 't'},      {"max-events", required_argument, NULL, 'm'},
+        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
+    };
+    const char *grid_spec = NULL, *json = NULL;
+    uint64_t capacity = 0;
+    unsigned long long jobs = 0, top = 15, max_events = 0;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'c':
+            if (parse_capacity(optarg, &capacity)) {
+                fprintf(stderr, "plateau tune: --capacity '%s' is not a size (e.g. 24GiB, 512MiB)\n", optarg);
+                return 2;
+            }
+            break;
+        case 'g': grid_spec = optarg; break;
+        case 'j': json = optarg; break;
+        case 'J':
+            if (parse_count(optarg, 256, &jobs) || !jobs) {
+                fprintf(stderr, "plateau tune: --jobs '%s' is not an integer in [1, 256]\n", optarg);
+                return 2;
+            }
+            break;
+        case 't':
+            if (parse_count(optarg, 1000000, &top)) {
+                fprintf(stderr, "plateau tune: --top '%s' is not a count\n", optarg);
+                return 2;
+            }
+            break;
+        case 'm':
+            if (parse_count(optarg, 1ull << 40, &max_events) || !max_events) {
+                fprintf(stderr, "plateau tune: --max-events '%s' is not a positive count\n", optarg);
+                return 2;
+            }
+            break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind != argc - 1) {
+        usage(stderr);
+        return 2;
+    }
+    const char *path = argv[optind];
+    char err[1024];
+    pl_tune_grid_t *grid = malloc(sizeof *grid);
+    if (!grid) return 1;
+    if (pl_tune_grid_parse(grid_spec, grid, err, sizeof err) != 0) {
+        fprintf(stderr, "plateau tune: %s\n", err);
+        free(grid);
+        return 2;
+    }
+    pl_replay_seq_t seq;
+    pl_replay_opts_t ro = {.max_events = (size_t)max_events};
+    if (pl_replay_extract(path, &ro, &seq, err, sizeof err) != 0) {
+        fprintf(stderr, "plateau tune: %s\n", err);
+        free(grid);
+        return 1;
+    }
+    if (seq.damaged) fprintf(stderr, "plateau tune: warning: %s: replaying the records before the damage\n", seq.error);
+    if (!capacity) capacity = seq.capacity_bytes ? seq.capacity_bytes : PL_REPLAY_DEFAULT_CAPACITY_BYTES;
+    pl_tune_t t;
+    int status = 1;
+    if (pl_tune_run(&seq, grid, capacity, (unsigned)jobs, &t, err, sizeof err) != 0) {
+        fprintf(stderr, "plateau tune: %s\n", err);
+        goto out;
+    }
+    if (pl_tune_render_text(&t, &seq, (size_t)top, stdout) != 0) goto out_t;
+    status = 0;
+    if (json) {
+        FILE *f = fopen(json, "w");
+        int rc = f ? pl_tune_render_json(&t, &seq, f) : -errno;
+        if (f && fclose(f) && !rc) rc = -EIO;
+        if (rc) {
+            fprintf(stderr, "plateau tune: cannot write %s: %s\n", json, strerror(-rc));
+            status = 1;
+        } else {
+            printf("json: %s\n", json);
+        }
+    }
+out_t:
+    pl_tune_free(&t);
+out:
+    pl_replay_seq_free(&seq);
+    free(grid);
+    return status;
+}
