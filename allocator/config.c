@@ -282,7 +282,16 @@ static void put(out_t *o, const char *fmt, ...) {
     if (k > 0) o->n += (size_t)k;
 }
 
+/* The shortest decimal that parses back to exactly v (0.6, not 0.59999999999999998): users paste these lines. */
+static void shortest_double(double v, char *s, size_t len) {
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(s, len, "%.*g", prec, v);
+        if (strtod(s, NULL) == v) return;
+    }
+}
+
 PL_API int pl_alloc_config_format(const pl_alloc_config_t *cfg, char *buf, size_t buf_len) {
+    char num[32];
     out_t o = {buf, buf_len, 0};
     if (buf && buf_len) buf[0] = 0;
     pl_alloc_config_t d;
@@ -297,11 +306,13 @@ PL_API int pl_alloc_config_format(const pl_alloc_config_t *cfg, char *buf, size_
         sep = ",";
     }
     if (cfg->garbage_collection_threshold != d.garbage_collection_threshold) {
-        put(&o, "%sgarbage_collection_threshold:%.17g", sep, cfg->garbage_collection_threshold);
+        shortest_double(cfg->garbage_collection_threshold, num, sizeof num);
+        put(&o, "%sgarbage_collection_threshold:%s", sep, num);
         sep = ",";
     }
     if (cfg->per_process_memory_fraction != d.per_process_memory_fraction) {
-        put(&o, "%sper_process_memory_fraction:%.17g", sep, cfg->per_process_memory_fraction);
+        shortest_double(cfg->per_process_memory_fraction, num, sizeof num);
+        put(&o, "%sper_process_memory_fraction:%s", sep, num);
         sep = ",";
     }
     if (cfg->expandable_segments) {

@@ -160,6 +160,13 @@ static void test_config_format_roundtrip(void **state) {
     roundtrip("roundup_power2_divisions:8");
     roundtrip("roundup_power2_divisions:[256:1,512:2,>:8]");
     roundtrip("roundup_power2_divisions:[1:4,64:8]");
+    /* fractions print as the shortest decimal that parses back exactly: what a user pastes */
+    {
+        char out[128];
+        pl_alloc_config_t g = parse_ok("garbage_collection_threshold:0.6,per_process_memory_fraction:0.123456789012");
+        pl_alloc_config_format(&g, out, sizeof out);
+        assert_string_equal(out, "garbage_collection_threshold:0.6,per_process_memory_fraction:0.123456789012");
+    }
     /* truncated output still reports the full length */
     pl_alloc_config_t c = parse_ok("max_split_size_mb:128");
     assert_int_equal(pl_alloc_config_format(&c, buf, sizeof buf), (int)strlen("max_split_size_mb:128"));
