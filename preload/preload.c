@@ -180,6 +180,9 @@ static void emit_heap(int64_t t, uint64_t step) {
 static void emit_rss(uint64_t step) {
     pl_trace_record_t r = {.type = PL_REC_RSS};
     pl_rss_sample(&st.rss, &r.u.rss);
+#if PL_HAVE_CUDA
+    pl_cuda_sample(&r.u.rss);
+#endif
     r.u.rss.step = step;
     r.t_ns = pl_now_ns();
     pl_emit(&r);

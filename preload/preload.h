@@ -51,3 +51,6 @@ void pl_device_emit_stats(uint64_t step);      /* one PL_REC_ALLOC_STATS per liv
 void pl_device_fork_prepare(void);
 void pl_device_fork_parent(void);
 void pl_device_fork_child(void);
+
+/* cuda.c (only when built with CUDA): device used/total memory into an RSS sample, left as is when unknown */
+void pl_cuda_sample(pl_rec_rss_t *out);

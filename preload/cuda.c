@@ -1,0 +1,768 @@
+/* Device interception: CUDA driver and runtime allocations seen from LD_PRELOAD (built only with CUDA headers).
+ *
+ * Three routes lead a program to the driver's allocation entry points, and all three are covered:
+ *  - dlsym: the runtime dlopens libcuda.so.1 and asks dlsym(handle, "cuGetProcAddress_v2"). `dlsym` is interposed
+ *    by a small x86-64 trampoline that asks pl_cuda_dlsym_hot whether the name is one we wrap; if not it jumps
+ *    (tail call, return address untouched) to the real dlsym, so RTLD_NEXT keeps meaning "after the caller".
+ *  - cuGetProcAddress / cuGetProcAddress_v2 (and the pointer to themselves that they hand out): every look-up of an
+ *    allocation entry point is answered with our wrapper for that exact name, ABI version and stream variant.
+ *  - plain interposition: the preload exports the driver names (cuMemAlloc_v2 ...) and the runtime's cudaMalloc
+ *    family, resolving the real ones with dlsym(RTLD_NEXT), else in the calling object's own scope (a plugin
+ *    loaded RTLD_LOCAL that links libcudart / libcuda).
+ * Invariants: one slot per exported symbol (name + ABI + _ptsz variant) holding the real pointer; a pointer inside
+ * this library's own code is never stored as real (no recursion); a slot's first real pointer wins. A thread-local
+ * depth makes a cudaMalloc and the cuMemAlloc it makes count once (runtime record only).
+ * Records: plain allocations -> PL_REC_DEVICE_ALLOC/FREE, cuMemMap/cuMemUnmap -> DEVICE_MAP/UNMAP, a failure with
+ * OUT_OF_MEMORY -> DEVICE_OOM; cuMemCreate/Release/AddressReserve are wrapped and counted only (no address-visible
+ * memory of their own). Device used memory: read with cuMemGetInfo_v2 on the program's thread right after each of
+ * its successful device calls (never before the program initialised the driver; we never call cuInit), copied into
+ * every RSS record by pl_cuda_sample.
+ * Failure policy: one line on stderr and the feature off; the calls are always forwarded. */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cuda.h>
+
+#include "preload.h"
+
+#define PL_HIDDEN __attribute__((visibility("hidden")))
+
+/* ------------------------------------------------------------------ slots */
+
+enum {
+    S_ALLOC, S_FREE, S_MANAGED, S_ALLOC_ASYNC, S_ALLOC_ASYNC_PTSZ, S_FREE_ASYNC, S_FREE_ASYNC_PTSZ, S_POOL_ASYNC,
+    S_POOL_ASYNC_PTSZ, S_CREATE, S_RELEASE, S_MAP, S_UNMAP, S_RESERVE, S_GPA, S_GPA_V2, S_N
+};
+
+typedef struct slot_info {
+    const char *sym;   /* exported symbol of this ABI */
+    const char *base;  /* name given to cuGetProcAddress */
+    int min_version;   /* oldest cudaVersion returning this ABI */
+    int max_version;   /* newest cudaVersion we know returns it */
+    bool ptsz;         /* the per-thread-default-stream variant */
+} slot_info_t;
+
+static const slot_info_t slot_info[S_N] = {
+    [S_ALLOC] = {"cuMemAlloc_v2", "cuMemAlloc", 3020, CUDA_VERSION, false},
+    [S_FREE] = {"cuMemFree_v2", "cuMemFree", 3020, CUDA_VERSION, false},
+    [S_MANAGED] = {"cuMemAllocManaged", "cuMemAllocManaged", 6000, CUDA_VERSION, false},
+    [S_ALLOC_ASYNC] = {"cuMemAllocAsync", "cuMemAllocAsync", 11020, CUDA_VERSION, false},
+    [S_ALLOC_ASYNC_PTSZ] = {"cuMemAllocAsync_ptsz", "cuMemAllocAsync", 11020, CUDA_VERSION, true},
+    [S_FREE_ASYNC] = {"cuMemFreeAsync", "cuMemFreeAsync", 11020, CUDA_VERSION, false},
+    [S_FREE_ASYNC_PTSZ] = {"cuMemFreeAsync_ptsz", "cuMemFreeAsync", 11020, CUDA_VERSION, true},
+    [S_POOL_ASYNC] = {"cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync", 11020, CUDA_VERSION, false},
+    [S_POOL_ASYNC_PTSZ] = {"cuMemAllocFromPoolAsync_ptsz", "cuMemAllocFromPoolAsync", 11020, CUDA_VERSION, true},
+    [S_CREATE] = {"cuMemCreate", "cuMemCreate", 10020, CUDA_VERSION, false},
+    [S_RELEASE] = {"cuMemRelease", "cuMemRelease", 10020, CUDA_VERSION, false},
+    [S_MAP] = {"cuMemMap", "cuMemMap", 10020, CUDA_VERSION, false},
+    [S_UNMAP] = {"cuMemUnmap", "cuMemUnmap", 10020, CUDA_VERSION, false},
+    [S_RESERVE] = {"cuMemAddressReserve", "cuMemAddressReserve", 10020, CUDA_VERSION, false},
+    [S_GPA] = {"cuGetProcAddress", "cuGetProcAddress", 11030, 11999, false},
+    [S_GPA_V2] = {"cuGetProcAddress_v2", "cuGetProcAddress", 12000, CUDA_VERSION, false},
+};
+
+typedef void *(*dlsym_fn)(void *, const char *);
+typedef CUresult (*gpa_fn)(const char *, void **, int, cuuint64_t);
+typedef CUresult (*gpa_v2_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+typedef CUresult (*mem_get_info_fn)(size_t *, size_t *);
+typedef CUresult (*ctx_get_fn)(CUcontext *);
+typedef CUresult (*ctx_device_fn)(CUdevice *);
+
+/* Read by the trampoline: hidden, so the asm reaches them without the GOT. */
+PL_HIDDEN dlsym_fn pl_cuda_real_dlsym;
+
+static struct {
+    _Atomic(void *) real[S_N];
+    atomic_uint_fast64_t n_wrapped[S_N];   /* pointers to our wrapper handed out, per slot */
+    atomic_uint_fast64_t n_dlsym_hooked;   /* dlsym calls for a wrapped name */
+    atomic_uint_fast64_t n_gpa_lookups;    /* look-ups through our cuGetProcAddress wrappers */
+    atomic_uint_fast64_t n_refused;        /* real pointers not stored (our own code, or a second distinct one) */
+    atomic_uint_fast64_t n_records;
+    atomic_uint_fast64_t n_samples;
+    int debug;                             /* PLATEAU_DEBUG_CUDA: 1 summary at exit, 2 also every look-up */
+    /* device memory sampling */
+    atomic_int sample_state;               /* 0 not tried, 1 resolving, 2 ready, -1 off */
+    mem_get_info_fn mem_get_info;
+    ctx_get_fn ctx_get;
+    ctx_device_fn ctx_device;              /* optional */
+    atomic_uint_fast64_t dev_used, dev_total; /* latest sample; total 0 = none yet */
+} cu;
+
+static PL_TLS int tl_depth;     /* > 0 inside a runtime wrapper: its driver calls are not recorded again */
+static PL_TLS int32_t tl_device; /* device of this thread's current context at its last device call, -1 unknown */
+
+typedef void (*any_fn)(void);
+static const any_fn wrapper_fns[S_N];
+
+static void *wrapper(int s) {
+    void *p;
+    memcpy(&p, &wrapper_fns[s], sizeof p);
+    return p;
+}
+
+static void *real_of(int s) { return atomic_load_explicit(&cu.real[s], memory_order_acquire); }
+
+static void warn_line(const char *msg) {
+    (void)!write(2, msg, strlen(msg));
+    (void)!write(2, "\n", 1);
+}
+
+static void warn_once(atomic_bool *flag, const char *msg) {
+    if (!atomic_exchange(flag, true)) warn_line(msg);
+}
+
+static bool in_self(const void *p) {
+    uint64_t a = (uint64_t)(uintptr_t)p;
+    if (a >= pl_g.text_lo && a < pl_g.text_hi) return true;
+    for (int i = 0; i < S_N; i++)
+        if (p == wrapper(i)) return true;
+    return false;
+}
+
+static void resolve_dlsym(void) {
+    if (pl_cuda_real_dlsym) return;
+    void *p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+    if (!p) p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+    memcpy(&pl_cuda_real_dlsym, &p, sizeof p);
+}
+
+/* Store p as the real function of slot s. False when p is ours or differs from the one already stored. */
+static bool set_real(int s, void *p) {
+    if (!p) return false;
+    if (in_self(p)) {
+        atomic_fetch_add(&cu.n_refused, 1);
+        return false;
+    }
+    void *expected = NULL;
+    if (atomic_compare_exchange_strong(&cu.real[s], &expected, p) || expected == p) return true;
+    atomic_fetch_add(&cu.n_refused, 1);
+    return false;
+}
+
+/* `name` as the calling object sees it without us: a library loaded with RTLD_LOCAL (a Python extension linking
+ * libcudart or libcuda) binds its reference to our export, while the real definition sits in its own local scope,
+ * which RTLD_NEXT from here does not search. A glibc handle is the object's link_map: dlsym on it searches the
+ * object and its dependencies only. NULL when not found or when the answer is our own code. */
+static void *lookup_from_caller(const void *caller, const char *name) {
+    Dl_info info;
+    void *lm = NULL;
+    if (!caller || !pl_cuda_real_dlsym || !dladdr1(caller, &info, &lm, RTLD_DL_LINKMAP) || !lm) return NULL;
+    void *p = pl_cuda_real_dlsym(lm, name);
+    return p && !in_self(p) ? p : NULL;
+}
+
+/* Real function of slot s for our exported symbol called from `caller` (plain interposition): after this
+ * library in the global scope, else in the caller's own scope. */
+static void *get_real(int s, const void *caller) {
+    void *p = atomic_load_explicit(&cu.real[s], memory_order_acquire);
+    if (p) return p;
+    resolve_dlsym();
+    if (pl_cuda_real_dlsym) set_real(s, pl_cuda_real_dlsym(RTLD_NEXT, slot_info[s].sym));
+    if (!atomic_load(&cu.real[s])) set_real(s, lookup_from_caller(caller, slot_info[s].sym));
+    p = atomic_load(&cu.real[s]);
+    static atomic_bool warned;
+    if (!p) warn_once(&warned, "plateau: a CUDA driver entry point was called but the real one cannot be found");
+    return p;
+}
+
+static int slot_by_sym(const char *name) {
+    if (!name || name[0] != 'c' || name[1] != 'u' || (name[2] != 'M' && name[2] != 'G')) return -1;
+    for (int i = 0; i < S_N; i++)
+        if (!strcmp(slot_info[i].sym, name)) return i;
+    return -1;
+}
+
+static int slot_by_proc(const char *base, int version, cuuint64_t flags) {
+    if (!base || base[0] != 'c' || base[1] != 'u') return -1;
+    bool ptsz = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+    int found = -1;
+    for (int i = 0; i < S_N; i++) {
+        const slot_info_t *si = &slot_info[i];
+        if (strcmp(si->base, base) || version < si->min_version || version > si->max_version) continue;
+        if (si->ptsz == ptsz) return i;
+        if (!si->ptsz) found = i; /* no _ptsz variant of this name: the driver returns the legacy one */
+    }
+    return found;
+}
+
+/* A pointer the driver handed out for (base, version, flags): our wrapper when we know its ABI. */
+static void *wrap_proc(const char *base, void *real, int version, cuuint64_t flags) {
+    atomic_fetch_add(&cu.n_gpa_lookups, 1);
+    int s = slot_by_proc(base, version, flags);
+    bool wrapped = s >= 0 && set_real(s, real);
+    if (cu.debug > 1) {
+        char line[256];
+        snprintf(line, sizeof line, "plateau cuda: cuGetProcAddress(%s, %d, %#llx) -> %s", base, version,
+                 (unsigned long long)flags, wrapped ? slot_info[s].sym : "not wrapped");
+        warn_line(line);
+    }
+    if (!wrapped) return real;
+    atomic_fetch_add(&cu.n_wrapped[s], 1);
+    return wrapper(s);
+}
+
+/* ------------------------------------------------------------------ dlsym */
+
+/* Called by the trampoline: nonzero when the name is one of ours and the slow path must handle it. */
+PL_HIDDEN int pl_cuda_dlsym_hot(void *handle, const char *name) {
+    (void)handle;
+    resolve_dlsym();
+    return pl_cuda_real_dlsym ? slot_by_sym(name) >= 0 : 1;
+}
+
+/* Reached by a tail jump, so the caller's return address is ours to read (unused: for RTLD_NEXT the search
+ * starts after this library, which for the names handled here means the driver). */
+PL_HIDDEN void *pl_cuda_dlsym_slow(void *handle, const char *name) {
+    resolve_dlsym();
+    if (!pl_cuda_real_dlsym) return NULL;
+    void *p = pl_cuda_real_dlsym(handle, name);
+    int s = slot_by_sym(name);
+    if (s < 0 || !p) return p;
+    atomic_fetch_add(&cu.n_dlsym_hooked, 1);
+    if (!set_real(s, p)) return p;
+    atomic_fetch_add(&cu.n_wrapped[s], 1);
+    return wrapper(s);
+}
+
+#if defined(__CET__) && (__CET__ & 1)
+#define PL_ENDBR "  endbr64\n"
+#else
+#define PL_ENDBR ""
+#endif
+
+#if defined(__x86_64__)
+/* dlsym(handle, name): keep rdi/rsi, ask pl_cuda_dlsym_hot, then tail-jump to the slow path or the real dlsym. */
+__asm__(".text\n"
+        ".globl dlsym\n"
+        ".type dlsym, @function\n"
+        "dlsym:\n"
+        "  .cfi_startproc\n"
+        PL_ENDBR
+        "  push %rdi\n"
+        "  .cfi_adjust_cfa_offset 8\n"
+        "  push %rsi\n"
+        "  .cfi_adjust_cfa_offset 8\n"
+        "  sub $8, %rsp\n"
+        "  .cfi_adjust_cfa_offset 8\n"
+        "  call pl_cuda_dlsym_hot\n"
+        "  add $8, %rsp\n"
+        "  .cfi_adjust_cfa_offset -8\n"
+        "  pop %rsi\n"
+        "  .cfi_adjust_cfa_offset -8\n"
+        "  pop %rdi\n"
+        "  .cfi_adjust_cfa_offset -8\n"
+        "  test %eax, %eax\n"
+        "  jnz pl_cuda_dlsym_slow\n"
+        "  jmp *pl_cuda_real_dlsym(%rip)\n"
+        "  .cfi_endproc\n"
+        ".size dlsym, .-dlsym\n");
+#else
+#warning "dlsym interposition is implemented for x86-64 only: the runtime's cuGetProcAddress look-ups are not seen"
+#endif
+
+/* ------------------------------------------------------------------ live sizes (frees carry the allocated size) */
+
+#define LIVE_CAP 65536u /* power of two */
+static struct {
+    pthread_mutex_t mu;
+    uint64_t addr[LIVE_CAP], size[LIVE_CAP]; /* addr 0 = empty, 1 = tombstone */
+    uint32_t n_used;
+    bool full_warned;
+} live = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static uint32_t live_hash(uint64_t a) { return (uint32_t)((a * 0x9E3779B97F4A7C15ull) >> 48) & (LIVE_CAP - 1); }
+
+static void live_put(uint64_t a, uint64_t size) {
+    if (a <= 1) return;
+    pthread_mutex_lock(&live.mu);
+    if (live.n_used < LIVE_CAP / 4 * 3) {
+        uint32_t i = live_hash(a), tomb = UINT32_MAX;
+        while (live.addr[i] && live.addr[i] != a) {
+            if (live.addr[i] == 1 && tomb == UINT32_MAX) tomb = i;
+            i = (i + 1) & (LIVE_CAP - 1);
+        }
+        if (live.addr[i] != a) {
+            if (tomb != UINT32_MAX) i = tomb;
+            else live.n_used++;
+        }
+        live.addr[i] = a;
+        live.size[i] = size;
+    } else if (!live.full_warned) {
+        live.full_warned = true;
+        warn_line("plateau: more than 49152 live device allocations: later frees are recorded without a size");
+    }
+    pthread_mutex_unlock(&live.mu);
+}
+
+static uint64_t live_take(uint64_t a) {
+    if (a <= 1) return 0;
+    uint64_t size = 0;
+    pthread_mutex_lock(&live.mu);
+    for (uint32_t i = live_hash(a), n = 0; live.addr[i] && n < LIVE_CAP; i = (i + 1) & (LIVE_CAP - 1), n++)
+        if (live.addr[i] == a) {
+            size = live.size[i];
+            live.addr[i] = 1;
+            break;
+        }
+    pthread_mutex_unlock(&live.mu);
+    return size;
+}
+
+/* ------------------------------------------------------------------ records */
+
+static void emit_dev(pl_rec_type_t type, pl_device_source_t source, int32_t device, uint64_t addr, uint64_t size,
+                     uint64_t stream) {
+    if (pl_tl_guard > 0 || !atomic_load_explicit(&pl_g.active, memory_order_relaxed)) return;
+    pl_tl_guard++;
+    pl_trace_record_t r = {.type = type, .t_ns = pl_now_ns()};
+    r.u.device = (pl_rec_device_t){.source = source, .device = device, .addr = addr, .size = size,
+                                   .requested = size, .stream = stream, .tid = pl_tid()};
+    if ((type == PL_REC_DEVICE_ALLOC || type == PL_REC_DEVICE_OOM) && pl_g.opt.device_stacks)
+        r.u.device.stack_id = pl_stack_capture();
+    pl_emit(&r);
+    atomic_fetch_add(&cu.n_records, 1);
+    pl_tl_guard--;
+}
+
+/* Device used memory, read on the program's own thread right after one of its driver calls changed it (a
+ * successful allocation, free, map or unmap), with the context that thread has current: the sampler thread has
+ * none, and borrowing the program's context there could touch a context the program has destroyed. The sampler
+ * copies the latest value into each RSS record (so a value is as old as the last device call). cuMemGetInfo_v2 and
+ * cuCtxGetCurrent come from the same library as the real allocation function. */
+static void sample_device(const void *real_fn) {
+    int st = atomic_load_explicit(&cu.sample_state, memory_order_acquire);
+    if (st == 0 && atomic_compare_exchange_strong(&cu.sample_state, &st, 1)) {
+        Dl_info info;
+        void *h = NULL;
+        if (dladdr(real_fn, &info) && info.dli_fname) h = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+        void *a = h ? dlsym(h, "cuMemGetInfo_v2") : NULL, *b = h ? dlsym(h, "cuCtxGetCurrent") : NULL,
+             *c = h ? dlsym(h, "cuCtxGetDevice") : NULL;
+        if (a && b) {
+            memcpy(&cu.mem_get_info, &a, sizeof a);
+            memcpy(&cu.ctx_get, &b, sizeof b);
+            memcpy(&cu.ctx_device, &c, sizeof c);
+            atomic_store(&cu.sample_state, 2);
+        } else {
+            warn_line("plateau: cuMemGetInfo_v2 not found in the CUDA driver: device used memory is not sampled");
+            atomic_store(&cu.sample_state, -1);
+        }
+        st = atomic_load(&cu.sample_state);
+    }
+    tl_device = -1;
+    if (st != 2 || pl_tl_guard > 0) return;
+    CUcontext ctx = NULL;
+    size_t free_bytes = 0, total_bytes = 0;
+    if (cu.ctx_get(&ctx) != CUDA_SUCCESS || !ctx) return;
+    CUdevice dev = -1;
+    if (cu.ctx_device && cu.ctx_device(&dev) == CUDA_SUCCESS) tl_device = (int32_t)dev;
+    if (cu.mem_get_info(&free_bytes, &total_bytes) != CUDA_SUCCESS || total_bytes < free_bytes) return;
+    atomic_store(&cu.dev_total, (uint64_t)total_bytes);
+    atomic_store(&cu.dev_used, (uint64_t)(total_bytes - free_bytes));
+    atomic_fetch_add(&cu.n_samples, 1);
+}
+
+void pl_cuda_sample(pl_rec_rss_t *out) {
+    uint64_t total = atomic_load(&cu.dev_total);
+    if (!total) return;
+    out->device_used = atomic_load(&cu.dev_used);
+    out->device_total = total;
+}
+
+/* ------------------------------------------------------------------ driver wrappers */
+
+#define REAL(s, type, var)                                                                                     \
+    type var;                                                                                                  \
+    {                                                                                                          \
+        void *p_ = get_real(s, __builtin_return_address(0));                                                   \
+        if (!p_) return CUDA_ERROR_NOT_FOUND;                                                                  \
+        memcpy(&var, &p_, sizeof p_);                                                                          \
+    }
+
+typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
+typedef CUresult (*free_fn)(CUdeviceptr);
+typedef CUresult (*managed_fn)(CUdeviceptr *, size_t, unsigned int);
+typedef CUresult (*alloc_async_fn)(CUdeviceptr *, size_t, CUstream);
+typedef CUresult (*free_async_fn)(CUdeviceptr, CUstream);
+typedef CUresult (*pool_async_fn)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
+typedef CUresult (*create_fn)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+                              unsigned long long);
+typedef CUresult (*release_fn)(CUmemGenericAllocationHandle);
+typedef CUresult (*map_fn)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+typedef CUresult (*unmap_fn)(CUdeviceptr, size_t);
+typedef CUresult (*reserve_fn)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+
+static void after_alloc(CUresult rc, const void *real, CUdeviceptr *dptr, size_t size, CUstream stream) {
+    if (rc == CUDA_SUCCESS && dptr) {
+        sample_device(real);
+        if (tl_depth) return;
+        live_put((uint64_t)*dptr, size);
+        emit_dev(PL_REC_DEVICE_ALLOC, PL_DEV_SRC_DRIVER, tl_device, (uint64_t)*dptr, size,
+                 (uint64_t)(uintptr_t)stream);
+    } else if (rc == CUDA_ERROR_OUT_OF_MEMORY && !tl_depth) {
+        emit_dev(PL_REC_DEVICE_OOM, PL_DEV_SRC_DRIVER, -1, 0, size, (uint64_t)(uintptr_t)stream);
+    }
+}
+
+/* Frees. The record of a free must precede the record of the next allocation that reuses the address, and once
+ * the real free returns another thread may get the address back and record its allocation first. So a free of a
+ * known live block takes its size from the table and is recorded *before* the real call; if the call then fails
+ * the block is still live: it goes back into the table with a compensating alloc record. A free of an address we
+ * never saw allocated is recorded after a successful call, with size 0. */
+typedef struct {
+    uint64_t size; /* 0 = not a block we saw allocated */
+    uint64_t addr, stream;
+    int32_t device;
+    pl_device_source_t source;
+} pending_free_t;
+
+static pending_free_t before_free(pl_device_source_t source, int32_t device, uint64_t addr, uint64_t stream) {
+    pending_free_t f = {.addr = addr, .stream = stream, .device = device, .source = source};
+    if (!addr) return f;
+    f.size = live_take(addr);
+    if (f.size) emit_dev(PL_REC_DEVICE_FREE, source, device, addr, f.size, stream);
+    return f;
+}
+
+static void after_free_call(bool ok, const pending_free_t *f) {
+    if (!f->addr) return;
+    if (ok && !f->size) {
+        emit_dev(PL_REC_DEVICE_FREE, f->source, f->device, f->addr, 0, f->stream);
+    } else if (!ok && f->size) {
+        live_put(f->addr, f->size);
+        emit_dev(PL_REC_DEVICE_ALLOC, f->source, f->device, f->addr, f->size, f->stream);
+    }
+}
+
+/* Driver frees inside a runtime call (tl_depth) are the runtime wrapper's business. */
+#define DRIVER_FREE(slot, p, stream, call)                                                                     \
+    pending_free_t f_ = {0};                                                                                   \
+    if (!tl_depth) f_ = before_free(PL_DEV_SRC_DRIVER, tl_device, (uint64_t)(p), (uint64_t)(uintptr_t)(stream)); \
+    CUresult rc = call;                                                                                        \
+    if (rc == CUDA_SUCCESS) sample_device(real_of(slot));                                                      \
+    if (!tl_depth) after_free_call(rc == CUDA_SUCCESS, &f_);                                                   \
+    return rc
+
+#define DRV(name) PL_EXPORT CUresult pl_cu_##name
+
+DRV(alloc)(CUdeviceptr *dptr, size_t size) __asm__("cuMemAlloc_v2");
+DRV(alloc)(CUdeviceptr *dptr, size_t size) {
+    REAL(S_ALLOC, alloc_fn, real);
+    CUresult rc = real(dptr, size);
+    after_alloc(rc, real_of(S_ALLOC), dptr, size, NULL);
+    return rc;
+}
+
+DRV(free)(CUdeviceptr p) __asm__("cuMemFree_v2");
+DRV(free)(CUdeviceptr p) {
+    REAL(S_FREE, free_fn, real);
+    DRIVER_FREE(S_FREE, p, NULL, real(p));
+}
+
+DRV(managed)(CUdeviceptr *dptr, size_t size, unsigned int flags) __asm__("cuMemAllocManaged");
+DRV(managed)(CUdeviceptr *dptr, size_t size, unsigned int flags) {
+    REAL(S_MANAGED, managed_fn, real);
+    CUresult rc = real(dptr, size, flags);
+    after_alloc(rc, real_of(S_MANAGED), dptr, size, NULL);
+    return rc;
+}
+
+#define ALLOC_ASYNC(fname, slot, sym)                                                                          \
+    DRV(fname)(CUdeviceptr * dptr, size_t size, CUstream stream) __asm__(sym);                                 \
+    DRV(fname)(CUdeviceptr * dptr, size_t size, CUstream stream) {                                             \
+        REAL(slot, alloc_async_fn, real);                                                                      \
+        CUresult rc = real(dptr, size, stream);                                                                \
+        after_alloc(rc, real_of(slot), dptr, size, stream);                                      \
+        return rc;                                                                                             \
+    }
+ALLOC_ASYNC(alloc_async, S_ALLOC_ASYNC, "cuMemAllocAsync")
+ALLOC_ASYNC(alloc_async_ptsz, S_ALLOC_ASYNC_PTSZ, "cuMemAllocAsync_ptsz")
+
+#define FREE_ASYNC(fname, slot, sym)                                                                           \
+    DRV(fname)(CUdeviceptr p, CUstream stream) __asm__(sym);                                                   \
+    DRV(fname)(CUdeviceptr p, CUstream stream) {                                                               \
+        REAL(slot, free_async_fn, real);                                                                       \
+        DRIVER_FREE(slot, p, stream, real(p, stream));                                                         \
+    }
+FREE_ASYNC(free_async, S_FREE_ASYNC, "cuMemFreeAsync")
+FREE_ASYNC(free_async_ptsz, S_FREE_ASYNC_PTSZ, "cuMemFreeAsync_ptsz")
+
+#define POOL_ASYNC(fname, slot, sym)                                                                           \
+    DRV(fname)(CUdeviceptr * dptr, size_t size, CUmemoryPool pool, CUstream stream) __asm__(sym);              \
+    DRV(fname)(CUdeviceptr * dptr, size_t size, CUmemoryPool pool, CUstream stream) {                          \
+        REAL(slot, pool_async_fn, real);                                                                       \
+        CUresult rc = real(dptr, size, pool, stream);                                                          \
+        after_alloc(rc, real_of(slot), dptr, size, stream);                                      \
+        return rc;                                                                                             \
+    }
+POOL_ASYNC(pool_async, S_POOL_ASYNC, "cuMemAllocFromPoolAsync")
+POOL_ASYNC(pool_async_ptsz, S_POOL_ASYNC_PTSZ, "cuMemAllocFromPoolAsync_ptsz")
+
+DRV(create)(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
+            unsigned long long flags) __asm__("cuMemCreate");
+DRV(create)(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
+            unsigned long long flags) {
+    REAL(S_CREATE, create_fn, real);
+    CUresult rc = real(h, size, prop, flags);
+    if (rc == CUDA_SUCCESS) sample_device(real_of(S_CREATE));
+    else if (rc == CUDA_ERROR_OUT_OF_MEMORY && !tl_depth)
+        emit_dev(PL_REC_DEVICE_OOM, PL_DEV_SRC_DRIVER, prop ? prop->location.id : -1, 0, size, 0);
+    return rc;
+}
+
+DRV(release)(CUmemGenericAllocationHandle h) __asm__("cuMemRelease");
+DRV(release)(CUmemGenericAllocationHandle h) {
+    REAL(S_RELEASE, release_fn, real);
+    return real(h);
+}
+
+DRV(map)(CUdeviceptr p, size_t size, size_t offset, CUmemGenericAllocationHandle h, unsigned long long flags)
+    __asm__("cuMemMap");
+DRV(map)(CUdeviceptr p, size_t size, size_t offset, CUmemGenericAllocationHandle h, unsigned long long flags) {
+    REAL(S_MAP, map_fn, real);
+    CUresult rc = real(p, size, offset, h, flags);
+    if (rc == CUDA_SUCCESS) {
+        sample_device(real_of(S_MAP));
+        if (!tl_depth) emit_dev(PL_REC_DEVICE_MAP, PL_DEV_SRC_DRIVER, tl_device, (uint64_t)p, size, 0);
+    }
+    return rc;
+}
+
+DRV(unmap)(CUdeviceptr p, size_t size) __asm__("cuMemUnmap");
+DRV(unmap)(CUdeviceptr p, size_t size) {
+    REAL(S_UNMAP, unmap_fn, real);
+    CUresult rc = real(p, size);
+    if (rc != CUDA_SUCCESS) return rc;
+    sample_device(real_of(S_UNMAP));
+    if (!tl_depth) emit_dev(PL_REC_DEVICE_UNMAP, PL_DEV_SRC_DRIVER, tl_device, (uint64_t)p, size, 0);
+    return rc;
+}
+
+DRV(reserve)(CUdeviceptr *p, size_t size, size_t alignment, CUdeviceptr hint, unsigned long long flags)
+    __asm__("cuMemAddressReserve");
+DRV(reserve)(CUdeviceptr *p, size_t size, size_t alignment, CUdeviceptr hint, unsigned long long flags) {
+    REAL(S_RESERVE, reserve_fn, real);
+    return real(p, size, alignment, hint, flags);
+}
+
+/* cuGetProcAddress: the result is wrapped, including the driver's pointer to cuGetProcAddress itself. */
+DRV(gpa)(const char *sym, void **pfn, int version, cuuint64_t flags) __asm__("cuGetProcAddress");
+DRV(gpa)(const char *sym, void **pfn, int version, cuuint64_t flags) {
+    REAL(S_GPA, gpa_fn, real);
+    CUresult rc = real(sym, pfn, version, flags);
+    if (rc == CUDA_SUCCESS && pfn && *pfn) *pfn = wrap_proc(sym, *pfn, version, flags);
+    return rc;
+}
+
+DRV(gpa_v2)(const char *sym, void **pfn, int version, cuuint64_t flags, CUdriverProcAddressQueryResult *status)
+    __asm__("cuGetProcAddress_v2");
+DRV(gpa_v2)(const char *sym, void **pfn, int version, cuuint64_t flags, CUdriverProcAddressQueryResult *status) {
+    REAL(S_GPA_V2, gpa_v2_fn, real);
+    CUresult rc = real(sym, pfn, version, flags, status);
+    if (rc == CUDA_SUCCESS && pfn && *pfn) *pfn = wrap_proc(sym, *pfn, version, flags);
+    return rc;
+}
+
+static const any_fn wrapper_fns[S_N] = {
+    [S_ALLOC] = (any_fn)pl_cu_alloc, [S_FREE] = (any_fn)pl_cu_free, [S_MANAGED] = (any_fn)pl_cu_managed,
+    [S_ALLOC_ASYNC] = (any_fn)pl_cu_alloc_async, [S_ALLOC_ASYNC_PTSZ] = (any_fn)pl_cu_alloc_async_ptsz,
+    [S_FREE_ASYNC] = (any_fn)pl_cu_free_async, [S_FREE_ASYNC_PTSZ] = (any_fn)pl_cu_free_async_ptsz,
+    [S_POOL_ASYNC] = (any_fn)pl_cu_pool_async, [S_POOL_ASYNC_PTSZ] = (any_fn)pl_cu_pool_async_ptsz,
+    [S_CREATE] = (any_fn)pl_cu_create, [S_RELEASE] = (any_fn)pl_cu_release, [S_MAP] = (any_fn)pl_cu_map,
+    [S_UNMAP] = (any_fn)pl_cu_unmap, [S_RESERVE] = (any_fn)pl_cu_reserve, [S_GPA] = (any_fn)pl_cu_gpa,
+    [S_GPA_V2] = (any_fn)pl_cu_gpa_v2,
+};
+
+/* ------------------------------------------------------------------ runtime wrappers (libcudart linked dynamically) */
+
+enum { R_MALLOC, R_FREE, R_MALLOC_ASYNC, R_FREE_ASYNC, R_MANAGED, R_HOST, R_HOST_ALLOC, R_FREE_HOST, R_N };
+static const char *const rt_names[R_N] = {"cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaFreeAsync",
+                                          "cudaMallocManaged", "cudaMallocHost", "cudaHostAlloc", "cudaFreeHost"};
+static _Atomic(void *) rt_real[R_N];        /* found in the global scope: the same for every caller */
+
+/* Found in a caller's local scope (RTLD_LOCAL plugins): per call site, since two plugins may bundle different
+ * runtimes. A site is published after its function, so a reader that matches a site sees the function. */
+#define RT_SITES 32
+static struct {
+    _Atomic(const void *) site;
+    _Atomic(void *) fn;
+} rt_sites[R_N][RT_SITES];
+
+#define CUDA_ERROR_MEMORY_ALLOCATION 2 /* cudaErrorMemoryAllocation */
+#define CUDA_ERROR_UNKNOWN_RT 999      /* cudaErrorUnknown */
+
+static void *rt_get(int r, const void *caller) {
+    void *p = atomic_load_explicit(&rt_real[r], memory_order_acquire);
+    if (p) return p;
+    for (int i = 0; i < RT_SITES; i++) {
+        const void *site = atomic_load_explicit(&rt_sites[r][i].site, memory_order_acquire);
+        if (!site) break;
+        if (site == caller) return atomic_load_explicit(&rt_sites[r][i].fn, memory_order_relaxed);
+    }
+    resolve_dlsym();
+    p = pl_cuda_real_dlsym ? pl_cuda_real_dlsym(RTLD_NEXT, rt_names[r]) : NULL;
+    if (p && in_self(p)) p = NULL;
+    if (p) {
+        atomic_store(&rt_real[r], p);
+        return p;
+    }
+    p = lookup_from_caller(caller, rt_names[r]);
+    if (!p) {
+        static atomic_bool warned;
+        warn_once(&warned, "plateau: a CUDA runtime function was called but the real one cannot be found");
+        return NULL;
+    }
+    /* Remember it for this call site when a slot is free (else just look it up again next time). */
+    for (int i = 0; i < RT_SITES; i++) {
+        void *empty_fn = NULL;
+        if (atomic_compare_exchange_strong(&rt_sites[r][i].fn, &empty_fn, p)) {
+            atomic_store_explicit(&rt_sites[r][i].site, caller, memory_order_release);
+            break;
+        }
+    }
+    return p;
+}
+
+#define RT_REAL(r, type, var)                                                                                  \
+    type var;                                                                                                  \
+    {                                                                                                          \
+        void *p_ = rt_get(r, __builtin_return_address(0));                                                     \
+        if (!p_) return CUDA_ERROR_UNKNOWN_RT;                                                                 \
+        memcpy(&var, &p_, sizeof p_);                                                                          \
+    }
+
+/* host != 0: pinned host memory (cudaMallocHost / cudaHostAlloc), recorded with device -1; otherwise the device
+ * the inner driver call found current (-1 when unknown). */
+static void rt_after_alloc(int rc, void **ptr, size_t size, void *stream, int host) {
+    int32_t device = host ? -1 : tl_device;
+    if (rc == 0 && ptr && *ptr) {
+        live_put((uint64_t)(uintptr_t)*ptr, size);
+        emit_dev(PL_REC_DEVICE_ALLOC, PL_DEV_SRC_RUNTIME, device, (uint64_t)(uintptr_t)*ptr, size,
+                 (uint64_t)(uintptr_t)stream);
+    } else if (rc == CUDA_ERROR_MEMORY_ALLOCATION) {
+        emit_dev(PL_REC_DEVICE_OOM, PL_DEV_SRC_RUNTIME, device, 0, size, (uint64_t)(uintptr_t)stream);
+    }
+}
+
+typedef int (*rt_malloc_fn)(void **, size_t);
+typedef int (*rt_free_fn)(void *);
+typedef int (*rt_malloc_async_fn)(void **, size_t, void *);
+typedef int (*rt_free_async_fn)(void *, void *);
+typedef int (*rt_malloc_flags_fn)(void **, size_t, unsigned int);
+
+PL_EXPORT int cudaMalloc(void **ptr, size_t size) {
+    RT_REAL(R_MALLOC, rt_malloc_fn, real);
+    tl_device = -1;
+    tl_depth++;
+    int rc = real(ptr, size);
+    tl_depth--;
+    rt_after_alloc(rc, ptr, size, NULL, 0);
+    return rc;
+}
+
+PL_EXPORT int cudaFree(void *p) {
+    RT_REAL(R_FREE, rt_free_fn, real);
+    /* the device of this thread's last device call (pinned host memory: -1) */
+    pending_free_t f = before_free(PL_DEV_SRC_RUNTIME, tl_device, (uint64_t)(uintptr_t)p, 0);
+    tl_depth++;
+    int rc = real(p);
+    tl_depth--;
+    after_free_call(rc == 0, &f);
+    return rc;
+}
+
+PL_EXPORT int cudaMallocAsync(void **ptr, size_t size, void *stream) {
+    RT_REAL(R_MALLOC_ASYNC, rt_malloc_async_fn, real);
+    tl_device = -1;
+    tl_depth++;
+    int rc = real(ptr, size, stream);
+    tl_depth--;
+    rt_after_alloc(rc, ptr, size, stream, 0);
+    return rc;
+}
+
+PL_EXPORT int cudaFreeAsync(void *p, void *stream) {
+    RT_REAL(R_FREE_ASYNC, rt_free_async_fn, real);
+    /* the device of this thread's last device call (pinned host memory: -1) */
+    pending_free_t f = before_free(PL_DEV_SRC_RUNTIME, tl_device, (uint64_t)(uintptr_t)p,
+                                   (uint64_t)(uintptr_t)stream);
+    tl_depth++;
+    int rc = real(p, stream);
+    tl_depth--;
+    after_free_call(rc == 0, &f);
+    return rc;
+}
+
+PL_EXPORT int cudaMallocManaged(void **ptr, size_t size, unsigned int flags) {
+    RT_REAL(R_MANAGED, rt_malloc_flags_fn, real);
+    tl_device = -1;
+    tl_depth++;
+    int rc = real(ptr, size, flags);
+    tl_depth--;
+    rt_after_alloc(rc, ptr, size, NULL, 0);
+    return rc;
+}
+
+PL_EXPORT int cudaMallocHost(void **ptr, size_t size) {
+    RT_REAL(R_HOST, rt_malloc_fn, real);
+    tl_device = -1;
+    tl_depth++;
+    int rc = real(ptr, size);
+    tl_depth--;
+    rt_after_alloc(rc, ptr, size, NULL, 1);
+    return rc;
+}
+
+PL_EXPORT int cudaHostAlloc(void **ptr, size_t size, unsigned int flags) {
+    RT_REAL(R_HOST_ALLOC, rt_malloc_flags_fn, real);
+    tl_device = -1;
+    tl_depth++;
+    int rc = real(ptr, size, flags);
+    tl_depth--;
+    rt_after_alloc(rc, ptr, size, NULL, 1);
+    return rc;
+}
+
+PL_EXPORT int cudaFreeHost(void *p) {
+    RT_REAL(R_FREE_HOST, rt_free_fn, real);
+    pending_free_t f = before_free(PL_DEV_SRC_RUNTIME, -1, /* pinned host memory */ (uint64_t)(uintptr_t)p, 0);
+    tl_depth++;
+    int rc = real(p);
+    tl_depth--;
+    after_free_call(rc == 0, &f);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ start and exit */
+
+/* PLATEAU_DEBUG_CUDA=1: one summary line on stderr at exit (what the hooks saw and wrapped). */
+static void cuda_at_exit(void) {
+    char buf[2048];
+    int n = snprintf(buf, sizeof buf,
+                     "plateau cuda: dlsym_hooked=%llu gpa_lookups=%llu refused=%llu records=%llu samples=%llu wrapped:",
+                     (unsigned long long)cu.n_dlsym_hooked, (unsigned long long)cu.n_gpa_lookups,
+                     (unsigned long long)cu.n_refused, (unsigned long long)cu.n_records,
+                     (unsigned long long)cu.n_samples);
+    for (int i = 0; i < S_N && n > 0 && (size_t)n < sizeof buf; i++)
+        n += snprintf(buf + n, sizeof buf - (size_t)n, " %s=%llu", slot_info[i].sym,
+                      (unsigned long long)cu.n_wrapped[i]);
+    warn_line(buf);
+}
+
+/* A fork child inherits the table's lock in whatever state another thread left it. */
+static void cuda_fork_child(void) { pthread_mutex_init(&live.mu, NULL); }
+
+__attribute__((constructor)) static void pl_cuda_init(void) {
+    pthread_atfork(NULL, NULL, cuda_fork_child);
+    const char *d = getenv("PLATEAU_DEBUG_CUDA");
+    resolve_dlsym();
+    if (!pl_cuda_real_dlsym) warn_line("plateau: the real dlsym cannot be found: CUDA look-ups are not wrapped");
+    cu.debug = d && d[0] >= '1' && d[0] <= '9' ? d[0] - '0' : 0;
+    if (cu.debug) atexit(cuda_at_exit);
+}
