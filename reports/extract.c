@@ -7,6 +7,7 @@
  * segments) and the stack/frame/module tables are bounded; what does not fit is counted, never allocated.
  */
 #include "extract.h"
+#include "period.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -790,7 +791,7 @@ static pl_extract_proc_t *new_proc(pl_extract_t *x) {
 }
 
 static int extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd, const char *file,
-                          const pl_extract_opts_t *opts) {
+                          const pl_extract_opts_t *opts, const pl_period_t *auto_steps) {
     pl_extract_opts_t o = {0};
     if (opts) o = *opts;
     if (o.max_points == 0) o.max_points = 8192;
@@ -820,8 +821,17 @@ static int extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd
     }
     pl_trace_record_t rec;
     int rc, nrc;
+    size_t next_bound = 0; /* period detection: synthetic step records of auto_steps not yet delivered */
     while ((nrc = pl_trace_next(rd, &rec)) > 0) {
         xp->n_records++;
+        /* --- period detection (reports/period.c): a step record at each detected step end --- */
+        while (auto_steps && next_bound < auto_steps->n_bounds && rec.t_ns >= auto_steps->bounds_ns[next_bound]) {
+            pl_trace_record_t sr = {.type = PL_REC_STEP, .t_ns = auto_steps->bounds_ns[next_bound]};
+            sr.u.step.step = ++next_bound;
+            sr.u.step.source = PL_STEP_AUTO;
+            if ((rc = on_record(s, &sr)) < 0) goto out;
+        }
+        /* --- end period detection --- */
         if (rec.type == PL_REC_DEVICE_ALLOC && rec.u.device.source != PL_DEV_SRC_ALLOCATOR) s->seen_drv = true;
         rc = on_record(s, &rec);
         if (rc < 0) goto out;
@@ -832,6 +842,12 @@ static int extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd
         if (msg && msg[0]) copy_str(xp->error, sizeof xp->error, msg);
         else snprintf(xp->error, sizeof xp->error, "%s: offset %llu: %s", file ? file : "trace",
                       (unsigned long long)pl_trace_offset(rd), strerror(-nrc));
+    }
+    if (auto_steps && xp->n_steps) { /* --- period detection --- */
+        xp->steps_auto = true;
+        xp->auto_period_allocs = auto_steps->period_allocs;
+        xp->auto_period_ms = auto_steps->period_ns / 1e6;
+        xp->auto_confidence = auto_steps->confidence;
     }
     rc = finish(s, row);
     if (rc) goto out;
@@ -884,10 +900,32 @@ static void note_open_error(pl_extract_t *x, const char *path, int rc) {
 int pl_extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd, const char *file,
                       const pl_extract_opts_t *opts) {
     if (!r || !x || !rd) return -EINVAL;
-    int rc = extract_reader(r, x, rd, file, opts);
+    int rc = extract_reader(r, x, rd, file, opts, NULL);
     update_cut_short(r, x);
     return rc;
 }
+
+/* --- period detection (reports/period.c, docs/period.md) ---
+ * First pass over a trace: when it holds no step record (the scan stops at the first one), detect the loop's
+ * period from its allocation records. *p is left "not found" when there are steps, too little data or too little
+ * confidence; the caller then reads the trace by time buckets as before. Returns 0 or -ENOMEM. */
+static int detect_period(pl_trace_reader_t *rd, pl_period_t *p) {
+    memset(p, 0, sizeof *p);
+    pl_period_input_t in;
+    pl_period_input_init(&in);
+    pl_trace_record_t rec;
+    int rc = 0;
+    while (pl_trace_next(rd, &rec) > 0) {
+        if (rec.type == PL_REC_STEP) goto out;
+        if ((rc = pl_period_add(&in, &rec))) goto out;
+    }
+    rc = pl_period_detect(&in, NULL, p);
+    if (!rc && !p->found) pl_period_free(p);
+out:
+    pl_period_input_free(&in);
+    return rc;
+}
+/* --- end period detection --- */
 
 static int extract_file(pl_report_t *r, pl_extract_t *x, const char *path, const pl_extract_opts_t *opts) {
     pl_trace_reader_t *rd;
@@ -896,7 +934,17 @@ static int extract_file(pl_report_t *r, pl_extract_t *x, const char *path, const
         note_open_error(x, path, rc);
         return rc;
     }
-    rc = extract_reader(r, x, rd, path, opts);
+    pl_period_t per; /* period detection: a first pass, then the trace is read again */
+    rc = detect_period(rd, &per);
+    pl_trace_close(rd);
+    if (!rc) rc = pl_trace_open(path, &rd);
+    if (rc) {
+        pl_period_free(&per);
+        if (rc != -ENOMEM) note_open_error(x, path, rc);
+        return rc;
+    }
+    rc = extract_reader(r, x, rd, path, opts, per.found ? &per : NULL);
+    pl_period_free(&per);
     pl_trace_close(rd);
     return rc;
 }
@@ -917,8 +965,18 @@ int pl_extract_mem(pl_report_t *r, pl_extract_t *x, const void *data, size_t len
         note_open_error(x, name ? name : "memory", rc);
         return rc;
     }
-    rc = pl_extract_reader(r, x, rd, name, opts);
+    pl_period_t per; /* period detection: a first pass, then the buffer is read again */
+    rc = detect_period(rd, &per);
     pl_trace_close(rd);
+    if (!rc) rc = pl_trace_open_mem(data, len, name ? name : "memory", &rd);
+    if (rc) {
+        pl_period_free(&per);
+        return rc;
+    }
+    rc = extract_reader(r, x, rd, name, opts, per.found ? &per : NULL);
+    pl_period_free(&per);
+    pl_trace_close(rd);
+    update_cut_short(r, x);
     return rc;
 }
 
@@ -1151,6 +1209,9 @@ int pl_extract_render_text(const pl_report_t *r, const pl_extract_t *x, FILE *o)
     }
     for (size_t i = 0; i < x->n_procs; i++) {
         const pl_extract_proc_t *p = &x->procs[i];
+        if (p->steps_auto) /* period detection */
+            fprintf(o, "pid %u: steps auto-detected, period %.0f allocations / %.3g ms, confidence %.2f\n", p->pid,
+                    p->auto_period_allocs, p->auto_period_ms, p->auto_confidence);
         if (p->damaged) fprintf(o, "damaged trace, partial report: %s\n", p->error);
         if (!p->n_sites || (!proc_leaks(p->proc) && n_leak)) continue;
         fprintf(o, "call sites by live-byte growth (pid %u, sampled, since %s %lld):\n", p->pid,

@@ -52,6 +52,12 @@ typedef struct pl_extract_proc {
     size_t n_sites;
     pl_extract_site_t sites[PL_EXTRACT_MAX_SITES];
     uint64_t n_untracked;       /* allocations not tracked because a bounded table was full */
+    /* period detection (reports/period.c, docs/period.md): set when the trace has no step records and its loop
+     * period was found; n_steps then counts the synthetic steps */
+    bool steps_auto;
+    double auto_period_allocs;  /* allocation calls per step */
+    double auto_period_ms;
+    double auto_confidence;     /* 0..1 */
 } pl_extract_proc_t;
 
 typedef struct pl_extract {
@@ -73,7 +79,9 @@ void pl_extract_init(pl_extract_t *x);
 void pl_extract_free(pl_extract_t *x);
 
 /* Read every record of rd into a new process row of r (and its extras into x). `file` names the source in
- * messages (may be NULL). Returns 0 when a row was added (also for a damaged or cut-short trace), -ENOMEM. */
+ * messages (may be NULL). A reader cannot be rewound, so no period detection here: a trace without step records
+ * read this way is reported by time buckets (pl_extract_file / _mem / _path detect the period first).
+ * Returns 0 when a row was added (also for a damaged or cut-short trace), -ENOMEM. */
 int pl_extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd, const char *file,
                       const pl_extract_opts_t *opts);
 

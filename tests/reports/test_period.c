@@ -1,0 +1,320 @@
+/* Unit tests for reports/period.c: synthetic allocation streams with known periods (jitter, variable-length steps,
+ * noise allocations, an evaluation spike every K steps, sampled streams) must be found within tolerance; aperiodic
+ * streams must not; and reports/extract.c must turn a periodic unmarked trace into auto-detected steps. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <setjmp.h>
+#include <stddef.h>
+#include <stdarg.h>
+#include <cmocka.h>
+
+#include "reports/extract.h"
+#include "reports/period.h"
+#include "reports/report.h"
+#include "writer.h"
+
+static uint64_t g_rng;
+static uint64_t rnd(void) { /* xorshift64*: deterministic per test */
+    g_rng ^= g_rng >> 12;
+    g_rng ^= g_rng << 25;
+    g_rng ^= g_rng >> 27;
+    return g_rng * 2685821657736338717ull;
+}
+static double unif(void) { return (double)(rnd() >> 11) / 9007199254740992.0; }
+
+typedef struct gen {
+    int n_steps;
+    int per_step;          /* exact allocations per step (distinct call sites 1..per_step, some repeated) */
+    double step_ms;        /* mean step duration */
+    double jitter;         /* step duration uniform in [1-j, 1+j] x step_ms */
+    double noise;          /* probability of a random extra allocation after each one */
+    int eval_every;        /* every K steps an evaluation of eval_allocs allocations follows (0 = none) */
+    int eval_allocs;
+    bool sampled;          /* host samples: each allocation recorded with probability `keep` */
+    double keep;
+} gen_t;
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void add_ev(pl_period_input_t *in, int64_t t, uint64_t key, bool exact) {
+    pl_trace_record_t r;
+    memset(&r, 0, sizeof r);
+    r.t_ns = t;
+    if (exact) {
+        r.type = PL_REC_DEVICE_ALLOC;
+        r.u.device.stack_id = (uint32_t)key;
+        r.u.device.size = 4096;
+    } else {
+        r.type = PL_REC_HOST_ALLOC;
+        r.u.host_alloc.stack_id = (uint32_t)key;
+        r.u.host_alloc.size = 1 << 20;
+    }
+    assert_int_equal(pl_period_add(in, &r), 0);
+}
+
+/* Fill in with g's stream; returns the true median step duration in ns. Step ends are also added as step records
+ * (detection must ignore them). */
+static double generate(const gen_t *g, pl_period_input_t *in) {
+    int64_t t = 1000000000LL;
+    double *d = malloc((size_t)g->n_steps * sizeof *d);
+    assert_non_null(d);
+    for (int s = 0; s < g->n_steps; s++) {
+        double dur = g->step_ms * 1e6 * (1 + g->jitter * (2 * unif() - 1));
+        d[s] = dur;
+        /* the loop: forward allocations bunched in the first 40% of the step, backward in the next 40%, the
+         * optimizer's quiet last 20% */
+        for (int k = 0; k < g->per_step; k++) {
+            int64_t at = t + (int64_t)(dur * 0.8 * (k + 0.5 * unif()) / g->per_step);
+            uint32_t key = 1 + (uint32_t)(k % (g->per_step > 8 ? g->per_step - 3 : g->per_step));
+            if (!g->sampled || unif() < g->keep) add_ev(in, at, key, !g->sampled);
+            if (g->noise > 0 && unif() < g->noise) add_ev(in, at + 10, 1000 + rnd() % 5000, !g->sampled);
+        }
+        t += (int64_t)dur;
+        pl_trace_record_t r = {.type = PL_REC_STEP, .t_ns = t};
+        r.u.step.step = (uint64_t)s + 1;
+        assert_int_equal(pl_period_add(in, &r), 0);
+        if (g->eval_every && (s + 1) % g->eval_every == 0) {
+            double edur = g->step_ms * 1e6 * 0.6;
+            for (int k = 0; k < g->eval_allocs; k++) {
+                int64_t at = t + (int64_t)(edur * k / g->eval_allocs);
+                if (!g->sampled || unif() < g->keep) add_ev(in, at, 1 + (uint32_t)(k % (g->per_step / 3)), !g->sampled);
+            }
+            t += (int64_t)edur;
+        }
+    }
+    qsort(d, (size_t)g->n_steps, sizeof *d, cmp_d);
+    double med = d[g->n_steps / 2];
+    free(d);
+    return med;
+}
+
+static void expect_found(const gen_t *g, pl_period_method_t method, double tol) {
+    pl_period_input_t in;
+    pl_period_input_init(&in);
+    double truth = generate(g, &in);
+    pl_period_t p;
+    assert_int_equal(pl_period_detect(&in, NULL, &p), 0);
+    printf("    found %d method %s allocs %.1f period %.3f ms (true %.3f) conf %.2f bounds %zu (steps %d)\n", p.found,
+           pl_period_method_name(p.method), p.period_allocs, p.period_ns / 1e6, truth / 1e6, p.confidence,
+           p.n_bounds, g->n_steps);
+    assert_true(p.found);
+    assert_int_equal(p.method, method);
+    assert_true(p.confidence >= 0.5 && p.confidence <= 1.0);
+    /* with jitter the median step is not exactly the mean one: tolerance on the period */
+    assert_true(fabs(p.period_ns - truth) <= tol * truth);
+    if (method == PL_PERIOD_SEQUENCE) assert_int_equal((int)p.period_allocs, g->per_step);
+    double n_evals = g->eval_every ? g->n_steps / g->eval_every : 0;
+    assert_true(fabs((double)p.n_bounds - g->n_steps) <= 0.1 * g->n_steps + n_evals + 1);
+    for (size_t i = 1; i < p.n_bounds; i++) assert_true(p.bounds_ns[i] > p.bounds_ns[i - 1]);
+    pl_period_free(&p);
+    pl_period_input_free(&in);
+}
+
+static void expect_none(pl_period_input_t *in) {
+    pl_period_t p;
+    assert_int_equal(pl_period_detect(in, NULL, &p), 0);
+    printf("    found %d method %s period %.3f ms conf %.2f\n", p.found, pl_period_method_name(p.method),
+           p.period_ns / 1e6, p.confidence);
+    assert_false(p.found);
+    assert_null(p.bounds_ns);
+    assert_int_equal(p.n_bounds, 0);
+    pl_period_free(&p);
+}
+
+static void test_period_exact_steady(void **state) {
+    (void)state;
+    g_rng = 1;
+    gen_t g = {.n_steps = 50, .per_step = 40, .step_ms = 5};
+    expect_found(&g, PL_PERIOD_SEQUENCE, 0.02);
+}
+
+static void test_period_exact_jitter_variable_steps(void **state) {
+    (void)state;
+    g_rng = 2;
+    gen_t g = {.n_steps = 80, .per_step = 60, .step_ms = 8, .jitter = 0.5};
+    expect_found(&g, PL_PERIOD_SEQUENCE, 0.15);
+}
+
+static void test_period_exact_noise(void **state) {
+    (void)state;
+    g_rng = 3;
+    gen_t g = {.n_steps = 60, .per_step = 50, .step_ms = 4, .jitter = 0.1, .noise = 0.05};
+    expect_found(&g, PL_PERIOD_SEQUENCE, 0.1);
+}
+
+static void test_period_exact_eval_spike(void **state) {
+    (void)state;
+    g_rng = 4;
+    /* an evaluation every 10 steps: the best-matching lag is the 10-step cycle; the step must still win */
+    gen_t g = {.n_steps = 60, .per_step = 45, .step_ms = 3, .jitter = 0.1, .eval_every = 10, .eval_allocs = 20};
+    expect_found(&g, PL_PERIOD_SEQUENCE, 0.1);
+}
+
+static void test_period_sampled_time(void **state) {
+    (void)state;
+    g_rng = 5;
+    /* a sampled host stream: ~12 of 40 allocations per step recorded, at random */
+    gen_t g = {.n_steps = 60, .per_step = 40, .step_ms = 20, .jitter = 0.05, .sampled = true, .keep = 0.3};
+    expect_found(&g, PL_PERIOD_TIME, 0.1);
+}
+
+static void test_period_aperiodic_none(void **state) {
+    (void)state;
+    g_rng = 6;
+    pl_period_input_t in;
+    pl_period_input_init(&in);
+    int64_t t = 1000000000LL;
+    for (int i = 0; i < 4000; i++) { /* Poisson arrivals, random call sites: exact records */
+        t += (int64_t)(-log(1 - unif()) * 100000);
+        add_ev(&in, t, 1 + rnd() % 200, true);
+    }
+    expect_none(&in);
+    pl_period_input_free(&in);
+    pl_period_input_init(&in);
+    t = 1000000000LL;
+    for (int i = 0; i < 3000; i++) { /* sampled, a few call sites, random times */
+        t += (int64_t)(-log(1 - unif()) * 1000000);
+        add_ev(&in, t, 1 + rnd() % 4, false);
+    }
+    expect_none(&in);
+    pl_period_input_free(&in);
+}
+
+static void test_period_too_little(void **state) {
+    (void)state;
+    pl_period_input_t in;
+    pl_period_input_init(&in);
+    expect_none(&in); /* empty */
+    /* two call sites alternating once a second: periodic, but 2 allocations per step is too little to cut steps */
+    for (int s = 0; s < 100; s++) {
+        add_ev(&in, 1000000000LL * (s + 1), 1, false);
+        add_ev(&in, 1000000000LL * (s + 1) + 1000, 2, false);
+    }
+    expect_none(&in);
+    pl_period_input_free(&in);
+    /* three repeats only */
+    g_rng = 7;
+    pl_period_input_init(&in);
+    gen_t g = {.n_steps = 3, .per_step = 40, .step_ms = 5};
+    generate(&g, &in);
+    expect_none(&in);
+    pl_period_input_free(&in);
+}
+
+static void test_period_bad_args(void **state) {
+    (void)state;
+    pl_period_t p;
+    pl_period_input_t in;
+    pl_period_input_init(&in);
+    assert_int_equal(pl_period_detect(NULL, NULL, &p), -EINVAL);
+    assert_int_equal(pl_period_detect(&in, NULL, NULL), -EINVAL);
+    assert_int_equal(pl_period_add(NULL, NULL), -EINVAL);
+    assert_int_equal(pl_period_scan(NULL, &in), -EINVAL);
+    pl_period_free(NULL);
+    pl_period_input_free(NULL);
+    assert_string_equal(pl_period_method_name(PL_PERIOD_NONE), "none");
+    assert_string_equal(pl_period_method_name(PL_PERIOD_SEQUENCE), "sequence");
+    assert_string_equal(pl_period_method_name(PL_PERIOD_TIME), "time");
+}
+
+/* reports/extract.c: a trace without step records whose device allocations repeat every step gets synthetic
+ * steps; the text report says so. */
+static void test_period_extract_auto_steps(void **state) {
+    (void)state;
+    char dir[] = "/tmp/plateau-test-period-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/1.0.pltrace", dir);
+    pl_trace_header_t h = {.version = PL_TRACE_VERSION, .pid = 77, .ppid = 1, .start_mono_ns = 1000000000LL};
+    pl_writer_options_t opt;
+    pl_writer_options_default(&opt);
+    pl_writer_t *w;
+    assert_int_equal(pl_writer_open(path, &h, &opt, &w), 0);
+    pl_trace_record_t r;
+    memset(&r, 0, sizeof r);
+    r.type = PL_REC_PROCESS_START;
+    r.t_ns = h.start_mono_ns;
+    r.u.process = (pl_rec_process_t){.pid = 77, .ppid = 1, .rank = -1, .local_rank = -1, .exe = "/bin/train",
+                                     .interval_ns = 100000000, .cgroup_max_bytes = PL_TRACE_NA};
+    assert_int_equal(pl_writer_emit(w, &r), 0);
+    const int n_steps = 40, per_step = 30;
+    const int64_t step_ns = 200000000; /* 200 ms: periodic heap samples every 100 ms fall inside steps */
+    int64_t t = h.start_mono_ns;
+    for (int s = 0; s < n_steps; s++) {
+        for (int k = 0; k < per_step; k++) {
+            memset(&r, 0, sizeof r);
+            r.type = PL_REC_DEVICE_ALLOC;
+            r.t_ns = t + 1000 + (int64_t)k * (step_ns / 2 / per_step);
+            r.u.device = (pl_rec_device_t){.source = PL_DEV_SRC_ALLOCATOR, .allocator_id = 1, .pool = 2,
+                                           .addr = 0x100000ull * (uint64_t)(k + 1), .size = 4096ull * (uint64_t)(k + 1),
+                                           .requested = 4096, .stack_id = (uint32_t)k + 1};
+            assert_int_equal(pl_writer_emit(w, &r), 0);
+        }
+        for (int q = 0; q < 2; q++) { /* periodic heap samples (step 0), growing: a leak of 1 MiB per step */
+            memset(&r, 0, sizeof r);
+            r.type = PL_REC_HEAP;
+            r.t_ns = t + (q ? step_ns * 3 / 4 : step_ns / 4);
+            r.u.heap = (pl_rec_heap_t){.live_bytes = (int64_t)(100 << 20) + (int64_t)s * (1 << 20),
+                                       .live_count = 1000 + s, .n_alloc = (uint64_t)(s * 2 + q) * 500};
+            assert_int_equal(pl_writer_emit(w, &r), 0);
+        }
+        t += step_ns;
+        assert_int_equal(pl_writer_flush(w), 0);
+    }
+    memset(&r, 0, sizeof r);
+    r.type = PL_REC_PROCESS_END;
+    r.t_ns = t;
+    assert_int_equal(pl_writer_emit(w, &r), 0);
+    pl_writer_close(w);
+    pl_writer_destroy(w);
+
+    pl_report_t *rep = pl_report_create(path);
+    assert_non_null(rep);
+    pl_extract_t x;
+    pl_extract_init(&x);
+    assert_int_equal(pl_extract_file(rep, &x, path, NULL), 0);
+    assert_int_equal(pl_report_analyze(rep), 0);
+    assert_int_equal(x.n_procs, 1);
+    assert_true(x.procs[0].steps_auto);
+    assert_true(x.procs[0].n_steps >= (uint64_t)n_steps - 2 && x.procs[0].n_steps <= (uint64_t)n_steps + 1);
+    assert_true(fabs(x.procs[0].auto_period_ms - 200) < 10);
+    assert_true(fabs(x.procs[0].auto_period_allocs - per_step) < 0.5);
+    const pl_report_metric_t *hb = &rep->procs[0]->metrics[PL_METRIC_HEAP_BYTES];
+    assert_true(hb->present);
+    assert_false(hb->series.by_time); /* per step, not per time bucket */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    assert_int_equal(pl_extract_render_text(rep, &x, f), 0);
+    fclose(f);
+    assert_non_null(strstr(buf, "steps auto-detected, period 30 allocations / 200 ms, confidence"));
+    free(buf);
+    pl_extract_free(&x);
+    pl_report_destroy(rep);
+    unlink(path);
+    rmdir(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_period_exact_steady),
+        cmocka_unit_test(test_period_exact_jitter_variable_steps),
+        cmocka_unit_test(test_period_exact_noise),
+        cmocka_unit_test(test_period_exact_eval_spike),
+        cmocka_unit_test(test_period_sampled_time),
+        cmocka_unit_test(test_period_aperiodic_none),
+        cmocka_unit_test(test_period_too_little),
+        cmocka_unit_test(test_period_bad_args),
+        cmocka_unit_test(test_period_extract_auto_steps),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
