@@ -1213,7 +1213,7 @@ int pl_extract_render_text(const pl_report_t *r, const pl_extract_t *x, FILE *o)
             fprintf(o, "pid %u: steps auto-detected, period %.0f allocations / %.3g ms, confidence %.2f\n", p->pid,
                     p->auto_period_allocs, p->auto_period_ms, p->auto_confidence);
         if (p->damaged) fprintf(o, "damaged trace, partial report: %s\n", p->error);
-        if (!p->n_sites || (!proc_leaks(p->proc) && n_leak)) continue;
+        if (!p->n_sites || !proc_leaks(p->proc)) continue; /* growth during a warmup is not a finding */
         fprintf(o, "call sites by live-byte growth (pid %u, sampled, since %s %lld):\n", p->pid,
                 p->n_steps ? "step" : "second", (long long)p->site_tail_step);
         for (size_t j = 0; j < p->n_sites; j++) {

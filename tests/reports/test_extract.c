@@ -139,6 +139,30 @@ static void test_extract_no_leak(void **state) {
     run_free(&u);
 }
 
+/* Sites are findings only for a leaking process: growth that has not (yet) been judged a leak, e.g. a warmup or a
+ * run too short to tell, lists no "call sites by live-byte growth". */
+static void test_extract_sites_only_when_leaking(void **state) {
+    (void)state;
+    char p[256];
+    tpath(p, sizeof p, "s.pltrace");
+    synth_cfg_t c = synth_default();
+    c.n_steps = 60; /* growth since step 1, within the warmup allowance: inconclusive, not leak */
+    assert_int_equal(synth_trace(p, &c), 0);
+    run_t u;
+    run_file(&u, p);
+    assert_int_equal(metric(&u, 0, PL_METRIC_HEAP_BYTES)->verdict.kind, PL_VERDICT_INCONCLUSIVE);
+    assert_int_equal(pl_extract_leaking(&u.x, NULL), -1);
+    assert_true(u.x.procs[0].n_sites >= 1); /* the growing site is known... */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(pl_extract_render_text(u.r, &u.x, f), 0);
+    fclose(f);
+    assert_null(strstr(buf, "call sites")); /* ...but not reported as a finding */
+    free(buf);
+    run_free(&u);
+}
+
 /* A clean exit frees everything after the last step marker: that partial step is teardown, not training, and must
  * not show as a final drop; a run cut short keeps its partial step (its last recorded moments). */
 static void test_extract_teardown_after_last_step(void **state) {
@@ -458,6 +482,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_extract_plateau_and_host_leak),
         cmocka_unit_test(test_extract_no_leak),
+        cmocka_unit_test(test_extract_sites_only_when_leaking),
         cmocka_unit_test(test_extract_teardown_after_last_step),
         cmocka_unit_test(test_extract_time_buckets),
         cmocka_unit_test(test_extract_killed_no_end_record),
