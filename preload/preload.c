@@ -619,26 +619,28 @@ PL_EXPORT void _exit(int status) {
 
 #define MAX_EXECL_ARGS 1024
 
-PL_EXPORT int execl(const char *path, const char *arg, ...) {
-    char *argv[MAX_EXECL_ARGS];
+/* execl's argument list as an argv array (NULL-terminated; cut at MAX_EXECL_ARGS - 1 entries). */
+static void execl_argv(char **argv, const char *arg, va_list ap) {
     size_t n = 0;
     argv[n++] = (char *)(uintptr_t)arg;
+    while (argv[n - 1] && n < MAX_EXECL_ARGS) argv[n++] = va_arg(ap, char *);
+    argv[MAX_EXECL_ARGS - 1] = NULL;
+}
+
+PL_EXPORT int execl(const char *path, const char *arg, ...) {
+    char *argv[MAX_EXECL_ARGS];
     va_list ap;
     va_start(ap, arg);
-    while (argv[n - 1] && n < MAX_EXECL_ARGS) argv[n++] = va_arg(ap, char *);
+    execl_argv(argv, arg, ap);
     va_end(ap);
-    argv[MAX_EXECL_ARGS - 1] = NULL;
     return execve(path, argv, environ);
 }
 
 PL_EXPORT int execlp(const char *file, const char *arg, ...) {
     char *argv[MAX_EXECL_ARGS];
-    size_t n = 0;
-    argv[n++] = (char *)(uintptr_t)arg;
     va_list ap;
     va_start(ap, arg);
-    while (argv[n - 1] && n < MAX_EXECL_ARGS) argv[n++] = va_arg(ap, char *);
+    execl_argv(argv, arg, ap);
     va_end(ap);
-    argv[MAX_EXECL_ARGS - 1] = NULL;
     return execvp(file, argv);
 }
