@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "../preload/trace_summary.h"
+#include "../common/spawn.h"
 #include "../common/tmpdir.h"
 
 static const char *plateau, *targets;
@@ -34,45 +35,23 @@ static int teardown(void **state) {
     return pl_test_tmpdir_remove(dir);
 }
 
-static void read_all(int fd, char *buf, size_t cap) {
-    size_t got = 0;
-    ssize_t n;
-    while (got < cap - 1 && (n = read(fd, buf + got, cap - 1 - got)) > 0) got += (size_t)n;
-    buf[got] = 0;
+
+static void child_env(void *ctx) {
+    (void)ctx;
+    unsetenv("PLATEAU_PRELOAD");
+    unsetenv("LD_PRELOAD");
 }
 
 static pid_t start(char *const argv[], int *o, int *e) {
-    int po[2], pe[2];
-    assert_int_equal(pipe(po), 0);
-    assert_int_equal(pipe(pe), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        signal(SIGSEGV, SIG_DFL);
-        dup2(po[1], 1);
-        dup2(pe[1], 2);
-        close(po[0]);
-        close(pe[0]);
-        unsetenv("PLATEAU_PRELOAD");
-        unsetenv("LD_PRELOAD");
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    close(po[1]);
-    close(pe[1]);
-    *o = po[0];
-    *e = pe[0];
+    pid_t pid = pl_test_spawn(argv, child_env, NULL, o, e);
+    assert_true(pid > 0);
     return pid;
 }
 
 static int finish(pid_t pid, int o, int e) {
-    read_all(o, out_buf, sizeof out_buf);
-    read_all(e, err_buf, sizeof err_buf);
-    close(o);
-    close(e);
-    int st;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    int rc = pl_test_finish(pid, o, e, out_buf, sizeof out_buf, err_buf, sizeof err_buf);
+    assert_true(rc >= 0);
+    return rc;
 }
 
 static int run(char *const argv[]) {

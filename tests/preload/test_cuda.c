@@ -23,61 +23,42 @@
 
 #include <plateau/trace.h>
 
+#include "../common/spawn.h"
+#include "../common/tmpdir.h"
+
 static const char *preload, *targets, *double_path, *cudart;
 static char run_dir[256], double_dir[512];
 static char out_buf[65536], err_buf[65536];
 
 static int setup(void **state) {
     (void)state;
-    snprintf(run_dir, sizeof run_dir, "/tmp/pl-test-cuda-XXXXXX");
-    return mkdtemp(run_dir) ? 0 : -1;
+    return pl_test_tmpdir_make(run_dir, sizeof run_dir, "cuda");
 }
 
 static int teardown(void **state) {
     (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", run_dir);
-    return system(cmd);
+    return pl_test_tmpdir_remove(run_dir);
 }
 
-static void read_all(int fd, char *buf, size_t cap) {
-    size_t got = 0;
-    ssize_t n;
-    while (got < cap - 1 && (n = read(fd, buf + got, cap - 1 - got)) > 0) got += (size_t)n;
-    buf[got] = 0;
+
+/* In the child: the preload and the run directory, then extra "K=V" entries (ctx). */
+static void child_env(void *ctx) {
+    const char *const *env = ctx;
+    setenv("LD_PRELOAD", preload, 1);
+    setenv("PLATEAU_DIR", run_dir, 1);
+    setenv("PLATEAU_QUIET", "1", 1);
+    for (int i = 0; env && env[i]; i++) putenv((char *)(uintptr_t)env[i]);
 }
 
 /* Run argv under the preload with extra "K=V" env entries; returns the exit status (128 + signal). */
 static int run(char *const argv[], const char *const env[]) {
-    int po[2], pe[2];
-    assert_int_equal(pipe(po), 0);
-    assert_int_equal(pipe(pe), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        signal(SIGSEGV, SIG_DFL);
-        dup2(po[1], 1);
-        dup2(pe[1], 2);
-        close(po[0]);
-        close(pe[0]);
-        setenv("LD_PRELOAD", preload, 1);
-        setenv("PLATEAU_DIR", run_dir, 1);
-        setenv("PLATEAU_QUIET", "1", 1);
-        for (int i = 0; env && env[i]; i++) putenv((char *)(uintptr_t)env[i]);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    close(po[1]);
-    close(pe[1]);
-    /* stderr is small; read stdout first, then stderr (the targets write little to either) */
-    read_all(po[0], out_buf, sizeof out_buf);
-    read_all(pe[0], err_buf, sizeof err_buf);
-    close(po[0]);
-    close(pe[0]);
-    int st;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) fprintf(stderr, "target stderr:\n%s\n", err_buf);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    int o, e;
+    pid_t pid = pl_test_spawn(argv, child_env, (void *)(uintptr_t)env, &o, &e);
+    assert_true(pid > 0);
+    int rc = pl_test_finish(pid, o, e, out_buf, sizeof out_buf, err_buf, sizeof err_buf);
+    assert_true(rc >= 0);
+    if (rc != 0) fprintf(stderr, "target stderr:\n%s\n", err_buf);
+    return rc;
 }
 
 static void only_trace(char *path, size_t cap) {

@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "trace_summary.h"
+#include "../common/spawn.h"
 #include "../common/tmpdir.h"
 
 static const char *preload, *targets;
@@ -50,42 +51,25 @@ static void clean_run_dir(void) {
     closedir(d);
 }
 
-static void read_all(int fd, char *buf, size_t cap) {
-    size_t got = 0;
-    ssize_t n;
-    while (got < cap - 1 && (n = read(fd, buf + got, cap - 1 - got)) > 0) got += (size_t)n;
-    buf[got] = 0;
+
+/* In the child: the preload, the run directory, the file-size limit, then extra "K=V" entries (ctx). */
+static void child_env(void *ctx) {
+    const char *const *env = ctx;
+    setenv("LD_PRELOAD", preload, 1);
+    setenv("PLATEAU_DIR", run_dir, 1);
+    setenv("PLATEAU_QUIET", "1", 1);
+    if (fsize_limit) {
+        signal(SIGXFSZ, SIG_IGN); /* ignored dispositions survive exec: writes fail with EFBIG */
+        struct rlimit rl = {fsize_limit, fsize_limit};
+        setrlimit(RLIMIT_FSIZE, &rl);
+    }
+    for (int i = 0; env && env[i]; i++) putenv((char *)(uintptr_t)env[i]);
 }
 
 /* Start argv under the preload with extra "K=V" env entries; stdout/stderr go to pipes. */
 static pid_t start(char *const argv[], const char *const env[], int *out_fd, int *err_fd) {
-    int po[2], pe[2];
-    assert_int_equal(pipe(po), 0);
-    assert_int_equal(pipe(pe), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        signal(SIGSEGV, SIG_DFL);
-        dup2(po[1], 1);
-        dup2(pe[1], 2);
-        close(po[0]);
-        close(pe[0]);
-        setenv("LD_PRELOAD", preload, 1);
-        setenv("PLATEAU_DIR", run_dir, 1);
-        setenv("PLATEAU_QUIET", "1", 1);
-        if (fsize_limit) {
-            signal(SIGXFSZ, SIG_IGN); /* ignored dispositions survive exec: writes fail with EFBIG */
-            struct rlimit rl = {fsize_limit, fsize_limit};
-            setrlimit(RLIMIT_FSIZE, &rl);
-        }
-        for (int i = 0; env && env[i]; i++) putenv((char *)(uintptr_t)env[i]);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    close(po[1]);
-    close(pe[1]);
-    *out_fd = po[0];
-    *err_fd = pe[0];
+    pid_t pid = pl_test_spawn(argv, child_env, (void *)(uintptr_t)env, out_fd, err_fd);
+    assert_true(pid > 0);
     return pid;
 }
 
@@ -93,14 +77,10 @@ static int run(char *const argv[], const char *const env[]) {
     int o, e;
     clean_run_dir();
     pid_t pid = start(argv, env, &o, &e);
-    read_all(o, out_buf, sizeof out_buf);
-    read_all(e, err_buf, sizeof err_buf);
-    close(o);
-    close(e);
-    int st;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) fprintf(stderr, "target stderr:\n%s\n", err_buf);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    int rc = pl_test_finish(pid, o, e, out_buf, sizeof out_buf, err_buf, sizeof err_buf);
+    assert_true(rc >= 0);
+    if (rc != 0) fprintf(stderr, "target stderr:\n%s\n", err_buf);
+    return rc;
 }
 
 static char *target(const char *name) {
