@@ -9,7 +9,8 @@ FUZZ_SECONDS ?= 20
 
 # Debian packages the build and the tests need.
 PKGS := meson ninja-build pkg-config gcc clang libclang-rt-14-dev python3 \
-        libcmocka-dev libunwind-dev libjemalloc-dev chromium python3-torch
+        libcmocka-dev libunwind-dev libjemalloc-dev \
+        chromium fonts-liberation python3-torch
 
 .PHONY: all deps build demo test test-main test-asan test-nocuda test-fuzz bench clean
 
