@@ -45,19 +45,23 @@ typedef struct agg {
     int64_t stride;   /* keys per bin */
 } agg_t;
 
+/* Fold samples ranging lo..hi, the earliest at key / t_ns, into bin d: min/max, and the earliest key with its time. */
+static void bin_fold(bin_t *d, int64_t key, int64_t t_ns, double lo, double hi) {
+    if (lo < d->lo) d->lo = lo;
+    if (hi > d->hi) d->hi = hi;
+    if (key < d->key) {
+        d->key = key;
+        d->t_ns = t_ns;
+    }
+}
+
 static void agg_halve(agg_t *a) {
     a->stride = a->stride > MAX_KEY / 2 ? MAX_KEY : a->stride * 2;
     size_t w = 0;
     for (size_t i = 0; i < a->n; i++) {
         int64_t k = a->b[i].bin / a->stride * a->stride;
         if (w && a->b[w - 1].bin == k) {
-            bin_t *d = &a->b[w - 1];
-            if (a->b[i].lo < d->lo) d->lo = a->b[i].lo;
-            if (a->b[i].hi > d->hi) d->hi = a->b[i].hi;
-            if (a->b[i].key < d->key) {
-                d->key = a->b[i].key;
-                d->t_ns = a->b[i].t_ns;
-            }
+            bin_fold(&a->b[w - 1], a->b[i].key, a->b[i].t_ns, a->b[i].lo, a->b[i].hi);
         } else {
             a->b[w] = a->b[i];
             a->b[w].bin = k;
@@ -76,13 +80,7 @@ static int agg_add(agg_t *a, int64_t key, int64_t t_ns, double v) {
     /* mostly in order: the last bin first, then binary search */
     size_t pos = a->n;
     if (a->n && a->b[a->n - 1].bin == k) {
-        bin_t *d = &a->b[a->n - 1];
-        if (v < d->lo) d->lo = v;
-        if (v > d->hi) d->hi = v;
-        if (key < d->key) {
-            d->key = key;
-            d->t_ns = t_ns;
-        }
+        bin_fold(&a->b[a->n - 1], key, t_ns, v, v);
         return 0;
     }
     if (a->n && a->b[a->n - 1].bin > k) {
@@ -94,13 +92,7 @@ static int agg_add(agg_t *a, int64_t key, int64_t t_ns, double v) {
         }
         pos = lo;
         if (pos < a->n && a->b[pos].bin == k) {
-            bin_t *d = &a->b[pos];
-            if (v < d->lo) d->lo = v;
-            if (v > d->hi) d->hi = v;
-            if (key < d->key) {
-                d->key = key;
-                d->t_ns = t_ns;
-            }
+            bin_fold(&a->b[pos], key, t_ns, v, v);
             return 0;
         }
     }
