@@ -8,6 +8,8 @@
  * allocator's share of the engine's step time: one step's exact pl_alloc_malloc/pl_alloc_free sequence is
  * recorded through the allocator's event hook and replayed on a warm allocator, timed, divided by the step time.
  * Checks that both loops compute the same loss (they share kernels and inputs). Target: engine >= 0.9x reference.
+ * The engine runs its ops through the CPU kernel table (training/ops.h: one indirect call per op); the reference
+ * calls kernels.c directly, so the ratio also bounds what the table costs.
  *
  * usage: train_bench [steps (10)] [rounds (3)]: R x N timed step pairs after 2 warmup steps.
  * Config: 4 layers, 4 heads, 256 channels, vocab 256, batch 4, seq 64.

@@ -5,7 +5,10 @@
  * report: leaks (--leak graph|outputs|stats|cache) and non-leaks (optimizer-state warmup, --variable-seq,
  * --eval-every spikes, large-vocabulary logits). Prints the expected memory budget first and the allocator's
  * statistics last; calls plateau_step() after every optimizer step when the tracer is loaded.
- * Options: plateau-train --help. Exit status: 0 done, 1 usage/config/checkpoint error, 2 out of memory.
+ * --device auto|cpu|cuda picks the kernel table and backend (device.h): the CPU kernels over the sim device, or
+ * the CUDA kernels module (dlopened; this program never links the CUDA runtime or driver) over the cuda backend.
+ * Options: plateau-train --help. Exit status: 0 done, 1 usage/config/checkpoint error, 2 out of memory or
+ * --device cuda unavailable (or a device error).
  */
 #include "config.h"
 
@@ -23,6 +26,7 @@
 #include <plateau/alloc.h>
 
 #include "data.h"
+#include "device.h"
 #include "model.h"
 
 typedef struct opts {
@@ -31,6 +35,7 @@ typedef struct opts {
     pl_leak_config_t leak;
     int batch, seq, steps, threads, eval_every, eval_batch, log_every;
     bool variable_seq;
+    pl_device_kind_t device;
     uint64_t seed;
     const char *data_path, *save_path, *load_path;
 } opts_t;
@@ -45,7 +50,10 @@ static void usage(FILE *f) {
             "scenarios: --leak graph|outputs|stats|cache  --leak-start STEP (1)\n"
             "           --leak-rate N (leak on every Nth step from the start, 1)\n"
             "checkpoint: --save FILE (at the end)  --load FILE (before training)\n"
-            "env:       PLATEAU_ALLOC_CONF / PYTORCH_CUDA_ALLOC_CONF (allocator), PLATEAU_SIM_DEVICE (sim device)\n");
+            "device:    --device auto|cpu|cuda (auto: cuda when a driver, a device and the CUDA kernels module are\n"
+            "           usable, else cpu; cuda: exit 2 when unavailable)\n"
+            "env:       PLATEAU_ALLOC_CONF / PYTORCH_CUDA_ALLOC_CONF (allocator), PLATEAU_SIM_DEVICE (sim device),\n"
+            "           PLATEAU_LIBCUDA (driver path), PLATEAU_TRAIN_CUDA_MODULE (CUDA kernels module path)\n");
 }
 
 static int parse_int(const char *name, const char *s, int lo, int hi) {
@@ -61,7 +69,7 @@ static int parse_int(const char *name, const char *s, int lo, int hi) {
 
 static void parse(int argc, char **argv, opts_t *o) {
     enum { O_LAYERS = 256, O_HEADS, O_CHANNELS, O_VOCAB, O_BATCH, O_SEQ, O_VARSEQ, O_STEPS, O_SEED, O_THREADS, O_LR,
-           O_EVAL, O_EVALB, O_LOG, O_DATA, O_LEAK, O_LEAKSTART, O_LEAKRATE, O_SAVE, O_LOAD, O_HELP };
+           O_EVAL, O_EVALB, O_LOG, O_DATA, O_LEAK, O_LEAKSTART, O_LEAKRATE, O_SAVE, O_LOAD, O_DEVICE, O_HELP };
     static const struct option lo[] = {
         {"layers", 1, 0, O_LAYERS},   {"heads", 1, 0, O_HEADS},         {"channels", 1, 0, O_CHANNELS},
         {"vocab", 1, 0, O_VOCAB},     {"batch", 1, 0, O_BATCH},         {"seq", 1, 0, O_SEQ},
@@ -69,7 +77,8 @@ static void parse(int argc, char **argv, opts_t *o) {
         {"threads", 1, 0, O_THREADS}, {"lr", 1, 0, O_LR},               {"eval-every", 1, 0, O_EVAL},
         {"eval-batch", 1, 0, O_EVALB}, {"log-every", 1, 0, O_LOG},      {"data", 1, 0, O_DATA},
         {"leak", 1, 0, O_LEAK},       {"leak-start", 1, 0, O_LEAKSTART}, {"leak-rate", 1, 0, O_LEAKRATE},
-        {"save", 1, 0, O_SAVE},       {"load", 1, 0, O_LOAD},           {"help", 0, 0, O_HELP},
+        {"save", 1, 0, O_SAVE},       {"load", 1, 0, O_LOAD},           {"device", 1, 0, O_DEVICE},
+        {"help", 0, 0, O_HELP},
         {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     pl_gpt2_config_default(&o->model);
@@ -123,6 +132,12 @@ static void parse(int argc, char **argv, opts_t *o) {
         case O_LEAKRATE: o->leak.every = parse_int("leak-rate", optarg, 1, 1 << 30); break;
         case O_SAVE: o->save_path = optarg; break;
         case O_LOAD: o->load_path = optarg; break;
+        case O_DEVICE:
+            if (pl_train_device_parse(optarg, &o->device) != 0) {
+                fprintf(stderr, "plateau-train: --device expects auto, cpu or cuda, got '%s'\n", optarg);
+                exit(1);
+            }
+            break;
         case O_HELP: case 'h': usage(stdout); exit(0);
         default: usage(stderr); exit(1);
         }
@@ -155,14 +170,14 @@ static const char *leak_name(pl_leak_kind_t k) {
     return n[k];
 }
 
-static void print_budget(const opts_t *o) {
+static void print_budget(const opts_t *o, const pl_train_device_t *dev) {
     pl_gpt2_budget_t b;
     pl_gpt2_budget(&o->model, o->batch, o->seq, &b);
     printf("plateau-train: GPT-2 %d layers, %d heads, %d channels, vocab %d; batch %d x seq %d%s; %d steps, "
            "seed %llu\n",
            o->model.n_layer, o->model.n_head, o->model.n_embd, o->model.vocab, o->batch, o->seq,
            o->variable_seq ? " (variable)" : "", o->steps, (unsigned long long)o->seed);
-    printf("expected memory budget (float32):\n");
+    printf("expected memory budget (float32, device %s):\n", dev->ops->name);
     printf("  parameters   %10.2f MiB  (%zu params)\n", mib((double)b.params_bytes), b.n_params);
     printf("  gradients    %10.2f MiB  (allocated in backward, freed by zero_grad)\n", mib((double)b.grads_bytes));
     printf("  optimizer    %10.2f MiB  (AdamW m and v, created at step 1)\n", mib((double)b.optimizer_bytes));
@@ -179,10 +194,10 @@ static void print_budget(const opts_t *o) {
     fflush(stdout);
 }
 
-static void print_stats(pl_alloc_t *a, const pl_gpt2_t *m) {
+static void print_stats(pl_alloc_t *a, const pl_gpt2_t *m, const pl_train_device_t *dev) {
     pl_alloc_stats_t s;
     pl_alloc_get_stats(a, &s);
-    printf("allocator stats (sim device):\n");
+    printf("allocator stats (%s):\n", dev->kind == PL_DEVICE_CUDA ? "cuda device 0" : "sim device");
     printf("  allocated    current %10.2f MiB  peak %10.2f MiB\n", mib((double)s.allocated_bytes[0].current),
            mib((double)s.allocated_bytes[0].peak));
     printf("  reserved     current %10.2f MiB  peak %10.2f MiB\n", mib((double)s.reserved_bytes[0].current),
@@ -221,18 +236,21 @@ int main(int argc, char **argv) {
         fprintf(stderr, "plateau-train: PLATEAU_SIM_DEVICE: %s\n", err);
         return 1;
     }
-    pl_backend_t *backend = NULL;
+    pl_train_device_t dev = {0};
     pl_alloc_t *alloc = NULL;
     pl_gpt2_t *model = NULL;
     pl_data_t data = {0};
     int *inputs = NULL, *targets = NULL;
     int status = 1, rc;
-    rc = pl_backend_sim_create(&sim, &backend);
+    rc = pl_train_device_open(o.device, &sim, &dev, err, sizeof err);
     if (rc != 0) {
-        fprintf(stderr, "plateau-train: cannot create the sim device: %s\n", strerror(-rc));
+        fprintf(stderr, "plateau-train: %s\n", err);
+        status = rc == -ENODEV ? 2 : 1;
         goto out;
     }
-    if (pl_alloc_create(backend, NULL, &alloc, err, sizeof err) != 0) {
+    printf("device: %s\n", dev.reason);
+    fflush(stdout);
+    if (pl_alloc_create(dev.backend, NULL, &alloc, err, sizeof err) != 0) {
         fprintf(stderr, "plateau-train: %s\n", err);
         goto out;
     }
@@ -245,13 +263,13 @@ int main(int argc, char **argv) {
                 strerror(-rc));
         goto out;
     }
-    print_budget(&o);
+    print_budget(&o, &dev);
     if (o.model.vocab != 256)
         printf("data: synthetic stream, %zu tokens over vocab %d\n", data.n_tokens, data.vocab);
     else
         printf("data: %s, %zu byte tokens\n", o.data_path ? o.data_path : "built-in corpus", data.n_tokens);
 
-    model = pl_gpt2_create(alloc, &o.model, o.seed);
+    model = pl_gpt2_create_on(alloc, dev.ops, &o.model, o.seed);
     if (!model) {
         fprintf(stderr, "plateau-train: cannot create the model: %s\n", pl_alloc_last_error());
         status = 2;
@@ -314,8 +332,8 @@ int main(int argc, char **argv) {
     }
     double elapsed = now_s() - t_start;
     if (o.steps > 0)
-        printf("done: %d steps in %.1f s, %.0f tokens/s, loss %.4f -> %.4f\n", o.steps, elapsed, tokens / elapsed,
-               first_loss, last_loss);
+        printf("done: %d steps on %s in %.1f s, %.0f tokens/s, loss %.4f -> %.4f\n", o.steps, dev.ops->name,
+               elapsed, tokens / elapsed, first_loss, last_loss);
     if (o.save_path) {
         if (pl_gpt2_save(model, o.save_path, err, sizeof err) != 0) {
             fprintf(stderr, "plateau-train: %s\n", err);
@@ -323,7 +341,7 @@ int main(int argc, char **argv) {
         }
         printf("saved %s\n", o.save_path);
     }
-    print_stats(alloc, model);
+    print_stats(alloc, model, &dev);
     status = 0;
 out:
     free(targets);
@@ -331,6 +349,6 @@ out:
     pl_gpt2_destroy(model);
     pl_data_close(&data);
     if (alloc) pl_alloc_destroy(alloc);
-    if (backend) pl_backend_destroy(backend);
+    pl_train_device_close(&dev);
     return status;
 }

@@ -1,5 +1,7 @@
 /* GPT-2 model: parameters, the forward tape, backward in reverse with per-op frees, AdamW, checkpoints and the
  * leak scenarios. Life cycle and memory rules are in model.h; the kernels (and their shapes) in kernels_impl.h.
+ * Every op and every access to tensor memory goes through the kernel table m->ops (ops.h): tensor data may be
+ * device memory, so this file never dereferences it (host copies: initial parameters, losses, checkpoints).
  *
  * Invariants: between pl_gpt2_forward(training) and pl_gpt2_backward the tape holds exactly the tensors backward
  * needs; after backward the tape is empty (its tensors freed, or moved to `leaked` by a leak scenario). Every
@@ -14,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels.h"
+#include "ops.h"
 
 enum { /* per-layer parameter slots */
     P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTPROJW, P_ATTPROJB, P_LN2W, P_LN2B, P_FCW, P_FCB, P_FCPROJW, P_FCPROJB,
@@ -38,6 +40,10 @@ typedef struct layer_tape {
 struct pl_gpt2 {
     pl_gpt2_config_t cfg;
     pl_alloc_t *alloc;
+    const pl_train_ops_t *ops; /* where tensor data lives and how ops run on it (ops.h) */
+    pl_tensor_t *scratch;     /* ops->scratch_bytes of device scratch (cuda only), NULL on cpu */
+    float *host_losses;       /* host copy of losses (B*T floats), grown as needed */
+    size_t host_losses_n;
     int n_ptensors;           /* 4 + 12*L */
     pl_tensor_t **params;     /* [n_ptensors] */
     pl_tensor_t **grads;      /* [n_ptensors], NULL until backward reaches them */
@@ -63,13 +69,13 @@ struct pl_gpt2 {
 /* ---- fail-fast allocation (programs may fail fast; a framework raises OutOfMemoryError) ---- */
 
 static pl_tensor_t *tnew(pl_gpt2_t *m, const char *name, pl_dtype_t dt, int d0, int d1, int d2, int d3, bool zero) {
-    pl_tensor_t *t = zero ? pl_tensor_zeros(m->alloc, name, dt, d0, d1, d2, d3)
-                          : pl_tensor_new(m->alloc, name, dt, d0, d1, d2, d3);
+    pl_tensor_t *t = pl_tensor_new(m->alloc, name, dt, d0, d1, d2, d3);
     if (!t) {
         fprintf(stderr, "plateau-train: out of device memory allocating %s (%d,%d,%d,%d): %s\n", name, d0, d1, d2,
                 d3, pl_alloc_last_error());
         exit(2);
     }
+    if (zero) m->ops->zero(t->p, t->bytes);
     return t;
 }
 #define NEW(name, ...) tnew(m, name, PL_F32, __VA_ARGS__, false)
@@ -90,6 +96,16 @@ static void release(pl_gpt2_t *m, pl_tensor_t **t) {
     else
         pl_tensor_free(*t);
     *t = NULL;
+}
+
+/* After a download (a synchronising point): a device failure of any op so far ends the program, as a framework
+ * raises on a CUDA error. The CPU table never fails. */
+static void check_device(const pl_gpt2_t *m, const char *where) {
+    const char *e = m->ops->last_error();
+    if (e) {
+        fprintf(stderr, "plateau-train: %s device error during %s: %s\n", m->ops->name, where, e);
+        exit(2);
+    }
 }
 
 static void drop(pl_tensor_t **t) {
@@ -185,12 +201,17 @@ static float rng_normal(uint64_t *s) { /* Box-Muller */
 }
 
 pl_gpt2_t *pl_gpt2_create(pl_alloc_t *a, const pl_gpt2_config_t *cfg, uint64_t seed) {
+    return pl_gpt2_create_on(a, pl_train_ops_cpu(), cfg, seed);
+}
+
+pl_gpt2_t *pl_gpt2_create_on(pl_alloc_t *a, const pl_train_ops_t *ops, const pl_gpt2_config_t *cfg, uint64_t seed) {
     char err[128];
-    if (!a || pl_gpt2_config_check(cfg, err, sizeof err) != 0) return NULL;
+    if (!a || !ops || pl_gpt2_config_check(cfg, err, sizeof err) != 0) return NULL;
     pl_gpt2_t *m = calloc(1, sizeof *m);
     if (!m) return NULL;
     m->cfg = *cfg;
     m->alloc = a;
+    m->ops = ops;
     m->n_ptensors = 4 + 12 * cfg->n_layer;
     m->params = calloc((size_t)m->n_ptensors, sizeof *m->params);
     m->grads = calloc((size_t)m->n_ptensors, sizeof *m->grads);
@@ -202,6 +223,14 @@ pl_gpt2_t *pl_gpt2_create(pl_alloc_t *a, const pl_gpt2_config_t *cfg, uint64_t s
         pl_gpt2_destroy(m);
         return NULL;
     }
+    if (ops->scratch_bytes) { /* device scratch of the table (e.g. the cuda sumsq result), persistent */
+        m->scratch = pl_tensor_new(a, "ops.scratch", PL_F32, (int)((ops->scratch_bytes + 3) / 4), 0, 0, 0);
+        if (!m->scratch) {
+            pl_gpt2_destroy(m);
+            return NULL;
+        }
+        ops->bind_scratch(m->scratch->p, m->scratch->bytes);
+    }
     uint64_t rs = seed * 0x9E3779B97F4A7C15ULL + 0x1234567ULL;
     if (!rs) rs = 1;
     const float resid_std = 0.02f / sqrtf(2.0f * (float)cfg->n_layer);
@@ -210,7 +239,9 @@ pl_gpt2_t *pl_gpt2_create(pl_alloc_t *a, const pl_gpt2_config_t *cfg, uint64_t s
         const char *name;
         param_shape(cfg, i, s, &name);
         pl_tensor_t *t = pl_tensor_new(a, name, PL_F32, s[0], s[1], 0, 0);
-        if (!t) {
+        float *host = t ? malloc(t->bytes) : NULL; /* initialised on the host, then uploaded */
+        if (!host) {
+            pl_tensor_free(t);
             pl_gpt2_destroy(m);
             return NULL;
         }
@@ -219,10 +250,16 @@ pl_gpt2_t *pl_gpt2_create(pl_alloc_t *a, const pl_gpt2_config_t *cfg, uint64_t s
         bool is_ln_weight = k == P_LN1W || k == P_LN2W || i == 2 + 12 * cfg->n_layer;
         if (s[1]) { /* matrices: N(0, 0.02), residual projections scaled by 1/sqrt(2L) as GPT-2 */
             float std = (k == P_ATTPROJW || k == P_FCPROJW) ? resid_std : 0.02f;
-            for (size_t j = 0; j < t->n; j++) t->f[j] = std * rng_normal(&rs);
+            for (size_t j = 0; j < t->n; j++) host[j] = std * rng_normal(&rs);
         } else {
-            for (size_t j = 0; j < t->n; j++) t->f[j] = is_ln_weight ? 1.0f : 0.0f;
+            for (size_t j = 0; j < t->n; j++) host[j] = is_ln_weight ? 1.0f : 0.0f;
         }
+        ops->upload(t->p, host, t->bytes);
+        free(host);
+    }
+    if (ops->last_error()) {
+        pl_gpt2_destroy(m);
+        return NULL;
     }
     return m;
 }
@@ -257,6 +294,8 @@ void pl_gpt2_destroy(pl_gpt2_t *m) {
         if (m->grads) pl_tensor_free(m->grads[i]);
         if (m->params) pl_tensor_free(m->params[i]);
     }
+    pl_tensor_free(m->scratch);
+    free(m->host_losses);
     free(m->layers);
     free(m->stats);
     free(m->adam_v);
@@ -288,8 +327,7 @@ static bool leak_fires(const pl_gpt2_t *m, pl_leak_kind_t kind) {
 static void update_stats(pl_gpt2_t *m, int l, const pl_tensor_t *x, int BT) {
     const int C = m->cfg.n_embd;
     pl_tensor_t *batch_mean = ZEROS("stats.batch_mean", C, 0, 0, 0); /* temporary */
-    for (int i = 0; i < BT; i++)
-        for (int c = 0; c < C; c++) batch_mean->f[c] += x->f[(size_t)i * C + c] / (float)BT;
+    m->ops->channel_mean(batch_mean->f, x->f, BT, C);
     pl_tensor_t *old = m->stats[l];
     if (!old) {
         m->stats[l] = ZEROS("stats.running_mean", C, 0, 0, 0);
@@ -297,11 +335,11 @@ static void update_stats(pl_gpt2_t *m, int l, const pl_tensor_t *x, int BT) {
     }
     if (leak_fires(m, PL_LEAK_STATS)) {
         pl_tensor_t *fresh = NEW("stats.running_mean", C, 0, 0, 0);
-        for (int c = 0; c < C; c++) fresh->f[c] = 0.9f * old->f[c] + 0.1f * batch_mean->f[c];
+        m->ops->ema(fresh->f, old->f, batch_mean->f, C, 0.9f, 0.1f);
         keep(m, old);
         m->stats[l] = fresh;
     } else {
-        for (int c = 0; c < C; c++) old->f[c] = 0.9f * old->f[c] + 0.1f * batch_mean->f[c];
+        m->ops->ema(old->f, old->f, batch_mean->f, C, 0.9f, 0.1f);
     }
     pl_tensor_free(batch_mean);
 }
@@ -318,14 +356,14 @@ float pl_gpt2_forward(pl_gpt2_t *m, const int *inputs, const int *targets, int B
     m->T = T;
     m->inputs = tnew(m, "inputs", PL_I32, B, T, 0, 0, false);
     m->targets = tnew(m, "targets", PL_I32, B, T, 0, 0, false);
-    memcpy(m->inputs->i, inputs, (size_t)B * T * sizeof(int));
-    memcpy(m->targets->i, targets, (size_t)B * T * sizeof(int));
+    m->ops->upload(m->inputs->p, inputs, (size_t)B * T * sizeof(int));
+    m->ops->upload(m->targets->p, targets, (size_t)B * T * sizeof(int));
 
     m->encoded = NEW("encoded", B, T, C, 0);
-    pl_kernels_encoder_forward(m->encoded->f, m->inputs->i, m->params[0]->f, m->params[1]->f, B, T, C);
+    m->ops->encoder_forward(m->encoded->f, m->inputs->i, m->params[0]->f, m->params[1]->f, B, T, C);
     if (training && leak_fires(m, PL_LEAK_CACHE)) { /* per-step cache entry, never evicted */
         pl_tensor_t *entry = NEW("cache.embeddings", B, T, C, 0);
-        memcpy(entry->f, m->encoded->f, entry->bytes);
+        m->ops->copy(entry->p, m->encoded->p, entry->bytes);
         keep(m, entry);
     }
 
@@ -335,53 +373,64 @@ float pl_gpt2_forward(pl_gpt2_t *m, const int *inputs, const int *targets, int B
         lt->ln1 = NEW("ln1", B, T, C, 0);
         lt->ln1_mean = NEW("ln1.mean", B, T, 0, 0);
         lt->ln1_rstd = NEW("ln1.rstd", B, T, 0, 0);
-        pl_kernels_layernorm_forward(lt->ln1->f, lt->ln1_mean->f, lt->ln1_rstd->f, residual->f, PRM(l, P_LN1W),
+        m->ops->layernorm_forward(lt->ln1->f, lt->ln1_mean->f, lt->ln1_rstd->f, residual->f, PRM(l, P_LN1W),
                                      PRM(l, P_LN1B), B, T, C);
         if (training) update_stats(m, l, lt->ln1, B * T);
         lt->qkv = NEW("qkv", B, T, 3 * C, 0);
-        pl_kernels_matmul_forward(lt->qkv->f, lt->ln1->f, PRM(l, P_QKVW), PRM(l, P_QKVB), B, T, C, 3 * C);
+        m->ops->matmul_forward(lt->qkv->f, lt->ln1->f, PRM(l, P_QKVW), PRM(l, P_QKVB), B, T, C, 3 * C);
         pl_tensor_t *preatt = NEW("attn.scores", B, NH, T, T); /* temporary */
         lt->att = NEW("attn.probs", B, NH, T, T);
         lt->atty = NEW("attn.out", B, T, C, 0);
-        pl_kernels_attention_forward(lt->atty->f, preatt->f, lt->att->f, lt->qkv->f, B, T, C, NH);
+        m->ops->attention_forward(lt->atty->f, preatt->f, lt->att->f, lt->qkv->f, B, T, C, NH);
         pl_tensor_free(preatt);
         pl_tensor_t *attproj = NEW("attn.proj", B, T, C, 0); /* consumed by the residual add only */
-        pl_kernels_matmul_forward(attproj->f, lt->atty->f, PRM(l, P_ATTPROJW), PRM(l, P_ATTPROJB), B, T, C, C);
+        m->ops->matmul_forward(attproj->f, lt->atty->f, PRM(l, P_ATTPROJW), PRM(l, P_ATTPROJB), B, T, C, C);
         lt->res2 = NEW("res2", B, T, C, 0);
-        pl_kernels_residual_forward(lt->res2->f, residual->f, attproj->f, BTC);
+        m->ops->residual_forward(lt->res2->f, residual->f, attproj->f, BTC);
         pl_tensor_free(attproj);
         lt->ln2 = NEW("ln2", B, T, C, 0);
         lt->ln2_mean = NEW("ln2.mean", B, T, 0, 0);
         lt->ln2_rstd = NEW("ln2.rstd", B, T, 0, 0);
-        pl_kernels_layernorm_forward(lt->ln2->f, lt->ln2_mean->f, lt->ln2_rstd->f, lt->res2->f, PRM(l, P_LN2W),
+        m->ops->layernorm_forward(lt->ln2->f, lt->ln2_mean->f, lt->ln2_rstd->f, lt->res2->f, PRM(l, P_LN2W),
                                      PRM(l, P_LN2B), B, T, C);
         lt->fch = NEW("mlp.fc", B, T, 4 * C, 0);
-        pl_kernels_matmul_forward(lt->fch->f, lt->ln2->f, PRM(l, P_FCW), PRM(l, P_FCB), B, T, C, 4 * C);
+        m->ops->matmul_forward(lt->fch->f, lt->ln2->f, PRM(l, P_FCW), PRM(l, P_FCB), B, T, C, 4 * C);
         lt->fch_gelu = NEW("mlp.gelu", B, T, 4 * C, 0);
-        pl_kernels_gelu_forward(lt->fch_gelu->f, lt->fch->f, BTC * 4);
+        m->ops->gelu_forward(lt->fch_gelu->f, lt->fch->f, BTC * 4);
         pl_tensor_t *fcproj = NEW("mlp.proj", B, T, C, 0); /* consumed by the residual add only */
-        pl_kernels_matmul_forward(fcproj->f, lt->fch_gelu->f, PRM(l, P_FCPROJW), PRM(l, P_FCPROJB), B, T, 4 * C, C);
+        m->ops->matmul_forward(fcproj->f, lt->fch_gelu->f, PRM(l, P_FCPROJW), PRM(l, P_FCPROJB), B, T, 4 * C, C);
         lt->res3 = NEW("res3", B, T, C, 0);
-        pl_kernels_residual_forward(lt->res3->f, lt->res2->f, fcproj->f, BTC);
+        m->ops->residual_forward(lt->res3->f, lt->res2->f, fcproj->f, BTC);
         pl_tensor_free(fcproj);
         residual = lt->res3;
     }
     m->lnf = NEW("lnf", B, T, C, 0);
     m->lnf_mean = NEW("lnf.mean", B, T, 0, 0);
     m->lnf_rstd = NEW("lnf.rstd", B, T, 0, 0);
-    pl_kernels_layernorm_forward(m->lnf->f, m->lnf_mean->f, m->lnf_rstd->f, residual->f, m->params[2 + 12 * L]->f,
+    m->ops->layernorm_forward(m->lnf->f, m->lnf_mean->f, m->lnf_rstd->f, residual->f, m->params[2 + 12 * L]->f,
                                  m->params[3 + 12 * L]->f, B, T, C);
     pl_tensor_t *logits = NEW("logits", B, T, V, 0); /* (B,T,V): the large-vocabulary tensor */
-    pl_kernels_matmul_forward(logits->f, m->lnf->f, m->params[0]->f, NULL, B, T, C, V); /* tied head: wte^T */
+    m->ops->matmul_forward(logits->f, m->lnf->f, m->params[0]->f, NULL, B, T, C, V); /* tied head: wte^T */
     m->probs = NEW("probs", B, T, V, 0);
     m->losses = NEW("losses", B, T, 0, 0);
-    pl_kernels_crossentropy_forward(m->probs->f, m->losses->f, logits->f, m->targets->i, B, T, V);
+    m->ops->crossentropy_forward(m->probs->f, m->losses->f, logits->f, m->targets->i, B, T, V);
     if (training && leak_fires(m, PL_LEAK_OUTPUTS))
         keep(m, logits); /* outputs.append(logits) */
     else
         pl_tensor_free(logits);
+    if (m->host_losses_n < (size_t)B * T) {
+        float *h = realloc(m->host_losses, (size_t)B * T * sizeof *h);
+        if (!h) {
+            fprintf(stderr, "plateau-train: out of host memory\n");
+            exit(2);
+        }
+        m->host_losses = h;
+        m->host_losses_n = (size_t)B * T;
+    }
+    m->ops->download(m->host_losses, m->losses->p, (size_t)B * T * sizeof(float));
+    check_device(m, "forward");
     double sum = 0;
-    for (int i = 0; i < B * T; i++) sum += m->losses->f[i];
+    for (int i = 0; i < B * T; i++) sum += m->host_losses[i];
     float loss = (float)(sum / (B * T));
     if (training)
         m->taped = true;
@@ -411,19 +460,19 @@ void pl_gpt2_backward(pl_gpt2_t *m) {
     m->leak_graph_now = leak_fires(m, PL_LEAK_GRAPH);
 
     pl_tensor_t *dlosses = NEW("dlosses", B, T, 0, 0);
-    for (int i = 0; i < B * T; i++) dlosses->f[i] = 1.0f / (float)(B * T); /* mean loss */
+    m->ops->fill(dlosses->f, (size_t)B * T, 1.0f / (float)(B * T)); /* mean loss */
     pl_tensor_t *dlogits = ZEROS("dlogits", B, T, V, 0);
-    pl_kernels_crossentropy_backward(dlogits->f, dlosses->f, m->probs->f, m->targets->i, B, T, V);
+    m->ops->crossentropy_backward(dlogits->f, dlosses->f, m->probs->f, m->targets->i, B, T, V);
     drop(&dlosses);
     release(m, &m->probs);
     release(m, &m->losses);
     pl_tensor_t *dlnf = ZEROS("dlnf", B, T, C, 0);
-    pl_kernels_matmul_backward(dlnf->f, grad_of(m, 0), NULL, dlogits->f, m->lnf->f, m->params[0]->f, B, T, C, V);
+    m->ops->matmul_backward(dlnf->f, grad_of(m, 0), NULL, dlogits->f, m->lnf->f, m->params[0]->f, B, T, C, V);
     drop(&dlogits);
     release(m, &m->lnf);
     pl_tensor_t *dres = ZEROS("dresidual", B, T, C, 0); /* gradient of the residual stream, (B,T,C) */
     const pl_tensor_t *last = L > 0 ? m->layers[L - 1].res3 : m->encoded;
-    pl_kernels_layernorm_backward(dres->f, grad_of(m, 2 + 12 * L), grad_of(m, 3 + 12 * L), dlnf->f, last->f,
+    m->ops->layernorm_backward(dres->f, grad_of(m, 2 + 12 * L), grad_of(m, 3 + 12 * L), dlnf->f, last->f,
                                   m->params[2 + 12 * L]->f, m->lnf_mean->f, m->lnf_rstd->f, B, T, C);
     drop(&dlnf);
     release(m, &m->lnf_mean);
@@ -436,23 +485,23 @@ void pl_gpt2_backward(pl_gpt2_t *m) {
         /* res3 = res2 + fcproj */
         pl_tensor_t *dres2 = ZEROS("dres2", B, T, C, 0);
         pl_tensor_t *dfcproj = ZEROS("dmlp.proj", B, T, C, 0);
-        pl_kernels_residual_backward(dres2->f, dfcproj->f, dres->f, BTC);
+        m->ops->residual_backward(dres2->f, dfcproj->f, dres->f, BTC);
         drop(&dres);
         pl_tensor_t *dfch_gelu = ZEROS("dmlp.gelu", B, T, 4 * C, 0);
-        pl_kernels_matmul_backward(dfch_gelu->f, GRD(l, P_FCPROJW), GRD(l, P_FCPROJB), dfcproj->f, lt->fch_gelu->f,
+        m->ops->matmul_backward(dfch_gelu->f, GRD(l, P_FCPROJW), GRD(l, P_FCPROJB), dfcproj->f, lt->fch_gelu->f,
                                    PRM(l, P_FCPROJW), B, T, 4 * C, C);
         drop(&dfcproj);
         release(m, &lt->fch_gelu);
         pl_tensor_t *dfch = ZEROS("dmlp.fc", B, T, 4 * C, 0);
-        pl_kernels_gelu_backward(dfch->f, lt->fch->f, dfch_gelu->f, BTC * 4);
+        m->ops->gelu_backward(dfch->f, lt->fch->f, dfch_gelu->f, BTC * 4);
         drop(&dfch_gelu);
         release(m, &lt->fch);
         pl_tensor_t *dln2 = ZEROS("dln2", B, T, C, 0);
-        pl_kernels_matmul_backward(dln2->f, GRD(l, P_FCW), GRD(l, P_FCB), dfch->f, lt->ln2->f, PRM(l, P_FCW), B, T,
+        m->ops->matmul_backward(dln2->f, GRD(l, P_FCW), GRD(l, P_FCB), dfch->f, lt->ln2->f, PRM(l, P_FCW), B, T,
                                    C, 4 * C);
         drop(&dfch);
         release(m, &lt->ln2);
-        pl_kernels_layernorm_backward(dres2->f, GRD(l, P_LN2W), GRD(l, P_LN2B), dln2->f, lt->res2->f,
+        m->ops->layernorm_backward(dres2->f, GRD(l, P_LN2W), GRD(l, P_LN2B), dln2->f, lt->res2->f,
                                       PRM(l, P_LN2W), lt->ln2_mean->f, lt->ln2_rstd->f, B, T, C);
         drop(&dln2);
         release(m, &lt->ln2_mean);
@@ -461,35 +510,35 @@ void pl_gpt2_backward(pl_gpt2_t *m) {
         /* res2 = residual + attproj */
         pl_tensor_t *dresidual = ZEROS("dresidual", B, T, C, 0);
         pl_tensor_t *dattproj = ZEROS("dattn.proj", B, T, C, 0);
-        pl_kernels_residual_backward(dresidual->f, dattproj->f, dres2->f, BTC);
+        m->ops->residual_backward(dresidual->f, dattproj->f, dres2->f, BTC);
         drop(&dres2);
         pl_tensor_t *datty = ZEROS("dattn.out", B, T, C, 0);
-        pl_kernels_matmul_backward(datty->f, GRD(l, P_ATTPROJW), GRD(l, P_ATTPROJB), dattproj->f, lt->atty->f,
+        m->ops->matmul_backward(datty->f, GRD(l, P_ATTPROJW), GRD(l, P_ATTPROJB), dattproj->f, lt->atty->f,
                                    PRM(l, P_ATTPROJW), B, T, C, C);
         drop(&dattproj);
         release(m, &lt->atty);
         pl_tensor_t *dqkv = ZEROS("dqkv", B, T, 3 * C, 0);
         pl_tensor_t *dpreatt = NEW("dattn.scores", B, NH, T, T); /* temporaries, overwritten by the kernel */
         pl_tensor_t *datt = NEW("dattn.probs", B, NH, T, T);
-        pl_kernels_attention_backward(dqkv->f, dpreatt->f, datt->f, datty->f, lt->qkv->f, lt->att->f, B, T, C, NH);
+        m->ops->attention_backward(dqkv->f, dpreatt->f, datt->f, datty->f, lt->qkv->f, lt->att->f, B, T, C, NH);
         drop(&datt);
         drop(&dpreatt);
         drop(&datty);
         release(m, &lt->att);
         pl_tensor_t *dln1 = ZEROS("dln1", B, T, C, 0);
-        pl_kernels_matmul_backward(dln1->f, GRD(l, P_QKVW), GRD(l, P_QKVB), dqkv->f, lt->ln1->f, PRM(l, P_QKVW), B,
+        m->ops->matmul_backward(dln1->f, GRD(l, P_QKVW), GRD(l, P_QKVB), dqkv->f, lt->ln1->f, PRM(l, P_QKVW), B,
                                    T, C, 3 * C);
         drop(&dqkv);
         release(m, &lt->qkv);
         release(m, &lt->ln1);
-        pl_kernels_layernorm_backward(dresidual->f, GRD(l, P_LN1W), GRD(l, P_LN1B), dln1->f, residual->f,
+        m->ops->layernorm_backward(dresidual->f, GRD(l, P_LN1W), GRD(l, P_LN1B), dln1->f, residual->f,
                                       PRM(l, P_LN1W), lt->ln1_mean->f, lt->ln1_rstd->f, B, T, C);
         drop(&dln1);
         release(m, &lt->ln1_mean);
         release(m, &lt->ln1_rstd);
         dres = dresidual;
     }
-    pl_kernels_encoder_backward(grad_of(m, 0), grad_of(m, 1), dres->f, m->inputs->i, B, T, C);
+    m->ops->encoder_backward(grad_of(m, 0), grad_of(m, 1), dres->f, m->inputs->i, B, T, C);
     drop(&dres);
     release(m, &m->encoded);
     release(m, &m->targets);
@@ -505,7 +554,8 @@ static bool is_matrix(const pl_tensor_t *t) { return t->shape[1] != 0; }
 float pl_gpt2_update(pl_gpt2_t *m, const pl_adamw_config_t *opt) {
     double sumsq = 0;
     for (int i = 0; i < m->n_ptensors; i++)
-        if (m->grads[i]) sumsq += pl_kernels_sumsq(m->grads[i]->f, m->grads[i]->n);
+        if (m->grads[i]) sumsq += m->ops->sumsq(m->grads[i]->f, m->grads[i]->n);
+    check_device(m, "gradient norm");
     float norm = (float)sqrt(sumsq);
     float scale = (opt->grad_clip > 0 && norm > opt->grad_clip) ? opt->grad_clip / norm : 1.0f;
     m->step++;
@@ -516,8 +566,8 @@ float pl_gpt2_update(pl_gpt2_t *m, const pl_adamw_config_t *opt) {
             m->adam_m[i] = tnew(m, "adam.m", PL_F32, p->shape[0], p->shape[1], 0, 0, true);
             m->adam_v[i] = tnew(m, "adam.v", PL_F32, p->shape[0], p->shape[1], 0, 0, true);
         }
-        if (scale != 1.0f) pl_kernels_scale(g->f, g->n, scale);
-        pl_kernels_adamw_update(p->f, g->f, m->adam_m[i]->f, m->adam_v[i]->f, p->n, opt->lr, opt->beta1, opt->beta2,
+        if (scale != 1.0f) m->ops->scale(g->f, g->n, scale);
+        m->ops->adamw_update(p->f, g->f, m->adam_m[i]->f, m->adam_v[i]->f, p->n, opt->lr, opt->beta1, opt->beta2,
                                 opt->eps, is_matrix(p) ? opt->weight_decay : 0.0f, m->step);
     }
     return norm;
@@ -530,6 +580,7 @@ void pl_gpt2_zero_grad(pl_gpt2_t *m) {
 /* ---- accessors ---- */
 
 const pl_gpt2_config_t *pl_gpt2_get_config(const pl_gpt2_t *m) { return &m->cfg; }
+const pl_train_ops_t *pl_gpt2_ops(const pl_gpt2_t *m) { return m->ops; }
 int pl_gpt2_step(const pl_gpt2_t *m) { return m->step; }
 size_t pl_gpt2_num_params(const pl_gpt2_t *m) { return count_params(&m->cfg); }
 int pl_gpt2_num_param_tensors(const pl_gpt2_t *m) { return m->n_ptensors; }
@@ -553,13 +604,21 @@ int pl_gpt2_save(const pl_gpt2_t *m, const char *path, char *err, size_t err_len
         return -EIO;
     }
     bool has_opt = m->adam_m[0] != NULL;
+    float *host = NULL; /* tensors are downloaded one at a time (device memory on cuda) */
+    size_t host_n = 0;
+    for (int i = 0; i < m->n_ptensors; i++)
+        if (m->params[i]->n > host_n) host_n = m->params[i]->n;
     uint32_t version = CK_VERSION;
     int32_t hdr[CK_NFIELDS] = {m->cfg.n_layer, m->cfg.n_head, m->cfg.n_embd, m->cfg.vocab,
                                m->cfg.max_seq, m->step,       has_opt};
     bool ok = fwrite(CK_MAGIC, 8, 1, f) == 1 && fwrite(&version, sizeof version, 1, f) == 1 &&
               fwrite(hdr, sizeof hdr, 1, f) == 1;
-    for (int i = 0; ok && i < m->n_ptensors; i++)
-        ok = fwrite(m->params[i]->f, 4, m->params[i]->n, f) == m->params[i]->n;
+    host = malloc(host_n * sizeof *host);
+    if (!host) ok = false;
+    for (int i = 0; ok && i < m->n_ptensors; i++) {
+        m->ops->download(host, m->params[i]->p, m->params[i]->bytes);
+        ok = fwrite(host, 4, m->params[i]->n, f) == m->params[i]->n;
+    }
     for (int pass = 0; ok && has_opt && pass < 2; pass++) {
         for (int i = 0; ok && i < m->n_ptensors; i++) {
             const pl_tensor_t *t = pass == 0 ? m->adam_m[i] : m->adam_v[i];
@@ -567,11 +626,18 @@ int pl_gpt2_save(const pl_gpt2_t *m, const char *path, char *err, size_t err_len
                 float z = 0;
                 for (size_t j = 0; ok && j < m->params[i]->n; j++) ok = fwrite(&z, 4, 1, f) == 1;
             } else {
-                ok = fwrite(t->f, 4, t->n, f) == t->n;
+                m->ops->download(host, t->p, t->bytes);
+                ok = fwrite(host, 4, t->n, f) == t->n;
             }
         }
     }
+    free(host);
     if (fclose(f) != 0) ok = false;
+    if (m->ops->last_error()) {
+        snprintf(err, err_len, "cannot write checkpoint %s: %s device error: %s", path, m->ops->name,
+                 m->ops->last_error());
+        return -EIO;
+    }
     if (!ok) {
         snprintf(err, err_len, "cannot write checkpoint %s: %s", path, strerror(errno));
         return -EIO;
@@ -631,7 +697,7 @@ int pl_gpt2_load(pl_gpt2_t *m, const char *path, char *err, size_t err_len) {
     }
     size_t off = 0;
     for (int i = 0; i < m->n_ptensors; i++) {
-        memcpy(m->params[i]->f, buf + off, m->params[i]->bytes);
+        m->ops->upload(m->params[i]->p, buf + off, m->params[i]->bytes);
         off += m->params[i]->n;
     }
     for (int pass = 0; has_opt && pass < 2; pass++) {
@@ -639,7 +705,7 @@ int pl_gpt2_load(pl_gpt2_t *m, const char *path, char *err, size_t err_len) {
             pl_tensor_t **slot = pass == 0 ? &m->adam_m[i] : &m->adam_v[i];
             if (!*slot) *slot = tnew(m, pass == 0 ? "adam.m" : "adam.v", PL_F32, m->params[i]->shape[0],
                                      m->params[i]->shape[1], 0, 0, false);
-            memcpy((*slot)->f, buf + off, (*slot)->bytes);
+            m->ops->upload((*slot)->p, buf + off, (*slot)->bytes);
             off += (*slot)->n;
         }
     }
@@ -648,6 +714,12 @@ int pl_gpt2_load(pl_gpt2_t *m, const char *path, char *err, size_t err_len) {
             drop(&m->adam_m[i]);
             drop(&m->adam_v[i]);
         }
+    }
+    if (m->ops->last_error()) {
+        snprintf(err, err_len, "cannot load checkpoint %s: %s device error: %s", path, m->ops->name,
+                 m->ops->last_error());
+        rc = -EIO;
+        goto out;
     }
     m->step = hdr[5];
     err[0] = '\0';

@@ -23,6 +23,7 @@
 
 #include <plateau/alloc.h>
 
+#include "ops.h"
 #include "tensor.h"
 
 typedef struct pl_gpt2_config {
@@ -73,8 +74,11 @@ int pl_gpt2_config_check(const pl_gpt2_config_t *cfg, char *err, size_t err_len)
 
 void pl_gpt2_budget(const pl_gpt2_config_t *cfg, int B, int T, pl_gpt2_budget_t *out);
 
-/* Create a model with GPT-2 initialisation from `seed`; parameters come from `a` (not owned). NULL on error. */
+/* Create a model with GPT-2 initialisation from `seed`; parameters come from `a` (not owned). NULL on error.
+ * pl_gpt2_create runs on the CPU table (tensor memory must be host memory: the sim backend);
+ * pl_gpt2_create_on runs every op through `ops` (ops.h), whose memory must be `a`'s (cuda table: cuda backend). */
 pl_gpt2_t *pl_gpt2_create(pl_alloc_t *a, const pl_gpt2_config_t *cfg, uint64_t seed);
+pl_gpt2_t *pl_gpt2_create_on(pl_alloc_t *a, const pl_train_ops_t *ops, const pl_gpt2_config_t *cfg, uint64_t seed);
 
 /* Frees every tensor the model holds (parameters, gradients, moments, tape, leaked tensors). */
 void pl_gpt2_destroy(pl_gpt2_t *m);
@@ -97,6 +101,7 @@ float pl_gpt2_update(pl_gpt2_t *m, const pl_adamw_config_t *opt);
 void pl_gpt2_zero_grad(pl_gpt2_t *m);
 
 const pl_gpt2_config_t *pl_gpt2_get_config(const pl_gpt2_t *m);
+const pl_train_ops_t *pl_gpt2_ops(const pl_gpt2_t *m);
 int pl_gpt2_step(const pl_gpt2_t *m);      /* optimizer steps done */
 size_t pl_gpt2_num_params(const pl_gpt2_t *m);
 int pl_gpt2_num_param_tensors(const pl_gpt2_t *m);

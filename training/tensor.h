@@ -4,6 +4,8 @@
  * is one pl_alloc_malloc block on the engine's allocator, allocated when the op that produces it runs and freed
  * (pl_tensor_free) when a framework would drop its last reference. The descriptor itself lives on the host heap,
  * as a framework's tensor object does. Tensors are dense, row-major, at most 4 dims.
+ * On the cuda backend the data pointer is device memory: only the kernel table (ops.h) may touch it, and
+ * pl_tensor_zeros (a host memset) is for host-memory backends (sim) only.
  * Not thread-safe per tensor; the allocator underneath is.
  */
 #pragma once

@@ -41,6 +41,13 @@ int pl_cuda_crossentropy_backward(float *dlogits, const float *dlosses, const fl
 int pl_cuda_adamw_update(float *param, const float *grad, float *m, float *v, long N, float lr, float beta1,
                          float beta2, float eps, float wd, int t, void *stream);
 
+/* kernels_util.cu: the engine's small glue ops (ops.h) */
+int pl_cuda_fill(float *dst, long N, float value, void *stream);
+int pl_cuda_scale(float *grad, long N, float scale, void *stream);
+int pl_cuda_sumsq(double *out, const float *grad, long N, void *stream); /* *out (device) = sum of grad^2 */
+int pl_cuda_channel_mean(float *out, const float *x, int BT, int C, void *stream);
+int pl_cuda_ema(float *out, const float *old, const float *x, int C, float a, float b, void *stream);
+
 #ifdef __cplusplus
 }
 #endif
