@@ -1,4 +1,5 @@
-/* cli/replay: `plateau replay RUN_DIR|TRACE --conf STRING [--capacity SIZE] [--json FILE] [--max-events N]`.
+/* cli/replay: `plateau replay RUN_DIR|TRACE|SNAPSHOT|RMM_LOG --conf STRING [--capacity SIZE] [--json FILE]
+ * [--max-events N] [--device N]` (inputs: reports/replay_input.h).
  *
  * Replays the recorded device allocation sequence under one allocator setting and prints every statistic as
  * `name: value` lines (for scripts), with the recorded alloc_stats beside the replay's at the same point when the
@@ -12,24 +13,30 @@
 
 #include "cli/commands.h"
 #include "reports/replay.h"
+#include "reports/replay_input.h"
 #include "reports/tune.h"
 
 static void usage(FILE *o) {
-    fprintf(o, "usage: plateau replay RUN_DIR|TRACE --conf STRING [--capacity SIZE] [--json FILE] [--max-events N]\n"
+    fprintf(o, "usage: plateau replay RUN_DIR|TRACE|SNAPSHOT|RMM_LOG --conf STRING [--capacity SIZE] [--json FILE]\n"
+               "                      [--max-events N] [--device N]\n"
+               "  input           a plateau run directory or trace, a PyTorch memory snapshot pickle, an RMM CSV log\n"
                "  --conf STRING   allocator settings, PLATEAU_ALLOC_CONF syntax (\"\" = defaults)\n"
                "  --capacity SIZE device memory (default: the recorded capacity, else 80GiB)\n"
-               "  --json FILE     write the stats as JSON to FILE ('-' = stdout instead of the text)\n");
+               "  --json FILE     write the stats as JSON to FILE ('-' = stdout instead of the text)\n"
+               "  --device N      snapshots: the device trace to replay (default: the one with the most allocations)\n");
 }
 
 int pl_cli_replay(int argc, char **argv) {
     static const struct option longopts[] = {
         {"conf", required_argument, NULL, 'c'},       {"capacity", required_argument, NULL, 'C'},
         {"json", required_argument, NULL, 'j'},       {"max-events", required_argument, NULL, 'm'},
-        {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0},
+        {"device", required_argument, NULL, 'd'},     {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     const char *conf = NULL, *json = NULL;
     uint64_t capacity = 0;
     size_t max_events = 0;
+    int device = -1;
     char err[1024];
     int c;
     optind = 1;
@@ -58,6 +65,16 @@ int pl_cli_replay(int argc, char **argv) {
             max_events = (size_t)v;
             break;
         }
+        case 'd': {
+            char *end;
+            unsigned long v = strtoul(optarg, &end, 10);
+            if (end == optarg || *end || v > (1ul << 20) || optarg[0] == '-') {
+                fprintf(stderr, "plateau replay: --device '%s' is not a device index\n", optarg);
+                return 2;
+            }
+            device = (int)v;
+            break;
+        }
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -73,11 +90,16 @@ int pl_cli_replay(int argc, char **argv) {
         return 2;
     }
     pl_replay_seq_t seq;
-    pl_replay_opts_t ro = {.max_events = max_events};
-    if (pl_replay_extract(argv[optind], &ro, &seq, err, sizeof err) != 0) {
-        fprintf(stderr, "plateau replay: %s\n", err);
+    pl_replay_load_opts_t ro = {.max_events = max_events, .device = device};
+    pl_replay_input_t *in = malloc(sizeof *in);
+    if (!in || pl_replay_load(argv[optind], &ro, &seq, in, err, sizeof err) != 0) {
+        fprintf(stderr, "plateau replay: %s\n", in ? err : "out of memory");
+        free(in);
         return 1;
     }
+    /* what a snapshot or an RMM log held ("" for traces); stderr when stdout is JSON */
+    fputs(in->summary, json && !strcmp(json, "-") ? stderr : stdout);
+    free(in);
     if (seq.damaged) fprintf(stderr, "plateau replay: warning: %s: replaying the records before the damage\n", seq.error);
     if (!capacity) capacity = seq.capacity_bytes ? seq.capacity_bytes : PL_REPLAY_DEFAULT_CAPACITY_BYTES;
     pl_replay_result_t r;

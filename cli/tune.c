@@ -1,12 +1,14 @@
-/* cli/tune: `plateau tune RUN_DIR|TRACE [--capacity SIZE] [--grid SPEC] [--json FILE] [--jobs N] [--top N]
- * [--max-events N]`.
+/* cli/tune: `plateau tune RUN_DIR|TRACE|SNAPSHOT|RMM_LOG [--capacity SIZE] [--grid SPEC] [--json FILE] [--jobs N]
+ * [--top N] [--max-events N] [--device N]`.
  *
- * Extracts the run's device allocation sequence (reports/replay.h), replays it under every config of the grid on all
+ * Loads the run's device allocation sequence (reports/replay_input.h: a plateau trace or run directory, a PyTorch
+ * memory snapshot pickle or an RMM log), replays it under every config of the grid on all
  * cores (reports/tune.h), prints the ranked table, the winning PLATEAU_ALLOC_CONF / PYTORCH_CUDA_ALLOC_CONF line and
  * one sentence of explanation. Exit status: 0 with a recommendation, 1 when the input is unusable (no trace, no
  * device records, too long) or an output cannot be written, 2 on bad arguments.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,19 +16,23 @@
 
 #include "cli/commands.h"
 #include "reports/replay.h"
+#include "reports/replay_input.h"
 #include "reports/tune.h"
 
 static void usage(FILE *o) {
-    fprintf(o, "usage: plateau tune RUN_DIR|TRACE [--capacity SIZE] [--grid SPEC] [--json FILE] [--jobs N] [--top N]\n"
-               "                    [--max-events N]\n"
+    fprintf(o, "usage: plateau tune RUN_DIR|TRACE|SNAPSHOT|RMM_LOG [--capacity SIZE] [--grid SPEC] [--json FILE]\n"
+               "                    [--jobs N] [--top N] [--max-events N] [--device N]\n"
                "  RUN_DIR         a directory written by plateau run, or one trace file\n"
+               "  SNAPSHOT        a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot pickle)\n"
+               "  RMM_LOG         an RMM logging_resource_adaptor CSV log\n"
                "  --capacity SIZE device memory for the replay (e.g. 24GiB; default: the recorded capacity, else 80GiB)\n"
                "  --grid SPEC     settings to try: key=v1|v2|...;key=... ('default' leaves a key unset); default:\n"
                "                  " PL_TUNE_DEFAULT_GRID "\n"
                "  --json FILE     also write every result as JSON\n"
                "  --jobs N        replay threads (default: online cores)\n"
                "  --top N         table rows (default 15; 0 = all)\n"
-               "  --max-events N  refuse sequences longer than N events (default %zu)\n",
+               "  --max-events N  refuse sequences longer than N events (default %zu)\n"
+               "  --device N      snapshots: the device trace to replay (default: the one with the most allocations)\n",
             PL_REPLAY_DEFAULT_MAX_EVENTS);
 }
 
@@ -54,11 +60,13 @@ int pl_cli_tune(int argc, char **argv) {
         {"capacity", required_argument, NULL, 'c'}, {"grid", required_argument, NULL, 'g'},
         {"json", required_argument, NULL, 'j'},     {"jobs", required_argument, NULL, 'J'},
         {"top", required_argument, NULL, 't'},      {"max-events", required_argument, NULL, 'm'},
-        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
+        {"device", required_argument, NULL, 'd'},   {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     const char *grid_spec = NULL, *json = NULL;
     uint64_t capacity = 0;
-    unsigned long long jobs = 0, top = 15, max_events = 0;
+    unsigned long long jobs = 0, top = 15, max_events = 0, device = 0;
+    bool have_device = false;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -89,6 +97,13 @@ int pl_cli_tune(int argc, char **argv) {
                 return 2;
             }
             break;
+        case 'd':
+            if (parse_count(optarg, 1u << 20, &device)) {
+                fprintf(stderr, "plateau tune: --device '%s' is not a device index\n", optarg);
+                return 2;
+            }
+            have_device = true;
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -107,12 +122,16 @@ int pl_cli_tune(int argc, char **argv) {
         return 2;
     }
     pl_replay_seq_t seq;
-    pl_replay_opts_t ro = {.max_events = (size_t)max_events};
-    if (pl_replay_extract(path, &ro, &seq, err, sizeof err) != 0) {
-        fprintf(stderr, "plateau tune: %s\n", err);
+    pl_replay_load_opts_t ro = {.max_events = (size_t)max_events, .device = have_device ? (int)device : -1};
+    pl_replay_input_t *in = malloc(sizeof *in);
+    if (!in || pl_replay_load(path, &ro, &seq, in, err, sizeof err) != 0) {
+        fprintf(stderr, "plateau tune: %s\n", in ? err : "out of memory");
+        free(in);
         free(grid);
         return 1;
     }
+    fputs(in->summary, stdout); /* what a snapshot or an RMM log held ("" for traces) */
+    free(in);
     if (seq.damaged) fprintf(stderr, "plateau tune: warning: %s: replaying the records before the damage\n", seq.error);
     if (!capacity) capacity = seq.capacity_bytes ? seq.capacity_bytes : PL_REPLAY_DEFAULT_CAPACITY_BYTES;
     pl_tune_t t;
