@@ -1,4 +1,6 @@
-/* cli/report: `plateau report RUN_DIR|TRACE [--json FILE] [--html FILE] [--metric NAME] [--since-step N]`.
+/* cli/report: `plateau report RUN_DIR|TRACE [--json FILE] [--html FILE] [--metric NAME] [--since-step N]`, and
+ * `plateau report RUN_A RUN_B [--json FILE] [--allocators A,B]`: the same program on two host allocators compared
+ * (reports/compare.h).
  *
  * Reads the trace(s) (reports/extract.h), classifies every series, prints the text report to stdout and writes the
  * JSON / HTML reports to the files asked for. Exit status: 0 when a report was produced (leaks or not, also a
@@ -12,6 +14,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "reports/compare.h"
 #include "reports/extract.h"
 #include "reports/render.h"
 #include "reports/render_html.h"
@@ -25,7 +28,11 @@ static void usage(FILE *o) {
                "  --metric M   only this metric: rss rss.anon rss.file rss.shmem pss heap.bytes heap.count\n"
                "               dev.allocated dev.reserved dev.tensors dev.other cgroup\n"
                "  --since-step N  ignore steps before N\n"
-               "  --ascii      ASCII sparklines\n");
+               "  --ascii      ASCII sparklines\n"
+               "usage: plateau report RUN_A RUN_B [--json FILE] [--allocators A,B] [--since-step N]\n"
+               "  compare two runs of one program made with plateau run --host-allocator glibc and jemalloc:\n"
+               "  allocator retention, a real leak, or growth outside the heap\n"
+               "  --allocators A,B  host allocator of each run (glibc or jemalloc), when the traces cannot tell\n");
 }
 
 static int write_file(const char *path, const char *what, const pl_report_t *r, const pl_extract_t *x, bool html) {
@@ -44,14 +51,99 @@ static int write_file(const char *path, const char *what, const pl_report_t *r, 
     return 0;
 }
 
+/* ---- plateau report RUN_A RUN_B ---- */
+
+/* The run's main process: the root (whose parent is not in the run), else the first one read. */
+static size_t main_proc(const pl_extract_t *x) {
+    for (size_t i = 0; i < x->n_procs; i++) {
+        bool child = false;
+        for (size_t j = 0; j < x->n_procs; j++) child |= j != i && x->procs[j].pid == x->procs[i].ppid;
+        if (!child) return i;
+    }
+    return 0;
+}
+
+static int parse_allocators(const char *s, char a[2][16]) {
+    const char *comma = s ? strchr(s, ',') : NULL;
+    if (!comma) return -1;
+    snprintf(a[0], sizeof a[0], "%.*s", (int)(comma - s), s);
+    snprintf(a[1], sizeof a[1], "%s", comma + 1);
+    for (int i = 0; i < 2; i++)
+        if (strcmp(a[i], "glibc") && strcmp(a[i], "jemalloc")) return -1;
+    return 0;
+}
+
+static int compare(const char *path_a, const char *path_b, const char *allocs, const char *json,
+                   const pl_extract_opts_t *eo) {
+    char given[2][16] = {"", ""};
+    if (allocs && parse_allocators(allocs, given)) {
+        fprintf(stderr, "plateau report: --allocators wants two of glibc,jemalloc (e.g. glibc,jemalloc), not '%s'\n",
+                allocs);
+        return 2;
+    }
+    const char *paths[2] = {path_a, path_b};
+    pl_report_t *r[2] = {NULL, NULL};
+    pl_extract_t x[2];
+    pl_extract_init(&x[0]);
+    pl_extract_init(&x[1]);
+    int status = 1;
+    size_t mp[2];
+    const char *alloc[2] = {NULL, NULL}, *from[2] = {"", ""};
+    for (int i = 0; i < 2; i++) {
+        if (!(r[i] = pl_report_create(paths[i]))) {
+            fprintf(stderr, "plateau report: out of memory\n");
+            goto out;
+        }
+        int rc = pl_extract_path(r[i], &x[i], paths[i], eo);
+        if (rc == -ENOMEM || x[i].n_procs == 0) {
+            fprintf(stderr, "plateau report: no usable trace in %s: %s\n", paths[i],
+                    x[i].first_error[0] ? x[i].first_error : strerror(-rc));
+            goto out;
+        }
+        if ((rc = pl_report_analyze(r[i]))) {
+            fprintf(stderr, "plateau report: analysis of %s failed: %s\n", paths[i], strerror(-rc));
+            goto out;
+        }
+        mp[i] = main_proc(&x[i]);
+        if (given[i][0]) {
+            alloc[i] = given[i];
+            from[i] = "given";
+        } else if (!pl_compare_guess_allocator(x[i].procs[mp[i]].file, &alloc[i]) && alloc[i]) {
+            from[i] = "trace";
+        }
+    }
+    pl_compare_t c;
+    if (pl_compare_runs(x[0].procs[mp[0]].proc, alloc[0], paths[0], x[1].procs[mp[1]].proc, alloc[1], paths[1], &c))
+        goto out;
+    for (int i = 0; i < 2; i++) snprintf(c.run[i].allocator_from, sizeof c.run[i].allocator_from, "%s", from[i]);
+    status = pl_compare_render_text(&c, stdout) ? 1 : 0;
+    if (json) {
+        FILE *f = fopen(json, "w");
+        int rc = f ? pl_compare_render_json(&c, f) : -errno;
+        if (f && fclose(f) && !rc) rc = -EIO;
+        if (rc) {
+            fprintf(stderr, "plateau report: cannot write JSON comparison to %s: %s\n", json, strerror(-rc));
+            status = 1;
+        } else printf("JSON report: %s\n", json);
+    }
+    fflush(stdout);
+out:
+    for (int i = 0; i < 2; i++) {
+        pl_extract_free(&x[i]);
+        if (r[i]) pl_report_destroy(r[i]);
+    }
+    return status;
+}
+
 int pl_cli_report(int argc, char **argv) {
     static const struct option longopts[] = {
         {"json", required_argument, NULL, 'j'},   {"html", required_argument, NULL, 'H'},
         {"metric", required_argument, NULL, 'm'}, {"since-step", required_argument, NULL, 's'},
         {"ascii", no_argument, NULL, 'a'},        {"help", no_argument, NULL, 'h'},
+        {"allocators", required_argument, NULL, 'A'},
         {NULL, 0, NULL, 0},
     };
-    const char *json = NULL, *html = NULL;
+    const char *json = NULL, *html = NULL, *allocs = NULL;
     pl_extract_opts_t eo = {0};
     pl_render_text_opts_t to = {0};
     int c;
@@ -61,6 +153,7 @@ int pl_cli_report(int argc, char **argv) {
         case 'j': json = optarg; break;
         case 'H': html = optarg; break;
         case 'a': to.ascii = true; break;
+        case 'A': allocs = optarg; break;
         case 'm': {
             int k;
             for (k = 0; k < PL_METRIC__COUNT; k++)
@@ -89,8 +182,19 @@ int pl_cli_report(int argc, char **argv) {
         default: usage(stderr); return 2;
         }
     }
+    if (optind + 2 == argc) {
+        if (html || eo.only_metric) {
+            fprintf(stderr, "plateau report: --html and --metric do not apply to a comparison of two runs\n");
+            return 2;
+        }
+        return compare(argv[optind], argv[optind + 1], allocs, json, &eo);
+    }
+    if (allocs) {
+        fprintf(stderr, "plateau report: --allocators needs two runs to compare\n");
+        return 2;
+    }
     if (optind + 1 != argc) {
-        fprintf(stderr, "plateau report: expected one RUN_DIR or TRACE\n");
+        fprintf(stderr, "plateau report: expected one RUN_DIR or TRACE (or two runs to compare)\n");
         usage(stderr);
         return 2;
     }

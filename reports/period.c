@@ -3,10 +3,12 @@
  * Input: a trace's allocation records as (time, call-site key) events. Device blocks are exact (one record per
  * block handed out), host allocations are Poisson-by-bytes samples (one record per sample_bytes allocated, on
  * average): an exact stream repeats call site for call site every step, a sampled one only in its rate over time.
- * Hence two detectors, tried in order: the sequence detector (lag of best call-site self-match, steps cut at an
- * anchor call site) and the time detector (autocorrelation of allocation counts per time bin, steps cut on a grid).
- * Invariants: work is bounded (SEQ_WINDOW events x SEQ_MAX_LAG lags; TIME_BINS bins x TIME_SCALES scales), whatever
- * the trace length; results are deterministic; bounds are strictly increasing.
+ * Hence three detectors: the sequence detector (lag of best call-site self-match, steps cut at an anchor call site),
+ * the time detector (autocorrelation of allocation counts per time bin, steps cut on a grid) and the anchor detector
+ * (one sampled call site at a sharp phase of the step, tested for periodicity, steps cut at its bursts).
+ * Invariants: work is bounded (SEQ_WINDOW events x SEQ_MAX_LAG lags; TIME_BINS bins x TIME_SCALES scales; ANCHOR_SCAN
+ * passes over at most all events), whatever the trace length; results are deterministic; bounds are strictly
+ * increasing.
  */
 #include "period.h"
 
@@ -43,6 +45,8 @@ void pl_period_input_free(pl_period_input_t *in) {
     if (!in) return;
     free(in->ev);
     free(in->step_ns);
+    free(in->heap_t_ns);
+    free(in->heap_n_alloc);
     memset(in, 0, sizeof *in);
 }
 
@@ -113,6 +117,19 @@ int pl_period_add(pl_period_input_t *in, const pl_trace_record_t *rec) {
             in->heap_n_alloc1 = rec->u.heap.n_alloc;
             in->heap_t1_ns = rec->t_ns;
         }
+        if (in->n_heap == in->cap_heap) {
+            if (in->cap_heap >= PL_PERIOD_MAX_EVENTS) return 0; /* enough: keep the first ones */
+            size_t nc = in->cap_heap ? in->cap_heap * 2 : 256;
+            int64_t *nt = realloc(in->heap_t_ns, nc * sizeof *nt);
+            if (!nt) return -ENOMEM;
+            in->heap_t_ns = nt;
+            uint64_t *nn = realloc(in->heap_n_alloc, nc * sizeof *nn);
+            if (!nn) return -ENOMEM;
+            in->heap_n_alloc = nn;
+            in->cap_heap = nc;
+        }
+        in->heap_t_ns[in->n_heap] = rec->t_ns;
+        in->heap_n_alloc[in->n_heap++] = rec->u.heap.n_alloc;
         return 0;
     default: return 0;
     }
@@ -446,6 +463,244 @@ static int time_detect(const tev_t *e, size_t m, size_t min_repeats, cand_t *c) 
     return 0;
 }
 
+
+/* ---- anchor detector (sampled streams whose step length jitters and drifts) ---- */
+
+/* A sampled stream records a random subset of each step's allocations, but a call site that allocates much per
+ * step (a large tensor) is recorded in most steps, at the same phase of the step (an optimizer's buffers at its
+ * end). Its occurrences, collapsed into one per burst, are the step ends; a step in which it was not recorded shows
+ * as a gap of about two periods and gets a boundary in its middle. This follows a step length that jitters from step
+ * to step and drifts over the run (a loaded machine), which a grid of one period (time detector) cannot.
+ * Method and parameters: docs/period.md. */
+
+#define ANCHOR_MIN_OCC 16      /* occurrences a call site needs to be an anchor */
+#define ANCHOR_MAX_KEYS 16     /* most frequent call sites tried */
+#define ANCHOR_BURST 0.5       /* occurrences closer than this fraction of the period are one burst (one step) */
+#define ANCHOR_REG_LO 0.6      /* a "regular" gap between bursts: within 0.6 .. 1.4 periods */
+#define ANCHOR_REG_HI 1.4
+#define ANCHOR_NEAR 0.2        /* gaps within 1 +- this period are "near"; the windows it is tested against are as wide */
+#define ANCHOR_SCAN 51         /* periods tried per call site, 0.6 .. 1.6 x its typical gap */
+#define ANCHOR_SCAN_LO 0.6
+#define ANCHOR_SCAN_HI 1.6
+#define ANCHOR_MAX_P 1e-4       /* p-value of the periodicity test (Bonferroni over the call sites tried) */
+#define ANCHOR_MIN_STEPS 16    /* bursts the anchor must show */
+#define ANCHOR_MIN_COVER 0.6   /* share of steps in which the anchor was seen */
+#define ANCHOR_MIN_REGULAR 0.65 /* share of the anchor's gaps that are about one period */
+#define ANCHOR_MIN_PHASE 0.3   /* phase concentration of the other call sites within the steps cut (see below) */
+#define ANCHOR_FILL_BIAS 0.25  /* a gap of g periods holds floor(g + 0.25) steps: jitter must not add steps */
+#define ANCHOR_MAX_FILL 4      /* longer gaps are pauses (start-up, evaluation): one step, no fill */
+#define ANCHOR_LOCAL 8         /* gaps in the local period (their median): follows drift and slowdowns */
+#define ANCHOR_ALIGN 0.1       /* another call site joins the anchor when its bursts sit within this fraction of a
+                                * period of the anchor's ... */
+#define ANCHOR_ALIGN_FRAC 0.8  /* ... this often */
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The call site's step-sized gap: the median of its gaps that are at least a third of its upper-quartile gap
+ * (smaller ones are repeats inside a step). 0 when it has too few. */
+static double step_gap(const int64_t *t, size_t n) {
+    if (n < 3) return 0;
+    double *g = malloc((n - 1) * sizeof *g);
+    if (!g) return 0;
+    for (size_t i = 0; i + 1 < n; i++) g[i] = (double)(t[i + 1] - t[i]);
+    qsort(g, n - 1, sizeof *g, cmp_d);
+    double q = g[(3 * (n - 1)) / 4];
+    size_t lo = 0;
+    while (lo < n - 1 && g[lo] < q / 3) lo++;
+    double r = lo < n - 1 ? g[lo + (n - 1 - lo) / 2] : 0;
+    free(g);
+    return r;
+}
+
+/* collapse sorted times t[0..n) into burst starts (in place); returns their count */
+static size_t to_bursts(int64_t *t, size_t n, double period) {
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++)
+        if (w == 0 || (double)(t[i] - t[w - 1]) > ANCHOR_BURST * period) t[w++] = t[i];
+    return w;
+}
+
+/* log of P(Binomial(n, 1/2) >= k), exact (log-sum-exp over the terms) */
+static double log_binom_half_tail(size_t n, size_t k) {
+    if (k == 0 || n == 0) return 0;
+    double mx = -INFINITY, sum = 0, lf_n = lgamma((double)n + 1);
+    for (size_t j = k; j <= n; j++) {
+        double l = lf_n - lgamma((double)j + 1) - lgamma((double)(n - j) + 1);
+        if (l > mx) { sum = sum * exp(mx - l) + 1; mx = l; }
+        else sum += exp(l - mx);
+    }
+    double r = mx + log(sum) - (double)n * log(2);
+    return r > 0 ? 0 : r;
+}
+
+typedef struct akey { size_t at, n; double period, log_p, reg; } akey_t;
+
+/* times of one call site, sorted, into t; returns n */
+static size_t key_times(const tev_t *k, const akey_t *a, int64_t *t) {
+    for (size_t q = 0; q < a->n; q++) t[q] = k[a->at + q].t_ns;
+    qsort(t, a->n, sizeof *t, cmp_i64);
+    return a->n;
+}
+
+static int anchor_detect(const tev_t *e, size_t m, cand_t *c) {
+    if (m < ANCHOR_MIN_OCC) return 0;
+    tev_t *k = malloc(m * sizeof *k);
+    int64_t *t = malloc(m * sizeof *t), *u = malloc(m * sizeof *u);
+    akey_t top[ANCHOR_MAX_KEYS];
+    size_t n_top = 0;
+    int rc = -ENOMEM;
+    int64_t *b = NULL;
+    if (!k || !t || !u) goto out;
+    rc = 0;
+    memcpy(k, e, m * sizeof *k);
+    qsort(k, m, sizeof *k, cmp_key_ix); /* each call site's occurrences side by side */
+    for (size_t i = 0, j; i < m; i = j) { /* the most frequent call sites */
+        for (j = i; j < m && k[j].key == k[i].key; j++) {}
+        akey_t r = {i, j - i, 0, 0, 0};
+        if (r.n < ANCHOR_MIN_OCC) continue;
+        size_t pos;
+        if (n_top < ANCHOR_MAX_KEYS) pos = n_top++;
+        else if (r.n > top[ANCHOR_MAX_KEYS - 1].n) pos = ANCHOR_MAX_KEYS - 1; /* replaces the least frequent */
+        else continue;
+        while (pos > 0 && top[pos - 1].n < r.n) { top[pos] = top[pos - 1]; pos--; }
+        top[pos] = r;
+    }
+    /* each call site's evidence: how many of its gaps between bursts are about one period, against chance */
+    size_t best = SIZE_MAX;
+    for (size_t a = 0; a < n_top; a++) {
+        size_t n = key_times(k, &top[a], t);
+        double P0 = step_gap(t, n);
+        top[a].period = 0;
+        top[a].log_p = 0;
+        if (P0 <= 0) continue;
+        /* the period near the call site's typical gap that makes it most periodic (the gap median is biased by
+         * missed steps and repeats inside a step): a scan of ANCHOR_SCAN candidates, paid for in the p-value */
+        for (int f = 0; f < ANCHOR_SCAN; f++) {
+            double P = P0 * (ANCHOR_SCAN_LO + (ANCHOR_SCAN_HI - ANCHOR_SCAN_LO) * f / (ANCHOR_SCAN - 1));
+            memcpy(u, t, n * sizeof *u);
+            size_t nb = to_bursts(u, n, P), reg = 0, n_in = 0, n_out = 0;
+            if (nb < ANCHOR_MIN_STEPS) continue;
+            for (size_t i = 0; i + 1 < nb; i++) {
+                double g = (double)(u[i + 1] - u[i]) / P;
+                reg += g >= ANCHOR_REG_LO && g <= ANCHOR_REG_HI;
+                n_in += g >= 1 - ANCHOR_NEAR && g <= 1 + ANCHOR_NEAR;
+                n_out += (g >= ANCHOR_BURST && g < ANCHOR_BURST + ANCHOR_NEAR) ||
+                         (g > 2 - ANCHOR_BURST - ANCHOR_NEAR && g <= 2 - ANCHOR_BURST);
+            }
+            /* Evidence of a period: gaps near one period (1 +- 0.2) against gaps as far off on either side
+             * (0.5 - 0.7 and 1.3 - 1.5 periods). At random times the gaps between bursts are the burst window plus
+             * an exponential, whose density is convex and decreasing: then the outer windows hold at least as many
+             * gaps as the inner one, whatever the rate (g(u) = f(1-u) + f(1+u) grows with u). So "inner" is at
+             * most Binomial(inner + outer, 1/2), and its tail is the p-value. */
+            double lp = log_binom_half_tail(n_in + n_out, n_in);
+            if (lp < top[a].log_p) {
+                top[a].log_p = lp;
+                top[a].period = P;
+                top[a].reg = (double)reg / (double)(nb - 1);
+            }
+        }
+        if (best == SIZE_MAX || top[a].log_p < top[best].log_p) best = a; /* the strongest evidence */
+    }
+    if (best == SIZE_MAX || top[best].reg < ANCHOR_MIN_REGULAR) goto out;
+    /* Bonferroni over the call sites and periods tried: the chance that the best looks this periodic at random */
+    double log_bonf = top[best].log_p + log((double)n_top * ANCHOR_SCAN);
+    if (log_bonf > log(ANCHOR_MAX_P)) goto out;
+    double P = top[best].period;
+    /* call sites at the anchor's phase join it (more of the steps are seen): their bursts must sit within
+     * ANCHOR_ALIGN periods of an anchor burst whenever one is near */
+    size_t na = key_times(k, &top[best], u);
+    size_t nab = to_bursts(u, na, P);
+    memcpy(t, u, nab * sizeof *t); /* t: the union of joined call sites' times; u[0..nab): anchor bursts */
+    size_t n_all = nab;
+    for (size_t a = 0; a < n_top; a++) {
+        if (a == best || top[a].log_p > log(1e-6) || fabs(top[a].period - P) > 0.15 * P) continue;
+        int64_t *v = t + n_all; /* scratch after the union: room, since the union holds distinct events */
+        size_t nv = key_times(k, &top[a], v), nvb = to_bursts(v, nv, P), near = 0, close = 0;
+        for (size_t i = 0; i < nvb; i++) {
+            size_t lo = 0, hi = nab; /* first anchor burst >= v[i] */
+            while (lo < hi) { size_t mid = (lo + hi) / 2; if (u[mid] < v[i]) lo = mid + 1; else hi = mid; }
+            double d = INFINITY;
+            if (lo < nab) d = fabs((double)(u[lo] - v[i]));
+            if (lo > 0) d = fmin(d, fabs((double)(v[i] - u[lo - 1])));
+            if (d <= 0.5 * P) {
+                near++;
+                close += d <= ANCHOR_ALIGN * P;
+            }
+        }
+        if (near >= nvb / 2 && (double)close >= ANCHOR_ALIGN_FRAC * (double)near) n_all += nvb;
+    }
+    qsort(t, n_all, sizeof *t, cmp_i64);
+    size_t ns = to_bursts(t, n_all, P);
+    if (ns < ANCHOR_MIN_STEPS) goto out;
+    /* step ends: every burst; a gap of g local periods (g < ANCHOR_MAX_FILL) holds floor(g + bias) steps */
+    size_t cap = ns * (ANCHOR_MAX_FILL + 1) + 1, nb = 0;
+    b = malloc(cap * sizeof *b);
+    double *recent = malloc(ANCHOR_LOCAL * sizeof *recent), loc[ANCHOR_LOCAL];
+    if (!b || !recent) { free(recent); rc = -ENOMEM; goto out; }
+    size_t n_recent = 0;
+    b[nb++] = t[0];
+    for (size_t i = 0; i + 1 < ns; i++) {
+        double g = (double)(t[i + 1] - t[i]), Pl = P;
+        if (n_recent) {
+            size_t nl = n_recent < ANCHOR_LOCAL ? n_recent : ANCHOR_LOCAL;
+            memcpy(loc, recent, nl * sizeof *loc);
+            qsort(loc, nl, sizeof *loc, cmp_d);
+            Pl = loc[nl / 2];
+        }
+        double steps = floor(g / Pl + ANCHOR_FILL_BIAS);
+        if (steps < 1 || g > ANCHOR_MAX_FILL * Pl) steps = 1;
+        for (int j = 1; j < (int)steps; j++) b[nb++] = t[i] + (int64_t)(g * j / steps);
+        b[nb++] = t[i + 1];
+        /* every gap short of a pause counts: an isolated missed step (2 periods) does not move the median, a
+         * sustained slowdown (the machine got busier) does within a few steps and stops fill-ins */
+        if (g <= ANCHOR_MAX_FILL * Pl) recent[n_recent++ % ANCHOR_LOCAL] = g;
+    }
+    free(recent);
+    nb = uniq_i64(b, nb);
+    double cover = (double)ns / (double)nb;
+    if (cover < ANCHOR_MIN_COVER || nb < 2) goto out;
+    /* as for the other detectors: fewer recorded allocations per step are too little evidence to cut steps */
+    if ((double)m * median_gap_ns(b, nb) / (double)(e[m - 1].t_ns - e[0].t_ns + 1) < MIN_ALLOCS_PER_STEP) goto out;
+    /* The steps cut must organise the rest of the stream: in a loop every call site sits at its own phase of the
+     * step, so the phases of the other frequent call sites' occurrences are concentrated (resultant length of the
+     * phase angles, count-weighted: ~0.5 - 0.9 on PyTorch loops cut right, ~0.05 cut at a wrong period, 0 at
+     * random). A call site that happens to recur regularly while the rest of the stream does not fails here. */
+    double zr = 0, zi = 0, r_sum = 0;
+    size_t w_sum = 0;
+    for (size_t a = 0; a < n_top; a++) {
+        if (a == best) continue;
+        zr = zi = 0;
+        size_t n = key_times(k, &top[a], t), w = 0;
+        for (size_t i = 0, j = 0; i < n; i++) {
+            while (j < nb && b[j] <= t[i]) j++;
+            if (j == 0 || j >= nb) continue;
+            double ph = 2 * M_PI * (double)(t[i] - b[j - 1]) / (double)(b[j] - b[j - 1]);
+            zr += cos(ph);
+            zi += sin(ph);
+            w++;
+        }
+        r_sum += sqrt(zr * zr + zi * zi);
+        w_sum += w;
+    }
+    double phase_r = w_sum ? r_sum / (double)w_sum : 0;
+    if (phase_r < ANCHOR_MIN_PHASE) goto out;
+    c->conf = (1 - exp(log_bonf)) * top[best].reg;
+    c->period_ns = median_gap_ns(b, nb);
+    c->period_allocs = (double)m * c->period_ns / (double)(e[m - 1].t_ns - e[0].t_ns);
+    c->bounds = b;
+    c->n_bounds = nb;
+    b = NULL;
+out:
+    free(b);
+    free(k);
+    free(t);
+    free(u);
+    return rc;
+}
+
 /* ---- public ---- */
 
 /* Drop, in place and in order, the events whose call site occurs fewer than min_count times: such a site cannot be
@@ -491,7 +746,7 @@ int pl_period_detect(const pl_period_input_t *in, const pl_period_opts_t *opts, 
     size_t n_exact = 0;
     for (size_t i = 0; i < in->n_ev; i++) n_exact += in->ev[i].exact;
     bool exact_only = n_exact >= SEQ_MIN_EXACT;
-    cand_t cs = {0}, ct = {0};
+    cand_t cs = {0}, ct = {0}, ca = {0};
     size_t ms = 0, ma = 0;
     tev_t *es = sorted(in, exact_only, &ms), *ea = exact_only ? sorted(in, false, &ma) : NULL;
     int rc = -ENOMEM;
@@ -504,19 +759,33 @@ int pl_period_detect(const pl_period_input_t *in, const pl_period_opts_t *opts, 
     if (ms == SIZE_MAX) goto out;
     rc = seq_detect(es, ms, o.min_repeats, &cs);
     if (!rc) rc = time_detect(ea, ma, o.min_repeats, &ct);
+    if (!rc && cs.conf < o.min_confidence) rc = anchor_detect(ea, ma, &ca); /* not needed when the sequence wins */
     if (rc) goto out;
     cs.exact = exact_only;
-    cand_t *pick = cs.conf >= o.min_confidence || cs.conf >= ct.conf ? &cs : &ct;
-    out->method = pick == &cs ? PL_PERIOD_SEQUENCE : PL_PERIOD_TIME;
+    cand_t *pick = cs.conf >= o.min_confidence || (cs.conf >= ct.conf && cs.conf >= ca.conf) ? &cs
+                   : ca.conf > ct.conf                                                        ? &ca
+                                                                                              : &ct;
+    out->method = pick == &cs ? PL_PERIOD_SEQUENCE : pick == &ca ? PL_PERIOD_ANCHOR : PL_PERIOD_TIME;
     out->confidence = pick->conf;
     out->period_ns = pick->period_ns;
     out->period_allocs = pick->period_allocs;
     out->allocs_exact = pick->exact;
-    if (pick == &ct && in->heap_t1_ns - in->heap_t0_ns > 2 * ct.period_ns && in->heap_n_alloc1 > in->heap_n_alloc0) {
-        /* the heap records' exact call counters give the true rate; the sampled records only a fraction of it */
-        out->period_allocs = (double)(in->heap_n_alloc1 - in->heap_n_alloc0) * ct.period_ns /
-                             (double)(in->heap_t1_ns - in->heap_t0_ns);
-        out->allocs_exact = true;
+    if (pick != &cs && pick->n_bounds >= 2) {
+        /* the heap records' exact call counters give the true rate (the sampled records only a fraction of it),
+         * taken between the first and last heap records inside the detected steps: start-up is not a step */
+        int64_t lo_t = 0, hi_t = 0;
+        uint64_t lo_n = 0, hi_n = 0;
+        bool have_lo = false;
+        for (size_t i = 0; i < in->n_heap; i++) {
+            int64_t t = in->heap_t_ns[i];
+            if (t < pick->bounds[0] || t > pick->bounds[pick->n_bounds - 1]) continue;
+            if (!have_lo || t < lo_t) { lo_t = t; lo_n = in->heap_n_alloc[i]; have_lo = true; }
+            if (t >= hi_t) { hi_t = t; hi_n = in->heap_n_alloc[i]; }
+        }
+        if (have_lo && hi_t - lo_t > 2 * pick->period_ns && hi_n > lo_n) {
+            out->period_allocs = (double)(hi_n - lo_n) * pick->period_ns / (double)(hi_t - lo_t);
+            out->allocs_exact = true;
+        }
     }
     if (pick->conf > 0 && pick->conf >= o.min_confidence && pick->n_bounds >= 2) {
         out->found = true;
@@ -533,6 +802,7 @@ int pl_period_detect(const pl_period_input_t *in, const pl_period_opts_t *opts, 
 out:
     free(cs.bounds);
     free(ct.bounds);
+    free(ca.bounds);
     free(ea);
     free(es);
     return rc;
@@ -548,6 +818,7 @@ const char *pl_period_method_name(pl_period_method_t m) {
     switch (m) {
     case PL_PERIOD_SEQUENCE: return "sequence";
     case PL_PERIOD_TIME: return "time";
+    case PL_PERIOD_ANCHOR: return "anchor";
     default: return "none";
     }
 }

@@ -6,7 +6,9 @@
  *  - sequence: the lag L (in recorded allocations) at which the call-site sequence best repeats itself; steps are
  *    then cut at each occurrence of an "anchor" call site that occurs once every L allocations;
  *  - time: the dominant lag of the autocorrelation of the allocation count per time bin (for sampled streams,
- *    where a random subset of calls is recorded and sequences do not line up); steps are cut every period.
+ *    where a random subset of calls is recorded and sequences do not line up); steps are cut every period;
+ *  - anchor: one call site recorded in most steps at a sharp phase (a large tensor), tested for periodicity and
+ *    followed burst by burst, so steps whose length jitters and drifts (a busy machine) are cut where they end.
  * The result is a period with a confidence in [0, 1] and synthetic step boundaries (end times of steps), or
  * "not found". Invariants: bounds_ns is sorted, strictly increasing; found implies n_bounds >= 2.
  * Data flow: tracer reader -> pl_period_scan -> pl_period_detect -> reports/extract (synthetic step records).
@@ -30,7 +32,12 @@ typedef struct pl_period_event {
                            size at least 4 x sample_bytes; else a sampled host allocation */
 } pl_period_event_t;
 
-typedef enum pl_period_method { PL_PERIOD_NONE = 0, PL_PERIOD_SEQUENCE = 1, PL_PERIOD_TIME = 2 } pl_period_method_t;
+typedef enum pl_period_method {
+    PL_PERIOD_NONE = 0,
+    PL_PERIOD_SEQUENCE = 1,
+    PL_PERIOD_TIME = 2,
+    PL_PERIOD_ANCHOR = 3, /* sampled streams: one call site followed with a phase-locked loop */
+} pl_period_method_t;
 
 /* What one trace holds for detection, plus its step records (ground truth for measurement; detection never
  * looks at them). */
@@ -41,6 +48,9 @@ typedef struct pl_period_input {
     size_t n_steps, cap_steps;
     uint64_t heap_n_alloc0, heap_n_alloc1; /* exact malloc-family call counts at the first and last heap record */
     int64_t heap_t0_ns, heap_t1_ns;        /* times of those records (equal when fewer than two) */
+    int64_t *heap_t_ns;      /* n_heap heap records' times and exact call counts (n_alloc), owned, in record order: */
+    uint64_t *heap_n_alloc;  /* the call rate over the detected steps only (start-up excluded) */
+    size_t n_heap, cap_heap;
     bool truncated;          /* more than PL_PERIOD_MAX_EVENTS allocation records: the rest were ignored */
     uint64_t sample_bytes;   /* from process_start: host records are all exact when 0 */
     bool have_sample_bytes;
@@ -79,5 +89,5 @@ int pl_period_detect(const pl_period_input_t *in, const pl_period_opts_t *opts, 
 
 void pl_period_free(pl_period_t *p);
 
-/* Name of a method: "none", "sequence", "time". */
+/* Name of a method: "none", "sequence", "time", "anchor". */
 const char *pl_period_method_name(pl_period_method_t m);

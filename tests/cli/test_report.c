@@ -167,7 +167,9 @@ static void test_report_bad_arguments(void **state) {
     assert_int_equal(report("x --metric nonsense"), 2);
     assert_non_null(strstr(err_buf, "unknown metric"));
     assert_int_equal(report("x --since-step -3"), 2);
-    assert_int_equal(report("a b"), 2);
+    assert_int_equal(report("a b c"), 2); /* one run, or two to compare */
+    assert_int_equal(report("a b"), 1);   /* a comparison of two runs that do not exist */
+    assert_int_equal(report("a b --html x.html"), 2);
 }
 
 int main(void) {

@@ -166,6 +166,68 @@ static void test_period_sampled_time(void **state) {
     expect_found(&g, PL_PERIOD_TIME, 0.1);
 }
 
+/* A PyTorch-like sampled stream (tests/targets/torch_loop.py under the default sampling): per step, two large
+ * buffers at the optimizer's end of the step (each recorded with p 0.63) and ten call sites at their own phases
+ * (p 0.3), plus random others; step lengths jitter +-30% from step to step and drift from 1x to 1.8x over the run
+ * (a loaded machine). The anchor detector must cut the steps; with `shuffle` every record gets a random time
+ * instead (same call sites and counts, no loop) and nothing may be found. Returns the step end times (truth). */
+static int64_t *torchlike(pl_period_input_t *in, int n_steps, bool shuffle) {
+    int64_t *ends = malloc((size_t)n_steps * sizeof *ends), t = 1000000000LL;
+    assert_non_null(ends);
+    const double base_ns = 80e6;
+    for (int s = 0; s < n_steps; s++) {
+        double dur = base_ns * (1 + 0.8 * s / n_steps) * (1 + 0.3 * (2 * unif() - 1));
+        for (int k = 0; k < 2; k++)
+            for (int rep = 0; rep < 2; rep++)
+                if (unif() < 0.63) add_ev(in, t + (int64_t)(dur * (0.92 + 0.02 * rep + 0.01 * unif())), 1 + k, false);
+        for (int k = 0; k < 10; k++)
+            if (unif() < 0.3) add_ev(in, t + (int64_t)(dur * (0.08 * k + 0.03 * unif())), 10 + k, false);
+        if (unif() < 0.5) add_ev(in, t + (int64_t)(dur * unif()), 100 + rnd() % 50, false);
+        t += (int64_t)dur;
+        ends[s] = t;
+    }
+    if (shuffle) {
+        int64_t t0 = 1000000000LL, span = t - t0;
+        for (size_t i = 0; i < in->n_ev; i++) in->ev[i].t_ns = t0 + (int64_t)(unif() * (double)span);
+    }
+    return ends;
+}
+
+static void test_period_sampled_anchor_drift(void **state) {
+    (void)state;
+    g_rng = 11;
+    const int n_steps = 200;
+    pl_period_input_t in;
+    pl_period_input_init(&in);
+    int64_t *ends = torchlike(&in, n_steps, false);
+    pl_period_t p;
+    assert_int_equal(pl_period_detect(&in, NULL, &p), 0);
+    size_t one = 0; /* true steps holding exactly one detected step end */
+    for (int i = 1; i < n_steps; i++) {
+        size_t k = 0;
+        for (size_t j = 0; j < p.n_bounds; j++) k += p.bounds_ns[j] > ends[i - 1] && p.bounds_ns[j] <= ends[i];
+        one += k == 1;
+    }
+    printf("    found %d method %s period %.2f ms conf %.2f bounds %zu (steps %d), one-per-step %zu\n", p.found,
+           pl_period_method_name(p.method), p.period_ns / 1e6, p.confidence, p.n_bounds, n_steps, one);
+    assert_true(p.found);
+    assert_int_equal(p.method, PL_PERIOD_ANCHOR);
+    assert_true(fabs((double)p.n_bounds - n_steps) <= 0.1 * n_steps + 1);
+    assert_true(one >= 0.9 * (n_steps - 1));
+    for (size_t i = 1; i < p.n_bounds; i++) assert_true(p.bounds_ns[i] > p.bounds_ns[i - 1]);
+    pl_period_free(&p);
+    pl_period_input_free(&in);
+    free(ends);
+    /* deliberate misuse: the same records at random times must not pass for a loop */
+    for (uint64_t seed = 12; seed < 17; seed++) {
+        g_rng = seed;
+        pl_period_input_init(&in);
+        free(torchlike(&in, n_steps, true));
+        expect_none(&in);
+        pl_period_input_free(&in);
+    }
+}
+
 static void test_period_aperiodic_none(void **state) {
     (void)state;
     g_rng = 6;
@@ -223,6 +285,7 @@ static void test_period_bad_args(void **state) {
     assert_string_equal(pl_period_method_name(PL_PERIOD_NONE), "none");
     assert_string_equal(pl_period_method_name(PL_PERIOD_SEQUENCE), "sequence");
     assert_string_equal(pl_period_method_name(PL_PERIOD_TIME), "time");
+    assert_string_equal(pl_period_method_name(PL_PERIOD_ANCHOR), "anchor");
 }
 
 /* reports/extract.c: a trace without step records whose device allocations repeat every step gets synthetic
@@ -311,6 +374,7 @@ int main(void) {
         cmocka_unit_test(test_period_exact_noise),
         cmocka_unit_test(test_period_exact_eval_spike),
         cmocka_unit_test(test_period_sampled_time),
+        cmocka_unit_test(test_period_sampled_anchor_drift),
         cmocka_unit_test(test_period_aperiodic_none),
         cmocka_unit_test(test_period_too_little),
         cmocka_unit_test(test_period_bad_args),

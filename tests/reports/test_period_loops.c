@@ -8,7 +8,9 @@
  * does not change it) or the detected period is within 10% of the median marked step. Prints one line per run
  * and the rates (docs/period.md records them). Asserts: plateau-train found in >= 90% of runs (measured 100%);
  * the Python stand-in never given a wrong period (its found rate, 0-2 of 6 on a loaded machine, is printed).
- * usage: test_period_loops PLATEAU PLATEAU_TRAIN PERIOD_LOOP_PY
+ * With a fourth argument (tests/targets/torch_loop.py) it measures PyTorch CPU loops instead (reports.period_torch,
+ * suite slow): never a wrong period; PL_PERIOD_TORCH_REPS repeats the set.
+ * usage: test_period_loops PLATEAU PLATEAU_TRAIN PERIOD_LOOP_PY [TORCH_LOOP_PY]
  */
 #include <errno.h>
 #include <math.h>
@@ -26,7 +28,7 @@
 
 #include "reports/period.h"
 
-static const char *g_plateau, *g_train, *g_py;
+static const char *g_plateau, *g_train, *g_py, *g_torch;
 
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -220,15 +222,43 @@ static void test_period_loops_python(void **state) {
     assert_int_equal(t.wrong, 0);
 }
 
+/* PyTorch CPU loops (tests/targets/torch_loop.py, Debian's python3-torch) at the default sampling: MLP and a small
+ * conv net, two batch sizes, one and two threads. Measured rates: docs/period.md. Asserts: never a wrong period. */
+static void test_period_loops_torch(void **state) {
+    (void)state;
+    static const char *cfgs[][3] = {
+        {"mlp", "64", "1"}, {"mlp", "256", "1"}, {"conv", "64", "1"}, {"mlp", "64", "2"}, {"conv", "128", "2"},
+    };
+    int reps = getenv("PL_PERIOD_TORCH_REPS") ? atoi(getenv("PL_PERIOD_TORCH_REPS")) : 1;
+    tally_t t = {0};
+    for (int r = 0; r < reps; r++)
+        for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
+            char *prog[16] = {"/usr/bin/python3", (char *)g_torch, "--steps", "60", "--model", (char *)cfgs[i][0],
+                              "--batch", (char *)cfgs[i][1], "--threads", (char *)cfgs[i][2], NULL};
+            char label[128];
+            snprintf(label, sizeof label, "torch %s batch %s threads %s", cfgs[i][0], cfgs[i][1], cfgs[i][2]);
+            count(&t, measure(label, prog));
+        }
+    printf("torch loops: true period found in %d of %d runs (%d wrong)\n", t.found, t.total, t.wrong);
+    assert_true(t.total >= 4);
+    assert_int_equal(t.wrong, 0);
+}
+
 int main(int argc, char **argv) {
     if (argc < 4) {
-        fprintf(stderr, "usage: %s PLATEAU PLATEAU_TRAIN PERIOD_LOOP_PY\n", argv[0]);
+        fprintf(stderr, "usage: %s PLATEAU PLATEAU_TRAIN PERIOD_LOOP_PY [TORCH_LOOP_PY]\n"
+                        "  with TORCH_LOOP_PY only the PyTorch loops are measured\n", argv[0]);
         return 2;
     }
     g_plateau = argv[1];
     g_train = argv[2];
     g_py = argv[3];
+    g_torch = argc > 4 ? argv[4] : NULL;
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if (g_torch) {
+        const struct CMUnitTest torch_tests[] = {cmocka_unit_test(test_period_loops_torch)};
+        return cmocka_run_group_tests(torch_tests, NULL, NULL);
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_period_loops_train),
         cmocka_unit_test(test_period_loops_python),

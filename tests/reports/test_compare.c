@@ -1,0 +1,178 @@
+/* tests/reports/test_compare: reports/compare.c on synthetic processes (report model filled with generated
+ * series, classified by pl_report_analyze), one per outcome: glibc retention, a real leak under both allocators,
+ * RSS growth outside the heap, nothing grows, and the undecided cases that must not be called retention; plus
+ * the allocator guess from usable sizes in generated traces, and the JSON output. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "reports/compare.h"
+#include "reports/report.h"
+#include "tracer/writer.h"
+
+#define N_STEPS 300
+
+/* kind of series: flat level, or a leak of `rate` per step from step 0 */
+static void set_series(pl_report_process_t *p, pl_metric_t m, double level, double rate, unsigned seed) {
+    pl_sample_t s[N_STEPS];
+    srand(seed);
+    for (int i = 0; i < N_STEPS; i++) {
+        double noise = level * 1e-4 * ((double)rand() / RAND_MAX - 0.5);
+        s[i] = (pl_sample_t){i + 1, (int64_t)(i + 1) * 10000000, level + rate * i + noise};
+    }
+    assert_int_equal(pl_report_set_samples(p, m, s, N_STEPS, NULL), 0);
+}
+
+/* one process: rss.anon and heap.bytes/heap.count at their rates (0 = flat); n_steps < N_STEPS cuts RSS short */
+static pl_report_process_t *proc(pl_report_t *r, double rss_rate, double heap_rate, bool short_rss) {
+    pl_report_process_t *p = pl_report_add_process(r, 100 + (int64_t)r->n_procs, -1, "train");
+    assert_non_null(p);
+    set_series(p, PL_METRIC_HEAP_BYTES, 50e6, heap_rate, 1);
+    set_series(p, PL_METRIC_HEAP_COUNT, 1e5, heap_rate > 0 ? 10 : 0, 2);
+    if (short_rss) {
+        pl_sample_t s[5];
+        for (int i = 0; i < 5; i++) s[i] = (pl_sample_t){i + 1, (int64_t)(i + 1) * 10000000, 80e6 + rss_rate * i};
+        assert_int_equal(pl_report_set_samples(p, PL_METRIC_RSS_ANON, s, 5, NULL), 0);
+    } else set_series(p, PL_METRIC_RSS_ANON, 80e6, rss_rate, 3);
+    return p;
+}
+
+static pl_compare_t run_case(double rss_a, double heap_a, double rss_b, double heap_b, const char *alloc_a,
+                             const char *alloc_b, bool short_rss_b) {
+    pl_report_t *r = pl_report_create("synthetic");
+    assert_non_null(r);
+    pl_report_process_t *a = proc(r, rss_a, heap_a, false), *b = proc(r, rss_b, heap_b, short_rss_b);
+    assert_int_equal(pl_report_analyze(r), 0);
+    pl_compare_t c;
+    assert_int_equal(pl_compare_runs(a, alloc_a, "runs/a", b, alloc_b, "runs/b", &c), 0);
+    /* the rows are borrowed from the report: render before it goes */
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    assert_int_equal(pl_compare_render_text(&c, f), 0);
+    assert_int_equal(pl_compare_render_json(&c, f), 0);
+    fclose(f);
+    for (int i = 0; i < 2; i++) c.run[i].proc = NULL; /* the rows die with the report */
+    pl_report_destroy(r);
+    return c;
+}
+
+static void test_compare_retention(void **state) {
+    (void)state;
+    /* RSS +100 KiB/step under glibc, flat under jemalloc, live heap flat in both */
+    pl_compare_t c = run_case(100e3, 0, 0, 0, "glibc", "jemalloc", false);
+    assert_int_equal(c.kind, PL_COMPARE_RETENTION);
+    assert_int_equal(c.growing_run, 0);
+    assert_non_null(strstr(c.text, "glibc arena retention"));
+    assert_non_null(strstr(c.text, "RSS grows under glibc"));
+    /* the same with the runs given in the other order */
+    c = run_case(0, 0, 100e3, 0, "jemalloc", "glibc", false);
+    assert_int_equal(c.kind, PL_COMPARE_RETENTION);
+    assert_int_equal(c.growing_run, 1);
+}
+
+static void test_compare_leak_both(void **state) {
+    (void)state;
+    /* deliberate misuse of the retention reading: the heap grows under both, RSS too: a real leak */
+    pl_compare_t c = run_case(120e3, 64e3, 70e3, 64e3, "glibc", "jemalloc", false);
+    assert_int_equal(c.kind, PL_COMPARE_LEAK);
+    assert_int_equal(c.growing_run, -1);
+    assert_non_null(strstr(c.text, "real leak"));
+    /* a leak is a leak even when RSS has not moved yet under one allocator */
+    c = run_case(0, 64e3, 0, 64e3, "glibc", "jemalloc", false);
+    assert_int_equal(c.kind, PL_COMPARE_LEAK);
+}
+
+static void test_compare_outside_heap(void **state) {
+    (void)state;
+    pl_compare_t c = run_case(100e3, 0, 100e3, 0, "glibc", "jemalloc", false);
+    assert_int_equal(c.kind, PL_COMPARE_OUTSIDE_HEAP);
+    assert_non_null(strstr(c.text, "outside the malloc heap"));
+}
+
+static void test_compare_no_growth(void **state) {
+    (void)state;
+    pl_compare_t c = run_case(0, 0, 0, 0, "glibc", "jemalloc", false);
+    assert_int_equal(c.kind, PL_COMPARE_NO_GROWTH);
+}
+
+static void test_compare_undecided(void **state) {
+    (void)state;
+    /* RSS of the jemalloc run too short to judge: not retention, not a guess */
+    pl_compare_t c = run_case(100e3, 0, 0, 0, "glibc", "jemalloc", true);
+    assert_int_equal(c.kind, PL_COMPARE_INCONCLUSIVE);
+    assert_non_null(strstr(c.text, "rss.anon of jemalloc"));
+    /* heap grows in one run only */
+    c = run_case(100e3, 64e3, 0, 0, "glibc", "jemalloc", false);
+    assert_int_equal(c.kind, PL_COMPARE_INCONCLUSIVE);
+    /* RSS grows under jemalloc only: not glibc retention */
+    c = run_case(0, 0, 100e3, 0, "glibc", "jemalloc", false);
+    assert_int_equal(c.kind, PL_COMPARE_INCONCLUSIVE);
+    assert_int_equal(c.growing_run, -1);
+    /* allocators unknown: retention of run A's allocator, said conditionally */
+    c = run_case(100e3, 0, 0, 0, NULL, NULL, false);
+    assert_int_equal(c.kind, PL_COMPARE_RETENTION);
+    assert_string_equal(c.run[0].allocator, "unknown");
+    assert_non_null(strstr(c.text, "if the two runs differ only"));
+}
+
+/* a trace with n host_alloc records of the given usable sizes (cycled) */
+static void write_trace(const char *path, const uint64_t *sizes, size_t n_sizes, size_t n) {
+    pl_trace_header_t h = {.version = PL_TRACE_VERSION, .pid = 1, .ppid = 0};
+    pl_writer_t *w;
+    assert_int_equal(pl_writer_open(path, &h, NULL, &w), 0);
+    for (size_t i = 0; i < n; i++) {
+        pl_trace_record_t a;
+        memset(&a, 0, sizeof a);
+        a.type = PL_REC_HOST_ALLOC;
+        a.t_ns = 10 + (int64_t)i;
+        a.u.host_alloc = (pl_rec_host_alloc_t){.addr = 0x1000 + i * 64, .size = sizes[i % n_sizes], .tid = 1};
+        assert_int_equal(pl_writer_emit(w, &a), 0);
+    }
+    assert_int_equal(pl_writer_flush(w), 0);
+    pl_writer_close(w);
+    pl_writer_destroy(w);
+}
+
+static void test_compare_guess_allocator(void **state) {
+    (void)state;
+    char path[] = "/tmp/pl-test-compare-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    unlink(path);
+    const char *a = "x";
+    static const uint64_t glibc_sizes[] = {24, 40, 65544, 524296, 1032};
+    static const uint64_t je_sizes[] = {32, 48, 81920, 524288, 1024, 8};
+    write_trace(path, glibc_sizes, 5, 100);
+    assert_int_equal(pl_compare_guess_allocator(path, &a), 0);
+    assert_non_null(a);
+    assert_string_equal(a, "glibc");
+    unlink(path);
+    write_trace(path, je_sizes, 6, 100);
+    assert_int_equal(pl_compare_guess_allocator(path, &a), 0);
+    assert_non_null(a);
+    assert_string_equal(a, "jemalloc");
+    unlink(path);
+    write_trace(path, glibc_sizes, 5, 10); /* too few samples to tell */
+    assert_int_equal(pl_compare_guess_allocator(path, &a), 0);
+    assert_null(a);
+    unlink(path);
+    assert_true(pl_compare_guess_allocator("/nonexistent/x.pltrace", &a) < 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_compare_retention),       cmocka_unit_test(test_compare_leak_both),
+        cmocka_unit_test(test_compare_outside_heap),    cmocka_unit_test(test_compare_no_growth),
+        cmocka_unit_test(test_compare_undecided),       cmocka_unit_test(test_compare_guess_allocator),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
