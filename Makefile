@@ -8,9 +8,12 @@ MESON_FLAGS ?=
 FUZZ_SECONDS ?= 20
 
 # Debian packages the build and the tests need.
-PKGS := meson ninja-build pkg-config gcc clang libclang-rt-14-dev python3 \
+# gcc-aarch64-linux-gnu, libc6-dev-arm64-cross, qemu-user: the preload's aarch64 dlsym trampoline is cross-built and
+# run under qemu (preload.dlsym_trampoline_aarch64).
+PKGS := meson ninja-build pkg-config gcc g++ clang libclang-rt-14-dev python3 \
         libcmocka-dev libunwind-dev libjemalloc-dev \
-        chromium fonts-liberation python3-torch
+        chromium fonts-liberation python3-torch \
+        gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
 
 .PHONY: all deps build demo test test-main test-asan test-nocuda test-fuzz bench clean
 

@@ -2,8 +2,9 @@
  *
  * Three routes lead a program to the driver's allocation entry points, and all three are covered:
  *  - dlsym: the runtime dlopens libcuda.so.1 and asks dlsym(handle, "cuGetProcAddress_v2"). `dlsym` is interposed
- *    by a small x86-64 trampoline that asks pl_cuda_dlsym_hot whether the name is one we wrap; if not it jumps
- *    (tail call, return address untouched) to the real dlsym, so RTLD_NEXT keeps meaning "after the caller".
+ *    by a small trampoline (dlsym_trampoline.h: x86-64 and aarch64) that asks pl_cuda_dlsym_hot whether the name
+ *    is one we wrap; if not it jumps (tail call, return address untouched) to the real dlsym, so RTLD_NEXT keeps
+ *    meaning "after the caller". Other architectures export no dlsym: that route is not seen there.
  *  - cuGetProcAddress / cuGetProcAddress_v2 (and the pointer to themselves that they hand out): every look-up of an
  *    allocation entry point is answered with our wrapper for that exact name, ABI version and stream variant.
  *  - plain interposition: the preload exports the driver names (cuMemAlloc_v2 ...) and the runtime's cudaMalloc
@@ -17,6 +18,7 @@
  * memory of their own). Device used memory: read with cuMemGetInfo_v2 on the program's thread right after each of
  * its successful device calls (never before the program initialised the driver; we never call cuInit), copied into
  * every RSS record by pl_cuda_sample.
+ * cuInit is wrapped for one reason: once the program's cuInit succeeded, the CUPTI source may start (cupti.c).
  * Failure policy: one line on stderr and the feature off; the calls are always forwarded. */
 #include "config.h"
 
@@ -31,6 +33,9 @@
 #include <cuda.h>
 
 #include "preload.h"
+#if PL_HAVE_CUPTI
+#include "cupti_record.h"
+#endif
 
 #define PL_HIDDEN __attribute__((visibility("hidden")))
 
@@ -38,7 +43,8 @@
 
 enum {
     S_ALLOC, S_FREE, S_MANAGED, S_ALLOC_ASYNC, S_ALLOC_ASYNC_PTSZ, S_FREE_ASYNC, S_FREE_ASYNC_PTSZ, S_POOL_ASYNC,
-    S_POOL_ASYNC_PTSZ, S_CREATE, S_RELEASE, S_MAP, S_UNMAP, S_RESERVE, S_GPA, S_GPA_V2, S_N
+    S_POOL_ASYNC_PTSZ, S_CREATE, S_RELEASE, S_MAP, S_UNMAP, S_RESERVE, S_GPA, S_GPA_V2, S_INIT,
+    S_ALLOC_PITCH, S_HOST_ALLOC, S_ALLOC_HOST, S_FREE_HOST, S_N
 };
 
 typedef struct slot_info {
@@ -66,6 +72,11 @@ static const slot_info_t slot_info[S_N] = {
     [S_RESERVE] = {"cuMemAddressReserve", "cuMemAddressReserve", 10020, CUDA_VERSION, false},
     [S_GPA] = {"cuGetProcAddress", "cuGetProcAddress", 11030, 11999, false},
     [S_GPA_V2] = {"cuGetProcAddress_v2", "cuGetProcAddress", 12000, CUDA_VERSION, false},
+    [S_INIT] = {"cuInit", "cuInit", 2000, CUDA_VERSION, false},
+    [S_ALLOC_PITCH] = {"cuMemAllocPitch_v2", "cuMemAllocPitch", 3020, CUDA_VERSION, false},
+    [S_HOST_ALLOC] = {"cuMemHostAlloc", "cuMemHostAlloc", 2020, CUDA_VERSION, false},
+    [S_ALLOC_HOST] = {"cuMemAllocHost_v2", "cuMemAllocHost", 3020, CUDA_VERSION, false},
+    [S_FREE_HOST] = {"cuMemFreeHost", "cuMemFreeHost", 2000, CUDA_VERSION, false},
 };
 
 typedef void *(*dlsym_fn)(void *, const char *);
@@ -173,7 +184,7 @@ static void *get_real(int s, const void *caller) {
 }
 
 static int slot_by_sym(const char *name) {
-    if (!name || name[0] != 'c' || name[1] != 'u' || (name[2] != 'M' && name[2] != 'G')) return -1;
+    if (!name || name[0] != 'c' || name[1] != 'u' || (name[2] != 'M' && name[2] != 'G' && name[2] != 'I')) return -1;
     for (int i = 0; i < S_N; i++)
         if (!strcmp(slot_info[i].sym, name)) return i;
     return -1;
@@ -231,41 +242,7 @@ PL_HIDDEN void *pl_cuda_dlsym_slow(void *handle, const char *name) {
     return wrapper(s);
 }
 
-#if defined(__CET__) && (__CET__ & 1)
-#define PL_ENDBR "  endbr64\n"
-#else
-#define PL_ENDBR ""
-#endif
-
-#if defined(__x86_64__)
-/* dlsym(handle, name): keep rdi/rsi, ask pl_cuda_dlsym_hot, then tail-jump to the slow path or the real dlsym. */
-__asm__(".text\n"
-        ".globl dlsym\n"
-        ".type dlsym, @function\n"
-        "dlsym:\n"
-        "  .cfi_startproc\n"
-        PL_ENDBR
-        "  push %rdi\n"
-        "  .cfi_adjust_cfa_offset 8\n"
-        "  push %rsi\n"
-        "  .cfi_adjust_cfa_offset 8\n"
-        "  sub $8, %rsp\n"
-        "  .cfi_adjust_cfa_offset 8\n"
-        "  call pl_cuda_dlsym_hot\n"
-        "  add $8, %rsp\n"
-        "  .cfi_adjust_cfa_offset -8\n"
-        "  pop %rsi\n"
-        "  .cfi_adjust_cfa_offset -8\n"
-        "  pop %rdi\n"
-        "  .cfi_adjust_cfa_offset -8\n"
-        "  test %eax, %eax\n"
-        "  jnz pl_cuda_dlsym_slow\n"
-        "  jmp *pl_cuda_real_dlsym(%rip)\n"
-        "  .cfi_endproc\n"
-        ".size dlsym, .-dlsym\n");
-#else
-#warning "dlsym interposition is implemented for x86-64 only: the runtime's cuGetProcAddress look-ups are not seen"
-#endif
+#include "dlsym_trampoline.h"
 
 /* ------------------------------------------------------------------ live sizes (frees carry the allocated size) */
 
@@ -396,18 +373,28 @@ typedef CUresult (*create_fn)(CUmemGenericAllocationHandle *, size_t, const CUme
 typedef CUresult (*release_fn)(CUmemGenericAllocationHandle);
 typedef CUresult (*map_fn)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
 typedef CUresult (*unmap_fn)(CUdeviceptr, size_t);
+typedef CUresult (*init_fn)(unsigned int);
+typedef CUresult (*alloc_pitch_fn)(CUdeviceptr *, size_t *, size_t, size_t, unsigned int);
+typedef CUresult (*host_alloc_fn)(void **, size_t, unsigned int);
+typedef CUresult (*alloc_host_fn)(void **, size_t);
+typedef CUresult (*free_host_fn)(void *);
 typedef CUresult (*reserve_fn)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
 
-static void after_alloc(CUresult rc, const void *real, CUdeviceptr *dptr, size_t size, CUstream stream) {
-    if (rc == CUDA_SUCCESS && dptr) {
+/* host: pinned host memory (cuMemHostAlloc, cuMemAllocHost_v2), recorded with device -1. */
+static void after_alloc_at(CUresult rc, const void *real, uint64_t addr, size_t size, CUstream stream, bool host) {
+    if (rc == CUDA_SUCCESS && addr) {
         sample_device(real);
         if (tl_depth) return;
-        live_put((uint64_t)*dptr, size);
-        emit_dev(PL_REC_DEVICE_ALLOC, PL_DEV_SRC_DRIVER, tl_device, (uint64_t)*dptr, size,
+        live_put(addr, size);
+        emit_dev(PL_REC_DEVICE_ALLOC, PL_DEV_SRC_DRIVER, host ? -1 : tl_device, addr, size,
                  (uint64_t)(uintptr_t)stream);
     } else if (rc == CUDA_ERROR_OUT_OF_MEMORY && !tl_depth) {
         emit_dev(PL_REC_DEVICE_OOM, PL_DEV_SRC_DRIVER, -1, 0, size, (uint64_t)(uintptr_t)stream);
     }
+}
+
+static void after_alloc(CUresult rc, const void *real, CUdeviceptr *dptr, size_t size, CUstream stream) {
+    after_alloc_at(rc, real, rc == CUDA_SUCCESS && dptr ? (uint64_t)*dptr : 0, size, stream, false);
 }
 
 /* Frees. The record of a free must precede the record of the next allocation that reuses the address, and once
@@ -504,6 +491,45 @@ FREE_ASYNC(free_async_ptsz, S_FREE_ASYNC_PTSZ, "cuMemFreeAsync_ptsz")
 POOL_ASYNC(pool_async, S_POOL_ASYNC, "cuMemAllocFromPoolAsync")
 POOL_ASYNC(pool_async_ptsz, S_POOL_ASYNC_PTSZ, "cuMemAllocFromPoolAsync_ptsz")
 
+/* Pitched 2D: the block is pitch * height bytes (the pitch is the driver's answer). */
+DRV(alloc_pitch)(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned int elem)
+    __asm__("cuMemAllocPitch_v2");
+DRV(alloc_pitch)(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned int elem) {
+    REAL(S_ALLOC_PITCH, alloc_pitch_fn, real);
+    CUresult rc = real(dptr, pitch, width, height, elem);
+    size_t size = rc == CUDA_SUCCESS && pitch ? *pitch * height : width * height;
+    after_alloc(rc, real_of(S_ALLOC_PITCH), dptr, size, NULL);
+    return rc;
+}
+
+DRV(host_alloc)(void **pp, size_t size, unsigned int flags) __asm__("cuMemHostAlloc");
+DRV(host_alloc)(void **pp, size_t size, unsigned int flags) {
+    REAL(S_HOST_ALLOC, host_alloc_fn, real);
+    CUresult rc = real(pp, size, flags);
+    after_alloc_at(rc, real_of(S_HOST_ALLOC), rc == CUDA_SUCCESS && pp ? (uint64_t)(uintptr_t)*pp : 0, size, NULL,
+                   true);
+    return rc;
+}
+
+DRV(alloc_host)(void **pp, size_t size) __asm__("cuMemAllocHost_v2");
+DRV(alloc_host)(void **pp, size_t size) {
+    REAL(S_ALLOC_HOST, alloc_host_fn, real);
+    CUresult rc = real(pp, size);
+    after_alloc_at(rc, real_of(S_ALLOC_HOST), rc == CUDA_SUCCESS && pp ? (uint64_t)(uintptr_t)*pp : 0, size, NULL,
+                   true);
+    return rc;
+}
+
+DRV(free_host)(void *p) __asm__("cuMemFreeHost");
+DRV(free_host)(void *p) {
+    REAL(S_FREE_HOST, free_host_fn, real);
+    pending_free_t f_ = {0};
+    if (!tl_depth) f_ = before_free(PL_DEV_SRC_DRIVER, -1, (uint64_t)(uintptr_t)p, 0);
+    CUresult rc = real(p);
+    if (!tl_depth) after_free_call(rc == CUDA_SUCCESS, &f_);
+    return rc;
+}
+
 DRV(create)(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
             unsigned long long flags) __asm__("cuMemCreate");
 DRV(create)(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
@@ -551,6 +577,17 @@ DRV(reserve)(CUdeviceptr *p, size_t size, size_t alignment, CUdeviceptr hint, un
     return real(p, size, alignment, hint, flags);
 }
 
+/* cuInit: the program has initialised CUDA, the point where the CUPTI source may start (cupti.c). */
+DRV(init)(unsigned int flags) __asm__("cuInit");
+DRV(init)(unsigned int flags) {
+    REAL(S_INIT, init_fn, real);
+    CUresult rc = real(flags);
+#if PL_HAVE_CUPTI
+    if (rc == CUDA_SUCCESS) pl_cupti_on_cuda_init();
+#endif
+    return rc;
+}
+
 /* cuGetProcAddress: the result is wrapped, including the driver's pointer to cuGetProcAddress itself. */
 DRV(gpa)(const char *sym, void **pfn, int version, cuuint64_t flags) __asm__("cuGetProcAddress");
 DRV(gpa)(const char *sym, void **pfn, int version, cuuint64_t flags) {
@@ -576,14 +613,21 @@ static const any_fn wrapper_fns[S_N] = {
     [S_POOL_ASYNC] = (any_fn)pl_cu_pool_async, [S_POOL_ASYNC_PTSZ] = (any_fn)pl_cu_pool_async_ptsz,
     [S_CREATE] = (any_fn)pl_cu_create, [S_RELEASE] = (any_fn)pl_cu_release, [S_MAP] = (any_fn)pl_cu_map,
     [S_UNMAP] = (any_fn)pl_cu_unmap, [S_RESERVE] = (any_fn)pl_cu_reserve, [S_GPA] = (any_fn)pl_cu_gpa,
-    [S_GPA_V2] = (any_fn)pl_cu_gpa_v2,
+    [S_GPA_V2] = (any_fn)pl_cu_gpa_v2, [S_INIT] = (any_fn)pl_cu_init,
+    [S_ALLOC_PITCH] = (any_fn)pl_cu_alloc_pitch, [S_HOST_ALLOC] = (any_fn)pl_cu_host_alloc,
+    [S_ALLOC_HOST] = (any_fn)pl_cu_alloc_host, [S_FREE_HOST] = (any_fn)pl_cu_free_host,
 };
 
 /* ------------------------------------------------------------------ runtime wrappers (libcudart linked dynamically) */
 
-enum { R_MALLOC, R_FREE, R_MALLOC_ASYNC, R_FREE_ASYNC, R_MANAGED, R_HOST, R_HOST_ALLOC, R_FREE_HOST, R_N };
-static const char *const rt_names[R_N] = {"cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaFreeAsync",
-                                          "cudaMallocManaged", "cudaMallocHost", "cudaHostAlloc", "cudaFreeHost"};
+enum {
+    R_MALLOC, R_FREE, R_MALLOC_ASYNC, R_FREE_ASYNC, R_MANAGED, R_HOST, R_HOST_ALLOC, R_FREE_HOST, R_MALLOC_ASYNC_PTSZ,
+    R_FREE_ASYNC_PTSZ, R_POOL_ASYNC, R_POOL_ASYNC_PTSZ, R_PITCH, R_3D, R_N
+};
+static const char *const rt_names[R_N] = {
+    "cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaFreeAsync", "cudaMallocManaged", "cudaMallocHost",
+    "cudaHostAlloc", "cudaFreeHost", "cudaMallocAsync_ptsz", "cudaFreeAsync_ptsz", "cudaMallocFromPoolAsync",
+    "cudaMallocFromPoolAsync_ptsz", "cudaMallocPitch", "cudaMalloc3D"};
 static _Atomic(void *) rt_real[R_N];        /* found in the global scope: the same for every caller */
 
 /* Found in a caller's local scope (RTLD_LOCAL plugins): per call site, since two plugins may bundle different
@@ -655,6 +699,8 @@ typedef int (*rt_free_fn)(void *);
 typedef int (*rt_malloc_async_fn)(void **, size_t, void *);
 typedef int (*rt_free_async_fn)(void *, void *);
 typedef int (*rt_malloc_flags_fn)(void **, size_t, unsigned int);
+typedef int (*rt_pool_async_fn)(void **, size_t, void *, void *);
+typedef int (*rt_malloc_pitch_fn)(void **, size_t *, size_t, size_t);
 
 PL_EXPORT int cudaMalloc(void **ptr, size_t size) {
     RT_REAL(R_MALLOC, rt_malloc_fn, real);
@@ -677,25 +723,73 @@ PL_EXPORT int cudaFree(void *p) {
     return rc;
 }
 
-PL_EXPORT int cudaMallocAsync(void **ptr, size_t size, void *stream) {
-    RT_REAL(R_MALLOC_ASYNC, rt_malloc_async_fn, real);
+/* cudaMallocAsync / cudaFreeAsync and their per-thread-default-stream variants (nvcc --default-stream
+ * per-thread renames the calls to the _ptsz ones), and cudaMallocFromPoolAsync[_ptsz]. */
+#define RT_MALLOC_ASYNC(name, r)                                                                               \
+    PL_EXPORT int name(void **ptr, size_t size, void *stream) {                                                \
+        RT_REAL(r, rt_malloc_async_fn, real);                                                                  \
+        tl_device = -1;                                                                                        \
+        tl_depth++;                                                                                            \
+        int rc = real(ptr, size, stream);                                                                      \
+        tl_depth--;                                                                                            \
+        rt_after_alloc(rc, ptr, size, stream, 0);                                                              \
+        return rc;                                                                                             \
+    }
+RT_MALLOC_ASYNC(cudaMallocAsync, R_MALLOC_ASYNC)
+RT_MALLOC_ASYNC(cudaMallocAsync_ptsz, R_MALLOC_ASYNC_PTSZ)
+
+#define RT_FREE_ASYNC(name, r)                                                                                 \
+    PL_EXPORT int name(void *p, void *stream) {                                                                \
+        RT_REAL(r, rt_free_async_fn, real);                                                                    \
+        pending_free_t f = before_free(PL_DEV_SRC_RUNTIME, tl_device, (uint64_t)(uintptr_t)p,                  \
+                                       (uint64_t)(uintptr_t)stream);                                           \
+        tl_depth++;                                                                                            \
+        int rc = real(p, stream);                                                                              \
+        tl_depth--;                                                                                            \
+        after_free_call(rc == 0, &f);                                                                          \
+        return rc;                                                                                             \
+    }
+RT_FREE_ASYNC(cudaFreeAsync, R_FREE_ASYNC)
+RT_FREE_ASYNC(cudaFreeAsync_ptsz, R_FREE_ASYNC_PTSZ)
+
+#define RT_POOL_ASYNC(name, r)                                                                                 \
+    PL_EXPORT int name(void **ptr, size_t size, void *pool, void *stream) {                                    \
+        RT_REAL(r, rt_pool_async_fn, real);                                                                    \
+        tl_device = -1;                                                                                        \
+        tl_depth++;                                                                                            \
+        int rc = real(ptr, size, pool, stream);                                                                \
+        tl_depth--;                                                                                            \
+        rt_after_alloc(rc, ptr, size, stream, 0);                                                              \
+        return rc;                                                                                             \
+    }
+RT_POOL_ASYNC(cudaMallocFromPoolAsync, R_POOL_ASYNC)
+RT_POOL_ASYNC(cudaMallocFromPoolAsync_ptsz, R_POOL_ASYNC_PTSZ)
+
+/* Pitched 2D: pitch * height bytes, the pitch being the runtime's answer. */
+PL_EXPORT int cudaMallocPitch(void **ptr, size_t *pitch, size_t width, size_t height) {
+    RT_REAL(R_PITCH, rt_malloc_pitch_fn, real);
     tl_device = -1;
     tl_depth++;
-    int rc = real(ptr, size, stream);
+    int rc = real(ptr, pitch, width, height);
     tl_depth--;
-    rt_after_alloc(rc, ptr, size, stream, 0);
+    rt_after_alloc(rc, ptr, rc == 0 && pitch ? *pitch * height : width * height, NULL, 0);
     return rc;
 }
 
-PL_EXPORT int cudaFreeAsync(void *p, void *stream) {
-    RT_REAL(R_FREE_ASYNC, rt_free_async_fn, real);
-    /* the device of this thread's last device call (pinned host memory: -1) */
-    pending_free_t f = before_free(PL_DEV_SRC_RUNTIME, tl_device, (uint64_t)(uintptr_t)p,
-                                   (uint64_t)(uintptr_t)stream);
+/* cudaMalloc3D(struct cudaPitchedPtr *, struct cudaExtent) without the runtime's headers (they would clash with
+ * the int-returning declarations above): the same layouts. The block is pitch * height * depth bytes. */
+typedef struct { void *ptr; size_t pitch, xsize, ysize; } rt_pitched_ptr_t;
+typedef struct { size_t width, height, depth; } rt_extent_t;
+typedef int (*rt_malloc_3d_fn)(rt_pitched_ptr_t *, rt_extent_t);
+
+PL_EXPORT int cudaMalloc3D(rt_pitched_ptr_t *out, rt_extent_t extent) {
+    RT_REAL(R_3D, rt_malloc_3d_fn, real);
+    tl_device = -1;
     tl_depth++;
-    int rc = real(p, stream);
+    int rc = real(out, extent);
     tl_depth--;
-    after_free_call(rc == 0, &f);
+    size_t rows = extent.height * (extent.depth ? extent.depth : 1);
+    rt_after_alloc(rc, out ? &out->ptr : NULL, rc == 0 && out ? out->pitch * rows : extent.width * rows, NULL, 0);
     return rc;
 }
 
@@ -745,13 +839,17 @@ PL_EXPORT int cudaFreeHost(void *p) {
 static void cuda_at_exit(void) {
     char buf[2048];
     int n = snprintf(buf, sizeof buf,
-                     "plateau cuda: dlsym_hooked=%llu gpa_lookups=%llu refused=%llu records=%llu samples=%llu wrapped:",
+                     "plateau cuda: dlsym_hooked=%llu gpa_lookups=%llu refused=%llu records=%llu samples=%llu "
+                     "dlsym_trampoline=%d wrapped:",
                      (unsigned long long)cu.n_dlsym_hooked, (unsigned long long)cu.n_gpa_lookups,
                      (unsigned long long)cu.n_refused, (unsigned long long)cu.n_records,
-                     (unsigned long long)cu.n_samples);
+                     (unsigned long long)cu.n_samples, PL_DLSYM_TRAMPOLINE);
     for (int i = 0; i < S_N && n > 0 && (size_t)n < sizeof buf; i++)
         n += snprintf(buf + n, sizeof buf - (size_t)n, " %s=%llu", slot_info[i].sym,
                       (unsigned long long)cu.n_wrapped[i]);
+#if PL_HAVE_CUPTI
+    if (n > 0 && (size_t)n < sizeof buf) n += pl_cupti_describe(buf + n, sizeof buf - (size_t)n);
+#endif
     warn_line(buf);
 }
 

@@ -13,6 +13,7 @@ void pl_options_default(pl_options_t *o) {
     o->flush_ms = 250;
     o->device_stacks = true;
     o->pss = true;
+    o->cupti = PL_CUPTI_AUTO;
 }
 
 static int parse_u64(const char *s, uint64_t *out, const char **end) {
@@ -112,5 +113,18 @@ int pl_options_parse(pl_options_t *o, const char *(*get)(const char *), void (*w
     n_bad += opt_bool(get, warn, "PLATEAU_PSS", &o->pss);
     n_bad += opt_bool(get, warn, "PLATEAU_DISABLE", &o->disable);
     n_bad += opt_bool(get, warn, "PLATEAU_QUIET", &o->quiet);
+    s = get("PLATEAU_CUPTI");
+    if (s) {
+        bool on = o->cupti != PL_CUPTI_OFF;
+        if (!strcmp(s, "auto")) {
+            o->cupti = PL_CUPTI_AUTO;
+        } else if (opt_bool(get, NULL, "PLATEAU_CUPTI", &on) == 0) {
+            o->cupti = on ? PL_CUPTI_ON : PL_CUPTI_OFF;
+        } else {
+            bad(warn, "PLATEAU_CUPTI", s, "0, 1 or auto (or no/yes, false/true, off/on)",
+                o->cupti == PL_CUPTI_AUTO ? "auto" : o->cupti == PL_CUPTI_ON ? "1" : "0");
+            n_bad++;
+        }
+    }
     return n_bad;
 }

@@ -15,7 +15,15 @@ typedef struct pl_options {
     bool pss;                   /* PLATEAU_PSS: read smaps_rollup for PSS (default on) */
     bool disable;               /* PLATEAU_DISABLE: forward every call, record nothing */
     bool quiet;                 /* PLATEAU_QUIET: no informational line on stderr */
+    uint8_t cupti;              /* PLATEAU_CUPTI: pl_cupti_mode_t (default PL_CUPTI_AUTO) */
 } pl_options_t;
+
+/* PLATEAU_CUPTI (docs/env.md): CUPTI memory activity once the program initialises CUDA. */
+typedef enum pl_cupti_mode {
+    PL_CUPTI_OFF = 0,  /* never load libcupti */
+    PL_CUPTI_ON = 1,   /* load it; any failure, a missing library included, gives one line on stderr */
+    PL_CUPTI_AUTO = 2  /* load it when present; silent when no libcupti is found at the default places */
+} pl_cupti_mode_t;
 
 void pl_options_default(pl_options_t *o);
 

@@ -414,10 +414,22 @@ static int on_stats(state_t *s, const pl_trace_record_t *rec) {
     return rc ? -ENOMEM : 0;
 }
 
+/* The hooks and CUPTI saw the same device allocations (count and bytes). */
+static bool crosscheck_agrees(const pl_extract_proc_t *p) {
+    return p->n_hook_dev_allocs == p->n_cupti_dev_allocs && p->hook_dev_alloc_bytes == p->cupti_dev_alloc_bytes;
+}
+
 static int on_device(state_t *s, const pl_trace_record_t *rec) {
     const pl_rec_device_t *q = &rec->u.device;
     slot_t old;
     int rc = 0;
+    /* CUPTI memory activity duplicates what the hooks saw: counted for the cross-check only */
+    if (rec->type == PL_REC_DEVICE_ALLOC && q->source != PL_DEV_SRC_ALLOCATOR) {
+        bool cupti = q->source == PL_DEV_SRC_CUPTI;
+        *(cupti ? &s->xp->n_cupti_dev_allocs : &s->xp->n_hook_dev_allocs) += 1;
+        *(cupti ? &s->xp->cupti_dev_alloc_bytes : &s->xp->hook_dev_alloc_bytes) += q->size;
+    }
+    if (q->source == PL_DEV_SRC_CUPTI) return 0;
     bool alloc_src = q->source == PL_DEV_SRC_ALLOCATOR;
     /* at most 1 TiB per block: with at most MAP_MAX_ENTRIES live, the running sums cannot overflow */
     uint64_t sz = q->size > MAX_BLOCK_BYTES ? MAX_BLOCK_BYTES : q->size;
@@ -824,7 +836,9 @@ static int extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd
             if ((rc = on_record(s, &sr)) < 0) goto out;
         }
         /* --- end period detection --- */
-        if (rec.type == PL_REC_DEVICE_ALLOC && rec.u.device.source != PL_DEV_SRC_ALLOCATOR) s->seen_drv = true;
+        if (rec.type == PL_REC_DEVICE_ALLOC && rec.u.device.source != PL_DEV_SRC_ALLOCATOR &&
+            rec.u.device.source != PL_DEV_SRC_CUPTI)
+            s->seen_drv = true;
         rc = on_record(s, &rec);
         if (rc < 0) goto out;
     }
@@ -1111,6 +1125,11 @@ static void run_json(const pl_extract_t *x, FILE *o) {
         fprintf(o, ", \"records\": %llu, \"lost_records\": %llu, \"steps\": %llu, \"untracked\": %llu,\n",
                 (unsigned long long)p->n_records, (unsigned long long)p->n_lost_records,
                 (unsigned long long)p->n_steps, (unsigned long long)p->n_untracked);
+        if (p->n_cupti_dev_allocs) /* only in traces with CUPTI records */
+            fprintf(o, "       \"device_crosscheck\": {\"hook_allocs\": %llu, \"hook_bytes\": %llu, \"cupti_allocs\": %llu, "
+                    "\"cupti_bytes\": %llu, \"agree\": %s},\n", (unsigned long long)p->n_hook_dev_allocs,
+                    (unsigned long long)p->hook_dev_alloc_bytes, (unsigned long long)p->n_cupti_dev_allocs,
+                    (unsigned long long)p->cupti_dev_alloc_bytes, crosscheck_agrees(p) ? "true" : "false");
         fputs("       \"sites\": ", o);
         if (p->site_tail_step < 0) {
             fputs("null}", o);
@@ -1204,6 +1223,12 @@ int pl_extract_render_text(const pl_report_t *r, const pl_extract_t *x, FILE *o)
         if (p->steps_auto) /* period detection */
             fprintf(o, "pid %u: steps auto-detected, period %.0f allocations / %.3g ms, confidence %.2f\n", p->pid,
                     p->auto_period_allocs, p->auto_period_ms, p->auto_confidence);
+        if (p->n_cupti_dev_allocs) /* hooks vs CUPTI memory activity */
+            fprintf(o, "pid %u: device allocations: hooks %llu (%s), CUPTI %llu (%s): %s\n", p->pid,
+                    (unsigned long long)p->n_hook_dev_allocs, pl_format_bytes((double)p->hook_dev_alloc_bytes, a, sizeof a),
+                    (unsigned long long)p->n_cupti_dev_allocs,
+                    pl_format_bytes((double)p->cupti_dev_alloc_bytes, b, sizeof b),
+                    crosscheck_agrees(p) ? "agree" : "DIFFER (a hook missed calls, or CUPTI dropped records)");
         if (p->damaged) fprintf(o, "damaged trace, partial report: %s\n", p->error);
         if (!p->n_sites || !proc_leaks(p->proc)) continue; /* growth during a warmup is not a finding */
         fprintf(o, "call sites by live-byte growth (pid %u, sampled, since %s %lld):\n", p->pid,

@@ -52,6 +52,9 @@ typedef struct pl_extract_proc {
     size_t n_sites;
     pl_extract_site_t sites[PL_EXTRACT_MAX_SITES];
     uint64_t n_untracked;       /* allocations not tracked because a bounded table was full */
+    /* device allocation records by source, for the hooks-vs-CUPTI cross-check (docs/cuda-interception.md): the
+     * runtime/driver hooks' and CUPTI memory activity's (CUPTI records never enter the device series) */
+    uint64_t n_hook_dev_allocs, hook_dev_alloc_bytes, n_cupti_dev_allocs, cupti_dev_alloc_bytes;
     /* period detection (reports/period.c, docs/period.md): set when the trace has no step records and its loop
      * period was found; n_steps then counts the synthetic steps */
     bool steps_auto;

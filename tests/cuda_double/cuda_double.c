@@ -60,7 +60,8 @@ typedef struct alloc {
   uint64_t size_bytes;   /* requested */
   uint64_t map_bytes;    /* mapped and charged: size rounded up to the host page */
   int device;
-  uint32_t call;         /* PL_CUDA_DOUBLE_MEM_ALLOC / _ASYNC / _MANAGED */
+  uint32_t call;         /* PL_CUDA_DOUBLE_MEM_ALLOC / _ASYNC / _MANAGED / _PITCH / _HOST_ALLOC / _ALLOC_HOST */
+  bool host;             /* pinned host memory: not charged to the device, freed only by cuMemFreeHost */
 } alloc_t;
 
 typedef struct phys {
@@ -252,6 +253,10 @@ static const char *call_name(uint32_t call, uint32_t ptsz) {
   case PL_CUDA_DOUBLE_MEM_MAP: return "cuMemMap";
   case PL_CUDA_DOUBLE_MEM_UNMAP: return "cuMemUnmap";
   case PL_CUDA_DOUBLE_MEM_SET_ACCESS: return "cuMemSetAccess";
+  case PL_CUDA_DOUBLE_MEM_ALLOC_PITCH: return "cuMemAllocPitch_v2";
+  case PL_CUDA_DOUBLE_MEM_HOST_ALLOC: return "cuMemHostAlloc";
+  case PL_CUDA_DOUBLE_MEM_ALLOC_HOST: return "cuMemAllocHost_v2";
+  case PL_CUDA_DOUBLE_MEM_FREE_HOST: return "cuMemFreeHost";
   default: return "unknown";
   }
 }
@@ -499,7 +504,7 @@ static void mapping_remove(resv_t *r, mapping_t *m) {
 
 static void alloc_free(alloc_t *a) {
   munmap((void *)(uintptr_t)a->n.key, a->map_bytes);
-  uncharge(a->device, a->map_bytes);
+  if (!a->host) uncharge(a->device, a->map_bytes);
   g.c.n_live_allocs--;
   node_del(&a->n);
   free(a);
@@ -901,14 +906,23 @@ static bool inject(uint64_t *n_try, uint64_t at) {
   return true;
 }
 
-/* Allocates for the logged call r (device set by the caller). Caller holds the lock. */
+static bool is_host_call(uint32_t call) {
+  return call == PL_CUDA_DOUBLE_MEM_HOST_ALLOC || call == PL_CUDA_DOUBLE_MEM_ALLOC_HOST;
+}
+
+/* Allocates for the logged call r (device set by the caller). Caller holds the lock. Pinned host memory
+ * (cuMemHostAlloc, cuMemAllocHost_v2) belongs to the context like device memory but is not charged. */
 static CUresult alloc_plain(CUdeviceptr *dptr, size_t bytesize, pl_cuda_double_rec_t *r) {
   const char *fn = call_name(r->call, r->ptsz);
+  bool host = is_host_call(r->call);
   if (!dptr) return violate(CUDA_ERROR_INVALID_VALUE, "%s: dptr is NULL", fn);
   if (bytesize == 0) return violate(CUDA_ERROR_INVALID_VALUE, "%s: size 0", fn);
   if (inject(&g.n_try_alloc, g.cfg.fail_alloc_at)) return (CUresult)g.cfg.fail_code;
   uint64_t map_bytes = round_up(bytesize, HOST_PAGE_BYTES);
-  if (map_bytes < bytesize || !fits(r->device, map_bytes)) { g.c.n_ooms++; return CUDA_ERROR_OUT_OF_MEMORY; }
+  if (map_bytes < bytesize || (!host && !fits(r->device, map_bytes))) {
+    g.c.n_ooms++;
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   alloc_t *a = calloc(1, sizeof *a);
   void *p = a ? mmap(NULL, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
               : MAP_FAILED;
@@ -919,8 +933,9 @@ static CUresult alloc_plain(CUdeviceptr *dptr, size_t bytesize, pl_cuda_double_r
   a->map_bytes = map_bytes;
   a->device = r->device;
   a->call = r->call;
+  a->host = host;
   node_put(&a->n);
-  charge(r->device, map_bytes);
+  if (!host) charge(r->device, map_bytes);
   g.c.n_alloc++;
   g.c.n_live_allocs++;
   *dptr = a->n.key;
@@ -939,6 +954,10 @@ static CUresult free_plain(CUdeviceptr dptr, pl_cuda_double_rec_t *r) {
                    (uint64_t)dptr);
   }
   alloc_t *a = (alloc_t *)n;
+  bool want_host = r->call == PL_CUDA_DOUBLE_MEM_FREE_HOST;
+  if (a->host != want_host)
+    return violate(CUDA_ERROR_INVALID_VALUE, "%s: 0x%" PRIx64 " is %s memory (use %s)", fn, (uint64_t)dptr,
+                   a->host ? "pinned host" : "device", a->host ? "cuMemFreeHost" : "cuMemFree_v2");
   r->device = a->device;
   r->size_bytes = a->size_bytes;
   alloc_free(a);
@@ -987,6 +1006,74 @@ CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
   lock();
   CUresult rc = CUDA_ERROR_NOT_INITIALIZED;
   if (g.initialized) rc = need_context("cuMemFree_v2") < 0 ? no_context_code() : free_plain(dptr, &r);
+  r.result = rc;
+  log_rec(r);
+  unlock();
+  return rc;
+}
+
+/* Pitched 2D allocation: rows padded to PITCH_ALIGN_BYTES (a real driver picks its own alignment). */
+#define PITCH_ALIGN_BYTES 512u
+CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                                    unsigned int ElementSizeBytes) {
+  pl_cuda_double_rec_t r = rec(PL_CUDA_DOUBLE_MEM_ALLOC_PITCH);
+  size_t pitch = round_up(WidthInBytes, PITCH_ALIGN_BYTES);
+  r.size_bytes = pitch * Height;
+  r.arg = pitch;
+  lock();
+  CUresult rc = CUDA_ERROR_NOT_INITIALIZED;
+  if (g.initialized) {
+    r.device = need_context("cuMemAllocPitch_v2");
+    if (r.device < 0) rc = no_context_code();
+    else if (!pPitch || (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
+      rc = violate(CUDA_ERROR_INVALID_VALUE, "cuMemAllocPitch_v2: pPitch NULL or ElementSizeBytes %u not 4, 8, 16",
+                   ElementSizeBytes);
+    else if (Height && pitch > SIZE_MAX / Height) rc = CUDA_ERROR_OUT_OF_MEMORY;
+    else rc = alloc_plain(dptr, pitch * Height, &r);
+    if (rc == CUDA_SUCCESS) *pPitch = pitch;
+  }
+  if (rc != CUDA_SUCCESS) r.arg = 0;
+  r.result = rc;
+  log_rec(r);
+  unlock();
+  return rc;
+}
+
+static CUresult host_alloc(uint32_t call, void **pp, size_t bytesize, unsigned int flags) {
+  pl_cuda_double_rec_t r = rec(call);
+  r.size_bytes = bytesize;
+  r.arg = flags;
+  lock();
+  CUresult rc = CUDA_ERROR_NOT_INITIALIZED;
+  if (g.initialized) {
+    r.device = need_context(call_name(call, 0));
+    CUdeviceptr p = 0;
+    if (r.device < 0) rc = no_context_code();
+    else if (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED))
+      rc = violate(CUDA_ERROR_INVALID_VALUE, "%s: unknown flags 0x%x", call_name(call, 0), flags);
+    else if (!pp) rc = violate(CUDA_ERROR_INVALID_VALUE, "%s: pp is NULL", call_name(call, 0));
+    else rc = alloc_plain(&p, bytesize, &r);
+    if (rc == CUDA_SUCCESS) *pp = (void *)(uintptr_t)p;
+  }
+  r.result = rc;
+  log_rec(r);
+  unlock();
+  return rc;
+}
+
+CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags) {
+  return host_alloc(PL_CUDA_DOUBLE_MEM_HOST_ALLOC, pp, bytesize, Flags);
+}
+CUresult CUDAAPI cuMemAllocHost_v2(void **pp, size_t bytesize) {
+  return host_alloc(PL_CUDA_DOUBLE_MEM_ALLOC_HOST, pp, bytesize, 0);
+}
+
+CUresult CUDAAPI cuMemFreeHost(void *p) {
+  pl_cuda_double_rec_t r = rec(PL_CUDA_DOUBLE_MEM_FREE_HOST);
+  r.ptr = (uint64_t)(uintptr_t)p;
+  lock();
+  CUresult rc = CUDA_ERROR_NOT_INITIALIZED;
+  if (g.initialized) rc = need_context("cuMemFreeHost") < 0 ? no_context_code() : free_plain(r.ptr, &r);
   r.result = rc;
   log_rec(r);
   unlock();
@@ -1444,6 +1531,10 @@ static const entry_t k_entries[] = {
   E("cuMemAllocAsync", 11020, cuMemAllocAsync, cuMemAllocAsync_ptsz),
   E("cuMemFreeAsync", 11020, cuMemFreeAsync, cuMemFreeAsync_ptsz),
   E("cuMemAllocManaged", 6000, cuMemAllocManaged, NULL),
+  E("cuMemAllocPitch", 3020, cuMemAllocPitch_v2, NULL),
+  E("cuMemHostAlloc", 2020, cuMemHostAlloc, NULL),
+  E("cuMemAllocHost", 3020, cuMemAllocHost_v2, NULL),
+  E("cuMemFreeHost", 2000, cuMemFreeHost, NULL),
   E("cuMemAddressReserve", 10020, cuMemAddressReserve, NULL),
   E("cuMemAddressFree", 10020, cuMemAddressFree, NULL),
   E("cuMemCreate", 10020, cuMemCreate, NULL),

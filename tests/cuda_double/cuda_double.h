@@ -31,6 +31,10 @@ typedef enum pl_cuda_double_call {
   PL_CUDA_DOUBLE_MEM_MAP,            /* cuMemMap(ptr, size, arg = offset, handle) */
   PL_CUDA_DOUBLE_MEM_UNMAP,          /* cuMemUnmap(ptr, size) */
   PL_CUDA_DOUBLE_MEM_SET_ACCESS,     /* cuMemSetAccess(ptr, size, arg = access flags of the first descriptor) */
+  PL_CUDA_DOUBLE_MEM_ALLOC_PITCH,    /* cuMemAllocPitch_v2(ptr out, size = pitch * height, arg = pitch) */
+  PL_CUDA_DOUBLE_MEM_HOST_ALLOC,     /* cuMemHostAlloc(ptr out, size, arg = flags): pinned host memory */
+  PL_CUDA_DOUBLE_MEM_ALLOC_HOST,     /* cuMemAllocHost_v2(ptr out, size): pinned host memory */
+  PL_CUDA_DOUBLE_MEM_FREE_HOST,      /* cuMemFreeHost(ptr) */
 } pl_cuda_double_call_t;
 
 /* One logged call. Fields a call does not have are 0 (device: -1). On failure, out-parameters are logged as 0. */

@@ -56,6 +56,10 @@ static struct {
   PFN_cuMemAllocAsync_v11020_ptsz memAllocAsyncPtsz;
   PFN_cuMemFreeAsync_v11020_ptsz memFreeAsyncPtsz;
   PFN_cuMemAllocManaged_v6000 memAllocManaged;
+  PFN_cuMemAllocPitch_v3020 memAllocPitch;
+  PFN_cuMemHostAlloc_v2020 memHostAlloc;
+  PFN_cuMemAllocHost_v3020 memAllocHost;
+  PFN_cuMemFreeHost_v2000 memFreeHost;
   PFN_cuMemAddressReserve_v10020 memAddressReserve;
   PFN_cuMemAddressFree_v10020 memAddressFree;
   PFN_cuMemCreate_v10020 memCreate;
@@ -136,6 +140,10 @@ static int group_setup(void **state) {
   AS_FN(D.memAllocAsyncPtsz, proc("cuMemAllocAsync", 11020, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM));
   AS_FN(D.memFreeAsyncPtsz, proc("cuMemFreeAsync", 11020, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM));
   FETCH(memAllocManaged, "cuMemAllocManaged", 6000);
+  FETCH(memAllocPitch, "cuMemAllocPitch", 3020);
+  FETCH(memHostAlloc, "cuMemHostAlloc", 2020);
+  FETCH(memAllocHost, "cuMemAllocHost", 3020);
+  FETCH(memFreeHost, "cuMemFreeHost", 2000);
   FETCH(memAddressReserve, "cuMemAddressReserve", 10020);
   FETCH(memAddressFree, "cuMemAddressFree", 10020);
   FETCH(memCreate, "cuMemCreate", 10020);
@@ -1131,6 +1139,51 @@ static void test_cuda_double_hint_and_asan(void **state) {
   finish();
 }
 
+/* cuMemAllocPitch_v2 charges pitch * height; pinned host memory (cuMemHostAlloc, cuMemAllocHost_v2) is usable,
+ * not charged to the device, freed only by cuMemFreeHost; mixing the two frees is a violation; a pinned block
+ * still live at context destroy is a leak. */
+static void test_cuda_double_pitch_and_pinned_host(void **state) {
+  (void)state;
+  start("");
+  CUdeviceptr p = 0;
+  size_t pitch = 0;
+  assert_int_equal(D.memAllocPitch(&p, &pitch, 1000, 3, 4), CUDA_SUCCESS);
+  assert_int_equal(pitch, 1024);
+  assert_int_equal(counters().used_bytes, 4096); /* 3072 rounded up to the host page */
+  memset(hostp(p), 1, pitch * 3);
+  REFUSED(D.memAllocPitch(&p, &pitch, 1000, 3, 3), CUDA_ERROR_INVALID_VALUE);
+  void *h = NULL, *h2 = NULL;
+  assert_int_equal(D.memHostAlloc(&h, 5000, CU_MEMHOSTALLOC_PORTABLE), CUDA_SUCCESS);
+  assert_int_equal(D.memAllocHost(&h2, 100), CUDA_SUCCESS);
+  memset(h, 2, 5000);
+  assert_int_equal(counters().used_bytes, 4096);
+  REFUSED(D.memHostAlloc(&h, 10, 0x100), CUDA_ERROR_INVALID_VALUE);
+  REFUSED(D.memFree((CUdeviceptr)(uintptr_t)h), CUDA_ERROR_INVALID_VALUE);
+  REFUSED(D.memFreeHost(hostp(p)), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(D.memFreeHost(h), CUDA_SUCCESS);
+  assert_int_equal(D.memFreeHost(h2), CUDA_SUCCESS);
+  assert_int_equal(D.memFree(p), CUDA_SUCCESS);
+  pl_cuda_double_rec_t r[16];
+  size_t n = D.log(0, r, 16);
+  char line[256];
+  assert_true(n >= 1);
+  D.format(&r[0], line, sizeof line);
+  assert_non_null(strstr(line, "cuMemAllocPitch_v2 CUDA_SUCCESS"));
+  assert_non_null(strstr(line, "size=3072"));
+  assert_non_null(strstr(line, "arg=0x400"));
+  D.format(&r[n - 2], line, sizeof line);
+  assert_non_null(strstr(line, "cuMemFreeHost CUDA_SUCCESS"));
+  assert_non_null(strstr(line, "size=100"));
+  pl_cuda_double_counters_t c = counters();
+  assert_int_equal(c.n_violations, 4);
+  assert_int_equal(c.used_bytes, 0);
+  /* a pinned block left at context destroy: one leak */
+  assert_int_equal(D.memAllocHost(&h, 64), CUDA_SUCCESS);
+  assert_int_equal(D.primaryCtxRelease(0), CUDA_SUCCESS);
+  assert_int_equal(counters().n_leaks, 1);
+  assert_int_equal(D.live(0), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_cuda_double_proc_address),
@@ -1149,6 +1202,7 @@ int main(void) {
     cmocka_unit_test(test_cuda_double_leak_at_exit),
     cmocka_unit_test(test_cuda_double_fork_child),
     cmocka_unit_test(test_cuda_double_log),
+    cmocka_unit_test(test_cuda_double_pitch_and_pinned_host),
     cmocka_unit_test(test_cuda_double_threads),
     cmocka_unit_test(test_cuda_double_hint_and_asan),
   };

@@ -4,7 +4,13 @@
  *    (address and size, in order), with one record per cudaMalloc (runtime) and one per direct driver call.
  *  - target_cudart_real dlopens the real libcudart: it fails at init without a GPU, but its cuGetProcAddress
  *    look-ups of the allocation entry points must have been wrapped (PLATEAU_DEBUG_CUDA=1 summary on stderr).
- * Env (set by meson): PL_PRELOAD, PL_TARGETS, PL_CUDA_DOUBLE_PATH, PL_CUDART (real libcudart, may be absent). */
+ *  - CUPTI (preload/cupti.c, when built with it): the real libcupti loads over the double but cannot enable
+ *    activity without a driver: exactly one "CUPTI unavailable" line naming cuptiActivityEnable and CUPTI's
+ *    error, and the trace's device events still equal the double's log; PLATEAU_CUPTI=0 gives no line; a
+ *    PLATEAU_LIBCUPTI that does not exist gives one line naming dlopen; a program that never initialises CUDA
+ *    never loads libcupti.
+ * Env (set by meson): PL_PRELOAD, PL_TARGETS, PL_CUDA_DOUBLE_PATH, PL_CUDART (real libcudart, may be absent),
+ * PL_HAVE_CUPTI (0/1), PL_LIBCUPTI (the real libcupti, may be absent). */
 #include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -23,10 +29,13 @@
 
 #include <plateau/trace.h>
 
+#include "reports/extract.h"
+
 #include "../common/spawn.h"
 #include "../common/tmpdir.h"
 
-static const char *preload, *targets, *double_path, *cudart;
+static const char *preload, *targets, *double_path, *cudart, *libcupti, *cupti_fake;
+static bool have_cupti;
 static char run_dir[256], double_dir[512];
 static char out_buf[65536], err_buf[65536];
 
@@ -80,7 +89,8 @@ static void only_trace(char *path, size_t cap) {
 
 static int is_alloc(const char *call) {
     return !strcmp(call, "cuMemAlloc_v2") || !strncmp(call, "cuMemAllocAsync", 15) ||
-           !strcmp(call, "cuMemAllocManaged") || !strncmp(call, "cuMemAllocFromPoolAsync", 23);
+           !strcmp(call, "cuMemAllocManaged") || !strncmp(call, "cuMemAllocFromPoolAsync", 23) ||
+           !strcmp(call, "cuMemAllocPitch_v2") || !strcmp(call, "cuMemHostAlloc") || !strcmp(call, "cuMemAllocHost_v2");
 }
 
 /* The double's log rendered as the device events the trace must contain: "<kind> ptr=0x.. size=..". */
@@ -97,7 +107,9 @@ static int expected_events(const char *log_path, char ev[][LINE], int *n_alloc) 
         const char *kind = NULL;
         bool ok = !strcmp(result, "CUDA_SUCCESS");
         if (ok && is_alloc(call)) kind = "alloc", ++*n_alloc;
-        else if (ok && (!strcmp(call, "cuMemFree_v2") || !strncmp(call, "cuMemFreeAsync", 14))) kind = "free";
+        else if (ok && (!strcmp(call, "cuMemFree_v2") || !strncmp(call, "cuMemFreeAsync", 14) ||
+                        !strcmp(call, "cuMemFreeHost")))
+            kind = "free";
         else if (ok && !strcmp(call, "cuMemMap")) kind = "map";
         else if (ok && !strcmp(call, "cuMemUnmap")) kind = "unmap";
         else if (!strcmp(result, "CUDA_ERROR_OUT_OF_MEMORY") && (is_alloc(call) || !strcmp(call, "cuMemCreate")))
@@ -112,6 +124,10 @@ static int expected_events(const char *log_path, char ev[][LINE], int *n_alloc) 
 
 typedef struct {
     int n_events, n_runtime_alloc, n_driver_alloc, n_rss_dev;
+    int n_cupti;                       /* CUPTI records: kept apart in cupti_ev, never in ev */
+    int64_t t_first_hook, t_end;       /* first hook device record, process_end */
+    int64_t t_cupti_min, t_cupti_max;
+    char cupti_ev[MAX_EVENTS][LINE];
     int n_not_dev0; /* alloc/free/map/unmap records whose device is not -1: the double has no cuCtxGetDevice, so
                        the device is unknown (preload/cuda.c records -1 then) */
     uint64_t max_dev_used, dev_total;
@@ -132,6 +148,7 @@ static void read_trace(const char *path, trace_dev_t *t) {
         case PL_REC_DEVICE_MAP: kind = "map"; break;
         case PL_REC_DEVICE_UNMAP: kind = "unmap"; break;
         case PL_REC_DEVICE_OOM: kind = "oom"; break;
+        case PL_REC_PROCESS_END: t->t_end = rec.t_ns; break;
         case PL_REC_RSS:
             if (rec.u.rss.device_used != PL_TRACE_NA) {
                 t->n_rss_dev++;
@@ -143,7 +160,16 @@ static void read_trace(const char *path, trace_dev_t *t) {
         }
         if (!kind) continue;
         const pl_rec_device_t *d = &rec.u.device;
+        if (d->source == PL_DEV_SRC_CUPTI) {
+            assert_true(t->n_cupti < MAX_EVENTS);
+            if (!t->n_cupti || rec.t_ns < t->t_cupti_min) t->t_cupti_min = rec.t_ns;
+            if (!t->n_cupti || rec.t_ns > t->t_cupti_max) t->t_cupti_max = rec.t_ns;
+            snprintf(t->cupti_ev[t->n_cupti++], LINE, "%s ptr=0x%llx size=%llu", kind, (unsigned long long)d->addr,
+                     (unsigned long long)d->size);
+            continue;
+        }
         assert_true(d->source == PL_DEV_SRC_RUNTIME || d->source == PL_DEV_SRC_DRIVER);
+        if (!t->n_events) t->t_first_hook = rec.t_ns;
         if (rec.type != PL_REC_DEVICE_OOM && d->device != -1) t->n_not_dev0++;
         if (rec.type == PL_REC_DEVICE_ALLOC) {
             if (d->source == PL_DEV_SRC_RUNTIME) t->n_runtime_alloc++;
@@ -159,6 +185,7 @@ static void read_trace(const char *path, trace_dev_t *t) {
 
 static trace_dev_t td;
 static char expect[MAX_EVENTS][LINE];
+static int count_lines(const char *text, const char *needle);
 
 static void test_cuda_standin_trace_matches_driver_log(void **state) {
     (void)state;
@@ -184,14 +211,17 @@ static void test_cuda_standin_trace_matches_driver_log(void **state) {
         if (i >= n_expect || i >= td.n_events || strcmp(expect[i], td.ev[i]))
             fprintf(stderr, "event %d: driver log '%s' trace '%s'\n", i, i < n_expect ? expect[i] : "-",
                     i < td.n_events ? td.ev[i] : "-");
-    /* 5 allocations + 5 frees + 2 maps + 2 unmaps + 1 out of memory */
-    assert_int_equal(n_expect, 15);
+    /* 14 allocations + 14 frees + 2 maps + 2 unmaps + 1 out of memory */
+    assert_int_equal(n_expect, 33);
     assert_int_equal(td.n_events, n_expect);
     for (int i = 0; i < n_expect; i++) assert_string_equal(td.ev[i], expect[i]);
     /* Each cudaMalloc-like call counted once, as runtime; the direct driver allocation as driver. */
-    assert_int_equal(n_alloc_logged, 5);
-    assert_int_equal(td.n_runtime_alloc, 4);
-    assert_int_equal(td.n_driver_alloc, 1);
+    assert_int_equal(n_alloc_logged, 14);
+    /* cudaMalloc x2, cudaMallocAsync[_ptsz], cudaMallocManaged, cudaMallocFromPoolAsync[_ptsz] x2,
+     * cudaMallocPitch, cudaMalloc3D, cudaMallocHost, cudaHostAlloc; driver: cuMemAlloc_v2, cuMemAllocPitch_v2,
+     * cuMemHostAlloc */
+    assert_int_equal(td.n_runtime_alloc, 11);
+    assert_int_equal(td.n_driver_alloc, 3);
     assert_int_equal(td.n_not_dev0, 0);
 
     /* Device memory sampled with RSS: the 3 MiB block was live during the sleep; capacity is 1 GiB. */
@@ -199,6 +229,160 @@ static void test_cuda_standin_trace_matches_driver_log(void **state) {
     assert_int_equal(td.dev_total, 1ull << 30);
     assert_true(td.max_dev_used >= 3u << 20);
     assert_true(td.max_dev_used < 64u << 20);
+
+    /* CUPTI (auto): the real libcupti loads but cannot enable activity on the double. One line, and the hooks'
+     * events above are complete. */
+    if (!have_cupti || !libcupti || access(libcupti, R_OK) != 0) {
+        fprintf(stderr, "CUPTI not built or no libcupti at '%s': CUPTI part skipped\n", libcupti ? libcupti : "");
+        return;
+    }
+    assert_int_equal(count_lines(err_buf, "CUPTI"), 1);
+    assert_non_null(strstr(err_buf, "plateau: CUPTI unavailable: cuptiActivityEnable: CUPTI_ERROR_"));
+    assert_non_null(strstr(err_buf, "; device hooks keep recording\n"));
+    assert_non_null(strstr(err_buf, " cupti=failed "));
+}
+
+/* Lines of text containing needle. */
+static int count_lines(const char *text, const char *needle) {
+    int n = 0;
+    for (const char *p = text; p && *p;) {
+        const char *end = strchr(p, '\n');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char line[1024];
+        snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line ? len : sizeof line - 1), p);
+        if (strstr(line, needle)) n++;
+        p = end ? end + 1 : NULL;
+    }
+    return n;
+}
+
+/* target_cuda (no threads) under the preload with extra env: its device events must equal the double's log. */
+static void run_standin_events_match(const char *const extra[]) {
+    char target[512], log_path[400], env_libcuda[600], env_double[600], trace[700];
+    snprintf(target, sizeof target, "%s/target_cuda", targets);
+    snprintf(log_path, sizeof log_path, "%s/driver.log", run_dir);
+    snprintf(env_libcuda, sizeof env_libcuda, "PLATEAU_LIBCUDA=%s", double_path);
+    snprintf(env_double, sizeof env_double, "PL_CUDA_DOUBLE=log:%s,leak_exitcode:97", log_path);
+    const char *env[8] = {env_libcuda, env_double, "PLATEAU_DEBUG_CUDA=1"};
+    for (int i = 0; extra[i] && i < 4; i++) env[3 + i] = extra[i];
+    char *argv[] = {target, "0", NULL};
+    assert_int_equal(run(argv, env), 0);
+    int n_alloc_logged = 0;
+    int n_expect = expected_events(log_path, expect, &n_alloc_logged);
+    only_trace(trace, sizeof trace);
+    read_trace(trace, &td);
+    assert_int_equal(n_expect, 33);
+    assert_int_equal(td.n_events, n_expect);
+    for (int i = 0; i < n_expect; i++) assert_string_equal(td.ev[i], expect[i]);
+}
+
+/* The success path, with a fake libcupti (tests/targets/cupti_fake.c) that reports the double's allocations and
+ * frees as CUPTI MEMORY2 records when flushed (at exit): they reach the trace as source CUPTI, apart from the
+ * hooks' records (which still equal the driver log), on the tracer's clock; the report's cross-check agrees. The
+ * fake's failure of a chosen call gives the one line naming that call. */
+static void test_cuda_cupti_fake_records_cross_check(void **state) {
+    (void)state;
+    if (!have_cupti || !cupti_fake || !*cupti_fake) {
+        fprintf(stderr, "built without CUPTI: skipped\n");
+        skip();
+    }
+    char env_lib[700], env_log[500], trace[700];
+    snprintf(env_lib, sizeof env_lib, "PLATEAU_LIBCUPTI=%s", cupti_fake);
+    snprintf(env_log, sizeof env_log, "PL_CUPTI_FAKE_LOG=%s/driver.log", run_dir);
+    const char *extra[] = {env_lib, env_log, "PLATEAU_CUPTI=1", NULL};
+    run_standin_events_match(extra);
+    assert_int_equal(count_lines(err_buf, "CUPTI"), 0);
+    assert_non_null(strstr(err_buf, " cupti=running "));
+    assert_non_null(strstr(err_buf, " cupti_records=28 cupti_converted=28"));
+    /* CUPTI's view: the 14 allocations and 14 frees of the log, in order (no map, unmap or OOM) */
+    int n = 0;
+    for (int i = 0; i < 33; i++)
+        if (!strncmp(expect[i], "alloc ", 6) || !strncmp(expect[i], "free ", 5)) {
+            assert_true(n < td.n_cupti);
+            assert_string_equal(td.cupti_ev[n], expect[i]);
+            n++;
+        }
+    assert_int_equal(n, 28);
+    assert_int_equal(td.n_cupti, 28);
+    /* converted to the tracer's clock: after the first hook record, before the end record */
+    assert_true(td.t_cupti_min >= td.t_first_hook);
+    assert_true(td.t_cupti_max <= td.t_end);
+    /* the report: hooks and CUPTI agree */
+    only_trace(trace, sizeof trace);
+    pl_report_t *rep = pl_report_create(trace);
+    assert_non_null(rep);
+    pl_extract_t x;
+    pl_extract_init(&x);
+    assert_int_equal(pl_extract_path(rep, &x, trace, NULL), 0);
+    assert_int_equal(x.n_procs, 1);
+    assert_int_equal(x.procs[0].n_hook_dev_allocs, 14);
+    assert_int_equal(x.procs[0].n_cupti_dev_allocs, 14);
+    static char text[1 << 16];
+    memset(text, 0, sizeof text);
+    FILE *f = fmemopen(text, sizeof text - 1, "w");
+    assert_non_null(f);
+    assert_int_equal(pl_extract_render_text(rep, &x, f), 0);
+    fclose(f);
+    assert_non_null(strstr(text, "device allocations: hooks 14 ("));
+    assert_non_null(strstr(text, "), CUPTI 14 ("));
+    assert_non_null(strstr(text, "): agree"));
+    pl_extract_free(&x);
+    pl_report_destroy(rep);
+
+    /* a failing CUPTI call: one line naming it, no CUPTI record, hooks unchanged */
+    static const char *const calls[] = {"cuptiActivityRegisterCallbacks", "cuptiActivityEnable"};
+    for (int c = 0; c < 2; c++) {
+        char rm[300], env_fail[200], want[200];
+        snprintf(rm, sizeof rm, "rm -f '%s'/*", run_dir);
+        assert_int_equal(system(rm), 0);
+        snprintf(env_fail, sizeof env_fail, "PL_CUPTI_FAKE_FAIL=%s", calls[c]);
+        const char *extra_fail[] = {env_lib, env_log, env_fail, NULL};
+        run_standin_events_match(extra_fail);
+        assert_int_equal(count_lines(err_buf, "CUPTI"), 1);
+        snprintf(want, sizeof want, "plateau: CUPTI unavailable: %s: CUPTI_ERROR_NOT_INITIALIZED; device hooks keep "
+                 "recording\n", calls[c]);
+        assert_non_null(strstr(err_buf, want));
+        assert_int_equal(td.n_cupti, 0);
+    }
+}
+
+static void test_cuda_cupti_off_no_line(void **state) {
+    (void)state;
+    const char *extra[] = {"PLATEAU_CUPTI=0", NULL};
+    run_standin_events_match(extra);
+    assert_int_equal(count_lines(err_buf, "CUPTI"), 0);
+    if (have_cupti) assert_non_null(strstr(err_buf, " cupti=off "));
+}
+
+static void test_cuda_cupti_missing_library_one_line(void **state) {
+    (void)state;
+    if (!have_cupti) {
+        fprintf(stderr, "built without CUPTI: skipped\n");
+        skip();
+    }
+    const char *modes[] = {"PLATEAU_CUPTI=auto", "PLATEAU_CUPTI=1"};
+    for (int m = 0; m < 2; m++) {
+        char rm[300];
+        snprintf(rm, sizeof rm, "rm -f '%s'/*", run_dir);
+        assert_int_equal(system(rm), 0);
+        const char *extra[] = {"PLATEAU_LIBCUPTI=/nonexistent/plateau-test/libcupti.so.13", modes[m], NULL};
+        run_standin_events_match(extra);
+        assert_int_equal(count_lines(err_buf, "CUPTI"), 1);
+        assert_non_null(strstr(err_buf, "plateau: CUPTI unavailable: dlopen: /nonexistent/plateau-test/libcupti.so.13"));
+        assert_non_null(strstr(err_buf, " cupti=failed "));
+    }
+}
+
+/* A program that never initialises CUDA never loads libcupti (nor prints anything about it). */
+static void test_cuda_cupti_not_loaded_without_cuda(void **state) {
+    (void)state;
+    char target[512];
+    snprintf(target, sizeof target, "%s/target_leak", targets);
+    const char *env[] = {"PLATEAU_DEBUG_CUDA=1", "PLATEAU_CUPTI=1", NULL};
+    char *argv[] = {target, "3", NULL};
+    assert_int_equal(run(argv, env), 0);
+    assert_int_equal(count_lines(err_buf, "CUPTI"), 0);
+    if (have_cupti) assert_non_null(strstr(err_buf, " cupti=idle "));
 }
 
 static int cmp_line(const void *a, const void *b) { return strcmp((const char *)a, (const char *)b); }
@@ -220,11 +404,11 @@ static void test_cuda_threads_same_events(void **state) {
     int n_expect = expected_events(log_path, expect, &n_alloc_logged);
     only_trace(trace, sizeof trace);
     read_trace(trace, &td);
-    assert_int_equal(n_alloc_logged, 5 + 4 * 200);
-    assert_int_equal(n_expect, 15 + 4 * 200 * 2);
+    assert_int_equal(n_alloc_logged, 14 + 4 * 200);
+    assert_int_equal(n_expect, 33 + 4 * 200 * 2);
     assert_int_equal(td.n_events, n_expect);
-    assert_int_equal(td.n_runtime_alloc, 4 + 4 * 100);
-    assert_int_equal(td.n_driver_alloc, 1 + 4 * 100);
+    assert_int_equal(td.n_runtime_alloc, 11 + 4 * 100);
+    assert_int_equal(td.n_driver_alloc, 3 + 4 * 100);
     /* In trace order, every address alternates alloc, free, alloc ... (a free is written before its address can
      * be reused by another thread's allocation). */
     static uint64_t live_addrs[64];
@@ -328,6 +512,7 @@ static void test_cuda_real_cudart_lookups_wrapped(void **state) {
     assert_int_not_equal(rc, 0); /* no GPU: the runtime's initialisation fails, as expected */
     /* It found cuGetProcAddress_v2 with dlsym and re-fetched cuGetProcAddress through itself: both wrapped. */
     assert_true(summary_count("dlsym_hooked") >= 1);
+    assert_int_equal(summary_count("dlsym_trampoline"), 1); /* x86-64 and aarch64 */
     assert_true(summary_count("cuGetProcAddress_v2") >= 2);
     assert_true(summary_count("gpa_lookups") >= 10);
     assert_int_equal(summary_count("refused"), 0);
@@ -337,6 +522,17 @@ static void test_cuda_real_cudart_lookups_wrapped(void **state) {
     assert_true(summary_count("cuMemAllocAsync") >= 1);
     assert_true(summary_count("cuMemAllocAsync_ptsz") >= 1);
     assert_true(summary_count("cuMemFreeAsync_ptsz") >= 1);
+    assert_true(summary_count("cuMemFreeAsync") >= 1);
+    assert_true(summary_count("cuMemAllocPitch_v2") >= 1);
+    assert_true(summary_count("cuMemHostAlloc") >= 1);
+    assert_true(summary_count("cuMemFreeHost") >= 1);
+    assert_true(summary_count("cuMemAllocManaged") >= 1);
+    /* and its cuInit, after which the CUPTI source starts (and fails cleanly here: one line) */
+    assert_true(summary_count("cuInit") >= 1);
+    if (have_cupti && libcupti && access(libcupti, R_OK) == 0) {
+        assert_int_equal(count_lines(err_buf, "CUPTI"), 1);
+        assert_non_null(strstr(err_buf, "plateau: CUPTI unavailable: cuptiActivityEnable: CUPTI_ERROR_"));
+    }
 }
 
 int main(void) {
@@ -344,6 +540,9 @@ int main(void) {
     targets = getenv("PL_TARGETS");
     double_path = getenv("PL_CUDA_DOUBLE_PATH");
     cudart = getenv("PL_CUDART");
+    libcupti = getenv("PL_LIBCUPTI");
+    cupti_fake = getenv("PL_CUPTI_FAKE");
+    have_cupti = getenv("PL_HAVE_CUPTI") && !strcmp(getenv("PL_HAVE_CUPTI"), "1");
     if (!preload || !targets || !double_path) {
         fprintf(stderr, "PL_PRELOAD, PL_TARGETS and PL_CUDA_DOUBLE_PATH must be set\n");
         return 1;
@@ -357,6 +556,10 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_cuda_direct_link_interposed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cuda_runtime_in_local_scope, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cuda_real_cudart_lookups_wrapped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cuda_cupti_off_no_line, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cuda_cupti_missing_library_one_line, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cuda_cupti_not_loaded_without_cuda, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cuda_cupti_fake_records_cross_check, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

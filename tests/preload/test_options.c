@@ -99,12 +99,41 @@ static void test_options_parse_bytes(void **state) {
     assert_int_not_equal(pl_options_parse_bytes("17179869184G", &v), 0);
 }
 
+/* PLATEAU_CUPTI: 0/1/auto (and the boolean spellings); anything else keeps auto with one message. */
+static void test_options_cupti_mode(void **state) {
+    (void)state;
+    pl_options_t o;
+    assert_int_equal(parse(NULL, &o), 0);
+    assert_int_equal(o.cupti, PL_CUPTI_AUTO);
+    static const struct { const char *env; int mode; } ok[] = {
+        {"PLATEAU_CUPTI=0", PL_CUPTI_OFF}, {"PLATEAU_CUPTI=off", PL_CUPTI_OFF}, {"PLATEAU_CUPTI=1", PL_CUPTI_ON},
+        {"PLATEAU_CUPTI=yes", PL_CUPTI_ON}, {"PLATEAU_CUPTI=auto", PL_CUPTI_AUTO},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        const char *env[] = {ok[i].env, NULL};
+        assert_int_equal(parse(env, &o), 0);
+        assert_int_equal(n_msgs, 0);
+        assert_int_equal(o.cupti, ok[i].mode);
+    }
+    static const char *const bad_values[] = {"PLATEAU_CUPTI=2", "PLATEAU_CUPTI=AUTO", "PLATEAU_CUPTI=auto ",
+                                             "PLATEAU_CUPTI=maybe"};
+    for (size_t i = 0; i < sizeof bad_values / sizeof bad_values[0]; i++) {
+        const char *env[] = {bad_values[i], NULL};
+        assert_int_equal(parse(env, &o), 1);
+        assert_int_equal(n_msgs, 1);
+        assert_int_equal(o.cupti, PL_CUPTI_AUTO);
+        assert_non_null(strstr(msgs, "is not 0, 1 or auto"));
+        assert_non_null(strstr(msgs, "using the default (auto)"));
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_options_defaults),
         cmocka_unit_test(test_options_valid_values),
         cmocka_unit_test(test_options_malformed_values_keep_defaults),
         cmocka_unit_test(test_options_parse_bytes),
+        cmocka_unit_test(test_options_cupti_mode),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

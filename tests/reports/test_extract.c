@@ -477,6 +477,79 @@ static void test_extract_golden_json(void **state) {
     pl_report_destroy(r);
 }
 
+/* Device allocations seen by the hooks and by CUPTI memory activity: the report says whether they agree, and
+ * CUPTI's copies never count twice. A trace without CUPTI records gets no cross-check (golden JSON unchanged). */
+static void write_dev_trace(const char *p, int n_cupti) {
+    pl_trace_header_t h = {.version = PL_TRACE_VERSION, .pid = 11, .ppid = 1};
+    pl_writer_t *w;
+    assert_int_equal(pl_writer_open(p, &h, NULL, &w), 0);
+    pl_trace_record_t r;
+    for (int i = 0; i < 3; i++) {
+        memset(&r, 0, sizeof r);
+        r.type = PL_REC_DEVICE_ALLOC;
+        r.t_ns = 1000 + i;
+        r.u.device = (pl_rec_device_t){.source = i ? PL_DEV_SRC_RUNTIME : PL_DEV_SRC_DRIVER, .addr = 0x1000u * (i + 1),
+                                       .size = 4096};
+        assert_int_equal(pl_writer_emit(w, &r), 0);
+        if (i >= n_cupti) continue;
+        r.u.device.source = PL_DEV_SRC_CUPTI; /* the same allocation, reported by CUPTI */
+        assert_int_equal(pl_writer_emit(w, &r), 0);
+    }
+    memset(&r, 0, sizeof r);
+    r.type = PL_REC_PROCESS_END;
+    r.t_ns = 2000;
+    assert_int_equal(pl_writer_emit(w, &r), 0);
+    assert_int_equal(pl_writer_flush(w), 0);
+    pl_writer_close(w);
+    pl_writer_destroy(w);
+}
+
+static void render_both(run_t *u, char *text, size_t text_cap, char *json, size_t json_cap) {
+    FILE *f = fmemopen(text, text_cap, "w");
+    assert_non_null(f);
+    assert_int_equal(pl_extract_render_text(u->r, &u->x, f), 0);
+    fclose(f);
+    f = fmemopen(json, json_cap, "w");
+    assert_non_null(f);
+    assert_int_equal(pl_extract_render_json(u->r, &u->x, f, 16), 0);
+    fclose(f);
+}
+
+static void test_extract_cupti_crosscheck(void **state) {
+    (void)state;
+    static char text[1 << 16], json[1 << 18];
+    static const struct { int n_cupti; const char *line, *json; } cases[] = {
+        {3, "device allocations: hooks 3 (12.0 KiB), CUPTI 3 (12.0 KiB): agree", "\"agree\": true"},
+        {2, "device allocations: hooks 3 (12.0 KiB), CUPTI 2 (8.00 KiB): DIFFER", "\"agree\": false"},
+        {0, NULL, NULL},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char p[256];
+        snprintf(p, sizeof p, "%s/dev%zu.pltrace", g_dir, k);
+        write_dev_trace(p, cases[k].n_cupti);
+        run_t u;
+        run_file(&u, p);
+        assert_int_equal(u.x.n_procs, 1);
+        assert_int_equal(u.x.procs[0].n_hook_dev_allocs, 3);
+        assert_int_equal(u.x.procs[0].hook_dev_alloc_bytes, 3 * 4096);
+        assert_int_equal(u.x.procs[0].n_cupti_dev_allocs, (uint64_t)cases[k].n_cupti);
+        assert_int_equal(u.x.procs[0].n_untracked, 0); /* CUPTI's copy of an address is not a second live block */
+        memset(text, 0, sizeof text);
+        memset(json, 0, sizeof json);
+        render_both(&u, text, sizeof text - 1, json, sizeof json - 1);
+        if (cases[k].line) {
+            if (!strstr(text, cases[k].line)) fprintf(stderr, "text:\n%s\n", text);
+            assert_non_null(strstr(text, cases[k].line));
+            assert_non_null(strstr(json, "\"device_crosscheck\": {\"hook_allocs\": 3"));
+            assert_non_null(strstr(json, cases[k].json));
+        } else {
+            assert_null(strstr(text, "device allocations:"));
+            assert_null(strstr(json, "device_crosscheck"));
+        }
+        run_free(&u);
+    }
+}
+
 int main(int argc, char **argv) {
     g_golden_dir = argc > 1 ? argv[1] : "tests/reports/golden";
     const struct CMUnitTest tests[] = {
@@ -492,6 +565,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_extract_bounded_points),
         cmocka_unit_test(test_extract_hostile_values),
         cmocka_unit_test(test_extract_golden_json),
+        cmocka_unit_test(test_extract_cupti_crosscheck),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,6 +1,8 @@
 /* Target for tests/preload/test_cuda.c: device allocations through the stand-in runtime (cudart_standin.c),
  * linked dynamically like a program linking libcudart. Runtime-named calls (each must be recorded once, as
  * runtime), direct driver calls (recorded as driver), a virtual-memory round trip, and one out-of-memory request.
+ * Then the per-thread-stream, pool, pitched, 3D and pinned-host variants: 7 runtime allocations and 2 driver ones
+ * (pitched, pinned host), each freed.
  * Holds 3 MiB live while sleeping `sleep_ms` (argv[1], default 60) so the RSS sampler sees device memory.
  * With argv[2] = N > 0, N threads then each make 200 allocation/free pairs (alternately runtime and driver).
  * Prints which object dlsym(RTLD_NEXT, "malloc") from this program resolves to (the preload's interposed dlsym
@@ -20,6 +22,20 @@ int cudaMallocManaged(void **ptr, size_t size, unsigned int flags);
 int standin_driver_alloc(uint64_t *ptr, size_t size);
 int standin_driver_free(uint64_t ptr);
 int standin_vmm(int n_chunks);
+int cudaMallocAsync_ptsz(void **ptr, size_t size, void *stream);
+int cudaFreeAsync_ptsz(void *ptr, void *stream);
+int cudaMallocFromPoolAsync(void **ptr, size_t size, void *pool, void *stream);
+int cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, void *pool, void *stream);
+int cudaMallocPitch(void **ptr, size_t *pitch, size_t width, size_t height);
+typedef struct { void *ptr; size_t pitch, xsize, ysize; } pitched_ptr_t; /* struct cudaPitchedPtr */
+typedef struct { size_t width, height, depth; } extent_t;                 /* struct cudaExtent */
+int cudaMalloc3D(pitched_ptr_t *out, extent_t extent);
+int cudaMallocHost(void **ptr, size_t size);
+int cudaHostAlloc(void **ptr, size_t size, unsigned int flags);
+int cudaFreeHost(void *ptr);
+int standin_driver_pitch(uint64_t *ptr, size_t width, size_t height);
+int standin_driver_host(void **ptr, size_t size);
+int standin_driver_free_host(void *ptr);
 void standin_shutdown(void);
 
 #define CHECK(x)                                                                                               \
@@ -75,6 +91,29 @@ int main(int argc, char **argv) {
         return 1;
     }
     CHECK(cudaFree(b));
+
+    void *e, *f, *g, *h, *k, *l, *hp;
+    size_t pitch = 0;
+    uint64_t d2;
+    CHECK(cudaMallocAsync_ptsz(&e, 6000, NULL));
+    CHECK(cudaMallocFromPoolAsync(&f, 7000, (void *)1, NULL));
+    CHECK(cudaMallocFromPoolAsync_ptsz(&g, 7100, (void *)1, NULL));
+    CHECK(cudaMallocPitch(&h, &pitch, 1000, 3));
+    pitched_ptr_t p3 = {0};
+    CHECK(cudaMalloc3D(&p3, (extent_t){1000, 2, 3}));
+    CHECK(cudaMallocHost(&k, 5000));
+    CHECK(cudaHostAlloc(&l, 3000, 0));
+    CHECK(standin_driver_pitch(&d2, 2000, 2));
+    CHECK(standin_driver_host(&hp, 8192));
+    CHECK(cudaFreeAsync_ptsz(e, NULL));
+    CHECK(cudaFreeAsync(f, NULL));
+    CHECK(cudaFreeAsync_ptsz(g, NULL));
+    CHECK(cudaFree(h));
+    CHECK(cudaFree(p3.ptr));
+    CHECK(cudaFreeHost(k));
+    CHECK(cudaFreeHost(l));
+    CHECK(standin_driver_free(d2));
+    CHECK(standin_driver_free_host(hp));
     int n_threads = argc > 2 ? atoi(argv[2]) : 0;
     pthread_t tids[16];
     if (n_threads > 16) n_threads = 16;

@@ -2,9 +2,12 @@
  *
  * It loads the CUDA driver exactly the way the real runtime does: dlopen("libcuda.so.1") (or $PLATEAU_LIBCUDA),
  * dlsym(handle, "cuGetProcAddress_v2"), then cuGetProcAddress("cuGetProcAddress") through itself and every other
- * entry point through that re-fetched pointer (with explicit versions and the per-thread-default-stream flag for the
- * async calls), cuInit(0) and a retained primary context. It exports a few runtime-named functions (cudaMalloc,
- * cudaFree, cudaMallocAsync, cudaFreeAsync, cudaMallocManaged) that call the driver through those pointers, and
+ * entry point through that re-fetched pointer (with explicit versions, and both stream variants of the async calls:
+ * the per-thread-default-stream flag for the _ptsz runtime names), cuInit(0) and a retained primary context. It
+ * exports runtime-named functions (cudaMalloc, cudaFree, cudaMallocAsync[_ptsz], cudaFreeAsync[_ptsz],
+ * cudaMallocFromPoolAsync[_ptsz] (the pool is ignored: the double has no pools, cuMemAllocAsync stands in),
+ * cudaMallocManaged, cudaMallocPitch, cudaMalloc3D (cuMemAllocPitch_v2 with height * depth rows), cudaMallocHost,
+ * cudaHostAlloc, cudaFreeHost) that call the driver through those pointers, and
  * standin_* helpers that call the driver directly (plain and virtual-memory allocations), so a test sees both the
  * runtime path (one record per cudaMalloc) and the driver path. The first call must not race with others (the
  * targets make it on the main thread); later calls may come from any thread.
@@ -32,6 +35,12 @@ static struct {
     CUresult (*free)(CUdeviceptr);
     CUresult (*alloc_async)(CUdeviceptr *, size_t, CUstream);
     CUresult (*free_async)(CUdeviceptr, CUstream);
+    CUresult (*alloc_async_ptsz)(CUdeviceptr *, size_t, CUstream);
+    CUresult (*free_async_ptsz)(CUdeviceptr, CUstream);
+    CUresult (*alloc_pitch)(CUdeviceptr *, size_t *, size_t, size_t, unsigned int);
+    CUresult (*host_alloc)(void **, size_t, unsigned int);
+    CUresult (*alloc_host)(void **, size_t);
+    CUresult (*free_host)(void *);
     CUresult (*managed)(CUdeviceptr *, size_t, unsigned int);
     CUresult (*reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
     CUresult (*address_free)(CUdeviceptr, size_t);
@@ -89,8 +98,11 @@ static int lazy_init(void) {
         fetch("cuDevicePrimaryCtxRetain", &rt.retain, 7000, 0) ||
         fetch("cuDevicePrimaryCtxRelease", &rt.release, 11000, 0) || fetch("cuCtxSetCurrent", &rt.ctx_set, 4000, 0) ||
         fetch("cuMemAlloc", &rt.alloc, 12000, 0) || fetch("cuMemFree", &rt.free, 12000, 0) ||
-        fetch("cuMemAllocAsync", &rt.alloc_async, 12000, ptds) ||
-        fetch("cuMemFreeAsync", &rt.free_async, 12000, ptds) ||
+        fetch("cuMemAllocAsync", &rt.alloc_async, 12000, 0) || fetch("cuMemFreeAsync", &rt.free_async, 12000, 0) ||
+        fetch("cuMemAllocAsync", &rt.alloc_async_ptsz, 12000, ptds) ||
+        fetch("cuMemFreeAsync", &rt.free_async_ptsz, 12000, ptds) ||
+        fetch("cuMemAllocPitch", &rt.alloc_pitch, 12000, 0) || fetch("cuMemHostAlloc", &rt.host_alloc, 12000, 0) ||
+        fetch("cuMemAllocHost", &rt.alloc_host, 12000, 0) || fetch("cuMemFreeHost", &rt.free_host, 12000, 0) ||
         fetch("cuMemAllocManaged", &rt.managed, 12000, 0) ||
         fetch("cuMemAddressReserve", &rt.reserve, 12000, 0) || fetch("cuMemAddressFree", &rt.address_free, 12000, 0) ||
         fetch("cuMemCreate", &rt.create, 12000, 0) || fetch("cuMemRelease", &rt.mem_release, 12000, 0) ||
@@ -118,17 +130,74 @@ EXPORT int cudaFree(void *ptr) {
     return ptr ? (int)rt.free((CUdeviceptr)(uintptr_t)ptr) : 0;
 }
 
-EXPORT int cudaMallocAsync(void **ptr, size_t size, void *stream) {
+static int malloc_async(int ptsz, void **ptr, size_t size, void *stream) {
     INIT_OR_FAIL;
     CUdeviceptr p = 0;
-    CUresult rc = rt.alloc_async(&p, size, (CUstream)stream);
+    CUresult rc = (ptsz ? rt.alloc_async_ptsz : rt.alloc_async)(&p, size, (CUstream)stream);
     *ptr = (void *)(uintptr_t)p;
     return (int)rc;
+}
+
+EXPORT int cudaMallocAsync(void **ptr, size_t size, void *stream) { return malloc_async(0, ptr, size, stream); }
+EXPORT int cudaMallocAsync_ptsz(void **ptr, size_t size, void *stream) { return malloc_async(1, ptr, size, stream); }
+
+EXPORT int cudaMallocFromPoolAsync(void **ptr, size_t size, void *pool, void *stream) {
+    (void)pool;
+    return malloc_async(0, ptr, size, stream);
+}
+
+EXPORT int cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, void *pool, void *stream) {
+    (void)pool;
+    return malloc_async(1, ptr, size, stream);
 }
 
 EXPORT int cudaFreeAsync(void *ptr, void *stream) {
     INIT_OR_FAIL;
     return (int)rt.free_async((CUdeviceptr)(uintptr_t)ptr, (CUstream)stream);
+}
+
+EXPORT int cudaFreeAsync_ptsz(void *ptr, void *stream) {
+    INIT_OR_FAIL;
+    return (int)rt.free_async_ptsz((CUdeviceptr)(uintptr_t)ptr, (CUstream)stream);
+}
+
+EXPORT int cudaMallocPitch(void **ptr, size_t *pitch, size_t width, size_t height) {
+    INIT_OR_FAIL;
+    CUdeviceptr p = 0;
+    CUresult rc = rt.alloc_pitch(&p, pitch, width, height, 4);
+    *ptr = (void *)(uintptr_t)p;
+    return (int)rc;
+}
+
+/* struct cudaPitchedPtr / cudaExtent */
+typedef struct { void *ptr; size_t pitch, xsize, ysize; } standin_pitched_ptr_t;
+typedef struct { size_t width, height, depth; } standin_extent_t;
+
+EXPORT int cudaMalloc3D(standin_pitched_ptr_t *out, standin_extent_t extent) {
+    INIT_OR_FAIL;
+    CUdeviceptr p = 0;
+    size_t pitch = 0;
+    CUresult rc = rt.alloc_pitch(&p, &pitch, extent.width, extent.height * (extent.depth ? extent.depth : 1), 4);
+    out->ptr = (void *)(uintptr_t)p;
+    out->pitch = pitch;
+    out->xsize = extent.width;
+    out->ysize = extent.height;
+    return (int)rc;
+}
+
+EXPORT int cudaMallocHost(void **ptr, size_t size) {
+    INIT_OR_FAIL;
+    return (int)rt.alloc_host(ptr, size);
+}
+
+EXPORT int cudaHostAlloc(void **ptr, size_t size, unsigned int flags) {
+    INIT_OR_FAIL;
+    return (int)rt.host_alloc(ptr, size, flags);
+}
+
+EXPORT int cudaFreeHost(void *ptr) {
+    INIT_OR_FAIL;
+    return (int)rt.free_host(ptr);
 }
 
 EXPORT int cudaMallocManaged(void **ptr, size_t size, unsigned int flags) {
@@ -151,6 +220,25 @@ EXPORT int standin_driver_alloc(uint64_t *ptr, size_t size) {
 EXPORT int standin_driver_free(uint64_t ptr) {
     INIT_OR_FAIL;
     return (int)rt.free((CUdeviceptr)ptr);
+}
+
+EXPORT int standin_driver_pitch(uint64_t *ptr, size_t width, size_t height) {
+    INIT_OR_FAIL;
+    CUdeviceptr p = 0;
+    size_t pitch = 0;
+    CUresult rc = rt.alloc_pitch(&p, &pitch, width, height, 8);
+    *ptr = (uint64_t)p;
+    return (int)rc;
+}
+
+EXPORT int standin_driver_host(void **ptr, size_t size) {
+    INIT_OR_FAIL;
+    return (int)rt.host_alloc(ptr, size, CU_MEMHOSTALLOC_PORTABLE);
+}
+
+EXPORT int standin_driver_free_host(void *ptr) {
+    INIT_OR_FAIL;
+    return (int)rt.free_host(ptr);
 }
 
 /* An expandable-segment round trip: reserve, create + map n_chunks granules, unmap, release, free the range. */

@@ -1,0 +1,60 @@
+/* The preload's dlsym trampoline (preload/dlsym_trampoline.h), tested alone: this program links
+ * libdlsym_tramp.so (the trampoline, exporting `dlsym` and probe() = 1) and then libdlsym_tramp_probe2.so
+ * (probe() = 2). Checks:
+ *  - dlsym(RTLD_NEXT, "probe") from this program answers the first object after it (probe() == 1). Were the
+ *    trampoline to call the real dlsym instead of jumping, glibc would take the trampoline's library as the caller
+ *    and answer the next one (probe() == 2).
+ *  - a name the hook claims goes to the slow path; a handle lookup still works;
+ *  - backtrace() inside the hook unwinds through the trampoline to main (its CFI is right).
+ * Plain C (no cmocka): it is also cross-built for aarch64 and run under qemu by dlsym_trampoline_cross.sh.
+ * Exit 0 = pass, 77 = no trampoline on this architecture (skip), 1 = failure. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+int tramp_available(void);
+int tramp_init(void);
+int tramp_slow_calls(void);
+void *tramp_marker(void);
+int tramp_unwound_to_main(void);
+int probe2_loaded(void); /* keeps libdlsym_tramp_probe2.so linked */
+
+#define CHECK(cond)                                                                                            \
+    do {                                                                                                       \
+        if (!(cond)) {                                                                                         \
+            fprintf(stderr, "test_dlsym_trampoline: %s:%d: failed: %s\n", __FILE__, __LINE__, #cond);          \
+            return 1;                                                                                          \
+        }                                                                                                      \
+    } while (0)
+
+/* exported (-rdynamic, and visible despite the build's -fvisibility=hidden) so dladdr can name it */
+__attribute__((visibility("default"))) int main(void) {
+    if (!tramp_available()) {
+        fprintf(stderr, "test_dlsym_trampoline: no dlsym trampoline on this architecture: skipped\n");
+        return 77;
+    }
+    CHECK(probe2_loaded());
+    CHECK(tramp_init());
+    void *p = dlsym(RTLD_NEXT, "probe");
+    CHECK(p != NULL);
+    int (*probe)(void);
+    memcpy(&probe, &p, sizeof p);
+    CHECK(probe() == 1);
+    CHECK(tramp_slow_calls() == 0);
+    CHECK(dlsym(RTLD_DEFAULT, "tramp_hot") == tramp_marker());
+    CHECK(tramp_slow_calls() == 1);
+    void *h = dlopen("libdlsym_tramp_probe2.so", RTLD_NOW | RTLD_NOLOAD);
+    CHECK(h != NULL);
+    p = dlsym(h, "probe");
+    CHECK(p != NULL);
+    memcpy(&probe, &p, sizeof p);
+    CHECK(probe() == 2);
+    CHECK(dlsym(RTLD_DEFAULT, "tramp_unwind") == NULL);
+    CHECK(tramp_unwound_to_main());
+    CHECK(tramp_slow_calls() == 1);
+    printf("test_dlsym_trampoline: ok\n");
+    return 0;
+}
