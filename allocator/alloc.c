@@ -5,7 +5,9 @@
  * gets device memory (a plain segment, or pages mapped at an expandable segment), splits the block when the
  * rules allow and records the result in the ptr->block map. free merges with FREE neighbours and caches the
  * block again. Device memory only goes back to the backend through empty_cache, GC and the OOM path.
- * Every public entry point takes a->mu; everything file-local below expects it held.
+ * Every public entry point takes a->mu; everything file-local below expects it held. The handle API
+ * (pl_alloc_malloc_block / pl_alloc_free_block, internal.h) runs the same code without the lock and the ptr map,
+ * for a caller that owns the allocator on one thread (replays).
  */
 #include "config.h"
 
@@ -38,6 +40,10 @@ static void require_fail(const char *what, const void *ptr) {
 
 void pl_alloc_emit(pl_alloc_t *a, pl_alloc_event_kind_t kind, uintptr_t addr, size_t size, size_t requested,
                    pl_stream_t stream, int pool) {
+    if (kind == PL_ALLOC_EV_SEGMENT_MAP)
+        a->n_map_events++;
+    else if (kind == PL_ALLOC_EV_SEGMENT_UNMAP)
+        a->n_unmap_events++;
     if (!a->hook) return;
     pl_alloc_event_t ev = {.kind = kind, .addr = addr, .size_bytes = size, .requested_bytes = requested,
                            .stream = stream, .pool = pool, .device = a->be->device};
@@ -52,7 +58,7 @@ void pl_alloc_segment_link(pl_alloc_t *a, pl_segment_t *seg) {
     if (a->segments) a->segments->prev_seg = seg;
     a->segments = seg;
     a->n_segments++;
-    pl_stats_update(a->stats.segment, seg->pool, 1);
+    pl_stats_inc(a->stats.segment, seg->pool, 1);
 }
 
 void pl_alloc_segment_unlink(pl_alloc_t *a, pl_segment_t *seg) {
@@ -62,7 +68,7 @@ void pl_alloc_segment_unlink(pl_alloc_t *a, pl_segment_t *seg) {
         a->segments = seg->next_seg;
     if (seg->next_seg) seg->next_seg->prev_seg = seg->prev_seg;
     a->n_segments--;
-    pl_stats_update(a->stats.segment, seg->pool, -1);
+    pl_stats_dec(a->stats.segment, seg->pool, 1);
 }
 
 bool pl_alloc_block_is_split(const pl_block_t *b) { return b->prev || b->next; }
@@ -82,23 +88,28 @@ static uint32_t next_prio(pl_alloc_t *a) {
 void pl_alloc_bins_insert(pl_alloc_t *a, pl_block_t *b) {
     b->state = PL_BLOCK_FREE;
     b->prio = next_prio(a);
-    b->gc_base = a->lookups[b->pool];
+    if (a->cfg.garbage_collection_threshold > 0.0) b->gc_base = a->lookups[b->pool];
     b->counted_split = !b->seg->expandable && pl_alloc_block_is_split(b);
     if (b->counted_split) {
-        pl_stats_update(a->stats.inactive_split, b->pool, 1);
-        pl_stats_update(a->stats.inactive_split_bytes, b->pool, (int64_t)b->size_bytes);
+        pl_stats_inc(a->stats.inactive_split, b->pool, 1);
+        pl_stats_inc(a->stats.inactive_split_bytes, b->pool, (int64_t)b->size_bytes);
     }
     pl_bins_insert(b->seg->bins, b);
 }
 
-void pl_alloc_bins_remove(pl_alloc_t *a, pl_block_t *b) {
-    pl_bins_remove(b->seg->bins, b);
+/* Account for b leaving the bins (already unlinked from its treap). */
+static inline void bins_removed(pl_alloc_t *a, pl_block_t *b) {
     if (b->counted_split) {
-        pl_stats_update(a->stats.inactive_split, b->pool, -1);
-        pl_stats_update(a->stats.inactive_split_bytes, b->pool, -(int64_t)b->size_bytes);
+        pl_stats_dec(a->stats.inactive_split, b->pool, 1);
+        pl_stats_dec(a->stats.inactive_split_bytes, b->pool, (int64_t)b->size_bytes);
         b->counted_split = false;
     }
     b->state = 0;
+}
+
+void pl_alloc_bins_remove(pl_alloc_t *a, pl_block_t *b) {
+    pl_bins_remove(b->seg->bins, b);
+    bins_removed(a, b);
 }
 
 static pl_binset_t *get_bins(pl_alloc_t *a, int pool, pl_stream_t stream) {
@@ -124,7 +135,8 @@ static bool is_oversize(const pl_alloc_t *a, size_t size) { return size >= a->cf
  * out of the bins. */
 static pl_block_t *get_free_block(pl_alloc_t *a, pl_binset_t *bs, size_t size) {
     a->lookups[bs->pool]++;
-    pl_block_t *b = pl_bins_lower_bound(bs, size);
+    pl_block_t **link;
+    pl_block_t *b = pl_bins_lower_bound_link(bs, size, &link);
     if (!b) return NULL;
     if (!b->seg->expandable) {
         /* a request below max_split never takes an oversize block */
@@ -132,7 +144,8 @@ static pl_block_t *get_free_block(pl_alloc_t *a, pl_binset_t *bs, size_t size) {
         /* an oversize request takes a cached block only if the waste stays under max_non_split_rounding */
         if (is_oversize(a, size) && b->size_bytes - size >= a->cfg.max_non_split_rounding_bytes) return NULL;
     }
-    pl_alloc_bins_remove(a, b);
+    pl_bins_remove_at(bs, b, link); /* b is in bs: get_bins gave the binset of its pool and stream */
+    bins_removed(a, b);
     return b;
 }
 
@@ -186,9 +199,11 @@ static void cache_block(pl_alloc_t *a, pl_block_t *b) {
 
 /* A block's last use is over (free without stream uses, or its events completed). */
 static void free_block(pl_alloc_t *a, pl_block_t *b) {
-    pl_stats_update(a->stats.active, b->pool, -1);
-    pl_stats_update(a->stats.active_bytes, b->pool, -(int64_t)b->size_bytes);
-    pl_stats_update(a->stats.requested_bytes, b->pool, -(int64_t)b->requested_bytes);
+    if (a->active_tracked) {
+        pl_stats_dec(a->stats.active, b->pool, 1);
+        pl_stats_dec(a->stats.active_bytes, b->pool, (int64_t)b->size_bytes);
+    }
+    pl_stats_dec(a->stats.requested_bytes, b->pool, (int64_t)b->requested_bytes);
     b->requested_bytes = 0;
     cache_block(a, b);
 }
@@ -270,7 +285,7 @@ static pl_block_t *alloc_plain(pl_alloc_t *a, pl_binset_t *bs, size_t size, int 
     b->pool = bs->pool;
     pl_alloc_segment_link(a, seg);
     a->reserved_bytes += seg_size;
-    pl_stats_update(a->stats.reserved_bytes, seg->pool, (int64_t)seg_size);
+    pl_stats_inc(a->stats.reserved_bytes, seg->pool, (int64_t)seg_size);
     pl_alloc_emit(a, PL_ALLOC_EV_SEGMENT_MAP, addr, seg_size, 0, seg->stream, seg->pool);
     return b;
 }
@@ -288,7 +303,7 @@ static void release_plain(pl_alloc_t *a, pl_segment_t *seg) {
     if (a->be->ops->mem_free(a->be, seg->addr, seg->size_bytes)) require_fail("backend refused to free segment", (void *)seg->addr);
     a->stats.num_device_free++;
     a->reserved_bytes -= seg->size_bytes;
-    pl_stats_update(a->stats.reserved_bytes, seg->pool, -(int64_t)seg->size_bytes);
+    pl_stats_dec(a->stats.reserved_bytes, seg->pool, (int64_t)seg->size_bytes);
     pl_alloc_emit(a, PL_ALLOC_EV_SEGMENT_UNMAP, seg->addr, seg->size_bytes, 0, seg->stream, seg->pool);
     pl_alloc_segment_unlink(a, seg);
     pl_slab_put(a, b);
@@ -425,7 +440,7 @@ static void format_size(char *buf, size_t len, size_t bytes) {
 static void oom(pl_alloc_t *a, size_t requested, size_t rounded, pl_stream_t stream, int pool) {
     size_t dev_free = 0, dev_total = 0;
     a->be->ops->mem_info(a->be, &dev_free, &dev_total);
-    size_t allocated = (size_t)a->stats.allocated_bytes[PL_POOL_ALL].current;
+    size_t allocated = (size_t)pl_stats_current(a->stats.allocated_bytes);
     size_t unalloc = a->reserved_bytes - allocated;
     /* what this allocator may still take, as the device sees it */
     size_t limit_free = a->capacity_bytes - a->reserved_bytes;
@@ -561,8 +576,9 @@ PL_API void pl_alloc_destroy(pl_alloc_t *a) {
     free(a);
 }
 
-PL_API void *pl_alloc_malloc(pl_alloc_t *a, size_t size, pl_stream_t stream) {
-    pthread_mutex_lock(&a->mu);
+/* malloc proper, a->mu held (or the handle API's single owner). in_map: record the block in the ptr map (the public
+ * API); the handle API skips the map. NULL on failure with the message set. */
+static inline pl_block_t *malloc_block(pl_alloc_t *a, size_t size, pl_stream_t stream, bool in_map) {
     if (a->pending) process_events(a, false);
     size_t rounded = pl_rounding_round(&a->cfg, size);
     int pool = pl_rounding_pool(rounded);
@@ -583,21 +599,22 @@ PL_API void *pl_alloc_malloc(pl_alloc_t *a, size_t size, pl_stream_t stream) {
         if (!b) goto fail;
     }
     b = take_block(a, b, rounded);
-    if (pl_blockmap_insert(&a->map, b)) {
+    if (in_map && pl_blockmap_insert(&a->map, b)) {
         cache_block(a, b); /* give it back: the program never saw it */
         set_error("plateau: out of host memory for allocator metadata");
-        pthread_mutex_unlock(&a->mu);
         return NULL;
     }
+    if (!in_map) b->by_handle = true; /* cleared by pl_alloc_free_block: FREE blocks never carry it */
     b->requested_bytes = size;
-    pl_stats_update(a->stats.allocation, pool, 1);
-    pl_stats_update(a->stats.allocated_bytes, pool, (int64_t)b->size_bytes);
-    pl_stats_update(a->stats.active, pool, 1);
-    pl_stats_update(a->stats.active_bytes, pool, (int64_t)b->size_bytes);
-    pl_stats_update(a->stats.requested_bytes, pool, (int64_t)size);
+    pl_stats_inc(a->stats.allocation, pool, 1);
+    pl_stats_inc(a->stats.allocated_bytes, pool, (int64_t)b->size_bytes);
+    if (a->active_tracked) {
+        pl_stats_inc(a->stats.active, pool, 1);
+        pl_stats_inc(a->stats.active_bytes, pool, (int64_t)b->size_bytes);
+    }
+    pl_stats_inc(a->stats.requested_bytes, pool, (int64_t)size);
     pl_alloc_emit(a, PL_ALLOC_EV_ALLOC, b->addr, b->size_bytes, size, stream, pool);
-    pthread_mutex_unlock(&a->mu);
-    return (void *)b->addr;
+    return b;
 fail:
     if (bs && rc != -ENOMEM)
         device_error(a, size, rc);
@@ -605,8 +622,27 @@ fail:
         oom(a, size, rounded, stream, pool);
     else
         set_error("plateau: out of host memory for allocator metadata");
-    pthread_mutex_unlock(&a->mu);
     return NULL;
+}
+
+/* free of an ALLOCATED block already out of the ptr map (or never in it), a->mu held. */
+static inline void free_allocated(pl_alloc_t *a, pl_block_t *b) {
+    if (b->n_uses) pl_stats_track_active(a); /* b stays active after this: active != allocation from here on */
+    pl_stats_dec(a->stats.allocation, b->pool, 1);
+    pl_stats_dec(a->stats.allocated_bytes, b->pool, (int64_t)b->size_bytes);
+    pl_alloc_emit(a, PL_ALLOC_EV_FREE, b->addr, b->size_bytes, b->requested_bytes, b->seg->stream, b->pool);
+    if (b->n_uses)
+        insert_events(a, b);
+    else
+        free_block(a, b);
+}
+
+PL_API void *pl_alloc_malloc(pl_alloc_t *a, size_t size, pl_stream_t stream) {
+    pthread_mutex_lock(&a->mu);
+    pl_block_t *b = malloc_block(a, size, stream, true);
+    void *p = b ? (void *)b->addr : NULL;
+    pthread_mutex_unlock(&a->mu);
+    return p;
 }
 
 PL_API void pl_alloc_free(pl_alloc_t *a, void *ptr) {
@@ -617,14 +653,19 @@ PL_API void pl_alloc_free(pl_alloc_t *a, void *ptr) {
         pthread_mutex_unlock(&a->mu);
         require_fail("free of a pointer this allocator does not own (or double free):", ptr);
     }
-    pl_stats_update(a->stats.allocation, b->pool, -1);
-    pl_stats_update(a->stats.allocated_bytes, b->pool, -(int64_t)b->size_bytes);
-    pl_alloc_emit(a, PL_ALLOC_EV_FREE, b->addr, b->size_bytes, b->requested_bytes, b->seg->stream, b->pool);
-    if (b->n_uses)
-        insert_events(a, b);
-    else
-        free_block(a, b);
+    free_allocated(a, b);
     pthread_mutex_unlock(&a->mu);
+}
+
+PL_API pl_block_t *pl_alloc_malloc_block(pl_alloc_t *a, size_t size, pl_stream_t stream) {
+    return malloc_block(a, size, stream, false);
+}
+
+PL_API void pl_alloc_free_block(pl_alloc_t *a, pl_block_t *b) {
+    if (!b) return;
+    if (b->state != PL_BLOCK_ALLOCATED || !b->by_handle) require_fail("free_block of a block that is not a live handle block:", b);
+    b->by_handle = false;
+    free_allocated(a, b);
 }
 
 PL_API int pl_alloc_record_stream(pl_alloc_t *a, void *ptr, pl_stream_t stream) {

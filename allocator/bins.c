@@ -23,28 +23,6 @@ static bool less(const pl_block_t *x, const pl_block_t *y) {
     return x->size_bytes < y->size_bytes || (x->size_bytes == y->size_bytes && x->addr < y->addr);
 }
 
-static pl_block_t *ins(pl_block_t *t, pl_block_t *b) {
-    if (!t) return b;
-    if (less(b, t)) {
-        t->left = ins(t->left, b);
-        if (t->left->prio > t->prio) { /* rotate right */
-            pl_block_t *l = t->left;
-            t->left = l->right;
-            l->right = t;
-            return l;
-        }
-    } else {
-        t->right = ins(t->right, b);
-        if (t->right->prio > t->prio) { /* rotate left */
-            pl_block_t *r = t->right;
-            t->right = r->left;
-            r->left = t;
-            return r;
-        }
-    }
-    return t;
-}
-
 static pl_block_t *join(pl_block_t *l, pl_block_t *r) {
     if (!l) return r;
     if (!r) return l;
@@ -56,35 +34,59 @@ static pl_block_t *join(pl_block_t *l, pl_block_t *r) {
     return r;
 }
 
+/* Treap insertion without recursion or rotations: walk down while the nodes' priorities are at least b's, then
+ * split the subtree found there around b's key and hang the halves under b. The tree is the one rotate-up
+ * insertion builds (a treap's shape is fixed by its keys and distinct priorities). */
 void pl_bins_insert(pl_binset_t *bs, pl_block_t *b) {
     unsigned c = size_class(b->size_bytes);
-    b->left = b->right = NULL;
-    bs->roots[c] = ins(bs->roots[c], b);
+    pl_block_t **link = &bs->roots[c];
+    while (*link && (*link)->prio >= b->prio) link = less(b, *link) ? &(*link)->left : &(*link)->right;
+    pl_block_t *t = *link, **l = &b->left, **r = &b->right;
+    while (t) {
+        if (less(t, b)) {
+            *l = t;
+            l = &t->right;
+            t = t->right;
+        } else {
+            *r = t;
+            r = &t->left;
+            t = t->left;
+        }
+    }
+    *l = *r = NULL;
+    *link = b;
+    b->bin = (uint16_t)c;
     bs->bitmap[c >> 6] |= 1ull << (c & 63);
     bs->n_blocks++;
 }
 
-void pl_bins_remove(pl_binset_t *bs, pl_block_t *b) {
-    unsigned c = size_class(b->size_bytes);
-    pl_block_t **link = &bs->roots[c];
-    while (*link && *link != b) link = less(b, *link) ? &(*link)->left : &(*link)->right;
-    if (!*link) return; /* not present: caller's bug, caught by pl_alloc_check */
+void pl_bins_remove_at(pl_binset_t *bs, pl_block_t *b, pl_block_t **link) {
     *link = join(b->left, b->right);
     b->left = b->right = NULL;
+    unsigned c = b->bin;
     if (!bs->roots[c]) bs->bitmap[c >> 6] &= ~(1ull << (c & 63));
     bs->n_blocks--;
 }
 
-pl_block_t *pl_bins_lower_bound(const pl_binset_t *bs, size_t size) {
+void pl_bins_remove(pl_binset_t *bs, pl_block_t *b) {
+    pl_block_t **link = &bs->roots[b->bin];
+    while (*link && *link != b) link = less(b, *link) ? &(*link)->left : &(*link)->right;
+    if (!*link) return; /* not present: caller's bug, caught by pl_alloc_check */
+    pl_bins_remove_at(bs, b, link);
+}
+
+pl_block_t *pl_bins_lower_bound_link(pl_binset_t *bs, size_t size, pl_block_t ***link_out) {
     unsigned c = size_class(size);
     if (c >= PL_BIN_N) return NULL;
-    pl_block_t *t = bs->roots[c], *best = NULL;
-    while (t) {
+    pl_block_t **link = &bs->roots[c], *best = NULL;
+    while (*link) {
+        pl_block_t *t = *link;
         if (t->size_bytes >= size) {
             best = t;
-            t = t->left;
+            *link_out = link;
+            link = &t->left;
         } else {
-            t = t->right;
+            link = &t->right;
         }
     }
     if (best) return best;
@@ -95,9 +97,15 @@ pl_block_t *pl_bins_lower_bound(const pl_binset_t *bs, size_t size) {
         if (++w >= PL_BIN_WORDS) return NULL;
         bits = bs->bitmap[w];
     }
-    t = bs->roots[w * 64 + (unsigned)__builtin_ctzll(bits)];
-    while (t->left) t = t->left;
-    return t;
+    link = &bs->roots[w * 64 + (unsigned)__builtin_ctzll(bits)];
+    while ((*link)->left) link = &(*link)->left;
+    *link_out = link;
+    return *link;
+}
+
+pl_block_t *pl_bins_lower_bound(const pl_binset_t *bs, size_t size) {
+    pl_block_t **link;
+    return pl_bins_lower_bound_link((pl_binset_t *)bs, size, &link);
 }
 
 pl_block_t *pl_bins_largest(const pl_binset_t *bs) {
@@ -114,7 +122,7 @@ static int check(const pl_block_t *t, const pl_block_t *lo, const pl_block_t *hi
     if (!t) return 0;
     if ((lo && !less(lo, t)) || (hi && !less(t, hi))) return -EFAULT;
     if ((t->left && t->left->prio > t->prio) || (t->right && t->right->prio > t->prio)) return -EFAULT;
-    if (t->state != PL_BLOCK_FREE || size_class(t->size_bytes) != c) return -EFAULT;
+    if (t->state != PL_BLOCK_FREE || size_class(t->size_bytes) != c || t->bin != c) return -EFAULT;
     (*n)++;
     int rc = check(t->left, lo, t, c, n);
     return rc ? rc : check(t->right, t, hi, c, n);

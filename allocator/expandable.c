@@ -159,7 +159,7 @@ pl_block_t *pl_expandable_grow(pl_alloc_t *a, pl_segment_t *seg, size_t size, in
     mb->state = 0;
     seg->mapped_bytes += best_m;
     a->reserved_bytes += best_m;
-    pl_stats_update(a->stats.reserved_bytes, seg->pool, (int64_t)best_m);
+    pl_stats_inc(a->stats.reserved_bytes, seg->pool, (int64_t)best_m);
     pl_alloc_emit(a, PL_ALLOC_EV_SEGMENT_MAP, start, best_m, 0, seg->stream, seg->pool);
     /* join FREE neighbours into one run */
     pl_block_t *p = mb->prev, *n = mb->next;
@@ -221,7 +221,7 @@ size_t pl_expandable_release_block(pl_alloc_t *a, pl_block_t *b, pl_block_t **af
     unmap_pages(a, seg, (lo - seg->addr) / g, (hi - lo) / g);
     seg->mapped_bytes -= hi - lo;
     a->reserved_bytes -= hi - lo;
-    pl_stats_update(a->stats.reserved_bytes, seg->pool, -(int64_t)(hi - lo));
+    pl_stats_dec(a->stats.reserved_bytes, seg->pool, (int64_t)(hi - lo));
     pl_alloc_emit(a, PL_ALLOC_EV_SEGMENT_UNMAP, lo, hi - lo, 0, seg->stream, seg->pool);
     /* b becomes the unmapped middle; head and tail stay cached */
     pl_block_t *mid = b;
@@ -281,7 +281,7 @@ void pl_expandable_destroy(pl_alloc_t *a, pl_segment_t *seg) {
     unmap_pages(a, seg, 0, seg->n_pages);
     if (mapped) {
         a->reserved_bytes -= mapped;
-        pl_stats_update(a->stats.reserved_bytes, seg->pool, -(int64_t)mapped);
+        pl_stats_dec(a->stats.reserved_bytes, seg->pool, (int64_t)mapped);
     }
     a->be->ops->addr_free(a->be, seg->addr, seg->size_bytes);
     for (pl_block_t *b = seg->first; b;) {

@@ -2,7 +2,7 @@
  *
  * Ownership: an allocator owns its segments, blocks, binsets and pending events; blocks come from a slab
  * (slab.c), never from malloc in steady state. Every field below is guarded by pl_alloc.mu.
- * Block states: ALLOCATED (handed out, in the ptr->block map), PENDING (freed by the program, waiting for
+ * Block states: ALLOCATED (handed out, in the ptr->block map unless handed out by the handle API), PENDING (freed by the program, waiting for
  * record_stream events), FREE (cached, in exactly one binset's tree), UNMAPPED (address space of an expandable
  * segment with no physical pages; in no tree).
  * Invariants (checked by pl_alloc_check): blocks of a segment tile it in address order; no two FREE blocks
@@ -31,21 +31,28 @@ enum { PL_BLOCK_ALLOCATED = 1, PL_BLOCK_PENDING = 2, PL_BLOCK_FREE = 3, PL_BLOCK
 typedef struct pl_segment pl_segment_t;
 typedef struct pl_binset pl_binset_t;
 
+/* Laid out for the hot paths: the first cache line holds everything a treap walk, a neighbour check and a bins
+ * insert / remove read; the second what only the block's own malloc / free, record_stream and GC touch. Slab
+ * chunks are cache-line aligned, so a block is exactly two lines. */
 typedef struct pl_block {
+    _Alignas(64) size_t size_bytes;
     uintptr_t addr;
-    size_t size_bytes;
-    size_t requested_bytes;     /* ALLOCATED/PENDING: size the program asked for */
-    pl_segment_t *seg;
+    struct pl_block *left, *right;  /* treap children while FREE; `left` links the slab free list otherwise */
     struct pl_block *prev, *next;   /* address neighbours inside seg */
-    struct pl_block *left, *right;  /* treap children while FREE; `next` of the slab free list otherwise */
+    pl_segment_t *seg;
     uint32_t prio;                  /* treap priority, fixed at insertion */
+    uint16_t bin;                   /* FREE: size class of its treap (bins.c) */
     uint8_t state;                  /* PL_BLOCK_* */
-    uint8_t pool;                   /* PL_POOL_SMALL or PL_POOL_LARGE */
-    bool counted_split;             /* FREE and counted in inactive_split stats */
+    unsigned pool : 2;              /* PL_POOL_SMALL or PL_POOL_LARGE */
+    bool counted_split : 1;         /* FREE and counted in inactive_split stats */
+    bool by_handle : 1;             /* ALLOCATED by pl_alloc_malloc_block: not in the ptr map */
+    /* second line */
+    size_t requested_bytes;         /* ALLOCATED/PENDING: size the program asked for */
     uint32_t event_count;           /* PENDING: outstanding stream events */
-    pl_stream_t *uses;              /* record_stream streams (malloc'd, rare) */
     uint32_t n_uses, cap_uses;
-    uint64_t gc_base;               /* pool lookup counter when cached (age = counter - gc_base) */
+    pl_stream_t *uses;              /* record_stream streams (malloc'd, rare) */
+    uint64_t gc_base;               /* pool lookup counter when cached (age = counter - gc_base); kept only with
+                                       garbage_collection_threshold on (its only reader) */
 } pl_block_t;
 
 struct pl_segment {
@@ -119,20 +126,28 @@ struct pl_alloc {
     uint64_t lookups[PL_POOL_N];  /* get_free_block calls per pool (GC ages) */
     uint64_t prio_state;          /* treap priority generator */
     pl_alloc_stats_t stats;
+    bool active_tracked;          /* false until the first free of a block with record_stream uses: before it,
+                                     active / active_bytes equal allocation / allocated_bytes field for field, so
+                                     only the latter are updated (stats.c copies them on read and when tracking
+                                     starts) */
     pl_alloc_hook_fn hook;
     void *hook_ctx;
+    int64_t n_map_events, n_unmap_events; /* SEGMENT_MAP / SEGMENT_UNMAP events emitted (hook or not) */
     pl_alloc_observer_fn observer;
 };
 
 /* rounding.c */
 size_t pl_rounding_round(const pl_alloc_config_t *cfg, size_t size);
 size_t pl_rounding_segment_size(size_t rounded);
-int pl_rounding_pool(size_t rounded);
+static inline int pl_rounding_pool(size_t rounded) { return rounded <= PL_SMALL_SIZE ? PL_POOL_SMALL : PL_POOL_LARGE; }
 
 /* bins.c */
 void pl_bins_insert(pl_binset_t *bs, pl_block_t *b);
 void pl_bins_remove(pl_binset_t *bs, pl_block_t *b);
 pl_block_t *pl_bins_lower_bound(const pl_binset_t *bs, size_t size);
+/* lower_bound that also gives the link pointing at the result, for pl_bins_remove_at (no second walk). */
+pl_block_t *pl_bins_lower_bound_link(pl_binset_t *bs, size_t size, pl_block_t ***link_out);
+void pl_bins_remove_at(pl_binset_t *bs, pl_block_t *b, pl_block_t **link);
 pl_block_t *pl_bins_largest(const pl_binset_t *bs);
 int pl_bins_check(const pl_binset_t *bs, size_t *n_out);
 
@@ -148,22 +163,31 @@ pl_block_t *pl_slab_get(pl_alloc_t *a);
 void pl_slab_put(pl_alloc_t *a, pl_block_t *b);
 void pl_slab_fini(pl_alloc_t *a);
 
-/* stats.c */
-static inline void pl_stat_add(pl_stat_t *s, int64_t d) {
-    s->current += d;
-    if (d > 0) {
-        s->allocated += d;
-        if (s->current > s->peak) s->peak = s->current;
-    } else {
-        s->freed -= d;
-    }
+/* stats.c. a->stats holds each counter triple s[PL_POOL_N] in an internal form that the hot path updates cheaply
+ * (pl_stats_view gives the public one). Per pool: current, peak and freed as PyTorch's Stat; `allocated` holds the
+ * base (current at the last reset), as allocated = current + freed - base. PL_POOL_ALL: only peak is kept (raised
+ * after every increase of either pool, so it is PyTorch's all-pool peak); its current, allocated and freed are the
+ * pools' sums. */
+static inline void pl_stats_inc(pl_stat_t s[PL_POOL_N], int pool, int64_t d) {
+    int64_t c = s[pool].current + d;
+    s[pool].current = c;
+    if (c > s[pool].peak) s[pool].peak = c;
+    int64_t all = s[PL_POOL_SMALL].current + s[PL_POOL_LARGE].current;
+    if (all > s[PL_POOL_ALL].peak) s[PL_POOL_ALL].peak = all;
 }
-/* Update the pool's counter and PL_POOL_ALL's. */
-static inline void pl_stats_update(pl_stat_t s[PL_POOL_N], int pool, int64_t delta) {
-    pl_stat_add(&s[PL_POOL_ALL], delta);
-    pl_stat_add(&s[pool], delta);
+static inline void pl_stats_dec(pl_stat_t s[PL_POOL_N], int pool, int64_t d) {
+    s[pool].current -= d;
+    s[pool].freed += d;
+}
+/* Current all-pool value of an internal triple. */
+static inline int64_t pl_stats_current(const pl_stat_t s[PL_POOL_N]) {
+    return s[PL_POOL_SMALL].current + s[PL_POOL_LARGE].current;
 }
 void pl_stats_derive(pl_alloc_t *a, pl_alloc_stats_t *out);
+/* a->stats in the public form, active / active_bytes filled in (no walk). */
+void pl_stats_view(const pl_alloc_t *a, pl_alloc_stats_t *out);
+/* Start updating active / active_bytes separately (a block is about to wait for stream events). */
+void pl_stats_track_active(pl_alloc_t *a);
 
 /* expandable.c */
 /* get / grow: NULL on failure with *rc = the backend's negative errno (-ENOMEM: out of memory). */
@@ -186,6 +210,15 @@ void pl_alloc_emit(pl_alloc_t *a, pl_alloc_event_kind_t kind, uintptr_t addr, si
 void pl_alloc_segment_link(pl_alloc_t *a, pl_segment_t *seg);
 void pl_alloc_segment_unlink(pl_alloc_t *a, pl_segment_t *seg);
 bool pl_alloc_block_is_split(const pl_block_t *b);
+
+/* The handle API (reports/replay.c's fast replay): malloc and free without the lock and without the ptr map.
+ * Same decisions, stats, events and OOM path as pl_alloc_malloc / pl_alloc_free; the block's address is b->addr.
+ * The caller guarantees that no other thread uses the allocator while it calls these (a replay creates its own
+ * allocator and never shares it), and frees only blocks it got from pl_alloc_malloc_block, each once (a block that
+ * is not an ALLOCATED handle block is a PL_REQUIRE failure). Such blocks are unknown to pl_alloc_free,
+ * record_stream and block_size. Exported for reports/ (not part of the public API). */
+PL_API pl_block_t *pl_alloc_malloc_block(pl_alloc_t *a, size_t size, pl_stream_t stream);
+PL_API void pl_alloc_free_block(pl_alloc_t *a, pl_block_t *b);
 
 /* Walks every structure and checks the invariants above; 0 or -EFAULT with a message in err.
  * Takes the lock. Exported for the stress tests (not part of the public API). */

@@ -36,4 +36,3 @@ size_t pl_rounding_segment_size(size_t rounded) {
     return round_up(rounded, PL_ROUND_LARGE);
 }
 
-int pl_rounding_pool(size_t rounded) { return rounded <= PL_SMALL_SIZE ? PL_POOL_SMALL : PL_POOL_LARGE; }

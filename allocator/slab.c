@@ -15,7 +15,8 @@ pl_block_t *pl_slab_get(pl_alloc_t *a) {
     if (!a->free_blocks) {
         /* header padded to a block's alignment */
         size_t hdr = (sizeof(pl_slab_chunk_t) + _Alignof(pl_block_t) - 1) / _Alignof(pl_block_t) * _Alignof(pl_block_t);
-        char *mem = malloc(hdr + SLAB_N * sizeof(pl_block_t));
+        /* cache-line aligned, so every block starts a line (pl_block_t is 64-byte aligned, internal.h) */
+        char *mem = aligned_alloc(_Alignof(pl_block_t), hdr + SLAB_N * sizeof(pl_block_t));
         if (!mem) return NULL;
         pl_slab_chunk_t *c = (pl_slab_chunk_t *)mem;
         c->next = a->chunks;

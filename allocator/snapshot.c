@@ -112,7 +112,7 @@ PL_API int pl_alloc_check(pl_alloc_t *a, char *err, size_t err_len) {
     int64_t alloc_b[PL_POOL_N] = {0}, alloc_n[PL_POOL_N] = {0}, active_b[PL_POOL_N] = {0}, active_n[PL_POOL_N] = {0};
     int64_t free_b[PL_POOL_N] = {0}, reserved[PL_POOL_N] = {0}, split_n[PL_POOL_N] = {0}, split_b[PL_POOL_N] = {0};
     int64_t req_b[PL_POOL_N] = {0}, seg_n[PL_POOL_N] = {0};
-    size_t n_free_blocks = 0, n_allocated = 0;
+    size_t n_free_blocks = 0, n_allocated = 0; /* n_allocated: blocks in the map */
     CHECK(segs, "out of memory");
     for (pl_segment_t *s = a->segments; s; s = s->next_seg) {
         CHECK(n_segs < a->n_segments, "segment list longer than n_segments");
@@ -135,8 +135,12 @@ PL_API int pl_alloc_check(pl_alloc_t *a, char *err, size_t err_len) {
                   "block %#" PRIxPTR ": two UNMAPPED blocks touch", b->addr);
             switch (b->state) {
             case PL_BLOCK_ALLOCATED:
-                CHECK(pl_blockmap_find(&a->map, b->addr) == b, "allocated block %#" PRIxPTR " not in the map", b->addr);
-                n_allocated++;
+                if (b->by_handle) { /* handle API blocks stay out of the map */
+                    CHECK(pl_blockmap_find(&a->map, b->addr) == NULL, "handle block %#" PRIxPTR " in the map", b->addr);
+                } else {
+                    CHECK(pl_blockmap_find(&a->map, b->addr) == b, "allocated block %#" PRIxPTR " not in the map", b->addr);
+                    n_allocated++;
+                }
                 alloc_b[b->pool] += (int64_t)b->size_bytes;
                 alloc_n[b->pool]++;
                 /* fallthrough */
@@ -196,7 +200,9 @@ PL_API int pl_alloc_check(pl_alloc_t *a, char *err, size_t err_len) {
             in_bins += n;
         }
     CHECK(in_bins == n_free_blocks, "bins hold %zu blocks, %zu free", in_bins, n_free_blocks);
-    const pl_alloc_stats_t *st = &a->stats;
+    pl_alloc_stats_t view;
+    pl_stats_view(a, &view);
+    const pl_alloc_stats_t *st = &view;
     int64_t total_reserved = 0;
     for (int p = 1; p < PL_POOL_N; p++) {
         total_reserved += reserved[p];

@@ -6,8 +6,13 @@
  * steps: activations freed in reverse, parameters kept), then measures
  * events per second of pl_replay_run for four configs (one thread each, sequentially), and of pl_tune_run over a
  * grid on every core (aggregate events/s = configs x events / wall time). Target: >= 20M events/s per config.
- * usage: replay_bench [N_EVENTS] [--seq random|training] [--grid SPEC] [--jobs N]
+ * Each config runs on the replay's fast path (the allocator's unlocked handle API, what plateau tune uses) and, for
+ * comparison in the same run, on the locked public API with a tracking hook (the previous implementation); both must
+ * give the same peaks and device calls (checked here too).
+ * usage: replay_bench [N_EVENTS] [--seq random|training] [--grid SPEC] [--jobs N] [--path fast|locked|both]
+ *                     [--configs 0,1,2,3] [--no-grid] [--repeat N]
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +25,13 @@
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* CPU time of this thread: what a config's replay costs, less disturbed than wall time on a shared machine */
+static double cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
@@ -84,11 +96,22 @@ static int generate_training(pl_replay_seq_t *s, size_t n_events) {
     return rc;
 }
 
+static bool same_result(const pl_replay_result_t *x, const pl_replay_result_t *y) {
+    return x->peak_allocated_bytes == y->peak_allocated_bytes && x->peak_reserved_bytes == y->peak_reserved_bytes &&
+           x->peak_requested_bytes == y->peak_requested_bytes &&
+           x->unallocated_at_peak_bytes == y->unallocated_at_peak_bytes && x->n_device_calls == y->n_device_calls &&
+           x->n_device_free == y->n_device_free && x->n_device_unmap == y->n_device_unmap &&
+           x->n_map_events == y->n_map_events && x->n_unmap_events == y->n_unmap_events && x->n_ooms == y->n_ooms &&
+           x->first_oom_event == y->first_oom_event && x->end_reserved_bytes == y->end_reserved_bytes;
+}
+
 int main(int argc, char **argv) {
     const char *seq = "random";
     size_t n_events = 10000000;
     const char *grid_spec = "expandable_segments=False|True;max_split_size_mb=default|256;roundup_power2_divisions=default|4";
-    unsigned jobs = 0;
+    unsigned jobs = 0, repeat = 1;
+    const char *path = "both", *only = NULL;
+    bool grid = true;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--grid") && i + 1 < argc)
             grid_spec = argv[++i];
@@ -96,6 +119,14 @@ int main(int argc, char **argv) {
             seq = argv[++i];
         else if (!strcmp(argv[i], "--jobs") && i + 1 < argc)
             jobs = (unsigned)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--path") && i + 1 < argc)
+            path = argv[++i];
+        else if (!strcmp(argv[i], "--configs") && i + 1 < argc)
+            only = argv[++i];
+        else if (!strcmp(argv[i], "--repeat") && i + 1 < argc)
+            repeat = (unsigned)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--no-grid"))
+            grid = false;
         else
             n_events = (size_t)strtoull(argv[i], NULL, 10);
     }
@@ -110,21 +141,41 @@ int main(int argc, char **argv) {
            seq, s.n_events, s.n_allocs, s.n_frees, s.n_slots, s.n_streams, t_gen, (double)s.n_events / t_gen / 1e6);
     static const char *confs[] = {"", "expandable_segments:True", "max_split_size_mb:256", "roundup_power2_divisions:4"};
     char err[1024];
-    printf("%-28s %10s %12s %12s %10s\n", "config", "seconds", "Mevents/s", "peak resv", "dev calls");
+    bool run_fast = strcmp(path, "locked") != 0, run_locked = strcmp(path, "fast") != 0;
+    printf("%-28s %-7s %8s %10s %8s %10s %12s %10s\n", "config", "path", "wall s", "Mev/s", "cpu s", "Mev/s cpu",
+           "peak resv", "dev calls");
     for (size_t i = 0; i < sizeof confs / sizeof confs[0]; i++) {
+        char idx[4];
+        snprintf(idx, sizeof idx, "%zu", i);
+        if (only && !strstr(only, idx)) continue;
         pl_alloc_config_t cfg;
         pl_alloc_config_parse(confs[i], &cfg, err, sizeof err);
-        pl_replay_result_t r;
-        t0 = now_s();
-        if (pl_replay_run(&s, &cfg, 0, &r, err, sizeof err)) {
-            fprintf(stderr, "replay_bench: %s\n", err);
+        pl_replay_result_t res[2];
+        for (unsigned rep = 0; rep < repeat; rep++)
+            for (int k = 0; k < 2; k++) {
+                if ((k == 0 && !run_fast) || (k == 1 && !run_locked)) continue;
+                t0 = now_s();
+                double c0 = cpu_s();
+                if (pl_replay_run_path(&s, &cfg, 0, k ? PL_REPLAY_PATH_LOCKED : PL_REPLAY_PATH_FAST, &res[k], err,
+                                       sizeof err)) {
+                    fprintf(stderr, "replay_bench: %s\n", err);
+                    return 1;
+                }
+                double dt = now_s() - t0, dc = cpu_s() - c0;
+                char b[32];
+                pl_tune_format_bytes((double)res[k].peak_reserved_bytes, b, sizeof b);
+                printf("%-28s %-7s %8.3f %10.2f %8.3f %10.2f %12s %10lld\n", confs[i][0] ? confs[i] : "(defaults)",
+                       k ? "locked" : "fast", dt, (double)s.n_events / dt / 1e6, dc, (double)s.n_events / dc / 1e6, b,
+                       (long long)res[k].n_device_calls);
+            }
+        if (run_fast && run_locked && !same_result(&res[0], &res[1])) {
+            fprintf(stderr, "replay_bench: %s: the fast and the locked path disagree\n", confs[i]);
             return 1;
         }
-        double dt = now_s() - t0;
-        char b[32];
-        pl_tune_format_bytes((double)r.peak_reserved_bytes, b, sizeof b);
-        printf("%-28s %10.3f %12.2f %12s %10lld\n", confs[i][0] ? confs[i] : "(defaults)", dt,
-               (double)s.n_events / dt / 1e6, b, (long long)r.n_device_calls);
+    }
+    if (!grid) {
+        pl_replay_seq_free(&s);
+        return 0;
     }
     pl_tune_grid_t *g = malloc(sizeof *g);
     if (!g || pl_tune_grid_parse(grid_spec, g, err, sizeof err)) {

@@ -7,6 +7,8 @@
  */
 #include "replay.h"
 
+#include "allocator/internal.h" /* the handle API of the fast replay */
+
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -548,50 +550,31 @@ static void snap_at(pl_alloc_t *a, pl_replay_result_t *r) {
     r->at_stats_n_ooms = st.num_ooms;
 }
 
-int pl_replay_run(const pl_replay_seq_t *s, const pl_alloc_config_t *cfg, uint64_t capacity_bytes,
-                  pl_replay_result_t *out, char *err, size_t err_len) {
-    if (err_len) err[0] = 0;
-    pl_sim_options_t so;
-    pl_sim_options_default(&so);
-    so.touch = false;
-    if (capacity_bytes) so.capacity_bytes = (size_t)capacity_bytes;
-    pl_backend_t *be = NULL;
-    pl_alloc_t *a = NULL;
-    void **ptrs = NULL;
-    pl_replay_result_t r;
-    memset(&r, 0, sizeof r);
-    r.capacity_bytes = so.capacity_bytes;
-    r.first_oom_event = -1;
-    int rc = pl_backend_sim_create(&so, &be);
-    if (rc) {
-        snprintf(err, err_len, "cannot create the sim device: %s", strerror(-rc));
-        return rc;
+static void note_oom(pl_replay_result_t *r, size_t i, uint64_t size_bytes) {
+    if (r->first_oom_event < 0) {
+        r->first_oom_event = (int64_t)i;
+        r->first_oom_bytes = size_bytes;
     }
-    if ((rc = pl_alloc_create(be, cfg, &a, err, err_len))) goto out;
-    ptrs = calloc(s->n_slots ? s->n_slots : 1, sizeof *ptrs);
-    if (!ptrs) {
-        rc = -ENOMEM;
-        snprintf(err, err_len, "out of memory for %u replay slots", s->n_slots);
-        goto out;
-    }
-    track_t t = {0, 0, 0, 0};
-    pl_alloc_set_hook(a, track_hook, &t);
+}
+
+/* The reference replay: public locked API, ptr table, a hook tracking allocated / reserved bytes. */
+static int run_locked(const pl_replay_seq_t *s, pl_alloc_t *a, pl_replay_result_t *r, track_t *t) {
+    void **ptrs = calloc(s->n_slots ? s->n_slots : 1, sizeof *ptrs);
+    if (!ptrs) return -ENOMEM;
+    pl_alloc_set_hook(a, track_hook, t);
     int64_t peak_seen = -1;
     const pl_replay_event_t *ev = s->ev;
     for (size_t i = 0; i < s->n_events; i++) {
         const pl_replay_event_t *e = &ev[i];
-        if (i == s->stats_event && s->have_stats) snap_at(a, &r);
+        if (i == s->stats_event && s->have_stats) snap_at(a, r);
         void *p;
         switch (e->kind) {
         case PL_REPLAY_ALLOC:
             p = pl_alloc_malloc(a, (size_t)e->size_bytes, (pl_stream_t)s->streams[e->stream]);
             ptrs[e->slot] = p;
             if (!p) {
-                r.n_failed_allocs++;
-                if (r.first_oom_event < 0) {
-                    r.first_oom_event = (int64_t)i;
-                    r.first_oom_bytes = e->size_bytes;
-                }
+                r->n_failed_allocs++;
+                note_oom(r, i, e->size_bytes);
             }
             break;
         case PL_REPLAY_FREE:
@@ -604,21 +587,102 @@ int pl_replay_run(const pl_replay_seq_t *s, const pl_alloc_config_t *cfg, uint64
             p = pl_alloc_malloc(a, (size_t)e->size_bytes, (pl_stream_t)s->streams[e->stream]);
             if (p)
                 pl_alloc_free(a, p);
-            else if (r.first_oom_event < 0) {
-                r.first_oom_event = (int64_t)i;
-                r.first_oom_bytes = e->size_bytes;
-            }
+            else
+                note_oom(r, i, e->size_bytes);
             break;
         }
-        if (t.reserved > peak_seen) {
-            peak_seen = t.reserved;
-            r.unallocated_at_peak_bytes = t.reserved - t.allocated;
+        if (t->reserved > peak_seen) {
+            peak_seen = t->reserved;
+            r->unallocated_at_peak_bytes = t->reserved - t->allocated;
         }
+    }
+    pl_alloc_set_hook(a, NULL, NULL);
+    free(ptrs);
+    return 0;
+}
+
+/* The fast replay: the handle API (this thread owns a), block table instead of pointers, no hook: allocated and
+ * reserved come from the allocator's stats, map / unmap event counts from its counters. */
+static int run_fast(const pl_replay_seq_t *s, pl_alloc_t *a, pl_replay_result_t *r, track_t *t) {
+    pl_block_t **blk = calloc(s->n_slots ? s->n_slots : 1, sizeof *blk);
+    if (!blk) return -ENOMEM;
+    const pl_stat_t *allocated = a->stats.allocated_bytes, *reserved = a->stats.reserved_bytes; /* internal form */
+    int64_t peak_seen = -1;
+    const pl_replay_event_t *ev = s->ev;
+    size_t stats_event = s->have_stats ? s->stats_event : SIZE_MAX;
+    size_t n = s->n_events;
+    for (size_t i = 0; i < n; i++) {
+        const pl_replay_event_t *e = &ev[i];
+        if (i == stats_event) snap_at(a, r);
+        pl_block_t *b;
+        switch (e->kind) {
+        case PL_REPLAY_ALLOC:
+            b = pl_alloc_malloc_block(a, (size_t)e->size_bytes, (pl_stream_t)s->streams[e->stream]);
+            blk[e->slot] = b;
+            if (!b) {
+                r->n_failed_allocs++;
+                note_oom(r, i, e->size_bytes);
+            }
+            break;
+        case PL_REPLAY_FREE:
+            if (blk[e->slot]) {
+                pl_alloc_free_block(a, blk[e->slot]);
+                blk[e->slot] = NULL;
+            }
+            continue; /* a free never raises reserved */
+        default: /* PROBE */
+            b = pl_alloc_malloc_block(a, (size_t)e->size_bytes, (pl_stream_t)s->streams[e->stream]);
+            if (b)
+                pl_alloc_free_block(a, b);
+            else
+                note_oom(r, i, e->size_bytes);
+            break;
+        }
+        int64_t resv = pl_stats_current(reserved);
+        if (resv > peak_seen) {
+            peak_seen = resv;
+            r->unallocated_at_peak_bytes = resv - pl_stats_current(allocated);
+        }
+    }
+    t->n_map = a->n_map_events;
+    t->n_unmap = a->n_unmap_events;
+    free(blk);
+    return 0;
+}
+
+int pl_replay_run(const pl_replay_seq_t *s, const pl_alloc_config_t *cfg, uint64_t capacity_bytes,
+                  pl_replay_result_t *out, char *err, size_t err_len) {
+    return pl_replay_run_path(s, cfg, capacity_bytes, PL_REPLAY_PATH_FAST, out, err, err_len);
+}
+
+int pl_replay_run_path(const pl_replay_seq_t *s, const pl_alloc_config_t *cfg, uint64_t capacity_bytes,
+                       pl_replay_path_t path, pl_replay_result_t *out, char *err, size_t err_len) {
+    if (err_len) err[0] = 0;
+    pl_sim_options_t so;
+    pl_sim_options_default(&so);
+    so.touch = false;
+    if (capacity_bytes) so.capacity_bytes = (size_t)capacity_bytes;
+    pl_backend_t *be = NULL;
+    pl_alloc_t *a = NULL;
+    pl_replay_result_t r;
+    memset(&r, 0, sizeof r);
+    r.capacity_bytes = so.capacity_bytes;
+    r.first_oom_event = -1;
+    int rc = pl_backend_sim_create(&so, &be);
+    if (rc) {
+        snprintf(err, err_len, "cannot create the sim device: %s", strerror(-rc));
+        return rc;
+    }
+    if ((rc = pl_alloc_create(be, cfg, &a, err, err_len))) goto out;
+    track_t t = {0, 0, 0, 0};
+    rc = path == PL_REPLAY_PATH_LOCKED ? run_locked(s, a, &r, &t) : run_fast(s, a, &r, &t);
+    if (rc) {
+        snprintf(err, err_len, "out of memory for %u replay slots", s->n_slots);
+        goto out;
     }
     if (s->have_stats && s->stats_event >= s->n_events) snap_at(a, &r);
     pl_alloc_stats_t st;
     pl_alloc_get_stats(a, &st);
-    pl_alloc_set_hook(a, NULL, NULL);
     r.n_map_events = t.n_map;
     r.n_unmap_events = t.n_unmap;
     r.peak_allocated_bytes = st.allocated_bytes[PL_POOL_ALL].peak;
@@ -638,7 +702,6 @@ int pl_replay_run(const pl_replay_seq_t *s, const pl_alloc_config_t *cfg, uint64
     r.capacity_bytes = st.capacity_bytes ? st.capacity_bytes : r.capacity_bytes;
     *out = r;
 out:
-    free(ptrs);
     if (a) pl_alloc_destroy(a);
     pl_backend_destroy(be);
     return rc;
