@@ -1,12 +1,14 @@
 /* Host heap interposers: malloc, calloc, realloc, reallocarray, free, posix_memalign, aligned_alloc, memalign,
- * valloc, pvalloc, and anonymous mmap/mmap64/munmap.
+ * valloc, pvalloc, and anonymous mmap/mmap64/munmap/mremap (partial unmaps and moves kept exact).
  *
  * Exact totals: every call updates the calling thread's counter slot (owner-only plain atomic stores, no
  * locked instruction on the hot path); totals are the sum over slots. Sizes are usable sizes
  * (malloc_usable_size of the real allocator), identical at allocation and at free, so no pointer map is
  * needed for exact live bytes.
- * Sampling: Poisson by bytes (docs/trace-format.md). A sampled pointer goes into a set; free checks the set
- * lock-free (seqlock over a table that is only rebuilt, never resized in place) and emits host_free.
+ * Sampling: Poisson by bytes (docs/trace-format.md). A sampled pointer goes into a set; free checks a small
+ * counting filter first (one cached byte: almost every free stops there), then the set lock-free (seqlock over a
+ * table that is only rebuilt, never resized in place) and emits host_free.
+ * Anonymous mappings: a sorted range table (exact under partial munmap, mremap and MAP_FIXED replacement).
  * Re-entrancy: dlsym during bootstrap may allocate: served from a static buffer. While pl_tl_guard is raised
  * (inside the tracer, or in its own threads) calls are still counted but never sampled, and the tracer's own
  * mmaps are not counted. All tracer memory here is static or mmap'd. */
@@ -18,6 +20,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
@@ -43,6 +46,7 @@ static struct {
     size_t (*usable)(void *);
     void *(*mmap)(void *, size_t, int, int, int, off_t);
     int (*munmap)(void *, size_t);
+    void *(*mremap)(void *, size_t, size_t, int, ...); /* may be NULL: then the raw system call */
 } real;
 
 static atomic_int resolve_state; /* 0 none, 1 in progress, 2 done */
@@ -100,6 +104,7 @@ void pl_heap_resolve(void) {
     resolve_one(&real.usable, "malloc_usable_size");
     RESOLVE(mmap);
     RESOLVE(munmap);
+    RESOLVE(mremap);
     tl_resolving = 0;
     if (!real.malloc || !real.free || !real.calloc || !real.realloc || !real.usable || !real.mmap ||
         !real.munmap) {
@@ -120,7 +125,7 @@ static inline bool ready(void) {
 
 typedef struct {
     _Alignas(64) _Atomic int64_t live_bytes; /* own cache line per slot: no false sharing */
-    _Atomic int64_t live_count, mmap_bytes, mmap_count;
+    _Atomic int64_t mmap_bytes, mmap_count;  /* (live block count = n_alloc - n_free, summed at read time) */
     _Atomic uint64_t n_alloc, n_free, alloc_bytes;
     atomic_int in_use;
     int shared; /* the overflow slot: updated with atomic RMW */
@@ -179,13 +184,13 @@ void pl_heap_totals(pl_rec_heap_t *out) {
     for (int i = -1; i < N_SLOTS; i++) {
         slot_t *s = i < 0 ? &shared_slot : &slots[i];
         h.live_bytes += atomic_load_explicit(&s->live_bytes, memory_order_relaxed);
-        h.live_count += atomic_load_explicit(&s->live_count, memory_order_relaxed);
         h.n_alloc += atomic_load_explicit(&s->n_alloc, memory_order_relaxed);
         h.n_free += atomic_load_explicit(&s->n_free, memory_order_relaxed);
         h.alloc_bytes += atomic_load_explicit(&s->alloc_bytes, memory_order_relaxed);
         h.mmap_live_bytes += atomic_load_explicit(&s->mmap_bytes, memory_order_relaxed);
         h.mmap_live_count += atomic_load_explicit(&s->mmap_count, memory_order_relaxed);
     }
+    h.live_count = (int64_t)(h.n_alloc - h.n_free);
     *out = h;
 }
 
@@ -203,6 +208,30 @@ static struct {
     atomic_long live;
     atomic_bool failed;
 } ps = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* Filter in front of the set: a counting filter of live sampled pointers by a hash of their address bits. free()
+ * probes the big set only when the pointer's counter is non-zero, so the common free (not sampled) reads one byte
+ * of a 128 KiB array that stays in cache instead of a random line of the 16 MiB set. Counters change under ps.mu
+ * (insert: +1, take: -1); 255 sticks (never decremented), so a counter is never zero while one of its pointers
+ * is live: no false negatives. Visibility to a freeing thread follows the same argument as the set's: the sample
+ * is inserted before malloc returns the pointer, and the program hands the pointer over with its own ordering. */
+#define PF_BITS 17
+static _Alignas(64) _Atomic uint8_t ps_filter[1u << PF_BITS];
+
+static inline uint32_t pf_hash(uintptr_t p) {
+    return (uint32_t)(((uint64_t)p >> 4) * 0xc2b2ae3d27d4eb4full >> (64 - PF_BITS));
+}
+
+static void pf_add_locked(uintptr_t p, int d) {
+    _Atomic uint8_t *c = &ps_filter[pf_hash(p)];
+    uint8_t v = atomic_load_explicit(c, memory_order_relaxed);
+    if (v == 255 || (d < 0 && v == 0)) return;
+    atomic_store_explicit(c, (uint8_t)(v + d), memory_order_relaxed);
+}
+
+static inline bool pf_maybe(uintptr_t p) {
+    return atomic_load_explicit(&ps_filter[pf_hash(p)], memory_order_relaxed) != 0;
+}
 
 static inline uint32_t ps_hash(uintptr_t p) {
     uint64_t h = (uint64_t)p >> 4;
@@ -274,6 +303,7 @@ static bool ps_insert(uintptr_t p) {
         if (t[s] != p) {
             ps.used++;
             atomic_fetch_add(&ps.live, 1);
+            pf_add_locked(p, +1);
         }
         __atomic_store_n(&t[s], p, __ATOMIC_RELEASE);
     }
@@ -283,7 +313,7 @@ static bool ps_insert(uintptr_t p) {
 
 /* Remove p if it was sampled. The common case (not sampled) takes no lock. */
 static bool ps_take(uintptr_t p) {
-    if (atomic_load_explicit(&ps.live, memory_order_relaxed) == 0) return false;
+    if (atomic_load_explicit(&ps.live, memory_order_relaxed) == 0 || !pf_maybe(p)) return false;
     bool maybe;
     for (;;) {
         unsigned s1 = atomic_load_explicit(&ps.seq, memory_order_acquire);
@@ -308,6 +338,7 @@ static bool ps_take(uintptr_t p) {
                 ps.used--;
                 ps.tombs++;
                 atomic_fetch_sub(&ps.live, 1);
+                pf_add_locked(p, -1);
                 found = true;
                 break;
             }
@@ -325,92 +356,112 @@ void pl_heap_reset_sampling(void) {
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == -1)
             memset(ps.tabs[i], 0, PS_SLOTS * sizeof(uintptr_t));
     atomic_store(&ps.cur, ps.tabs[0]);
+    memset((void *)ps_filter, 0, sizeof ps_filter);
     ps.used = ps.tombs = 0;
     atomic_store(&ps.live, 0);
     atomic_store(&ps.seq, 0);
 }
 
-/* ------------------------------------------------------------------ anonymous mmap table */
+/* ------------------------------------------------------------------ live anonymous mappings */
 
-#define MT_SLOTS (1u << 16)
-typedef struct { uintptr_t start; size_t len; } mt_entry_t; /* start 0 empty, 1 tombstone */
+/* Disjoint page-aligned ranges [lo, hi) of the program's live anonymous mappings, sorted by lo *descending*: the
+ * kernel places new mappings below older ones, so the common insert is an append. A partial munmap trims or splits
+ * a range, mremap moves or resizes it, a MAP_FIXED mapping replaces what it covers, so live bytes stay exact
+ * (counted in whole pages, as the kernel maps them). `mmap_live_count` counts ranges: a hole punched in the middle
+ * of a mapping makes two. mr.mu is held across the real mmap/munmap/mremap call and the table update, so two
+ * threads' map operations on the same addresses are applied in the kernel's order. Storage is mmap'd (SYS_mmap)
+ * on first use; when full, new mappings are not tracked (and not counted), and a split that finds no room drops
+ * its lower piece from the count (live bytes then under-count, never go negative). */
+#define MR_MAX (1u << 17) /* ranges: twice the kernel's default vm.max_map_count */
+typedef struct { uintptr_t lo, hi; } mr_range_t;
 static struct {
     pthread_mutex_t mu;
-    mt_entry_t *tab;
-    uint32_t used, tombs;
+    mr_range_t *r;   /* [MR_MAX], guarded by mu */
+    uint32_t n;      /* guarded by mu */
     bool failed;
-} mt = {.mu = PTHREAD_MUTEX_INITIALIZER};
+} mr = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-static inline uint32_t mt_hash(uintptr_t p) { return (uint32_t)(((uint64_t)p >> 12) * 0x9e3779b97f4a7c15ull >> 48) & (MT_SLOTS - 1); }
+static inline uintptr_t page_up(uintptr_t n) { return (n + 4095) & ~(uintptr_t)4095; }
 
-static void mt_rehash_locked(void) {
-    /* In place: collect live entries, clear, reinsert (table is small and only touched under mu). */
-    static mt_entry_t tmp[MT_SLOTS / 2];
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < MT_SLOTS && n < MT_SLOTS / 2; i++)
-        if (mt.tab[i].start > 1) tmp[n++] = mt.tab[i];
-    memset(mt.tab, 0, MT_SLOTS * sizeof(mt_entry_t));
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t s = mt_hash(tmp[i].start);
-        while (mt.tab[s].start) s = (s + 1) & (MT_SLOTS - 1);
-        mt.tab[s] = tmp[i];
-    }
-    mt.used = n;
-    mt.tombs = 0;
+/* Set while this thread holds mr.mu: a signal handler that maps memory in that window is forwarded untracked
+ * instead of deadlocking on the lock its own thread holds. */
+static PL_TLS int tl_in_mr;
+
+static inline void mr_lock(void) {
+    tl_in_mr = 1; /* before the lock: a signal between taking it and setting the flag would deadlock */
+    atomic_signal_fence(memory_order_seq_cst);
+    pthread_mutex_lock(&mr.mu);
 }
 
-static bool mt_insert(uintptr_t start, size_t len) {
-    pthread_mutex_lock(&mt.mu);
-    bool ok = false;
-    if (!mt.tab && !mt.failed) {
-        mt.tab = map_noreserve(MT_SLOTS * sizeof(mt_entry_t));
-        mt.failed = !mt.tab;
-    }
-    if (mt.tab) {
-        if ((mt.used + mt.tombs + 1) * 4 > MT_SLOTS * 3) mt_rehash_locked();
-        if ((mt.used + 1) * 2 <= MT_SLOTS) {
-            uint32_t s = mt_hash(start);
-            while (mt.tab[s].start > 1 && mt.tab[s].start != start) s = (s + 1) & (MT_SLOTS - 1);
-            if (mt.tab[s].start == 1) mt.tombs--;
-            if (mt.tab[s].start != start) mt.used++;
-            mt.tab[s].start = start;
-            mt.tab[s].len = len;
-            ok = true;
-        }
-    }
-    pthread_mutex_unlock(&mt.mu);
-    return ok;
+static inline void mr_unlock(void) {
+    pthread_mutex_unlock(&mr.mu);
+    atomic_signal_fence(memory_order_seq_cst);
+    tl_in_mr = 0;
 }
 
-/* munmap(start, len): returns the tracked bytes released (whole mapping or its head), 0 if untracked.
- * *whole = the mapping is gone. */
-static size_t mt_remove(uintptr_t start, size_t len, bool *whole) {
-    *whole = false;
-    pthread_mutex_lock(&mt.mu);
-    size_t released = 0;
-    if (mt.tab) {
-        for (uint32_t s = mt_hash(start), n = 0; n < MT_SLOTS; s = (s + 1) & (MT_SLOTS - 1), n++) {
-            if (mt.tab[s].start == 0) break;
-            if (mt.tab[s].start != start) continue;
-            size_t have = mt.tab[s].len;
-            mt.tab[s].start = 1;
-            mt.used--;
-            mt.tombs++;
-            if (len >= have) {
-                released = have;
-                *whole = true;
-            } else {
-                /* Head unmapped: keep tracking the tail under its new start. */
-                released = len;
-                pthread_mutex_unlock(&mt.mu);
-                mt_insert(start + len, have - len);
-                return released;
-            }
-            break;
-        }
+/* First index whose range starts below x (ranges at lower indices start at or above x). mu held. */
+static uint32_t mr_below(uintptr_t x) {
+    uint32_t lo = 0, hi = mr.n;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (mr.r[mid].lo >= x) lo = mid + 1;
+        else hi = mid;
     }
-    pthread_mutex_unlock(&mt.mu);
-    return released;
+    return lo;
+}
+
+typedef struct { int64_t bytes, count; } mr_delta_t;
+
+/* Forget [lo, hi) (unmapped or replaced): trims, splits or drops the ranges it overlaps. mu held. */
+static void mr_cut_locked(uintptr_t lo, uintptr_t hi, mr_delta_t *d) {
+    if (!mr.r || lo >= hi) return;
+    uint32_t i = mr_below(hi), j = i;
+    while (j < mr.n && mr.r[j].hi > lo) j++;
+    if (i == j) return;
+    mr_range_t keep[2];
+    uint32_t k = 0;
+    if (mr.r[i].hi > hi) keep[k++] = (mr_range_t){hi, mr.r[i].hi};          /* above the hole */
+    if (mr.r[j - 1].lo < lo) keep[k++] = (mr_range_t){mr.r[j - 1].lo, lo};  /* below the hole */
+    for (uint32_t x = i; x < j; x++) {
+        uintptr_t a = mr.r[x].lo > lo ? mr.r[x].lo : lo, b = mr.r[x].hi < hi ? mr.r[x].hi : hi;
+        d->bytes -= (int64_t)(b - a);
+    }
+    if (k > j - i && mr.n + k - (j - i) > MR_MAX) { /* no room to split: drop the lower piece from the count */
+        d->bytes -= (int64_t)(keep[1].hi - keep[1].lo);
+        k = 1;
+    }
+    memmove(&mr.r[i + k], &mr.r[j], (mr.n - j) * sizeof mr.r[0]);
+    memcpy(&mr.r[i], keep, k * sizeof keep[0]);
+    mr.n = mr.n + k - (j - i);
+    d->count += (int64_t)k - (int64_t)(j - i);
+}
+
+/* Track the new mapping [lo, hi) (after cutting whatever it replaced). mu held. */
+static void mr_add_locked(uintptr_t lo, uintptr_t hi, mr_delta_t *d) {
+    if (!mr.r && !mr.failed) {
+        mr.r = map_noreserve(MR_MAX * sizeof(mr_range_t));
+        mr.failed = !mr.r;
+    }
+    if (!mr.r || lo >= hi) return;
+    mr_cut_locked(lo, hi, d);
+    if (mr.n == MR_MAX) return;
+    uint32_t i = mr_below(lo);
+    memmove(&mr.r[i + 1], &mr.r[i], (mr.n - i) * sizeof mr.r[0]);
+    mr.r[i] = (mr_range_t){lo, hi};
+    mr.n++;
+    d->bytes += (int64_t)(hi - lo);
+    d->count++;
+}
+
+/* Bytes of [lo, hi) that are tracked. mu held. */
+static uintptr_t mr_overlap_locked(uintptr_t lo, uintptr_t hi) {
+    if (!mr.r) return 0;
+    uintptr_t n = 0;
+    for (uint32_t x = mr_below(hi); x < mr.n && mr.r[x].hi > lo; x++) {
+        uintptr_t a = mr.r[x].lo > lo ? mr.r[x].lo : lo, b = mr.r[x].hi < hi ? mr.r[x].hi : hi;
+        n += b - a;
+    }
+    return n;
 }
 
 /* ------------------------------------------------------------------ sampling */
@@ -466,13 +517,32 @@ __attribute__((noinline)) static void sample_free(void *p) {
     pl_tl_guard--;
 }
 
+/* One branch on the slot kind, then plain owner-only updates (the common case) or atomic RMW (shared slot). */
+static inline void count_alloc(slot_t *s, size_t n) {
+    if (__builtin_expect(!s->shared, 1)) {
+        add_i64(&s->live_bytes, (int64_t)n, 0);
+        add_u64(&s->n_alloc, 1, 0);
+        add_u64(&s->alloc_bytes, n, 0);
+    } else {
+        add_i64(&s->live_bytes, (int64_t)n, 1);
+        add_u64(&s->n_alloc, 1, 1);
+        add_u64(&s->alloc_bytes, n, 1);
+    }
+}
+
+static inline void count_free(slot_t *s, size_t n) {
+    if (__builtin_expect(!s->shared, 1)) {
+        add_i64(&s->live_bytes, -(int64_t)n, 0);
+        add_u64(&s->n_free, 1, 0);
+    } else {
+        add_i64(&s->live_bytes, -(int64_t)n, 1);
+        add_u64(&s->n_free, 1, 1);
+    }
+}
+
 static inline void on_alloc(void *p, pl_host_kind_t kind) {
     size_t n = real.usable(p);
-    slot_t *s = my_slot();
-    add_i64(&s->live_bytes, (int64_t)n, s->shared);
-    add_i64(&s->live_count, 1, s->shared);
-    add_u64(&s->n_alloc, 1, s->shared);
-    add_u64(&s->alloc_bytes, n, s->shared);
+    count_alloc(my_slot(), n);
     tl_countdown -= (int64_t)n;
     if (__builtin_expect(tl_countdown <= 0, 0) && !pl_tl_guard &&
         atomic_load_explicit(&pl_g.active, memory_order_relaxed))
@@ -480,12 +550,9 @@ static inline void on_alloc(void *p, pl_host_kind_t kind) {
 }
 
 static inline void on_free(void *p) {
-    size_t n = real.usable(p);
-    slot_t *s = my_slot();
-    add_i64(&s->live_bytes, -(int64_t)n, s->shared);
-    add_i64(&s->live_count, -1, s->shared);
-    add_u64(&s->n_free, 1, s->shared);
-    if (__builtin_expect(atomic_load_explicit(&ps.live, memory_order_relaxed) != 0, 0) && ps_take((uintptr_t)p) &&
+    count_free(my_slot(), real.usable(p));
+    /* the filter alone (no shared counter read): all zero while nothing sampled is live */
+    if (__builtin_expect(pf_maybe((uintptr_t)p), 0) && ps_take((uintptr_t)p) &&
         atomic_load_explicit(&pl_g.active, memory_order_relaxed))
         sample_free(p);
 }
@@ -527,17 +594,14 @@ PL_EXPORT void *realloc(void *old, size_t n) {
     }
     if (!old) return malloc(n);
     size_t old_n = real.usable(old);
-    bool was_sampled = atomic_load_explicit(&ps.live, memory_order_relaxed) != 0 && ps_take((uintptr_t)old);
+    bool was_sampled = pf_maybe((uintptr_t)old) && ps_take((uintptr_t)old);
     void *p = real.realloc(old, n);
     if (!p && n != 0) {
         /* Failed: the old block is intact. Put it back in the sample set if it was there. */
         if (was_sampled) ps_insert((uintptr_t)old);
         return NULL;
     }
-    slot_t *s = my_slot();
-    add_i64(&s->live_bytes, -(int64_t)old_n, s->shared);
-    add_i64(&s->live_count, -1, s->shared);
-    add_u64(&s->n_free, 1, s->shared);
+    count_free(my_slot(), old_n);
     if (was_sampled && atomic_load_explicit(&pl_g.active, memory_order_relaxed)) sample_free(old);
     if (p) on_alloc(p, PL_HOST_REALLOC);
     return p;
@@ -591,15 +655,32 @@ PL_EXPORT void *pvalloc(size_t n) {
     return p;
 }
 
+static void mr_apply(const mr_delta_t *d) {
+    if (!d->bytes && !d->count) return;
+    slot_t *s = my_slot();
+    add_i64(&s->mmap_bytes, d->bytes, s->shared);
+    add_i64(&s->mmap_count, d->count, s->shared);
+}
+
 static void *do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
     if (__builtin_expect(!ready(), 0))
         return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+    /* The tracer's own mappings (guard raised) are never tracked, and never placed over the program's. Only
+     * anonymous mappings are tracked; a MAP_FIXED file mapping matters only for what it replaces. */
+    if (pl_tl_guard || tl_in_mr || !(flags & (MAP_ANONYMOUS | MAP_FIXED)))
+        return real.mmap(addr, len, prot, flags, fd, off);
+    mr_delta_t d = {0, 0};
+    mr_lock();
     void *p = real.mmap(addr, len, prot, flags, fd, off);
-    if (p != MAP_FAILED && (flags & MAP_ANONYMOUS) && !pl_tl_guard && mt_insert((uintptr_t)p, len)) {
-        slot_t *s = my_slot();
-        add_i64(&s->mmap_bytes, (int64_t)len, s->shared);
-        add_i64(&s->mmap_count, 1, s->shared);
-        tl_countdown -= (int64_t)len;
+    if (p != MAP_FAILED) {
+        uintptr_t lo = (uintptr_t)p, hi = lo + page_up(len);
+        if (flags & MAP_ANONYMOUS) mr_add_locked(lo, hi, &d);
+        else mr_cut_locked(lo, hi, &d);
+    }
+    mr_unlock();
+    mr_apply(&d);
+    if (d.bytes > 0) {
+        tl_countdown -= d.bytes;
         if (tl_countdown <= 0 && atomic_load_explicit(&pl_g.active, memory_order_relaxed))
             sample_alloc(p, len, PL_HOST_MMAP);
     }
@@ -616,32 +697,66 @@ PL_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_
 
 PL_EXPORT int munmap(void *addr, size_t len) {
     if (__builtin_expect(!ready(), 0)) return (int)syscall(SYS_munmap, addr, len);
-    bool whole = false;
-    /* The tracer's own mappings (guard raised) are never in the table. */
-    size_t released = mt.tab && !pl_tl_guard ? mt_remove((uintptr_t)addr, len, &whole) : 0;
-    if (released) {
-        slot_t *s = my_slot();
-        add_i64(&s->mmap_bytes, -(int64_t)released, s->shared);
-        if (whole) add_i64(&s->mmap_count, -1, s->shared);
-        if (ps_take((uintptr_t)addr) && atomic_load_explicit(&pl_g.active, memory_order_relaxed)) sample_free(addr);
+    if (pl_tl_guard || tl_in_mr || !mr.r) return real.munmap(addr, len);
+    mr_delta_t d = {0, 0};
+    mr_lock();
+    int rc = real.munmap(addr, len);
+    if (rc == 0) mr_cut_locked((uintptr_t)addr, (uintptr_t)addr + page_up(len), &d);
+    mr_unlock();
+    mr_apply(&d);
+    if (d.bytes < 0 && ps_take((uintptr_t)addr) && atomic_load_explicit(&pl_g.active, memory_order_relaxed))
+        sample_free(addr);
+    return rc;
+}
+
+/* mremap: grow or shrink in place, or move (MREMAP_MAYMOVE / MREMAP_FIXED). The tracked bytes of the old range go,
+ * the new range comes in their place when the old one was tracked; MREMAP_DONTUNMAP leaves the old range mapped;
+ * old_len 0 (a second mapping of shared pages) keeps the old one. */
+PL_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...) {
+    void *new_addr = NULL;
+    if (flags & MREMAP_FIXED) {
+        va_list ap;
+        va_start(ap, flags);
+        new_addr = va_arg(ap, void *);
+        va_end(ap);
     }
-    return real.munmap(addr, len);
+    if (__builtin_expect(!ready(), 0) || !real.mremap || pl_tl_guard || tl_in_mr || !mr.r) {
+        if (real.mremap) return real.mremap(old, old_len, new_len, flags, new_addr);
+        return (void *)syscall(SYS_mremap, old, old_len, new_len, flags, new_addr);
+    }
+    mr_delta_t d = {0, 0};
+    mr_lock();
+    uintptr_t o_lo = (uintptr_t)old, o_hi = o_lo + page_up(old_len);
+    bool tracked = mr_overlap_locked(o_lo, old_len ? o_hi : o_lo + 1) > 0;
+    void *p = real.mremap(old, old_len, new_len, flags, new_addr);
+    if (p != MAP_FAILED) {
+        if (old_len && !(flags & MREMAP_DONTUNMAP)) mr_cut_locked(o_lo, o_hi, &d);
+        uintptr_t n_lo = (uintptr_t)p, n_hi = n_lo + page_up(new_len);
+        if (tracked) mr_add_locked(n_lo, n_hi, &d);
+        else mr_cut_locked(n_lo, n_hi, &d); /* an untracked mapping moved over tracked pages */
+    }
+    mr_unlock();
+    mr_apply(&d);
+    if (p != MAP_FAILED && tracked && p != old && ps_take(o_lo) &&
+        atomic_load_explicit(&pl_g.active, memory_order_relaxed))
+        sample_free(old);
+    return p;
 }
 
 /* ------------------------------------------------------------------ fork */
 
 void pl_heap_fork_prepare(void) {
-    pthread_mutex_lock(&mt.mu);
+    pthread_mutex_lock(&mr.mu);
     pthread_mutex_lock(&ps.mu);
 }
 
 void pl_heap_fork_parent(void) {
     pthread_mutex_unlock(&ps.mu);
-    pthread_mutex_unlock(&mt.mu);
+    pthread_mutex_unlock(&mr.mu);
 }
 
 void pl_heap_fork_child(void) {
-    pthread_mutex_init(&mt.mu, NULL);
+    pthread_mutex_init(&mr.mu, NULL);
     pl_heap_reset_sampling();
     /* Only this thread survives: every other slot is free again (its counts stay, the heap is inherited). */
     for (int i = 0; i < N_SLOTS; i++)

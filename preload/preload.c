@@ -110,7 +110,63 @@ uint32_t pl_stack_capture(void) {
     return id;
 }
 
-/* Writer-thread tick: resolve every PC of stacks interned since the last tick, once per PC. */
+/* The NT_GNU_BUILD_ID note of the loaded object containing `pc`, read from its PT_NOTE segments in memory (no file
+ * access, no allocation), as lowercase hex into hex[129]; "" when the object has none. */
+typedef struct { uint64_t pc; char *hex; } build_id_query_t;
+
+static int find_build_id(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    build_id_query_t *q = data;
+    bool here = false;
+    for (int i = 0; i < info->dlpi_phnum && !here; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uint64_t lo = info->dlpi_addr + ph->p_vaddr;
+        here = ph->p_type == PT_LOAD && q->pc >= lo && q->pc < lo + ph->p_memsz;
+    }
+    if (!here) return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_NOTE) continue;
+        const uint8_t *p = (const uint8_t *)(uintptr_t)(info->dlpi_addr + ph->p_vaddr), *end = p + ph->p_memsz;
+        while ((size_t)(end - p) >= sizeof(ElfW(Nhdr))) {
+            const ElfW(Nhdr) *n = (const void *)p;
+            size_t name_sz = (n->n_namesz + 3u) & ~3u, desc_sz = (n->n_descsz + 3u) & ~3u;
+            const uint8_t *name = p + sizeof *n, *desc = name + name_sz;
+            if (name_sz > (size_t)(end - name) || desc_sz > (size_t)(end - desc)) break;
+            if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && !memcmp(name, "GNU", 4) && n->n_descsz <= 64) {
+                static const char digits[] = "0123456789abcdef";
+                for (uint32_t k = 0; k < n->n_descsz; k++) {
+                    q->hex[2 * k] = digits[desc[k] >> 4];
+                    q->hex[2 * k + 1] = digits[desc[k] & 15];
+                }
+                q->hex[2 * n->n_descsz] = 0;
+                return 1;
+            }
+            p = desc + desc_sz;
+        }
+    }
+    return 1;
+}
+
+static void emit_module(uint32_t mid, uint64_t base, uint64_t pc, const char *path, int64_t t) {
+    char hex[129] = "";
+    build_id_query_t q = {.pc = pc, .hex = hex};
+    dl_iterate_phdr(find_build_id, &q);
+    struct stat sb;
+    pl_trace_record_t m = {.type = PL_REC_MODULE, .t_ns = t};
+    m.u.module = (pl_rec_module_t){.module_id = mid, .base = base, .path = path, .build_id = hex,
+                                   .file_size = PL_TRACE_NA, .file_mtime_ns = 0};
+    if (path[0] && stat(path, &sb) == 0) {
+        m.u.module.file_size = (uint64_t)sb.st_size;
+        m.u.module.file_mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+    }
+    pl_emit(&m);
+}
+
+/* Writer-thread tick: resolve every PC of stacks interned since the last tick, once per PC. Only what the
+ * running process knows is recorded (module, offset, dladdr's dynamic symbol, the module's build-id): static
+ * functions, C++ demangling and long names are resolved offline by reports/symbols.c from module path + offset,
+ * never in the traced process. */
 static void resolve_frames(void *ctx) {
     (void)ctx;
     if (!pl_g.stacks) return;
@@ -132,12 +188,10 @@ static void resolve_frames(void *ctx) {
                 uint64_t base = (uint64_t)(uintptr_t)info.dli_fbase;
                 uint32_t mid = pl_stack_module_id(pl_g.stacks, base, &is_new);
                 if (mid && is_new) {
-                    pl_trace_record_t m = {.type = PL_REC_MODULE, .t_ns = r.t_ns};
                     /* The main program's dli_fname is argv[0]-like: use the resolved executable path. */
                     const char *path = info.dli_fname ? info.dli_fname : "";
                     if (path[0] != '/' && st.exe[0]) path = st.exe;
-                    m.u.module = (pl_rec_module_t){.module_id = mid, .base = base, .path = path};
-                    pl_emit(&m);
+                    emit_module(mid, base, pc - 1, path, r.t_ns);
                 }
                 r.u.frame.module_id = mid;
                 r.u.frame.module_offset = pc - base;
@@ -402,7 +456,7 @@ static void start_recording(uint32_t ppid) {
     }
     pl_rss_init(&st.rss, NULL, NULL);
     st.rss.skip_pss = !pl_g.opt.pss;
-    pl_trace_header_t h = {.version = PL_TRACE_VERSION, .pid = (uint32_t)getpid(), .ppid = ppid,
+    pl_trace_header_t h = {.version = PL_TRACE_VERSION, .version_minor = PL_TRACE_VERSION_MINOR, .pid = (uint32_t)getpid(), .ppid = ppid,
                            .start_mono_ns = pl_now_ns()};
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);

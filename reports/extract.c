@@ -18,6 +18,7 @@
 
 #include "format.h"
 #include "render.h"
+#include "symbols.h"
 
 #define BUCKET_NS 1000000000LL       /* time bucket for processes without steps, before widening */
 #define MAX_KEY (INT64_MAX / 4)
@@ -239,7 +240,8 @@ typedef struct stack {
 } stack_t_;
 
 typedef struct frame { uint32_t module_id; uint64_t module_offset, symbol_offset; char symbol[96]; } frame_t;
-typedef struct module { char path[160]; } module_t;
+/* path, build-id, size, mtime: what reports/symbols.c needs to find the file and check it is the one that ran */
+typedef struct module { char path[1024]; char build_id[129]; uint64_t file_size; int64_t file_mtime_ns; } module_t;
 
 /* ---- per-trace state ---- */
 
@@ -540,7 +542,11 @@ static int on_module(state_t *s, const pl_rec_module_t *q) {
     }
     int rc = map_put(&s->module_ix, (uint64_t)q->module_id + 1, s->n_modules, 0);
     if (rc) return rc < 0 ? rc : 0;
-    copy_str(s->modules[s->n_modules++].path, sizeof s->modules[0].path, q->path);
+    module_t *md = &s->modules[s->n_modules++];
+    copy_str(md->path, sizeof md->path, q->path);
+    copy_str(md->build_id, sizeof md->build_id, q->build_id);
+    md->file_size = q->file_size;
+    md->file_mtime_ns = q->file_mtime_ns;
     return 0;
 }
 
@@ -596,26 +602,42 @@ static bool is_alloc_frame(const state_t *s, const frame_t *f) {
     return false;
 }
 
-static void format_frame(const state_t *s, uint64_t pc, char *out, size_t cap) {
+/* ---- [symbols hook, owner: preload/tracer helper] text of one frame, malloc'd (NULL on failure): the function
+ * named by the module file itself (reports/symbols.c: static functions, demangled C++, never cut), else the trace's
+ * dladdr name (demangled), else module+offset; ", changed since the run" when the file on disk was rebuilt ---- */
+static char *format_frame(const state_t *s, pl_symbols_t *sy, uint64_t pc) {
+    char *out = NULL;
+    int w;
     slot_t *fi = map_find(&s->frame_ix, pc);
     if (!fi) {
-        snprintf(out, cap, "0x%llx", (unsigned long long)pc);
-        return;
+        w = asprintf(&out, "0x%llx", (unsigned long long)pc);
+        return w < 0 ? NULL : out;
     }
     const frame_t *f = &s->frames[fi->val];
-    const char *mod = "?";
+    const char *mod = "?", *name = NULL;
+    uint64_t off = 0;
+    pl_sym_status_t st = PL_SYM_NO_FILE;
     slot_t *m = map_find(&s->module_ix, (uint64_t)f->module_id + 1);
     if (m) {
-        const char *path = s->modules[m->val].path, *b = strrchr(path, '/');
-        mod = b ? b + 1 : path;
+        const module_t *md = &s->modules[m->val];
+        const char *b = strrchr(md->path, '/');
+        mod = b ? b + 1 : md->path;
+        pl_sym_module_t q = {md->path, md->build_id, md->file_size, md->file_mtime_ns};
+        st = pl_symbols_lookup(sy, &q, f->module_offset, &name, &off);
     }
-    int w; /* truncation of a long symbol is fine */
-    if (f->symbol[0])
-        w = snprintf(out, cap, "%s+0x%llx (%s)", f->symbol, (unsigned long long)f->symbol_offset, mod);
+    if (st != PL_SYM_OK && f->symbol[0]) {
+        name = pl_symbols_demangle(sy, f->symbol);
+        off = f->symbol_offset;
+    }
+    const char *note = st == PL_SYM_CHANGED ? ", changed since the run" : "";
+    if (st == PL_SYM_OK || name)
+        w = asprintf(&out, "%s+0x%llx (%s%s)", name, (unsigned long long)off, mod, note);
     else
-        w = snprintf(out, cap, "%s+0x%llx", mod, (unsigned long long)f->module_offset);
-    if (w < 0) out[0] = 0;
+        w = asprintf(&out, "%s+0x%llx%s%s%s", mod, (unsigned long long)f->module_offset, *note ? " (" : "",
+                     *note ? note + 2 : "", *note ? ")" : "");
+    return w < 0 ? NULL : out;
 }
+/* ---- [end symbols hook] ---- */
 
 /* The last step the series report: a process that ended cleanly spends the time after its last step marker tearing
  * down (the model and its tensors are freed), which is not part of the training loop and whose minima would read as
@@ -674,6 +696,13 @@ static void find_sites(state_t *s, pl_report_process_t *row, bool by_step) {
         site->live_bytes = end;
         site->n_live = st->n_live;
         site->n_frames = 0;
+    }
+    /* frames of the kept sites only (symbol files are opened for these alone) */
+    pl_symbols_t *sy = xp->n_sites ? pl_symbols_new() : NULL;
+    for (size_t k = 0; k < xp->n_sites; k++) {
+        pl_extract_site_t *site = &xp->sites[k];
+        stack_t_ *st = stack_get(s, site->stack_id, false);
+        if (!st) continue;
         /* pcs: the frames, innermost first; skip the allocator's own frames at the top */
         uint32_t j = 0;
         while (j < st->n_pcs) {
@@ -681,9 +710,12 @@ static void find_sites(state_t *s, pl_report_process_t *row, bool by_step) {
             if (!fi || !is_alloc_frame(s, &s->frames[fi->val])) break;
             j++;
         }
-        for (; j < st->n_pcs && site->n_frames < PL_EXTRACT_SITE_FRAMES; j++)
-            format_frame(s, st->pcs[j], site->frames[site->n_frames++], PL_EXTRACT_FRAME_CHARS);
+        for (; j < st->n_pcs && site->n_frames < PL_EXTRACT_SITE_FRAMES; j++) {
+            char *t = format_frame(s, sy, st->pcs[j]);
+            if (t) site->frames[site->n_frames++] = t;
+        }
     }
+    pl_symbols_free(sy);
 }
 
 /* last_key: the last step to report (INT64_MAX = all). */
@@ -775,6 +807,9 @@ void pl_extract_init(pl_extract_t *x) { memset(x, 0, sizeof *x); }
 
 void pl_extract_free(pl_extract_t *x) {
     if (!x) return;
+    for (size_t i = 0; i < x->n_procs; i++)
+        for (size_t j = 0; j < x->procs[i].n_sites; j++)
+            for (size_t f = 0; f < x->procs[i].sites[j].n_frames; f++) free(x->procs[i].sites[j].frames[f]);
     free(x->procs);
     memset(x, 0, sizeof *x);
 }

@@ -24,7 +24,6 @@
 
 #define PL_EXTRACT_MAX_SITES 5     /* call sites kept per process */
 #define PL_EXTRACT_SITE_FRAMES 6   /* frames kept per site, innermost first (allocator frames skipped) */
-#define PL_EXTRACT_FRAME_CHARS 160
 
 typedef struct pl_extract_site {
     uint32_t stack_id;
@@ -32,7 +31,9 @@ typedef struct pl_extract_site {
     double live_bytes;      /* estimated live bytes at the end of the trace */
     uint64_t n_live;        /* sampled allocations still live at the end */
     size_t n_frames;
-    char frames[PL_EXTRACT_SITE_FRAMES][PL_EXTRACT_FRAME_CHARS]; /* "symbol+0x1c (libx.so)" */
+    /* "symbol+0x1c (libx.so)", whole (C++ names demangled, static functions from the module's .symtab:
+     * reports/symbols.c); malloc'd, freed by pl_extract_free */
+    char *frames[PL_EXTRACT_SITE_FRAMES];
 } pl_extract_site_t;
 
 typedef struct pl_extract_proc {

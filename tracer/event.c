@@ -52,6 +52,10 @@ static void c_str(codec_t *c, const char **s, size_t max) {
     }
 }
 
+/* Decoding: true while the record has bytes left. Fields appended in a later minor version are read only
+ * when present, so older records decode with their defaults. Writing: always true. */
+static bool c_more(const codec_t *c) { return c->writing || (!c->bad && c->p < c->end); }
+
 static void c_device(codec_t *c, pl_rec_device_t *d) {
     c_u32(c, &d->source);
     c_i32(c, &d->device);
@@ -177,13 +181,22 @@ static bool c_fields(codec_t *c, pl_trace_record_t *r) {
         c_u64(c, &r->u.frame.pc);
         c_u32(c, &r->u.frame.module_id);
         c_u64(c, &r->u.frame.module_offset);
-        c_str(c, &r->u.frame.symbol, PL_STR_MAX_BYTES);
+        c_str(c, &r->u.frame.symbol, PL_TRACE_MAX_SYMBOL_BYTES);
         c_u64(c, &r->u.frame.symbol_offset);
         return true;
     case PL_REC_MODULE:
         c_u32(c, &r->u.module.module_id);
         c_u64(c, &r->u.module.base);
         c_str(c, &r->u.module.path, PL_STR_MAX_BYTES);
+        if (c_more(c)) { /* 1.1 */
+            c_str(c, &r->u.module.build_id, 128);
+            c_u64(c, &r->u.module.file_size);
+            c_i64(c, &r->u.module.file_mtime_ns);
+        } else {
+            r->u.module.build_id = "";
+            r->u.module.file_size = PL_TRACE_NA;
+            r->u.module.file_mtime_ns = 0;
+        }
         return true;
     case PL_REC_THREAD_NAME:
         c_u32(c, &r->u.thread_name.tid);
@@ -243,6 +256,7 @@ void pl_event_header_encode(const pl_trace_header_t *h, uint8_t out[PL_TRACE_HEA
     memcpy(out + 8, v32, sizeof v32);
     memcpy(out + 32, &h->start_realtime_ns, 8);
     memcpy(out + 40, &h->start_mono_ns, 8);
+    memcpy(out + 48, &h->version_minor, 4);
     uint32_t crc = pl_crc_update(0, out, 60);
     memcpy(out + 60, &crc, 4);
 }
@@ -259,6 +273,7 @@ int pl_event_header_decode(const uint8_t in[PL_TRACE_HEADER_BYTES], pl_trace_hea
     pl_trace_header_t h = {.version = v32[0], .pid = v32[2], .ppid = v32[3], .exec_seq = v32[4]};
     memcpy(&h.start_realtime_ns, in + 32, 8);
     memcpy(&h.start_mono_ns, in + 40, 8);
+    memcpy(&h.version_minor, in + 48, 4);
     *out = h;
     return 0;
 }

@@ -29,10 +29,12 @@ extern "C" {
 #endif
 
 #define PL_TRACE_VERSION 1u
+#define PL_TRACE_VERSION_MINOR 1u  /* 1.1: module records carry build-id, file size and mtime (appended fields) */
 #define PL_TRACE_MAX_CHUNK_BYTES (1u << 20)  /* largest chunk payload a reader accepts */
 #define PL_TRACE_MAX_FRAMES 128              /* frames per stack */
 #define PL_TRACE_MAX_ARGV 32                 /* argv entries kept in a process record */
 #define PL_TRACE_NA UINT64_MAX               /* "not available" in optional u64 fields */
+#define PL_TRACE_MAX_SYMBOL_BYTES 65000u     /* frame symbols longer than this are cut (record limit 64 KiB) */
 
 typedef enum pl_rec_type {
     PL_REC_PROCESS_START = 1, /* first record of every trace */
@@ -77,6 +79,7 @@ typedef struct pl_trace_header {
     uint32_t exec_seq;          /* 0 for the first image of a pid, +1 per exec */
     int64_t start_realtime_ns;  /* CLOCK_REALTIME at trace start */
     int64_t start_mono_ns;      /* CLOCK_MONOTONIC at trace start; record t_ns are CLOCK_MONOTONIC */
+    uint32_t version_minor;     /* 0 for traces written before minor versions existed; additive changes only */
 } pl_trace_header_t;
 
 typedef struct pl_rec_process {
@@ -150,11 +153,21 @@ typedef struct pl_rec_frame {
     uint64_t pc;
     uint32_t module_id;       /* 0 = unknown module */
     uint64_t module_offset;   /* pc - module base */
-    const char *symbol;       /* "" when no dynamic symbol covers pc */
+    const char *symbol;       /* dladdr's (dynamic, mangled) symbol; "" when none covers pc. Up to
+                               * PL_TRACE_MAX_SYMBOL_BYTES; reports resolve static and C++ names offline */
     uint64_t symbol_offset;
 } pl_rec_frame_t;
 
-typedef struct pl_rec_module { uint32_t module_id; uint64_t base; const char *path; } pl_rec_module_t;
+typedef struct pl_rec_module {
+    uint32_t module_id;
+    uint64_t base;            /* load address of the module's first mapping; frame module_offset = pc - base */
+    const char *path;
+    /* since 1.1 (older traces decode as "", PL_TRACE_NA, 0): identity of the file, so an offline symboliser
+     * can tell whether the file on disk is still the one that ran */
+    const char *build_id;     /* lowercase hex of the NT_GNU_BUILD_ID note of the loaded image, "" if none */
+    uint64_t file_size;       /* st_size of path when the module was first seen; PL_TRACE_NA unknown */
+    int64_t file_mtime_ns;    /* st_mtim of path; 0 unknown */
+} pl_rec_module_t;
 typedef struct pl_rec_thread_name { uint32_t tid; const char *name; } pl_rec_thread_name_t;
 typedef struct pl_rec_lost { uint64_t n_records, n_bytes; } pl_rec_lost_t;
 typedef struct pl_rec_exec { const char *path; } pl_rec_exec_t;

@@ -54,7 +54,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             break;
         case PL_REC_MARK: sum += touch(rec.u.mark.label); break;
         case PL_REC_FRAME: sum += touch(rec.u.frame.symbol); break;
-        case PL_REC_MODULE: sum += touch(rec.u.module.path); break;
+        case PL_REC_MODULE: /* 1.1 fields: always set (defaults for a 1.0 record) */
+            if (!rec.u.module.build_id) __builtin_trap();
+            sum += touch(rec.u.module.path) + touch(rec.u.module.build_id);
+            break;
         case PL_REC_THREAD_NAME: sum += touch(rec.u.thread_name.name); break;
         case PL_REC_EXEC: sum += touch(rec.u.exec.path); break;
         case PL_REC_STACK:

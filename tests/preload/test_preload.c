@@ -441,6 +441,40 @@ static void test_preload_full_disk_stops_recording_once(void **state) {
     assert_false(sum.has_end);
 }
 
+/* Partial munmap (head, tail, middle hole), mremap (grow in place, move over a mapping, shrink, move), MAP_FIXED
+ * replacement by anonymous and file mappings: live mmap bytes and range counts exact at every step, zero at the end
+ * (table in tests/targets/mremap.c). */
+static void test_preload_mmap_partial_unmap_and_mremap_exact(void **state) {
+    (void)state;
+    static const int64_t pages[13] = {0, 0, 17, 15, 13, 11, 19, 23, 16, 16, 15, 78, 0};
+    static const int64_t ranges[13] = {0, 0, 2, 2, 2, 3, 4, 4, 4, 5, 5, 5, 0};
+    char *argv[] = {target("mremap"), NULL};
+    assert_int_equal(run(argv, NULL), 0);
+    assert_non_null(strstr(out_buf, "ok"));
+    summarize_only(NULL);
+    assert_int_equal(sum.n_steps, 12);
+    const pl_rec_heap_t *h = sum.heap_at_step;
+    for (int k = 2; k <= 12; k++) {
+        if (h[k].mmap_live_bytes - h[1].mmap_live_bytes != pages[k] * 4096)
+            fprintf(stderr, "step %d: %lld bytes, expected %lld\n", k,
+                    (long long)(h[k].mmap_live_bytes - h[1].mmap_live_bytes), (long long)pages[k] * 4096);
+        assert_int_equal(h[k].mmap_live_bytes - h[1].mmap_live_bytes, pages[k] * 4096);
+        assert_int_equal(h[k].mmap_live_count - h[1].mmap_live_count, ranges[k]);
+    }
+}
+
+/* The range table under 4 threads mapping, punching holes, moving and unmapping at once: back to the start. */
+static void test_preload_mmap_ranges_threads_balance(void **state) {
+    (void)state;
+    char *argv[] = {target("mremap"), "threads", NULL};
+    assert_int_equal(run(argv, NULL), 0);
+    assert_non_null(strstr(out_buf, "ok"));
+    summarize_only(NULL);
+    assert_int_equal(sum.n_steps, 2);
+    assert_int_equal(sum.heap_at_step[2].mmap_live_bytes, sum.heap_at_step[1].mmap_live_bytes);
+    assert_int_equal(sum.heap_at_step[2].mmap_live_count, sum.heap_at_step[1].mmap_live_count);
+}
+
 int main(void) {
     preload = getenv("PL_PRELOAD");
     targets = getenv("PL_TARGETS");
@@ -465,6 +499,8 @@ int main(void) {
         cmocka_unit_test(test_preload_dlopened_library_named_in_stacks),
         cmocka_unit_test(test_preload_exit_with_threads_still_allocating),
         cmocka_unit_test(test_preload_full_disk_stops_recording_once),
+        cmocka_unit_test(test_preload_mmap_partial_unmap_and_mremap_exact),
+        cmocka_unit_test(test_preload_mmap_ranges_threads_balance),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

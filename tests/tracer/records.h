@@ -60,7 +60,11 @@ static inline void rec_sample(pl_rec_type_t type, unsigned seed, pl_trace_record
         r->u.frame = (pl_rec_frame_t){.pc = 0x401234, .module_id = 2, .module_offset = 0x1234,
                                       .symbol = "leak_function", .symbol_offset = 0x14};
         break;
-    case PL_REC_MODULE: r->u.module = (pl_rec_module_t){.module_id = 2, .base = 0x400000, .path = "/bin/x"}; break;
+    case PL_REC_MODULE:
+        r->u.module = (pl_rec_module_t){.module_id = 2, .base = 0x400000, .path = "/bin/x",
+                                        .build_id = "ff911b3ce9381ae2a10014abbd63ff257d1ef8a4", .file_size = 21912,
+                                        .file_mtime_ns = 1795309713821609749LL};
+        break;
     case PL_REC_THREAD_NAME: r->u.thread_name = (pl_rec_thread_name_t){.tid = 4242, .name = "worker-1"}; break;
     case PL_REC_LOST: r->u.lost = (pl_rec_lost_t){.n_records = 12, .n_bytes = 768}; break;
     case PL_REC_EXEC: r->u.exec = (pl_rec_exec_t){.path = "/bin/sh"}; break;

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <string.h>
+
 #include "event.h"
 #include "records.h"
 
@@ -77,6 +79,49 @@ static void test_event_decode_rejects_malformed(void **state) {
     assert_int_equal(used, n);
 }
 
+/* 1.1: module identity fields are appended; a 1.0 module record (without them) still decodes, with defaults. */
+static void test_event_module_identity_and_old_records(void **state) {
+    (void)state;
+    pl_trace_record_t in, out;
+    rec_sample(PL_REC_MODULE, 0, &in);
+    uint8_t buf[512];
+    size_t n = pl_event_encode(&in, buf, sizeof buf), used;
+    assert_int_equal(pl_event_decode(buf, n, &out, &used), 0);
+    assert_string_equal(out.u.module.build_id, "ff911b3ce9381ae2a10014abbd63ff257d1ef8a4");
+    assert_int_equal(out.u.module.file_size, 21912);
+    assert_int_equal(out.u.module.file_mtime_ns, 1795309713821609749LL);
+    /* the 1.0 layout: header, u32 id, u64 base, str path; nothing after */
+    size_t old_len = PL_REC_HEADER_BYTES + 4 + 8 + 2 + strlen("/bin/x") + 1;
+    uint16_t len16 = (uint16_t)old_len;
+    memcpy(buf + 2, &len16, 2);
+    assert_int_equal(pl_event_decode(buf, old_len, &out, &used), 0);
+    assert_int_equal(used, old_len);
+    assert_string_equal(out.u.module.path, "/bin/x");
+    assert_string_equal(out.u.module.build_id, "");
+    assert_true(out.u.module.file_size == PL_TRACE_NA);
+    assert_int_equal(out.u.module.file_mtime_ns, 0);
+    /* a 1.1 record cut inside its appended fields is malformed, not silently defaulted */
+    len16 = (uint16_t)(old_len + 5);
+    memcpy(buf + 2, &len16, 2);
+    assert_int_equal(pl_event_decode(buf, old_len + 5, &out, &used), -EBADMSG);
+}
+
+/* Frame symbols are not cut at the generic 4 KiB string limit: deep C++ template names survive whole. */
+static void test_event_long_frame_symbol_whole(void **state) {
+    (void)state;
+    static char sym[20001];
+    for (size_t i = 0; i < sizeof sym - 1; i++) sym[i] = (char)('a' + i % 26);
+    sym[sizeof sym - 1] = 0;
+    pl_trace_record_t in = {.type = PL_REC_FRAME, .t_ns = 1}, out;
+    in.u.frame = (pl_rec_frame_t){.pc = 1, .module_id = 1, .module_offset = 1, .symbol = sym};
+    static uint8_t buf[32768];
+    size_t n = pl_event_encode(&in, buf, sizeof buf), used;
+    assert_true(n > sizeof sym);
+    assert_int_equal(pl_event_decode(buf, n, &out, &used), 0);
+    assert_int_equal(strlen(out.u.frame.symbol), sizeof sym - 1);
+    assert_string_equal(out.u.frame.symbol, sym);
+}
+
 static void test_event_header_round_trip_and_checks(void **state) {
     (void)state;
     pl_trace_header_t h = {.version = PL_TRACE_VERSION, .pid = 12, .ppid = 1, .exec_seq = 2,
@@ -87,6 +132,11 @@ static void test_event_header_round_trip_and_checks(void **state) {
     assert_int_equal(o.pid, 12);
     assert_int_equal(o.exec_seq, 2);
     assert_int_equal(o.start_mono_ns, 6);
+    assert_int_equal(o.version_minor, 0); /* a writer that does not set it: a 1.0 file */
+    h.version_minor = PL_TRACE_VERSION_MINOR;
+    pl_event_header_encode(&h, b);
+    assert_int_equal(pl_event_header_decode(b, &o), 0);
+    assert_int_equal(o.version_minor, PL_TRACE_VERSION_MINOR);
     b[20] ^= 1;
     assert_int_equal(pl_event_header_decode(b, &o), -EBADMSG);
     h.version = PL_TRACE_VERSION + 1;
@@ -99,6 +149,8 @@ int main(void) {
         cmocka_unit_test(test_event_round_trip_every_type),
         cmocka_unit_test(test_event_encode_refuses_small_buffer),
         cmocka_unit_test(test_event_decode_rejects_malformed),
+        cmocka_unit_test(test_event_module_identity_and_old_records),
+        cmocka_unit_test(test_event_long_frame_symbol_whole),
         cmocka_unit_test(test_event_header_round_trip_and_checks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

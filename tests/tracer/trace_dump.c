@@ -56,7 +56,9 @@ static void print(const pl_trace_record_t *r) {
                r->u.frame.module_id, r->u.frame.module_offset, r->u.frame.symbol, r->u.frame.symbol_offset);
         break;
     case PL_REC_MODULE:
-        printf(" id=%u base=0x%" PRIx64 " path=%s", r->u.module.module_id, r->u.module.base, r->u.module.path);
+        printf(" id=%u base=0x%" PRIx64 " path=%s build_id=%s size=%" PRIu64 " mtime_ns=%" PRId64,
+               r->u.module.module_id, r->u.module.base, r->u.module.path, r->u.module.build_id,
+               r->u.module.file_size, r->u.module.file_mtime_ns);
         break;
     case PL_REC_THREAD_NAME: printf(" tid=%u name=%s", r->u.thread_name.tid, r->u.thread_name.name); break;
     case PL_REC_LOST: printf(" n_records=%" PRIu64, r->u.lost.n_records); break;
@@ -80,7 +82,8 @@ int main(int argc, char **argv) {
             continue;
         }
         const pl_trace_header_t *h = pl_trace_header(r);
-        printf("# %s version=%u pid=%u ppid=%u exec_seq=%u\n", argv[i], h->version, h->pid, h->ppid, h->exec_seq);
+        printf("# %s version=%u.%u pid=%u ppid=%u exec_seq=%u\n", argv[i], h->version, h->version_minor, h->pid,
+               h->ppid, h->exec_seq);
         pl_trace_record_t rec;
         int rc;
         while ((rc = pl_trace_next(r, &rec)) == 1) print(&rec);
