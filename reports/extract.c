@@ -1111,34 +1111,19 @@ double pl_extract_total_last(const pl_extract_t *x, pl_metric_t m) {
 
 /* ---- renderers of the extras ---- */
 
-static void jstr(FILE *o, const char *s) {
-    fputc('"', o);
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(o, "\\%c", *p);
-        else if (*p < 0x20 || *p == 0x7f) fprintf(o, "\\u%04x", *p);
-        else fputc(*p, o);
-    }
-    fputc('"', o);
-}
-
-static void jnum(FILE *o, double v) {
-    if (isfinite(v)) fprintf(o, "%.10g", v);
-    else fputs("null", o);
-}
-
 static void run_json(const pl_extract_t *x, FILE *o) {
     size_t n_leak;
     pl_extract_leaking(x, &n_leak);
     fprintf(o, "  \"run\": {\n    \"n_processes\": %zu,\n    \"files_failed\": %zu,\n    \"first_error\": ",
             x->n_procs, x->n_files_failed);
-    if (x->first_error[0]) jstr(o, x->first_error);
+    if (x->first_error[0]) pl_format_json_str(o, x->first_error);
     else fputs("null", o);
     fputs(",\n    \"total_pss_bytes\": ", o);
     double pss = pl_extract_total_last(x, PL_METRIC_PSS);
-    jnum(o, pss > 0 ? pss : NAN);
+    pl_format_json_num(o, pss > 0 ? pss : NAN);
     fputs(",\n    \"total_rss_bytes\": ", o);
     double rss = pl_extract_total_last(x, PL_METRIC_RSS);
-    jnum(o, rss > 0 ? rss : NAN);
+    pl_format_json_num(o, rss > 0 ? rss : NAN);
     fputs(",\n    \"leaking_pids\": [", o);
     size_t k = 0;
     for (size_t i = 0; i < x->n_procs; i++)
@@ -1148,14 +1133,14 @@ static void run_json(const pl_extract_t *x, FILE *o) {
         const pl_extract_proc_t *p = &x->procs[i];
         fprintf(o, "%s\n      {\"pid\": %u, \"ppid\": %u, \"exec_seq\": %u, \"file\": ", i ? "," : "", p->pid, p->ppid,
                 p->exec_seq);
-        jstr(o, p->file);
+        pl_format_json_str(o, p->file);
         fputs(", \"exe\": ", o);
-        jstr(o, p->exe);
+        pl_format_json_str(o, p->exe);
         fputs(", \"argv\": ", o);
-        jstr(o, p->cmdline);
+        pl_format_json_str(o, p->cmdline);
         fprintf(o, ",\n       \"clean_end\": %s, \"damaged\": %s, \"error\": ", p->clean_end ? "true" : "false",
                 p->damaged ? "true" : "false");
-        if (p->damaged) jstr(o, p->error);
+        if (p->damaged) pl_format_json_str(o, p->error);
         else fputs("null", o);
         fprintf(o, ", \"records\": %llu, \"lost_records\": %llu, \"steps\": %llu, \"untracked\": %llu,\n",
                 (unsigned long long)p->n_records, (unsigned long long)p->n_lost_records,
@@ -1171,19 +1156,19 @@ static void run_json(const pl_extract_t *x, FILE *o) {
             continue;
         }
         fputs("{\"metric\": ", o);
-        if (p->site_metric) jstr(o, p->site_metric);
+        if (p->site_metric) pl_format_json_str(o, p->site_metric);
         else fputs("null", o);
         fprintf(o, ", \"since\": %lld, \"top\": [", (long long)p->site_tail_step);
         for (size_t j = 0; j < p->n_sites; j++) {
             const pl_extract_site_t *st = &p->sites[j];
             fprintf(o, "%s\n         {\"stack_id\": %u, \"growth_bytes\": ", j ? "," : "", st->stack_id);
-            jnum(o, st->growth_bytes);
+            pl_format_json_num(o, st->growth_bytes);
             fputs(", \"live_bytes\": ", o);
-            jnum(o, st->live_bytes);
+            pl_format_json_num(o, st->live_bytes);
             fprintf(o, ", \"live_allocations\": %llu, \"frames\": [", (unsigned long long)st->n_live);
             for (size_t f = 0; f < st->n_frames; f++) {
                 if (f) fputs(", ", o);
-                jstr(o, st->frames[f]);
+                pl_format_json_str(o, st->frames[f]);
             }
             fputs("]}", o);
         }

@@ -7,40 +7,24 @@
 #include <string.h>
 
 #include "config.h"
-
-static void jstr(FILE *o, const char *s) {
-    fputc('"', o);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(o, "\\%c", *p);
-        else if (*p == '\n') fputs("\\n", o);
-        else if (*p == '\t') fputs("\\t", o);
-        else if (*p < 0x20) fprintf(o, "\\u%04x", *p);
-        else fputc(*p, o);
-    }
-    fputc('"', o);
-}
-
-static void jnum(FILE *o, double v) {
-    if (isfinite(v)) fprintf(o, "%.10g", v);
-    else fputs("null", o);
-}
+#include "format.h"
 
 static void jkey(FILE *o, int indent, const char *k) {
     fprintf(o, "%*s", indent, "");
-    jstr(o, k);
+    pl_format_json_str(o, k);
     fputs(": ", o);
 }
 
 static void verdict_json(FILE *o, const pl_report_metric_t *m, int in) {
     const pl_verdict_t *v = &m->verdict;
     jkey(o, in, "verdict");
-    jstr(o, pl_verdict_name(v->kind));
+    pl_format_json_str(o, pl_verdict_name(v->kind));
     fputs(",\n", o);
     jkey(o, in, "warmup");
     if (v->has_warmup) {
         fprintf(o, "{\"end_step\": %lld, \"steps\": %lld, \"size\": ", (long long)v->warmup_end_step,
                 (long long)v->warmup_steps);
-        jnum(o, v->warmup_size);
+        pl_format_json_num(o, v->warmup_size);
         fputs("},\n", o);
     } else {
         fputs("null,\n", o);
@@ -48,39 +32,39 @@ static void verdict_json(FILE *o, const pl_report_metric_t *m, int in) {
     jkey(o, in, "tail");
     fprintf(o, "{\"start_step\": %lld, \"steps\": %lld, \"points\": %zu, \"level\": ", (long long)v->tail_start_step,
             (long long)v->tail_steps, v->tail_points);
-    jnum(o, v->level);
+    pl_format_json_num(o, v->level);
     fputs(", \"slope_per_step\": ", o);
-    jnum(o, v->slope_per_step);
+    pl_format_json_num(o, v->slope_per_step);
     fputs(", \"slope_ci\": [", o);
-    jnum(o, v->slope_lo);
+    pl_format_json_num(o, v->slope_lo);
     fputs(", ", o);
-    jnum(o, v->slope_hi);
+    pl_format_json_num(o, v->slope_hi);
     fputs("], \"p_value\": ", o);
-    jnum(o, v->p_up);
+    pl_format_json_num(o, v->p_up);
     fputs(", \"variance_factor\": ", o);
-    jnum(o, v->var_factor);
+    pl_format_json_num(o, v->var_factor);
     fputs(", \"noise\": ", o);
-    jnum(o, v->noise);
+    pl_format_json_num(o, v->noise);
     fputs(", \"threshold_per_step\": ", o);
-    jnum(o, v->threshold_per_step);
+    pl_format_json_num(o, v->threshold_per_step);
     fputs("},\n", o);
     jkey(o, in, "leak");
     if (v->kind == PL_VERDICT_LEAK) {
         fputs("{\"per_step\": ", o);
-        jnum(o, v->slope_per_step);
+        pl_format_json_num(o, v->slope_per_step);
         fputs(", \"per_hour\": ", o);
-        jnum(o, v->per_hour);
+        pl_format_json_num(o, v->per_hour);
         fputs(", \"oom\": ", o);
         if (v->has_oom) {
             fputs("{\"limit\": ", o);
-            jnum(o, v->limit);
+            pl_format_json_num(o, v->limit);
             fputs(", \"limit_source\": ", o);
-            if (m->limit_source) jstr(o, m->limit_source);
+            if (m->limit_source) pl_format_json_str(o, m->limit_source);
             else fputs("null", o);
             fputs(", \"spike\": ", o);
-            jnum(o, v->spike);
+            pl_format_json_num(o, v->spike);
             fprintf(o, ", \"step\": %lld, \"seconds\": ", (long long)v->oom_step);
-            jnum(o, v->oom_seconds);
+            pl_format_json_num(o, v->oom_seconds);
             fputs("}", o);
         } else {
             fputs("null", o);
@@ -92,7 +76,7 @@ static void verdict_json(FILE *o, const pl_report_metric_t *m, int in) {
     jkey(o, in, "inconclusive");
     if (v->kind == PL_VERDICT_INCONCLUSIVE) {
         fputs("{\"reason\": ", o);
-        jstr(o, pl_verdict_undecided_name(v->undecided));
+        pl_format_json_str(o, pl_verdict_undecided_name(v->undecided));
         fprintf(o, ", \"more_steps\": %lld},\n", (long long)v->more_steps);
     } else {
         fputs("null,\n", o);
@@ -105,20 +89,20 @@ static int metric_json(FILE *o, pl_metric_t k, const pl_report_metric_t *m, size
     int in = 8;
     fprintf(o, "      {\n");
     jkey(o, in, "name");
-    jstr(o, pl_metric_name(k));
+    pl_format_json_str(o, pl_metric_name(k));
     fputs(",\n", o);
     jkey(o, in, "unit");
-    jstr(o, pl_metric_is_bytes(k) ? "bytes" : "count");
+    pl_format_json_str(o, pl_metric_is_bytes(k) ? "bytes" : "count");
     fputs(",\n", o);
     jkey(o, in, "by");
-    jstr(o, s->by_time ? "time" : "step");
+    pl_format_json_str(o, s->by_time ? "time" : "step");
     fputs(",\n", o);
     jkey(o, in, "bucket_seconds");
-    if (s->by_time) jnum(o, (double)s->bucket_ns / 1e9);
+    if (s->by_time) pl_format_json_num(o, (double)s->bucket_ns / 1e9);
     else fputs("null", o);
     fputs(",\n", o);
     jkey(o, in, "step_seconds");
-    if (s->step_ns > 0) jnum(o, s->step_ns / 1e9);
+    if (s->step_ns > 0) pl_format_json_num(o, s->step_ns / 1e9);
     else fputs("null", o);
     fprintf(o, ",\n");
     jkey(o, in, "first_step");
@@ -126,11 +110,11 @@ static int metric_json(FILE *o, pl_metric_t k, const pl_report_metric_t *m, size
     jkey(o, in, "last_step");
     fprintf(o, "%lld,\n", (long long)v->last_step);
     jkey(o, in, "last_value");
-    jnum(o, v->last_value);
+    pl_format_json_num(o, v->last_value);
     fputs(",\n", o);
     jkey(o, in, "peak");
     fputs("{\"value\": ", o);
-    jnum(o, v->peak);
+    pl_format_json_num(o, v->peak);
     fprintf(o, ", \"step\": %lld},\n", (long long)v->peak_step);
     verdict_json(o, m, in);
     pl_series_t c;
@@ -139,9 +123,9 @@ static int metric_json(FILE *o, pl_metric_t k, const pl_report_metric_t *m, size
     fputs("[", o);
     for (size_t i = 0; i < c.n_points; i++) {
         fprintf(o, "%s[%lld, ", i ? ", " : "", (long long)c.points[i].step);
-        jnum(o, c.points[i].base);
+        pl_format_json_num(o, c.points[i].base);
         fputs(", ", o);
-        jnum(o, c.points[i].peak);
+        pl_format_json_num(o, c.points[i].peak);
         fputs("]", o);
     }
     fputs("]\n", o);
@@ -158,24 +142,24 @@ int pl_render_json(const pl_report_t *r, FILE *o, size_t max_points) {
     fputs("{\n", o);
     fprintf(o, "  \"schema\": \"plateau.report\",\n  \"schema_version\": %d,\n", PL_REPORT_SCHEMA_VERSION);
     fputs("  \"plateau_version\": ", o);
-    jstr(o, PL_VERSION);
+    pl_format_json_str(o, PL_VERSION);
     fputs(",\n  \"source\": ", o);
-    jstr(o, r->source);
+    pl_format_json_str(o, r->source);
     fprintf(o, ",\n  \"cut_short\": %s,\n  \"cut_reason\": ", r->cut_short ? "true" : "false");
-    if (r->cut_short) jstr(o, r->cut_reason);
+    if (r->cut_short) pl_format_json_str(o, r->cut_reason);
     else fputs("null", o);
     fputs(",\n  \"limits\": {\"device_bytes\": ", o);
-    jnum(o, r->limits.device_bytes > 0 ? r->limits.device_bytes : NAN);
+    pl_format_json_num(o, r->limits.device_bytes > 0 ? r->limits.device_bytes : NAN);
     fputs(", \"cgroup_bytes\": ", o);
-    jnum(o, r->limits.cgroup_bytes > 0 ? r->limits.cgroup_bytes : NAN);
+    pl_format_json_num(o, r->limits.cgroup_bytes > 0 ? r->limits.cgroup_bytes : NAN);
     fputs(", \"host_bytes\": ", o);
-    jnum(o, r->limits.host_bytes > 0 ? r->limits.host_bytes : NAN);
+    pl_format_json_num(o, r->limits.host_bytes > 0 ? r->limits.host_bytes : NAN);
     fputs("},\n  \"parameters\": {\"alpha\": ", o);
-    jnum(o, p->alpha);
+    pl_format_json_num(o, p->alpha);
     fputs(", \"ci_level\": ", o);
-    jnum(o, p->ci_level);
+    pl_format_json_num(o, p->ci_level);
     fputs(", \"flat_rel_per_step\": ", o);
-    jnum(o, p->flat_rel_per_step);
+    pl_format_json_num(o, p->flat_rel_per_step);
     fprintf(o, ", \"min_tail_steps\": %lld, \"min_tail_points\": %zu, \"warmup_allow_steps\": %lld},\n",
             (long long)p->min_tail_steps, p->min_tail_points, (long long)p->warmup_allow_steps);
     fputs("  \"processes\": [\n", o);
@@ -185,7 +169,7 @@ int pl_render_json(const pl_report_t *r, FILE *o, size_t max_points) {
         if (pr->rank >= 0) fprintf(o, "%d", pr->rank);
         else fputs("null", o);
         fputs(",\n      \"name\": ", o);
-        jstr(o, pr->name);
+        pl_format_json_str(o, pr->name);
         fputs(",\n      \"metrics\": [\n", o);
         int lastm = -1;
         for (int m = 0; m < PL_METRIC__COUNT; m++)
@@ -198,9 +182,9 @@ int pl_render_json(const pl_report_t *r, FILE *o, size_t max_points) {
         fputs("      ],\n      \"diagnosis\": [", o);
         for (size_t k = 0; k < pr->n_findings; k++) {
             fprintf(o, "%s\n        {\"code\": ", k ? "," : "");
-            jstr(o, pl_dx_name(pr->findings[k].code));
+            pl_format_json_str(o, pl_dx_name(pr->findings[k].code));
             fputs(", \"text\": ", o);
-            jstr(o, pr->findings[k].text);
+            pl_format_json_str(o, pr->findings[k].text);
             fputs("}", o);
         }
         fprintf(o, "%s]\n    }%s\n", pr->n_findings ? "\n      " : "", i + 1 < r->n_procs ? "," : "");

@@ -6,6 +6,8 @@
  */
 #include "tune.h"
 
+#include "format.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -376,20 +378,6 @@ int pl_tune_render_text(const pl_tune_t *t, const pl_replay_seq_t *s, size_t max
     return ferror(out) ? -EIO : 0;
 }
 
-static void json_str(FILE *out, const char *s) {
-    fputc('"', out);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(out, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(out, "\\u%04x", c);
-        else
-            fputc(c, out);
-    }
-    fputc('"', out);
-}
-
 static void json_result(FILE *out, const pl_replay_result_t *r) {
     fprintf(out,
             "{\"capacity_bytes\":%llu,\"oom\":%s,\"n_ooms\":%lld,\"first_oom_event\":%lld,\"first_oom_bytes\":%llu,"
@@ -409,7 +397,7 @@ static void json_result(FILE *out, const pl_replay_result_t *r) {
 
 static void json_seq(FILE *out, const pl_replay_seq_t *s) {
     fprintf(out, "{\"file\":");
-    json_str(out, s->file);
+    pl_format_json_str(out, s->file);
     fprintf(out, ",\"source\":\"%s\",\"allocator_id\":%u,\"device\":%d,\"n_events\":%zu,\"n_allocs\":%zu,"
             "\"n_frees\":%zu,\"n_failed_requests\":%zu,\"n_unmatched_frees\":%zu,\"n_streams\":%zu,"
             "\"n_other_alloc_records\":%zu,\"n_bad_records\":%zu,\"recorded_capacity_bytes\":%llu,\"n_map_records\":%llu,\"n_unmap_records\":%llu,\"damaged\":%s,\"error\":",
@@ -417,7 +405,7 @@ static void json_seq(FILE *out, const pl_replay_seq_t *s) {
             s->n_probes, s->n_unmatched_frees, s->n_streams, s->n_other_streams_records,
             s->n_bad_records, (unsigned long long)s->capacity_bytes, (unsigned long long)s->n_map_records, (unsigned long long)s->n_unmap_records,
             s->damaged ? "true" : "false");
-    json_str(out, s->error);
+    pl_format_json_str(out, s->error);
     fputc('}', out);
 }
 
@@ -427,17 +415,17 @@ int pl_tune_render_json(const pl_tune_t *t, const pl_replay_seq_t *s, FILE *out)
     fprintf(out, "{\"input\":");
     json_seq(out, s);
     fprintf(out, ",\"capacity_bytes\":%llu,\"best\":{\"PLATEAU_ALLOC_CONF\":", (unsigned long long)t->capacity_bytes);
-    json_str(out, t->entries[0].conf);
+    pl_format_json_str(out, t->entries[0].conf);
     fprintf(out, ",\"PYTORCH_CUDA_ALLOC_CONF\":");
-    json_str(out, t->entries[0].conf);
+    pl_format_json_str(out, t->entries[0].conf);
     fprintf(out, "},\"explanation\":");
-    json_str(out, expl);
+    pl_format_json_str(out, expl);
     fprintf(out, ",\"baseline\":");
     json_result(out, &t->baseline.res);
     fprintf(out, ",\"configs\":[");
     for (size_t i = 0; i < t->n_entries; i++) {
         fprintf(out, "%s\n{\"rank\":%zu,\"conf\":", i ? "," : "", i + 1);
-        json_str(out, t->entries[i].conf);
+        pl_format_json_str(out, t->entries[i].conf);
         fprintf(out, ",\"result\":");
         json_result(out, &t->entries[i].res);
         fputc('}', out);
@@ -496,7 +484,7 @@ void pl_replay_render_json(const pl_replay_seq_t *s, const char *conf, const pl_
     fprintf(out, "{\"input\":");
     json_seq(out, s);
     fprintf(out, ",\"conf\":");
-    json_str(out, conf ? conf : "");
+    pl_format_json_str(out, conf ? conf : "");
     fprintf(out, ",\"result\":");
     json_result(out, r);
     if (s->have_stats && r->have_at_stats) {
