@@ -16,23 +16,16 @@
 
 #include <cmocka.h>
 
+#include "../common/files.h"
+
 #include "reports/pickle.h"
 
 static const char *fixture_dir;
 
+/* a fixture, whole and NUL-terminated */
 static unsigned char *slurp(const char *name, size_t *len) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", fixture_dir, name);
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)n + 1);
-    assert_non_null(b);
-    assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *len = (size_t)n;
+    unsigned char *b = (unsigned char *)pl_test_slurp(fixture_dir, name, len);
+    if (!b) fail_msg("cannot read %s/%s", fixture_dir, name);
     return b;
 }
 

@@ -14,26 +14,18 @@
 
 #include <cmocka.h>
 
+#include "../common/files.h"
+
 #include "reports/replay_input.h"
 #include "reports/torch_snapshot.h"
 #include "reports/tune.h"
 
 static const char *fixture_dir;
 
+/* a fixture, whole and NUL-terminated */
 static char *slurp(const char *name, size_t *len) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", fixture_dir, name);
-    FILE *f = fopen(path, "rb");
-    if (!f) fail_msg("cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    assert_non_null(b);
-    assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
-    b[n] = 0;
-    fclose(f);
-    if (len) *len = (size_t)n;
+    char *b = pl_test_slurp(fixture_dir, name, len);
+    if (!b) fail_msg("cannot read %s/%s", fixture_dir, name);
     return b;
 }
 
