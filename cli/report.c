@@ -108,8 +108,8 @@ static int compare(const char *path_a, const char *path_b, const char *allocs, c
         if (given[i][0]) {
             alloc[i] = given[i];
             from[i] = "given";
-        } else if (!pl_compare_guess_allocator(x[i].procs[mp[i]].file, &alloc[i]) && alloc[i]) {
-            from[i] = "trace";
+        } else {
+            pl_compare_trace_allocator(x[i].procs[mp[i]].file, &alloc[i], &from[i]);
         }
     }
     pl_compare_t c;

@@ -11,18 +11,26 @@
  * Anonymous mappings: a sorted range table (exact under partial munmap, mremap and MAP_FIXED replacement).
  * Re-entrancy: dlsym during bootstrap may allocate: served from a static buffer. While pl_tl_guard is raised
  * (inside the tracer, or in its own threads) calls are still counted but never sampled, and the tracer's own
- * mmaps are not counted. All tracer memory here is static or mmap'd. */
+ * mmaps are not counted. All tracer memory here is static or mmap'd.
+ * Allocator-internal mappings: while a thread is inside the real malloc-family function called from one of our
+ * interposers (tl_in_alloc > 0: one TLS load, a store before and one after the call), its mmap/mremap/munmap
+ * calls are the allocator's own (jemalloc maps its extents through the public mmap; glibc uses an internal __mmap
+ * we never see): they are forwarded but not tracked, so the live heap (malloc bytes + the program's anonymous
+ * mappings) does not count the same memory twice. A signal handler that maps memory while its thread is inside
+ * malloc is therefore not counted either (rare; documented in docs/trace-format.md). */
 /* Both mmap and mmap64 are defined here: without this, glibc's headers rename mmap to mmap64. */
 #undef _FILE_OFFSET_BITS
 #include "config.h"
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <gnu/libc-version.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -51,6 +59,28 @@ static struct {
 
 static atomic_int resolve_state; /* 0 none, 1 in progress, 2 done */
 static PL_TLS int tl_resolving;
+static PL_TLS int tl_in_alloc; /* > 0 inside a real malloc-family call made by an interposer (see the header) */
+
+/* Bracket a real allocator call: a counter, not a flag, so nested calls (a signal handler calling malloc while
+ * its thread is inside malloc) restore the outer value. The signal fences only keep the compiler from moving
+ * the stores across the call; the cost is one TLS load and two stores. */
+static inline int alloc_enter(void) {
+    int depth = tl_in_alloc;
+    tl_in_alloc = depth + 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    return depth;
+}
+static inline void alloc_leave(int depth) {
+    atomic_signal_fence(memory_order_seq_cst);
+    tl_in_alloc = depth;
+}
+#define IN_ALLOC(type, var, expr)                                                                                 \
+    type var;                                                                                                    \
+    do {                                                                                                         \
+        int pl_depth_ = alloc_enter();                                                                           \
+        var = (expr);                                                                                            \
+        alloc_leave(pl_depth_);                                                                                  \
+    } while (0)
 
 static _Alignas(16) unsigned char boot_buf[256 * 1024];
 static atomic_size_t boot_used;
@@ -119,6 +149,48 @@ static inline bool ready(void) {
     if (__builtin_expect(atomic_load_explicit(&resolve_state, memory_order_acquire) == 2, 1)) return true;
     pl_heap_resolve();
     return atomic_load_explicit(&resolve_state, memory_order_acquire) == 2;
+}
+
+/* Which allocator serves malloc: the object that defines the malloc we forward to (RTLD_NEXT after us), named
+ * by dladdr (no allocation). jemalloc's version comes from its mallctl("version"), read-only and allocation-free
+ * once jemalloc is initialised (it is: it already served the loader's mallocs); glibc's from
+ * gnu_get_libc_version. dlsym is only asked for a symbol the found object is known to export, so no dlerror
+ * string is allocated. */
+void pl_heap_allocator(char *name, size_t name_n, char *version, size_t version_n) {
+    snprintf(name, name_n, "unknown");
+    snprintf(version, version_n, "%s", "");
+    if (!ready()) return;
+    void *fn;
+    memcpy(&fn, &real.malloc, sizeof fn);
+    /* An allocator preloaded ahead of us (LD_PRELOAD=libjemalloc.so:libplateau_preload.so) is what the program
+     * calls, even though our RTLD_NEXT malloc is the C library's. */
+    void *first = dlsym(RTLD_DEFAULT, "malloc");
+    Dl_info di, self;
+    bool ahead = first && dladdr(first, &di) && dladdr((void *)(uintptr_t)&pl_heap_allocator, &self) &&
+                 di.dli_fbase != self.dli_fbase; /* (&malloc here would go through the GOT: compare objects) */
+    if (ahead) fn = first;
+    if (!fn || !dladdr(fn, &di) || !di.dli_fname) return;
+    const char *base = strrchr(di.dli_fname, '/');
+    base = base ? base + 1 : di.dli_fname;
+    if (strstr(base, "jemalloc")) {
+        snprintf(name, name_n, "jemalloc");
+        /* the object that defines this malloc defines it (so no failed look-up allocates a dlerror string) */
+        void *sym = dlsym(ahead ? RTLD_DEFAULT : RTLD_NEXT, "mallctl");
+        int (*ctl)(const char *, void *, size_t *, void *, size_t);
+        memcpy(&ctl, &sym, sizeof ctl);
+        const char *v = NULL;
+        size_t vn = sizeof v;
+        if (ctl && ctl("version", &v, &vn, NULL, 0) == 0 && v) snprintf(version, version_n, "%s", v);
+    } else if (!strncmp(base, "libc.so", 7) || !strncmp(base, "libc-", 5)) {
+        snprintf(name, name_n, "glibc");
+        snprintf(version, version_n, "%s", gnu_get_libc_version());
+    } else if (strstr(base, "tcmalloc")) {
+        snprintf(name, name_n, "tcmalloc");
+    } else if (strstr(base, "mimalloc")) {
+        snprintf(name, name_n, "mimalloc");
+    } else {
+        snprintf(name, name_n, "other:%s", base);
+    }
 }
 
 /* ------------------------------------------------------------------ per-thread counter slots */
@@ -561,7 +633,7 @@ static inline void on_free(void *p) {
 
 PL_EXPORT void *malloc(size_t n) {
     if (__builtin_expect(!ready(), 0)) return boot_alloc(n, 16);
-    void *p = real.malloc(n);
+    IN_ALLOC(void *, p, real.malloc(n));
     if (p) on_alloc(p, PL_HOST_MALLOC);
     return p;
 }
@@ -570,7 +642,9 @@ PL_EXPORT void free(void *p) {
     if (!p || is_boot(p)) return;
     if (__builtin_expect(!ready(), 0)) return; /* cannot happen: only boot memory exists before */
     on_free(p);
+    int depth = alloc_enter();
     real.free(p);
+    alloc_leave(depth);
 }
 
 PL_EXPORT void *calloc(size_t n, size_t size) {
@@ -578,7 +652,7 @@ PL_EXPORT void *calloc(size_t n, size_t size) {
         if (size && n > SIZE_MAX / size) return NULL;
         return boot_alloc(n * size, 16); /* static memory is zeroed */
     }
-    void *p = real.calloc(n, size);
+    IN_ALLOC(void *, p, real.calloc(n, size));
     if (p) on_alloc(p, PL_HOST_CALLOC);
     return p;
 }
@@ -595,7 +669,7 @@ PL_EXPORT void *realloc(void *old, size_t n) {
     if (!old) return malloc(n);
     size_t old_n = real.usable(old);
     bool was_sampled = pf_maybe((uintptr_t)old) && ps_take((uintptr_t)old);
-    void *p = real.realloc(old, n);
+    IN_ALLOC(void *, p, real.realloc(old, n));
     if (!p && n != 0) {
         /* Failed: the old block is intact. Put it back in the sample set if it was there. */
         if (was_sampled) ps_insert((uintptr_t)old);
@@ -622,35 +696,35 @@ PL_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
         *out = p;
         return 0;
     }
-    int rc = real.posix_memalign(out, align, n);
+    IN_ALLOC(int, rc, real.posix_memalign(out, align, n));
     if (rc == 0 && *out) on_alloc(*out, PL_HOST_MEMALIGN);
     return rc;
 }
 
 PL_EXPORT void *aligned_alloc(size_t align, size_t n) {
     if (__builtin_expect(!ready(), 0)) return boot_alloc(n, align);
-    void *p = real.aligned_alloc(align, n);
+    IN_ALLOC(void *, p, real.aligned_alloc(align, n));
     if (p) on_alloc(p, PL_HOST_MEMALIGN);
     return p;
 }
 
 PL_EXPORT void *memalign(size_t align, size_t n) {
     if (__builtin_expect(!ready(), 0)) return boot_alloc(n, align);
-    void *p = real.memalign ? real.memalign(align, n) : real.aligned_alloc(align, n);
+    IN_ALLOC(void *, p, real.memalign ? real.memalign(align, n) : real.aligned_alloc(align, n));
     if (p) on_alloc(p, PL_HOST_MEMALIGN);
     return p;
 }
 
 PL_EXPORT void *valloc(size_t n) {
     if (__builtin_expect(!ready(), 0)) return boot_alloc(n, 4096);
-    void *p = real.valloc(n);
+    IN_ALLOC(void *, p, real.valloc(n));
     if (p) on_alloc(p, PL_HOST_MEMALIGN);
     return p;
 }
 
 PL_EXPORT void *pvalloc(size_t n) {
     if (__builtin_expect(!ready(), 0)) return boot_alloc((n + 4095) & ~(size_t)4095, 4096);
-    void *p = real.pvalloc(n);
+    IN_ALLOC(void *, p, real.pvalloc(n));
     if (p) on_alloc(p, PL_HOST_MEMALIGN);
     return p;
 }
@@ -667,7 +741,7 @@ static void *do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t 
         return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
     /* The tracer's own mappings (guard raised) are never tracked, and never placed over the program's. Only
      * anonymous mappings are tracked; a MAP_FIXED file mapping matters only for what it replaces. */
-    if (pl_tl_guard || tl_in_mr || !(flags & (MAP_ANONYMOUS | MAP_FIXED)))
+    if (pl_tl_guard || tl_in_mr || tl_in_alloc || !(flags & (MAP_ANONYMOUS | MAP_FIXED)))
         return real.mmap(addr, len, prot, flags, fd, off);
     mr_delta_t d = {0, 0};
     mr_lock();
@@ -697,7 +771,7 @@ PL_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_
 
 PL_EXPORT int munmap(void *addr, size_t len) {
     if (__builtin_expect(!ready(), 0)) return (int)syscall(SYS_munmap, addr, len);
-    if (pl_tl_guard || tl_in_mr || !mr.r) return real.munmap(addr, len);
+    if (pl_tl_guard || tl_in_mr || tl_in_alloc || !mr.r) return real.munmap(addr, len);
     mr_delta_t d = {0, 0};
     mr_lock();
     int rc = real.munmap(addr, len);
@@ -720,7 +794,7 @@ PL_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...
         new_addr = va_arg(ap, void *);
         va_end(ap);
     }
-    if (__builtin_expect(!ready(), 0) || !real.mremap || pl_tl_guard || tl_in_mr || !mr.r) {
+    if (__builtin_expect(!ready(), 0) || !real.mremap || pl_tl_guard || tl_in_mr || tl_in_alloc || !mr.r) {
         if (real.mremap) return real.mremap(old, old_len, new_len, flags, new_addr);
         return (void *)syscall(SYS_mremap, old, old_len, new_len, flags, new_addr);
     }

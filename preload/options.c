@@ -11,6 +11,7 @@ void pl_options_default(pl_options_t *o) {
     o->sample_bytes = 512 * 1024;
     o->interval_ms = 100;
     o->flush_ms = 250;
+    o->buffer_bytes = 256 * 1024;
     o->device_stacks = true;
     o->pss = true;
     o->cupti = PL_CUPTI_AUTO;
@@ -108,6 +109,18 @@ int pl_options_parse(pl_options_t *o, const char *(*get)(const char *), void (*w
     }
     n_bad += opt_range(get, warn, "PLATEAU_INTERVAL_MS", 1, 60000, &o->interval_ms);
     n_bad += opt_range(get, warn, "PLATEAU_FLUSH_MS", 10, 1000, &o->flush_ms);
+    s = get("PLATEAU_BUFFER_BYTES");
+    if (s) {
+        uint64_t v;
+        if (pl_options_parse_bytes(s, &v) == 0 && v >= 256 && v <= 1024 * 1024) {
+            o->buffer_bytes = (uint32_t)v;
+        } else {
+            char def[32];
+            snprintf(def, sizeof def, "%u", o->buffer_bytes);
+            bad(warn, "PLATEAU_BUFFER_BYTES", s, "a byte count in [256, 1M]", def);
+            n_bad++;
+        }
+    }
     n_bad += opt_bool(get, warn, "PLATEAU_STEP_SIGNAL", &o->step_signal);
     n_bad += opt_bool(get, warn, "PLATEAU_DEVICE_STACKS", &o->device_stacks);
     n_bad += opt_bool(get, warn, "PLATEAU_PSS", &o->pss);

@@ -10,6 +10,7 @@ typedef struct pl_options {
     uint64_t sample_bytes;      /* PLATEAU_SAMPLE_BYTES: mean bytes between stack samples; 0 = every call */
     uint32_t interval_ms;       /* PLATEAU_INTERVAL_MS: RSS/heap sampling period (1..60000, default 100) */
     uint32_t flush_ms;          /* PLATEAU_FLUSH_MS: writer flush period (10..1000, default 250) */
+    uint32_t buffer_bytes;      /* PLATEAU_BUFFER_BYTES: writer chunk buffer, 256 B..1 MiB (default 256 KiB; 8) */
     bool step_signal;           /* PLATEAU_STEP_SIGNAL: SIGUSR2 marks a step (default off) */
     bool device_stacks;         /* PLATEAU_DEVICE_STACKS: stack of every device block allocation (default on) */
     bool pss;                   /* PLATEAU_PSS: read smaps_rollup for PSS (default on) */

@@ -422,6 +422,11 @@ static void emit_process_start(uint32_t ppid, uint32_t exec_seq) {
         if (p->n_argv < PL_TRACE_MAX_ARGV) p->argv[p->n_argv++] = cmd + off;
         p->argc++;
     }
+    /* Looked up once per image: a fork child inherits the answer (and makes no loader call after fork). */
+    static char alloc_name[64], alloc_version[128];
+    if (!alloc_name[0]) pl_heap_allocator(alloc_name, sizeof alloc_name, alloc_version, sizeof alloc_version);
+    p->host_allocator = alloc_name;
+    p->host_allocator_version = alloc_version;
     pl_emit(&r);
 }
 
@@ -464,6 +469,7 @@ static void start_recording(uint32_t ppid) {
     pl_writer_options_t wo;
     pl_writer_options_default(&wo);
     wo.flush_ms = pl_g.opt.flush_ms;
+    wo.buffer_bytes = pl_g.opt.buffer_bytes;
     wo.log = write_stderr;
     wo.thread_start = writer_thread_start;
     wo.tick = resolve_frames;

@@ -6,6 +6,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <plateau/trace.h>
@@ -41,6 +42,9 @@ uint32_t pl_stack_capture(void);
 /* heap.c */
 void pl_heap_resolve(void);                    /* find the real allocator functions (idempotent) */
 void pl_heap_totals(pl_rec_heap_t *out);       /* exact totals summed over thread slots */
+/* Name ("glibc", "jemalloc", "tcmalloc", "mimalloc", "other:<file>", "unknown") and version ("" unknown) of the
+ * allocator that serves malloc. No traced allocation, no file I/O. */
+void pl_heap_allocator(char *name, size_t name_n, char *version, size_t version_n);
 void pl_heap_fork_prepare(void);
 void pl_heap_fork_parent(void);
 void pl_heap_fork_child(void);

@@ -192,6 +192,34 @@ int pl_compare_guess_allocator(const char *trace_path, const char **out) {
     return 0;
 }
 
+int pl_compare_trace_allocator(const char *trace_path, const char **alloc, const char **from) {
+    if (!trace_path || !alloc || !from) return -EINVAL;
+    *alloc = NULL;
+    *from = "";
+    pl_trace_reader_t *rd;
+    int rc = pl_trace_open(trace_path, &rd);
+    if (rc) return rc;
+    static const char *const known[] = {"glibc", "jemalloc", "tcmalloc", "mimalloc"};
+    const char *rec_alloc = NULL;
+    pl_trace_record_t rec;
+    /* process_start is the first record of every trace */
+    if (pl_trace_next(rd, &rec) > 0 && rec.type == PL_REC_PROCESS_START && rec.u.process.host_allocator &&
+        rec.u.process.host_allocator[0] && strcmp(rec.u.process.host_allocator, "unknown")) {
+        rec_alloc = "other";
+        for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+            if (!strcmp(rec.u.process.host_allocator, known[i])) rec_alloc = known[i];
+    }
+    pl_trace_close(rd);
+    if (rec_alloc) {
+        *alloc = rec_alloc;
+        *from = "recorded";
+        return 0;
+    }
+    if ((rc = pl_compare_guess_allocator(trace_path, alloc))) return rc;
+    if (*alloc) *from = "guessed";
+    return 0;
+}
+
 const char *pl_compare_kind_name(pl_compare_kind_t k) {
     switch (k) {
     case PL_COMPARE_RETENTION: return "allocator-retention";

@@ -3,7 +3,8 @@
  * malloc heap, nothing, or not decided yet (rules: docs/verdict.md, "Comparing two host allocators").
  *
  * Input: one process row of each analysed report (pl_report_analyze done), and each run's host allocator when known
- * ("glibc", "jemalloc", or NULL). pl_compare_guess_allocator reads it from a trace when plateau run did not say:
+ * ("glibc", "jemalloc", or NULL). pl_compare_trace_allocator reads it from a trace when plateau run did not say:
+ * the tracer records it (format 1.2); for older traces pl_compare_guess_allocator infers it from
  * the malloc_usable_size values in its sampled host_alloc records (glibc chunks: 8 mod 16; jemalloc size classes:
  * multiples of 16). Pure functions over the model, plus one trace scan; no globals; thread-safe.
  * Data flow: extract -> report (analysed) -> pl_compare_runs -> pl_compare_render_text / _json.
@@ -33,7 +34,8 @@ typedef enum pl_compare_state { PL_CMP_UNKNOWN = 0, PL_CMP_FLAT, PL_CMP_GROWS } 
 typedef struct pl_compare_run {
     char source[256];            /* run directory or trace */
     char allocator[16];          /* "glibc", "jemalloc", "unknown" */
-    char allocator_from[16];     /* "given" (command line), "trace" (usable sizes), "" when unknown */
+    char allocator_from[16];     /* "given" (command line), "recorded" (the tracer's process_start record),
+                                  * "guessed" (usable sizes, traces before 1.2), "" when unknown */
     long long pid;
     char name[64];
     pl_compare_state_t heap, rss; /* live heap (heap.bytes, heap.count), RSS (rss.anon, else rss) */
@@ -55,6 +57,12 @@ int pl_compare_runs(const pl_report_process_t *a, const char *alloc_a, const cha
 /* Guess the host allocator from a trace's sampled host allocations: "glibc", "jemalloc", or NULL when the trace
  * has too few samples (20) or mixed evidence. Returns 0, or the open error (negative errno). */
 int pl_compare_guess_allocator(const char *trace_path, const char **out);
+
+/* The host allocator of a trace: the one the tracer recorded in its process_start record (trace format 1.2+;
+ * "glibc", "jemalloc", "tcmalloc", "mimalloc" or "other"), *from = "recorded"; for an older trace, or one whose
+ * tracer could not tell, the guess of pl_compare_guess_allocator, *from = "guessed"; *alloc NULL and *from ""
+ * when neither says. The strings are static. Returns 0, or the open error (negative errno). */
+int pl_compare_trace_allocator(const char *trace_path, const char **alloc, const char **from);
 
 /* "allocator-retention", "leak", "outside-heap", "no-growth", "inconclusive". */
 const char *pl_compare_kind_name(pl_compare_kind_t k);

@@ -92,6 +92,13 @@ static bool c_fields(codec_t *c, pl_trace_record_t *r) {
             return true;
         }
         for (uint32_t i = 0; i < p->n_argv; i++) c_str(c, &p->argv[i], 1024);
+        if (c_more(c)) { /* 1.2 */
+            c_str(c, &p->host_allocator, 63);
+            c_str(c, &p->host_allocator_version, 127);
+        } else {
+            p->host_allocator = "";
+            p->host_allocator_version = "";
+        }
         return true;
     }
     case PL_REC_PROCESS_END: return true;

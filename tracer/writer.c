@@ -6,7 +6,14 @@
  *   thread vs explicit flush) and is never taken while holding `mu`... except in fork_prepare, which takes
  *   io_mu first, then mu, the same order as the flush path.
  * - After the first write error `stopped` is set and nothing more is written (the reader stops at the last
- *   whole chunk). */
+ *   whole chunk).
+ * - Priority records (process start/end, exec, step, mark, lost, and the heap/RSS/allocator-stats records taken
+ *   at a step) are never dropped because the ring is full: ordinary records may fill a buffer only up to
+ *   buffer_bytes - reserve, priority records use the whole buffer; when even that is full and no buffer is free,
+ *   they go (encoded) to a small spill area that seal_locked moves to the front of the next buffer. While the
+ *   spill holds records, ordinary records are dropped (counted), so the file keeps emission order. Only a
+ *   priority record that cannot fit a buffer at all, or a full spill (a writer stalled for thousands of steps),
+ *   still drops one, counted like any other. */
 #include "writer.h"
 
 #include <errno.h>
@@ -32,6 +39,7 @@ typedef struct {
 } wbuf_t;
 
 #define MAX_BUFFERS 64
+#define SPILL_BYTES (16u * 1024)
 
 struct pl_writer {
     pthread_mutex_t mu;
@@ -40,6 +48,10 @@ struct pl_writer {
     wbuf_t bufs[MAX_BUFFERS];
     unsigned n_bufs, cur, head;   /* guarded by mu */
     uint64_t lost_records, lost_bytes, lost_reported; /* guarded by mu */
+    size_t reserve_bytes;         /* tail of each buffer only priority records may use */
+    uint8_t *spill;               /* [SPILL_BYTES] encoded priority records waiting for a free buffer; mu */
+    size_t spill_len;             /* guarded by mu */
+    int64_t last_t_ns;            /* time of the last record offered to emit (for the final LOST); mu */
     uint32_t seq;                 /* next chunk sequence; guarded by io_mu */
     int fd;
     pl_writer_options_t opt;
@@ -107,7 +119,10 @@ int pl_writer_open(const char *path, const pl_trace_header_t *h, const pl_writer
     pl_writer_t *w = map_anon(sizeof *w);
     if (!w) return -ENOMEM;
     w->opt = opt;
-    w->region_bytes = opt.buffer_bytes * opt.n_buffers;
+    w->region_bytes = opt.buffer_bytes * opt.n_buffers + SPILL_BYTES;
+    w->reserve_bytes = opt.buffer_bytes / 8;
+    if (w->reserve_bytes < 128) w->reserve_bytes = 128; /* a step with its heap and RSS records */
+    if (w->reserve_bytes > 32 * 1024) w->reserve_bytes = 32 * 1024;
     w->region = map_anon(w->region_bytes);
     int rc;
     if (!w->region) {
@@ -116,6 +131,7 @@ int pl_writer_open(const char *path, const pl_trace_header_t *h, const pl_writer
     }
     w->n_bufs = opt.n_buffers;
     for (unsigned i = 0; i < w->n_bufs; i++) w->bufs[i].data = (uint8_t *)w->region + i * opt.buffer_bytes;
+    w->spill = (uint8_t *)w->region + w->n_bufs * opt.buffer_bytes;
     w->bufs[0].state = BUF_FILLING;
     pthread_mutex_init(&w->mu, NULL);
     pthread_mutex_init(&w->io_mu, NULL);
@@ -149,6 +165,43 @@ fail_struct:
     return rc;
 }
 
+static bool is_priority(const pl_trace_record_t *r) {
+    switch (r->type) {
+    case PL_REC_PROCESS_START:
+    case PL_REC_PROCESS_END:
+    case PL_REC_STEP:
+    case PL_REC_MARK:
+    case PL_REC_EXEC:
+    case PL_REC_LOST: return true;
+    case PL_REC_HEAP: return r->u.heap.step != 0;
+    case PL_REC_RSS: return r->u.rss.step != 0;
+    case PL_REC_ALLOC_STATS: return r->u.alloc_stats.step != 0;
+    default: return false;
+    }
+}
+
+static uint16_t rec_len(const uint8_t *p) {
+    uint16_t n;
+    memcpy(&n, p + 2, 2);
+    return n;
+}
+
+/* Move whole spilled records to the front of `cur` (empty, just made current) while they fit. mu held. */
+static void drain_spill_locked(pl_writer_t *w) {
+    wbuf_t *b = &w->bufs[w->cur];
+    size_t off = 0;
+    while (off < w->spill_len) {
+        uint16_t n = rec_len(w->spill + off);
+        if (b->len + n > w->opt.buffer_bytes) break;
+        memcpy(b->data + b->len, w->spill + off, n);
+        b->len += n;
+        b->n_records++;
+        off += n;
+    }
+    memmove(w->spill, w->spill + off, w->spill_len - off);
+    w->spill_len -= off;
+}
+
 /* Seal `cur` (if it holds records) and advance; mu held. Returns false if the next buffer is not free. */
 static bool seal_locked(pl_writer_t *w) {
     wbuf_t *b = &w->bufs[w->cur];
@@ -159,16 +212,47 @@ static bool seal_locked(pl_writer_t *w) {
     w->bufs[next].state = BUF_FILLING;
     w->bufs[next].len = 0;
     w->bufs[next].n_records = 0;
+    if (w->spill_len) drain_spill_locked(w);
     return true;
 }
 
-static bool append_locked(pl_writer_t *w, const pl_trace_record_t *rec) {
+/* Encode into `cur` if the record fits below `limit` bytes of the buffer. mu held. */
+static bool append_locked(pl_writer_t *w, const pl_trace_record_t *rec, size_t limit) {
     wbuf_t *b = &w->bufs[w->cur];
-    size_t n = pl_event_encode(rec, b->data + b->len, w->opt.buffer_bytes - b->len);
+    if (b->len >= limit) return false;
+    size_t n = pl_event_encode(rec, b->data + b->len, limit - b->len);
     if (!n) return false;
     b->len += n;
     b->n_records++;
     return true;
+}
+
+/* Queue one record: into `cur` (sealing it for a fresh one when full), else, for a priority record, into the
+ * spill. Returns false when it was dropped (not counted here). mu held. */
+static bool put_locked(pl_writer_t *w, const pl_trace_record_t *rec, bool *sealed) {
+    bool prio = is_priority(rec);
+    size_t limit = prio ? w->opt.buffer_bytes : w->opt.buffer_bytes - w->reserve_bytes;
+    if (!w->spill_len && append_locked(w, rec, limit)) return true;
+    if (w->bufs[w->cur].len > 0 && seal_locked(w)) {
+        *sealed = true;
+        if (!w->spill_len && append_locked(w, rec, limit)) return true;
+    }
+    if (!prio) return false;
+    size_t room = SPILL_BYTES - w->spill_len;
+    if (room > w->opt.buffer_bytes) room = w->opt.buffer_bytes; /* it must fit a buffer once drained */
+    size_t n = pl_event_encode(rec, w->spill + w->spill_len, room);
+    if (!n) return false;
+    w->spill_len += n;
+    return true;
+}
+
+/* Report records dropped so far in a LOST record (a priority record). mu held. */
+static void put_lost_locked(pl_writer_t *w, int64_t t_ns, bool *sealed) {
+    if (w->lost_records <= w->lost_reported) return;
+    pl_trace_record_t lost = {.type = PL_REC_LOST, .t_ns = t_ns};
+    lost.u.lost.n_records = w->lost_records - w->lost_reported;
+    lost.u.lost.n_bytes = w->lost_bytes;
+    if (put_locked(w, &lost, sealed)) w->lost_reported = w->lost_records;
 }
 
 int pl_writer_emit(pl_writer_t *w, const pl_trace_record_t *rec) {
@@ -180,27 +264,21 @@ int pl_writer_emit(pl_writer_t *w, const pl_trace_record_t *rec) {
         pthread_mutex_unlock(&w->mu);
         return -EPIPE;
     }
-    bool ok = append_locked(w, rec);
-    if (!ok && w->bufs[w->cur].len > 0 && seal_locked(w)) {
-        pthread_cond_signal(&w->cond);
-        ok = append_locked(w, rec);
-    }
-    if (ok && w->lost_records > w->lost_reported) {
-        pl_trace_record_t lost = {.type = PL_REC_LOST, .t_ns = rec->t_ns};
-        lost.u.lost.n_records = w->lost_records - w->lost_reported;
-        lost.u.lost.n_bytes = w->lost_bytes;
-        if (append_locked(w, &lost)) w->lost_reported = w->lost_records;
-    }
-    if (!ok) {
+    bool sealed = false;
+    w->last_t_ns = rec->t_ns;
+    bool ok = put_locked(w, rec, &sealed);
+    if (ok) put_lost_locked(w, rec->t_ns, &sealed);
+    else {
         w->lost_records++;
         w->lost_bytes += 64;
     }
+    if (sealed) pthread_cond_signal(&w->cond);
     pthread_mutex_unlock(&w->mu);
     return ok ? 0 : -ENOBUFS;
 }
 
 /* Write every sealed buffer; with seal_current, seal `cur` first if it holds records. io_mu held. */
-static int flush_io_locked(pl_writer_t *w, bool seal_current) {
+static int flush_pass_locked(pl_writer_t *w, bool seal_current) {
     int rc = 0;
     pthread_mutex_lock(&w->mu);
     if (seal_current && w->bufs[w->cur].len > 0) seal_locked(w);
@@ -233,11 +311,27 @@ static int flush_io_locked(pl_writer_t *w, bool seal_current) {
     return rc;
 }
 
+/* Passes until `cur` and the spill are empty (a full ring frees buffers only as it is written): while the spill
+ * holds records (each pass moves at least one into a buffer, so this ends: the spill is bounded), then at most 4
+ * more for `cur`, so that producers that keep emitting cannot hold the flusher. io_mu held. */
+static int flush_io_locked(pl_writer_t *w, bool seal_current) {
+    int rc = 0;
+    for (int extra = 0, pass = 0; extra < 4 && pass < 4096; pass++) { /* 16 KiB of spill: < 1400 records */
+        int prc = flush_pass_locked(w, seal_current);
+        if (prc && !rc) rc = prc;
+        if (!seal_current || atomic_load(&w->stopped)) break;
+        pthread_mutex_lock(&w->mu);
+        bool spilled = w->spill_len > 0, left = spilled || w->bufs[w->cur].len > 0;
+        pthread_mutex_unlock(&w->mu);
+        if (!left) break;
+        if (!spilled) extra++;
+    }
+    return rc;
+}
+
 int pl_writer_flush(pl_writer_t *w) {
     pthread_mutex_lock(&w->io_mu);
     int rc = flush_io_locked(w, true);
-    /* The ring may have been full when sealing: one more pass seals what remains in cur. */
-    if (rc == 0) rc = flush_io_locked(w, true);
     pthread_mutex_unlock(&w->io_mu);
     return rc;
 }
@@ -288,6 +382,11 @@ void pl_writer_close(pl_writer_t *w) {
     if (w->opt.tick) w->opt.tick(w->opt.tick_ctx);
     pthread_mutex_lock(&w->io_mu);
     flush_io_locked(w, true);
+    /* Drops not yet reported (no record was emitted after them): report them now, so the count is exact. */
+    pthread_mutex_lock(&w->mu);
+    bool sealed = false;
+    put_lost_locked(w, w->last_t_ns, &sealed);
+    pthread_mutex_unlock(&w->mu);
     flush_io_locked(w, true);
     pthread_mutex_lock(&w->mu);
     atomic_store(&w->closed, true);

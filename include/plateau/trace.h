@@ -29,7 +29,8 @@ extern "C" {
 #endif
 
 #define PL_TRACE_VERSION 1u
-#define PL_TRACE_VERSION_MINOR 1u  /* 1.1: module records carry build-id, file size and mtime (appended fields) */
+#define PL_TRACE_VERSION_MINOR 2u  /* 1.1: module records carry build-id, file size and mtime (appended fields);
+                                    * 1.2: process_start records carry the host allocator (appended fields) */
 #define PL_TRACE_MAX_CHUNK_BYTES (1u << 20)  /* largest chunk payload a reader accepts */
 #define PL_TRACE_MAX_FRAMES 128              /* frames per stack */
 #define PL_TRACE_MAX_ARGV 32                 /* argv entries kept in a process record */
@@ -94,6 +95,9 @@ typedef struct pl_rec_process {
     uint32_t argc;                   /* real argc; at most PL_TRACE_MAX_ARGV kept in argv */
     uint32_t n_argv;
     const char *argv[PL_TRACE_MAX_ARGV];
+    /* since 1.2 (older traces decode as "", ""): the allocator that served malloc, seen by the tracer at start */
+    const char *host_allocator;          /* "glibc", "jemalloc", "tcmalloc", "mimalloc", "other:<file>", "unknown" */
+    const char *host_allocator_version;  /* e.g. "2.36" or "5.3.0-0-g54eaed1d8b56..."; "" unknown */
 } pl_rec_process_t;
 
 typedef struct pl_rec_step { uint64_t step; uint32_t source; } pl_rec_step_t;

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Integration: `plateau report RUN_A RUN_B` on the same program run under --host-allocator glibc and jemalloc.
 # A real leak (target_leak) must be concluded a leak under both allocators, with each run's allocator read from its
-# trace; a warmup plateau (target_plateau) must never be called a leak or allocator retention; bad arguments exit 2.
+# trace (recorded there by the tracer, trace format 1.2); a warmup plateau (target_plateau) must never be called a leak or allocator retention; bad arguments exit 2.
 # usage: test_compare.sh PLATEAU TARGETS_DIR
 set -eu
 P=$1
@@ -20,6 +20,7 @@ import json, sys
 c = json.load(open(sys.argv[1]))
 assert c["schema"] == "plateau.compare" and c["schema_version"] == 1, c
 assert [r["allocator"] for r in c["runs"]] == ["glibc", "jemalloc"], c["runs"]
+assert [r["allocator_from"] for r in c["runs"]] == ["recorded", "recorded"], c["runs"]
 assert c["conclusion"]["code"] == "leak", c["conclusion"]
 assert all(r["heap"] == "grows" for r in c["runs"]), c["runs"]
 PY
@@ -28,7 +29,8 @@ grep -q "real leak" "$tmp/leak.txt" || fail "no 'real leak' sentence"
 "$P" run --no-report -o "$tmp/pl-glibc" -- "$T/target_plateau" 40 10 >/dev/null 2>&1 || fail "run plateau glibc"
 "$P" run --no-report --host-allocator jemalloc -o "$tmp/pl-je" -- "$T/target_plateau" 40 10 >/dev/null 2>&1 ||
     fail "run plateau jemalloc"
-# (too few sampled allocations to read the allocator from these short traces: say it)
+# short traces (too few samples to guess from usable sizes): the recorded allocator is still known
+"$P" report "$tmp/pl-je" "$tmp/pl-glibc" | grep -q "host allocator jemalloc (recorded)" || fail "allocator not recorded"
 "$P" report "$tmp/pl-je" "$tmp/pl-glibc" --allocators jemalloc,glibc --json "$tmp/pl.json" || fail "report plateau"
 python3 - "$tmp/pl.json" <<'PY' || fail "plateau comparison"
 import json, sys

@@ -51,6 +51,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (rec.u.process.n_argv > PL_TRACE_MAX_ARGV) __builtin_trap();
             sum += touch(rec.u.process.exe);
             for (uint32_t i = 0; i < rec.u.process.n_argv; i++) sum += touch(rec.u.process.argv[i]);
+            /* 1.2 fields: always set ("" for an older record) */
+            if (!rec.u.process.host_allocator || !rec.u.process.host_allocator_version) __builtin_trap();
+            sum += touch(rec.u.process.host_allocator) + touch(rec.u.process.host_allocator_version);
             break;
         case PL_REC_MARK: sum += touch(rec.u.mark.label); break;
         case PL_REC_FRAME: sum += touch(rec.u.frame.symbol); break;

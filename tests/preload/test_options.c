@@ -65,6 +65,16 @@ static void test_options_valid_values(void **state) {
     const char *zero[] = {"PLATEAU_SAMPLE_BYTES=0", NULL};
     assert_int_equal(parse(zero, &o), 0);
     assert_int_equal(o.sample_bytes, 0);
+    assert_int_equal(o.buffer_bytes, 256 * 1024);
+    const char *buf[] = {"PLATEAU_BUFFER_BYTES=4K", NULL};
+    assert_int_equal(parse(buf, &o), 0);
+    assert_int_equal(o.buffer_bytes, 4096);
+    const char *small[] = {"PLATEAU_BUFFER_BYTES=100", NULL}, *big[] = {"PLATEAU_BUFFER_BYTES=2M", NULL};
+    assert_int_equal(parse(small, &o), 1);
+    assert_int_equal(o.buffer_bytes, 256 * 1024);
+    assert_int_equal(parse(big, &o), 1);
+    assert_int_equal(o.buffer_bytes, 256 * 1024);
+    assert_non_null(strstr(msgs, "PLATEAU_BUFFER_BYTES='2M' is not a byte count in [256, 1M]"));
 }
 
 static void test_options_malformed_values_keep_defaults(void **state) {

@@ -325,6 +325,92 @@ static void test_preload_jemalloc_host_allocator(void **state) {
     assert_int_equal(sum.sym_live_at_step[10] - sum.sym_live_at_step[1], 9 * per_step);
 }
 
+/* What summarize() does not keep: the recorded host allocator, the step records and the lost-record total. */
+typedef struct {
+    char allocator[64], allocator_version[128];
+    int n_steps;
+    uint64_t n_lost;
+    int n_lost_records;
+} extra_t;
+
+static void read_extra(extra_t *x) {
+    char paths[4][600];
+    assert_int_equal(list_traces(paths, 4), 1);
+    memset(x, 0, sizeof *x);
+    pl_trace_reader_t *r;
+    assert_int_equal(pl_trace_open(paths[0], &r), 0);
+    assert_int_equal(pl_trace_header(r)->version_minor, PL_TRACE_VERSION_MINOR);
+    pl_trace_record_t rec;
+    int rc;
+    while ((rc = pl_trace_next(r, &rec)) == 1) {
+        if (rec.type == PL_REC_PROCESS_START) {
+            snprintf(x->allocator, sizeof x->allocator, "%s", rec.u.process.host_allocator);
+            snprintf(x->allocator_version, sizeof x->allocator_version, "%s", rec.u.process.host_allocator_version);
+        } else if (rec.type == PL_REC_STEP) {
+            x->n_steps++;
+        } else if (rec.type == PL_REC_LOST) {
+            x->n_lost += rec.u.lost.n_records;
+            x->n_lost_records++;
+        }
+    }
+    assert_int_equal(rc, 0);
+    pl_trace_close(r);
+}
+
+/* The same leak on glibc and on jemalloc: the allocator is recorded in process_start, and the live heap (malloc
+ * bytes + the program's anonymous mappings) grows by the same amount per step under both. jemalloc's own extent
+ * mappings (made inside malloc) are not counted as the program's; the program's own mapping still is. */
+static void test_preload_heap_growth_same_on_glibc_and_jemalloc(void **state) {
+    (void)state;
+    const char *je = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
+    if (access(je, R_OK) != 0) skip();
+    enum { STEPS = 20 };
+    char steps[8];
+    snprintf(steps, sizeof steps, "%d", STEPS);
+    char *argv[] = {target("heapmix"), steps, NULL};
+    char lp[1100];
+    snprintf(lp, sizeof lp, "LD_PRELOAD=%s:%s", preload, je);
+    double growth[2];
+    for (int k = 0; k < 2; k++) {
+        const char *env[] = {"PLATEAU_SAMPLE_BYTES=1M", k ? lp : NULL, NULL};
+        assert_int_equal(run(argv, env), 0);
+        extra_t x;
+        read_extra(&x);
+        assert_string_equal(x.allocator, k ? "jemalloc" : "glibc");
+        assert_true(x.allocator_version[0] != 0);
+        summarize_only(NULL);
+        assert_int_equal(sum.n_steps, STEPS);
+        const pl_rec_heap_t *a = &sum.heap_at_step[2], *b = &sum.heap_at_step[STEPS];
+        /* the program's own mapping: exactly 64 KiB per step under both allocators */
+        assert_int_equal(b->mmap_live_bytes - a->mmap_live_bytes, (int64_t)(STEPS - 2) * 64 * 1024);
+        growth[k] = (double)(b->live_bytes + b->mmap_live_bytes - a->live_bytes - a->mmap_live_bytes) / (STEPS - 2);
+        fprintf(stderr, "heapmix on %s (%s): %.0f B/step\n", x.allocator, x.allocator_version, growth[k]);
+        assert_true(growth[k] >= 16 * 4000 + 300 * 1024 + 64 * 1024);
+    }
+    double rel = growth[1] / growth[0];
+    assert_true(rel > 0.9 && rel < 1.1);
+}
+
+/* Steps during a storm that overflows the writer (every allocation sampled, the smallest buffers, a slow flush):
+ * allocation records are lost and counted, but every step and mark record is in the trace. */
+static void test_preload_steps_survive_writer_overflow(void **state) {
+    (void)state;
+    char *argv[] = {target("stepstorm"), "100", NULL};
+    const char *env[] = {"PLATEAU_SAMPLE_BYTES=0", "PLATEAU_BUFFER_BYTES=256", "PLATEAU_FLUSH_MS=1000", NULL};
+    assert_int_equal(run(argv, env), 0);
+    assert_non_null(strstr(out_buf, "steps 100"));
+    extra_t x;
+    read_extra(&x);
+    fprintf(stderr, "stepstorm: %d steps, %llu records lost in %d lost records\n", x.n_steps,
+            (unsigned long long)x.n_lost, x.n_lost_records);
+    assert_int_equal(x.n_steps, 100);
+    assert_true(x.n_lost > 0);
+    summarize_only(NULL);
+    assert_int_equal(sum.n_steps, 100);
+    assert_int_equal(sum.n_marks, 10);
+    for (int k = 1; k <= 100; k++) assert_true(sum.heap_at_step[k].n_alloc > 0); /* each step's totals too */
+}
+
 /* Multi-process Python: forked pool workers (like DataLoader workers) and a subprocess (vfork + exec). */
 static void test_preload_python_workers_and_subprocess(void **state) {
     (void)state;
@@ -494,6 +580,8 @@ int main(void) {
         cmocka_unit_test(test_preload_device_events_from_allocator_hook),
         cmocka_unit_test(test_preload_malformed_env_uses_defaults),
         cmocka_unit_test(test_preload_jemalloc_host_allocator),
+        cmocka_unit_test(test_preload_heap_growth_same_on_glibc_and_jemalloc),
+        cmocka_unit_test(test_preload_steps_survive_writer_overflow),
         cmocka_unit_test(test_preload_python_workers_and_subprocess),
         cmocka_unit_test(test_preload_exec_follows_with_empty_env),
         cmocka_unit_test(test_preload_dlopened_library_named_in_stacks),

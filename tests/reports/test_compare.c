@@ -123,11 +123,17 @@ static void test_compare_undecided(void **state) {
     assert_non_null(strstr(c.text, "if the two runs differ only"));
 }
 
-/* a trace with n host_alloc records of the given usable sizes (cycled) */
-static void write_trace(const char *path, const uint64_t *sizes, size_t n_sizes, size_t n) {
+/* a trace with a process_start record naming `recorded` (NULL: none, as before format 1.2), then n host_alloc
+ * records of the given usable sizes (cycled) */
+static void write_trace_rec(const char *path, const char *recorded, const uint64_t *sizes, size_t n_sizes, size_t n) {
     pl_trace_header_t h = {.version = PL_TRACE_VERSION, .pid = 1, .ppid = 0};
     pl_writer_t *w;
     assert_int_equal(pl_writer_open(path, &h, NULL, &w), 0);
+    pl_trace_record_t p;
+    memset(&p, 0, sizeof p);
+    p.type = PL_REC_PROCESS_START;
+    p.u.process = (pl_rec_process_t){.pid = 1, .exe = "/bin/x", .host_allocator = recorded};
+    assert_int_equal(pl_writer_emit(w, &p), 0);
     for (size_t i = 0; i < n; i++) {
         pl_trace_record_t a;
         memset(&a, 0, sizeof a);
@@ -139,6 +145,10 @@ static void write_trace(const char *path, const uint64_t *sizes, size_t n_sizes,
     assert_int_equal(pl_writer_flush(w), 0);
     pl_writer_close(w);
     pl_writer_destroy(w);
+}
+
+static void write_trace(const char *path, const uint64_t *sizes, size_t n_sizes, size_t n) {
+    write_trace_rec(path, NULL, sizes, n_sizes, n);
 }
 
 static void test_compare_guess_allocator(void **state) {
@@ -168,11 +178,53 @@ static void test_compare_guess_allocator(void **state) {
     assert_true(pl_compare_guess_allocator("/nonexistent/x.pltrace", &a) < 0);
 }
 
+/* The allocator the tracer recorded wins over the usable-size guess; traces without it fall back to the guess and
+ * say so. */
+static void test_compare_recorded_allocator(void **state) {
+    (void)state;
+    char path[] = "/tmp/pl-test-compare-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    unlink(path);
+    static const uint64_t glibc_sizes[] = {24, 40, 65544, 524296, 1032};
+    const char *a = "x", *from = "x";
+    /* recorded jemalloc, although the sizes look like glibc's: the record is what ran */
+    write_trace_rec(path, "jemalloc", glibc_sizes, 5, 100);
+    assert_int_equal(pl_compare_trace_allocator(path, &a, &from), 0);
+    assert_string_equal(a, "jemalloc");
+    assert_string_equal(from, "recorded");
+    unlink(path);
+    write_trace_rec(path, "glibc", glibc_sizes, 5, 3); /* no samples needed */
+    assert_int_equal(pl_compare_trace_allocator(path, &a, &from), 0);
+    assert_string_equal(a, "glibc");
+    assert_string_equal(from, "recorded");
+    unlink(path);
+    write_trace_rec(path, "other:libfoo.so", glibc_sizes, 5, 3);
+    assert_int_equal(pl_compare_trace_allocator(path, &a, &from), 0);
+    assert_string_equal(a, "other");
+    assert_string_equal(from, "recorded");
+    unlink(path);
+    /* an older trace (no field) or a tracer that could not tell: the guess, marked as one */
+    write_trace_rec(path, NULL, glibc_sizes, 5, 100);
+    assert_int_equal(pl_compare_trace_allocator(path, &a, &from), 0);
+    assert_string_equal(a, "glibc");
+    assert_string_equal(from, "guessed");
+    unlink(path);
+    write_trace_rec(path, "unknown", glibc_sizes, 5, 10);
+    assert_int_equal(pl_compare_trace_allocator(path, &a, &from), 0);
+    assert_null(a);
+    assert_string_equal(from, "");
+    unlink(path);
+    assert_true(pl_compare_trace_allocator("/nonexistent/x.pltrace", &a, &from) < 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_compare_retention),       cmocka_unit_test(test_compare_leak_both),
         cmocka_unit_test(test_compare_outside_heap),    cmocka_unit_test(test_compare_no_growth),
         cmocka_unit_test(test_compare_undecided),       cmocka_unit_test(test_compare_guess_allocator),
+        cmocka_unit_test(test_compare_recorded_allocator),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -106,6 +106,38 @@ static void test_event_module_identity_and_old_records(void **state) {
     assert_int_equal(pl_event_decode(buf, old_len + 5, &out, &used), -EBADMSG);
 }
 
+/* 1.2: process_start appends the host allocator; a 1.1 process record (without it) decodes with "". */
+static void test_event_process_allocator_and_old_records(void **state) {
+    (void)state;
+    pl_trace_record_t in, out;
+    rec_sample(PL_REC_PROCESS_START, 0, &in);
+    uint8_t buf[4096];
+    size_t n = pl_event_encode(&in, buf, sizeof buf), used;
+    assert_int_equal(pl_event_decode(buf, n, &out, &used), 0);
+    assert_string_equal(out.u.process.host_allocator, "jemalloc");
+    assert_string_equal(out.u.process.host_allocator_version, "5.3.0-0-g54eaed1d8b56");
+    assert_string_equal(out.u.process.argv[3], in.u.process.argv[3]);
+    /* the 1.1 layout ends after the last argv string */
+    size_t old_len = n - (2 + strlen("jemalloc") + 1) - (2 + strlen("5.3.0-0-g54eaed1d8b56") + 1);
+    uint16_t len16 = (uint16_t)old_len;
+    memcpy(buf + 2, &len16, 2);
+    assert_int_equal(pl_event_decode(buf, old_len, &out, &used), 0);
+    assert_int_equal(used, old_len);
+    assert_int_equal(out.u.process.n_argv, 4);
+    assert_string_equal(out.u.process.host_allocator, "");
+    assert_string_equal(out.u.process.host_allocator_version, "");
+    /* cut inside the appended fields: malformed */
+    len16 = (uint16_t)(old_len + 3);
+    memcpy(buf + 2, &len16, 2);
+    assert_int_equal(pl_event_decode(buf, old_len + 3, &out, &used), -EBADMSG);
+    /* a record written without the fields set encodes them as "" (never a NULL dereference) */
+    in.u.process.host_allocator = NULL;
+    in.u.process.host_allocator_version = NULL;
+    n = pl_event_encode(&in, buf, sizeof buf);
+    assert_int_equal(pl_event_decode(buf, n, &out, &used), 0);
+    assert_string_equal(out.u.process.host_allocator, "");
+}
+
 /* Frame symbols are not cut at the generic 4 KiB string limit: deep C++ template names survive whole. */
 static void test_event_long_frame_symbol_whole(void **state) {
     (void)state;
@@ -150,6 +182,7 @@ int main(void) {
         cmocka_unit_test(test_event_encode_refuses_small_buffer),
         cmocka_unit_test(test_event_decode_rejects_malformed),
         cmocka_unit_test(test_event_module_identity_and_old_records),
+        cmocka_unit_test(test_event_process_allocator_and_old_records),
         cmocka_unit_test(test_event_long_frame_symbol_whole),
         cmocka_unit_test(test_event_header_round_trip_and_checks),
     };

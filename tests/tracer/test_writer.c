@@ -261,6 +261,77 @@ static void test_writer_full_ring_counts_lost_records(void **state) {
     pl_trace_close(r);
 }
 
+/* Steps, marks and per-step heap totals survive a ring that ordinary records keep full (no writer thread, no
+ * flush for a long stretch): every one is in the file, in emission order, and the LOST records add up exactly
+ * to the ordinary records dropped. */
+static void test_writer_full_ring_keeps_steps(void **state) {
+    (void)state;
+    static const size_t sizes[] = {256, 4096};
+    for (size_t z = 0; z < 2; z++) {
+        char path[300];
+        snprintf(path, sizeof path, "%s/steps%zu.pltrace", dir, z);
+        pl_writer_options_t opt;
+        pl_writer_options_default(&opt);
+        opt.buffer_bytes = sizes[z];
+        opt.n_buffers = 2;
+        pl_trace_header_t h = header();
+        pl_writer_t *w;
+        assert_int_equal(pl_writer_open(path, &h, &opt, &w), 0);
+        pl_trace_record_t alloc, step, heap, mark;
+        rec_sample(PL_REC_HOST_ALLOC, 1, &alloc);
+        rec_sample(PL_REC_MARK, 1, &mark);
+        enum { STEPS = 300 };
+        int dropped = 0, kept_allocs = 0;
+        for (int s = 1; s <= STEPS; s++) {
+            for (int i = 0; i < 50; i++) {
+                alloc.t_ns = s;
+                int rc = pl_writer_emit(w, &alloc);
+                if (rc == -ENOBUFS) dropped++;
+                else if (rc == 0) kept_allocs++;
+                else fail();
+            }
+            step = (pl_trace_record_t){.type = PL_REC_STEP, .t_ns = s, .u.step = {.step = (uint64_t)s}};
+            heap = (pl_trace_record_t){.type = PL_REC_HEAP, .t_ns = s, .u.heap = {.step = (uint64_t)s}};
+            mark.t_ns = s;
+            assert_int_equal(pl_writer_emit(w, &step), 0);
+            assert_int_equal(pl_writer_emit(w, &heap), 0);
+            if (s % 100 == 0) assert_int_equal(pl_writer_emit(w, &mark), 0);
+            if (s % 60 == 0) assert_int_equal(pl_writer_flush(w), 0); /* a slow writer: rarely drained */
+        }
+        assert_true(dropped > 0);
+        assert_int_equal(pl_writer_n_lost(w), (uint64_t)dropped);
+        pl_writer_destroy(w); /* the drops after the last record offered are reported at close */
+        pl_trace_reader_t *r;
+        assert_int_equal(pl_trace_open(path, &r), 0);
+        pl_trace_record_t o;
+        uint64_t lost = 0, last_step = 0;
+        int allocs = 0, marks = 0, heaps = 0, rc;
+        int64_t last_t = 0;
+        while ((rc = pl_trace_next(r, &o)) == 1) {
+            assert_true(o.t_ns >= last_t); /* emission order kept */
+            last_t = o.t_ns;
+            if (o.type == PL_REC_LOST) lost += o.u.lost.n_records;
+            if (o.type == PL_REC_HOST_ALLOC) allocs++;
+            if (o.type == PL_REC_MARK) marks++;
+            if (o.type == PL_REC_STEP) {
+                assert_int_equal(o.u.step.step, last_step + 1);
+                last_step = o.u.step.step;
+            }
+            if (o.type == PL_REC_HEAP) {
+                assert_int_equal(o.u.heap.step, last_step);
+                heaps++;
+            }
+        }
+        assert_int_equal(rc, 0);
+        pl_trace_close(r);
+        assert_int_equal(last_step, STEPS);
+        assert_int_equal(heaps, STEPS);
+        assert_int_equal(marks, STEPS / 100);
+        assert_int_equal(allocs, kept_allocs);
+        assert_int_equal(lost, (uint64_t)dropped);
+    }
+}
+
 static int n_logs;
 static void count_log(const char *msg) {
     (void)msg;
@@ -321,6 +392,7 @@ int main(void) {
         cmocka_unit_test(test_writer_corrupted_checksum_stops_cleanly),
         cmocka_unit_test(test_writer_thread_flushes_periodically),
         cmocka_unit_test(test_writer_full_ring_counts_lost_records),
+        cmocka_unit_test(test_writer_full_ring_keeps_steps),
         cmocka_unit_test(test_writer_full_disk_stops_once),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -14,6 +14,8 @@ static void print(const pl_trace_record_t *r) {
                r->u.process.ppid, r->u.process.exec_seq, r->u.process.rank, r->u.process.sample_bytes,
                r->u.process.exe, r->u.process.argc);
         for (uint32_t i = 0; i < r->u.process.n_argv; i++) printf(" argv[%u]=%s", i, r->u.process.argv[i]);
+        printf(" host_allocator=%s host_allocator_version=%s", r->u.process.host_allocator,
+               r->u.process.host_allocator_version);
         break;
     case PL_REC_STEP: printf(" step=%" PRIu64 " source=%u", r->u.step.step, r->u.step.source); break;
     case PL_REC_MARK: printf(" step=%" PRIu64 " label=%s", r->u.mark.step, r->u.mark.label); break;
