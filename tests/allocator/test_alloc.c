@@ -201,7 +201,7 @@ static void test_alloc_record_stream_defers_reuse(void **state) {
     char *snap;
     size_t len;
     assert_int_equal(pl_alloc_snapshot_json(f.a, &snap, &len), 0);
-    assert_non_null(strstr(snap, "active_pending_free"));
+    assert_non_null(strstr(snap, "\"requested_size\":4194304,\"state\":\"active_pending_free\"")); /* kept while pending */
     free(snap);
     pl_alloc_empty_cache(f.a); /* cannot synchronize a held stream: the block stays */
     assert_int_equal(fx_stats(&f).active_bytes[PL_POOL_ALL].current, 8 * MiB);
@@ -397,7 +397,44 @@ static void test_alloc_snapshot_json(void **state) {
     assert_non_null(strstr(js, "\"state\":\"inactive\""));
     free(js);
     pl_alloc_free(f.a, a);
+    /* a freed (cached) block reports no requested size */
+    assert_int_equal(pl_alloc_snapshot_json(f.a, &js, &len), 0);
+    snprintf(want, sizeof want, "{\"address\":%" PRIuPTR ",\"size\":2097152,\"requested_size\":0,\"state\":\"inactive\"}",
+             (uintptr_t)a);
+    assert_non_null(strstr(js, want));
+    free(js);
     pl_alloc_free(f.a, b);
+    fx_close(&f);
+}
+
+static size_t count_str(const char *hay, const char *needle) {
+    size_t n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
+    return n;
+}
+
+/* Cached blocks of one size class (in one treap) report requested size 0 in the snapshot, every one of them, and
+ * the live ones between them their true requested size. */
+static void test_alloc_snapshot_free_blocks_requested_zero(void **state) {
+    (void)state;
+    fixture_t f;
+    fx_open(&f, GiB, true, "");
+    void *x[16], *y[16];
+    for (int i = 0; i < 16; i++) {
+        x[i] = pl_alloc_malloc(f.a, 4096, 0);
+        y[i] = pl_alloc_malloc(f.a, 4000, 0); /* keeps the x blocks apart: no merge */
+    }
+    for (int i = 0; i < 16; i++) pl_alloc_free(f.a, x[i]);
+    char *js;
+    size_t len;
+    assert_int_equal(pl_alloc_snapshot_json(f.a, &js, &len), 0);
+    size_t n_inactive = count_str(js, "\"state\":\"inactive\"");
+    assert_true(n_inactive >= 16); /* 16 free 4 KiB blocks + the segment's tail */
+    assert_int_equal(count_str(js, "\"requested_size\":0,\"state\":\"inactive\""), n_inactive);
+    assert_int_equal(count_str(js, "\"size\":4096,\"requested_size\":4000,\"state\":\"active_allocated\""), 16);
+    free(js);
+    fx_check(&f);
+    for (int i = 0; i < 16; i++) pl_alloc_free(f.a, y[i]);
     fx_close(&f);
 }
 
@@ -515,6 +552,7 @@ int main(void) {
         cmocka_unit_test(test_alloc_max_split_small_request),
         cmocka_unit_test(test_alloc_max_split_oversize_request),
         cmocka_unit_test(test_alloc_record_stream_defers_reuse),
+        cmocka_unit_test(test_alloc_snapshot_free_blocks_requested_zero),
         cmocka_unit_test(test_alloc_gc_threshold),
         cmocka_unit_test(test_alloc_oom_message_and_event),
         cmocka_unit_test(test_alloc_oom_releases_cache_and_retries),
