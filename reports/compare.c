@@ -254,7 +254,9 @@ int pl_compare_render_text(const pl_compare_t *c, FILE *o) {
         fprintf(o, "  %-11s", pl_metric_name(table_metrics[k]));
         for (int i = 0; i < 2; i++) {
             char cell[64], s[40];
-            if (m[i]) snprintf(cell, sizeof cell, "%s %s", pl_verdict_name(m[i]->verdict.kind), slope(m[i], pl_metric_is_bytes(table_metrics[k]), s, sizeof s));
+            if (m[i])
+                snprintf(cell, sizeof cell, "%s %s", pl_verdict_name(m[i]->verdict.kind),
+                         slope(m[i], pl_metric_is_bytes(table_metrics[k]), s, sizeof s));
             else snprintf(cell, sizeof cell, "-");
             fprintf(o, " %-34s", cell);
         }
@@ -264,40 +266,26 @@ int pl_compare_render_text(const pl_compare_t *c, FILE *o) {
     return ferror(o) ? -EIO : 0;
 }
 
-static void jstr(FILE *o, const char *s) {
-    fputc('"', o);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(o, "\\%c", *p);
-        else if (*p < 0x20) fprintf(o, "\\u%04x", *p);
-        else fputc(*p, o);
-    }
-    fputc('"', o);
-}
-
-static void jnum(FILE *o, double v) {
-    if (isfinite(v)) fprintf(o, "%.10g", v);
-    else fputs("null", o);
-}
-
 static const char *state_name(pl_compare_state_t s) {
     return s == PL_CMP_GROWS ? "grows" : s == PL_CMP_FLAT ? "flat" : "unknown";
 }
 
 int pl_compare_render_json(const pl_compare_t *c, FILE *o) {
     if (!c || !o) return -EINVAL;
-    fprintf(o, "{\n  \"schema\": \"plateau.compare\",\n  \"schema_version\": %d,\n  \"runs\": [", PL_COMPARE_SCHEMA_VERSION);
+    fprintf(o, "{\n  \"schema\": \"plateau.compare\",\n  \"schema_version\": %d,\n  \"runs\": [",
+            PL_COMPARE_SCHEMA_VERSION);
     for (int i = 0; i < 2; i++) {
         const pl_compare_run_t *r = &c->run[i];
         fputs(i ? ", {\n" : "{\n", o);
         fputs("    \"source\": ", o);
-        jstr(o, r->source);
+        pl_format_json_str(o, r->source);
         fputs(",\n    \"allocator\": ", o);
-        jstr(o, r->allocator);
+        pl_format_json_str(o, r->allocator);
         fputs(",\n    \"allocator_from\": ", o);
-        if (r->allocator_from[0]) jstr(o, r->allocator_from);
+        if (r->allocator_from[0]) pl_format_json_str(o, r->allocator_from);
         else fputs("null", o);
         fprintf(o, ",\n    \"pid\": %lld,\n    \"name\": ", r->pid);
-        jstr(o, r->name);
+        pl_format_json_str(o, r->name);
         fprintf(o, ",\n    \"heap\": \"%s\",\n    \"rss\": \"%s\",\n    \"metrics\": [", state_name(r->heap),
                 state_name(r->rss));
         bool first = true;
@@ -305,27 +293,28 @@ int pl_compare_render_json(const pl_compare_t *c, FILE *o) {
             const pl_report_metric_t *m = metric(r->proc, table_metrics[k]);
             if (!m) continue;
             const pl_verdict_t *v = &m->verdict;
-            fprintf(o, "%s\n      {\"name\": \"%s\", \"unit\": \"%s\", \"verdict\": \"%s\", \"level\": ", first ? "" : ",",
-                    pl_metric_name(table_metrics[k]), pl_metric_is_bytes(table_metrics[k]) ? "bytes" : "count", pl_verdict_name(v->kind));
-            jnum(o, v->level);
+            fprintf(o, "%s\n      {\"name\": \"%s\", \"unit\": \"%s\", \"verdict\": \"%s\", \"level\": ",
+                    first ? "" : ",", pl_metric_name(table_metrics[k]),
+                    pl_metric_is_bytes(table_metrics[k]) ? "bytes" : "count", pl_verdict_name(v->kind));
+            pl_format_json_num(o, v->level);
             fputs(", \"slope_per_step\": ", o);
-            jnum(o, v->slope_per_step);
+            pl_format_json_num(o, v->slope_per_step);
             fputs(", \"slope_ci\": [", o);
-            jnum(o, v->slope_lo);
+            pl_format_json_num(o, v->slope_lo);
             fputs(", ", o);
-            jnum(o, v->slope_hi);
+            pl_format_json_num(o, v->slope_hi);
             fprintf(o, "], \"more_steps\": %lld}", (long long)v->more_steps);
             first = false;
         }
         fputs(first ? "]\n  }" : "\n    ]\n  }", o);
     }
     fputs("],\n  \"conclusion\": {\"code\": ", o);
-    jstr(o, pl_compare_kind_name(c->kind));
+    pl_format_json_str(o, pl_compare_kind_name(c->kind));
     fputs(", \"growing_run\": ", o);
     if (c->growing_run >= 0) fprintf(o, "%d", c->growing_run);
     else fputs("null", o);
     fputs(", \"text\": ", o);
-    jstr(o, c->text);
+    pl_format_json_str(o, c->text);
     fputs("}\n}\n", o);
     return ferror(o) ? -EIO : 0;
 }
