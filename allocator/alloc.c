@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "batch.h"
+#include "bins.h"
 #include "internal.h"
 
 static _Thread_local char last_error[640];
@@ -73,48 +75,51 @@ void pl_alloc_segment_unlink(pl_alloc_t *a, pl_segment_t *seg) {
 
 bool pl_alloc_block_is_split(const pl_block_t *b) { return b->prev || b->next; }
 
-static uint32_t next_prio(pl_alloc_t *a) {
-    /* xorshift64*: deterministic treap priorities */
-    uint64_t x = a->prio_state;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    a->prio_state = x;
-    return (uint32_t)((x * 0x2545F4914F6CDD1Dull) >> 32);
+/* inactive_split / inactive_split_bytes follow the FREE blocks of split plain segments (PyTorch does not count
+ * expandable segments there). Like PyTorch, a malloc or free applies its net change once: a free that merges
+ * neighbours and caches the result, or a malloc that shrinks a cached split block, moves the counters by the
+ * difference only (their allocated / freed accumulators count net changes, as PyTorch's do). */
+static inline void split_stats(pl_alloc_t *a, int pool, int64_t d_blocks, int64_t d_bytes) {
+    if (d_blocks > 0)
+        pl_stats_inc(a->stats.inactive_split, pool, d_blocks);
+    else if (d_blocks < 0)
+        pl_stats_dec(a->stats.inactive_split, pool, -d_blocks);
+    if (d_bytes > 0)
+        pl_stats_inc(a->stats.inactive_split_bytes, pool, d_bytes);
+    else if (d_bytes < 0)
+        pl_stats_dec(a->stats.inactive_split_bytes, pool, -d_bytes);
 }
 
-/* Cache a FREE block: into its binset, counted as inactive_split when its segment is split (PyTorch does
- * not count expandable segments there). */
-void pl_alloc_bins_insert(pl_alloc_t *a, pl_block_t *b) {
+/* Into the bins as FREE, without the split counters; returns whether b counts as inactive_split. */
+static inline bool bins_put(pl_alloc_t *a, pl_block_t *b) {
     b->state = PL_BLOCK_FREE;
-    b->prio = next_prio(a);
-    if (a->cfg.garbage_collection_threshold > 0.0) b->gc_base = a->lookups[b->pool];
-    b->counted_split = !b->seg->expandable && pl_alloc_block_is_split(b);
-    if (b->counted_split) {
-        pl_stats_inc(a->stats.inactive_split, b->pool, 1);
-        pl_stats_inc(a->stats.inactive_split_bytes, b->pool, (int64_t)b->size_bytes);
-    }
+    b->prio = pl_bins_prio(b->addr);
+    if (a->gc_on) b->gc_base = a->lookups[b->pool];
+    bool counted = !b->in_expandable && pl_alloc_block_is_split(b);
+    b->counted_split = counted;
     pl_bins_insert(b->seg->bins, b);
+    return counted;
 }
 
-/* Account for b leaving the bins (already unlinked from its treap). */
-static inline void bins_removed(pl_alloc_t *a, pl_block_t *b) {
-    if (b->counted_split) {
-        pl_stats_dec(a->stats.inactive_split, b->pool, 1);
-        pl_stats_dec(a->stats.inactive_split_bytes, b->pool, (int64_t)b->size_bytes);
-        b->counted_split = false;
-    }
+/* Out of the bins (tree already unlinked), without the split counters; returns whether b counted. */
+static inline bool bins_taken(pl_block_t *b) {
+    bool counted = b->counted_split;
+    b->counted_split = false;
     b->state = 0;
+    return counted;
+}
+
+void pl_alloc_bins_insert(pl_alloc_t *a, pl_block_t *b) {
+    if (bins_put(a, b)) split_stats(a, b->pool, 1, (int64_t)b->size_bytes);
 }
 
 void pl_alloc_bins_remove(pl_alloc_t *a, pl_block_t *b) {
     pl_bins_remove(b->seg->bins, b);
-    bins_removed(a, b);
+    if (bins_taken(b)) split_stats(a, b->pool, -1, -(int64_t)b->size_bytes);
 }
 
-static pl_binset_t *get_bins(pl_alloc_t *a, int pool, pl_stream_t stream) {
-    pl_binset_t *bs = a->last_bins[pool];
-    if (bs && bs->stream == stream) return bs;
+static __attribute__((noinline)) pl_binset_t *new_bins(pl_alloc_t *a, int pool, pl_stream_t stream) {
+    pl_binset_t *bs;
     for (bs = a->binsets[pool]; bs; bs = bs->next)
         if (bs->stream == stream) break;
     if (!bs) {
@@ -129,58 +134,78 @@ static pl_binset_t *get_bins(pl_alloc_t *a, int pool, pl_stream_t stream) {
     return bs;
 }
 
+/* The (pool, stream) binset; the last one used per pool is cached. NULL when out of host memory. */
+static inline pl_binset_t *get_bins(pl_alloc_t *a, int pool, pl_stream_t stream) {
+    pl_binset_t *bs = a->last_bins[pool];
+    return bs && bs->stream == stream ? bs : new_bins(a, pool, stream);
+}
+
 static bool is_oversize(const pl_alloc_t *a, size_t size) { return size >= a->cfg.max_split_size_bytes; }
 
 /* Best fit in bs for `size`, applying max_split_size rules to blocks of plain segments. The block is taken
- * out of the bins. */
+ * out of the bins; its counted_split flag is left for take_block's net accounting. */
 static pl_block_t *get_free_block(pl_alloc_t *a, pl_binset_t *bs, size_t size) {
     a->lookups[bs->pool]++;
     pl_block_t **link;
     pl_block_t *b = pl_bins_lower_bound_link(bs, size, &link);
     if (!b) return NULL;
-    if (!b->seg->expandable) {
+    if (!b->in_expandable) {
         /* a request below max_split never takes an oversize block */
         if (!is_oversize(a, size) && is_oversize(a, b->size_bytes)) return NULL;
         /* an oversize request takes a cached block only if the waste stays under max_non_split_rounding */
         if (is_oversize(a, size) && b->size_bytes - size >= a->cfg.max_non_split_rounding_bytes) return NULL;
     }
     pl_bins_remove_at(bs, b, link); /* b is in bs: get_bins gave the binset of its pool and stream */
-    bins_removed(a, b);
     return b;
 }
 
 static bool should_split(const pl_alloc_t *a, const pl_block_t *b, size_t size) {
     size_t remaining = b->size_bytes - size;
-    if (b->pool == PL_POOL_SMALL || b->seg->expandable) return remaining >= PL_MIN_BLOCK;
+    if (b->pool == PL_POOL_SMALL || b->in_expandable) return remaining >= PL_MIN_BLOCK;
     return !is_oversize(a, size) && remaining > PL_SMALL_SIZE;
 }
 
-/* Hand out `b` (not in any bins) for a request of `size` rounded bytes: split off the tail when allowed. */
+/* Hand out `b` (out of the bins: from get_free_block, or new device memory) for a request of `size` rounded
+ * bytes: split off the tail when allowed. PyTorch's accounting: a split block shrinking leaves inactive_split as
+ * is and takes `size` off its bytes; a whole block split counts its new tail; a split block taken whole leaves. */
 static pl_block_t *take_block(pl_alloc_t *a, pl_block_t *b, size_t size) {
+    bool was_counted = bins_taken(b);
+    int64_t d_blocks = was_counted ? -1 : 0, d_bytes = was_counted ? -(int64_t)b->size_bytes : 0;
     if (should_split(a, b, size)) {
         pl_block_t *rest = pl_slab_get(a);
         if (rest) {
             rest->addr = b->addr + size;
             rest->size_bytes = b->size_bytes - size;
             rest->seg = b->seg;
+            rest->in_expandable = b->in_expandable;
             rest->pool = b->pool;
             rest->prev = b;
             rest->next = b->next;
             if (b->next) b->next->prev = rest;
             b->next = rest;
             b->size_bytes = size;
-            pl_alloc_bins_insert(a, rest);
+            if (bins_put(a, rest)) {
+                d_blocks++;
+                d_bytes += (int64_t)rest->size_bytes;
+            }
         } /* out of descriptor memory: hand out the whole block (correct, only wasteful) */
     }
+    if (d_blocks | d_bytes) split_stats(a, b->pool, d_blocks, d_bytes);
     b->state = PL_BLOCK_ALLOCATED;
     return b;
 }
 
-/* Merge FREE neighbours (taking them out of the bins) and cache the block. */
+/* Merge FREE neighbours (taking them out of the bins) and cache the block; the split counters move by the net
+ * change (PyTorch's free_block). */
 static void cache_block(pl_alloc_t *a, pl_block_t *b) {
     pl_block_t *p = b->prev, *n = b->next;
+    int64_t d_blocks = 0, d_bytes = 0;
     if (p && p->state == PL_BLOCK_FREE) {
-        pl_alloc_bins_remove(a, p);
+        pl_bins_remove(p->seg->bins, p);
+        if (bins_taken(p)) {
+            d_blocks--;
+            d_bytes -= (int64_t)p->size_bytes;
+        }
         p->size_bytes += b->size_bytes;
         p->next = n;
         if (n) n->prev = p;
@@ -188,13 +213,21 @@ static void cache_block(pl_alloc_t *a, pl_block_t *b) {
         b = p;
     }
     if (n && n->state == PL_BLOCK_FREE) {
-        pl_alloc_bins_remove(a, n);
+        pl_bins_remove(n->seg->bins, n);
+        if (bins_taken(n)) {
+            d_blocks--;
+            d_bytes -= (int64_t)n->size_bytes;
+        }
         b->size_bytes += n->size_bytes;
         b->next = n->next;
         if (n->next) n->next->prev = b;
         pl_slab_put(a, n);
     }
-    pl_alloc_bins_insert(a, b);
+    if (bins_put(a, b)) {
+        d_blocks++;
+        d_bytes += (int64_t)b->size_bytes;
+    }
+    if (d_blocks | d_bytes) split_stats(a, b->pool, d_blocks, d_bytes);
 }
 
 /* A block's last use is over (free without stream uses, or its events completed). */
@@ -281,7 +314,7 @@ static pl_block_t *alloc_plain(pl_alloc_t *a, pl_binset_t *bs, size_t size, int 
     seg->first = b;
     b->addr = addr;
     b->size_bytes = seg_size;
-    b->seg = seg;
+    pl_block_set_seg(b, seg);
     b->pool = bs->pool;
     pl_alloc_segment_link(a, seg);
     a->reserved_bytes += seg_size;
@@ -518,7 +551,7 @@ PL_API int pl_alloc_create(pl_backend_t *backend, const pl_alloc_config_t *cfg, 
     a->gran_bytes = gran;
     a->capacity_bytes = (size_t)((double)dev_total * c.per_process_memory_fraction);
     if (c.per_process_memory_fraction >= 1.0) a->capacity_bytes = dev_total;
-    a->prio_state = 0x9E3779B97F4A7C15ull;
+    a->gc_on = c.garbage_collection_threshold > 0.0;
     a->stats.capacity_bytes = a->capacity_bytes;
     /* The observer (e.g. the preloaded tracer) gets every allocator; see alloc.h. */
     void *sym = dlsym(RTLD_DEFAULT, "plateau_alloc_observer");
@@ -576,6 +609,27 @@ PL_API void pl_alloc_destroy(pl_alloc_t *a) {
     free(a);
 }
 
+/* No cached block fits: device memory (after GC when on); only out of memory goes through cache release and
+ * retry, any other device error fails at once. NULL on failure with the message set. Out of line: it is rare, and
+ * inlined it would cost the cached path registers. */
+static __attribute__((noinline)) pl_block_t *malloc_device(pl_alloc_t *a, pl_binset_t *bs, size_t size, size_t rounded,
+                                                           pl_stream_t stream, int pool) {
+    if (a->gc_on) garbage_collect(a);
+    int rc = -ENOMEM;
+    pl_block_t *b = alloc_device(a, bs, rounded, false, &rc);
+    if (!b && rc == -ENOMEM && release_available(a, pool, rounded)) b = alloc_device(a, bs, rounded, false, &rc);
+    if (!b && rc == -ENOMEM) {
+        release_cached(a, true);
+        b = alloc_device(a, bs, rounded, true, &rc);
+    }
+    if (b) return b;
+    if (rc != -ENOMEM)
+        device_error(a, size, rc);
+    else
+        oom(a, size, rounded, stream, pool);
+    return NULL;
+}
+
 /* malloc proper, a->mu held (or the handle API's single owner). in_map: record the block in the ptr map (the public
  * API); the handle API skips the map. NULL on failure with the message set. */
 static inline pl_block_t *malloc_block(pl_alloc_t *a, size_t size, pl_stream_t stream, bool in_map) {
@@ -583,21 +637,12 @@ static inline pl_block_t *malloc_block(pl_alloc_t *a, size_t size, pl_stream_t s
     size_t rounded = pl_rounding_round(&a->cfg, size);
     int pool = pl_rounding_pool(rounded);
     pl_binset_t *bs = get_bins(a, pool, stream);
-    pl_block_t *b = NULL;
-    int rc = -ENOMEM;
-    if (!bs) goto fail;
-    b = get_free_block(a, bs, rounded);
-    if (!b) {
-        if (a->cfg.garbage_collection_threshold > 0.0) garbage_collect(a);
-        /* only out of memory goes through cache release and retry; any other device error fails at once */
-        b = alloc_device(a, bs, rounded, false, &rc);
-        if (!b && rc == -ENOMEM && release_available(a, pool, rounded)) b = alloc_device(a, bs, rounded, false, &rc);
-        if (!b && rc == -ENOMEM) {
-            release_cached(a, true);
-            b = alloc_device(a, bs, rounded, true, &rc);
-        }
-        if (!b) goto fail;
+    if (!bs) {
+        set_error("plateau: out of host memory for allocator metadata");
+        return NULL;
     }
+    pl_block_t *b = get_free_block(a, bs, rounded);
+    if (!b && !(b = malloc_device(a, bs, size, rounded, stream, pool))) return NULL;
     b = take_block(a, b, rounded);
     if (in_map && pl_blockmap_insert(&a->map, b)) {
         cache_block(a, b); /* give it back: the program never saw it */
@@ -615,14 +660,6 @@ static inline pl_block_t *malloc_block(pl_alloc_t *a, size_t size, pl_stream_t s
     pl_stats_inc(a->stats.requested_bytes, pool, (int64_t)size);
     pl_alloc_emit(a, PL_ALLOC_EV_ALLOC, b->addr, b->size_bytes, size, stream, pool);
     return b;
-fail:
-    if (bs && rc != -ENOMEM)
-        device_error(a, size, rc);
-    else if (bs)
-        oom(a, size, rounded, stream, pool);
-    else
-        set_error("plateau: out of host memory for allocator metadata");
-    return NULL;
 }
 
 /* free of an ALLOCATED block already out of the ptr map (or never in it), a->mu held. */
@@ -661,11 +698,45 @@ PL_API pl_block_t *pl_alloc_malloc_block(pl_alloc_t *a, size_t size, pl_stream_t
     return malloc_block(a, size, stream, false);
 }
 
-PL_API void pl_alloc_free_block(pl_alloc_t *a, pl_block_t *b) {
-    if (!b) return;
+static inline void free_handle(pl_alloc_t *a, pl_block_t *b) {
     if (b->state != PL_BLOCK_ALLOCATED || !b->by_handle) require_fail("free_block of a block that is not a live handle block:", b);
     b->by_handle = false;
     free_allocated(a, b);
+}
+
+PL_API void pl_alloc_free_block(pl_alloc_t *a, pl_block_t *b) {
+    if (b) free_handle(a, b);
+}
+
+PL_API size_t pl_alloc_run_batch(pl_alloc_t *a, pl_alloc_batch_t *bt, size_t pos, size_t end) {
+    const pl_alloc_op_t *ops = bt->ops;
+    pl_block_t **slots = bt->slots;
+    int64_t peak = bt->peak_reserved;
+    size_t i = pos;
+    for (; i < end; i++) {
+        const pl_alloc_op_t *e = &ops[i];
+        if (e->kind == PL_ALLOC_OP_FREE) {
+            pl_block_t *b = slots[e->slot];
+            if (b) {
+                slots[e->slot] = NULL;
+                free_handle(a, b);
+            }
+            continue; /* a free never raises reserved */
+        }
+        pl_block_t *b = malloc_block(a, (size_t)e->size_bytes, (pl_stream_t)bt->streams[e->stream], false);
+        if (e->kind == PL_ALLOC_OP_ALLOC)
+            slots[e->slot] = b;
+        else if (b)
+            free_handle(a, b);
+        int64_t resv = pl_stats_current(a->stats.reserved_bytes);
+        if (resv > peak) {
+            peak = resv;
+            bt->unallocated_at_peak = resv - pl_stats_current(a->stats.allocated_bytes);
+        }
+        if (!b) break;
+    }
+    bt->peak_reserved = peak;
+    return i;
 }
 
 PL_API int pl_alloc_record_stream(pl_alloc_t *a, void *ptr, pl_stream_t stream) {

@@ -46,7 +46,7 @@ pl_segment_t *pl_expandable_get(pl_alloc_t *a, pl_binset_t *bs, int *rc) {
     seg->first = b;
     b->addr = seg->addr;
     b->size_bytes = va;
-    b->seg = seg;
+    pl_block_set_seg(b, seg);
     b->pool = bs->pool;
     b->state = PL_BLOCK_UNMAPPED;
     pl_alloc_segment_link(a, seg);
@@ -134,7 +134,7 @@ pl_block_t *pl_expandable_grow(pl_alloc_t *a, pl_segment_t *seg, size_t size, in
         return NULL;
     }
     if (mb != u) {
-        mb->seg = seg;
+        pl_block_set_seg(mb, seg);
         mb->pool = seg->pool;
         mb->addr = start;
         mb->size_bytes = best_m;
@@ -226,7 +226,7 @@ size_t pl_expandable_release_block(pl_alloc_t *a, pl_block_t *b, pl_block_t **af
     /* b becomes the unmapped middle; head and tail stay cached */
     pl_block_t *mid = b;
     if (head) {
-        head->seg = seg;
+        pl_block_set_seg(head, seg);
         head->pool = seg->pool;
         head->addr = start;
         head->size_bytes = lo - start;
@@ -242,7 +242,7 @@ size_t pl_expandable_release_block(pl_alloc_t *a, pl_block_t *b, pl_block_t **af
     mid->size_bytes = hi - lo;
     mid->state = PL_BLOCK_UNMAPPED;
     if (tail) {
-        tail->seg = seg;
+        pl_block_set_seg(tail, seg);
         tail->pool = seg->pool;
         tail->addr = hi;
         tail->size_bytes = end - hi;

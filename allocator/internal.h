@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include <plateau/alloc.h>
 
@@ -40,12 +41,13 @@ typedef struct pl_block {
     struct pl_block *left, *right;  /* treap children while FREE; `left` links the slab free list otherwise */
     struct pl_block *prev, *next;   /* address neighbours inside seg */
     pl_segment_t *seg;
-    uint32_t prio;                  /* treap priority, fixed at insertion */
+    uint32_t prio;                  /* treap priority: pl_bins_prio(addr), set at insertion */
     uint16_t bin;                   /* FREE: size class of its treap (bins.c) */
     uint8_t state;                  /* PL_BLOCK_* */
     unsigned pool : 2;              /* PL_POOL_SMALL or PL_POOL_LARGE */
     bool counted_split : 1;         /* FREE and counted in inactive_split stats */
     bool by_handle : 1;             /* ALLOCATED by pl_alloc_malloc_block: not in the ptr map */
+    bool in_expandable : 1;         /* == seg->expandable (set with seg: the hot path need not load seg) */
     /* second line */
     size_t requested_bytes;         /* ALLOCATED/PENDING: size the program asked for */
     uint32_t event_count;           /* PENDING: outstanding stream events */
@@ -124,7 +126,7 @@ struct pl_alloc {
     pl_pending_event_t *pending;  /* outstanding record_stream events */
     pl_pending_event_t *free_pending;
     uint64_t lookups[PL_POOL_N];  /* get_free_block calls per pool (GC ages) */
-    uint64_t prio_state;          /* treap priority generator */
+    bool gc_on;                   /* cfg.garbage_collection_threshold > 0 */
     pl_alloc_stats_t stats;
     bool active_tracked;          /* false until the first free of a block with record_stream uses: before it,
                                      active / active_bytes equal allocation / allocated_bytes field for field, so
@@ -137,19 +139,18 @@ struct pl_alloc {
 };
 
 /* rounding.c */
-size_t pl_rounding_round(const pl_alloc_config_t *cfg, size_t size);
+size_t pl_rounding_round_slow(const pl_alloc_config_t *cfg, size_t size);
+/* Request rounding (rounding.c describes the rules): the plain 512-byte case inline, the rest out of line. */
+static inline size_t pl_rounding_round(const pl_alloc_config_t *cfg, size_t size) {
+    if (size >= PL_MIN_BLOCK && size <= SIZE_MAX - PL_ROUND_LARGE &&
+        cfg->roundup_power2_divisions[63u - (unsigned)__builtin_clzll((unsigned long long)size)] <= 1)
+        return (size + PL_MIN_BLOCK - 1) & ~(PL_MIN_BLOCK - 1);
+    return pl_rounding_round_slow(cfg, size);
+}
 size_t pl_rounding_segment_size(size_t rounded);
 static inline int pl_rounding_pool(size_t rounded) { return rounded <= PL_SMALL_SIZE ? PL_POOL_SMALL : PL_POOL_LARGE; }
 
-/* bins.c */
-void pl_bins_insert(pl_binset_t *bs, pl_block_t *b);
-void pl_bins_remove(pl_binset_t *bs, pl_block_t *b);
-pl_block_t *pl_bins_lower_bound(const pl_binset_t *bs, size_t size);
-/* lower_bound that also gives the link pointing at the result, for pl_bins_remove_at (no second walk). */
-pl_block_t *pl_bins_lower_bound_link(pl_binset_t *bs, size_t size, pl_block_t ***link_out);
-void pl_bins_remove_at(pl_binset_t *bs, pl_block_t *b, pl_block_t **link);
-pl_block_t *pl_bins_largest(const pl_binset_t *bs);
-int pl_bins_check(const pl_binset_t *bs, size_t *n_out);
+/* bins.c, bins.h: the best-fit bins (included where used). */
 
 /* blockmap.c */
 int pl_blockmap_init(pl_blockmap_t *m);
@@ -158,10 +159,41 @@ int pl_blockmap_insert(pl_blockmap_t *m, pl_block_t *b);
 pl_block_t *pl_blockmap_find(const pl_blockmap_t *m, uintptr_t addr);
 pl_block_t *pl_blockmap_remove(pl_blockmap_t *m, uintptr_t addr);
 
-/* slab.c */
-pl_block_t *pl_slab_get(pl_alloc_t *a);
-void pl_slab_put(pl_alloc_t *a, pl_block_t *b);
+/* slab.c: get a descriptor (fields zero, except that a recycled one keeps no state worth reading: every field
+ * the allocator reads before writing is cleared here), put one back. NULL when out of host memory. */
+pl_block_t *pl_slab_refill(pl_alloc_t *a);
 void pl_slab_fini(pl_alloc_t *a);
+static inline pl_block_t *pl_slab_get(pl_alloc_t *a) {
+    pl_block_t *b = a->free_blocks;
+    if (!b && !(b = pl_slab_refill(a))) return NULL;
+    a->free_blocks = b->left;
+    /* first line: everything but size, addr and seg (set by every caller) */
+    b->left = b->right = b->prev = b->next = NULL;
+    b->prio = 0;
+    b->bin = 0;
+    b->state = 0;
+    b->pool = 0;
+    b->counted_split = b->by_handle = b->in_expandable = false;
+    /* second line: put left it clear (uses NULL, counts 0) but for requested_bytes and gc_base */
+    b->requested_bytes = 0;
+    b->gc_base = 0;
+    return b;
+}
+static inline void pl_slab_put(pl_alloc_t *a, pl_block_t *b) {
+    if (b->uses) {
+        free(b->uses);
+        b->uses = NULL;
+    }
+    b->n_uses = b->cap_uses = b->event_count = 0;
+    b->state = 0;
+    b->left = a->free_blocks;
+    a->free_blocks = b;
+}
+/* The segment a block belongs to (keeps in_expandable in step). */
+static inline void pl_block_set_seg(pl_block_t *b, pl_segment_t *seg) {
+    b->seg = seg;
+    b->in_expandable = seg->expandable;
+}
 
 /* stats.c. a->stats holds each counter triple s[PL_POOL_N] in an internal form that the hot path updates cheaply
  * (pl_stats_view gives the public one). Per pool: current, peak and freed as PyTorch's Stat; `allocated` holds the

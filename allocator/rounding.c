@@ -13,7 +13,7 @@
 
 static size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
 
-size_t pl_rounding_round(const pl_alloc_config_t *cfg, size_t size) {
+size_t pl_rounding_round_slow(const pl_alloc_config_t *cfg, size_t size) {
     if (size < PL_MIN_BLOCK) return PL_MIN_BLOCK;
     if (size > SIZE_MAX - PL_ROUND_LARGE) return SIZE_MAX; /* cannot be satisfied; callers fail it */
     unsigned log = 63u - (unsigned)__builtin_clzll((unsigned long long)size);

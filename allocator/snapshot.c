@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bins.h"
 #include "internal.h"
 
 typedef struct buf {
@@ -125,7 +126,8 @@ PL_API int pl_alloc_check(pl_alloc_t *a, char *err, size_t err_len) {
         for (pl_block_t *b = s->first; b; b = b->next) {
             CHECK(b->addr == at, "segment %#" PRIxPTR ": block %#" PRIxPTR " not contiguous (expected %#" PRIxPTR ")",
                   s->addr, b->addr, at);
-            CHECK(b->seg == s && b->pool == s->pool, "block %#" PRIxPTR ": wrong segment or pool", b->addr);
+            CHECK(b->seg == s && b->pool == s->pool && b->in_expandable == s->expandable,
+                  "block %#" PRIxPTR ": wrong segment, pool or expandable flag", b->addr);
             CHECK(b->size_bytes > 0 && b->size_bytes % PL_MIN_BLOCK == 0, "block %#" PRIxPTR ": size %zu",
                   b->addr, b->size_bytes);
             CHECK(!b->next || b->next->prev == b, "block %#" PRIxPTR ": broken links", b->addr);

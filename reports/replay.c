@@ -601,49 +601,27 @@ static int run_locked(const pl_replay_seq_t *s, pl_alloc_t *a, pl_replay_result_
     return 0;
 }
 
-/* The fast replay: the handle API (this thread owns a), block table instead of pointers, no hook: allocated and
- * reserved come from the allocator's stats, map / unmap event counts from its counters. */
+/* The fast replay: the allocator runs the event array itself (pl_alloc_run_batch: the handle API, a slot table
+ * of blocks instead of pointers, no hook); it stops at each failed request, at the event where the recorded stats
+ * were taken, and at the end. Allocated and reserved come from the allocator's stats, map / unmap event counts from
+ * its counters. */
 static int run_fast(const pl_replay_seq_t *s, pl_alloc_t *a, pl_replay_result_t *r, track_t *t) {
     pl_block_t **blk = calloc(s->n_slots ? s->n_slots : 1, sizeof *blk);
     if (!blk) return -ENOMEM;
-    const pl_stat_t *allocated = a->stats.allocated_bytes, *reserved = a->stats.reserved_bytes; /* internal form */
-    int64_t peak_seen = -1;
-    const pl_replay_event_t *ev = s->ev;
+    pl_alloc_batch_t bt = {.ops = s->ev, .slots = blk, .streams = s->streams, .peak_reserved = -1};
     size_t stats_event = s->have_stats ? s->stats_event : SIZE_MAX;
-    size_t n = s->n_events;
-    for (size_t i = 0; i < n; i++) {
-        const pl_replay_event_t *e = &ev[i];
+    size_t n = s->n_events, i = 0;
+    while (i < n) {
         if (i == stats_event) snap_at(a, r);
-        pl_block_t *b;
-        switch (e->kind) {
-        case PL_REPLAY_ALLOC:
-            b = pl_alloc_malloc_block(a, (size_t)e->size_bytes, (pl_stream_t)s->streams[e->stream]);
-            blk[e->slot] = b;
-            if (!b) {
-                r->n_failed_allocs++;
-                note_oom(r, i, e->size_bytes);
-            }
-            break;
-        case PL_REPLAY_FREE:
-            if (blk[e->slot]) {
-                pl_alloc_free_block(a, blk[e->slot]);
-                blk[e->slot] = NULL;
-            }
-            continue; /* a free never raises reserved */
-        default: /* PROBE */
-            b = pl_alloc_malloc_block(a, (size_t)e->size_bytes, (pl_stream_t)s->streams[e->stream]);
-            if (b)
-                pl_alloc_free_block(a, b);
-            else
-                note_oom(r, i, e->size_bytes);
-            break;
-        }
-        int64_t resv = pl_stats_current(reserved);
-        if (resv > peak_seen) {
-            peak_seen = resv;
-            r->unallocated_at_peak_bytes = resv - pl_stats_current(allocated);
+        size_t stop = stats_event > i && stats_event < n ? stats_event : n;
+        i = pl_alloc_run_batch(a, &bt, i, stop);
+        if (i < stop) { /* a failed request */
+            if (s->ev[i].kind == PL_REPLAY_ALLOC) r->n_failed_allocs++;
+            note_oom(r, i, s->ev[i].size_bytes);
+            i++;
         }
     }
+    r->unallocated_at_peak_bytes = bt.unallocated_at_peak;
     t->n_map = a->n_map_events;
     t->n_unmap = a->n_unmap_events;
     free(blk);

@@ -21,23 +21,22 @@
 #include <plateau/alloc.h>
 #include <plateau/trace.h>
 
+#include "allocator/batch.h" /* the event layout: the fast replay hands the array to the allocator as is */
+
 #define PL_REPLAY_DEFAULT_MAX_EVENTS ((size_t)64 << 20) /* 64 Mi events = 1 GiB of event array */
 #define PL_REPLAY_MAX_STREAMS 1024
 #define PL_REPLAY_DEFAULT_CAPACITY_BYTES ((uint64_t)80 << 30)
 
 typedef enum pl_replay_kind {
-    PL_REPLAY_ALLOC = 0, /* malloc size_bytes on streams[stream] into slot */
-    PL_REPLAY_FREE = 1,  /* free slot */
-    PL_REPLAY_PROBE = 2, /* a request that failed when recorded: malloc, and free at once if it succeeds */
+    PL_REPLAY_ALLOC = PL_ALLOC_OP_ALLOC, /* malloc size_bytes on streams[stream] into slot */
+    PL_REPLAY_FREE = PL_ALLOC_OP_FREE,   /* free slot */
+    PL_REPLAY_PROBE = PL_ALLOC_OP_PROBE, /* a request that failed when recorded: malloc, and free at once if it
+                                            succeeds */
 } pl_replay_kind_t;
 
-typedef struct pl_replay_event {
-    uint64_t size_bytes;  /* ALLOC, PROBE */
-    uint32_t slot;        /* ALLOC, FREE: index into the replay's pointer table (< n_slots) */
-    uint16_t stream;      /* ALLOC, PROBE: index into streams[] */
-    uint8_t kind;         /* pl_replay_kind_t */
-    uint8_t reserved;
-} pl_replay_event_t;      /* 16 bytes */
+/* size_bytes (ALLOC, PROBE), slot (ALLOC, FREE: index into the replay's pointer table, < n_slots), stream (ALLOC,
+ * PROBE: index into streams[]), kind (pl_replay_kind_t): 16 bytes. */
+typedef pl_alloc_op_t pl_replay_event_t;
 
 typedef struct pl_replay_seq {
     pl_replay_event_t *ev;      /* n_events, owned */

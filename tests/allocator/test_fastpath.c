@@ -5,11 +5,16 @@
  * - The stats keep PyTorch's Stat semantics exactly: a reference model fed by the event hook (the old per-update
  *   code) agrees on current / peak / allocated / freed for every pool, across peak resets.
  * - active / active_bytes split from allocation / allocated_bytes only once a freed block waits for stream events.
- * - Misuse: a handle block freed twice, or passed to pl_alloc_free, stops the process. */
+ * - A batch (pl_alloc_run_batch: the handle API's loop inside the allocator) gives what the same ops give through the
+ *   handle API one call at a time: failing ops, peak reserved and the gap at it, stats after every chunk, block sizes.
+ * - inactive_split moves by net changes, as PyTorch's: a split block shrinking or a free merging into its cached
+ *   tail does not count a block leaving and another arriving.
+ * - Misuse: a handle block freed twice (by call or by batch), or passed to pl_alloc_free, stops the process. */
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "batch.h"
 #include "helpers.h"
 
 static uint64_t rng_state;
@@ -308,6 +313,150 @@ static void test_handle_not_in_map(void **state) {
     fx_close(&f);
 }
 
+/* ---- batches ---- */
+
+#define B_OPS 4000
+#define B_SLOTS 100
+#define B_CHUNK 250
+
+/* A seeded script: allocations into empty slots, frees of full ones (some of whose mallocs fail), probes. */
+static size_t make_ops(pl_alloc_op_t *ops, uint64_t seed) {
+    rng_state = seed;
+    bool full[B_SLOTS] = {false};
+    size_t n = 0;
+    for (int i = 0; i < B_OPS; i++) {
+        uint32_t slot = (uint32_t)(rng() % B_SLOTS);
+        uint16_t stream = (uint16_t)(rng() % 4 == 0 ? 1 + rng() % 2 : 0);
+        if (rng() % 40 == 0) {
+            ops[n++] = (pl_alloc_op_t){.size_bytes = draw_size(), .stream = stream, .kind = PL_ALLOC_OP_PROBE};
+        } else if (full[slot]) {
+            ops[n++] = (pl_alloc_op_t){.slot = slot, .kind = PL_ALLOC_OP_FREE};
+            full[slot] = false;
+        } else {
+            ops[n++] = (pl_alloc_op_t){.size_bytes = draw_size(), .slot = slot, .stream = stream, .kind = PL_ALLOC_OP_ALLOC};
+            full[slot] = true;
+        }
+    }
+    return n;
+}
+
+typedef struct batch_run {
+    size_t failed[B_OPS], n_failed;
+    int64_t peak_reserved, unallocated_at_peak;
+    pl_alloc_stats_t snaps[B_OPS / B_CHUNK + 1];
+    size_t n_snaps;
+    size_t slot_size[B_SLOTS];  /* block size in each slot at the end, 0 = empty */
+} batch_run_t;
+
+static void run_ops(const char *conf, const pl_alloc_op_t *ops, size_t n, bool batch, batch_run_t *out) {
+    fixture_t f;
+    fx_open(&f, 384 * MiB, false, conf);
+    memset(out, 0, sizeof *out);
+    uint64_t streams[3];
+    for (int k = 0; k < 3; k++) streams[k] = (uint64_t)fx_stream(&f, k);
+    pl_block_t *slots[B_SLOTS] = {NULL};
+    pl_alloc_batch_t bt = {.ops = ops, .slots = slots, .streams = streams, .peak_reserved = -1};
+    for (size_t pos = 0; pos < n; pos += B_CHUNK) {
+        size_t end = pos + B_CHUNK < n ? pos + B_CHUNK : n;
+        if (batch) {
+            for (size_t i = pos; i < end;) {
+                i = pl_alloc_run_batch(f.a, &bt, i, end);
+                if (i < end) out->failed[out->n_failed++] = i++;
+            }
+        } else { /* the same loop, one handle call at a time */
+            for (size_t i = pos; i < end; i++) {
+                const pl_alloc_op_t *e = &ops[i];
+                if (e->kind == PL_ALLOC_OP_FREE) {
+                    pl_alloc_free_block(f.a, slots[e->slot]);
+                    slots[e->slot] = NULL;
+                    continue;
+                }
+                pl_block_t *b = pl_alloc_malloc_block(f.a, e->size_bytes, (pl_stream_t)streams[e->stream]);
+                if (e->kind == PL_ALLOC_OP_ALLOC)
+                    slots[e->slot] = b;
+                else
+                    pl_alloc_free_block(f.a, b);
+                pl_alloc_stats_t st = fx_stats(&f);
+                if (st.reserved_bytes[PL_POOL_ALL].current > bt.peak_reserved) {
+                    bt.peak_reserved = st.reserved_bytes[PL_POOL_ALL].current;
+                    bt.unallocated_at_peak = bt.peak_reserved - st.allocated_bytes[PL_POOL_ALL].current;
+                }
+                if (!b) out->failed[out->n_failed++] = i;
+            }
+        }
+        fx_check(&f);
+        out->snaps[out->n_snaps++] = fx_stats(&f);
+    }
+    out->peak_reserved = bt.peak_reserved;
+    out->unallocated_at_peak = bt.unallocated_at_peak;
+    for (int k = 0; k < B_SLOTS; k++) {
+        out->slot_size[k] = slots[k] ? slots[k]->size_bytes : 0;
+        pl_alloc_free_block(f.a, slots[k]);
+    }
+    fx_close(&f);
+}
+
+static void batch_matches_handle(const char *conf, uint64_t seed) {
+    static pl_alloc_op_t ops[B_OPS];
+    static batch_run_t one, bat;
+    size_t n = make_ops(ops, seed);
+    run_ops(conf, ops, n, false, &one);
+    run_ops(conf, ops, n, true, &bat);
+    assert_int_equal(bat.n_failed, one.n_failed);
+    for (size_t i = 0; i < one.n_failed; i++) assert_int_equal(bat.failed[i], one.failed[i]);
+    assert_true(one.n_failed > 0); /* the script reaches the OOM path */
+    assert_int_equal(bat.peak_reserved, one.peak_reserved);
+    assert_int_equal(bat.unallocated_at_peak, one.unallocated_at_peak);
+    assert_true(one.peak_reserved > 0);
+    assert_int_equal(bat.n_snaps, one.n_snaps);
+    for (size_t k = 0; k < one.n_snaps; k++) assert_memory_equal(&bat.snaps[k], &one.snaps[k], sizeof one.snaps[k]);
+    assert_memory_equal(bat.slot_size, one.slot_size, sizeof one.slot_size);
+}
+
+static void test_batch_default(void **state) {
+    (void)state;
+    batch_matches_handle("", 21);
+}
+
+static void test_batch_expandable_gc(void **state) {
+    (void)state;
+    batch_matches_handle("expandable_segments:True,garbage_collection_threshold:0.6", 22);
+    batch_matches_handle("max_split_size_mb:32,roundup_power2_divisions:4", 23);
+}
+
+/* PyTorch's inactive_split accounting: net changes per malloc / free. */
+static void test_split_stats_net(void **state) {
+    (void)state;
+    fixture_t f;
+    fx_open(&f, 256 * MiB, false, "");
+    void *x = pl_alloc_malloc(f.a, 4096, 0); /* a 2 MiB small segment: x + a cached tail */
+    pl_alloc_stats_t s = fx_stats(&f);
+    assert_int_equal(s.inactive_split[PL_POOL_SMALL].current, 1);
+    assert_int_equal(s.inactive_split[PL_POOL_SMALL].allocated, 1);
+    assert_int_equal(s.inactive_split_bytes[PL_POOL_SMALL].allocated, 2 * MiB - 4096);
+    void *y = pl_alloc_malloc(f.a, 8192, 0); /* the tail shrinks: no block leaves, 8 KiB do */
+    s = fx_stats(&f);
+    assert_int_equal(s.inactive_split[PL_POOL_SMALL].current, 1);
+    assert_int_equal(s.inactive_split[PL_POOL_SMALL].allocated, 1);
+    assert_int_equal(s.inactive_split[PL_POOL_SMALL].freed, 0);
+    assert_int_equal(s.inactive_split_bytes[PL_POOL_SMALL].current, 2 * MiB - 4096 - 8192);
+    assert_int_equal(s.inactive_split_bytes[PL_POOL_SMALL].freed, 8192);
+    pl_alloc_free(f.a, y); /* merges into the tail: the cached block grows by 8 KiB */
+    s = fx_stats(&f);
+    assert_int_equal(s.inactive_split[PL_POOL_SMALL].current, 1);
+    assert_int_equal(s.inactive_split[PL_POOL_SMALL].allocated, 1);
+    assert_int_equal(s.inactive_split[PL_POOL_SMALL].freed, 0);
+    assert_int_equal(s.inactive_split_bytes[PL_POOL_SMALL].allocated, 2 * MiB - 4096 + 8192);
+    pl_alloc_free(f.a, x); /* the whole segment again: not split */
+    s = fx_stats(&f);
+    assert_int_equal(s.inactive_split[PL_POOL_SMALL].current, 0);
+    assert_int_equal(s.inactive_split[PL_POOL_SMALL].freed, 1);
+    assert_int_equal(s.inactive_split_bytes[PL_POOL_SMALL].current, 0);
+    assert_int_equal(s.inactive_split_bytes[PL_POOL_SMALL].freed, 2 * MiB - 4096 + 8192);
+    assert_int_equal(s.inactive_split_bytes[PL_POOL_ALL].peak, 2 * MiB - 4096);
+    fx_close(&f);
+}
+
 /* Runs fn in a child; true when the child died of SIGABRT. */
 static bool aborts(void (*fn)(void)) {
     fflush(NULL);
@@ -323,12 +472,18 @@ static bool aborts(void (*fn)(void)) {
     return WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT;
 }
 
-static void double_free_block(void) {
+/* A default allocator on a new sim device, for a misuse child (exits 3 when it cannot). */
+static pl_alloc_t *child_alloc(void) {
     pl_backend_t *be;
     pl_alloc_t *a;
     pl_alloc_config_t c;
     pl_alloc_config_default(&c);
     if (pl_backend_sim_create(NULL, &be) || pl_alloc_create(be, &c, &a, NULL, 0)) _exit(3);
+    return a;
+}
+
+static void double_free_block(void) {
+    pl_alloc_t *a = child_alloc();
     pl_block_t *b = pl_alloc_malloc_block(a, 4096, 0);
     pl_block_t *keep = pl_alloc_malloc_block(a, 4096, 0); /* b's neighbour: b is not merged away */
     (void)keep;
@@ -337,25 +492,29 @@ static void double_free_block(void) {
 }
 
 static void public_free_of_handle_block(void) {
-    pl_backend_t *be;
-    pl_alloc_t *a;
-    pl_alloc_config_t c;
-    pl_alloc_config_default(&c);
-    if (pl_backend_sim_create(NULL, &be) || pl_alloc_create(be, &c, &a, NULL, 0)) _exit(3);
+    pl_alloc_t *a = child_alloc();
     pl_block_t *b = pl_alloc_malloc_block(a, 4096, 0);
     pl_alloc_free(a, (void *)b->addr);
 }
 
 static void free_block_of_public_block(void) {
-    pl_backend_t *be;
-    pl_alloc_t *a;
-    pl_alloc_config_t c;
-    pl_alloc_config_default(&c);
-    if (pl_backend_sim_create(NULL, &be) || pl_alloc_create(be, &c, &a, NULL, 0)) _exit(3);
+    pl_alloc_t *a = child_alloc();
     void *p = pl_alloc_malloc(a, 4096, 0);
     /* the map is hashed: find p's block wherever it sits */
     for (size_t i = 0; i <= a->map.mask; i++)
         if (a->map.slots[i].block && a->map.slots[i].addr == (uintptr_t)p) pl_alloc_free_block(a, a->map.slots[i].block);
+}
+
+static void batch_double_free(void) {
+    pl_alloc_t *a = child_alloc();
+    pl_block_t *b = pl_alloc_malloc_block(a, 4096, 0);
+    pl_block_t *keep = pl_alloc_malloc_block(a, 4096, 0); /* b's neighbour: b is not merged away */
+    (void)keep;
+    pl_block_t *slots[2] = {b, b}; /* one block in two slots */
+    const pl_alloc_op_t ops[2] = {{.slot = 0, .kind = PL_ALLOC_OP_FREE}, {.slot = 1, .kind = PL_ALLOC_OP_FREE}};
+    uint64_t streams[1] = {0};
+    pl_alloc_batch_t bt = {.ops = ops, .slots = slots, .streams = streams, .peak_reserved = -1};
+    pl_alloc_run_batch(a, &bt, 0, 2);
 }
 
 static void test_handle_misuse(void **state) {
@@ -364,6 +523,7 @@ static void test_handle_misuse(void **state) {
     assert_true(aborts(double_free_block));
     assert_true(aborts(public_free_of_handle_block));
     assert_true(aborts(free_block_of_public_block));
+    assert_true(aborts(batch_double_free));
 }
 
 int main(void) {
@@ -376,6 +536,9 @@ int main(void) {
         cmocka_unit_test(test_stats_reference_expandable),
         cmocka_unit_test(test_stats_active_split),
         cmocka_unit_test(test_handle_not_in_map),
+        cmocka_unit_test(test_batch_default),
+        cmocka_unit_test(test_batch_expandable_gc),
+        cmocka_unit_test(test_split_stats_net),
         cmocka_unit_test(test_handle_misuse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
