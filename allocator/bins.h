@@ -2,10 +2,11 @@
  *
  * Sizes map to 848 classes: 16 classes of 512 B below 8 KiB, then 16 equal classes per power of two. A bitmap
  * marks the non-empty classes. Within a class, blocks sit in a treap keyed by (size, addr); a block's priority is
- * a hash of its address, so the shape is reproducible and costs no generator state. Best fit is exact, as
- * PyTorch's std::set order: lower bound in the request's own class; if nothing there fits, the leftmost block of
- * the next non-empty class (a bitmap scan). Classes hold few blocks (a replay of 10M random events walks under
- * 1.5 nodes per operation), so every operation is O(1) class work + a short tree walk.
+ * a 16-bit hash of its address, so the shape is reproducible and costs no generator state (ties only cost
+ * balance, and classes are small). Best fit is exact, as PyTorch's std::set order: lower bound in the request's
+ * own class; if nothing there fits, the leftmost block of the next non-empty class (a bitmap scan). Classes hold
+ * few blocks (a replay of 10M random events walks under 1.5 nodes per operation), so every operation is O(1)
+ * class work + a short tree walk.
  *
  * The operations on the malloc / free path are inline here: they run once or twice per call, and as calls they
  * cost more than their bodies. bins.c has the rest (join of two subtrees, largest block, the invariant check).
@@ -22,8 +23,8 @@ static inline unsigned pl_bins_class(size_t size) {
 }
 
 /* Treap priority of a block at addr (addresses are 512-byte aligned: the low bits carry nothing). */
-static inline uint32_t pl_bins_prio(uintptr_t addr) {
-    return (uint32_t)(((uint64_t)(addr >> 9) * 0x9E3779B97F4A7C15ull) >> 32);
+static inline uint16_t pl_bins_prio(uintptr_t addr) {
+    return (uint16_t)(((uint64_t)(addr >> 9) * 0x9E3779B97F4A7C15ull) >> 48);
 }
 
 static inline bool pl_bins_less(const pl_block_t *x, const pl_block_t *y) {

@@ -41,21 +41,23 @@ typedef struct pl_block {
     struct pl_block *left, *right;  /* treap children while FREE; `left` links the slab free list otherwise */
     struct pl_block *prev, *next;   /* address neighbours inside seg */
     pl_segment_t *seg;
-    uint32_t prio;                  /* treap priority: pl_bins_prio(addr), set at insertion */
+    /* whole bytes, not bit-fields: the hot path writes them on every malloc and free */
+    uint16_t prio;                  /* treap priority: pl_bins_prio(addr), set at insertion */
     uint16_t bin;                   /* FREE: size class of its treap (bins.c) */
     uint8_t state;                  /* PL_BLOCK_* */
-    unsigned pool : 2;              /* PL_POOL_SMALL or PL_POOL_LARGE */
-    bool counted_split : 1;         /* FREE and counted in inactive_split stats */
-    bool by_handle : 1;             /* ALLOCATED by pl_alloc_malloc_block: not in the ptr map */
-    bool in_expandable : 1;         /* == seg->expandable (set with seg: the hot path need not load seg) */
+    uint8_t pool;                   /* PL_POOL_SMALL or PL_POOL_LARGE */
+    bool counted_split;             /* FREE and counted in inactive_split stats */
+    bool in_expandable;             /* == seg->expandable (set with seg: the hot path need not load seg) */
     /* second line */
     size_t requested_bytes;         /* ALLOCATED/PENDING: size the program asked for */
     uint32_t event_count;           /* PENDING: outstanding stream events */
+    bool by_handle;                 /* ALLOCATED by pl_alloc_malloc_block: not in the ptr map */
     uint32_t n_uses, cap_uses;
     pl_stream_t *uses;              /* record_stream streams (malloc'd, rare) */
     uint64_t gc_base;               /* pool lookup counter when cached (age = counter - gc_base); kept only with
                                        garbage_collection_threshold on (its only reader) */
 } pl_block_t;
+_Static_assert(offsetof(pl_block_t, requested_bytes) == 64, "a block's hot fields fill its first cache line");
 
 struct pl_segment {
     uintptr_t addr;
@@ -173,9 +175,10 @@ static inline pl_block_t *pl_slab_get(pl_alloc_t *a) {
     b->bin = 0;
     b->state = 0;
     b->pool = 0;
-    b->counted_split = b->by_handle = b->in_expandable = false;
-    /* second line: put left it clear (uses NULL, counts 0) but for requested_bytes and gc_base */
+    b->counted_split = b->in_expandable = false;
+    /* second line: put left it clear (uses NULL, counts 0) but for requested_bytes, by_handle and gc_base */
     b->requested_bytes = 0;
+    b->by_handle = false;
     b->gc_base = 0;
     return b;
 }
