@@ -239,7 +239,13 @@ typedef struct stack {
     hist_t by_step, by_time; /* time keys in BUCKET_NS */
 } stack_t_;
 
-typedef struct frame { uint32_t module_id; uint64_t module_offset, symbol_offset; char symbol[96]; } frame_t;
+/* symbol: the trace's dladdr name, in full up to FRAME_SYMBOL_MAX bytes while the trace's symbols stay within
+ * FRAME_SYMBOLS_BUDGET in all, then cut to FRAME_SYMBOL_CUT (a hostile trace cannot make the report hold 65536 x
+ * 65,000 bytes); a mangled name cut short no longer demangles, so the budget is generous. */
+typedef struct frame { uint32_t module_id; uint64_t module_offset, symbol_offset; char *symbol; } frame_t;
+#define FRAME_SYMBOL_MAX 4096u
+#define FRAME_SYMBOL_CUT 95u
+#define FRAME_SYMBOLS_BUDGET ((size_t)32 << 20)
 /* path, build-id, size, mtime: what reports/symbols.c needs to find the file and check it is the one that ran */
 typedef struct module { char path[1024]; char build_id[129]; uint64_t file_size; int64_t file_mtime_ns; } module_t;
 
@@ -261,6 +267,7 @@ typedef struct state {
     stack_t_ *stacks;
     size_t n_stacks;
     frame_t *frames;
+    size_t frame_symbol_bytes; /* held by frames[].symbol */
     size_t n_frames;
     map_t module_ix;
     module_t *modules;
@@ -524,13 +531,24 @@ static int on_frame(state_t *s, const pl_rec_frame_t *q) {
         s->frames = malloc(MAX_FRAMES * sizeof *s->frames);
         if (!s->frames) return -ENOMEM;
     }
+    size_t len = q->symbol ? strlen(q->symbol) : 0, cap = FRAME_SYMBOL_MAX;
+    if (s->frame_symbol_bytes + len > FRAME_SYMBOLS_BUDGET) cap = FRAME_SYMBOL_CUT;
+    if (len > cap) len = cap;
+    char *sym = malloc(len + 1);
+    if (!sym) return -ENOMEM;
+    memcpy(sym, q->symbol ? q->symbol : "", len);
+    sym[len] = 0;
     int rc = map_put(&s->frame_ix, q->pc, s->n_frames, 0);
-    if (rc) return rc < 0 ? rc : 0;
+    if (rc) {
+        free(sym);
+        return rc < 0 ? rc : 0;
+    }
+    s->frame_symbol_bytes += len + 1;
     frame_t *f = &s->frames[s->n_frames++];
     f->module_id = q->module_id;
     f->module_offset = q->module_offset;
     f->symbol_offset = q->symbol_offset;
-    copy_str(f->symbol, sizeof f->symbol, q->symbol);
+    f->symbol = sym;
     return 0;
 }
 
@@ -797,6 +815,7 @@ static void state_free(state_t *s) {
     map_free(&s->frame_ix);
     map_free(&s->module_ix);
     free(s->stacks);
+    for (size_t i = 0; i < s->n_frames; i++) free(s->frames[i].symbol);
     free(s->frames);
     free(s->modules);
 }

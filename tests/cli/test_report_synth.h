@@ -30,6 +30,7 @@ typedef struct synth_cfg {
     bool with_steps;
     bool device;           /* write alloc_stats */
     bool teardown;         /* after the last step: everything freed (allocated 0, heap 0), tagged step 0 */
+    const char *leak_symbol; /* the leaking frame's dladdr name (NULL = "leaky_collect") */
 } synth_cfg_t;
 
 static inline synth_cfg_t synth_default(void) {
@@ -86,7 +87,8 @@ static inline int synth_trace(const char *path, const synth_cfg_t *c) {
         r.type = PL_REC_FRAME;
         r.t_ns = t0;
         r.u.frame = (pl_rec_frame_t){.pc = frames[i].pc, .module_id = frames[i].mod,
-                                     .module_offset = frames[i].pc & 0xffff, .symbol = frames[i].sym,
+                                     .module_offset = frames[i].pc & 0xffff,
+                                     .symbol = i == 1 && c->leak_symbol ? c->leak_symbol : frames[i].sym,
                                      .symbol_offset = 0x1c};
         EMIT();
     }

@@ -163,6 +163,27 @@ static void test_extract_sites_only_when_leaking(void **state) {
     run_free(&u);
 }
 
+/* The module file is gone (the synthetic trace's /opt/app/trainer): the site is named from the trace's dladdr name,
+ * in full and demangled, however long (the report once cut it at 95 bytes, which also broke the demangling). */
+static void test_extract_long_dladdr_name(void **state) {
+    (void)state;
+    char p[256];
+    tpath(p, sizeof p, "long.pltrace");
+    synth_cfg_t c = synth_default();
+    c.leak_symbol = "_ZN25a_rather_long_namespace_a25a_rather_long_namespace_b25a_rather_long_namespace_c"
+                    "25a_rather_long_namespace_d13leaky_collectEv";
+    assert_true(strlen(c.leak_symbol) > 120);
+    assert_int_equal(synth_trace(p, &c), 0);
+    run_t u;
+    run_file(&u, p);
+    const pl_extract_proc_t *xp = &u.x.procs[0];
+    assert_true(xp->n_sites >= 1);
+    assert_string_equal(xp->sites[0].frames[0],
+                        "a_rather_long_namespace_a::a_rather_long_namespace_b::a_rather_long_namespace_c::"
+                        "a_rather_long_namespace_d::leaky_collect()+0x1c (trainer)");
+    run_free(&u);
+}
+
 /* A clean exit frees everything after the last step marker: that partial step is teardown, not training, and must
  * not show as a final drop; a run cut short keeps its partial step (its last recorded moments). */
 static void test_extract_teardown_after_last_step(void **state) {
@@ -556,6 +577,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_extract_plateau_and_host_leak),
         cmocka_unit_test(test_extract_no_leak),
         cmocka_unit_test(test_extract_sites_only_when_leaking),
+        cmocka_unit_test(test_extract_long_dladdr_name),
         cmocka_unit_test(test_extract_teardown_after_last_step),
         cmocka_unit_test(test_extract_time_buckets),
         cmocka_unit_test(test_extract_killed_no_end_record),
