@@ -9,6 +9,7 @@
 #include "format.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -338,6 +339,17 @@ static void oom_cell(const pl_replay_result_t *r, char *buf, size_t len) {
         snprintf(buf, len, "no");
 }
 
+static const char *conf_name(const pl_tune_entry_t *e) { return e->conf[0] ? e->conf : "(defaults)"; }
+
+/* Same text in every column of the table. */
+static bool same_row(const pl_tune_entry_t *a, const pl_tune_entry_t *b) {
+    const pl_replay_result_t *x = &a->res, *y = &b->res;
+    return a->rc == b->rc && oomed(x) == oomed(y) && x->first_oom_event == y->first_oom_event &&
+           x->peak_reserved_bytes == y->peak_reserved_bytes && x->peak_allocated_bytes == y->peak_allocated_bytes &&
+           fabs(x->reserved_per_allocated - y->reserved_per_allocated) < 1e-9 &&
+           x->unallocated_at_peak_bytes == y->unallocated_at_peak_bytes && x->n_device_calls == y->n_device_calls;
+}
+
 int pl_tune_render_text(const pl_tune_t *t, const pl_replay_seq_t *s, size_t max_rows, FILE *out) {
     char cap[32], expl[1024], tmp[5][32];
     pl_tune_format_bytes((double)t->capacity_bytes, cap, sizeof cap);
@@ -355,21 +367,47 @@ int pl_tune_render_text(const pl_tune_t *t, const pl_replay_seq_t *s, size_t max
         fprintf(out, "note: %zu frees of addresses allocated before tracing started were skipped\n", s->n_unmatched_frees);
     fprintf(out, "\n%4s  %-10s %12s %12s %9s %14s %8s  %s\n", "rank", "OOM", "peak resv", "peak alloc", "resv/alloc",
             "unalloc@peak", "dev calls", "config");
-    size_t rows = max_rows && max_rows < t->n_entries ? max_rows : t->n_entries;
-    bool baseline_shown = false;
-    for (size_t i = 0; i < t->n_entries; i++) {
+    /* Configs whose results are identical in every column share one row (a grid often holds many settings that
+     * change nothing for this run); max_rows counts rows. The row of the defaults is shown even below them. */
+    size_t base_at = t->n_entries;
+    for (size_t i = 0; i < t->n_entries; i++)
+        if (!t->entries[i].conf[0]) base_at = i;
+    size_t shown = 0;
+    bool cut = false;
+    for (size_t i = 0, j; i < t->n_entries; i = j) {
+        for (j = i + 1; j < t->n_entries && same_row(&t->entries[i], &t->entries[j]); j++) {}
+        bool has_base = base_at >= i && base_at < j;
+        if (max_rows && shown >= max_rows && !has_base) {
+            cut = true;
+            continue;
+        }
+        if (max_rows && shown >= max_rows) fprintf(out, "  ...\n");
+        shown++;
         const pl_tune_entry_t *e = &t->entries[i];
-        bool is_base = !e->conf[0];
-        if (i >= rows && !(is_base && !baseline_shown)) continue;
-        if (i >= rows) fprintf(out, "  ...\n");
-        if (is_base) baseline_shown = true;
         oom_cell(&e->res, tmp[0], sizeof tmp[0]);
         pl_tune_format_bytes((double)e->res.peak_reserved_bytes, tmp[1], sizeof tmp[1]);
         pl_tune_format_bytes((double)e->res.peak_allocated_bytes, tmp[2], sizeof tmp[2]);
         pl_tune_format_bytes((double)e->res.unallocated_at_peak_bytes, tmp[3], sizeof tmp[3]);
         fprintf(out, "%4zu  %-10s %12s %12s %9.3fx %14s %8lld  %s\n", i + 1, tmp[0], tmp[1], tmp[2],
-                e->res.reserved_per_allocated, tmp[3], (long long)e->res.n_device_calls, is_base ? "(defaults)" : e->conf);
+                e->res.reserved_per_allocated, tmp[3], (long long)e->res.n_device_calls, conf_name(e));
+        if (j - i > 1) {
+            /* name the defaults first when they are in the group, then up to three others */
+            fprintf(out, "%6s= the same for %zu more: ", "", j - i - 1);
+            size_t named = 0;
+            if (has_base && base_at != i) {
+                fprintf(out, "(defaults)");
+                named++;
+            }
+            for (size_t k = i + 1; k < j && named < 3; k++) {
+                if (k == base_at) continue;
+                fprintf(out, "%s%s", named ? "; " : "", conf_name(&t->entries[k]));
+                named++;
+            }
+            if (named < j - i - 1) fprintf(out, "; and %zu others", j - i - 1 - named);
+            fputc('\n', out);
+        }
     }
+    if (cut) fprintf(out, "  (--top 0 shows every row; --json has every config)\n");
     const pl_tune_entry_t *win = &t->entries[0];
     fprintf(out, "\nbest:\n  PLATEAU_ALLOC_CONF=%s\n  PYTORCH_CUDA_ALLOC_CONF=%s\n", win->conf, win->conf);
     if (!win->conf[0]) fprintf(out, "  (the defaults: nothing to set)\n");

@@ -19,6 +19,17 @@
 static char tmp[512];
 static pl_replay_seq_t frag;
 
+/* pl_tune_render_text into a malloc'd string (the frag sequence's header). */
+static char *render_text(const pl_tune_t *t, size_t max_rows) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    assert_int_equal(pl_tune_render_text(t, &frag, max_rows, f), 0);
+    fclose(f);
+    return buf;
+}
+
 static void test_tune_grid_parse(void **state) {
     (void)state;
     pl_tune_grid_t *g = malloc(sizeof *g);
@@ -77,16 +88,39 @@ static void test_tune_ranks_expandable_first(void **state) {
     assert_non_null(strstr(expl, "run out of memory at event 45"));
     assert_non_null(strstr(expl, "expandable segments"));
     /* text and JSON */
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    assert_int_equal(pl_tune_render_text(&t, &frag, 5, f), 0);
-    fclose(f);
+    char *buf = render_text(&t, 5);
     assert_non_null(strstr(buf, "PLATEAU_ALLOC_CONF=expandable_segments:True"));
     assert_non_null(strstr(buf, "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"));
     assert_non_null(strstr(buf, "(defaults)")); /* the baseline row is shown even below the top 5 */
     free(buf);
-    f = open_memstream(&buf, &len);
+    /* identical results share a row: with every row shown, rows plus "the same for N more" cover all 72 configs,
+     * in fewer than 72 rows; with one row, the baseline's still shows, then the hint */
+    buf = render_text(&t, 0);
+    size_t n_rows = 0, n_covered = 0;
+    for (char *line = buf; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        int rank = 0, n = 0;
+        size_t more = 0;
+        if (sscanf(line, "%d %n", &rank, &n) == 1 && rank >= 1 && n > 0 && strncmp(line + n, "no", 2) == 0) {
+            n_rows++;
+            n_covered++;
+        } else if (sscanf(line, "%d OOM%n", &rank, &n) == 1 && n > 0) {
+            n_rows++;
+            n_covered++;
+        } else if (sscanf(line, " = the same for %zu more", &more) == 1) {
+            n_covered += more;
+        }
+    }
+    assert_int_equal(n_covered, 72);
+    assert_true(n_rows >= 2 && n_rows < 72);
+    free(buf);
+    buf = render_text(&t, 1);
+    const char *gap = strstr(buf, "  ...\n");
+    assert_non_null(gap);
+    assert_non_null(strstr(gap, " OOM@45 ")); /* after the gap: the baseline's row, which runs out of memory */
+    assert_non_null(strstr(gap, "(defaults)"));
+    free(buf);
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
     assert_int_equal(pl_tune_render_json(&t, &frag, f), 0);
     fclose(f);
     assert_non_null(strstr(buf, "\"PYTORCH_CUDA_ALLOC_CONF\":\"expandable_segments:True"));
@@ -94,6 +128,36 @@ static void test_tune_ranks_expandable_first(void **state) {
     free(buf);
     pl_tune_free(&t);
     free(g);
+}
+
+/* A group of identical results names the defaults first when they are in it but not its first row. */
+static void test_tune_rows_grouped(void **state) {
+    (void)state;
+    pl_tune_entry_t e[4];
+    memset(e, 0, sizeof e);
+    for (int i = 0; i < 4; i++) {
+        e[i].grid_index = (size_t)i;
+        e[i].res.first_oom_event = -1;
+        e[i].res.peak_reserved_bytes = i < 3 ? 20 << 20 : 40 << 20;
+        e[i].res.peak_allocated_bytes = 10 << 20;
+        e[i].res.reserved_per_allocated = i < 3 ? 2.0 : 4.0;
+        e[i].res.n_device_calls = 3;
+    }
+    snprintf(e[0].conf, sizeof e[0].conf, "a:1");
+    snprintf(e[2].conf, sizeof e[2].conf, "c:3");
+    snprintf(e[3].conf, sizeof e[3].conf, "d:4");
+    pl_tune_t t = {.entries = e, .n_entries = 4, .capacity_bytes = 1ull << 30, .n_threads = 1};
+    t.baseline = e[1];
+    char *buf = render_text(&t, 0);
+    assert_non_null(strstr(buf, "   1  no "));
+    assert_non_null(strstr(buf, "  a:1\n      = the same for 2 more: (defaults); c:3\n"));
+    assert_non_null(strstr(buf, "   4  no "));
+    assert_null(strstr(buf, "   2  no ")); /* ranks 2 and 3 are in rank 1's row */
+    free(buf);
+    buf = render_text(&t, 1); /* one row: d:4's is cut, and the text says how to see it */
+    assert_null(strstr(buf, "d:4"));
+    assert_non_null(strstr(buf, "--top 0 shows every row"));
+    free(buf);
 }
 
 /* Same results, same order, whatever the thread count. */
@@ -173,6 +237,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tune_grid_parse),
         cmocka_unit_test(test_tune_ranks_expandable_first),
+        cmocka_unit_test(test_tune_rows_grouped),
         cmocka_unit_test(test_tune_deterministic),
         cmocka_unit_test(test_tune_baseline_outside_grid),
         cmocka_unit_test(test_tune_format_bytes),
