@@ -96,15 +96,6 @@ static int generate_training(pl_replay_seq_t *s, size_t n_events) {
     return rc;
 }
 
-static bool same_result(const pl_replay_result_t *x, const pl_replay_result_t *y) {
-    return x->peak_allocated_bytes == y->peak_allocated_bytes && x->peak_reserved_bytes == y->peak_reserved_bytes &&
-           x->peak_requested_bytes == y->peak_requested_bytes &&
-           x->unallocated_at_peak_bytes == y->unallocated_at_peak_bytes && x->n_device_calls == y->n_device_calls &&
-           x->n_device_free == y->n_device_free && x->n_device_unmap == y->n_device_unmap &&
-           x->n_map_events == y->n_map_events && x->n_unmap_events == y->n_unmap_events && x->n_ooms == y->n_ooms &&
-           x->first_oom_event == y->first_oom_event && x->end_reserved_bytes == y->end_reserved_bytes;
-}
-
 int main(int argc, char **argv) {
     const char *seq = "random";
     size_t n_events = 10000000;
@@ -168,8 +159,9 @@ int main(int argc, char **argv) {
                        k ? "locked" : "fast", dt, (double)s.n_events / dt / 1e6, dc, (double)s.n_events / dc / 1e6, b,
                        (long long)res[k].n_device_calls);
             }
-        if (run_fast && run_locked && !same_result(&res[0], &res[1])) {
-            fprintf(stderr, "replay_bench: %s: the fast and the locked path disagree\n", confs[i]);
+        const char *field = run_fast && run_locked ? pl_replay_result_diff(&res[0], &res[1]) : NULL;
+        if (field) {
+            fprintf(stderr, "replay_bench: %s: the fast and the locked path disagree (%s)\n", confs[i], field);
             return 1;
         }
     }

@@ -628,6 +628,40 @@ static int run_fast(const pl_replay_seq_t *s, pl_alloc_t *a, pl_replay_result_t 
     return 0;
 }
 
+const char *pl_replay_result_diff(const pl_replay_result_t *a, const pl_replay_result_t *b) {
+#define DIFF(f) do { if (a->f != b->f) return #f; } while (0)
+    DIFF(capacity_bytes);
+    DIFF(peak_allocated_bytes);
+    DIFF(peak_reserved_bytes);
+    DIFF(peak_requested_bytes);
+    DIFF(reserved_per_allocated);
+    DIFF(unallocated_at_peak_bytes);
+    DIFF(n_device_alloc);
+    DIFF(n_device_free);
+    DIFF(n_device_map);
+    DIFF(n_device_unmap);
+    DIFF(n_device_calls);
+    DIFF(n_map_events);
+    DIFF(n_unmap_events);
+    DIFF(n_alloc_retries);
+    DIFF(n_ooms);
+    DIFF(n_failed_allocs);
+    DIFF(first_oom_event);
+    DIFF(first_oom_bytes);
+    DIFF(end_allocated_bytes);
+    DIFF(end_reserved_bytes);
+    DIFF(have_at_stats);
+    DIFF(at_stats_allocated_bytes);
+    DIFF(at_stats_allocated_peak_bytes);
+    DIFF(at_stats_reserved_bytes);
+    DIFF(at_stats_reserved_peak_bytes);
+    DIFF(at_stats_n_device_alloc);
+    DIFF(at_stats_n_device_free);
+    DIFF(at_stats_n_ooms);
+    return NULL;
+#undef DIFF
+}
+
 int pl_replay_run(const pl_replay_seq_t *s, const pl_alloc_config_t *cfg, uint64_t capacity_bytes,
                   pl_replay_result_t *out, char *err, size_t err_len) {
     return pl_replay_run_path(s, cfg, capacity_bytes, PL_REPLAY_PATH_FAST, out, err, err_len);

@@ -127,5 +127,9 @@ typedef enum pl_replay_path { PL_REPLAY_PATH_FAST = 0, PL_REPLAY_PATH_LOCKED = 1
 int pl_replay_run_path(const pl_replay_seq_t *s, const pl_alloc_config_t *cfg, uint64_t capacity_bytes,
                        pl_replay_path_t path, pl_replay_result_t *out, char *err, size_t err_len);
 
+/* The first field in which two results differ (its name), NULL when they are equal in every field: how the fast
+ * path is checked against the reference (tests, fuzz, bench). */
+const char *pl_replay_result_diff(const pl_replay_result_t *a, const pl_replay_result_t *b);
+
 /* Name of a device source ("allocator", "cuda-runtime", "cuda-driver", "cupti"). */
 const char *pl_replay_source_name(uint32_t source);

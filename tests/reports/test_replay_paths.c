@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "reports/replay.h"
+#include "../common/replay_confs.h"
 
 #define MiB ((uint64_t)1 << 20)
 #define GiB ((uint64_t)1 << 30)
@@ -65,56 +66,19 @@ static void generate(pl_replay_seq_t *s, uint64_t seed, size_t n_events, size_t 
     free(live);
 }
 
-#define SAME(f) assert_true(x->f == y->f)
-
 static void assert_same_result(const pl_replay_result_t *x, const pl_replay_result_t *y) {
-    SAME(capacity_bytes);
-    SAME(peak_allocated_bytes);
-    SAME(peak_reserved_bytes);
-    SAME(peak_requested_bytes);
-    SAME(reserved_per_allocated);
-    SAME(unallocated_at_peak_bytes);
-    SAME(n_device_alloc);
-    SAME(n_device_free);
-    SAME(n_device_map);
-    SAME(n_device_unmap);
-    SAME(n_device_calls);
-    SAME(n_map_events);
-    SAME(n_unmap_events);
-    SAME(n_alloc_retries);
-    SAME(n_ooms);
-    SAME(n_failed_allocs);
-    SAME(first_oom_event);
-    SAME(first_oom_bytes);
-    SAME(end_allocated_bytes);
-    SAME(end_reserved_bytes);
-    SAME(have_at_stats);
-    SAME(at_stats_allocated_bytes);
-    SAME(at_stats_allocated_peak_bytes);
-    SAME(at_stats_reserved_bytes);
-    SAME(at_stats_reserved_peak_bytes);
-    SAME(at_stats_n_device_alloc);
-    SAME(at_stats_n_device_free);
-    SAME(at_stats_n_ooms);
+    const char *field = pl_replay_result_diff(x, y);
+    if (field) fail_msg("fast and locked replays differ in %s", field);
 }
 
-static const char *const confs[] = {
-    "",
-    "expandable_segments:True",
-    "max_split_size_mb:32",
-    "garbage_collection_threshold:0.5",
-    "roundup_power2_divisions:4",
-    "expandable_segments:True,garbage_collection_threshold:0.6,max_split_size_mb:64",
-    "roundup_power2_divisions:[256:1,512:2,>:8],max_split_size_mb:40,max_non_split_rounding_mb:10",
-};
 
 /* Both paths, every config, one capacity. Returns the number of configs whose replay saw an OOM. */
 static int compare_paths(const pl_replay_seq_t *s, uint64_t capacity) {
     int n_oom = 0;
     char err[512];
-    for (size_t i = 0; i < sizeof confs / sizeof confs[0]; i++) {
+    for (size_t i = 0; i < PL_TEST_N_REPLAY_CONFS; i++) {
         pl_alloc_config_t cfg;
-        assert_int_equal(pl_alloc_config_parse(confs[i], &cfg, err, sizeof err), 0);
+        assert_int_equal(pl_alloc_config_parse(pl_test_replay_confs[i], &cfg, err, sizeof err), 0);
         pl_replay_result_t fast, fast2, locked;
         memset(&fast, 0x5a, sizeof fast);
         memset(&locked, 0xa5, sizeof locked);
@@ -147,7 +111,7 @@ static void test_paths_small_device(void **state) {
     /* 3 GiB against ~1.5-3 GiB live plus 256-768 MiB probes: OOMs, failed allocations (their frees skipped),
      * cache release and retries in every config */
     int n_oom = compare_paths(&s, 3 * GiB);
-    assert_int_equal(n_oom, (int)(sizeof confs / sizeof confs[0]));
+    assert_int_equal(n_oom, (int)(PL_TEST_N_REPLAY_CONFS));
     pl_replay_seq_free(&s);
 }
 
