@@ -574,8 +574,13 @@ __attribute__((noinline)) static void sample_alloc(void *p, size_t size, pl_host
     if (atomic_load_explicit(&pl_g.active, memory_order_relaxed) && ps_insert((uintptr_t)p)) {
         uint32_t stack_id = pl_stack_capture();
         pl_trace_record_t r = {.type = PL_REC_HOST_ALLOC, .t_ns = pl_now_ns()};
+        /* The thread's own slot counts exactly its calls (this one included, count_alloc ran first); a slot
+         * reused by a later thread keeps counting up, which leaves differences within a tid exact. The shared
+         * overflow slot mixes threads: no ordinal. */
+        const slot_t *s = tl_slot;
+        uint64_t ordinal = s && !s->shared ? atomic_load_explicit(&s->n_alloc, memory_order_relaxed) : PL_TRACE_NA;
         r.u.host_alloc = (pl_rec_host_alloc_t){.addr = (uintptr_t)p, .size = size, .stack_id = stack_id,
-                                               .tid = pl_tid(), .kind = kind};
+                                               .tid = pl_tid(), .kind = kind, .call_ordinal = ordinal};
         pl_emit(&r);
     }
     pl_tl_guard--;

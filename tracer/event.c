@@ -140,6 +140,8 @@ static bool c_fields(codec_t *c, pl_trace_record_t *r) {
         c_u32(c, &r->u.host_alloc.stack_id);
         c_u32(c, &r->u.host_alloc.tid);
         c_u32(c, &r->u.host_alloc.kind);
+        if (c_more(c)) c_u64(c, &r->u.host_alloc.call_ordinal); /* 1.3 */
+        else r->u.host_alloc.call_ordinal = PL_TRACE_NA;
         return true;
     case PL_REC_HOST_FREE:
         c_u64(c, &r->u.host_free.addr);

@@ -29,8 +29,9 @@ extern "C" {
 #endif
 
 #define PL_TRACE_VERSION 1u
-#define PL_TRACE_VERSION_MINOR 2u  /* 1.1: module records carry build-id, file size and mtime (appended fields);
-                                    * 1.2: process_start records carry the host allocator (appended fields) */
+#define PL_TRACE_VERSION_MINOR 3u  /* 1.1: module records carry build-id, file size and mtime (appended fields);
+                                    * 1.2: process_start records carry the host allocator (appended fields);
+                                    * 1.3: host_alloc records carry the thread's malloc-call ordinal (appended) */
 #define PL_TRACE_MAX_CHUNK_BYTES (1u << 20)  /* largest chunk payload a reader accepts */
 #define PL_TRACE_MAX_FRAMES 128              /* frames per stack */
 #define PL_TRACE_MAX_ARGV 32                 /* argv entries kept in a process record */
@@ -121,6 +122,10 @@ typedef struct pl_rec_heap {  /* exact over every traced call since the image st
 typedef struct pl_rec_host_alloc {
     uint64_t addr, size;      /* size = usable size */
     uint32_t stack_id, tid, kind;
+    /* since 1.3 (older traces decode as PL_TRACE_NA): the recording thread's count of malloc-family calls seen
+     * by the tracer, this one included (for kind mmap: the calls before it). Differences between records of one
+     * tid are exact call counts; the absolute value has no meaning. PL_TRACE_NA when unknown. */
+    uint64_t call_ordinal;
 } pl_rec_host_alloc_t;
 
 typedef struct pl_rec_host_free { uint64_t addr; uint32_t tid; } pl_rec_host_free_t;

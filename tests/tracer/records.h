@@ -30,7 +30,8 @@ static inline void rec_sample(pl_rec_type_t type, unsigned seed, pl_trace_record
     case PL_REC_HEAP: r->u.heap = (pl_rec_heap_t){seed, 123456, 42, 1000, 958, 99999999, 8192, 2}; break;
     case PL_REC_HOST_ALLOC:
         r->u.host_alloc = (pl_rec_host_alloc_t){.addr = 0x7f0000001000ull + seed, .size = 4096, .stack_id = 7,
-                                                .tid = 4242, .kind = PL_HOST_CALLOC};
+                                                .tid = 4242, .kind = PL_HOST_CALLOC,
+                                                .call_ordinal = 1000003ull * (seed + 1)};
         break;
     case PL_REC_HOST_FREE: r->u.host_free = (pl_rec_host_free_t){.addr = 0x7f0000001000ull, .tid = 4243}; break;
     case PL_REC_DEVICE_ALLOC:

@@ -138,6 +138,50 @@ static void test_event_process_allocator_and_old_records(void **state) {
     assert_string_equal(out.u.process.host_allocator, "");
 }
 
+/* 1.3: host_alloc appends the thread's call ordinal; a 1.2 host_alloc record (without it) decodes with NA. */
+static void test_event_host_alloc_ordinal_and_old_records(void **state) {
+    (void)state;
+    pl_trace_record_t in, out;
+    rec_sample(PL_REC_HOST_ALLOC, 4, &in);
+    uint8_t buf[256];
+    size_t n = pl_event_encode(&in, buf, sizeof buf), used;
+    assert_int_equal(n, PL_REC_HEADER_BYTES + 8 + 8 + 4 + 4 + 4 + 8);
+    assert_int_equal(pl_event_decode(buf, n, &out, &used), 0);
+    assert_true(out.u.host_alloc.call_ordinal == 5000015ull);
+    assert_int_equal(out.u.host_alloc.stack_id, 7);
+    assert_int_equal(out.u.host_alloc.kind, PL_HOST_CALLOC);
+    /* PL_TRACE_NA itself survives the round trip */
+    in.u.host_alloc.call_ordinal = PL_TRACE_NA;
+    n = pl_event_encode(&in, buf, sizeof buf);
+    assert_int_equal(pl_event_decode(buf, n, &out, &used), 0);
+    assert_true(out.u.host_alloc.call_ordinal == PL_TRACE_NA);
+    /* the 1.2 layout ends after kind */
+    in.u.host_alloc.call_ordinal = 77;
+    n = pl_event_encode(&in, buf, sizeof buf);
+    size_t old_len = n - 8;
+    uint16_t len16 = (uint16_t)old_len;
+    memcpy(buf + 2, &len16, 2);
+    memset(&out, 0, sizeof out);
+    assert_int_equal(pl_event_decode(buf, old_len, &out, &used), 0);
+    assert_int_equal(used, old_len);
+    assert_true(out.u.host_alloc.addr == in.u.host_alloc.addr);
+    assert_int_equal(out.u.host_alloc.tid, 4242);
+    assert_true(out.u.host_alloc.call_ordinal == PL_TRACE_NA);
+    /* cut inside the ordinal: malformed, not silently defaulted */
+    for (size_t cut = 1; cut < 8; cut++) {
+        len16 = (uint16_t)(old_len + cut);
+        memcpy(buf + 2, &len16, 2);
+        assert_int_equal(pl_event_decode(buf, old_len + cut, &out, &used), -EBADMSG);
+    }
+    /* a later version's appended bytes after the ordinal are skipped */
+    len16 = (uint16_t)(n + 4);
+    memcpy(buf + 2, &len16, 2);
+    memset(buf + n, 0xab, 4);
+    assert_int_equal(pl_event_decode(buf, n + 4, &out, &used), 0);
+    assert_int_equal(used, n + 4);
+    assert_true(out.u.host_alloc.call_ordinal == 77);
+}
+
 /* Frame symbols are not cut at the generic 4 KiB string limit: deep C++ template names survive whole. */
 static void test_event_long_frame_symbol_whole(void **state) {
     (void)state;
@@ -183,6 +227,7 @@ int main(void) {
         cmocka_unit_test(test_event_decode_rejects_malformed),
         cmocka_unit_test(test_event_module_identity_and_old_records),
         cmocka_unit_test(test_event_process_allocator_and_old_records),
+        cmocka_unit_test(test_event_host_alloc_ordinal_and_old_records),
         cmocka_unit_test(test_event_long_frame_symbol_whole),
         cmocka_unit_test(test_event_header_round_trip_and_checks),
     };

@@ -32,6 +32,7 @@ static void print(const pl_trace_record_t *r) {
     case PL_REC_HOST_ALLOC:
         printf(" addr=0x%" PRIx64 " size=%" PRIu64 " stack=%u tid=%u kind=%u", r->u.host_alloc.addr,
                r->u.host_alloc.size, r->u.host_alloc.stack_id, r->u.host_alloc.tid, r->u.host_alloc.kind);
+        if (r->u.host_alloc.call_ordinal != PL_TRACE_NA) printf(" ordinal=%" PRIu64, r->u.host_alloc.call_ordinal);
         break;
     case PL_REC_HOST_FREE: printf(" addr=0x%" PRIx64 " tid=%u", r->u.host_free.addr, r->u.host_free.tid); break;
     case PL_REC_DEVICE_ALLOC:
