@@ -5,7 +5,9 @@
  * average): an exact stream repeats call site for call site every step, a sampled one only in its rate over time.
  * Hence three detectors: the sequence detector (lag of best call-site self-match, steps cut at an anchor call site),
  * the time detector (autocorrelation of allocation counts per time bin, steps cut on a grid) and the anchor detector
- * (one sampled call site at a sharp phase of the step, tested for periodicity, steps cut at its bursts).
+ * (one sampled call site at a sharp phase of the step, tested for periodicity, steps cut at its bursts). When host
+ * records carry their thread's exact malloc-call count (trace 1.3), a fourth, the ordinal detector, finds the
+ * step's call count from same-site ordinal differences and cuts steps by call count (immune to timing jitter).
  * Invariants: work is bounded (SEQ_WINDOW events x SEQ_MAX_LAG lags; TIME_BINS bins x TIME_SCALES scales; ANCHOR_SCAN
  * passes over at most all events), whatever the trace length; results are deterministic; bounds are strictly
  * increasing.
@@ -86,12 +88,16 @@ int pl_period_add(pl_period_input_t *in, const pl_trace_record_t *rec) {
         /* recorded for sure when every call is (sample_bytes 0) or nearly so (p = 1 - exp(-s/sample) > 0.98) */
         bool exact = in->have_sample_bytes &&
                      (in->sample_bytes == 0 || q->size >= HOST_EXACT_FACTOR * in->sample_bytes);
-        pl_period_event_t e = {rec->t_ns, make_key(PL_REC_HOST_ALLOC, q->stack_id, q->size), q->size, exact};
+        /* an mmap record carries the count of calls before it (it is no malloc call): the same as the call before,
+         * so it gives the ordinal detector nothing and would read as a repeated ordinal */
+        pl_period_event_t e = {rec->t_ns, make_key(PL_REC_HOST_ALLOC, q->stack_id, q->size), q->size, exact,
+                               q->tid, q->kind == PL_HOST_MMAP ? PL_TRACE_NA : q->call_ordinal};
         return push_event(in, &e);
     }
     case PL_REC_DEVICE_ALLOC: {
         const pl_rec_device_t *q = &rec->u.device;
-        pl_period_event_t e = {rec->t_ns, make_key(PL_REC_DEVICE_ALLOC, q->stack_id, q->size), q->size, true};
+        pl_period_event_t e = {rec->t_ns, make_key(PL_REC_DEVICE_ALLOC, q->stack_id, q->size), q->size, true, 0,
+                               PL_TRACE_NA};
         return push_event(in, &e);
     }
     case PL_REC_PROCESS_START:
@@ -701,6 +707,412 @@ out:
     return rc;
 }
 
+/* ---- ordinal detector (trace 1.3: host records carry their thread's exact malloc-call count) ---- */
+
+/* A sampled stream on an exact clock: on one thread, the records of one call site are a whole number of steps
+ * apart in calls when they are the same call of the step (the same index in the step's call sequence). So the
+ * step's call count P is the value whose multiples the same-site ordinal differences hit far more often than
+ * chance; steps are cut every P calls on that thread and mapped to times through the thread's own records. */
+#define ORD_MIN_RECORDS 32     /* records with ordinals a thread needs */
+#define ORD_MIN_SITE 4         /* records a call site needs on the thread to take part */
+#define ORD_PAIR_WINDOW 8      /* same-site pairs: each record with the next 8 records of its site */
+#define ORD_MAX_DIFFS (1u << 22) /* bound on the pairs kept per thread */
+#define ORD_CANDIDATES 64      /* exact differences tried as the period, at most: */
+#define ORD_GLOBAL_CANDIDATES 16 /* the most frequent ones overall, */
+#define ORD_SITE_CANDIDATES 2  /* and each site's own most frequent ones */
+#define ORD_MIN_P 8            /* fewer calls per step: not a step */
+#define ORD_MAX_MULT 4         /* a record and its partner 1..4 periods apart are "locked" */
+#define ORD_TOL_DIV 512        /* differences within P / 512 calls of a multiple count (exact below P = 512) */
+#define ORD_MAX_LOG_P (-20.72) /* ln 1e-9: the periodicity test, after Bonferroni over threads x candidates */
+#define ORD_HALF_LOG_P (-9.21) /* ln 1e-4: the same test in each half of the pairs (by position) on its own */
+#define ORD_MIN_LOCKED 0.6     /* share of the thread's records with a same-site partner 1..4 periods away */
+#define ORD_MIN_SITE_LOCK 0.45 /* share of the thread's call sites with at least half their records locked */
+#define ORD_SITE_MORE 0.2      /* a non-multiple candidate locking this many more sites is the step (see below) */
+#define ORD_LOCK_TIE 0.05      /* candidates locking within this of the best are ties: the most significant wins */
+#define ORD_MIN_COVER 0.5      /* share of the steps cut that hold a locked record */
+#define ORD_MAX_BAD 0.01       /* share of repeated ordinals or time inversions tolerated on a thread */
+#define ORD_WINDOW_STEPS 16    /* the boundary phase is re-placed every 16 steps (follows steps with extra calls) */
+
+typedef struct oev { uint64_t ord; int64_t t_ns; uint64_t key; uint32_t tid; } oev_t;
+
+static int cmp_oev_tid(const void *a, const void *b) {
+    const oev_t *x = a, *y = b;
+    if (x->tid != y->tid) return x->tid < y->tid ? -1 : 1;
+    if (x->ord != y->ord) return x->ord < y->ord ? -1 : 1;
+    return x->t_ns < y->t_ns ? -1 : x->t_ns > y->t_ns;
+}
+
+static int cmp_oev_key(const void *a, const void *b) {
+    const oev_t *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return x->ord < y->ord ? -1 : x->ord > y->ord;
+}
+
+/* log of P(Binomial(n, q) >= k), exact (log-sum-exp over the terms) */
+static double log_binom_tail(size_t n, size_t k, double q) {
+    if (k == 0 || n == 0) return 0;
+    if (k > n) return -INFINITY;
+    double mx = -INFINITY, sum = 0, lf_n = lgamma((double)n + 1), lq = log(q), l1q = log1p(-q);
+    for (size_t j = k; j <= n; j++) {
+        double l = lf_n - lgamma((double)j + 1) - lgamma((double)(n - j) + 1) + (double)j * lq + (double)(n - j) * l1q;
+        if (l > mx) { sum = sum * exp(mx - l) + 1; mx = l; }
+        else sum += exp(l - mx);
+        if (l < mx - 40) break; /* the terms only shrink past the mode */
+    }
+    double r = mx + log(sum);
+    return r > 0 ? 0 : r;
+}
+
+/* values of sorted d[0..n) in [lo, hi] */
+static size_t count_in(const uint64_t *d, size_t n, uint64_t lo, uint64_t hi) {
+    size_t a = 0, b = n;
+    while (a < b) { size_t m = a + (b - a) / 2; if (d[m] < lo) a = m + 1; else b = m; }
+    size_t c = a, e = n;
+    while (c < e) { size_t m = c + (e - c) / 2; if (d[m] <= hi) c = m + 1; else e = m; }
+    return c - a;
+}
+
+/* The periodicity test at P over sorted differences: hits within tol of 2P, 3P, 4P against controls within tol of
+ * the half-multiples on either side (1.5P .. 4.5P). Without a loop, the differences have a smooth density and
+ * the hit windows hold no more than a third of hits + controls on average (twice as many control windows; for a
+ * convex density the controls hold more); k = 1 is left out because P was chosen as a frequent difference.
+ * Returns ln P(Binomial(hits + controls, 1/3) >= hits). */
+static double ord_test(const uint64_t *d, size_t n, uint64_t P) {
+    uint64_t tol = P / ORD_TOL_DIV, half = P / 2;
+    size_t hits = 0, ctl = 0;
+    for (uint64_t k = 2; k <= ORD_MAX_MULT; k++) {
+        hits += count_in(d, n, k * P - tol, k * P + tol);
+        ctl += count_in(d, n, k * P - half - tol, k * P - half + tol);
+        ctl += count_in(d, n, k * P + (P - half) - tol, k * P + (P - half) + tol);
+    }
+    if ((double)hits <= (double)(hits + ctl) / 3) return 0;
+    return log_binom_tail(hits + ctl, hits, 1.0 / 3);
+}
+
+/* Share of the site-sorted records s[0..n) (sites of at least ORD_MIN_SITE records, delimited by key) with a
+ * same-site partner 1..ORD_MAX_MULT periods away; marks them in locked[]. *site_lock: the share of those sites
+ * with at least half their records locked. */
+static double ord_lock(const oev_t *s, size_t n, uint64_t P, bool *locked, double *site_lock) {
+    uint64_t tol = P / ORD_TOL_DIV;
+    size_t n_in = 0, n_locked = 0, n_sites = 0, n_sites_locked = 0;
+    for (size_t i = 0, j; i < n; i = j) {
+        for (j = i; j < n && s[j].key == s[i].key; j++) {}
+        if (j - i < ORD_MIN_SITE) {
+            for (size_t a = i; a < j; a++) locked[a] = false;
+            continue;
+        }
+        size_t site_locked = 0;
+        for (size_t a = i; a < j; a++) {
+            bool l = false;
+            size_t lo = a > i + ORD_PAIR_WINDOW ? a - ORD_PAIR_WINDOW : i;
+            for (size_t b = lo; b < j && b <= a + ORD_PAIR_WINDOW && !l; b++) {
+                if (b == a) continue;
+                uint64_t dd = s[a].ord > s[b].ord ? s[a].ord - s[b].ord : s[b].ord - s[a].ord;
+                uint64_t k = (dd + P / 2) / P;
+                l = k >= 1 && k <= ORD_MAX_MULT && (dd > k * P ? dd - k * P : k * P - dd) <= tol;
+            }
+            locked[a] = l;
+            n_locked += l;
+            site_locked += l;
+        }
+        n_in += j - i;
+        n_sites++;
+        n_sites_locked += 2 * site_locked >= j - i;
+    }
+    if (site_lock) *site_lock = n_sites ? (double)n_sites_locked / (double)n_sites : 0;
+    return n_in ? (double)n_locked / (double)n_in : 0;
+}
+
+/* The start of the largest circular gap between the phases ph[0..n) (sorted) in [0, P), a sixteenth into it: the
+ * step ends after its last busy phase (the optimizer's), before the quiet stretch up to the next step's first
+ * allocation. A boundary right after a record maps to a time right after it (the interpolation below); in the
+ * middle of the gap it would fall anywhere in the quiet stretch. */
+static uint64_t quiet_phase(const uint64_t *ph, size_t n, uint64_t P) {
+    if (n == 0) return 0;
+    uint64_t best = P - ph[n - 1] + ph[0], at = ph[n - 1]; /* the wrap-around gap */
+    for (size_t i = 1; i < n; i++)
+        if (ph[i] - ph[i - 1] > best) { best = ph[i] - ph[i - 1]; at = ph[i - 1]; }
+    return (at + 1 + best / 16) % P;
+}
+
+/* The k most frequent values (count >= 3, within [ORD_MIN_P, UINT64_MAX / 64]: 16 P must not overflow) of sorted
+ * d[0..n) into out, most frequent first; returns how many. */
+static size_t top_values(const uint64_t *d, size_t n, size_t k, uint64_t *out) {
+    uint64_t cnt[ORD_CANDIDATES];
+    size_t m = 0;
+    if (k > ORD_CANDIDATES) k = ORD_CANDIDATES;
+    for (size_t i = 0, j; i < n; i = j) {
+        for (j = i; j < n && d[j] == d[i]; j++) {}
+        uint64_t c = j - i;
+        if (c < 3 || d[i] < ORD_MIN_P || d[i] > UINT64_MAX / 64) continue;
+        if (m == k && cnt[m - 1] >= c) continue;
+        size_t at = m < k ? m++ : k - 1;
+        for (; at > 0 && cnt[at - 1] < c; at--) { /* insertion, by count descending */
+            cnt[at] = cnt[at - 1];
+            out[at] = out[at - 1];
+        }
+        cnt[at] = c;
+        out[at] = d[i];
+    }
+    return m;
+}
+
+typedef struct site_cand { uint64_t value; size_t n_records; } site_cand_t;
+
+typedef struct ord_best { double log_p, lock, site_lock; uint64_t P; } ord_best_t;
+
+/* q is within tolerance of a whole multiple (>= 2) of p */
+static bool ord_multiple(uint64_t q, uint64_t p) {
+    if (p == 0 || q <= p) return false;
+    uint64_t m = (q + p / 2) / p, dev = m * p > q ? m * p - q : q - m * p;
+    return m >= 2 && dev <= m * (p / ORD_TOL_DIV);
+}
+
+/* One thread's records g[0..n) (sorted by ordinal, repeated ordinals removed, times made non-decreasing).
+ * Fills *res with the chosen candidate (P 0 when none). Returns 0 or -ENOMEM. */
+static int ord_thread_period(const oev_t *g, size_t n, size_t bonferroni, ord_best_t *res) {
+    res->log_p = 0;
+    res->P = 0;
+    int rc = -ENOMEM;
+    oev_t *s = malloc(n * sizeof *s);
+    size_t cap = n * ORD_PAIR_WINDOW < ORD_MAX_DIFFS ? n * ORD_PAIR_WINDOW : ORD_MAX_DIFFS;
+    uint64_t *d = malloc(cap * sizeof *d), *d1 = NULL, *d2 = NULL;
+    bool *locked = malloc(n * sizeof *locked);
+    uint64_t *cand = NULL;
+    size_t nd = 0, nd1 = 0, nd2 = 0;
+    if (!s || !d || !locked) goto out;
+    memcpy(s, g, n * sizeof *s);
+    qsort(s, n, sizeof *s, cmp_oev_key);
+    d1 = malloc(cap * sizeof *d1);
+    d2 = malloc(cap * sizeof *d2);
+    if (!d1 || !d2) goto out;
+    /* candidates: the most frequent exact differences overall (below) and each site's own two most frequent (a
+     * site called often inside the step, a list growing, must not crowd out the sites recurring once a step) */
+    cand = malloc(ORD_CANDIDATES * sizeof *cand);
+    if (!cand) goto out;
+    site_cand_t site_cand[ORD_CANDIDATES];
+    size_t n_site_cand = 0;
+    for (size_t i = 0, j; i < n; i = j) {
+        for (j = i; j < n && s[j].key == s[i].key; j++) {}
+        if (j - i < ORD_MIN_SITE) continue;
+        size_t nd0 = nd;
+        for (size_t a = i; a < j; a++)
+            for (size_t b = a + 1; b < j && b <= a + ORD_PAIR_WINDOW && nd < cap; b++) {
+                d1[nd] = s[a].ord; /* where the pair starts, for the halves below */
+                d[nd++] = s[b].ord - s[a].ord;
+            }
+        memcpy(d2, d + nd0, (nd - nd0) * sizeof *d2);
+        qsort(d2, nd - nd0, sizeof *d2, cmp_u64);
+        uint64_t v[ORD_SITE_CANDIDATES];
+        size_t nv = top_values(d2, nd - nd0, ORD_SITE_CANDIDATES, v);
+        /* keep the candidates of the sites with the most records (the loop's, rather than start-up's) */
+        const size_t max_site_cand = ORD_CANDIDATES - ORD_GLOBAL_CANDIDATES;
+        for (size_t k = 0; k < nv; k++) {
+            if (n_site_cand == max_site_cand && site_cand[max_site_cand - 1].n_records >= j - i) break;
+            size_t at = n_site_cand < max_site_cand ? n_site_cand++ : max_site_cand - 1;
+            for (; at > 0 && site_cand[at - 1].n_records < j - i; at--) site_cand[at] = site_cand[at - 1];
+            site_cand[at] = (site_cand_t){v[k], j - i};
+        }
+    }
+    /* halves by pairs, not by calls or records: start-up makes many calls and records but few repeating pairs */
+    if (nd) {
+        memcpy(d2, d1, nd * sizeof *d2);
+        qsort(d2, nd, sizeof *d2, cmp_u64);
+        uint64_t mid = d2[nd / 2];
+        for (size_t k = 0; k < nd; k++) {
+            if (d1[k] < mid) d1[nd1++] = d[k]; /* nd1 <= k: overwrites only positions already read */
+            else d2[nd2++] = d[k];
+        }
+    }
+    qsort(d, nd, sizeof *d, cmp_u64);
+    qsort(d1, nd1, sizeof *d1, cmp_u64);
+    qsort(d2, nd2, sizeof *d2, cmp_u64);
+    size_t nc = top_values(d, nd, ORD_GLOBAL_CANDIDATES, cand);
+    for (size_t k = 0; k < n_site_cand; k++) {
+        bool dup = false;
+        for (size_t q = 0; q < nc && !dup; q++) dup = cand[q] == site_cand[k].value;
+        if (!dup) cand[nc++] = site_cand[k].value;
+    }
+    double lb = log((double)(bonferroni ? bonferroni : 1) * (double)(nc ? nc : 1));
+    ord_best_t best = {0, 0, 0, 0};
+    double max_lock = 0;
+    ord_best_t sig[ORD_CANDIDATES];
+    size_t n_sig = 0;
+    for (size_t c = 0; c < nc; c++) {
+        uint64_t P = cand[c];
+        double lp = ord_test(d, nd, P) + lb;
+        if (lp > ORD_MAX_LOG_P) continue;
+        if (ord_test(d1, nd1, P) + lb > ORD_HALF_LOG_P || ord_test(d2, nd2, P) + lb > ORD_HALF_LOG_P) continue;
+        double site_lock = 0, lock = ord_lock(s, n, P, locked, &site_lock);
+        sig[n_sig++] = (ord_best_t){lp, lock, site_lock, P};
+        /* the step locks (nearly) every call site; a loop inside the step (layers) locks only its own */
+        if (lock >= ORD_MIN_LOCKED && site_lock >= ORD_MIN_SITE_LOCK && lock > max_lock) max_lock = lock;
+    }
+    /* among those locking about as well as the best, the most significant: a multiple of the step scores fewer
+     * hits (its odd multiples miss) */
+    for (size_t c = 0; c < n_sig; c++)
+        if (max_lock > 0 && sig[c].lock >= max_lock - ORD_LOCK_TIE && sig[c].site_lock >= ORD_MIN_SITE_LOCK &&
+            sig[c].log_p < best.log_p)
+            best = sig[c];
+    /* a loop inside the step locks as many records but fewer call sites than the step: a candidate that is not a
+     * multiple of the winner and locks clearly more sites replaces it (the step is not a multiple of its layers) */
+    for (int round = 0; round < 4 && best.P; round++) {
+        ord_best_t alt = best;
+        for (size_t c = 0; c < n_sig; c++)
+            if (sig[c].lock >= ORD_MIN_LOCKED && sig[c].site_lock >= alt.site_lock + ORD_SITE_MORE &&
+                !ord_multiple(sig[c].P, best.P) && sig[c].P != best.P)
+                alt = sig[c];
+        if (alt.P == best.P) break;
+        best = alt;
+    }
+    /* unsure: a significant divisor of the winner may be the real step (the winner then a cycle of steps) */
+    for (size_t c = 0; c < n_sig && best.P; c++)
+        if (ord_multiple(best.P, sig[c].P)) best = (ord_best_t){0, 0, 0, 0};
+    *res = best;
+    rc = 0;
+out:
+    free(cand);
+    free(locked);
+    free(d2);
+    free(d1);
+    free(d);
+    free(s);
+    return rc;
+}
+
+/* Steps of period P on the thread's records g[0..n): boundaries every P calls at the quietest phase of the
+ * locked records (re-placed every ORD_WINDOW_STEPS steps), mapped to times by interpolating the thread's
+ * (ordinal, time) pairs. Fills c (c->conf = 0 when the steps fail the checks). */
+static int ord_cut(const oev_t *g, size_t n, const ord_best_t *b, size_t min_repeats, cand_t *c) {
+    uint64_t P = b->P;
+    int rc = -ENOMEM;
+    oev_t *s = malloc(n * sizeof *s);
+    bool *locked = malloc(n * sizeof *locked);
+    uint64_t *lo_ord = NULL, *ph = NULL, *bo = NULL;
+    int64_t *bt = NULL;
+    if (!s || !locked) goto out;
+    memcpy(s, g, n * sizeof *s);
+    qsort(s, n, sizeof *s, cmp_oev_key);
+    ord_lock(s, n, P, locked, NULL);
+    size_t nl = 0;
+    for (size_t i = 0; i < n; i++) nl += locked[i];
+    lo_ord = malloc((nl ? nl : 1) * sizeof *lo_ord);
+    ph = malloc((nl ? nl : 1) * sizeof *ph);
+    if (!lo_ord || !ph) goto out;
+    nl = 0;
+    for (size_t i = 0; i < n; i++)
+        if (locked[i]) lo_ord[nl++] = s[i].ord;
+    qsort(lo_ord, nl, sizeof *lo_ord, cmp_u64);
+    rc = 0;
+    if (nl < 2) goto out;
+    uint64_t first = lo_ord[0], last = lo_ord[nl - 1], span = last - first;
+    /* at least 2 x min_repeats steps; at most 2 per locked record, else the coverage check below fails anyway
+     * (this also bounds the work on hostile ordinals far apart) */
+    if (span / P < 2 * min_repeats || span / P > 2 * (uint64_t)nl + 2) goto out;
+    size_t max_b = (size_t)(span / P) + 2 * (span / P / ORD_WINDOW_STEPS + 2);
+    bo = malloc(max_b * sizeof *bo);
+    if (!bo) { rc = -ENOMEM; goto out; }
+    size_t nb = 0, covered = 0;
+    uint64_t win = ORD_WINDOW_STEPS * P, phase = 0;
+    bool have_phase = false;
+    for (size_t i = 0; i < nl;) {
+        uint64_t w0 = first + ((lo_ord[i] - first) / win) * win, w1 = w0 + win < w0 ? UINT64_MAX : w0 + win;
+        size_t j = i, m = 0;
+        for (; j < nl && (lo_ord[j] < w1 || j == i); j++) ph[m++] = lo_ord[j] % P;
+        if (m >= 4 || !have_phase) {
+            qsort(ph, m, sizeof *ph, cmp_u64);
+            phase = quiet_phase(ph, m, P);
+            have_phase = true;
+        }
+        uint64_t hi = w1 < last ? w1 : last;
+        uint64_t x = w0 + (phase + P - w0 % P) % P; /* first boundary >= w0 at the phase */
+        for (; x < hi && x >= w0 && nb < max_b; x += P) { /* (x >= w0: stops at a wrap-around) */
+            if (x < first) continue;
+            if (nb && x - bo[nb - 1] < P / 2) continue;                  /* the phase moved back: one step */
+            while (nb && x - bo[nb - 1] > P + P / 2 && nb < max_b) bo[nb] = bo[nb - 1] + P, nb++; /* moved on */
+            bo[nb++] = x;
+        }
+        i = j;
+    }
+    /* coverage: steps (between consecutive boundaries) holding a locked record */
+    for (size_t k = 0, i = 0; k + 1 < nb; k++) {
+        while (i < nl && lo_ord[i] <= bo[k]) i++;
+        covered += i < nl && lo_ord[i] <= bo[k + 1];
+    }
+    if (nb < 2 * min_repeats || (double)covered < ORD_MIN_COVER * (double)(nb - 1)) goto out;
+    /* ordinals to times: linear between the thread's records bracketing each boundary */
+    bt = malloc(nb * sizeof *bt);
+    if (!bt) { rc = -ENOMEM; goto out; }
+    size_t nt = 0;
+    for (size_t k = 0, i = 0; k < nb; k++) {
+        while (i + 1 < n && g[i + 1].ord <= bo[k]) i++;
+        if (i + 1 >= n || g[i].ord > bo[k]) continue;
+        double f = (double)(bo[k] - g[i].ord) / (double)(g[i + 1].ord - g[i].ord);
+        bt[nt++] = g[i].t_ns + (int64_t)llround(f * (double)(g[i + 1].t_ns - g[i].t_ns));
+    }
+    nt = uniq_i64(bt, nt);
+    if (nt < 2 * min_repeats) goto out;
+    c->period_ns = median_gap_ns(bt, nt);
+    if (!(c->period_ns > 0)) goto out;
+    c->bounds = bt;
+    c->n_bounds = nt;
+    bt = NULL;
+    c->period_allocs = (double)P;
+    c->exact = true;
+    c->conf = (1 - exp(b->log_p)) * (0.5 + 0.5 * b->lock);
+out:
+    free(bt);
+    free(bo);
+    free(ph);
+    free(lo_ord);
+    free(locked);
+    free(s);
+    return rc;
+}
+
+/* The ordinal detector over every thread with enough records carrying ordinals; the most significant thread wins.
+ * Hostile or damaged input (ordinals going backwards in time, repeated, NA) costs the thread its say, never a
+ * wrong period: a thread with more than 1% of such records is skipped. */
+static int ord_detect(const pl_period_input_t *in, size_t min_repeats, cand_t *c) {
+    size_t m = 0;
+    for (size_t i = 0; i < in->n_ev; i++) m += in->ev[i].ordinal != PL_TRACE_NA;
+    if (m < ORD_MIN_RECORDS) return 0;
+    oev_t *e = malloc(m * sizeof *e);
+    if (!e) return -ENOMEM;
+    m = 0;
+    for (size_t i = 0; i < in->n_ev; i++)
+        if (in->ev[i].ordinal != PL_TRACE_NA)
+            e[m++] = (oev_t){in->ev[i].ordinal, in->ev[i].t_ns, in->ev[i].key, in->ev[i].tid};
+    qsort(e, m, sizeof *e, cmp_oev_tid);
+    /* clean each thread in place: drop repeated ordinals, count them and time inversions */
+    size_t n_threads = 0;
+    for (size_t i = 0, j; i < m; i = j) {
+        for (j = i; j < m && e[j].tid == e[i].tid; j++) {}
+        n_threads += j - i >= ORD_MIN_RECORDS;
+    }
+    int rc = 0;
+    ord_best_t best = {0, 0, 0, 0};
+    size_t best_at = 0, best_n = 0;
+    for (size_t i = 0, j; i < m; i = j) {
+        for (j = i; j < m && e[j].tid == e[i].tid; j++) {}
+        if (j - i < ORD_MIN_RECORDS) continue;
+        size_t w = i, bad = 0;
+        for (size_t k = i; k < j; k++) {
+            if (w > i && e[k].ord == e[w - 1].ord) { bad++; continue; }
+            if (w > i && e[k].t_ns < e[w - 1].t_ns) { bad++; e[k].t_ns = e[w - 1].t_ns; }
+            e[w++] = e[k];
+        }
+        if ((double)bad > ORD_MAX_BAD * (double)(j - i) || w - i < ORD_MIN_RECORDS) continue;
+        ord_best_t r;
+        rc = ord_thread_period(e + i, w - i, n_threads, &r);
+        if (rc) break;
+        if (r.P && r.log_p < best.log_p) { best = r; best_at = i; best_n = w - i; }
+    }
+    if (!rc && best.P) rc = ord_cut(e + best_at, best_n, &best, min_repeats, c);
+    free(e);
+    return rc;
+}
+
 /* ---- public ---- */
 
 /* Drop, in place and in order, the events whose call site occurs fewer than min_count times: such a site cannot be
@@ -746,7 +1158,7 @@ int pl_period_detect(const pl_period_input_t *in, const pl_period_opts_t *opts, 
     size_t n_exact = 0;
     for (size_t i = 0; i < in->n_ev; i++) n_exact += in->ev[i].exact;
     bool exact_only = n_exact >= SEQ_MIN_EXACT;
-    cand_t cs = {0}, ct = {0}, ca = {0};
+    cand_t cs = {0}, ct = {0}, ca = {0}, co = {0};
     size_t ms = 0, ma = 0;
     tev_t *es = sorted(in, exact_only, &ms), *ea = exact_only ? sorted(in, false, &ma) : NULL;
     int rc = -ENOMEM;
@@ -758,19 +1170,27 @@ int pl_period_detect(const pl_period_input_t *in, const pl_period_opts_t *opts, 
     ms = drop_rare(es, ms, o.min_repeats);
     if (ms == SIZE_MAX) goto out;
     rc = seq_detect(es, ms, o.min_repeats, &cs);
-    if (!rc) rc = time_detect(ea, ma, o.min_repeats, &ct);
-    if (!rc && cs.conf < o.min_confidence) rc = anchor_detect(ea, ma, &ca); /* not needed when the sequence wins */
+    /* the ordinal detector, when the sequence one is not confident: exact call counts beat timing statistics */
+    if (!rc && cs.conf < o.min_confidence) rc = ord_detect(in, o.min_repeats, &co);
+    bool ord_wins = co.conf >= o.min_confidence && co.n_bounds >= 2;
+    if (!rc && !ord_wins) rc = time_detect(ea, ma, o.min_repeats, &ct);
+    if (!rc && !ord_wins && cs.conf < o.min_confidence) rc = anchor_detect(ea, ma, &ca); /* not needed when the sequence wins */
     if (rc) goto out;
     cs.exact = exact_only;
-    cand_t *pick = cs.conf >= o.min_confidence || (cs.conf >= ct.conf && cs.conf >= ca.conf) ? &cs
-                   : ca.conf > ct.conf                                                        ? &ca
-                                                                                              : &ct;
-    out->method = pick == &cs ? PL_PERIOD_SEQUENCE : pick == &ca ? PL_PERIOD_ANCHOR : PL_PERIOD_TIME;
+    cand_t *pick = cs.conf >= o.min_confidence                                        ? &cs
+                   : ord_wins                                                         ? &co
+                   : cs.conf >= ct.conf && cs.conf >= ca.conf                         ? &cs
+                   : ca.conf > ct.conf                                                ? &ca
+                                                                                      : &ct;
+    out->method = pick == &cs   ? PL_PERIOD_SEQUENCE
+                  : pick == &co ? PL_PERIOD_ORDINAL
+                  : pick == &ca ? PL_PERIOD_ANCHOR
+                                : PL_PERIOD_TIME;
     out->confidence = pick->conf;
     out->period_ns = pick->period_ns;
     out->period_allocs = pick->period_allocs;
     out->allocs_exact = pick->exact;
-    if (pick != &cs && pick->n_bounds >= 2) {
+    if (pick != &cs && pick != &co && pick->n_bounds >= 2) {
         /* the heap records' exact call counters give the true rate (the sampled records only a fraction of it),
          * taken between the first and last heap records inside the detected steps: start-up is not a step */
         int64_t lo_t = 0, hi_t = 0;
@@ -803,6 +1223,7 @@ out:
     free(cs.bounds);
     free(ct.bounds);
     free(ca.bounds);
+    free(co.bounds);
     free(ea);
     free(es);
     return rc;
@@ -819,6 +1240,7 @@ const char *pl_period_method_name(pl_period_method_t m) {
     case PL_PERIOD_SEQUENCE: return "sequence";
     case PL_PERIOD_TIME: return "time";
     case PL_PERIOD_ANCHOR: return "anchor";
+    case PL_PERIOD_ORDINAL: return "ordinal";
     default: return "none";
     }
 }

@@ -2,13 +2,16 @@
  *
  * Offline only (the preload records, this reads): the input is the trace's allocation records, device blocks
  * (exact: every block the allocator hands out) and sampled host allocations (Poisson by bytes, so only some calls),
- * each as (time, call-site key). Two detectors, method and parameters in docs/period.md:
+ * each as (time, call-site key). Four detectors, method and parameters in docs/period.md:
  *  - sequence: the lag L (in recorded allocations) at which the call-site sequence best repeats itself; steps are
  *    then cut at each occurrence of an "anchor" call site that occurs once every L allocations;
  *  - time: the dominant lag of the autocorrelation of the allocation count per time bin (for sampled streams,
  *    where a random subset of calls is recorded and sequences do not line up); steps are cut every period;
  *  - anchor: one call site recorded in most steps at a sharp phase (a large tensor), tested for periodicity and
- *    followed burst by burst, so steps whose length jitters and drifts (a busy machine) are cut where they end.
+ *    followed burst by burst, so steps whose length jitters and drifts (a busy machine) are cut where they end;
+ *  - ordinal: when host records carry their thread's exact malloc-call count (trace 1.3), the step's call count P
+ *    divides the ordinal differences of one call site's records; steps are cut every P calls on that thread and
+ *    mapped to times through the thread's records (immune to timing jitter).
  * The result is a period with a confidence in [0, 1] and synthetic step boundaries (end times of steps), or
  * "not found". Invariants: bounds_ns is sorted, strictly increasing; found implies n_bounds >= 2.
  * Data flow: tracer reader -> pl_period_scan -> pl_period_detect -> reports/extract (synthetic step records).
@@ -30,6 +33,8 @@ typedef struct pl_period_event {
     uint64_t size_bytes;
     bool exact;         /* recorded for sure: a device block, or a host allocation when sample_bytes is 0 or the
                            size at least 4 x sample_bytes; else a sampled host allocation */
+    uint32_t tid;       /* recording thread (host allocations; 0 otherwise) */
+    uint64_t ordinal;   /* the thread's exact malloc-call count at this record (trace 1.3); PL_TRACE_NA unknown */
 } pl_period_event_t;
 
 typedef enum pl_period_method {
@@ -37,6 +42,7 @@ typedef enum pl_period_method {
     PL_PERIOD_SEQUENCE = 1,
     PL_PERIOD_TIME = 2,
     PL_PERIOD_ANCHOR = 3, /* sampled streams: one call site followed with a phase-locked loop */
+    PL_PERIOD_ORDINAL = 4, /* sampled host streams with call ordinals (trace 1.3): the period in exact calls */
 } pl_period_method_t;
 
 /* What one trace holds for detection, plus its step records (ground truth for measurement; detection never
@@ -89,5 +95,5 @@ int pl_period_detect(const pl_period_input_t *in, const pl_period_opts_t *opts, 
 
 void pl_period_free(pl_period_t *p);
 
-/* Name of a method: "none", "sequence", "time", "anchor". */
+/* Name of a method: "none", "sequence", "time", "anchor", "ordinal". */
 const char *pl_period_method_name(pl_period_method_t m);

@@ -228,6 +228,295 @@ static void test_period_sampled_anchor_drift(void **state) {
     }
 }
 
+/* ---- ordinal detector (trace 1.3 host records carry the thread's exact malloc-call count) ---- */
+
+typedef struct ogen {
+    int n_steps;
+    uint64_t calls;        /* malloc calls per step on the loop thread */
+    double step_ms, jitter; /* step duration uniform in [1-j, 1+j] x step_ms */
+    double extra;          /* probability that a step makes 1..40 extra calls (a log line, a lazy init) */
+    bool second_thread;    /* a second thread allocating at random (sites of its own), with ordinals */
+    bool two_phase;        /* the frequent sites allocate twice per step, at two phases */
+    double na;             /* share of records without an ordinal (NA) */
+} ogen_t;
+
+static void add_host(pl_period_input_t *in, int64_t t, uint32_t stack, uint32_t tid, uint64_t ordinal) {
+    pl_trace_record_t r;
+    memset(&r, 0, sizeof r);
+    r.type = PL_REC_HOST_ALLOC;
+    r.t_ns = t;
+    r.u.host_alloc = (pl_rec_host_alloc_t){.addr = 0x1000, .size = 300000, .stack_id = stack, .tid = tid,
+                                           .call_ordinal = ordinal};
+    assert_int_equal(pl_period_add(in, &r), 0);
+}
+
+/* A sampled host stream with ordinals: per step, `calls` malloc calls, of which 12 large ones at fixed indexes
+ * (sites 1..12; with two_phase, sites 1..6 each twice, forward and backward) are recorded with probability 0.5,
+ * plus a random small one now and then. Returns the step end times (n_steps, malloc'd); step records added too. */
+static int64_t *ordinal_stream(const ogen_t *g, pl_period_input_t *in) {
+    int64_t t = 1000000000LL, *ends = malloc((size_t)g->n_steps * sizeof *ends);
+    assert_non_null(ends);
+    uint64_t ord = 123456; /* calls made before the loop (imports) */
+    uint64_t ord2 = 999;
+    pl_trace_record_t pr = {.type = PL_REC_PROCESS_START, .t_ns = t};
+    pr.u.process.sample_bytes = 524288;
+    assert_int_equal(pl_period_add(in, &pr), 0);
+    for (int k = 0; k < 40; k++) add_host(in, t - 500000000LL + k * 1000000LL, 500 + (uint32_t)(rnd() % 300), 1,
+                                          1000 + (uint64_t)k * 3000 + rnd() % 2000); /* start-up */
+    for (int s = 0; s < g->n_steps; s++) {
+        double dur = g->step_ms * 1e6 * (1 + g->jitter * (2 * unif() - 1));
+        uint64_t extra = unif() < g->extra ? 1 + rnd() % 40 : 0, n = g->calls + extra;
+        for (int k = 0; k < 12; k++) {
+            uint64_t at = (uint64_t)k * (g->calls / 13) + 7; /* call index within the step */
+            if (extra && at > g->calls / 2) at += extra;    /* the extra calls come mid-step */
+            uint32_t site = g->two_phase ? 1 + (uint32_t)(k % 6) : 1 + (uint32_t)k;
+            double frac = (double)at / (double)n, tj = 0.02 * (unif() - 0.5);
+            uint64_t o = ord + at + 1;
+            if (unif() < 0.5)
+                add_host(in, t + (int64_t)(dur * (frac + tj > 0 ? frac + tj : 0)), site, 1,
+                         unif() < g->na ? PL_TRACE_NA : o);
+        }
+        if (unif() < 0.3) { /* a small random call somewhere, another site */
+            uint64_t at = rnd() % n;
+            add_host(in, t + (int64_t)(dur * (double)at / (double)n), 100 + (uint32_t)(rnd() % 50), 1, ord + at + 1);
+        }
+        if (g->second_thread)
+            for (int k = 0; k < 3; k++) {
+                ord2 += 1 + rnd() % 2000;
+                add_host(in, t + (int64_t)(dur * unif()), 200 + (uint32_t)(rnd() % 8), 2, ord2);
+            }
+        ord += n;
+        t += (int64_t)dur;
+        ends[s] = t;
+        pl_trace_record_t r = {.type = PL_REC_STEP, .t_ns = t};
+        r.u.step.step = (uint64_t)s + 1;
+        assert_int_equal(pl_period_add(in, &r), 0);
+    }
+    return ends;
+}
+
+/* true steps (between consecutive ends) holding exactly one detected step end */
+static size_t one_per_step(const pl_period_t *p, const int64_t *ends, int n_steps) {
+    size_t one = 0;
+    for (int i = 1; i < n_steps; i++) {
+        size_t k = 0;
+        for (size_t j = 0; j < p->n_bounds; j++) k += p->bounds_ns[j] > ends[i - 1] && p->bounds_ns[j] <= ends[i];
+        one += k == 1;
+    }
+    return one;
+}
+
+static void expect_ordinal(const ogen_t *g) {
+    pl_period_input_t in;
+    pl_period_input_init(&in);
+    int64_t *ends = ordinal_stream(g, &in);
+    pl_period_t p;
+    assert_int_equal(pl_period_detect(&in, NULL, &p), 0);
+    size_t one = one_per_step(&p, ends, g->n_steps);
+    printf("    found %d method %s allocs %.1f period %.2f ms conf %.2f bounds %zu (steps %d), one-per-step %zu\n",
+           p.found, pl_period_method_name(p.method), p.period_allocs, p.period_ns / 1e6, p.confidence, p.n_bounds,
+           g->n_steps, one);
+    assert_true(p.found);
+    assert_int_equal(p.method, PL_PERIOD_ORDINAL);
+    assert_true(p.allocs_exact);
+    assert_true(p.period_allocs == (double)g->calls); /* the exact call count, whatever the timing */
+    assert_true(p.confidence >= 0.5 && p.confidence <= 1.0);
+    assert_true(fabs((double)p.n_bounds - g->n_steps) <= 0.1 * g->n_steps + 1);
+    assert_true(one >= 0.9 * (g->n_steps - 1));
+    for (size_t i = 1; i < p.n_bounds; i++) assert_true(p.bounds_ns[i] > p.bounds_ns[i - 1]);
+    pl_period_free(&p);
+    pl_period_input_free(&in);
+    free(ends);
+}
+
+static void test_period_ordinal_jitter(void **state) {
+    (void)state;
+    g_rng = 21;
+    /* step lengths +-50 %: no time detector follows this; the call count does not change */
+    ogen_t g = {.n_steps = 80, .calls = 711, .step_ms = 50, .jitter = 0.5};
+    expect_ordinal(&g);
+    g_rng = 22;
+    ogen_t g2 = {.n_steps = 60, .calls = 3000, .step_ms = 200, .jitter = 0.3, .second_thread = true};
+    expect_ordinal(&g2);
+}
+
+static void test_period_ordinal_two_phases_extra_calls(void **state) {
+    (void)state;
+    g_rng = 23;
+    /* the 2-thread MLP's miss: every frequent site at two phases of the step */
+    ogen_t g = {.n_steps = 100, .calls = 711, .step_ms = 40, .jitter = 0.3, .two_phase = true,
+                .second_thread = true};
+    expect_ordinal(&g);
+    /* one step in ten makes a few extra calls: the period is still the common count, steps still one each */
+    g_rng = 24;
+    ogen_t g2 = {.n_steps = 100, .calls = 711, .step_ms = 40, .jitter = 0.3, .extra = 0.1};
+    expect_ordinal(&g2);
+    /* some records without an ordinal (NA) in between: ignored */
+    g_rng = 25;
+    ogen_t g3 = {.n_steps = 80, .calls = 1500, .step_ms = 40, .jitter = 0.3, .na = 0.2};
+    expect_ordinal(&g3);
+}
+
+/* Records at random ordinals (no loop) must give nothing, whatever the seed. */
+static void test_period_ordinal_aperiodic_none(void **state) {
+    (void)state;
+    for (uint64_t seed = 30; seed < 36; seed++) {
+        g_rng = seed;
+        pl_period_input_t in;
+        pl_period_input_init(&in);
+        int64_t t = 1000000000LL;
+        uint64_t ord[2] = {100, 100};
+        for (int i = 0; i < 3000; i++) {
+            uint32_t tid = 1 + (uint32_t)(rnd() % 2);
+            t += (int64_t)(-log(1 - unif()) * 1000000);
+            ord[tid - 1] += 1 + (uint64_t)(-log(1 - unif()) * (seed % 2 ? 60 : 700));
+            add_host(&in, t, 1 + (uint32_t)(rnd() % (seed % 3 ? 12 : 40)), tid, ord[tid - 1]);
+        }
+        expect_none(&in);
+        pl_period_input_free(&in);
+    }
+}
+
+/* A trace without ordinals (1.0 - 1.2: NA) behaves as before: the same result as with the ordinals removed, and
+ * a loop with ordinals found by them is not found by ordinals once they are NA. */
+static void test_period_ordinal_absent_as_before(void **state) {
+    (void)state;
+    g_rng = 11;
+    pl_period_input_t in;
+    pl_period_input_init(&in);
+    int64_t *ends = torchlike(&in, 200, false);
+    pl_period_t a, b;
+    assert_int_equal(pl_period_detect(&in, NULL, &a), 0);
+    for (size_t i = 0; i < in.n_ev; i++) in.ev[i].ordinal = PL_TRACE_NA;
+    assert_int_equal(pl_period_detect(&in, NULL, &b), 0);
+    assert_true(a.found && b.found);
+    assert_int_equal(a.method, PL_PERIOD_ANCHOR);
+    assert_int_equal(b.method, a.method);
+    assert_int_equal(b.n_bounds, a.n_bounds);
+    assert_memory_equal(a.bounds_ns, b.bounds_ns, a.n_bounds * sizeof *a.bounds_ns);
+    pl_period_free(&a);
+    pl_period_free(&b);
+    pl_period_input_free(&in);
+    free(ends);
+    /* an mmap record's ordinal (the count of calls before it, equal to the previous call's) is not used */
+    pl_period_input_init(&in);
+    pl_trace_record_t r;
+    memset(&r, 0, sizeof r);
+    r.type = PL_REC_HOST_ALLOC;
+    r.u.host_alloc = (pl_rec_host_alloc_t){.size = 1 << 20, .stack_id = 3, .tid = 1, .kind = PL_HOST_MMAP,
+                                           .call_ordinal = 42};
+    assert_int_equal(pl_period_add(&in, &r), 0);
+    r.u.host_alloc.kind = PL_HOST_MALLOC;
+    assert_int_equal(pl_period_add(&in, &r), 0);
+    assert_int_equal(in.n_ev, 2);
+    assert_true(in.ev[0].ordinal == PL_TRACE_NA);
+    assert_true(in.ev[1].ordinal == 42 && in.ev[1].tid == 1);
+    pl_period_input_free(&in);
+    g_rng = 21;
+    pl_period_input_init(&in);
+    ogen_t g = {.n_steps = 80, .calls = 711, .step_ms = 50, .jitter = 0.5};
+    ends = ordinal_stream(&g, &in);
+    for (size_t i = 0; i < in.n_ev; i++) in.ev[i].ordinal = PL_TRACE_NA;
+    assert_int_equal(pl_period_detect(&in, NULL, &a), 0);
+    assert_int_not_equal(a.method, PL_PERIOD_ORDINAL);
+    pl_period_free(&a);
+    pl_period_input_free(&in);
+    free(ends);
+}
+
+/* Deliberate misuse / hostile input: ordinals going backwards in time, all equal, near UINT64_MAX, one thread's
+ * records claiming another's ordinals. Never a period from the ordinal detector, never a crash or a hang. */
+static void test_period_ordinal_hostile(void **state) {
+    (void)state;
+    g_rng = 40;
+    pl_period_input_t in;
+    pl_period_input_init(&in);
+    ogen_t g = {.n_steps = 80, .calls = 711, .step_ms = 50, .jitter = 0.2};
+    int64_t *ends = ordinal_stream(&g, &in);
+    /* every tenth record's ordinal swapped with a random other one: going backwards in time */
+    for (size_t i = 0; i < in.n_ev; i += 10) {
+        size_t j = (size_t)(rnd() % in.n_ev);
+        uint64_t o = in.ev[i].ordinal;
+        in.ev[i].ordinal = in.ev[j].ordinal;
+        in.ev[j].ordinal = o;
+    }
+    pl_period_t p;
+    assert_int_equal(pl_period_detect(&in, NULL, &p), 0);
+    assert_int_not_equal(p.method, PL_PERIOD_ORDINAL);
+    pl_period_free(&p);
+    /* all equal (a writer that never set them) */
+    for (size_t i = 0; i < in.n_ev; i++) in.ev[i].ordinal = 0;
+    assert_int_equal(pl_period_detect(&in, NULL, &p), 0);
+    assert_int_not_equal(p.method, PL_PERIOD_ORDINAL);
+    pl_period_free(&p);
+    /* periodic, but at the top of the range: multiples of a huge period wrap around */
+    for (size_t i = 0; i < in.n_ev; i++) in.ev[i].ordinal = UINT64_MAX - 1 - (in.n_ev - i) * (UINT64_MAX / 4096);
+    assert_int_equal(pl_period_detect(&in, NULL, &p), 0);
+    assert_int_not_equal(p.method, PL_PERIOD_ORDINAL);
+    pl_period_free(&p);
+    for (size_t i = 0; i < in.n_ev; i++) in.ev[i].ordinal = UINT64_MAX - 1 - (in.n_ev - i) * 711 * (i % 3);
+    assert_int_equal(pl_period_detect(&in, NULL, &p), 0);
+    pl_period_free(&p);
+    pl_period_input_free(&in);
+    free(ends);
+    /* two threads' records under one tid, each periodic on its own counter: the merged ordinals interleave */
+    g_rng = 41;
+    pl_period_input_init(&in);
+    ogen_t g2 = {.n_steps = 80, .calls = 711, .step_ms = 50, .jitter = 0.2, .second_thread = true};
+    ends = ordinal_stream(&g2, &in);
+    for (size_t i = 0; i < in.n_ev; i++) in.ev[i].tid = 1;
+    assert_int_equal(pl_period_detect(&in, NULL, &p), 0);
+    printf("    merged threads: found %d method %s allocs %.1f\n", p.found, pl_period_method_name(p.method),
+           p.period_allocs);
+    if (p.method == PL_PERIOD_ORDINAL) { /* if it still finds one, it is the loop's */
+        assert_true(p.period_allocs == 711);
+        assert_true(one_per_step(&p, ends, g2.n_steps) >= 0.9 * (g2.n_steps - 1));
+    }
+    pl_period_free(&p);
+    pl_period_input_free(&in);
+    free(ends);
+}
+
+/* A loop inside the step (8 layers of 60 calls, the same 3 sites in each) must not pass for the step: the step is
+ * 8 x 60 + 50 calls, with the optimizer's sites once per step. Found means the step's count, else nothing. */
+static void test_period_ordinal_inner_loop(void **state) {
+    (void)state;
+    for (uint64_t seed = 50; seed < 54; seed++) {
+        g_rng = seed;
+        pl_period_input_t in;
+        pl_period_input_init(&in);
+        int64_t t = 1000000000LL;
+        uint64_t ord = 5000;
+        const uint64_t P = 8 * 60 + 50;
+        for (int s = 0; s < 100; s++) {
+            double dur = 30e6 * (1 + 0.3 * (2 * unif() - 1));
+            for (uint64_t l = 0; l < 8; l++)
+                for (uint64_t k = 0; k < 3; k++)
+                    if (unif() < (seed % 2 ? 0.3 : 0.6)) {
+                        uint64_t at = l * 60 + k * 17;
+                        add_host(&in, t + (int64_t)(dur * (double)at / (double)P), 1 + (uint32_t)k, 1, ord + at);
+                    }
+            for (uint64_t k = 0; k < 3; k++)
+                if (unif() < 0.5) {
+                    uint64_t at = 8 * 60 + k * 15;
+                    add_host(&in, t + (int64_t)(dur * (double)at / (double)P), 10 + (uint32_t)k, 1, ord + at);
+                }
+            ord += P;
+            t += (int64_t)dur;
+        }
+        pl_period_t p;
+        assert_int_equal(pl_period_detect(&in, NULL, &p), 0);
+        printf("    found %d method %s allocs %.1f bounds %zu (steps 100)\n", p.found, pl_period_method_name(p.method),
+               p.period_allocs, p.n_bounds);
+        if (p.method == PL_PERIOD_ORDINAL) {
+            assert_true(p.period_allocs == (double)P);
+            assert_true(fabs((double)p.n_bounds - 100) <= 11);
+        }
+        pl_period_free(&p);
+        pl_period_input_free(&in);
+    }
+}
+
 static void test_period_aperiodic_none(void **state) {
     (void)state;
     g_rng = 6;
@@ -286,6 +575,7 @@ static void test_period_bad_args(void **state) {
     assert_string_equal(pl_period_method_name(PL_PERIOD_SEQUENCE), "sequence");
     assert_string_equal(pl_period_method_name(PL_PERIOD_TIME), "time");
     assert_string_equal(pl_period_method_name(PL_PERIOD_ANCHOR), "anchor");
+    assert_string_equal(pl_period_method_name(PL_PERIOD_ORDINAL), "ordinal");
 }
 
 /* reports/extract.c: a trace without step records whose device allocations repeat every step gets synthetic
@@ -375,6 +665,12 @@ int main(void) {
         cmocka_unit_test(test_period_exact_eval_spike),
         cmocka_unit_test(test_period_sampled_time),
         cmocka_unit_test(test_period_sampled_anchor_drift),
+        cmocka_unit_test(test_period_ordinal_jitter),
+        cmocka_unit_test(test_period_ordinal_two_phases_extra_calls),
+        cmocka_unit_test(test_period_ordinal_aperiodic_none),
+        cmocka_unit_test(test_period_ordinal_absent_as_before),
+        cmocka_unit_test(test_period_ordinal_hostile),
+        cmocka_unit_test(test_period_ordinal_inner_loop),
         cmocka_unit_test(test_period_aperiodic_none),
         cmocka_unit_test(test_period_too_little),
         cmocka_unit_test(test_period_bad_args),

@@ -9,7 +9,7 @@
  * and the rates (docs/period.md records them). Asserts: plateau-train found in >= 90% of runs (measured 100%);
  * the Python stand-in never given a wrong period (its found rate, 0-2 of 6 on a loaded machine, is printed).
  * With a fourth argument (tests/targets/torch_loop.py) it measures PyTorch CPU loops instead (reports.period_torch,
- * suite slow): never a wrong period; PL_PERIOD_TORCH_REPS repeats the set.
+ * suite slow): never a wrong period, found in at least 60% of runs; PL_PERIOD_TORCH_REPS repeats the set.
  * usage: test_period_loops PLATEAU PLATEAU_TRAIN PERIOD_LOOP_PY [TORCH_LOOP_PY]
  */
 #include <errno.h>
@@ -223,7 +223,8 @@ static void test_period_loops_python(void **state) {
 }
 
 /* PyTorch CPU loops (tests/targets/torch_loop.py, Debian's python3-torch) at the default sampling: MLP and a small
- * conv net, two batch sizes, one and two threads. Measured rates: docs/period.md. Asserts: never a wrong period. */
+ * conv net, two batch sizes, one and two threads. Measured rates: docs/period.md. Asserts: never a wrong period,
+ * found in at least 3 of 5. */
 static void test_period_loops_torch(void **state) {
     (void)state;
     static const char *cfgs[][3] = {
@@ -242,6 +243,9 @@ static void test_period_loops_torch(void **state) {
     printf("torch loops: true period found in %d of %d runs (%d wrong)\n", t.found, t.total, t.wrong);
     assert_true(t.total >= 4);
     assert_int_equal(t.wrong, 0);
+    /* with call ordinals in the trace (1.3) the ordinal detector finds the four sampled shapes and the sequence
+     * detector the fifth: measured 50 of 50 out of sample (docs/period.md); a margin for an unlucky run */
+    assert_true(t.found * 5 >= t.total * 3);
 }
 
 int main(int argc, char **argv) {
