@@ -33,6 +33,14 @@ static size_t draw_size(void) {
     return 10 * MiB + (size_t)(rng() % (60 * MiB));
 }
 
+/* Free p through the API that gave it: the handle API's block, or the public API's pointer. */
+static void free_either(pl_alloc_t *a, void *p, bool handle) {
+    if (handle)
+        pl_alloc_free_block(a, p);
+    else
+        pl_alloc_free(a, p);
+}
+
 #define N_OPS 3000
 #define MAX_LIVE 120
 #define SNAP_EVERY 200
@@ -70,10 +78,7 @@ static void run_script(const char *conf, uint64_t seed, bool handle, run_t *out)
             if (p) live[n_live++] = p;
         } else if (n_live) {
             size_t k = (size_t)(rng() % n_live);
-            if (handle)
-                pl_alloc_free_block(f.a, live[k]);
-            else
-                pl_alloc_free(f.a, live[k]);
+            free_either(f.a, live[k], handle);
             live[k] = live[--n_live];
         }
         if (i == N_OPS / 3) pl_alloc_reset_peak_stats(f.a);
@@ -83,12 +88,7 @@ static void run_script(const char *conf, uint64_t seed, bool handle, run_t *out)
             out->snaps[i / SNAP_EVERY] = fx_stats(&f);
         }
     }
-    for (size_t k = 0; k < n_live; k++) {
-        if (handle)
-            pl_alloc_free_block(f.a, live[k]);
-        else
-            pl_alloc_free(f.a, live[k]);
-    }
+    for (size_t k = 0; k < n_live; k++) free_either(f.a, live[k], handle);
     fx_close(&f);
 }
 
@@ -203,10 +203,7 @@ static void stats_reference(const char *conf, uint64_t seed, bool handle) {
             if (p) live[n_live++] = p;
         } else if (n_live) {
             size_t k = (size_t)(rng() % n_live);
-            if (handle)
-                pl_alloc_free_block(f.a, live[k]);
-            else
-                pl_alloc_free(f.a, live[k]);
+            free_either(f.a, live[k], handle);
             live[k] = live[--n_live];
         }
         if (rng() % 500 == 0) {
@@ -228,12 +225,7 @@ static void stats_reference(const char *conf, uint64_t seed, bool handle) {
         }
     }
     pl_alloc_set_hook(f.a, NULL, NULL);
-    for (size_t k = 0; k < n_live; k++) {
-        if (handle)
-            pl_alloc_free_block(f.a, live[k]);
-        else
-            pl_alloc_free(f.a, live[k]);
-    }
+    for (size_t k = 0; k < n_live; k++) free_either(f.a, live[k], handle);
     fx_close(&f);
 }
 
