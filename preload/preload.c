@@ -460,6 +460,7 @@ static void start_recording(uint32_t ppid) {
         goto out;
     }
     pl_rss_init(&st.rss, NULL, NULL);
+    for (int i = 0; i < PL_RSS_N_SLOTS; i++) pl_fd_register(pl_rss_slot(&st.rss, i));
     st.rss.skip_pss = !pl_g.opt.pss;
     pl_trace_header_t h = {.version = PL_TRACE_VERSION, .version_minor = PL_TRACE_VERSION_MINOR, .pid = (uint32_t)getpid(), .ppid = ppid,
                            .start_mono_ns = pl_now_ns()};
@@ -488,12 +489,19 @@ static void start_recording(uint32_t ppid) {
     }
     st.resolved_stacks = 0;
     st.pid = h.pid;
+    pl_fd_register(pl_writer_fdslot(w));
     atomic_store(&pl_g.writer, w);
     emit_process_start(ppid, h.exec_seq);
     pl_writer_flush(w); /* a process that dies young still leaves its process_start record */
     atomic_store(&st.quit, false);
+    /* The tracer's threads start with every signal blocked: the program's handlers run on its own threads,
+     * as untraced, never on ours (where they could interrupt a write or be counted as the tracer's). */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
     if (pl_writer_start(w) < 0) write_stderr("plateau: cannot start the writer thread: flushing only at exit");
     st.sampler_started = pthread_create(&st.sampler, NULL, sampler_main, NULL) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (!st.sampler_started) write_stderr("plateau: cannot start the sampler thread: no RSS samples");
     atomic_store(&pl_g.active, true);
     if (!pl_g.opt.quiet) {
@@ -536,7 +544,11 @@ static void fork_child(void) {
     pl_heap_fork_child();
     pl_device_fork_child();
     pl_writer_t *w = atomic_exchange(&pl_g.writer, NULL);
-    if (w) pl_writer_fork_child(w);
+    if (w) {
+        pl_fd_unregister(pl_writer_fdslot(w));
+        pl_writer_fork_child(w);
+    }
+    pl_rss_close(&st.rss); /* the parent's /proc files; start_recording opens the child's */
     if (pl_g.stacks) pl_stack_reset(pl_g.stacks);
     st.sampler_started = false;
     st.n_tids = 0;

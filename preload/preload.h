@@ -56,5 +56,10 @@ void pl_device_fork_prepare(void);
 void pl_device_fork_parent(void);
 void pl_device_fork_child(void);
 
+/* fd.c: the tracer's own descriptors, kept out of the program's close/close_range/closefrom/dup2/dup3 */
+struct pl_fdslot;
+void pl_fd_register(struct pl_fdslot *s);      /* lock-free; a registered empty slot owns nothing */
+void pl_fd_unregister(struct pl_fdslot *s);
+
 /* cuda.c (only when built with CUDA): device used/total memory into an RSS sample, left as is when unknown */
 void pl_cuda_sample(pl_rec_rss_t *out);

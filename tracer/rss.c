@@ -23,6 +23,28 @@ static ssize_t read_small(const char *path, char *buf, size_t cap) {
     return (ssize_t)got;
 }
 
+/* Open `path` into slot s (empty on failure). */
+static void open_slot(pl_fdslot_t *s, const char *path) {
+    atomic_init(&s->fd1, 0);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) pl_fdslot_set(s, fd);
+}
+
+/* Read the whole (small) file of slot s from its start into buf (NUL-terminated). Returns bytes read or -1. */
+static ssize_t read_slot(pl_fdslot_t *s, char *buf, size_t cap) {
+    int fd = pl_fdslot_acquire(s);
+    size_t got = 0;
+    while (fd >= 0 && got + 1 < cap) {
+        ssize_t n = pread(fd, buf + got, cap - 1 - got, (off_t)got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        got += (size_t)n;
+    }
+    pl_fdslot_release(s);
+    buf[got] = 0;
+    return fd < 0 ? -1 : (ssize_t)got;
+}
+
 static uint64_t parse_u64(const char *p, const char **end) {
     uint64_t v = 0;
     bool any = false;
@@ -53,7 +75,11 @@ void pl_rss_init(pl_rss_ctx_t *ctx, const char *proc_self, const char *cgroup_ro
     memset(ctx, 0, sizeof *ctx);
     snprintf(ctx->proc_self, sizeof ctx->proc_self, "%s", proc_self ? proc_self : "/proc/self");
     if (!cgroup_root) cgroup_root = "/sys/fs/cgroup";
-    char path[256], buf[2048];
+    char path[700], buf[2048];
+    snprintf(path, sizeof path, "%s/status", ctx->proc_self);
+    open_slot(&ctx->status, path);
+    snprintf(path, sizeof path, "%s/smaps_rollup", ctx->proc_self);
+    open_slot(&ctx->smaps_rollup, path);
     snprintf(path, sizeof path, "%s/cgroup", ctx->proc_self);
     if (read_small(path, buf, sizeof buf) <= 0) return;
     /* cgroup v2: a line "0::/some/path". */
@@ -66,7 +92,10 @@ void pl_rss_init(pl_rss_ctx_t *ctx, const char *proc_self, const char *cgroup_ro
             char dir[512], probe[600];
             snprintf(dir, sizeof dir, "%s%s", cgroup_root, rel);
             snprintf(probe, sizeof probe, "%s/memory.current", dir);
-            if (access(probe, R_OK) == 0) snprintf(ctx->cgroup_dir, sizeof ctx->cgroup_dir, "%s", dir);
+            if (access(probe, R_OK) == 0) {
+                snprintf(ctx->cgroup_dir, sizeof ctx->cgroup_dir, "%s", dir);
+                open_slot(&ctx->cgroup_current, probe);
+            }
             return;
         }
         line = nl ? nl + 1 : NULL;
@@ -81,18 +110,24 @@ static uint64_t read_cgroup_value(const pl_rss_ctx_t *ctx, const char *file) {
     return parse_u64(buf, NULL); /* "max" parses as NA */
 }
 
-void pl_rss_sample(const pl_rss_ctx_t *ctx, pl_rec_rss_t *out) {
-    char path[160], buf[8192];
+void pl_rss_close(pl_rss_ctx_t *ctx) {
+    for (int i = 0; i < PL_RSS_N_SLOTS; i++) pl_fdslot_close(pl_rss_slot(ctx, i));
+}
+
+pl_fdslot_t *pl_rss_slot(pl_rss_ctx_t *ctx, int i) {
+    return i == 0 ? &ctx->status : i == 1 ? &ctx->smaps_rollup : &ctx->cgroup_current;
+}
+
+void pl_rss_sample(pl_rss_ctx_t *ctx, pl_rec_rss_t *out) {
+    char buf[8192];
     pl_rec_rss_t s = {0, PL_TRACE_NA, PL_TRACE_NA, PL_TRACE_NA, PL_TRACE_NA, PL_TRACE_NA, PL_TRACE_NA, PL_TRACE_NA};
-    snprintf(path, sizeof path, "%s/status", ctx->proc_self);
-    if (read_small(path, buf, sizeof buf) > 0) {
+    if (read_slot(&ctx->status, buf, sizeof buf) > 0) {
         s.rss_anon = pl_rss_parse_kb(buf, "RssAnon:");
         s.rss_file = pl_rss_parse_kb(buf, "RssFile:");
         s.rss_shmem = pl_rss_parse_kb(buf, "RssShmem:");
     }
-    snprintf(path, sizeof path, "%s/smaps_rollup", ctx->proc_self);
-    if (!ctx->skip_pss && read_small(path, buf, sizeof buf) > 0) s.pss = pl_rss_parse_kb(buf, "Pss:");
-    s.cgroup_current = read_cgroup_value(ctx, "memory.current");
+    if (!ctx->skip_pss && read_slot(&ctx->smaps_rollup, buf, sizeof buf) > 0) s.pss = pl_rss_parse_kb(buf, "Pss:");
+    if (read_slot(&ctx->cgroup_current, buf, 64) > 0) s.cgroup_current = parse_u64(buf, NULL);
     *out = s;
 }
 

@@ -1,6 +1,8 @@
 /* Resident-memory sampling from /proc and cgroup v2: RssAnon/RssFile/RssShmem (/proc/self/status), PSS
- * (/proc/self/smaps_rollup), memory.current and memory.max of the process's cgroup. Reads with open/read
- * into stack buffers: no malloc, no stdio, so the preload's sampler thread can call it at any time.
+ * (/proc/self/smaps_rollup), memory.current and memory.max of the process's cgroup. The files sampled
+ * repeatedly stay open in descriptor slots (fdslot.h: high numbers the program cannot take by accident) and are
+ * re-read with pread at offset 0, into stack buffers: no malloc, no stdio, no descriptor appearing and
+ * disappearing at the program's lowest free number, so the preload's sampler thread can call it at any time.
  * The roots are configurable so tests can point at fixture files. */
 #pragma once
 
@@ -9,18 +11,29 @@
 
 #include <plateau/trace.h>
 
+#include "fdslot.h"
+
 typedef struct pl_rss_ctx {
     char proc_self[128];    /* default "/proc/self" */
     char cgroup_dir[512];   /* "" when no cgroup v2 directory was found */
     bool skip_pss;          /* smaps_rollup walks page tables: large processes may want it off */
+    pl_fdslot_t status, smaps_rollup, cgroup_current; /* open by init, re-read by every sample */
 } pl_rss_ctx_t;
 
 /* Find the cgroup v2 directory of the process under cgroup_root (default "/sys/fs/cgroup" when NULL) using
- * <proc_self>/cgroup (proc_self NULL = "/proc/self"). Never fails: missing files leave cgroup_dir empty. */
+ * <proc_self>/cgroup (proc_self NULL = "/proc/self"), and open the files samples read. Never fails: missing
+ * files leave cgroup_dir empty and their fields NA. The context must not hold open files (zeroed or closed). */
 void pl_rss_init(pl_rss_ctx_t *ctx, const char *proc_self, const char *cgroup_root);
 
+/* Close the files init opened (the slots are emptied). Safe on a zeroed or closed context. */
+void pl_rss_close(pl_rss_ctx_t *ctx);
+
+/* The context's descriptor slots, for the preload's close/dup2 interposers. */
+enum { PL_RSS_N_SLOTS = 3 };
+pl_fdslot_t *pl_rss_slot(pl_rss_ctx_t *ctx, int i);
+
 /* Take one sample. Fields that cannot be read are PL_TRACE_NA; device_used/device_total are left NA here. */
-void pl_rss_sample(const pl_rss_ctx_t *ctx, pl_rec_rss_t *out);
+void pl_rss_sample(pl_rss_ctx_t *ctx, pl_rec_rss_t *out);
 
 /* memory.max in bytes, PL_TRACE_NA when absent or "max". */
 uint64_t pl_rss_cgroup_max(const pl_rss_ctx_t *ctx);

@@ -7,6 +7,12 @@
  *   io_mu first, then mu, the same order as the flush path.
  * - After the first write error `stopped` is set and nothing more is written (the reader stops at the last
  *   whole chunk).
+ * - The file is reached only through `file` (fdslot.h): a high descriptor whose identity is checked before every
+ *   write, which the preload's close/dup2 interposers keep out of the program's way. Chunks are written with
+ *   pwritev at `bytes_written`, the end of the last whole chunk, so the file position never depends on the
+ *   descriptor: when the program takes the descriptor away anyway, the writer reopens the same file by path
+ *   (same device and inode) and goes on where it stopped, overwriting any partial chunk; when it cannot, it
+ *   stops with one line. It never writes to a descriptor it does not own.
  * - Priority records (process start/end, exec, step, mark, lost, and the heap/RSS/allocator-stats records taken
  *   at a step) are never dropped because the ring is full: ordinary records may fill a buffer only up to
  *   buffer_bytes - reserve, priority records use the whole buffer; when even that is full and no buffer is free,
@@ -28,6 +34,7 @@
 #include <unistd.h>
 
 #include "event.h"
+#include "fdslot.h"
 
 enum { BUF_EMPTY = 0, BUF_FILLING = 1, BUF_SEALED = 2, BUF_WRITING = 3 };
 
@@ -53,7 +60,8 @@ struct pl_writer {
     size_t spill_len;             /* guarded by mu */
     int64_t last_t_ns;            /* time of the last record offered to emit (for the final LOST); mu */
     uint32_t seq;                 /* next chunk sequence; guarded by io_mu */
-    int fd;
+    pl_fdslot_t file;             /* the trace file; chunks go through pl_fdslot_acquire; io_mu for writes */
+    char path[4096];              /* to reopen it when the program took the descriptor */
     pl_writer_options_t opt;
     atomic_bool stopped, closed, quit;
     bool thread_started;
@@ -75,17 +83,18 @@ static void *map_anon(size_t n) {
     return p == MAP_FAILED ? NULL : p;
 }
 
-static int write_all(int fd, const struct iovec *iov_in, int n_iov) {
+static int write_all(int fd, const struct iovec *iov_in, int n_iov, uint64_t off) {
     struct iovec iov[4];
     memcpy(iov, iov_in, sizeof(struct iovec) * (size_t)n_iov);
     int i = 0;
     while (i < n_iov) {
-        ssize_t n = writev(fd, iov + i, n_iov - i);
+        ssize_t n = pwritev(fd, iov + i, n_iov - i, (off_t)off);
         if (n < 0) {
             if (errno == EINTR) continue;
             return -errno;
         }
         if (n == 0) return -EIO;
+        off += (uint64_t)n;
         while (i < n_iov && (size_t)n >= iov[i].iov_len) n -= (ssize_t)iov[i++].iov_len;
         if (i < n_iov) {
             iov[i].iov_base = (uint8_t *)iov[i].iov_base + n;
@@ -102,6 +111,43 @@ static void report_stop(pl_writer_t *w, int err) {
     snprintf(msg, sizeof msg, "plateau: trace write failed (%s): recording stopped, the program continues",
              strerror(-err));
     w->opt.log(msg);
+}
+
+/* The program closed or replaced the trace's descriptor behind the interposers (a raw close syscall): open the
+ * same file again by path. Returns 0, or -errno after saying once that recording stopped. io_mu held. */
+static int reopen_file(pl_writer_t *w) {
+    uint64_t dev = w->file.dev, ino = w->file.ino;
+    int fd = open(w->path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+    int rc = fd < 0 ? -errno : 0;
+    if (!rc) {
+        pl_fdslot_t probe = PL_FDSLOT_INIT;
+        rc = pl_fdslot_set(&probe, fd);
+        if (!rc && (probe.dev != dev || probe.ino != ino)) {
+            pl_fdslot_close(&probe); /* a different file under the same name: not ours to write */
+            rc = -ESTALE;
+        }
+        if (!rc) atomic_store(&w->file.fd1, pl_fdslot_fd(&probe) + 1); /* same dev and inode as before */
+    }
+    if (rc && !atomic_exchange(&w->stopped, true) && w->opt.log) {
+        char msg[200];
+        snprintf(msg, sizeof msg,
+                 "plateau: the program closed the trace file's descriptor and the file cannot be reopened (%s): "
+                 "recording stopped, the program continues", strerror(-rc));
+        w->opt.log(msg);
+    }
+    return rc;
+}
+
+/* Write one chunk (header + payload) at the end of the last whole chunk. io_mu held. */
+static int write_chunk(pl_writer_t *w, const struct iovec *iov, int n_iov) {
+    uint64_t off = atomic_load(&w->bytes_written);
+    for (int attempt = 0;; attempt++) {
+        int fd = pl_fdslot_acquire(&w->file);
+        int rc = fd < 0 ? fd : write_all(fd, iov, n_iov, off);
+        pl_fdslot_release(&w->file);
+        if (rc != -EBADF || attempt) return rc;
+        if ((rc = reopen_file(w)) < 0) return rc;
+    }
 }
 
 int pl_writer_open(const char *path, const pl_trace_header_t *h, const pl_writer_options_t *opt_in,
@@ -141,17 +187,23 @@ int pl_writer_open(const char *path, const pl_trace_header_t *h, const pl_writer
     pthread_cond_init(&w->cond, &ca);
     pthread_condattr_destroy(&ca);
 
-    w->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (w->fd < 0) {
-        rc = -errno;
+    if (strlen(path) >= sizeof w->path) {
+        rc = -ENAMETOOLONG;
+        goto fail_region;
+    }
+    memcpy(w->path, path, strlen(path) + 1);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 || (rc = pl_fdslot_set(&w->file, fd)) < 0) {
+        if (fd < 0) rc = -errno;
+        else unlink(path);
         goto fail_region;
     }
     uint8_t hb[PL_TRACE_HEADER_BYTES];
     pl_event_header_encode(h, hb);
     struct iovec iov = {hb, sizeof hb};
-    rc = write_all(w->fd, &iov, 1);
+    rc = write_all(pl_fdslot_fd(&w->file), &iov, 1, 0);
     if (rc < 0) {
-        close(w->fd);
+        pl_fdslot_close(&w->file);
         unlink(path);
         goto fail_region;
     }
@@ -287,11 +339,11 @@ static int flush_pass_locked(pl_writer_t *w, bool seal_current) {
         if (b->state != BUF_SEALED) break;
         b->state = BUF_WRITING;
         pthread_mutex_unlock(&w->mu);
-        if (!atomic_load(&w->stopped) && w->fd >= 0) {
+        if (!atomic_load(&w->stopped)) {
             uint8_t ch[PL_CHUNK_HEADER_BYTES];
             pl_event_chunk_header(ch, b->data, (uint32_t)b->len, b->n_records, w->seq);
             struct iovec iov[2] = {{ch, sizeof ch}, {b->data, b->len}};
-            int wrc = write_all(w->fd, iov, 2);
+            int wrc = write_chunk(w, iov, 2);
             if (wrc < 0) {
                 report_stop(w, wrc);
                 rc = wrc;
@@ -391,8 +443,7 @@ void pl_writer_close(pl_writer_t *w) {
     pthread_mutex_lock(&w->mu);
     atomic_store(&w->closed, true);
     pthread_mutex_unlock(&w->mu);
-    if (w->fd >= 0) close(w->fd);
-    w->fd = -1;
+    pl_fdslot_close(&w->file);
     pthread_mutex_unlock(&w->io_mu);
 }
 
@@ -418,7 +469,7 @@ void pl_writer_fork_parent(pl_writer_t *w) {
 
 void pl_writer_fork_child(pl_writer_t *w) {
     /* Single-threaded here: the writer thread does not exist in the child. */
-    if (w->fd >= 0) close(w->fd);
+    pl_fdslot_close(&w->file);
     munmap(w->region, w->region_bytes);
     munmap(w, sizeof *w);
 }
@@ -430,5 +481,7 @@ uint64_t pl_writer_n_lost(const pl_writer_t *w) {
     pthread_mutex_unlock(&m->mu);
     return n;
 }
+
+pl_fdslot_t *pl_writer_fdslot(pl_writer_t *w) { return &w->file; }
 
 uint64_t pl_writer_bytes_written(const pl_writer_t *w) { return atomic_load(&((pl_writer_t *)w)->bytes_written); }

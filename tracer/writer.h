@@ -54,6 +54,10 @@ void pl_writer_fork_prepare(pl_writer_t *w);
 void pl_writer_fork_parent(pl_writer_t *w);
 void pl_writer_fork_child(pl_writer_t *w);
 
+/* The trace file's descriptor slot (fdslot.h), for the preload's close/dup2 interposers. */
+struct pl_fdslot;
+struct pl_fdslot *pl_writer_fdslot(pl_writer_t *w);
+
 /* Counters for tests and the LOST record. */
 uint64_t pl_writer_n_lost(const pl_writer_t *w);
 uint64_t pl_writer_bytes_written(const pl_writer_t *w);

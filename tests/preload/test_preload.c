@@ -527,6 +527,49 @@ static void test_preload_full_disk_stops_recording_once(void **state) {
     assert_false(sum.has_end);
 }
 
+/* A program that closes or dup2s over every descriptor above 2 keeps its data file exactly as it wrote it, and the
+ * trace keeps recording to the end (tests/targets/fdclose.c checks its file itself and exits 1 on any foreign
+ * byte). */
+static void test_preload_program_closing_all_fds_keeps_its_file(void **state) {
+    (void)state;
+    static const char *const modes[] = {"loop", "closefrom", "range", "dup2"};
+    char data[400];
+    snprintf(data, sizeof data, "%s/data.txt", run_dir);
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        char *argv[] = {target("fdclose"), (char *)(uintptr_t)modes[i], data, NULL};
+        const char *env[] = {"PLATEAU_FLUSH_MS=50", "PLATEAU_SAMPLE_BYTES=0", NULL};
+        int rc = run(argv, env);
+        if (rc) fprintf(stderr, "mode %s\n", modes[i]);
+        assert_int_equal(rc, 0);
+        summarize_only(NULL);
+        assert_int_equal(sum.rc, 0);
+        assert_true(sum.has_end); /* recorded to the end: the trace's descriptor survived */
+        assert_true(sum.n_rss >= 10); /* and so did the sampler's (one sample per 100 ms over 1.2 s) */
+        assert_null(strstr(err_buf, "plateau:"));
+    }
+}
+
+/* The close syscall itself (no interposer sees it) on every descriptor, then the program's file on every number:
+ * the trace never writes into it; it reopens its file or stops with one line. */
+static void test_preload_raw_close_never_writes_into_program_file(void **state) {
+    (void)state;
+    char data[400];
+    snprintf(data, sizeof data, "%s/data.txt", run_dir);
+    char *argv[] = {target("fdclose"), "raw", data, NULL};
+    const char *env[] = {"PLATEAU_FLUSH_MS=50", "PLATEAU_SAMPLE_BYTES=0", NULL};
+    assert_int_equal(run(argv, env), 0);
+    char paths[2][600];
+    assert_int_equal(list_traces(paths, 2), 1);
+    summarize(paths[0], NULL, &sum);
+    assert_int_equal(sum.rc, 0); /* whole chunks only, whatever happened */
+    assert_true(sum.has_start);
+    const char *line = strstr(err_buf, "closed the trace file's descriptor");
+    if (!sum.has_end) {
+        assert_non_null(line);
+        assert_null(strstr(line + 1, "closed the trace file's descriptor")); /* said once */
+    }
+}
+
 /* Partial munmap (head, tail, middle hole), mremap (grow in place, move over a mapping, shrink, move), MAP_FIXED
  * replacement by anonymous and file mappings: live mmap bytes and range counts exact at every step, zero at the end
  * (table in tests/targets/mremap.c). */
@@ -589,6 +632,8 @@ int main(void) {
         cmocka_unit_test(test_preload_full_disk_stops_recording_once),
         cmocka_unit_test(test_preload_mmap_partial_unmap_and_mremap_exact),
         cmocka_unit_test(test_preload_mmap_ranges_threads_balance),
+        cmocka_unit_test(test_preload_program_closing_all_fds_keeps_its_file),
+        cmocka_unit_test(test_preload_raw_close_never_writes_into_program_file),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
