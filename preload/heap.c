@@ -268,7 +268,7 @@ void pl_heap_totals(pl_rec_heap_t *out) {
 
 /* ------------------------------------------------------------------ set of sampled live pointers */
 
-#define PS_SLOTS (1u << 21)  /* 16 MiB of address space per table, touched lazily */
+#define PS_SLOTS_MAX (1u << 21)  /* 16 MiB of address space per table, touched lazily; fewer under RLIMIT_AS */
 #define PS_TOMB ((uintptr_t)1)
 
 static struct {
@@ -277,6 +277,7 @@ static struct {
     _Atomic(uintptr_t *) cur;
     atomic_uint seq;                  /* odd while the table is being rebuilt */
     uint32_t used, tombs;
+    uint32_t slots;                   /* table size, a power of two, set by ps_init_locked */
     atomic_long live;
     atomic_bool failed;
 } ps = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -308,7 +309,7 @@ static inline bool pf_maybe(uintptr_t p) {
 static inline uint32_t ps_hash(uintptr_t p) {
     uint64_t h = (uint64_t)p >> 4;
     h *= 0x9e3779b97f4a7c15ull;
-    return (uint32_t)(h >> 40) & (PS_SLOTS - 1);
+    return (uint32_t)(h >> 40) & (ps.slots - 1);
 }
 
 static void *map_noreserve(size_t n) {
@@ -320,8 +321,10 @@ static void *map_noreserve(size_t n) {
 static bool ps_init_locked(void) {
     if (ps.tabs[0]) return true;
     if (atomic_load(&ps.failed)) return false;
-    ps.tabs[0] = map_noreserve(PS_SLOTS * sizeof(uintptr_t));
-    ps.tabs[1] = map_noreserve(PS_SLOTS * sizeof(uintptr_t));
+    ps.slots = PS_SLOTS_MAX >> pl_mem_shift();
+    if (ps.slots < 1024) ps.slots = 1024;
+    ps.tabs[0] = map_noreserve(ps.slots * sizeof(uintptr_t));
+    ps.tabs[1] = map_noreserve(ps.slots * sizeof(uintptr_t));
     if (!ps.tabs[0] || !ps.tabs[1]) {
         atomic_store(&ps.failed, true);
         pl_warn_once("plateau: cannot map the sampled-pointer table: stack sampling is off");
@@ -332,7 +335,7 @@ static bool ps_init_locked(void) {
 }
 
 static bool ps_probe(const uintptr_t *t, uintptr_t p) {
-    for (uint32_t s = ps_hash(p), n = 0; n < PS_SLOTS; s = (s + 1) & (PS_SLOTS - 1), n++) {
+    for (uint32_t s = ps_hash(p), n = 0; n < ps.slots; s = (s + 1) & (ps.slots - 1), n++) {
         uintptr_t k = __atomic_load_n(&t[s], __ATOMIC_RELAXED);
         if (k == p) return true;
         if (k == 0) return false;
@@ -344,15 +347,15 @@ static bool ps_probe(const uintptr_t *t, uintptr_t p) {
 static void ps_rebuild_locked(void) {
     uintptr_t *from = atomic_load(&ps.cur), *to = from == ps.tabs[0] ? ps.tabs[1] : ps.tabs[0];
     atomic_fetch_add(&ps.seq, 1);
-    if (syscall(SYS_mmap, to, PS_SLOTS * sizeof(uintptr_t), PROT_READ | PROT_WRITE,
+    if (syscall(SYS_mmap, to, ps.slots * sizeof(uintptr_t), PROT_READ | PROT_WRITE,
                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == -1)
-        memset(to, 0, PS_SLOTS * sizeof(uintptr_t));
+        memset(to, 0, ps.slots * sizeof(uintptr_t));
     uint32_t used = 0;
-    for (uint32_t i = 0; i < PS_SLOTS; i++) {
+    for (uint32_t i = 0; i < ps.slots; i++) {
         uintptr_t k = from[i];
         if (k <= PS_TOMB) continue;
         uint32_t s = ps_hash(k);
-        while (to[s]) s = (s + 1) & (PS_SLOTS - 1);
+        while (to[s]) s = (s + 1) & (ps.slots - 1);
         to[s] = k;
         used++;
     }
@@ -365,12 +368,12 @@ static void ps_rebuild_locked(void) {
 static bool ps_insert(uintptr_t p) {
     pthread_mutex_lock(&ps.mu);
     bool ok = ps_init_locked();
-    if (ok && (ps.used + ps.tombs + 1) * 2 > PS_SLOTS) ps_rebuild_locked();
-    if (ok && (ps.used + 1) * 2 > PS_SLOTS) ok = false; /* full of live samples: do not sample */
+    if (ok && (ps.used + ps.tombs + 1) * 2 > ps.slots) ps_rebuild_locked();
+    if (ok && (ps.used + 1) * 2 > ps.slots) ok = false; /* full of live samples: do not sample */
     if (ok) {
         uintptr_t *t = atomic_load(&ps.cur);
         uint32_t s = ps_hash(p);
-        while (t[s] > PS_TOMB && t[s] != p) s = (s + 1) & (PS_SLOTS - 1);
+        while (t[s] > PS_TOMB && t[s] != p) s = (s + 1) & (ps.slots - 1);
         if (t[s] == PS_TOMB) ps.tombs--;
         if (t[s] != p) {
             ps.used++;
@@ -403,7 +406,7 @@ static bool ps_take(uintptr_t p) {
     pthread_mutex_lock(&ps.mu);
     uintptr_t *t = atomic_load(&ps.cur);
     if (t) {
-        for (uint32_t s = ps_hash(p), n = 0; n < PS_SLOTS; s = (s + 1) & (PS_SLOTS - 1), n++) {
+        for (uint32_t s = ps_hash(p), n = 0; n < ps.slots; s = (s + 1) & (ps.slots - 1), n++) {
             if (t[s] == 0) break;
             if (t[s] == p) {
                 __atomic_store_n(&t[s], PS_TOMB, __ATOMIC_RELEASE);
@@ -424,9 +427,9 @@ void pl_heap_reset_sampling(void) {
     pthread_mutex_init(&ps.mu, NULL);
     if (!ps.tabs[0]) return;
     for (int i = 0; i < 2; i++)
-        if (syscall(SYS_mmap, ps.tabs[i], PS_SLOTS * sizeof(uintptr_t), PROT_READ | PROT_WRITE,
+        if (syscall(SYS_mmap, ps.tabs[i], ps.slots * sizeof(uintptr_t), PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == -1)
-            memset(ps.tabs[i], 0, PS_SLOTS * sizeof(uintptr_t));
+            memset(ps.tabs[i], 0, ps.slots * sizeof(uintptr_t));
     atomic_store(&ps.cur, ps.tabs[0]);
     memset((void *)ps_filter, 0, sizeof ps_filter);
     ps.used = ps.tombs = 0;
@@ -444,12 +447,13 @@ void pl_heap_reset_sampling(void) {
  * threads' map operations on the same addresses are applied in the kernel's order. Storage is mmap'd (SYS_mmap)
  * on first use; when full, new mappings are not tracked (and not counted), and a split that finds no room drops
  * its lower piece from the count (live bytes then under-count, never go negative). */
-#define MR_MAX (1u << 17) /* ranges: twice the kernel's default vm.max_map_count */
+#define MR_MAX (1u << 17) /* ranges: twice the kernel's default vm.max_map_count; fewer under RLIMIT_AS */
 typedef struct { uintptr_t lo, hi; } mr_range_t;
 static struct {
     pthread_mutex_t mu;
     mr_range_t *r;   /* [MR_MAX], guarded by mu */
     uint32_t n;      /* guarded by mu */
+    uint32_t max;    /* capacity of r, set when r is mapped */
     bool failed;
 } mr = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
@@ -498,7 +502,7 @@ static void mr_cut_locked(uintptr_t lo, uintptr_t hi, mr_delta_t *d) {
         uintptr_t a = mr.r[x].lo > lo ? mr.r[x].lo : lo, b = mr.r[x].hi < hi ? mr.r[x].hi : hi;
         d->bytes -= (int64_t)(b - a);
     }
-    if (k > j - i && mr.n + k - (j - i) > MR_MAX) { /* no room to split: drop the lower piece from the count */
+    if (k > j - i && mr.n + k - (j - i) > mr.max) { /* no room to split: drop the lower piece from the count */
         d->bytes -= (int64_t)(keep[1].hi - keep[1].lo);
         k = 1;
     }
@@ -511,12 +515,14 @@ static void mr_cut_locked(uintptr_t lo, uintptr_t hi, mr_delta_t *d) {
 /* Track the new mapping [lo, hi) (after cutting whatever it replaced). mu held. */
 static void mr_add_locked(uintptr_t lo, uintptr_t hi, mr_delta_t *d) {
     if (!mr.r && !mr.failed) {
-        mr.r = map_noreserve(MR_MAX * sizeof(mr_range_t));
+        mr.max = MR_MAX >> pl_mem_shift();
+        if (mr.max < 512) mr.max = 512;
+        mr.r = map_noreserve(mr.max * sizeof(mr_range_t));
         mr.failed = !mr.r;
     }
     if (!mr.r || lo >= hi) return;
     mr_cut_locked(lo, hi, d);
-    if (mr.n == MR_MAX) return;
+    if (mr.n == mr.max) return;
     uint32_t i = mr_below(lo);
     memmove(&mr.r[i + 1], &mr.r[i], (mr.n - i) * sizeof mr.r[0]);
     mr.r[i] = (mr_range_t){lo, hi};

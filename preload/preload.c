@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -85,6 +86,26 @@ void pl_emit(const pl_trace_record_t *rec) {
 static void futex_wake(atomic_uint *word) {
     atomic_fetch_add(word, 1);
     syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+/* ------------------------------------------------------------------ own memory */
+
+/* Address space the tracer's tables reserve at full size (MAP_NORESERVE, touched as used): the stack table
+ * (2^18 stacks of up to 32 frames, 2^20 PCs: ~88 MiB), the sampled-pointer set (2 x 16 MiB), the mmap range table
+ * (2 MiB). */
+#define TABLES_FULL_BYTES (122ull << 20)
+#define SAMPLER_STACK_BYTES (256u * 1024)
+
+unsigned pl_mem_shift(void) {
+    static atomic_int shift = -1;
+    int k = atomic_load_explicit(&shift, memory_order_relaxed);
+    if (k >= 0) return (unsigned)k;
+    struct rlimit rl;
+    k = 0;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        while (k < 10 && (TABLES_FULL_BYTES >> k) > rl.rlim_cur / 32) k++;
+    atomic_store_explicit(&shift, k, memory_order_relaxed);
+    return (unsigned)k;
 }
 
 /* ------------------------------------------------------------------ stacks */
@@ -455,7 +476,8 @@ static void start_recording(uint32_t ppid) {
         write_stderr(msg);
         goto out;
     }
-    if (!pl_g.stacks && pl_stack_create(0, 0, &pl_g.stacks) < 0) {
+    unsigned k = pl_mem_shift();
+    if (!pl_g.stacks && pl_stack_create((1u << 18) >> k, (1u << 20) >> k, &pl_g.stacks) < 0) {
         write_stderr("plateau: cannot map the stack table: not recording");
         goto out;
     }
@@ -500,7 +522,11 @@ static void start_recording(uint32_t ppid) {
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     if (pl_writer_start(w) < 0) write_stderr("plateau: cannot start the writer thread: flushing only at exit");
-    st.sampler_started = pthread_create(&st.sampler, NULL, sampler_main, NULL) == 0;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, SAMPLER_STACK_BYTES); /* not the default 8 MiB of address space */
+    st.sampler_started = pthread_create(&st.sampler, &attr, sampler_main, NULL) == 0;
+    pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (!st.sampler_started) write_stderr("plateau: cannot start the sampler thread: no RSS samples");
     atomic_store(&pl_g.active, true);

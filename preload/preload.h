@@ -39,6 +39,11 @@ void pl_warn_once(const char *msg);  /* one line on stderr (async-signal-safe wr
  * time. Returns the id or 0. Call with pl_tl_guard raised. */
 uint32_t pl_stack_capture(void);
 
+/* How many times the tracer halves its tables (stack table, sampled-pointer set, mmap range table) to stay far
+ * below the program's RLIMIT_AS: 0 without a limit, else the smallest k that brings their ~122 MiB of reserved
+ * (lazily touched) address space under 1/32 of the limit, at most 10. Read once; async-signal-safe. */
+unsigned pl_mem_shift(void);
+
 /* heap.c */
 void pl_heap_resolve(void);                    /* find the real allocator functions (idempotent) */
 void pl_heap_totals(pl_rec_heap_t *out);       /* exact totals summed over thread slots */

@@ -47,6 +47,7 @@ typedef struct {
 
 #define MAX_BUFFERS 64
 #define SPILL_BYTES (16u * 1024)
+#define WRITER_STACK_BYTES (256u * 1024) /* encoding, and the tick (dladdr, stat): a few KiB used */
 
 struct pl_writer {
     pthread_mutex_t mu;
@@ -413,7 +414,11 @@ static void *writer_main(void *arg) {
 
 int pl_writer_start(pl_writer_t *w) {
     if (w->thread_started) return 0;
-    int rc = pthread_create(&w->thread, NULL, writer_main, w);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, WRITER_STACK_BYTES); /* not the default 8 MiB of address space */
+    int rc = pthread_create(&w->thread, &attr, writer_main, w);
+    pthread_attr_destroy(&attr);
     if (rc) return -rc;
     w->thread_started = true;
     return 0;

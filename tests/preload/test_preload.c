@@ -27,6 +27,7 @@ static const char *preload, *targets;
 static char run_dir[256];
 static char out_buf[65536], err_buf[65536];
 static rlim_t fsize_limit; /* > 0: file size limit for the target, to simulate a full disk */
+static rlim_t as_limit;    /* > 0: address-space limit (RLIMIT_AS) for the target */
 
 static int setup(void **state) {
     (void)state;
@@ -62,6 +63,10 @@ static void child_env(void *ctx) {
         signal(SIGXFSZ, SIG_IGN); /* ignored dispositions survive exec: writes fail with EFBIG */
         struct rlimit rl = {fsize_limit, fsize_limit};
         setrlimit(RLIMIT_FSIZE, &rl);
+    }
+    if (as_limit) {
+        struct rlimit rl = {as_limit, as_limit};
+        setrlimit(RLIMIT_AS, &rl);
     }
     for (int i = 0; env && env[i]; i++) putenv((char *)(uintptr_t)env[i]);
 }
@@ -570,6 +575,21 @@ static void test_preload_raw_close_never_writes_into_program_file(void **state) 
     }
 }
 
+/* A program that fits its address-space limit untraced fits it traced: 100 MiB under a 160 MiB RLIMIT_AS (the
+ * tracer used to reserve ~115 MiB of tables and thread stacks whatever the limit), and the trace is whole. */
+static void test_preload_fits_the_programs_address_space_limit(void **state) {
+    (void)state;
+    char *argv[] = {target("aslimit"), "100", NULL};
+    as_limit = 160u << 20;
+    int rc = run(argv, NULL);
+    as_limit = 0;
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out_buf, "allocated 100 MiB"));
+    summarize_only(NULL);
+    assert_true(sum.has_end);
+    assert_null(strstr(err_buf, "plateau:"));
+}
+
 /* Partial munmap (head, tail, middle hole), mremap (grow in place, move over a mapping, shrink, move), MAP_FIXED
  * replacement by anonymous and file mappings: live mmap bytes and range counts exact at every step, zero at the end
  * (table in tests/targets/mremap.c). */
@@ -634,6 +654,7 @@ int main(void) {
         cmocka_unit_test(test_preload_mmap_ranges_threads_balance),
         cmocka_unit_test(test_preload_program_closing_all_fds_keeps_its_file),
         cmocka_unit_test(test_preload_raw_close_never_writes_into_program_file),
+        cmocka_unit_test(test_preload_fits_the_programs_address_space_limit),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
