@@ -17,9 +17,10 @@
  *   at a step) are never dropped because the ring is full: ordinary records may fill a buffer only up to
  *   buffer_bytes - reserve, priority records use the whole buffer; when even that is full and no buffer is free,
  *   they go (encoded) to a small spill area that seal_locked moves to the front of the next buffer. While the
- *   spill holds records, ordinary records are dropped (counted), so the file keeps emission order. Only a
- *   priority record that cannot fit a buffer at all, or a full spill (a writer stalled for thousands of steps),
- *   still drops one, counted like any other. */
+ *   spill holds records, ordinary records are dropped (counted), so the file keeps emission order. Each buffer
+ *   has room for the largest record (PL_REC_MAX_BYTES) whatever buffer_bytes is: a priority record larger than
+ *   buffer_bytes (a process record with a long argv) takes an empty buffer to itself. Only a full spill (a
+ *   writer stalled for thousands of steps) still drops one, counted like any other. */
 #include "writer.h"
 
 #include <errno.h>
@@ -57,6 +58,7 @@ struct pl_writer {
     unsigned n_bufs, cur, head;   /* guarded by mu */
     uint64_t lost_records, lost_bytes, lost_reported; /* guarded by mu */
     size_t reserve_bytes;         /* tail of each buffer only priority records may use */
+    size_t cap_bytes;             /* each buffer's size: max(buffer_bytes, PL_REC_MAX_BYTES) */
     uint8_t *spill;               /* [SPILL_BYTES] encoded priority records waiting for a free buffer; mu */
     size_t spill_len;             /* guarded by mu */
     int64_t last_t_ns;            /* time of the last record offered to emit (for the final LOST); mu */
@@ -166,7 +168,8 @@ int pl_writer_open(const char *path, const pl_trace_header_t *h, const pl_writer
     pl_writer_t *w = map_anon(sizeof *w);
     if (!w) return -ENOMEM;
     w->opt = opt;
-    w->region_bytes = opt.buffer_bytes * opt.n_buffers + SPILL_BYTES;
+    w->cap_bytes = opt.buffer_bytes > PL_REC_MAX_BYTES ? opt.buffer_bytes : PL_REC_MAX_BYTES;
+    w->region_bytes = w->cap_bytes * opt.n_buffers + SPILL_BYTES;
     w->reserve_bytes = opt.buffer_bytes / 8;
     if (w->reserve_bytes < 128) w->reserve_bytes = 128; /* a step with its heap and RSS records */
     if (w->reserve_bytes > 32 * 1024) w->reserve_bytes = 32 * 1024;
@@ -177,8 +180,8 @@ int pl_writer_open(const char *path, const pl_trace_header_t *h, const pl_writer
         goto fail_struct;
     }
     w->n_bufs = opt.n_buffers;
-    for (unsigned i = 0; i < w->n_bufs; i++) w->bufs[i].data = (uint8_t *)w->region + i * opt.buffer_bytes;
-    w->spill = (uint8_t *)w->region + w->n_bufs * opt.buffer_bytes;
+    for (unsigned i = 0; i < w->n_bufs; i++) w->bufs[i].data = (uint8_t *)w->region + i * w->cap_bytes;
+    w->spill = (uint8_t *)w->region + w->n_bufs * w->cap_bytes;
     w->bufs[0].state = BUF_FILLING;
     pthread_mutex_init(&w->mu, NULL);
     pthread_mutex_init(&w->io_mu, NULL);
@@ -245,7 +248,7 @@ static void drain_spill_locked(pl_writer_t *w) {
     size_t off = 0;
     while (off < w->spill_len) {
         uint16_t n = rec_len(w->spill + off);
-        if (b->len + n > w->opt.buffer_bytes) break;
+        if (b->len + n > (b->len ? w->opt.buffer_bytes : w->cap_bytes)) break;
         memcpy(b->data + b->len, w->spill + off, n);
         b->len += n;
         b->n_records++;
@@ -269,9 +272,11 @@ static bool seal_locked(pl_writer_t *w) {
     return true;
 }
 
-/* Encode into `cur` if the record fits below `limit` bytes of the buffer. mu held. */
+/* Encode into `cur` if the record fits below `limit` bytes of the buffer (a priority record alone in an empty
+ * buffer: below cap_bytes). mu held. */
 static bool append_locked(pl_writer_t *w, const pl_trace_record_t *rec, size_t limit) {
     wbuf_t *b = &w->bufs[w->cur];
+    if (b->len == 0 && limit == w->opt.buffer_bytes) limit = w->cap_bytes;
     if (b->len >= limit) return false;
     size_t n = pl_event_encode(rec, b->data + b->len, limit - b->len);
     if (!n) return false;

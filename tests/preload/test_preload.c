@@ -590,6 +590,30 @@ static void test_preload_fits_the_programs_address_space_limit(void **state) {
     assert_null(strstr(err_buf, "plateau:"));
 }
 
+/* The process record is never dropped, whatever the legal buffer size: an argv of 20 arguments of 1000
+ * characters (a 20 KiB record) with 16 KiB buffers (it used to be lost) and with the smallest, 256 B. */
+static void test_preload_process_start_kept_with_small_buffers(void **state) {
+    (void)state;
+    static char args[20][1001];
+    char *argv[22] = {"/bin/true"};
+    for (int i = 0; i < 20; i++) {
+        memset(args[i], 'a' + i, 1000);
+        args[i][1000] = 0;
+        argv[i + 1] = args[i];
+    }
+    argv[21] = NULL;
+    static const char *const sizes[] = {"PLATEAU_BUFFER_BYTES=16K", "PLATEAU_BUFFER_BYTES=256"};
+    for (int k = 0; k < 2; k++) {
+        const char *env[] = {sizes[k], NULL};
+        assert_int_equal(run(argv, env), 0);
+        assert_null(strstr(err_buf, "plateau:"));
+        summarize_only(NULL); /* asserts the process record is there */
+        assert_true(sum.has_end);
+        assert_int_equal(strlen(sum.argv1), sizeof sum.argv1 - 1); /* argv[1] recorded (cut by the summary) */
+        assert_int_equal(sum.argv1[0], 'a');
+    }
+}
+
 /* Partial munmap (head, tail, middle hole), mremap (grow in place, move over a mapping, shrink, move), MAP_FIXED
  * replacement by anonymous and file mappings: live mmap bytes and range counts exact at every step, zero at the end
  * (table in tests/targets/mremap.c). */
@@ -655,6 +679,7 @@ int main(void) {
         cmocka_unit_test(test_preload_program_closing_all_fds_keeps_its_file),
         cmocka_unit_test(test_preload_raw_close_never_writes_into_program_file),
         cmocka_unit_test(test_preload_fits_the_programs_address_space_limit),
+        cmocka_unit_test(test_preload_process_start_kept_with_small_buffers),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
