@@ -614,6 +614,21 @@ static void test_preload_process_start_kept_with_small_buffers(void **state) {
     }
 }
 
+/* PSS (a page-table walk: milliseconds in a large process) is read at most every 5 s, however often RSS is
+ * sampled: a 1.2 s run sampled every 20 ms has one PSS value and dozens of RSS samples. */
+static void test_preload_pss_sampled_rarely(void **state) {
+    (void)state;
+    char data[400];
+    snprintf(data, sizeof data, "%s/data.txt", run_dir);
+    char *argv[] = {target("fdclose"), "loop", data, NULL};
+    const char *env[] = {"PLATEAU_INTERVAL_MS=20", NULL};
+    assert_int_equal(run(argv, env), 0);
+    summarize_only(NULL);
+    fprintf(stderr, "pss: %d of %d rss samples\n", sum.n_pss, sum.n_rss);
+    assert_true(sum.n_rss >= 30);
+    assert_int_equal(sum.n_pss, 1);
+}
+
 /* Partial munmap (head, tail, middle hole), mremap (grow in place, move over a mapping, shrink, move), MAP_FIXED
  * replacement by anonymous and file mappings: live mmap bytes and range counts exact at every step, zero at the end
  * (table in tests/targets/mremap.c). */
@@ -680,6 +695,7 @@ int main(void) {
         cmocka_unit_test(test_preload_raw_close_never_writes_into_program_file),
         cmocka_unit_test(test_preload_fits_the_programs_address_space_limit),
         cmocka_unit_test(test_preload_process_start_kept_with_small_buffers),
+        cmocka_unit_test(test_preload_pss_sampled_rarely),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -20,7 +20,7 @@ typedef struct {
     uint32_t pid, ppid, exec_seq;
     uint64_t sample_bytes;
     char exe[256], argv1[64];
-    int n_steps, n_signal_steps, n_rss_step, n_marks, n_records, n_rss, n_stack, n_frame_named;
+    int n_steps, n_signal_steps, n_rss_step, n_marks, n_records, n_rss, n_pss, n_stack, n_frame_named;
     char last_mark[64];
     pl_rec_heap_t heap_at_step[SUM_MAX_STEPS + 1];   /* first heap record after step k (index k) */
     int64_t sym_live_at_step[SUM_MAX_STEPS + 1];     /* sampled live bytes in stacks containing `symbol` */
@@ -96,6 +96,7 @@ static inline void summarize(const char *path, const char *symbol, summary_t *s)
         case PL_REC_RSS:
             s->n_rss++;
             s->n_rss_step += rec.u.rss.step != 0;
+            s->n_pss += rec.u.rss.pss != PL_TRACE_NA;
             break;
         case PL_REC_STACK: s->n_stack++; break;
         case PL_REC_FRAME: s->n_frame_named += rec.u.frame.symbol[0] != 0; break;
