@@ -100,6 +100,9 @@ int pl_cli_replay(int argc, char **argv) {
     /* what a snapshot or an RMM log held ("" for traces); stderr when stdout is JSON */
     fputs(in->summary, json && !strcmp(json, "-") ? stderr : stdout);
     free(in);
+    if (seq.n_skipped_files)
+        fprintf(stderr, "plateau replay: note: skipped %zu file(s) that are not regular files: %s\n",
+                seq.n_skipped_files, seq.skipped);
     if (seq.damaged) fprintf(stderr, "plateau replay: warning: %s: replaying the records before the damage\n", seq.error);
     if (!capacity) capacity = seq.capacity_bytes ? seq.capacity_bytes : PL_REPLAY_DEFAULT_CAPACITY_BYTES;
     pl_replay_result_t r;

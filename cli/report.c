@@ -22,7 +22,7 @@
 static void usage(FILE *o) {
     fprintf(o, "usage: plateau report RUN_DIR|TRACE [--json FILE] [--html FILE] [--metric NAME] [--since-step N]"
                " [--ascii]\n"
-               "  RUN_DIR      a directory written by plateau run (every *.pltrace in it), or one trace file\n"
+               "  RUN_DIR      a directory written by plateau run (every regular *.pltrace file in it), or one trace file\n"
                "  --json FILE  also write the JSON report (docs/report-schema.md)\n"
                "  --html FILE  also write a self-contained HTML report with charts\n"
                "  --metric M   only this metric: rss rss.anon rss.file rss.shmem pss heap.bytes heap.count\n"

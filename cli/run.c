@@ -20,7 +20,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include <dirent.h>
+
+#include <plateau/trace.h>
 
 #include "commands.h"
 
@@ -145,14 +146,12 @@ static int make_dirs(const char *path) {
     return 0;
 }
 
+/* Traces the report will read: regular *.pltrace files only (tracer/rundir.c), never a FIFO planted there. */
 static int count_traces(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return 0;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (strstr(e->d_name, ".pltrace")) n++;
-    closedir(d);
+    pl_trace_dir_t list;
+    if (pl_trace_dir_list(dir, &list)) return 0;
+    int n = (int)list.n_paths;
+    pl_trace_dir_free(&list);
     return n;
 }
 

@@ -9,7 +9,6 @@
 #include "extract.h"
 #include "period.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -949,12 +948,21 @@ static void update_cut_short(pl_report_t *r, pl_extract_t *x) {
     }
 }
 
-static void note_open_error(pl_extract_t *x, const char *path, int rc) {
+/* A file left out of the report, with the message saying why. */
+static void note_failed(pl_extract_t *x, const char *msg) {
     x->n_files_failed++;
     if (x->first_error[0]) return;
+    size_t n = strnlen(msg, sizeof x->first_error - 1);
+    memcpy(x->first_error, msg, n);
+    x->first_error[n] = 0;
+}
+
+static void note_open_error(pl_extract_t *x, const char *path, int rc) {
     const char *m = pl_trace_open_error();
-    if (m && m[0]) copy_str(x->first_error, sizeof x->first_error, m);
-    else snprintf(x->first_error, sizeof x->first_error, "%s: %s", path, strerror(-rc));
+    char msg[512];
+    if (m && m[0]) copy_str(msg, sizeof msg, m);
+    else snprintf(msg, sizeof msg, "%s: %s", path, strerror(-rc));
+    note_failed(x, msg);
 }
 
 int pl_extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd, const char *file,
@@ -1040,8 +1048,6 @@ int pl_extract_mem(pl_report_t *r, pl_extract_t *x, const void *data, size_t len
     return rc;
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
 int pl_extract_path(pl_report_t *r, pl_extract_t *x, const char *path, const pl_extract_opts_t *opts) {
     if (!r || !x || !path) return -EINVAL;
     struct stat sb;
@@ -1052,40 +1058,26 @@ int pl_extract_path(pl_report_t *r, pl_extract_t *x, const char *path, const pl_
         return rc;
     }
     if (!S_ISDIR(sb.st_mode)) return pl_extract_file(r, x, path, opts);
-    DIR *d = opendir(path);
-    if (!d) {
-        int rc = -errno;
-        note_open_error(x, path, rc);
+    pl_trace_dir_t list; /* regular *.pltrace files only (tracer/rundir.c): a FIFO would block the open */
+    int rc = pl_trace_dir_list(path, &list);
+    if (rc) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s: %s", path, strerror(-rc));
+        note_failed(x, msg);
         return rc;
     }
-    char **names = NULL;
-    size_t n = 0, cap = 0;
-    int rc = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        size_t len = strlen(e->d_name);
-        if (len < 8 || strcmp(e->d_name + len - 8, ".pltrace")) continue;
-        if (n == cap) {
-            size_t nc = cap ? cap * 2 : 16;
-            char **nn = realloc(names, nc * sizeof *nn);
-            if (!nn) { rc = -ENOMEM; break; }
-            names = nn;
-            cap = nc;
-        }
-        if (!(names[n] = strdup(e->d_name))) { rc = -ENOMEM; break; }
-        n++;
+    for (size_t i = 0; i < list.n_skipped; i++) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s/%s", path, list.skipped[i]);
+        note_failed(x, msg);
     }
-    closedir(d);
-    if (!rc && n) qsort(names, n, sizeof *names, cmp_str);
     size_t before = x->n_procs;
-    for (size_t i = 0; i < n && !rc; i++) {
-        char full[4096];
-        snprintf(full, sizeof full, "%s/%s", path, names[i]);
-        int frc = extract_file(r, x, full, opts);
+    for (size_t i = 0; i < list.n_paths && !rc; i++) {
+        int frc = extract_file(r, x, list.paths[i], opts);
         if (frc == -ENOMEM) rc = frc;
     }
-    for (size_t i = 0; i < n; i++) free(names[i]);
-    free(names);
+    size_t n = list.n_paths + list.n_skipped;
+    pl_trace_dir_free(&list);
     update_cut_short(r, x);
     if (rc) return rc;
     if (x->n_procs == before) {

@@ -230,6 +230,24 @@ PL_TRACE_API uint64_t pl_trace_offset(const pl_trace_reader_t *r);
 
 PL_TRACE_API void pl_trace_close(pl_trace_reader_t *r);
 
+/* The trace files of a run directory (tracer/rundir.c): every regular file named *.pltrace, sorted by name.
+ * Files with that name that are not regular files (FIFO, socket, device, directory, symbolic link) are never
+ * opened: they are listed in `skipped` as "NAME: why", so callers can say what they left out. */
+typedef struct pl_trace_dir {
+    char **paths;          /* "DIR/NAME" of each trace to read, sorted; owned */
+    size_t n_paths;
+    char **skipped;        /* "NAME: why" of each *.pltrace left out, sorted; owned */
+    size_t n_skipped;
+} pl_trace_dir_t;
+
+/* List dir into *out (zeroed first). Returns 0, -ENOMEM, or -errno from opendir. Not thread-safe per *out;
+ * release with pl_trace_dir_free (safe on a zeroed or freed list). */
+PL_TRACE_API int pl_trace_dir_list(const char *dir, pl_trace_dir_t *out);
+PL_TRACE_API void pl_trace_dir_free(pl_trace_dir_t *list);
+
+/* "a FIFO", "a directory", ... for a st_mode (messages about files that are not traces). */
+PL_TRACE_API const char *pl_trace_file_kind(unsigned mode);
+
 /* Name of a record type ("step", "device_alloc", ...), "unknown" for others. */
 PL_TRACE_API const char *pl_trace_type_name(pl_rec_type_t type);
 
