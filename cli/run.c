@@ -3,12 +3,26 @@
  *               [--host-allocator glibc|jemalloc] -- CMD ARGS...
  * Wiring only: finds libplateau_preload.so (PLATEAU_PRELOAD, else next to this executable in a build tree,
  * else the install libdir), makes the run directory, sets LD_PRELOAD and PLATEAU_* (docs/env.md), runs CMD,
- * forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGUSR2 sent to plateau (signals from the terminal already reach
- * CMD, which shares our process group), returns CMD's exit status (128 + signal if it was killed), and
- * prints where the traces are and the report summary (`plateau report DIR`, unless --no-report). */
+ * relays signals (below), returns CMD's exit status (128 + signal if it was killed), and prints where the
+ * traces are and the report summary (`plateau report DIR`, unless --no-report).
+ *
+ * Signals (docs/env.md, "Signals"). CMD stays in our process group, so the terminal's and job control's
+ * signals reach it as they would without plateau. Every catchable signal a shell passes on (all but SIGKILL,
+ * SIGSTOP, SIGCHLD, SIGWINCH, SIGURG, the synchronous faults, and those ignored when we started, as under
+ * nohup) is blocked here and taken with sigwaitinfo, so none kills plateau and orphans CMD. A signal is
+ * forwarded to CMD only when CMD would not get it otherwise: never one the kernel raised (tty, our own
+ * SIGPIPE), never one CMD sent, and never one sent to the whole process group (kill -- -PGID, kill 0, the
+ * cgroup killing each process) while CMD is still in our group. Group-wide delivery is seen by a witness: a
+ * child of ours in our process group that blocks every signal and does nothing, so a signal sent to the group
+ * stays pending in it. Before looking at its pending set (/proc/PID/status, ShdPnd) we call setpgid on it, which
+ * waits for the kernel's task-list lock that a group kill holds while it signals every member; a witness that
+ * saw the signal is replaced by a fresh one. Stop signals (SIGTSTP, SIGTTIN, SIGTTOU) are relayed the same way
+ * and then stop plateau too, as their default action did; SIGCONT is relayed when it was sent to plateau alone.
+ * When plateau itself is killed (SIGKILL), CMD runs on and its traces stay in DIR for `plateau report DIR`. */
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -16,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -28,16 +43,15 @@
 /* The report subcommand, when built into this executable (weak: `plateau run` works without it). */
 #pragma weak pl_cli_report
 
-static volatile sig_atomic_t child_pid;
-
 /* Print the report summary of the run directory. Runs in a child process so that a failing report can
  * never change `plateau run`'s exit status (which is the command's). */
-static void print_report(const char *dir) {
+static void print_report(const char *dir, const sigset_t *old_mask) {
     if (!pl_cli_report) return;
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) return;
     if (pid == 0) {
+        sigprocmask(SIG_SETMASK, old_mask, NULL); /* Ctrl-C stops the report, not plateau's exit status */
         char *argv[] = {"report", (char *)(uintptr_t)dir, NULL};
         int rc = pl_cli_report(2, argv);
         fflush(NULL);
@@ -61,11 +75,89 @@ static void usage(FILE *f) {
             "  --no-report            do not print the report summary when the command ends\n");
 }
 
-static void forward(int sig, siginfo_t *info, void *uctx) {
-    (void)uctx;
-    /* Terminal-generated signals already reached the child (same process group): forward only signals
-     * sent to plateau itself by another process. */
-    if (child_pid > 0 && info && info->si_code <= 0 && info->si_pid != child_pid) kill(child_pid, sig);
+/* ---- signal relay (see the header comment) ---- */
+
+typedef struct relay {
+    pid_t child;             /* CMD */
+    pid_t witness;           /* our child in our process group that blocks every signal; 0 if none */
+    int witness_fd[2];       /* the pipe whose EOF (our end closed, or we died) ends the witness */
+} relay_t;
+
+static bool forwardable(int sig) {
+    switch (sig) {
+    case SIGKILL: case SIGSTOP:                                  /* cannot be caught */
+    case SIGCHLD: case SIGWINCH: case SIGURG:                    /* about us, not requests to the program */
+    case SIGSEGV: case SIGBUS: case SIGILL: case SIGFPE: case SIGTRAP: case SIGSYS: case SIGABRT: /* faults */
+        return false;
+    default: return true;
+    }
+}
+
+/* The signals we relay: every forwardable one not ignored when we started (nohup's SIGHUP stays ignored). */
+static void relay_set(sigset_t *set) {
+    sigemptyset(set);
+    for (int sig = 1; sig <= SIGRTMAX; sig++) {
+        if (!forwardable(sig)) continue;
+        struct sigaction cur;
+        if (sigaction(sig, NULL, &cur) != 0 || cur.sa_handler == SIG_IGN) continue;
+        sigaddset(set, sig); /* fails harmlessly for the real-time signals the C library keeps */
+    }
+}
+
+static pid_t witness_start(const int fd[2]) {
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid != 0) return pid < 0 ? 0 : pid;
+    sigset_t all;
+    sigfillset(&all);
+    sigprocmask(SIG_SETMASK, &all, NULL);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    for (int k = 0; k < 3; k++) dup2(null, k); /* holds no pipe or terminal the program's readers wait on */
+    close(fd[1]);
+    if (getppid() != parent) _exit(0);
+    char c;
+    while (read(fd[0], &c, 1) != 0) {  /* until plateau closes the write end (or dies) */
+    }
+    _exit(0);
+}
+
+static void witness_stop(relay_t *r) {
+    if (r->witness <= 0) return;
+    kill(r->witness, SIGKILL);
+    while (waitpid(r->witness, NULL, 0) < 0 && errno == EINTR) {
+    }
+    r->witness = 0;
+}
+
+/* Did the witness get sig, i.e. was it sent to our whole process group? A witness that got it is replaced. */
+static bool witness_saw(relay_t *r, int sig) {
+    if (r->witness <= 0 || sig > 64) return false;
+    setpgid(r->witness, getpgrp()); /* returns once a group kill in progress has signalled every member */
+    char path[64], buf[2048];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)r->witness);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return false;
+    buf[n] = 0;
+    const char *p = strstr(buf, "\nShdPnd:");
+    if (!p) return false;
+    unsigned long long pending = strtoull(p + 8, NULL, 16);
+    if (!(pending & (1ull << (sig - 1)))) return false;
+    witness_stop(r);
+    r->witness = witness_start(r->witness_fd);
+    return true;
+}
+
+static void relay_signal(relay_t *r, int sig, const siginfo_t *si) {
+    bool user = si->si_code <= 0; /* kill, sigqueue, tgkill; > 0: raised by the kernel (tty, our own fault) */
+    bool ours = user && (si->si_pid == getpid() || si->si_pid == r->child);
+    bool group = witness_saw(r, sig); /* also consumes a terminal signal the witness got */
+    bool child_in_group = getpgid(r->child) == getpgrp();
+    if (user && !ours && !(group && child_in_group)) kill(r->child, sig);
+    if (sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU) kill(getpid(), SIGSTOP); /* their default action */
 }
 
 static bool is_file(const char *p) {
@@ -277,13 +369,19 @@ int pl_cli_run(int argc, char **argv) {
     if (steps_signal) setenv("PLATEAU_STEP_SIGNAL", "1", 1);
     setenv("PLATEAU_QUIET", getenv("PLATEAU_QUIET") ? getenv("PLATEAU_QUIET") : "1", 1);
 
-    static const int fwd[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR2};
-    struct sigaction sa, old_sa[5];
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = forward;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    for (size_t k = 0; k < 5; k++) sigaction(fwd[k], &sa, &old_sa[k]);
+    /* Signals are blocked before the fork (none is lost or kills us meanwhile) and taken by sigwaitinfo. */
+    sigset_t relayed, waited, old_mask;
+    relay_set(&relayed);
+    waited = relayed;
+    sigaddset(&waited, SIGCHLD);
+    struct sigaction dfl, old_chld;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL; /* an inherited SIG_IGN would reap CMD before we can read its status */
+    sigemptyset(&dfl.sa_mask);
+    sigaction(SIGCHLD, &dfl, &old_chld);
+    sigprocmask(SIG_BLOCK, &waited, &old_mask);
+    relay_t relay = {.witness_fd = {-1, -1}};
+    if (pipe2(relay.witness_fd, O_CLOEXEC) == 0) relay.witness = witness_start(relay.witness_fd);
 
     fflush(NULL);
     pid_t pid = fork();
@@ -292,27 +390,47 @@ int pl_cli_run(int argc, char **argv) {
         return 2;
     }
     if (pid == 0) {
-        for (size_t k = 0; k < 5; k++) sigaction(fwd[k], &old_sa[k], NULL);
+        sigaction(SIGCHLD, &old_chld, NULL);
+        sigprocmask(SIG_SETMASK, &old_mask, NULL);
         execvp(cmd[0], cmd);
         fprintf(stderr, "plateau run: cannot run '%s': %s\n", cmd[0], strerror(errno));
         _exit(errno == ENOENT ? 127 : 126);
     }
-    child_pid = pid;
+    relay.child = pid;
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR) {
+    for (;;) {
+        siginfo_t si;
+        int sig = sigwaitinfo(&waited, &si);
+        if (sig < 0) {
+            if (errno == EINTR) continue;
+            fprintf(stderr, "plateau run: sigwaitinfo: %s\n", strerror(errno));
+            return 2;
+        }
+        if (sig != SIGCHLD) {
+            relay_signal(&relay, sig, &si);
+            continue;
+        }
+        pid_t w = waitpid(pid, &status, WNOHANG);
+        if (w == pid) break;
+        if (w < 0 && errno != EINTR) {
             fprintf(stderr, "plateau run: waitpid: %s\n", strerror(errno));
             return 2;
         }
-    child_pid = 0;
-    for (size_t k = 0; k < 5; k++) sigaction(fwd[k], &old_sa[k], NULL);
+        if (relay.witness > 0 && waitpid(relay.witness, NULL, WNOHANG) == relay.witness) relay.witness = 0;
+    }
+    witness_stop(&relay);
+    if (relay.witness_fd[0] >= 0) {
+        close(relay.witness_fd[0]);
+        close(relay.witness_fd[1]);
+    }
+    /* Signals stay blocked until we return: one arriving now cannot replace CMD's exit status with ours. */
 
     int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     int n = count_traces(abs_dir);
     fprintf(stderr, "plateau: %d trace file%s in %s", n, n == 1 ? "" : "s", abs_dir);
     if (WIFSIGNALED(status)) fprintf(stderr, " (the command was killed by signal %d)", WTERMSIG(status));
     fprintf(stderr, "\n");
-    if (report && n > 0) print_report(abs_dir);
+    if (report && n > 0) print_report(abs_dir, &old_mask);
     return rc;
 
 missing:
