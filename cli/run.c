@@ -1,6 +1,6 @@
 /* plateau run: run a command under the tracer.
  *   plateau run [-o DIR] [--sample-bytes N] [--interval-ms N] [--steps-signal]
- *               [--host-allocator glibc|jemalloc] -- CMD ARGS...
+ *               [--host-allocator glibc|jemalloc] [--append] [--no-report] -- CMD ARGS...
  * Wiring only: finds libplateau_preload.so (PLATEAU_PRELOAD, else next to this executable in a build tree,
  * else the install libdir), makes the run directory, sets LD_PRELOAD and PLATEAU_* (docs/env.md), runs CMD,
  * relays signals (below), returns CMD's exit status (128 + signal if it was killed), and prints where the
@@ -21,6 +21,7 @@
  * When plateau itself is killed (SIGKILL), CMD runs on and its traces stay in DIR for `plateau report DIR`. */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -31,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -65,8 +67,10 @@ static void print_report(const char *dir, const sigset_t *old_mask) {
 static void usage(FILE *f) {
     fprintf(f,
             "usage: plateau run [-o DIR] [--sample-bytes N] [--interval-ms N] [--steps-signal]\n"
-            "                   [--host-allocator glibc|jemalloc] [--no-report] -- CMD ARGS...\n"
-            "  -o DIR                 run directory for the traces (default ./plateau-run-<time>)\n"
+            "                   [--host-allocator glibc|jemalloc] [--append] [--no-report] -- CMD ARGS...\n"
+            "  -o DIR                 run directory for the traces (default ./plateau-run-<time>); made by\n"
+            "                         plateau run, or an empty directory of yours that no one else can write\n"
+            "  --append               DIR may hold an earlier run: add this one to it (reported together)\n"
             "  --sample-bytes N       mean bytes between sampled host stacks (default 512K; 0 = every call)\n"
             "  --interval-ms N        RSS / heap sampling interval (default 100)\n"
             "  --steps-signal         SIGUSR2 sent to the program marks a training step\n"
@@ -224,18 +228,107 @@ static bool parse_u64(const char *s, uint64_t *out) {
     return true;
 }
 
-/* mkdir -p with mode 0700 for the last component. */
-static int make_dirs(const char *path) {
+/* mkdir -p with mode 0700 for the last component. *made: the last component was created here. */
+static int make_dirs(const char *path, bool *made) {
     char tmp[PATH_MAX];
     snprintf(tmp, sizeof tmp, "%s", path);
+    size_t len = strlen(tmp);
+    while (len > 1 && tmp[len - 1] == '/') tmp[--len] = 0;
     for (char *p = tmp + 1; *p; p++) {
         if (*p != '/') continue;
         *p = 0;
         if (mkdir(tmp, 0755) < 0 && errno != EEXIST) return -errno;
         *p = '/';
     }
-    if (mkdir(tmp, 0700) < 0 && errno != EEXIST) return -errno;
+    *made = mkdir(tmp, 0700) == 0;
+    if (!*made && errno != EEXIST) return -errno;
     return 0;
+}
+
+static uint64_t new_run_id(void) {
+    uint64_t id = 0;
+    if (getrandom(&id, sizeof id, 0) != (ssize_t)sizeof id) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        id = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uint64_t)ts.tv_sec << 20 ^ (uint64_t)getpid();
+    }
+    return id ? id : 1;
+}
+
+/* The run directory is ours (docs/env.md, "Run directory"): a real directory (not a symbolic link), owned by us,
+ * writable by no one else, and empty unless --append; its run-id file names the run whose traces the report
+ * reads (tracer/rundir.c). With --append the run id already there is kept, so the runs are reported together.
+ * Returns 0 with *run_id, or prints one line and returns -1. */
+static int claim_run_dir(const char *dir, bool made, bool append, uint64_t *run_id) {
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0) {
+        struct stat sb;
+        if (errno == ELOOP || (lstat(dir, &sb) == 0 && S_ISLNK(sb.st_mode)))
+            fprintf(stderr, "plateau run: '%s' is a symbolic link: give the directory it points to, if you trust it\n",
+                    dir);
+        else
+            fprintf(stderr, "plateau run: cannot open the run directory '%s': %s\n", dir, strerror(errno));
+        return -1;
+    }
+    struct stat sb;
+    int rc = -1;
+    DIR *d = NULL;
+    if (fstat(dfd, &sb) != 0) {
+        fprintf(stderr, "plateau run: cannot open the run directory '%s': %s\n", dir, strerror(errno));
+        goto out;
+    }
+    if (sb.st_uid != geteuid()) {
+        fprintf(stderr, "plateau run: the run directory '%s' belongs to uid %u, not to you (uid %u): use a directory "
+                        "of your own\n", dir, (unsigned)sb.st_uid, (unsigned)geteuid());
+        goto out;
+    }
+    if (sb.st_mode & 022) {
+        fprintf(stderr, "plateau run: the run directory '%s' is writable by others (mode %03o): files planted there "
+                        "would be read as traces; use a directory only you can write (chmod go-w)\n",
+                dir, (unsigned)(sb.st_mode & 0777));
+        goto out;
+    }
+    *run_id = 0;
+    if (!made) {
+        int dfd2 = dup(dfd);
+        d = dfd2 >= 0 ? fdopendir(dfd2) : NULL;
+        if (!d) {
+            if (dfd2 >= 0) close(dfd2);
+            fprintf(stderr, "plateau run: cannot list the run directory '%s': %s\n", dir, strerror(errno));
+            goto out;
+        }
+        bool empty = true;
+        struct dirent *e;
+        while ((e = readdir(d)))
+            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) empty = false;
+        if (!empty && !append) {
+            fprintf(stderr, "plateau run: the run directory '%s' is not empty (a previous run?): give a new one, or "
+                            "--append to add this run to it\n", dir);
+            goto out;
+        }
+        pl_trace_dir_t list; /* the run id already there, if the file is ours */
+        if (append && pl_trace_dir_list(dir, &list) == 0) {
+            *run_id = list.run_id;
+            pl_trace_dir_free(&list);
+        }
+    }
+    if (!*run_id) {
+        *run_id = new_run_id();
+        int fd = openat(dfd, PL_TRACE_RUN_ID_FILE, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+        char line[32];
+        int n = snprintf(line, sizeof line, "%016llx\n", (unsigned long long)*run_id);
+        if (fd < 0 || write(fd, line, (size_t)n) != n) {
+            fprintf(stderr, "plateau run: cannot write '%s/%s': %s\n", dir, PL_TRACE_RUN_ID_FILE, strerror(errno));
+            if (fd >= 0) close(fd);
+            goto out;
+        }
+        close(fd);
+    }
+    rc = 0;
+out:
+    if (d) closedir(d);
+    close(dfd);
+    return rc;
 }
 
 /* Traces the report will read: regular *.pltrace files only (tracer/rundir.c), never a FIFO planted there. */
@@ -250,7 +343,7 @@ static int count_traces(const char *dir) {
 int pl_cli_run(int argc, char **argv) {
     const char *dir_arg = NULL, *allocator = "glibc";
     uint64_t sample_bytes = 0, interval_ms = 0;
-    bool have_sample = false, have_interval = false, steps_signal = false, report = true;
+    bool have_sample = false, have_interval = false, steps_signal = false, report = true, append = false;
     int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -285,6 +378,8 @@ int pl_cli_run(int argc, char **argv) {
             i++;
         } else if (!strcmp(a, "--steps-signal")) {
             steps_signal = true;
+        } else if (!strcmp(a, "--append")) {
+            append = true;
         } else if (!strcmp(a, "--no-report")) {
             report = false;
         } else if (!strcmp(a, "--host-allocator")) {
@@ -322,9 +417,10 @@ int pl_cli_run(int argc, char **argv) {
 
     /* Run directory: -o DIR, else ./plateau-run-<time>[-N]. */
     char dir[PATH_MAX];
+    bool made = true;
     if (dir_arg) {
         snprintf(dir, sizeof dir, "%s", dir_arg);
-        int rc = make_dirs(dir);
+        int rc = make_dirs(dir, &made);
         if (rc < 0) {
             fprintf(stderr, "plateau run: cannot create '%s': %s\n", dir, strerror(-rc));
             return 2;
@@ -344,6 +440,8 @@ int pl_cli_run(int argc, char **argv) {
             snprintf(dir, sizeof dir, "%s-%d", base, k);
         }
     }
+    uint64_t run_id;
+    if (claim_run_dir(dir, made, append, &run_id)) return 2;
     char abs_dir[PATH_MAX];
     if (!realpath(dir, abs_dir)) snprintf(abs_dir, sizeof abs_dir, "%s", dir);
 
@@ -358,6 +456,8 @@ int pl_cli_run(int argc, char **argv) {
     free(lp);
     setenv("PLATEAU_DIR", abs_dir, 1);
     char num[32];
+    snprintf(num, sizeof num, "%016llx", (unsigned long long)run_id);
+    setenv("PLATEAU_RUN_ID", num, 1);
     if (have_sample) {
         snprintf(num, sizeof num, "%llu", (unsigned long long)sample_bytes);
         setenv("PLATEAU_SAMPLE_BYTES", num, 1);

@@ -126,6 +126,21 @@ int pl_options_parse(pl_options_t *o, const char *(*get)(const char *), void (*w
     n_bad += opt_bool(get, warn, "PLATEAU_PSS", &o->pss);
     n_bad += opt_bool(get, warn, "PLATEAU_DISABLE", &o->disable);
     n_bad += opt_bool(get, warn, "PLATEAU_QUIET", &o->quiet);
+    s = get("PLATEAU_RUN_ID");
+    if (s) {
+        uint64_t v = 0;
+        size_t n = strspn(s, "0123456789abcdefABCDEF");
+        for (size_t i = 0; i < n && n <= 16; i++) {
+            unsigned c = (unsigned char)s[i];
+            v = v << 4 | (c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+        }
+        if (n && n <= 16 && !s[n] && v) {
+            o->run_id = v;
+        } else {
+            bad(warn, "PLATEAU_RUN_ID", s, "1 to 16 hex digits, not all zero", "no run id");
+            n_bad++;
+        }
+    }
     s = get("PLATEAU_CUPTI");
     if (s) {
         bool on = o->cupti != PL_CUPTI_OFF;

@@ -17,6 +17,7 @@ typedef struct pl_options {
     bool disable;               /* PLATEAU_DISABLE: forward every call, record nothing */
     bool quiet;                 /* PLATEAU_QUIET: no informational line on stderr */
     uint8_t cupti;              /* PLATEAU_CUPTI: pl_cupti_mode_t (default PL_CUPTI_AUTO) */
+    uint64_t run_id;            /* PLATEAU_RUN_ID: 1 to 16 hex digits, not 0, written in the trace header; 0 none */
 } pl_options_t;
 
 /* PLATEAU_CUPTI (docs/env.md): CUPTI memory activity once the program initialises CUDA. */

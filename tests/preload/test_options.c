@@ -137,6 +137,26 @@ static void test_options_cupti_mode(void **state) {
     }
 }
 
+/* PLATEAU_RUN_ID: the run id plateau run gives every process of a run (trace header, 1.4). */
+static void test_options_run_id(void **state) {
+    (void)state;
+    pl_options_t o;
+    assert_int_equal(parse(NULL, &o), 0);
+    assert_true(o.run_id == 0);
+    const char *ok[] = {"PLATEAU_RUN_ID=00f1E2d3c4b5a697", NULL};
+    assert_int_equal(parse(ok, &o), 0);
+    assert_true(o.run_id == 0x00f1e2d3c4b5a697ull);
+    static const char *const bad_values[] = {"PLATEAU_RUN_ID=", "PLATEAU_RUN_ID=0", "PLATEAU_RUN_ID=12345678901234567",
+                                             "PLATEAU_RUN_ID=12g4", "PLATEAU_RUN_ID=-1"};
+    for (size_t i = 0; i < sizeof bad_values / sizeof bad_values[0]; i++) {
+        const char *env[] = {bad_values[i], NULL};
+        assert_int_equal(parse(env, &o), 1);
+        assert_int_equal(n_msgs, 1);
+        assert_true(o.run_id == 0);
+        assert_non_null(strstr(msgs, "is not 1 to 16 hex digits"));
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_options_defaults),
@@ -144,6 +164,7 @@ int main(void) {
         cmocka_unit_test(test_options_malformed_values_keep_defaults),
         cmocka_unit_test(test_options_parse_bytes),
         cmocka_unit_test(test_options_cupti_mode),
+        cmocka_unit_test(test_options_run_id),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
