@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "reports/format.h"
 #include "reports/replay.h"
 #include "reports/replay_input.h"
 #include "reports/tune.h"
@@ -93,7 +94,7 @@ int pl_cli_replay(int argc, char **argv) {
     pl_replay_load_opts_t ro = {.max_events = max_events, .device = device};
     pl_replay_input_t *in = malloc(sizeof *in);
     if (!in || pl_replay_load(argv[optind], &ro, &seq, in, err, sizeof err) != 0) {
-        fprintf(stderr, "plateau replay: %s\n", in ? err : "out of memory");
+        fprintf(stderr, "plateau replay: %s\n", in ? pl_format_esc(err) : "out of memory");
         free(in);
         return 1;
     }
@@ -102,13 +103,14 @@ int pl_cli_replay(int argc, char **argv) {
     free(in);
     if (seq.n_skipped_files)
         fprintf(stderr, "plateau replay: note: skipped %zu file(s) that are not regular files: %s\n",
-                seq.n_skipped_files, seq.skipped);
-    if (seq.damaged) fprintf(stderr, "plateau replay: warning: %s: replaying the records before the damage\n", seq.error);
+                seq.n_skipped_files, pl_format_esc(seq.skipped));
+    if (seq.damaged) fprintf(stderr, "plateau replay: warning: %s: replaying the records before the damage\n",
+                               pl_format_esc(seq.error));
     if (!capacity) capacity = seq.capacity_bytes ? seq.capacity_bytes : PL_REPLAY_DEFAULT_CAPACITY_BYTES;
     pl_replay_result_t r;
     int status = 1;
     if (pl_replay_run(&seq, &cfg, capacity, &r, err, sizeof err) != 0) {
-        fprintf(stderr, "plateau replay: %s\n", err);
+        fprintf(stderr, "plateau replay: %s\n", pl_format_esc(err));
         goto out;
     }
     char canon[512];

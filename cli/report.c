@@ -16,6 +16,7 @@
 #include "cli/commands.h"
 #include "reports/compare.h"
 #include "reports/extract.h"
+#include "reports/format.h"
 #include "reports/render.h"
 #include "reports/render_html.h"
 
@@ -38,16 +39,16 @@ static void usage(FILE *o) {
 static int write_file(const char *path, const char *what, const pl_report_t *r, const pl_extract_t *x, bool html) {
     FILE *f = fopen(path, "w");
     if (!f) {
-        fprintf(stderr, "plateau report: cannot write %s report to %s: %s\n", what, path, strerror(errno));
+        fprintf(stderr, "plateau report: cannot write %s report to %s: %s\n", what, pl_format_esc(path), strerror(errno));
         return -1;
     }
     int rc = html ? pl_render_html(r, x, f) : pl_extract_render_json(r, x, f, 0);
     if (fclose(f) && !rc) rc = -EIO;
     if (rc) {
-        fprintf(stderr, "plateau report: writing %s report to %s failed: %s\n", what, path, strerror(-rc));
+        fprintf(stderr, "plateau report: writing %s report to %s failed: %s\n", what, pl_format_esc(path), strerror(-rc));
         return -1;
     }
-    printf("%s report: %s\n", what, path);
+    printf("%s report: %s\n", what, pl_format_esc(path));
     return 0;
 }
 
@@ -96,12 +97,12 @@ static int compare(const char *path_a, const char *path_b, const char *allocs, c
         }
         int rc = pl_extract_path(r[i], &x[i], paths[i], eo);
         if (rc == -ENOMEM || x[i].n_procs == 0) {
-            fprintf(stderr, "plateau report: no usable trace in %s: %s\n", paths[i],
-                    x[i].first_error[0] ? x[i].first_error : strerror(-rc));
+            fprintf(stderr, "plateau report: no usable trace in %s: %s\n", pl_format_esc(paths[i]),
+                    x[i].first_error[0] ? pl_format_esc(x[i].first_error) : strerror(-rc));
             goto out;
         }
         if ((rc = pl_report_analyze(r[i]))) {
-            fprintf(stderr, "plateau report: analysis of %s failed: %s\n", paths[i], strerror(-rc));
+            fprintf(stderr, "plateau report: analysis of %s failed: %s\n", pl_format_esc(paths[i]), strerror(-rc));
             goto out;
         }
         mp[i] = main_proc(&x[i]);
@@ -209,12 +210,13 @@ int pl_cli_report(int argc, char **argv) {
     int status = 0;
     int rc = pl_extract_path(r, &x, path, &eo);
     if (rc == -ENOMEM) {
-        fprintf(stderr, "plateau report: out of memory reading %s\n", path);
+        fprintf(stderr, "plateau report: out of memory reading %s\n", pl_format_esc(path));
         status = 1;
         goto out;
     }
     if (x.n_procs == 0) {
-        fprintf(stderr, "plateau report: no usable trace: %s\n", x.first_error[0] ? x.first_error : strerror(-rc));
+        fprintf(stderr, "plateau report: no usable trace: %s\n",
+                x.first_error[0] ? pl_format_esc(x.first_error) : strerror(-rc));
         status = 1;
         goto out;
     }
@@ -224,7 +226,8 @@ int pl_cli_report(int argc, char **argv) {
         goto out;
     }
     for (size_t i = 0; i < x.n_procs; i++)
-        if (x.procs[i].damaged) fprintf(stderr, "plateau report: warning: %s (partial report)\n", x.procs[i].error);
+        if (x.procs[i].damaged)
+            fprintf(stderr, "plateau report: warning: %s (partial report)\n", pl_format_esc(x.procs[i].error));
     if (pl_render_text(r, stdout, &to) || pl_extract_render_text(r, &x, stdout)) status = 1;
     if (json && write_file(json, "JSON", r, &x, false)) status = 1;
     if (html && write_file(html, "HTML", r, &x, true)) status = 1;

@@ -41,6 +41,7 @@
 #include <plateau/trace.h>
 
 #include "commands.h"
+#include "reports/format.h"
 
 /* The report subcommand, when built into this executable (weak: `plateau run` works without it). */
 #pragma weak pl_cli_report
@@ -265,27 +266,27 @@ static int claim_run_dir(const char *dir, bool made, bool append, uint64_t *run_
         struct stat sb;
         if (errno == ELOOP || (lstat(dir, &sb) == 0 && S_ISLNK(sb.st_mode)))
             fprintf(stderr, "plateau run: '%s' is a symbolic link: give the directory it points to, if you trust it\n",
-                    dir);
+                    pl_format_esc(dir));
         else
-            fprintf(stderr, "plateau run: cannot open the run directory '%s': %s\n", dir, strerror(errno));
+            fprintf(stderr, "plateau run: cannot open the run directory '%s': %s\n", pl_format_esc(dir), strerror(errno));
         return -1;
     }
     struct stat sb;
     int rc = -1;
     DIR *d = NULL;
     if (fstat(dfd, &sb) != 0) {
-        fprintf(stderr, "plateau run: cannot open the run directory '%s': %s\n", dir, strerror(errno));
+        fprintf(stderr, "plateau run: cannot open the run directory '%s': %s\n", pl_format_esc(dir), strerror(errno));
         goto out;
     }
     if (sb.st_uid != geteuid()) {
         fprintf(stderr, "plateau run: the run directory '%s' belongs to uid %u, not to you (uid %u): use a directory "
-                        "of your own\n", dir, (unsigned)sb.st_uid, (unsigned)geteuid());
+                        "of your own\n", pl_format_esc(dir), (unsigned)sb.st_uid, (unsigned)geteuid());
         goto out;
     }
     if (sb.st_mode & 022) {
         fprintf(stderr, "plateau run: the run directory '%s' is writable by others (mode %03o): files planted there "
                         "would be read as traces; use a directory only you can write (chmod go-w)\n",
-                dir, (unsigned)(sb.st_mode & 0777));
+                pl_format_esc(dir), (unsigned)(sb.st_mode & 0777));
         goto out;
     }
     *run_id = 0;
@@ -294,7 +295,7 @@ static int claim_run_dir(const char *dir, bool made, bool append, uint64_t *run_
         d = dfd2 >= 0 ? fdopendir(dfd2) : NULL;
         if (!d) {
             if (dfd2 >= 0) close(dfd2);
-            fprintf(stderr, "plateau run: cannot list the run directory '%s': %s\n", dir, strerror(errno));
+            fprintf(stderr, "plateau run: cannot list the run directory '%s': %s\n", pl_format_esc(dir), strerror(errno));
             goto out;
         }
         bool empty = true;
@@ -318,7 +319,7 @@ static int claim_run_dir(const char *dir, bool made, bool append, uint64_t *run_
         char line[32];
         int n = snprintf(line, sizeof line, "%016llx\n", (unsigned long long)*run_id);
         if (fd < 0 || write(fd, line, (size_t)n) != n) {
-            fprintf(stderr, "plateau run: cannot write '%s/%s': %s\n", dir, PL_TRACE_RUN_ID_FILE, strerror(errno));
+            fprintf(stderr, "plateau run: cannot write '%s/%s': %s\n", pl_format_esc(dir), PL_TRACE_RUN_ID_FILE, strerror(errno));
             if (fd >= 0) close(fd);
             goto out;
         }
@@ -363,7 +364,7 @@ int pl_cli_run(int argc, char **argv) {
         } else if (!strcmp(a, "--sample-bytes")) {
             if (!val) goto missing;
             if (!parse_u64(val, &sample_bytes)) {
-                fprintf(stderr, "plateau run: --sample-bytes '%s' is not a byte count (e.g. 524288, 512K, 0)\n", val);
+                fprintf(stderr, "plateau run: --sample-bytes '%s' is not a byte count (e.g. 524288, 512K, 0)\n", pl_format_esc(val));
                 return 2;
             }
             have_sample = true;
@@ -371,7 +372,7 @@ int pl_cli_run(int argc, char **argv) {
         } else if (!strcmp(a, "--interval-ms")) {
             if (!val) goto missing;
             if (!parse_u64(val, &interval_ms) || interval_ms < 1 || interval_ms > 60000) {
-                fprintf(stderr, "plateau run: --interval-ms '%s' is not an integer in [1, 60000]\n", val);
+                fprintf(stderr, "plateau run: --interval-ms '%s' is not an integer in [1, 60000]\n", pl_format_esc(val));
                 return 2;
             }
             have_interval = true;
@@ -385,13 +386,13 @@ int pl_cli_run(int argc, char **argv) {
         } else if (!strcmp(a, "--host-allocator")) {
             if (!val) goto missing;
             if (strcmp(val, "glibc") && strcmp(val, "jemalloc")) {
-                fprintf(stderr, "plateau run: --host-allocator '%s': use glibc or jemalloc\n", val);
+                fprintf(stderr, "plateau run: --host-allocator '%s': use glibc or jemalloc\n", pl_format_esc(val));
                 return 2;
             }
             allocator = val;
             i++;
         } else {
-            fprintf(stderr, "plateau run: unknown option '%s'\n", a);
+            fprintf(stderr, "plateau run: unknown option '%s'\n", pl_format_esc(a));
             usage(stderr);
             return 2;
         }
@@ -422,7 +423,7 @@ int pl_cli_run(int argc, char **argv) {
         snprintf(dir, sizeof dir, "%s", dir_arg);
         int rc = make_dirs(dir, &made);
         if (rc < 0) {
-            fprintf(stderr, "plateau run: cannot create '%s': %s\n", dir, strerror(-rc));
+            fprintf(stderr, "plateau run: cannot create '%s': %s\n", pl_format_esc(dir), strerror(-rc));
             return 2;
         }
     } else {
@@ -434,7 +435,7 @@ int pl_cli_run(int argc, char **argv) {
         snprintf(dir, sizeof dir, "%s", base);
         for (int k = 1; mkdir(dir, 0700) < 0; k++) {
             if (errno != EEXIST || k > 100) {
-                fprintf(stderr, "plateau run: cannot create '%s': %s\n", dir, strerror(errno));
+                fprintf(stderr, "plateau run: cannot create '%s': %s\n", pl_format_esc(dir), strerror(errno));
                 return 2;
             }
             snprintf(dir, sizeof dir, "%s-%d", base, k);
@@ -493,7 +494,7 @@ int pl_cli_run(int argc, char **argv) {
         sigaction(SIGCHLD, &old_chld, NULL);
         sigprocmask(SIG_SETMASK, &old_mask, NULL);
         execvp(cmd[0], cmd);
-        fprintf(stderr, "plateau run: cannot run '%s': %s\n", cmd[0], strerror(errno));
+        fprintf(stderr, "plateau run: cannot run '%s': %s\n", pl_format_esc(cmd[0]), strerror(errno));
         _exit(errno == ENOENT ? 127 : 126);
     }
     relay.child = pid;
@@ -527,13 +528,13 @@ int pl_cli_run(int argc, char **argv) {
 
     int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     int n = count_traces(abs_dir);
-    fprintf(stderr, "plateau: %d trace file%s in %s", n, n == 1 ? "" : "s", abs_dir);
+    fprintf(stderr, "plateau: %d trace file%s in %s", n, n == 1 ? "" : "s", pl_format_esc(abs_dir));
     if (WIFSIGNALED(status)) fprintf(stderr, " (the command was killed by signal %d)", WTERMSIG(status));
     fprintf(stderr, "\n");
     if (report && n > 0) print_report(abs_dir, &old_mask);
     return rc;
 
 missing:
-    fprintf(stderr, "plateau run: option '%s' needs a value\n", argv[i]);
+    fprintf(stderr, "plateau run: option '%s' needs a value\n", pl_format_esc(argv[i]));
     return 2;
 }

@@ -1236,7 +1236,7 @@ int pl_extract_render_text(const pl_report_t *r, const pl_extract_t *x, FILE *o)
             else snprintf(rank, sizeof rank, "-");
             fprintf(o, "  %8u %8u %5s %7llu %10s  %-5s  %.60s%s\n", p->pid, p->ppid, rank,
                     (unsigned long long)p->n_steps, isfinite(v) ? pl_format_bytes(v, a, sizeof a) : "-",
-                    proc_leaks(p->proc) ? "yes" : "no", p->cmdline[0] ? p->cmdline : p->proc->name,
+                    proc_leaks(p->proc) ? "yes" : "no", pl_format_esc(p->cmdline[0] ? p->cmdline : p->proc->name),
                     p->damaged ? "  [damaged]" : p->clean_end ? "" : "  [no end record]");
         }
     }
@@ -1246,7 +1246,7 @@ int pl_extract_render_text(const pl_report_t *r, const pl_extract_t *x, FILE *o)
         for (size_t i = 0; i < x->n_procs; i++)
             if (proc_leaks(x->procs[i].proc))
                 fprintf(o, "%spid %lld (%s)", k++ ? ", " : "", (long long)x->procs[i].proc->pid,
-                        x->procs[i].proc->name);
+                        pl_format_esc(x->procs[i].proc->name));
         fputc('\n', o);
     }
     for (size_t i = 0; i < x->n_procs; i++) {
@@ -1260,7 +1260,7 @@ int pl_extract_render_text(const pl_report_t *r, const pl_extract_t *x, FILE *o)
                     (unsigned long long)p->n_cupti_dev_allocs,
                     pl_format_bytes((double)p->cupti_dev_alloc_bytes, b, sizeof b),
                     crosscheck_agrees(p) ? "agree" : "DIFFER (a hook missed calls, or CUPTI dropped records)");
-        if (p->damaged) fprintf(o, "damaged trace, partial report: %s\n", p->error);
+        if (p->damaged) fprintf(o, "damaged trace, partial report: %s\n", pl_format_esc(p->error));
         if (!p->n_sites || !proc_leaks(p->proc)) continue; /* growth during a warmup is not a finding */
         fprintf(o, "call sites by live-byte growth (pid %u, sampled, since %s %lld):\n", p->pid,
                 p->n_steps ? "step" : "second", (long long)p->site_tail_step);
@@ -1268,9 +1268,11 @@ int pl_extract_render_text(const pl_report_t *r, const pl_extract_t *x, FILE *o)
             const pl_extract_site_t *st = &p->sites[j];
             fprintf(o, "  %zu. +%s (live %s)\n", j + 1, pl_format_bytes(st->growth_bytes, a, sizeof a),
                     pl_format_bytes(st->live_bytes, b, sizeof b));
-            for (size_t f = 0; f < st->n_frames; f++) fprintf(o, "       %s %s\n", f ? "<-" : "at", st->frames[f]);
+            for (size_t f = 0; f < st->n_frames; f++)
+                fprintf(o, "       %s %s\n", f ? "<-" : "at", pl_format_esc(st->frames[f]));
         }
     }
-    if (x->n_files_failed) fprintf(o, "skipped %zu unreadable file(s): %s\n", x->n_files_failed, x->first_error);
+    if (x->n_files_failed)
+        fprintf(o, "skipped %zu unreadable file(s): %s\n", x->n_files_failed, pl_format_esc(x->first_error));
     return ferror(o) ? -EIO : 0;
 }
