@@ -33,6 +33,11 @@ void pl_options_default(pl_options_t *o);
  * through warn, which may be NULL). */
 int pl_options_parse(pl_options_t *o, const char *(*getenv_fn)(const char *name), void (*warn)(const char *msg));
 
+/* One more integer option read outside pl_options_parse (PLATEAU_DEBUG_CUDA): decimal digits only, in [lo, hi];
+ * anything else (a sign, a suffix, an exponent, overflow) gives one line through warn and def. */
+uint32_t pl_options_uint(const char *(*getenv_fn)(const char *name), void (*warn)(const char *msg), const char *name,
+                         uint32_t lo, uint32_t hi, uint32_t def);
+
 /* Parse a byte count: digits with an optional suffix K/KiB/M/MiB/G/GiB (powers of 1024) or B. Returns 0 or
  * -EINVAL. Exposed for tests. */
 int pl_options_parse_bytes(const char *s, uint64_t *out);
