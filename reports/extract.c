@@ -939,7 +939,13 @@ static void update_cut_short(pl_report_t *r, pl_extract_t *x) {
         const char *b = strrchr(p->file, '/');
         b = b ? b + 1 : (p->file[0] ? p->file : "trace");
         int w;
-        if (p->damaged) /* the report keeps 128 characters: lead with what matters; the full message is in x */
+        /* the file by its base name (the directory is the report's): the reader's message is "FILE: offset N:
+         * what", which fits the report's reason whole; the full message is in x */
+        size_t fl = strlen(p->file);
+        const char *msg = fl && !strncmp(p->error, p->file, fl) && p->error[fl] == ':' ? p->error + fl : NULL;
+        if (p->damaged && msg)
+            w = snprintf(reason, sizeof reason, "damaged tail: %s%s", b, msg);
+        else if (p->damaged)
             w = snprintf(reason, sizeof reason, "damaged tail: %s", p->error);
         else
             w = snprintf(reason, sizeof reason, "%s has no end record: killed (SIGKILL, OOM) or still running", b);

@@ -279,6 +279,42 @@ static void test_extract_truncated_partial(void **state) {
     free(b);
 }
 
+/* The reason a run was cut short is never cut: a damaged trace deep in a long directory gives the whole reader
+ * message, the file by its base name (it read "...; the trace ends her" at 128 characters). */
+static void test_extract_cut_reason_whole(void **state) {
+    (void)state;
+    char d[300], p[400];
+    tpath(d, sizeof d, "a-directory-with-a-rather-long-name-as-cluster-scratch-paths-often-are-0123456789abcdef");
+    assert_int_equal(mkdir(d, 0700), 0);
+    snprintf(p, sizeof p, "%s/1234567.0.pltrace", d);
+    synth_cfg_t c = synth_default();
+    assert_int_equal(synth_trace(p, &c), 0);
+    struct stat sb;
+    assert_int_equal(stat(p, &sb), 0);
+    assert_int_equal(truncate(p, sb.st_size - 3000), 0);
+    run_t u;
+    run_file(&u, d);
+    assert_true(u.x.procs[0].damaged);
+    assert_true(u.r->cut_short);
+    const char *reason = u.r->cut_reason;
+    assert_non_null(strstr(reason, "damaged tail: 1234567.0.pltrace: offset "));
+    size_t n = strlen(reason);
+    assert_true(n > 9 && !strcmp(reason + n - 9, "ends here"));
+    bool said = false; /* the diagnosis repeats it whole */
+    for (size_t k = 0; k < u.r->procs[0]->n_findings; k++) said |= strstr(u.r->procs[0]->findings[k].text, reason) != NULL;
+    assert_true(said);
+    run_free(&u);
+    /* a reason longer than the report keeps ends in a visible "..." */
+    pl_report_t *r = pl_report_create("x");
+    char longer[600];
+    memset(longer, 'a', sizeof longer - 1);
+    longer[sizeof longer - 1] = 0;
+    pl_report_set_cut_short(r, longer);
+    n = strlen(r->cut_reason);
+    assert_true(n == sizeof r->cut_reason - 1 && !strcmp(r->cut_reason + n - 3, "..."));
+    pl_report_destroy(r);
+}
+
 static void test_extract_run_directory(void **state) {
     (void)state;
     char d[256], p[300];
@@ -582,6 +618,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_extract_time_buckets),
         cmocka_unit_test(test_extract_killed_no_end_record),
         cmocka_unit_test(test_extract_truncated_partial),
+        cmocka_unit_test(test_extract_cut_reason_whole),
         cmocka_unit_test(test_extract_run_directory),
         cmocka_unit_test(test_extract_bad_inputs),
         cmocka_unit_test(test_extract_bounded_points),
