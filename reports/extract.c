@@ -957,6 +957,12 @@ static void update_cut_short(pl_report_t *r, pl_extract_t *x) {
 /* A file left out of the report, with the message saying why. */
 static void note_failed(pl_extract_t *x, const char *msg) {
     x->n_files_failed++;
+    if (x->n_failed_named < PL_EXTRACT_FAILED_NAMED) {
+        char *f = x->failed[x->n_failed_named++];
+        size_t n = strnlen(msg, sizeof x->failed[0] - 1);
+        memcpy(f, msg, n);
+        f[n] = 0;
+    }
     if (x->first_error[0]) return;
     size_t n = strnlen(msg, sizeof x->first_error - 1);
     memcpy(x->first_error, msg, n);
@@ -1135,6 +1141,12 @@ static void run_json(const pl_extract_t *x, FILE *o) {
             x->n_procs, x->n_files_failed);
     if (x->first_error[0]) pl_format_json_str(o, x->first_error);
     else fputs("null", o);
+    fputs(",\n    \"failed_files\": [", o); /* the first PL_EXTRACT_FAILED_NAMED, each "FILE: why" */
+    for (size_t i = 0; i < x->n_failed_named; i++) {
+        if (i) fputs(", ", o);
+        pl_format_json_str(o, x->failed[i]);
+    }
+    fputc(']', o);
     fputs(",\n    \"total_pss_bytes\": ", o);
     double pss = pl_extract_total_last(x, PL_METRIC_PSS);
     pl_format_json_num(o, pss > 0 ? pss : NAN);
@@ -1278,7 +1290,11 @@ int pl_extract_render_text(const pl_report_t *r, const pl_extract_t *x, FILE *o)
                 fprintf(o, "       %s %s\n", f ? "<-" : "at", pl_format_esc(st->frames[f]));
         }
     }
-    if (x->n_files_failed)
-        fprintf(o, "skipped %zu unreadable file(s): %s\n", x->n_files_failed, pl_format_esc(x->first_error));
+    if (x->n_files_failed) { /* every one named, up to PL_EXTRACT_FAILED_NAMED, then counted */
+        fprintf(o, "skipped %zu file%s:", x->n_files_failed, x->n_files_failed == 1 ? "" : "s");
+        for (size_t i = 0; i < x->n_failed_named; i++) fprintf(o, "%s %s", i ? ";" : "", pl_format_esc(x->failed[i]));
+        if (x->n_files_failed > x->n_failed_named) fprintf(o, "; and %zu more", x->n_files_failed - x->n_failed_named);
+        fputc('\n', o);
+    }
     return ferror(o) ? -EIO : 0;
 }

@@ -315,6 +315,55 @@ static void test_extract_cut_reason_whole(void **state) {
     pl_report_destroy(r);
 }
 
+/* Every skipped file is named (the first five, then "and N more"), in the text report and in JSON; it used to name
+ * only the first. */
+static void test_extract_skipped_files_named(void **state) {
+    (void)state;
+    char d[256], p[320];
+    tpath(d, sizeof d, "skips");
+    assert_int_equal(mkdir(d, 0700), 0);
+    synth_cfg_t c = synth_default();
+    snprintf(p, sizeof p, "%s/1.0.pltrace", d);
+    assert_int_equal(synth_trace(p, &c), 0);
+    for (int i = 0; i < 7; i++) {
+        snprintf(p, sizeof p, "%s/junk%d.pltrace", d, i);
+        FILE *f = fopen(p, "w");
+        assert_non_null(f);
+        fputs("not a plateau trace, but long enough to hold a header.........................", f);
+        fclose(f);
+    }
+    run_t u;
+    run_file(&u, d);
+    assert_int_equal(u.x.n_files_failed, 7);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(pl_extract_render_text(u.r, &u.x, f), 0);
+    fclose(f);
+    const char *line = strstr(buf, "skipped 7 files: ");
+    assert_non_null(line);
+    for (int i = 0; i < 5; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "junk%d.pltrace: ", i);
+        const char *at = strstr(line, name);
+        assert_non_null(at);
+        assert_true(!memchr(line, '\n', (size_t)(at - line))); /* on the one line */
+    }
+    assert_null(strstr(buf, "junk5.pltrace"));
+    assert_non_null(strstr(line, "; and 2 more\n"));
+    free(buf);
+    buf = NULL;
+    f = open_memstream(&buf, &len);
+    assert_int_equal(pl_extract_render_json(u.r, &u.x, f, 0), 0);
+    fclose(f);
+    const char *ff = strstr(buf, "\"failed_files\": [\"");
+    assert_non_null(ff);
+    assert_non_null(strstr(ff, "junk4.pltrace: "));
+    assert_true(strstr(ff, "junk4.pltrace: ") < strchr(ff, ']'));
+    free(buf);
+    run_free(&u);
+}
+
 static void test_extract_run_directory(void **state) {
     (void)state;
     char d[256], p[300];
@@ -619,6 +668,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_extract_killed_no_end_record),
         cmocka_unit_test(test_extract_truncated_partial),
         cmocka_unit_test(test_extract_cut_reason_whole),
+        cmocka_unit_test(test_extract_skipped_files_named),
         cmocka_unit_test(test_extract_run_directory),
         cmocka_unit_test(test_extract_bad_inputs),
         cmocka_unit_test(test_extract_bounded_points),
