@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/output.h"
 #include "reports/format.h"
 #include "reports/replay.h"
 #include "reports/replay_input.h"
@@ -25,6 +26,18 @@ static void usage(FILE *o) {
                "  --capacity SIZE device memory (default: the recorded capacity, else 80GiB)\n"
                "  --json FILE     write the stats as JSON to FILE ('-' = stdout instead of the text)\n"
                "  --device N      snapshots: the device trace to replay (default: the one with the most allocations)\n");
+}
+
+typedef struct replay_rendering {
+    const pl_replay_seq_t *seq;
+    const char *conf;
+    const pl_replay_result_t *r;
+} replay_rendering_t;
+
+static int render_replay_json(const void *ctx, FILE *o) {
+    const replay_rendering_t *g = ctx;
+    pl_replay_render_json(g->seq, g->conf, g->r, o);
+    return ferror(o) ? -ENOMEM : 0;
 }
 
 int pl_cli_replay(int argc, char **argv) {
@@ -121,13 +134,11 @@ int pl_cli_replay(int argc, char **argv) {
     } else {
         pl_replay_render_text(&seq, canon, &r, stdout);
         if (json) {
-            FILE *f = fopen(json, "w");
-            if (!f) {
-                fprintf(stderr, "plateau replay: cannot write %s: %s\n", json, strerror(errno));
+            replay_rendering_t g = {&seq, canon, &r};
+            int rc = pl_cli_output(json, render_replay_json, &g); /* a full disk reads ENOSPC, not EIO */
+            if (rc) {
+                fprintf(stderr, "plateau replay: cannot write %s: %s\n", pl_format_esc(json), strerror(-rc));
                 status = 1;
-            } else {
-                pl_replay_render_json(&seq, canon, &r, f);
-                if (fclose(f)) status = 1;
             }
         }
     }

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/output.h"
 #include "reports/compare.h"
 #include "reports/extract.h"
 #include "reports/format.h"
@@ -36,14 +37,35 @@ static void usage(FILE *o) {
                "  --allocators A,B  host allocator of each run (glibc or jemalloc), when the traces cannot tell\n");
 }
 
+typedef struct rendering {
+    const pl_report_t *r;
+    const pl_extract_t *x;
+    const pl_render_text_opts_t *to;
+    const pl_compare_t *c;
+} rendering_t;
+
+static int render_html(const void *ctx, FILE *o) {
+    const rendering_t *g = ctx;
+    return pl_render_html(g->r, g->x, o);
+}
+static int render_json(const void *ctx, FILE *o) {
+    const rendering_t *g = ctx;
+    return pl_extract_render_json(g->r, g->x, o, 0);
+}
+static int render_text(const void *ctx, FILE *o) {
+    const rendering_t *g = ctx;
+    int rc = pl_render_text(g->r, o, g->to);
+    return rc ? rc : pl_extract_render_text(g->r, g->x, o);
+}
+static int render_compare_json(const void *ctx, FILE *o) {
+    const rendering_t *g = ctx;
+    return pl_compare_render_json(g->c, o);
+}
+
+/* Written whole through cli/output.c: a full disk reads "No space left on device", not an I/O error. */
 static int write_file(const char *path, const char *what, const pl_report_t *r, const pl_extract_t *x, bool html) {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "plateau report: cannot write %s report to %s: %s\n", what, pl_format_esc(path), strerror(errno));
-        return -1;
-    }
-    int rc = html ? pl_render_html(r, x, f) : pl_extract_render_json(r, x, f, 0);
-    if (fclose(f) && !rc) rc = -EIO;
+    rendering_t g = {.r = r, .x = x};
+    int rc = pl_cli_output(path, html ? render_html : render_json, &g);
     if (rc) {
         fprintf(stderr, "plateau report: writing %s report to %s failed: %s\n", what, pl_format_esc(path), strerror(-rc));
         return -1;
@@ -119,9 +141,8 @@ static int compare(const char *path_a, const char *path_b, const char *allocs, c
     for (int i = 0; i < 2; i++) snprintf(c.run[i].allocator_from, sizeof c.run[i].allocator_from, "%s", from[i]);
     status = pl_compare_render_text(&c, stdout) ? 1 : 0;
     if (json) {
-        FILE *f = fopen(json, "w");
-        int rc = f ? pl_compare_render_json(&c, f) : -errno;
-        if (f && fclose(f) && !rc) rc = -EIO;
+        rendering_t g = {.c = &c};
+        int rc = pl_cli_output(json, render_compare_json, &g);
         if (rc) {
             fprintf(stderr, "plateau report: cannot write JSON comparison to %s: %s\n", json, strerror(-rc));
             status = 1;
@@ -228,7 +249,11 @@ int pl_cli_report(int argc, char **argv) {
     for (size_t i = 0; i < x.n_procs; i++)
         if (x.procs[i].damaged)
             fprintf(stderr, "plateau report: warning: %s (partial report)\n", pl_format_esc(x.procs[i].error));
-    if (pl_render_text(r, stdout, &to) || pl_extract_render_text(r, &x, stdout)) status = 1;
+    rendering_t g = {.r = r, .x = &x, .to = &to};
+    if ((rc = pl_cli_output(NULL, render_text, &g))) {
+        fprintf(stderr, "plateau report: writing the report to stdout failed: %s\n", strerror(-rc));
+        status = 1;
+    }
     if (json && write_file(json, "JSON", r, &x, false)) status = 1;
     if (html && write_file(html, "HTML", r, &x, true)) status = 1;
     fflush(stdout);

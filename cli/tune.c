@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/output.h"
 #include "reports/format.h"
 #include "reports/replay.h"
 #include "reports/replay_input.h"
@@ -54,6 +55,16 @@ static int parse_count(const char *text, unsigned long long max, unsigned long l
     if (errno || end == text || *end || v > max || text[0] == '-') return -EINVAL;
     *out = v;
     return 0;
+}
+
+typedef struct tune_rendering {
+    const pl_tune_t *t;
+    const pl_replay_seq_t *seq;
+} tune_rendering_t;
+
+static int render_tune_json(const void *ctx, FILE *o) {
+    const tune_rendering_t *g = ctx;
+    return pl_tune_render_json(g->t, g->seq, o);
 }
 
 int pl_cli_tune(int argc, char **argv) {
@@ -145,11 +156,10 @@ int pl_cli_tune(int argc, char **argv) {
     if (pl_tune_render_text(&t, &seq, (size_t)top, stdout) != 0) goto out_t;
     status = 0;
     if (json) {
-        FILE *f = fopen(json, "w");
-        int rc = f ? pl_tune_render_json(&t, &seq, f) : -errno;
-        if (f && fclose(f) && !rc) rc = -EIO;
+        tune_rendering_t g = {&t, &seq};
+        int rc = pl_cli_output(json, render_tune_json, &g); /* a full disk reads ENOSPC, not EIO */
         if (rc) {
-            fprintf(stderr, "plateau tune: cannot write %s: %s\n", json, strerror(-rc));
+            fprintf(stderr, "plateau tune: cannot write %s: %s\n", pl_format_esc(json), strerror(-rc));
             status = 1;
         } else {
             printf("json: %s\n", json);

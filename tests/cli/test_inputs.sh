@@ -2,6 +2,7 @@
 # Hardening of the readers' inputs (issue 12), without the preload: plateau report, tune and replay on run
 # directories holding things that are not traces. Every command runs under `timeout` as a hang guard only.
 #   - a FIFO named *.pltrace is never opened (it used to block every reader forever): skipped and named
+#   - a report written to a full disk (/dev/full) says "No space left on device" (it said "Input/output error")
 # usage: test_inputs.sh PLATEAU REPORT_GEN TUNE_GEN WORKDIR
 set -eu
 P=$1 RGEN=$2 TGEN=$3 work=$4/inputs-$$
@@ -40,5 +41,22 @@ rm "$work/tfifo/1.0.pltrace"
 rc=0; $T "$P" tune "$work/tfifo" >"$work/o" 2>"$work/e" || rc=$?
 [ $rc = 1 ] || fail "tune of a FIFO-only directory: exit $rc"
 grep -q 'a FIFO' "$work/e" || { cat "$work/e"; fail "tune FIFO-only message"; }
+
+# --- a full disk: the errno of the failing write, for every output ---
+if [ -w /dev/full ]; then
+    for out in "--json /dev/full" "--html /dev/full"; do
+        rc=0; $T "$P" report "$work/fifo/1.0.pltrace" $out >"$work/o" 2>"$work/e" || rc=$?
+        [ $rc = 1 ] || fail "report $out: exit $rc"
+        grep -q 'No space left on device' "$work/e" || { cat "$work/e"; fail "report $out: not ENOSPC"; }
+    done
+    rc=0; $T "$P" report "$work/fifo/1.0.pltrace" >/dev/full 2>"$work/e" || rc=$?
+    [ $rc = 1 ] || fail "report to a full stdout: exit $rc"
+    grep -q 'No space left on device' "$work/e" || { cat "$work/e"; fail "report to a full stdout: not ENOSPC"; }
+    "$TGEN" frag "" "$work/frag.pltrace"
+    rc=0; $T "$P" tune "$work/frag.pltrace" --json /dev/full >"$work/o" 2>"$work/e" || rc=$?
+    [ $rc = 1 ] && grep -q 'No space left on device' "$work/e" || { cat "$work/e"; fail "tune --json: not ENOSPC"; }
+    rc=0; $T "$P" replay "$work/frag.pltrace" --conf "" --json /dev/full >"$work/o" 2>"$work/e" || rc=$?
+    [ $rc = 1 ] && grep -q 'No space left on device' "$work/e" || { cat "$work/e"; fail "replay --json: not ENOSPC"; }
+fi
 
 echo "ok"
