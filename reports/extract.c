@@ -581,6 +581,7 @@ static int on_record(state_t *s, const pl_trace_record_t *rec) {
     case PL_REC_RSS: return on_rss(s, rec);
     case PL_REC_HEAP: {
         const pl_rec_heap_t *q = &rec->u.heap;
+        if (q->n_alloc + q->n_free > s->xp->n_host_events) s->xp->n_host_events = q->n_alloc + q->n_free;
         /* the host live heap is the malloc family plus anonymous mmap (Python's arenas, a simulated device, and
          * allocators that map directly): the tracer counts them apart, the report judges them together */
         int rc = put(s, A_HEAP, q->step, rec->t_ns, (double)q->live_bytes + (double)q->mmap_live_bytes);
@@ -1171,9 +1172,13 @@ static void run_json(const pl_extract_t *x, FILE *o) {
                 p->damaged ? "true" : "false");
         if (p->damaged) pl_format_json_str(o, p->error);
         else fputs("null", o);
-        fprintf(o, ", \"records\": %llu, \"lost_records\": %llu, \"steps\": %llu, \"untracked\": %llu,\n",
+        fprintf(o, ", \"records\": %llu, \"lost_records\": %llu, \"host_events\": %llu, \"lost_share\": ",
                 (unsigned long long)p->n_records, (unsigned long long)p->n_lost_records,
-                (unsigned long long)p->n_steps, (unsigned long long)p->n_untracked);
+                (unsigned long long)p->n_host_events);
+        if (p->n_host_events) pl_format_json_num(o, (double)p->n_lost_records / (double)p->n_host_events);
+        else fputs("null", o);
+        fprintf(o, ", \"steps\": %llu, \"untracked\": %llu,\n", (unsigned long long)p->n_steps,
+                (unsigned long long)p->n_untracked);
         if (p->n_cupti_dev_allocs) /* only in traces with CUPTI records */
             fprintf(o, "       \"device_crosscheck\": {\"hook_allocs\": %llu, \"hook_bytes\": %llu, \"cupti_allocs\": %llu, "
                     "\"cupti_bytes\": %llu, \"agree\": %s},\n", (unsigned long long)p->n_hook_dev_allocs,
@@ -1279,6 +1284,13 @@ int pl_extract_render_text(const pl_report_t *r, const pl_extract_t *x, FILE *o)
                     pl_format_bytes((double)p->cupti_dev_alloc_bytes, b, sizeof b),
                     crosscheck_agrees(p) ? "agree" : "DIFFER (a hook missed calls, or CUPTI dropped records)");
         if (p->damaged) fprintf(o, "damaged trace, partial report: %s\n", pl_format_esc(p->error));
+        if (p->n_lost_records) { /* the writer could not keep up (docs/env.md, PLATEAU_SAMPLE_BYTES) */
+            fprintf(o, "pid %u: the trace lost %llu records", p->pid, (unsigned long long)p->n_lost_records);
+            if (p->n_host_events)
+                fprintf(o, " (%.1f%% of host allocation events)",
+                        100.0 * (double)p->n_lost_records / (double)p->n_host_events);
+            fprintf(o, ": stacks and counts may be incomplete\n");
+        }
         if (!p->n_sites || !proc_leaks(p->proc)) continue; /* growth during a warmup is not a finding */
         fprintf(o, "call sites by live-byte growth (pid %u, sampled, since %s %lld):\n", p->pid,
                 p->n_steps ? "step" : "second", (long long)p->site_tail_step);

@@ -47,6 +47,7 @@ typedef struct pl_extract_proc {
     bool damaged;               /* the reader stopped at a bad chunk (error holds its message) */
     char error[256];            /* reader message, "" when clean */
     uint64_t n_records, n_lost_records;
+    uint64_t n_host_events;     /* malloc-family calls (allocations + frees) by the tracer's exact heap totals */
     uint64_t n_steps;           /* step records seen */
     int64_t site_tail_step;     /* step (or time bucket) from which site growth is measured, -1 without sites */
     const char *site_metric;    /* metric whose tail was used ("heap.bytes", ...) or NULL */
