@@ -139,7 +139,7 @@ static void witness_stop(relay_t *r) {
 static bool witness_saw(relay_t *r, int sig) {
     if (r->witness <= 0 || sig > 64) return false;
     setpgid(r->witness, getpgrp()); /* returns once a group kill in progress has signalled every member */
-    char path[64], buf[2048];
+    char path[64], buf[4096]; /* ShdPnd is in the first kilobyte or two */
     snprintf(path, sizeof path, "/proc/%d/status", (int)r->witness);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return false;
