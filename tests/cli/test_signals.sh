@@ -6,6 +6,7 @@
 #   - signals sent to plateau alone (USR1 as Slurm's --signal sends, ALRM, PIPE, HUP, TERM) reach the program
 #     and do not kill plateau (they used to kill it and orphan the program)
 #   - SIGTSTP sent to plateau reaches the program and stops plateau; SIGCONT continues plateau, reaches the program
+#   - plateau killed by SIGKILL: the program runs on, its witness goes, and `plateau report DIR` reports it later
 # usage: test_signals.sh PLATEAU TARGETS_DIR WORKDIR
 set -eu
 P=$1 T=$2 work=$3/signals-$$
@@ -83,5 +84,27 @@ kill -TERM $pid
 finish
 [ $rc = 0 ] || fail "after stop/continue: exit $rc"
 grep -q 'counts: .* TERM=1 .* CONT=1 TSTP=1' "$work/stop.out" || fail "stop: SIGTSTP/SIGCONT not relayed once"
+
+# --- plateau run must die (SIGKILL): the program runs on and is reported later ---
+start killed
+child=$(pgrep -P $pid -x target_graceful || true)
+[ -n "$child" ] || fail "no target_graceful child of plateau"
+pg=$pid
+kill -KILL $pid
+finish 2>/dev/null
+[ -d "/proc/$child" ] || fail "the program died with plateau"
+i=0
+while [ -n "$(pgrep -g "$pg" -x plateau || true)" ]; do # the witness, in plateau's process group, goes too
+    i=$((i + 1)); [ $i -lt 400 ] || fail "plateau's witness outlived it"
+    sleep 0.05
+done
+kill -TERM "$child"
+i=0
+while [ -d "/proc/$child" ]; do
+    i=$((i + 1)); [ $i -lt 400 ] || fail "the program did not end"
+    sleep 0.05
+done
+"$P" report "$work/killed" >"$work/killed-report.out" 2>&1 || fail "report after plateau was killed"
+grep -q 'target_graceful' "$work/killed-report.out" || fail "the program is not in the later report"
 
 echo ok
