@@ -57,17 +57,24 @@ static void skip_ws(cursor_t *c) {
     while (*c->p == ' ' || *c->p == '\t') c->p++;
 }
 
-/* A token: [A-Za-z0-9_.+-]+ (keys, numbers, words). Copies into buf; returns length (0 = none). */
+/* A token: [A-Za-z0-9_.+-]+ (keys, numbers, words), plus any non-ASCII byte: never valid, but part of the word
+ * the user wrote, so an error quotes 'Trüe' whole rather than 'Tr'. Copies into buf; returns length (0 = none).
+ * A token longer than buf is kept cut with a visible "..." (never valid either: callers reject by content). */
 static size_t token(cursor_t *c, char *buf, size_t buf_len) {
     skip_ws(c);
     size_t n = 0;
     while ((*c->p >= 'a' && *c->p <= 'z') || (*c->p >= 'A' && *c->p <= 'Z') || (*c->p >= '0' && *c->p <= '9') ||
-           *c->p == '_' || *c->p == '.' || *c->p == '+' || *c->p == '-') {
+           *c->p == '_' || *c->p == '.' || *c->p == '+' || *c->p == '-' || (unsigned char)*c->p >= 0x80) {
         if (n + 1 < buf_len) buf[n] = *c->p;
         n++;
         c->p++;
     }
-    if (n >= buf_len) n = buf_len - 1; /* truncated; callers reject by content */
+    if (n >= buf_len) { /* cut: end on a whole UTF-8 character, then "..." */
+        size_t k = buf_len > 4 ? buf_len - 4 : 0;
+        while (k && ((unsigned char)buf[k] & 0xc0) == 0x80) k--;
+        snprintf(buf + k, buf_len - k, "...");
+        return buf_len - 1;
+    }
     buf[n] = 0;
     return n;
 }

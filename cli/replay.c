@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/output.h"
+#include "reports/format.h"
 #include "reports/replay.h"
 #include "reports/replay_input.h"
 #include "reports/tune.h"
@@ -24,6 +26,18 @@ static void usage(FILE *o) {
                "  --capacity SIZE device memory (default: the recorded capacity, else 80GiB)\n"
                "  --json FILE     write the stats as JSON to FILE ('-' = stdout instead of the text)\n"
                "  --device N      snapshots: the device trace to replay (default: the one with the most allocations)\n");
+}
+
+typedef struct replay_rendering {
+    const pl_replay_seq_t *seq;
+    const char *conf;
+    const pl_replay_result_t *r;
+} replay_rendering_t;
+
+static int render_replay_json(const void *ctx, FILE *o) {
+    const replay_rendering_t *g = ctx;
+    pl_replay_render_json(g->seq, g->conf, g->r, o);
+    return ferror(o) ? -ENOMEM : 0;
 }
 
 int pl_cli_replay(int argc, char **argv) {
@@ -93,19 +107,23 @@ int pl_cli_replay(int argc, char **argv) {
     pl_replay_load_opts_t ro = {.max_events = max_events, .device = device};
     pl_replay_input_t *in = malloc(sizeof *in);
     if (!in || pl_replay_load(argv[optind], &ro, &seq, in, err, sizeof err) != 0) {
-        fprintf(stderr, "plateau replay: %s\n", in ? err : "out of memory");
+        fprintf(stderr, "plateau replay: %s\n", in ? pl_format_esc(err) : "out of memory");
         free(in);
         return 1;
     }
     /* what a snapshot or an RMM log held ("" for traces); stderr when stdout is JSON */
     fputs(in->summary, json && !strcmp(json, "-") ? stderr : stdout);
     free(in);
-    if (seq.damaged) fprintf(stderr, "plateau replay: warning: %s: replaying the records before the damage\n", seq.error);
+    if (seq.n_skipped_files)
+        fprintf(stderr, "plateau replay: note: skipped %zu file(s) that are not regular files: %s\n",
+                seq.n_skipped_files, pl_format_esc(seq.skipped));
+    if (seq.damaged) fprintf(stderr, "plateau replay: warning: %s: replaying the records before the damage\n",
+                               pl_format_esc(seq.error));
     if (!capacity) capacity = seq.capacity_bytes ? seq.capacity_bytes : PL_REPLAY_DEFAULT_CAPACITY_BYTES;
     pl_replay_result_t r;
     int status = 1;
     if (pl_replay_run(&seq, &cfg, capacity, &r, err, sizeof err) != 0) {
-        fprintf(stderr, "plateau replay: %s\n", err);
+        fprintf(stderr, "plateau replay: %s\n", pl_format_esc(err));
         goto out;
     }
     char canon[512];
@@ -116,13 +134,11 @@ int pl_cli_replay(int argc, char **argv) {
     } else {
         pl_replay_render_text(&seq, canon, &r, stdout);
         if (json) {
-            FILE *f = fopen(json, "w");
-            if (!f) {
-                fprintf(stderr, "plateau replay: cannot write %s: %s\n", json, strerror(errno));
+            replay_rendering_t g = {&seq, canon, &r};
+            int rc = pl_cli_output(json, render_replay_json, &g); /* a full disk reads ENOSPC, not EIO */
+            if (rc) {
+                fprintf(stderr, "plateau replay: cannot write %s: %s\n", pl_format_esc(json), strerror(-rc));
                 status = 1;
-            } else {
-                pl_replay_render_json(&seq, canon, &r, f);
-                if (fclose(f)) status = 1;
             }
         }
     }

@@ -14,15 +14,17 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/output.h"
 #include "reports/compare.h"
 #include "reports/extract.h"
+#include "reports/format.h"
 #include "reports/render.h"
 #include "reports/render_html.h"
 
 static void usage(FILE *o) {
     fprintf(o, "usage: plateau report RUN_DIR|TRACE [--json FILE] [--html FILE] [--metric NAME] [--since-step N]"
                " [--ascii]\n"
-               "  RUN_DIR      a directory written by plateau run (every *.pltrace in it), or one trace file\n"
+               "  RUN_DIR      a directory written by plateau run (every regular *.pltrace file in it), or one trace file\n"
                "  --json FILE  also write the JSON report (docs/report-schema.md)\n"
                "  --html FILE  also write a self-contained HTML report with charts\n"
                "  --metric M   only this metric: rss rss.anon rss.file rss.shmem pss heap.bytes heap.count\n"
@@ -35,19 +37,40 @@ static void usage(FILE *o) {
                "  --allocators A,B  host allocator of each run (glibc or jemalloc), when the traces cannot tell\n");
 }
 
+typedef struct rendering {
+    const pl_report_t *r;
+    const pl_extract_t *x;
+    const pl_render_text_opts_t *to;
+    const pl_compare_t *c;
+} rendering_t;
+
+static int render_html(const void *ctx, FILE *o) {
+    const rendering_t *g = ctx;
+    return pl_render_html(g->r, g->x, o);
+}
+static int render_json(const void *ctx, FILE *o) {
+    const rendering_t *g = ctx;
+    return pl_extract_render_json(g->r, g->x, o, 0);
+}
+static int render_text(const void *ctx, FILE *o) {
+    const rendering_t *g = ctx;
+    int rc = pl_render_text(g->r, o, g->to);
+    return rc ? rc : pl_extract_render_text(g->r, g->x, o);
+}
+static int render_compare_json(const void *ctx, FILE *o) {
+    const rendering_t *g = ctx;
+    return pl_compare_render_json(g->c, o);
+}
+
+/* Written whole through cli/output.c: a full disk reads "No space left on device", not an I/O error. */
 static int write_file(const char *path, const char *what, const pl_report_t *r, const pl_extract_t *x, bool html) {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "plateau report: cannot write %s report to %s: %s\n", what, path, strerror(errno));
-        return -1;
-    }
-    int rc = html ? pl_render_html(r, x, f) : pl_extract_render_json(r, x, f, 0);
-    if (fclose(f) && !rc) rc = -EIO;
+    rendering_t g = {.r = r, .x = x};
+    int rc = pl_cli_output(path, html ? render_html : render_json, &g);
     if (rc) {
-        fprintf(stderr, "plateau report: writing %s report to %s failed: %s\n", what, path, strerror(-rc));
+        fprintf(stderr, "plateau report: writing %s report to %s failed: %s\n", what, pl_format_esc(path), strerror(-rc));
         return -1;
     }
-    printf("%s report: %s\n", what, path);
+    printf("%s report: %s\n", what, pl_format_esc(path));
     return 0;
 }
 
@@ -96,12 +119,12 @@ static int compare(const char *path_a, const char *path_b, const char *allocs, c
         }
         int rc = pl_extract_path(r[i], &x[i], paths[i], eo);
         if (rc == -ENOMEM || x[i].n_procs == 0) {
-            fprintf(stderr, "plateau report: no usable trace in %s: %s\n", paths[i],
-                    x[i].first_error[0] ? x[i].first_error : strerror(-rc));
+            fprintf(stderr, "plateau report: no usable trace in %s: %s\n", pl_format_esc(paths[i]),
+                    x[i].first_error[0] ? pl_format_esc(x[i].first_error) : strerror(-rc));
             goto out;
         }
         if ((rc = pl_report_analyze(r[i]))) {
-            fprintf(stderr, "plateau report: analysis of %s failed: %s\n", paths[i], strerror(-rc));
+            fprintf(stderr, "plateau report: analysis of %s failed: %s\n", pl_format_esc(paths[i]), strerror(-rc));
             goto out;
         }
         mp[i] = main_proc(&x[i]);
@@ -118,9 +141,8 @@ static int compare(const char *path_a, const char *path_b, const char *allocs, c
     for (int i = 0; i < 2; i++) snprintf(c.run[i].allocator_from, sizeof c.run[i].allocator_from, "%s", from[i]);
     status = pl_compare_render_text(&c, stdout) ? 1 : 0;
     if (json) {
-        FILE *f = fopen(json, "w");
-        int rc = f ? pl_compare_render_json(&c, f) : -errno;
-        if (f && fclose(f) && !rc) rc = -EIO;
+        rendering_t g = {.c = &c};
+        int rc = pl_cli_output(json, render_compare_json, &g);
         if (rc) {
             fprintf(stderr, "plateau report: cannot write JSON comparison to %s: %s\n", json, strerror(-rc));
             status = 1;
@@ -209,12 +231,13 @@ int pl_cli_report(int argc, char **argv) {
     int status = 0;
     int rc = pl_extract_path(r, &x, path, &eo);
     if (rc == -ENOMEM) {
-        fprintf(stderr, "plateau report: out of memory reading %s\n", path);
+        fprintf(stderr, "plateau report: out of memory reading %s\n", pl_format_esc(path));
         status = 1;
         goto out;
     }
     if (x.n_procs == 0) {
-        fprintf(stderr, "plateau report: no usable trace: %s\n", x.first_error[0] ? x.first_error : strerror(-rc));
+        fprintf(stderr, "plateau report: no usable trace: %s\n",
+                x.first_error[0] ? pl_format_esc(x.first_error) : strerror(-rc));
         status = 1;
         goto out;
     }
@@ -224,8 +247,13 @@ int pl_cli_report(int argc, char **argv) {
         goto out;
     }
     for (size_t i = 0; i < x.n_procs; i++)
-        if (x.procs[i].damaged) fprintf(stderr, "plateau report: warning: %s (partial report)\n", x.procs[i].error);
-    if (pl_render_text(r, stdout, &to) || pl_extract_render_text(r, &x, stdout)) status = 1;
+        if (x.procs[i].damaged)
+            fprintf(stderr, "plateau report: warning: %s (partial report)\n", pl_format_esc(x.procs[i].error));
+    rendering_t g = {.r = r, .x = &x, .to = &to};
+    if ((rc = pl_cli_output(NULL, render_text, &g))) {
+        fprintf(stderr, "plateau report: writing the report to stdout failed: %s\n", strerror(-rc));
+        status = 1;
+    }
     if (json && write_file(json, "JSON", r, &x, false)) status = 1;
     if (html && write_file(html, "HTML", r, &x, true)) status = 1;
     fflush(stdout);

@@ -1,14 +1,29 @@
 /* plateau run: run a command under the tracer.
  *   plateau run [-o DIR] [--sample-bytes N] [--interval-ms N] [--steps-signal]
- *               [--host-allocator glibc|jemalloc] -- CMD ARGS...
+ *               [--host-allocator glibc|jemalloc] [--append] [--no-report] -- CMD ARGS...
  * Wiring only: finds libplateau_preload.so (PLATEAU_PRELOAD, else next to this executable in a build tree,
  * else the install libdir), makes the run directory, sets LD_PRELOAD and PLATEAU_* (docs/env.md), runs CMD,
- * forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGUSR2 sent to plateau (signals from the terminal already reach
- * CMD, which shares our process group), returns CMD's exit status (128 + signal if it was killed), and
- * prints where the traces are and the report summary (`plateau report DIR`, unless --no-report). */
+ * relays signals (below), returns CMD's exit status (128 + signal if it was killed), and prints where the
+ * traces are and the report summary (`plateau report DIR`, unless --no-report).
+ *
+ * Signals (docs/env.md, "Signals"). CMD stays in our process group, so the terminal's and job control's
+ * signals reach it as they would without plateau. Every catchable signal a shell passes on (all but SIGKILL,
+ * SIGSTOP, SIGCHLD, SIGWINCH, SIGURG, the synchronous faults, and those ignored when we started, as under
+ * nohup) is blocked here and taken with sigwaitinfo, so none kills plateau and orphans CMD. A signal is
+ * forwarded to CMD only when CMD would not get it otherwise: never one the kernel raised (tty, our own
+ * SIGPIPE), never one CMD sent, and never one sent to the whole process group (kill -- -PGID, kill 0, the
+ * cgroup killing each process) while CMD is still in our group. Group-wide delivery is seen by a witness: a
+ * child of ours in our process group that blocks every signal and does nothing, so a signal sent to the group
+ * stays pending in it. Before looking at its pending set (/proc/PID/status, ShdPnd) we call setpgid on it, which
+ * waits for the kernel's task-list lock that a group kill holds while it signals every member; a witness that
+ * saw the signal is replaced by a fresh one. Stop signals (SIGTSTP, SIGTTIN, SIGTTOU) are relayed the same way
+ * and then stop plateau too, as their default action did; SIGCONT is relayed when it was sent to plateau alone.
+ * When plateau itself is killed (SIGKILL), CMD runs on and its traces stay in DIR for `plateau report DIR`. */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -16,27 +31,30 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include <dirent.h>
+
+#include <plateau/trace.h>
 
 #include "commands.h"
+#include "reports/format.h"
 
 /* The report subcommand, when built into this executable (weak: `plateau run` works without it). */
 #pragma weak pl_cli_report
 
-static volatile sig_atomic_t child_pid;
-
 /* Print the report summary of the run directory. Runs in a child process so that a failing report can
  * never change `plateau run`'s exit status (which is the command's). */
-static void print_report(const char *dir) {
+static void print_report(const char *dir, const sigset_t *old_mask) {
     if (!pl_cli_report) return;
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) return;
     if (pid == 0) {
+        sigprocmask(SIG_SETMASK, old_mask, NULL); /* Ctrl-C stops the report, not plateau's exit status */
         char *argv[] = {"report", (char *)(uintptr_t)dir, NULL};
         int rc = pl_cli_report(2, argv);
         fflush(NULL);
@@ -50,8 +68,10 @@ static void print_report(const char *dir) {
 static void usage(FILE *f) {
     fprintf(f,
             "usage: plateau run [-o DIR] [--sample-bytes N] [--interval-ms N] [--steps-signal]\n"
-            "                   [--host-allocator glibc|jemalloc] [--no-report] -- CMD ARGS...\n"
-            "  -o DIR                 run directory for the traces (default ./plateau-run-<time>)\n"
+            "                   [--host-allocator glibc|jemalloc] [--append] [--no-report] -- CMD ARGS...\n"
+            "  -o DIR                 run directory for the traces (default ./plateau-run-<time>); made by\n"
+            "                         plateau run, or an empty directory of yours that no one else can write\n"
+            "  --append               DIR may hold an earlier run: add this one to it (reported together)\n"
             "  --sample-bytes N       mean bytes between sampled host stacks (default 512K; 0 = every call)\n"
             "  --interval-ms N        RSS / heap sampling interval (default 100)\n"
             "  --steps-signal         SIGUSR2 sent to the program marks a training step\n"
@@ -60,11 +80,89 @@ static void usage(FILE *f) {
             "  --no-report            do not print the report summary when the command ends\n");
 }
 
-static void forward(int sig, siginfo_t *info, void *uctx) {
-    (void)uctx;
-    /* Terminal-generated signals already reached the child (same process group): forward only signals
-     * sent to plateau itself by another process. */
-    if (child_pid > 0 && info && info->si_code <= 0 && info->si_pid != child_pid) kill(child_pid, sig);
+/* ---- signal relay (see the header comment) ---- */
+
+typedef struct relay {
+    pid_t child;             /* CMD */
+    pid_t witness;           /* our child in our process group that blocks every signal; 0 if none */
+    int witness_fd[2];       /* the pipe whose EOF (our end closed, or we died) ends the witness */
+} relay_t;
+
+static bool forwardable(int sig) {
+    switch (sig) {
+    case SIGKILL: case SIGSTOP:                                  /* cannot be caught */
+    case SIGCHLD: case SIGWINCH: case SIGURG:                    /* about us, not requests to the program */
+    case SIGSEGV: case SIGBUS: case SIGILL: case SIGFPE: case SIGTRAP: case SIGSYS: case SIGABRT: /* faults */
+        return false;
+    default: return true;
+    }
+}
+
+/* The signals we relay: every forwardable one not ignored when we started (nohup's SIGHUP stays ignored). */
+static void relay_set(sigset_t *set) {
+    sigemptyset(set);
+    for (int sig = 1; sig <= SIGRTMAX; sig++) {
+        if (!forwardable(sig)) continue;
+        struct sigaction cur;
+        if (sigaction(sig, NULL, &cur) != 0 || cur.sa_handler == SIG_IGN) continue;
+        sigaddset(set, sig); /* fails harmlessly for the real-time signals the C library keeps */
+    }
+}
+
+static pid_t witness_start(const int fd[2]) {
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid != 0) return pid < 0 ? 0 : pid;
+    sigset_t all;
+    sigfillset(&all);
+    sigprocmask(SIG_SETMASK, &all, NULL);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    for (int k = 0; k < 3; k++) dup2(null, k); /* holds no pipe or terminal the program's readers wait on */
+    close(fd[1]);
+    if (getppid() != parent) _exit(0);
+    char c;
+    while (read(fd[0], &c, 1) != 0) {  /* until plateau closes the write end (or dies) */
+    }
+    _exit(0);
+}
+
+static void witness_stop(relay_t *r) {
+    if (r->witness <= 0) return;
+    kill(r->witness, SIGKILL);
+    while (waitpid(r->witness, NULL, 0) < 0 && errno == EINTR) {
+    }
+    r->witness = 0;
+}
+
+/* Did the witness get sig, i.e. was it sent to our whole process group? A witness that got it is replaced. */
+static bool witness_saw(relay_t *r, int sig) {
+    if (r->witness <= 0 || sig > 64) return false;
+    setpgid(r->witness, getpgrp()); /* returns once a group kill in progress has signalled every member */
+    char path[64], buf[4096]; /* ShdPnd is in the first kilobyte or two */
+    snprintf(path, sizeof path, "/proc/%d/status", (int)r->witness);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return false;
+    buf[n] = 0;
+    const char *p = strstr(buf, "\nShdPnd:");
+    if (!p) return false;
+    unsigned long long pending = strtoull(p + 8, NULL, 16);
+    if (!(pending & (1ull << (sig - 1)))) return false;
+    witness_stop(r);
+    r->witness = witness_start(r->witness_fd);
+    return true;
+}
+
+static void relay_signal(relay_t *r, int sig, const siginfo_t *si) {
+    bool user = si->si_code <= 0; /* kill, sigqueue, tgkill; > 0: raised by the kernel (tty, our own fault) */
+    bool ours = user && (si->si_pid == getpid() || si->si_pid == r->child);
+    bool group = witness_saw(r, sig); /* also consumes a terminal signal the witness got */
+    bool child_in_group = getpgid(r->child) == getpgrp();
+    if (user && !ours && !(group && child_in_group)) kill(r->child, sig);
+    if (sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU) kill(getpid(), SIGSTOP); /* their default action */
 }
 
 static bool is_file(const char *p) {
@@ -131,35 +229,122 @@ static bool parse_u64(const char *s, uint64_t *out) {
     return true;
 }
 
-/* mkdir -p with mode 0700 for the last component. */
-static int make_dirs(const char *path) {
+/* mkdir -p with mode 0700 for the last component. *made: the last component was created here. */
+static int make_dirs(const char *path, bool *made) {
     char tmp[PATH_MAX];
     snprintf(tmp, sizeof tmp, "%s", path);
+    size_t len = strlen(tmp);
+    while (len > 1 && tmp[len - 1] == '/') tmp[--len] = 0;
     for (char *p = tmp + 1; *p; p++) {
         if (*p != '/') continue;
         *p = 0;
         if (mkdir(tmp, 0755) < 0 && errno != EEXIST) return -errno;
         *p = '/';
     }
-    if (mkdir(tmp, 0700) < 0 && errno != EEXIST) return -errno;
+    *made = mkdir(tmp, 0700) == 0;
+    if (!*made && errno != EEXIST) return -errno;
     return 0;
 }
 
+static uint64_t new_run_id(void) {
+    uint64_t id = 0;
+    if (getrandom(&id, sizeof id, 0) != (ssize_t)sizeof id) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        id = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uint64_t)ts.tv_sec << 20 ^ (uint64_t)getpid();
+    }
+    return id ? id : 1;
+}
+
+/* The run directory is ours (docs/env.md, "Run directory"): a real directory (not a symbolic link), owned by us,
+ * writable by no one else, and empty unless --append; its run-id file names the run whose traces the report
+ * reads (tracer/rundir.c). With --append the run id already there is kept, so the runs are reported together.
+ * Returns 0 with *run_id, or prints one line and returns -1. */
+static int claim_run_dir(const char *dir, bool made, bool append, uint64_t *run_id) {
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0) {
+        struct stat sb;
+        if (errno == ELOOP || (lstat(dir, &sb) == 0 && S_ISLNK(sb.st_mode)))
+            fprintf(stderr, "plateau run: '%s' is a symbolic link: give the directory it points to, if you trust it\n",
+                    pl_format_esc(dir));
+        else
+            fprintf(stderr, "plateau run: cannot open the run directory '%s': %s\n", pl_format_esc(dir), strerror(errno));
+        return -1;
+    }
+    struct stat sb;
+    int rc = -1;
+    DIR *d = NULL;
+    if (fstat(dfd, &sb) != 0) {
+        fprintf(stderr, "plateau run: cannot open the run directory '%s': %s\n", pl_format_esc(dir), strerror(errno));
+        goto out;
+    }
+    if (sb.st_uid != geteuid()) {
+        fprintf(stderr, "plateau run: the run directory '%s' belongs to uid %u, not to you (uid %u): use a directory "
+                        "of your own\n", pl_format_esc(dir), (unsigned)sb.st_uid, (unsigned)geteuid());
+        goto out;
+    }
+    if (sb.st_mode & 022) {
+        fprintf(stderr, "plateau run: the run directory '%s' is writable by others (mode %03o): files planted there "
+                        "would be read as traces; use a directory only you can write (chmod go-w)\n",
+                pl_format_esc(dir), (unsigned)(sb.st_mode & 0777));
+        goto out;
+    }
+    *run_id = 0;
+    if (!made) {
+        int dfd2 = dup(dfd);
+        d = dfd2 >= 0 ? fdopendir(dfd2) : NULL;
+        if (!d) {
+            if (dfd2 >= 0) close(dfd2);
+            fprintf(stderr, "plateau run: cannot list the run directory '%s': %s\n", pl_format_esc(dir), strerror(errno));
+            goto out;
+        }
+        bool empty = true;
+        struct dirent *e;
+        while ((e = readdir(d)))
+            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) empty = false;
+        if (!empty && !append) {
+            fprintf(stderr, "plateau run: the run directory '%s' is not empty (a previous run?): give a new one, or "
+                            "--append to add this run to it\n", dir);
+            goto out;
+        }
+        pl_trace_dir_t list; /* the run id already there, if the file is ours */
+        if (append && pl_trace_dir_list(dir, &list) == 0) {
+            *run_id = list.run_id;
+            pl_trace_dir_free(&list);
+        }
+    }
+    if (!*run_id) {
+        *run_id = new_run_id();
+        int fd = openat(dfd, PL_TRACE_RUN_ID_FILE, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+        char line[32];
+        int n = snprintf(line, sizeof line, "%016llx\n", (unsigned long long)*run_id);
+        if (fd < 0 || write(fd, line, (size_t)n) != n) {
+            fprintf(stderr, "plateau run: cannot write '%s/%s': %s\n", pl_format_esc(dir), PL_TRACE_RUN_ID_FILE, strerror(errno));
+            if (fd >= 0) close(fd);
+            goto out;
+        }
+        close(fd);
+    }
+    rc = 0;
+out:
+    if (d) closedir(d);
+    close(dfd);
+    return rc;
+}
+
+/* Traces the report will read: regular *.pltrace files only (tracer/rundir.c), never a FIFO planted there. */
 static int count_traces(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return 0;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (strstr(e->d_name, ".pltrace")) n++;
-    closedir(d);
+    pl_trace_dir_t list;
+    if (pl_trace_dir_list(dir, &list)) return 0;
+    int n = (int)list.n_paths;
+    pl_trace_dir_free(&list);
     return n;
 }
 
 int pl_cli_run(int argc, char **argv) {
     const char *dir_arg = NULL, *allocator = "glibc";
     uint64_t sample_bytes = 0, interval_ms = 0;
-    bool have_sample = false, have_interval = false, steps_signal = false, report = true;
+    bool have_sample = false, have_interval = false, steps_signal = false, report = true, append = false;
     int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -179,7 +364,7 @@ int pl_cli_run(int argc, char **argv) {
         } else if (!strcmp(a, "--sample-bytes")) {
             if (!val) goto missing;
             if (!parse_u64(val, &sample_bytes)) {
-                fprintf(stderr, "plateau run: --sample-bytes '%s' is not a byte count (e.g. 524288, 512K, 0)\n", val);
+                fprintf(stderr, "plateau run: --sample-bytes '%s' is not a byte count (e.g. 524288, 512K, 0)\n", pl_format_esc(val));
                 return 2;
             }
             have_sample = true;
@@ -187,25 +372,27 @@ int pl_cli_run(int argc, char **argv) {
         } else if (!strcmp(a, "--interval-ms")) {
             if (!val) goto missing;
             if (!parse_u64(val, &interval_ms) || interval_ms < 1 || interval_ms > 60000) {
-                fprintf(stderr, "plateau run: --interval-ms '%s' is not an integer in [1, 60000]\n", val);
+                fprintf(stderr, "plateau run: --interval-ms '%s' is not an integer in [1, 60000]\n", pl_format_esc(val));
                 return 2;
             }
             have_interval = true;
             i++;
         } else if (!strcmp(a, "--steps-signal")) {
             steps_signal = true;
+        } else if (!strcmp(a, "--append")) {
+            append = true;
         } else if (!strcmp(a, "--no-report")) {
             report = false;
         } else if (!strcmp(a, "--host-allocator")) {
             if (!val) goto missing;
             if (strcmp(val, "glibc") && strcmp(val, "jemalloc")) {
-                fprintf(stderr, "plateau run: --host-allocator '%s': use glibc or jemalloc\n", val);
+                fprintf(stderr, "plateau run: --host-allocator '%s': use glibc or jemalloc\n", pl_format_esc(val));
                 return 2;
             }
             allocator = val;
             i++;
         } else {
-            fprintf(stderr, "plateau run: unknown option '%s'\n", a);
+            fprintf(stderr, "plateau run: unknown option '%s'\n", pl_format_esc(a));
             usage(stderr);
             return 2;
         }
@@ -231,11 +418,12 @@ int pl_cli_run(int argc, char **argv) {
 
     /* Run directory: -o DIR, else ./plateau-run-<time>[-N]. */
     char dir[PATH_MAX];
+    bool made = true;
     if (dir_arg) {
         snprintf(dir, sizeof dir, "%s", dir_arg);
-        int rc = make_dirs(dir);
+        int rc = make_dirs(dir, &made);
         if (rc < 0) {
-            fprintf(stderr, "plateau run: cannot create '%s': %s\n", dir, strerror(-rc));
+            fprintf(stderr, "plateau run: cannot create '%s': %s\n", pl_format_esc(dir), strerror(-rc));
             return 2;
         }
     } else {
@@ -247,12 +435,14 @@ int pl_cli_run(int argc, char **argv) {
         snprintf(dir, sizeof dir, "%s", base);
         for (int k = 1; mkdir(dir, 0700) < 0; k++) {
             if (errno != EEXIST || k > 100) {
-                fprintf(stderr, "plateau run: cannot create '%s': %s\n", dir, strerror(errno));
+                fprintf(stderr, "plateau run: cannot create '%s': %s\n", pl_format_esc(dir), strerror(errno));
                 return 2;
             }
             snprintf(dir, sizeof dir, "%s-%d", base, k);
         }
     }
+    uint64_t run_id;
+    if (claim_run_dir(dir, made, append, &run_id)) return 2;
     char abs_dir[PATH_MAX];
     if (!realpath(dir, abs_dir)) snprintf(abs_dir, sizeof abs_dir, "%s", dir);
 
@@ -267,6 +457,8 @@ int pl_cli_run(int argc, char **argv) {
     free(lp);
     setenv("PLATEAU_DIR", abs_dir, 1);
     char num[32];
+    snprintf(num, sizeof num, "%016llx", (unsigned long long)run_id);
+    setenv("PLATEAU_RUN_ID", num, 1);
     if (have_sample) {
         snprintf(num, sizeof num, "%llu", (unsigned long long)sample_bytes);
         setenv("PLATEAU_SAMPLE_BYTES", num, 1);
@@ -278,13 +470,19 @@ int pl_cli_run(int argc, char **argv) {
     if (steps_signal) setenv("PLATEAU_STEP_SIGNAL", "1", 1);
     setenv("PLATEAU_QUIET", getenv("PLATEAU_QUIET") ? getenv("PLATEAU_QUIET") : "1", 1);
 
-    static const int fwd[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR2};
-    struct sigaction sa, old_sa[5];
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = forward;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    for (size_t k = 0; k < 5; k++) sigaction(fwd[k], &sa, &old_sa[k]);
+    /* Signals are blocked before the fork (none is lost or kills us meanwhile) and taken by sigwaitinfo. */
+    sigset_t relayed, waited, old_mask;
+    relay_set(&relayed);
+    waited = relayed;
+    sigaddset(&waited, SIGCHLD);
+    struct sigaction dfl, old_chld;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL; /* an inherited SIG_IGN would reap CMD before we can read its status */
+    sigemptyset(&dfl.sa_mask);
+    sigaction(SIGCHLD, &dfl, &old_chld);
+    sigprocmask(SIG_BLOCK, &waited, &old_mask);
+    relay_t relay = {.witness_fd = {-1, -1}};
+    if (pipe2(relay.witness_fd, O_CLOEXEC) == 0) relay.witness = witness_start(relay.witness_fd);
 
     fflush(NULL);
     pid_t pid = fork();
@@ -293,30 +491,50 @@ int pl_cli_run(int argc, char **argv) {
         return 2;
     }
     if (pid == 0) {
-        for (size_t k = 0; k < 5; k++) sigaction(fwd[k], &old_sa[k], NULL);
+        sigaction(SIGCHLD, &old_chld, NULL);
+        sigprocmask(SIG_SETMASK, &old_mask, NULL);
         execvp(cmd[0], cmd);
-        fprintf(stderr, "plateau run: cannot run '%s': %s\n", cmd[0], strerror(errno));
+        fprintf(stderr, "plateau run: cannot run '%s': %s\n", pl_format_esc(cmd[0]), strerror(errno));
         _exit(errno == ENOENT ? 127 : 126);
     }
-    child_pid = pid;
+    relay.child = pid;
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR) {
+    for (;;) {
+        siginfo_t si;
+        int sig = sigwaitinfo(&waited, &si);
+        if (sig < 0) {
+            if (errno == EINTR) continue;
+            fprintf(stderr, "plateau run: sigwaitinfo: %s\n", strerror(errno));
+            return 2;
+        }
+        if (sig != SIGCHLD) {
+            relay_signal(&relay, sig, &si);
+            continue;
+        }
+        pid_t w = waitpid(pid, &status, WNOHANG);
+        if (w == pid) break;
+        if (w < 0 && errno != EINTR) {
             fprintf(stderr, "plateau run: waitpid: %s\n", strerror(errno));
             return 2;
         }
-    child_pid = 0;
-    for (size_t k = 0; k < 5; k++) sigaction(fwd[k], &old_sa[k], NULL);
+        if (relay.witness > 0 && waitpid(relay.witness, NULL, WNOHANG) == relay.witness) relay.witness = 0;
+    }
+    witness_stop(&relay);
+    if (relay.witness_fd[0] >= 0) {
+        close(relay.witness_fd[0]);
+        close(relay.witness_fd[1]);
+    }
+    /* Signals stay blocked until we return: one arriving now cannot replace CMD's exit status with ours. */
 
     int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     int n = count_traces(abs_dir);
-    fprintf(stderr, "plateau: %d trace file%s in %s", n, n == 1 ? "" : "s", abs_dir);
+    fprintf(stderr, "plateau: %d trace file%s in %s", n, n == 1 ? "" : "s", pl_format_esc(abs_dir));
     if (WIFSIGNALED(status)) fprintf(stderr, " (the command was killed by signal %d)", WTERMSIG(status));
     fprintf(stderr, "\n");
-    if (report && n > 0) print_report(abs_dir);
+    if (report && n > 0) print_report(abs_dir, &old_mask);
     return rc;
 
 missing:
-    fprintf(stderr, "plateau run: option '%s' needs a value\n", argv[i]);
+    fprintf(stderr, "plateau run: option '%s' needs a value\n", pl_format_esc(argv[i]));
     return 2;
 }

@@ -15,6 +15,8 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/output.h"
+#include "reports/format.h"
 #include "reports/replay.h"
 #include "reports/replay_input.h"
 #include "reports/tune.h"
@@ -53,6 +55,16 @@ static int parse_count(const char *text, unsigned long long max, unsigned long l
     if (errno || end == text || *end || v > max || text[0] == '-') return -EINVAL;
     *out = v;
     return 0;
+}
+
+typedef struct tune_rendering {
+    const pl_tune_t *t;
+    const pl_replay_seq_t *seq;
+} tune_rendering_t;
+
+static int render_tune_json(const void *ctx, FILE *o) {
+    const tune_rendering_t *g = ctx;
+    return pl_tune_render_json(g->t, g->seq, o);
 }
 
 int pl_cli_tune(int argc, char **argv) {
@@ -117,7 +129,7 @@ int pl_cli_tune(int argc, char **argv) {
     pl_tune_grid_t *grid = malloc(sizeof *grid);
     if (!grid) return 1;
     if (pl_tune_grid_parse(grid_spec, grid, err, sizeof err) != 0) {
-        fprintf(stderr, "plateau tune: %s\n", err);
+        fprintf(stderr, "plateau tune: %s\n", pl_format_esc(err));
         free(grid);
         return 2;
     }
@@ -125,29 +137,29 @@ int pl_cli_tune(int argc, char **argv) {
     pl_replay_load_opts_t ro = {.max_events = (size_t)max_events, .device = have_device ? (int)device : -1};
     pl_replay_input_t *in = malloc(sizeof *in);
     if (!in || pl_replay_load(path, &ro, &seq, in, err, sizeof err) != 0) {
-        fprintf(stderr, "plateau tune: %s\n", in ? err : "out of memory");
+        fprintf(stderr, "plateau tune: %s\n", in ? pl_format_esc(err) : "out of memory");
         free(in);
         free(grid);
         return 1;
     }
     fputs(in->summary, stdout); /* what a snapshot or an RMM log held ("" for traces) */
     free(in);
-    if (seq.damaged) fprintf(stderr, "plateau tune: warning: %s: replaying the records before the damage\n", seq.error);
+    if (seq.damaged) fprintf(stderr, "plateau tune: warning: %s: replaying the records before the damage\n",
+                               pl_format_esc(seq.error));
     if (!capacity) capacity = seq.capacity_bytes ? seq.capacity_bytes : PL_REPLAY_DEFAULT_CAPACITY_BYTES;
     pl_tune_t t;
     int status = 1;
     if (pl_tune_run(&seq, grid, capacity, (unsigned)jobs, &t, err, sizeof err) != 0) {
-        fprintf(stderr, "plateau tune: %s\n", err);
+        fprintf(stderr, "plateau tune: %s\n", pl_format_esc(err));
         goto out;
     }
     if (pl_tune_render_text(&t, &seq, (size_t)top, stdout) != 0) goto out_t;
     status = 0;
     if (json) {
-        FILE *f = fopen(json, "w");
-        int rc = f ? pl_tune_render_json(&t, &seq, f) : -errno;
-        if (f && fclose(f) && !rc) rc = -EIO;
+        tune_rendering_t g = {&t, &seq};
+        int rc = pl_cli_output(json, render_tune_json, &g); /* a full disk reads ENOSPC, not EIO */
         if (rc) {
-            fprintf(stderr, "plateau tune: cannot write %s: %s\n", json, strerror(-rc));
+            fprintf(stderr, "plateau tune: cannot write %s: %s\n", pl_format_esc(json), strerror(-rc));
             status = 1;
         } else {
             printf("json: %s\n", json);

@@ -853,14 +853,15 @@ static void cuda_at_exit(void) {
     warn_line(buf);
 }
 
+static const char *env_get_const(const char *name) { return getenv(name); }
+
 /* A fork child inherits the table's lock in whatever state another thread left it. */
 static void cuda_fork_child(void) { pthread_mutex_init(&live.mu, NULL); }
 
 __attribute__((constructor)) static void pl_cuda_init(void) {
     pthread_atfork(NULL, NULL, cuda_fork_child);
-    const char *d = getenv("PLATEAU_DEBUG_CUDA");
     resolve_dlsym();
     if (!pl_cuda_real_dlsym) warn_line("plateau: the real dlsym cannot be found: CUDA look-ups are not wrapped");
-    cu.debug = d && d[0] >= '1' && d[0] <= '9' ? d[0] - '0' : 0;
+    cu.debug = (int)pl_options_uint(env_get_const, warn_line, "PLATEAU_DEBUG_CUDA", 0, 2, 0);
     if (cu.debug) atexit(cuda_at_exit);
 }

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 void pl_options_default(pl_options_t *o) {
     memset(o, 0, sizeof *o);
@@ -58,8 +59,9 @@ static void bad(void (*warn)(const char *), const char *name, const char *val, c
 static int opt_bool(const char *(*get)(const char *), void (*warn)(const char *), const char *name, bool *v) {
     const char *s = get(name);
     if (!s) return 0;
-    if (!strcmp(s, "1") || !strcmp(s, "yes") || !strcmp(s, "true") || !strcmp(s, "on")) *v = true;
-    else if (!strcmp(s, "0") || !strcmp(s, "no") || !strcmp(s, "false") || !strcmp(s, "off") || !*s) *v = false;
+    if (!strcmp(s, "1") || !strcasecmp(s, "yes") || !strcasecmp(s, "true") || !strcasecmp(s, "on")) *v = true;
+    else if (!strcmp(s, "0") || !strcasecmp(s, "no") || !strcasecmp(s, "false") || !strcasecmp(s, "off") || !*s)
+        *v = false;
     else {
         bad(warn, name, s, "a boolean (0/1, yes/no, true/false, on/off)", *v ? "1" : "0");
         return 1;
@@ -82,6 +84,13 @@ static int opt_range(const char *(*get)(const char *), void (*warn)(const char *
     }
     *v = (uint32_t)x;
     return 0;
+}
+
+uint32_t pl_options_uint(const char *(*get)(const char *), void (*warn)(const char *), const char *name, uint32_t lo,
+                         uint32_t hi, uint32_t def) {
+    uint32_t v = def;
+    opt_range(get, warn, name, lo, hi, &v);
+    return v;
 }
 
 int pl_options_parse(pl_options_t *o, const char *(*get)(const char *), void (*warn)(const char *)) {
@@ -126,6 +135,21 @@ int pl_options_parse(pl_options_t *o, const char *(*get)(const char *), void (*w
     n_bad += opt_bool(get, warn, "PLATEAU_PSS", &o->pss);
     n_bad += opt_bool(get, warn, "PLATEAU_DISABLE", &o->disable);
     n_bad += opt_bool(get, warn, "PLATEAU_QUIET", &o->quiet);
+    s = get("PLATEAU_RUN_ID");
+    if (s) {
+        uint64_t v = 0;
+        size_t n = strspn(s, "0123456789abcdefABCDEF");
+        for (size_t i = 0; i < n && n <= 16; i++) {
+            unsigned c = (unsigned char)s[i];
+            v = v << 4 | (c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+        }
+        if (n && n <= 16 && !s[n] && v) {
+            o->run_id = v;
+        } else {
+            bad(warn, "PLATEAU_RUN_ID", s, "1 to 16 hex digits, not all zero", "no run id");
+            n_bad++;
+        }
+    }
     s = get("PLATEAU_CUPTI");
     if (s) {
         bool on = o->cupti != PL_CUPTI_OFF;

@@ -17,6 +17,7 @@ typedef struct pl_options {
     bool disable;               /* PLATEAU_DISABLE: forward every call, record nothing */
     bool quiet;                 /* PLATEAU_QUIET: no informational line on stderr */
     uint8_t cupti;              /* PLATEAU_CUPTI: pl_cupti_mode_t (default PL_CUPTI_AUTO) */
+    uint64_t run_id;            /* PLATEAU_RUN_ID: 1 to 16 hex digits, not 0, written in the trace header; 0 none */
 } pl_options_t;
 
 /* PLATEAU_CUPTI (docs/env.md): CUPTI memory activity once the program initialises CUDA. */
@@ -31,6 +32,11 @@ void pl_options_default(pl_options_t *o);
 /* Parse every PLATEAU_* option through getenv_fn. Returns the number of malformed values (each reported
  * through warn, which may be NULL). */
 int pl_options_parse(pl_options_t *o, const char *(*getenv_fn)(const char *name), void (*warn)(const char *msg));
+
+/* One more integer option read outside pl_options_parse (PLATEAU_DEBUG_CUDA): decimal digits only, in [lo, hi];
+ * anything else (a sign, a suffix, an exponent, overflow) gives one line through warn and def. */
+uint32_t pl_options_uint(const char *(*getenv_fn)(const char *name), void (*warn)(const char *msg), const char *name,
+                         uint32_t lo, uint32_t hi, uint32_t def);
 
 /* Parse a byte count: digits with an optional suffix K/KiB/M/MiB/G/GiB (powers of 1024) or B. Returns 0 or
  * -EINVAL. Exposed for tests. */

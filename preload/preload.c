@@ -500,7 +500,7 @@ static void start_recording(uint32_t ppid) {
     for (int i = 0; i < PL_RSS_N_SLOTS; i++) pl_fd_register(pl_rss_slot(&st.rss, i));
     st.next_pss_ns = 0;
     pl_trace_header_t h = {.version = PL_TRACE_VERSION, .version_minor = PL_TRACE_VERSION_MINOR, .pid = (uint32_t)getpid(), .ppid = ppid,
-                           .start_mono_ns = pl_now_ns()};
+                           .start_mono_ns = pl_now_ns(), .run_id = pl_g.opt.run_id};
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     h.start_realtime_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
@@ -669,15 +669,16 @@ PL_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
     before_exec(path);
     /* Follow into the new image even when the program passes an environment without LD_PRELOAD. */
     size_t n = 0;
-    bool has_preload = false, has_dir = false;
+    bool has_preload = false, has_dir = false, has_run = !pl_g.opt.run_id;
     for (; envp && envp[n]; n++) {
         if (!strncmp(envp[n], "LD_PRELOAD=", 11)) has_preload = true;
         if (!strncmp(envp[n], "PLATEAU_DIR=", 12)) has_dir = true;
+        if (!strncmp(envp[n], "PLATEAU_RUN_ID=", 15)) has_run = true;
     }
-    if (pl_g.opt.disable || !st.ld_preload[0] || (has_preload && has_dir) || n > 4096)
+    if (pl_g.opt.disable || !st.ld_preload[0] || (has_preload && has_dir && has_run) || n > 4096)
         return real_execve(path, argv, envp);
-    char *env2[n + 3];
-    static char pre[2048 + 16], dir[sizeof pl_g.opt.dir + 16];
+    char *env2[n + 4];
+    static char pre[2048 + 16], dir[sizeof pl_g.opt.dir + 16], run[40];
     size_t k = 0;
     for (size_t i = 0; i < n; i++) env2[k++] = envp[i];
     if (!has_preload) {
@@ -687,6 +688,10 @@ PL_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
     if (!has_dir && pl_g.opt.dir[0]) {
         snprintf(dir, sizeof dir, "PLATEAU_DIR=%s", pl_g.opt.dir);
         env2[k++] = dir;
+    }
+    if (!has_run) {
+        snprintf(run, sizeof run, "PLATEAU_RUN_ID=%016llx", (unsigned long long)pl_g.opt.run_id);
+        env2[k++] = run;
     }
     env2[k] = NULL;
     return real_execve(path, argv, env2);

@@ -243,8 +243,8 @@ int pl_compare_render_text(const pl_compare_t *c, FILE *o) {
     label(c, 1, l[1], sizeof l[1]);
     fprintf(o, "plateau report: comparing two runs\n");
     for (int i = 0; i < 2; i++)
-        fprintf(o, "  %c: %s  pid %lld %s, host allocator %s%s%s%s\n", 'A' + i, c->run[i].source, c->run[i].pid,
-                c->run[i].name, c->run[i].allocator, c->run[i].allocator_from[0] ? " (" : "",
+        fprintf(o, "  %c: %s  pid %lld %s, host allocator %s%s%s%s\n", 'A' + i, pl_format_esc(c->run[i].source),
+                c->run[i].pid, pl_format_esc(c->run[i].name), pl_format_esc(c->run[i].allocator), c->run[i].allocator_from[0] ? " (" : "",
                 c->run[i].allocator_from, c->run[i].allocator_from[0] ? ")" : "");
     fprintf(o, "  %-11s %-34s %-34s\n", "", l[0], l[1]);
     for (size_t k = 0; k < N_TABLE; k++) {

@@ -9,7 +9,6 @@
 #include "extract.h"
 #include "period.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -582,6 +581,7 @@ static int on_record(state_t *s, const pl_trace_record_t *rec) {
     case PL_REC_RSS: return on_rss(s, rec);
     case PL_REC_HEAP: {
         const pl_rec_heap_t *q = &rec->u.heap;
+        if (q->n_alloc + q->n_free > s->xp->n_host_events) s->xp->n_host_events = q->n_alloc + q->n_free;
         /* the host live heap is the malloc family plus anonymous mmap (Python's arenas, a simulated device, and
          * allocators that map directly): the tracer counts them apart, the report judges them together */
         int rc = put(s, A_HEAP, q->step, rec->t_ns, (double)q->live_bytes + (double)q->mmap_live_bytes);
@@ -940,7 +940,13 @@ static void update_cut_short(pl_report_t *r, pl_extract_t *x) {
         const char *b = strrchr(p->file, '/');
         b = b ? b + 1 : (p->file[0] ? p->file : "trace");
         int w;
-        if (p->damaged) /* the report keeps 128 characters: lead with what matters; the full message is in x */
+        /* the file by its base name (the directory is the report's): the reader's message is "FILE: offset N:
+         * what", which fits the report's reason whole; the full message is in x */
+        size_t fl = strlen(p->file);
+        const char *msg = fl && !strncmp(p->error, p->file, fl) && p->error[fl] == ':' ? p->error + fl : NULL;
+        if (p->damaged && msg)
+            w = snprintf(reason, sizeof reason, "damaged tail: %s%s", b, msg);
+        else if (p->damaged)
             w = snprintf(reason, sizeof reason, "damaged tail: %s", p->error);
         else
             w = snprintf(reason, sizeof reason, "%s has no end record: killed (SIGKILL, OOM) or still running", b);
@@ -949,12 +955,27 @@ static void update_cut_short(pl_report_t *r, pl_extract_t *x) {
     }
 }
 
-static void note_open_error(pl_extract_t *x, const char *path, int rc) {
+/* A file left out of the report, with the message saying why. */
+static void note_failed(pl_extract_t *x, const char *msg) {
     x->n_files_failed++;
+    if (x->n_failed_named < PL_EXTRACT_FAILED_NAMED) {
+        char *f = x->failed[x->n_failed_named++];
+        size_t n = strnlen(msg, sizeof x->failed[0] - 1);
+        memcpy(f, msg, n);
+        f[n] = 0;
+    }
     if (x->first_error[0]) return;
+    size_t n = strnlen(msg, sizeof x->first_error - 1);
+    memcpy(x->first_error, msg, n);
+    x->first_error[n] = 0;
+}
+
+static void note_open_error(pl_extract_t *x, const char *path, int rc) {
     const char *m = pl_trace_open_error();
-    if (m && m[0]) copy_str(x->first_error, sizeof x->first_error, m);
-    else snprintf(x->first_error, sizeof x->first_error, "%s: %s", path, strerror(-rc));
+    char msg[512];
+    if (m && m[0]) copy_str(msg, sizeof msg, m);
+    else snprintf(msg, sizeof msg, "%s: %s", path, strerror(-rc));
+    note_failed(x, msg);
 }
 
 int pl_extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd, const char *file,
@@ -1040,8 +1061,6 @@ int pl_extract_mem(pl_report_t *r, pl_extract_t *x, const void *data, size_t len
     return rc;
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
 int pl_extract_path(pl_report_t *r, pl_extract_t *x, const char *path, const pl_extract_opts_t *opts) {
     if (!r || !x || !path) return -EINVAL;
     struct stat sb;
@@ -1052,40 +1071,26 @@ int pl_extract_path(pl_report_t *r, pl_extract_t *x, const char *path, const pl_
         return rc;
     }
     if (!S_ISDIR(sb.st_mode)) return pl_extract_file(r, x, path, opts);
-    DIR *d = opendir(path);
-    if (!d) {
-        int rc = -errno;
-        note_open_error(x, path, rc);
+    pl_trace_dir_t list; /* regular *.pltrace files only (tracer/rundir.c): a FIFO would block the open */
+    int rc = pl_trace_dir_list(path, &list);
+    if (rc) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s: %s", path, strerror(-rc));
+        note_failed(x, msg);
         return rc;
     }
-    char **names = NULL;
-    size_t n = 0, cap = 0;
-    int rc = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        size_t len = strlen(e->d_name);
-        if (len < 8 || strcmp(e->d_name + len - 8, ".pltrace")) continue;
-        if (n == cap) {
-            size_t nc = cap ? cap * 2 : 16;
-            char **nn = realloc(names, nc * sizeof *nn);
-            if (!nn) { rc = -ENOMEM; break; }
-            names = nn;
-            cap = nc;
-        }
-        if (!(names[n] = strdup(e->d_name))) { rc = -ENOMEM; break; }
-        n++;
+    for (size_t i = 0; i < list.n_skipped; i++) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s/%s", path, list.skipped[i]);
+        note_failed(x, msg);
     }
-    closedir(d);
-    if (!rc && n) qsort(names, n, sizeof *names, cmp_str);
     size_t before = x->n_procs;
-    for (size_t i = 0; i < n && !rc; i++) {
-        char full[4096];
-        snprintf(full, sizeof full, "%s/%s", path, names[i]);
-        int frc = extract_file(r, x, full, opts);
+    for (size_t i = 0; i < list.n_paths && !rc; i++) {
+        int frc = extract_file(r, x, list.paths[i], opts);
         if (frc == -ENOMEM) rc = frc;
     }
-    for (size_t i = 0; i < n; i++) free(names[i]);
-    free(names);
+    size_t n = list.n_paths + list.n_skipped;
+    pl_trace_dir_free(&list);
     update_cut_short(r, x);
     if (rc) return rc;
     if (x->n_procs == before) {
@@ -1137,6 +1142,12 @@ static void run_json(const pl_extract_t *x, FILE *o) {
             x->n_procs, x->n_files_failed);
     if (x->first_error[0]) pl_format_json_str(o, x->first_error);
     else fputs("null", o);
+    fputs(",\n    \"failed_files\": [", o); /* the first PL_EXTRACT_FAILED_NAMED, each "FILE: why" */
+    for (size_t i = 0; i < x->n_failed_named; i++) {
+        if (i) fputs(", ", o);
+        pl_format_json_str(o, x->failed[i]);
+    }
+    fputc(']', o);
     fputs(",\n    \"total_pss_bytes\": ", o);
     double pss = pl_extract_total_last(x, PL_METRIC_PSS);
     pl_format_json_num(o, pss > 0 ? pss : NAN);
@@ -1161,9 +1172,13 @@ static void run_json(const pl_extract_t *x, FILE *o) {
                 p->damaged ? "true" : "false");
         if (p->damaged) pl_format_json_str(o, p->error);
         else fputs("null", o);
-        fprintf(o, ", \"records\": %llu, \"lost_records\": %llu, \"steps\": %llu, \"untracked\": %llu,\n",
+        fprintf(o, ", \"records\": %llu, \"lost_records\": %llu, \"host_events\": %llu, \"lost_share\": ",
                 (unsigned long long)p->n_records, (unsigned long long)p->n_lost_records,
-                (unsigned long long)p->n_steps, (unsigned long long)p->n_untracked);
+                (unsigned long long)p->n_host_events);
+        if (p->n_host_events) pl_format_json_num(o, (double)p->n_lost_records / (double)p->n_host_events);
+        else fputs("null", o);
+        fprintf(o, ", \"steps\": %llu, \"untracked\": %llu,\n", (unsigned long long)p->n_steps,
+                (unsigned long long)p->n_untracked);
         if (p->n_cupti_dev_allocs) /* only in traces with CUPTI records */
             fprintf(o, "       \"device_crosscheck\": {\"hook_allocs\": %llu, \"hook_bytes\": %llu, \"cupti_allocs\": %llu, "
                     "\"cupti_bytes\": %llu, \"agree\": %s},\n", (unsigned long long)p->n_hook_dev_allocs,
@@ -1244,7 +1259,7 @@ int pl_extract_render_text(const pl_report_t *r, const pl_extract_t *x, FILE *o)
             else snprintf(rank, sizeof rank, "-");
             fprintf(o, "  %8u %8u %5s %7llu %10s  %-5s  %.60s%s\n", p->pid, p->ppid, rank,
                     (unsigned long long)p->n_steps, isfinite(v) ? pl_format_bytes(v, a, sizeof a) : "-",
-                    proc_leaks(p->proc) ? "yes" : "no", p->cmdline[0] ? p->cmdline : p->proc->name,
+                    proc_leaks(p->proc) ? "yes" : "no", pl_format_esc(p->cmdline[0] ? p->cmdline : p->proc->name),
                     p->damaged ? "  [damaged]" : p->clean_end ? "" : "  [no end record]");
         }
     }
@@ -1254,7 +1269,7 @@ int pl_extract_render_text(const pl_report_t *r, const pl_extract_t *x, FILE *o)
         for (size_t i = 0; i < x->n_procs; i++)
             if (proc_leaks(x->procs[i].proc))
                 fprintf(o, "%spid %lld (%s)", k++ ? ", " : "", (long long)x->procs[i].proc->pid,
-                        x->procs[i].proc->name);
+                        pl_format_esc(x->procs[i].proc->name));
         fputc('\n', o);
     }
     for (size_t i = 0; i < x->n_procs; i++) {
@@ -1268,7 +1283,14 @@ int pl_extract_render_text(const pl_report_t *r, const pl_extract_t *x, FILE *o)
                     (unsigned long long)p->n_cupti_dev_allocs,
                     pl_format_bytes((double)p->cupti_dev_alloc_bytes, b, sizeof b),
                     crosscheck_agrees(p) ? "agree" : "DIFFER (a hook missed calls, or CUPTI dropped records)");
-        if (p->damaged) fprintf(o, "damaged trace, partial report: %s\n", p->error);
+        if (p->damaged) fprintf(o, "damaged trace, partial report: %s\n", pl_format_esc(p->error));
+        if (p->n_lost_records) { /* the writer could not keep up (docs/env.md, PLATEAU_SAMPLE_BYTES) */
+            fprintf(o, "pid %u: the trace lost %llu records", p->pid, (unsigned long long)p->n_lost_records);
+            if (p->n_host_events)
+                fprintf(o, " (%.1f%% of host allocation events)",
+                        100.0 * (double)p->n_lost_records / (double)p->n_host_events);
+            fprintf(o, ": stacks and counts may be incomplete\n");
+        }
         if (!p->n_sites || !proc_leaks(p->proc)) continue; /* growth during a warmup is not a finding */
         fprintf(o, "call sites by live-byte growth (pid %u, sampled, since %s %lld):\n", p->pid,
                 p->n_steps ? "step" : "second", (long long)p->site_tail_step);
@@ -1276,9 +1298,15 @@ int pl_extract_render_text(const pl_report_t *r, const pl_extract_t *x, FILE *o)
             const pl_extract_site_t *st = &p->sites[j];
             fprintf(o, "  %zu. +%s (live %s)\n", j + 1, pl_format_bytes(st->growth_bytes, a, sizeof a),
                     pl_format_bytes(st->live_bytes, b, sizeof b));
-            for (size_t f = 0; f < st->n_frames; f++) fprintf(o, "       %s %s\n", f ? "<-" : "at", st->frames[f]);
+            for (size_t f = 0; f < st->n_frames; f++)
+                fprintf(o, "       %s %s\n", f ? "<-" : "at", pl_format_esc(st->frames[f]));
         }
     }
-    if (x->n_files_failed) fprintf(o, "skipped %zu unreadable file(s): %s\n", x->n_files_failed, x->first_error);
+    if (x->n_files_failed) { /* every one named, up to PL_EXTRACT_FAILED_NAMED, then counted */
+        fprintf(o, "skipped %zu file%s:", x->n_files_failed, x->n_files_failed == 1 ? "" : "s");
+        for (size_t i = 0; i < x->n_failed_named; i++) fprintf(o, "%s %s", i ? ";" : "", pl_format_esc(x->failed[i]));
+        if (x->n_files_failed > x->n_failed_named) fprintf(o, "; and %zu more", x->n_files_failed - x->n_failed_named);
+        fputc('\n', o);
+    }
     return ferror(o) ? -EIO : 0;
 }

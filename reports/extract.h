@@ -47,6 +47,7 @@ typedef struct pl_extract_proc {
     bool damaged;               /* the reader stopped at a bad chunk (error holds its message) */
     char error[256];            /* reader message, "" when clean */
     uint64_t n_records, n_lost_records;
+    uint64_t n_host_events;     /* malloc-family calls (allocations + frees) by the tracer's exact heap totals */
     uint64_t n_steps;           /* step records seen */
     int64_t site_tail_step;     /* step (or time bucket) from which site growth is measured, -1 without sites */
     const char *site_metric;    /* metric whose tail was used ("heap.bytes", ...) or NULL */
@@ -64,11 +65,15 @@ typedef struct pl_extract_proc {
     double auto_confidence;     /* 0..1 */
 } pl_extract_proc_t;
 
+#define PL_EXTRACT_FAILED_NAMED 5 /* failed files named one by one; the rest are counted ("and N more") */
+
 typedef struct pl_extract {
     pl_extract_proc_t *procs;   /* n_procs, owned, in the order files were read */
     size_t n_procs, cap_procs;
-    size_t n_files_failed;      /* files that could not be opened as traces */
+    size_t n_files_failed;      /* files that could not be opened as traces, or were skipped (tracer/rundir.c) */
     char first_error[256];      /* message of the first failed file, "" if none */
+    size_t n_failed_named;      /* messages kept in failed[]: the first PL_EXTRACT_FAILED_NAMED failures */
+    char failed[PL_EXTRACT_FAILED_NAMED][320];
     size_t n_cut_short;         /* processes that make the run cut short (damaged, or root without end record) */
 } pl_extract_t;
 

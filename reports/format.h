@@ -14,6 +14,16 @@ char *pl_format_value(double v, bool is_bytes, char *buf, size_t size);
 /* "45 s", "12 min", "3.5 h", "2.1 d"; "?" for non-finite or negative. */
 char *pl_format_duration(double seconds, char *buf, size_t size);
 
+/* Terminal text: s with every byte that could drive a terminal escaped, so a name from a trace or a directory
+ * (argv[0], a file name, a symbol) prints as what it is. C0 controls and DEL become \n, \t, \r or \xNN; a
+ * backslash becomes \\; bytes that are not valid UTF-8, C1 controls (U+0080..U+009F) and the bidirectional
+ * overrides (U+202A..U+202E, U+2066..U+2069) become \xNN per byte. Other UTF-8 text is kept. pl_format_escape
+ * writes into buf (NUL-terminated; when it does not fit, cut at a whole character and ended with "..."); returns
+ * buf. pl_format_esc returns one of 8 thread-local buffers of 16 KiB, reused round-robin: at most 8 results of
+ * one thread are valid at a time (enough for one printf). NULL prints as "". */
+char *pl_format_escape(const char *s, char *buf, size_t size);
+const char *pl_format_esc(const char *s);
+
 /* JSON: s as a string literal (quotes, backslashes and control characters escaped; NULL = ""), and v as a number
  * ("null" when not finite: JSON has no NaN or infinity). */
 void pl_format_json_str(FILE *o, const char *s);

@@ -81,12 +81,12 @@ int pl_render_text(const pl_report_t *r, FILE *out, const pl_render_text_opts_t 
     if (width < 4) width = 4;
     if (width > 80) width = 80;
     bool ascii = opts && opts->ascii;
-    fprintf(out, "plateau report: %s\n", r->source[0] ? r->source : "(in-memory)");
-    if (r->cut_short) fprintf(out, "run cut short: %s\n", r->cut_reason);
+    fprintf(out, "plateau report: %s\n", r->source[0] ? pl_format_esc(r->source) : "(in-memory)");
+    if (r->cut_short) fprintf(out, "run cut short: %s\n", pl_format_esc(r->cut_reason));
     for (size_t i = 0; i < r->n_procs; i++) {
         const pl_report_process_t *p = r->procs[i];
         fprintf(out, "process %lld", (long long)p->pid);
-        if (p->name[0]) fprintf(out, " %s", p->name);
+        if (p->name[0]) fprintf(out, " %s", pl_format_esc(p->name));
         if (p->rank >= 0) fprintf(out, " (rank %d)", p->rank);
         fputc('\n', out);
         for (int m = 0; m < PL_METRIC__COUNT; m++) {
@@ -102,7 +102,7 @@ int pl_render_text(const pl_report_t *r, FILE *out, const pl_render_text_opts_t 
             fputc('\n', out);
         }
         if (p->n_findings) fprintf(out, "diagnosis:\n");
-        for (size_t k = 0; k < p->n_findings; k++) fprintf(out, "  - %s\n", p->findings[k].text);
+        for (size_t k = 0; k < p->n_findings; k++) fprintf(out, "  - %s\n", pl_format_esc(p->findings[k].text));
     }
     return ferror(out) ? -EIO : 0;
 }

@@ -9,7 +9,6 @@
 
 #include "allocator/internal.h" /* the handle API of the fast replay */
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -327,64 +326,51 @@ static int fold_reader(pl_replay_seq_t *s, pl_trace_reader_t *rd, const char *na
     return 0;
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-static bool ends_with(const char *s, const char *suf) {
-    size_t n = strlen(s), m = strlen(suf);
-    return n >= m && !strcmp(s + n - m, suf);
-}
-
-#define MAX_FILES 4096
-
-/* The trace files of path: itself, or the sorted *.pltrace of a directory. */
-static int list_files(const char *path, char ***out, size_t *n_out, char *err, size_t err_len) {
+/* The trace files of path: itself, or the regular *.pltrace files of a directory (tracer/rundir.c; a FIFO or
+ * a link there is never opened). Files left out are counted in *n_skipped and the first named in skipped. */
+static int list_files(const char *path, char ***out, size_t *n_out, size_t *n_skipped, char *skipped,
+                      size_t skipped_len, char *err, size_t err_len) {
     struct stat st;
     if (stat(path, &st) != 0) {
         int e = errno;
         snprintf(err, err_len, "%s: %s", path, strerror(e));
         return -e;
     }
-    char **files = calloc(MAX_FILES, sizeof *files);
-    if (!files) return -ENOMEM;
-    size_t n = 0;
     if (!S_ISDIR(st.st_mode)) {
-        if (!(files[n++] = strdup(path))) goto nomem;
-    } else {
-        DIR *d = opendir(path);
-        if (!d) {
-            int e = errno;
+        char **files = calloc(1, sizeof *files);
+        if (!files || !(files[0] = strdup(path))) {
             free(files);
-            snprintf(err, err_len, "%s: %s", path, strerror(e));
-            return -e;
+            return -ENOMEM;
         }
-        struct dirent *de;
-        while ((de = readdir(d)) && n < MAX_FILES) {
-            if (!ends_with(de->d_name, ".pltrace")) continue;
-            size_t len = strlen(path) + strlen(de->d_name) + 2;
-            char *p = malloc(len);
-            if (!p) {
-                closedir(d);
-                goto nomem;
-            }
-            snprintf(p, len, "%s/%s", path, de->d_name);
-            files[n++] = p;
-        }
-        closedir(d);
-        if (!n) {
-            free(files);
-            snprintf(err, err_len, "%s: no *.pltrace files in this directory (record one with `plateau run -o %s -- CMD`)",
-                     path, path);
-            return -ENOENT;
-        }
-        qsort(files, n, sizeof *files, cmp_str);
+        *out = files;
+        *n_out = 1;
+        return 0;
     }
-    *out = files;
-    *n_out = n;
+    pl_trace_dir_t list;
+    int rc = pl_trace_dir_list(path, &list);
+    if (rc) {
+        snprintf(err, err_len, "%s: %s", path, strerror(-rc));
+        return rc;
+    }
+    *n_skipped = list.n_skipped;
+    if (list.n_skipped) snprintf(skipped, skipped_len, "%s/%s", path, list.skipped[0]);
+    if (!list.n_paths) {
+        if (list.n_skipped)
+            snprintf(err, err_len, "%s: no readable *.pltrace file in this directory (skipped %zu: %s)", path,
+                     list.n_skipped, skipped);
+        else
+            snprintf(err, err_len,
+                     "%s: no *.pltrace files in this directory (record one with `plateau run -o %s -- CMD`)", path,
+                     path);
+        pl_trace_dir_free(&list);
+        return -ENOENT;
+    }
+    *out = list.paths; /* taken over: freed one by one by the caller */
+    *n_out = list.n_paths;
+    list.paths = NULL;
+    list.n_paths = 0;
+    pl_trace_dir_free(&list);
     return 0;
-nomem:
-    for (size_t i = 0; i < n; i++) free(files[i]);
-    free(files);
-    return -ENOMEM;
 }
 
 static void no_device_message(const char *path, uint64_t n_device_records, char *err, size_t err_len) {
@@ -413,7 +399,9 @@ int pl_replay_extract(const char *path, const pl_replay_opts_t *opts, pl_replay_
     char **files = NULL;
     size_t n_files = 0;
     if (err_len) err[0] = 0;
-    int rc = list_files(path, &files, &n_files, err, err_len);
+    size_t n_skipped = 0;
+    char skipped[sizeof s->skipped] = "";
+    int rc = list_files(path, &files, &n_files, &n_skipped, skipped, sizeof skipped, err, err_len);
     if (rc) return rc;
     scan_t *sc = calloc(1, sizeof *sc);
     if (!sc) {
@@ -427,7 +415,7 @@ int pl_replay_extract(const char *path, const pl_replay_opts_t *opts, pl_replay_
         int orc = pl_trace_open(files[i], &rd);
         if (orc) {
             if (!first_err[0])
-                snprintf(first_err, sizeof first_err, "%s", orc == -EBADMSG ? pl_trace_open_error() : strerror(-orc));
+                snprintf(first_err, sizeof first_err, "%s", pl_trace_open_error()[0] ? pl_trace_open_error() : strerror(-orc));
             if (n_files == 1) rc = orc;
             continue;
         }
@@ -454,6 +442,8 @@ int pl_replay_extract(const char *path, const pl_replay_opts_t *opts, pl_replay_
     s->allocator_id = best->allocator_id;
     s->device = best->device;
     snprintf(s->file, sizeof s->file, "%s", files[best->file]);
+    s->n_skipped_files = n_skipped;
+    snprintf(s->skipped, sizeof s->skipped, "%s", skipped);
     size_t other = (size_t)(sc->n_alloc_records - best->n_allocs);
     pl_trace_reader_t *rd;
     rc = pl_trace_open(files[best->file], &rd);

@@ -60,6 +60,8 @@ typedef struct pl_replay_seq {
     bool have_stats;            /* an alloc_stats record of the chosen allocator was read */
     pl_rec_alloc_stats_t last_stats; /* the last one */
     size_t stats_event;         /* n_events when last_stats was read (replay snapshots its stats there) */
+    size_t n_skipped_files;     /* *.pltrace names of the directory that are not regular files: never opened */
+    char skipped[256];          /* the first of them, "DIR/NAME: why" */
     bool damaged;               /* a reader stopped early (truncated / corrupted); error has its message */
     char error[256];
     /* private: address -> slot while building */

@@ -128,8 +128,14 @@ int pl_replay_load(const char *path, const pl_replay_load_opts_t *o, pl_replay_s
     if (in) memset(in, 0, sizeof *in);
     struct stat st;
     int fd = -1;
-    if (stat(path, &st) != 0 || S_ISDIR(st.st_mode) || (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+    /* O_NONBLOCK: a FIFO must not block the open; anything but a regular file goes to the trace reader, which
+     * refuses it with a message */
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || (fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0)
         return pl_replay_extract(path, &ro, s, err, err_len); /* run directories and the trace reader's errors */
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return pl_replay_extract(path, &ro, s, err, err_len);
+    }
     unsigned char head[64];
     ssize_t n;
     do n = pread(fd, head, sizeof head, 0);

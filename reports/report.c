@@ -36,7 +36,16 @@ void pl_report_destroy(pl_report_t *r) {
 void pl_report_set_cut_short(pl_report_t *r, const char *reason) {
     if (!r) return;
     r->cut_short = true;
-    snprintf(r->cut_reason, sizeof r->cut_reason, "%s", reason ? reason : "trace ended abruptly");
+    if (!reason) reason = "trace ended abruptly";
+    size_t n = strlen(reason);
+    if (n < sizeof r->cut_reason) {
+        memcpy(r->cut_reason, reason, n + 1);
+    } else { /* never cut silently */
+        n = sizeof r->cut_reason - 4;
+        while (n && ((unsigned char)reason[n] & 0xc0) == 0x80) n--; /* not inside a UTF-8 character */
+        memcpy(r->cut_reason, reason, n);
+        memcpy(r->cut_reason + n, "...", 4);
+    }
 }
 
 pl_report_process_t *pl_report_add_process(pl_report_t *r, int64_t pid, int32_t rank, const char *name) {

@@ -60,7 +60,7 @@ typedef struct pl_report_process {
 typedef struct pl_report {
     char source[256];           /* trace or run directory the report is about */
     bool cut_short;             /* the trace ended abruptly (SIGKILL, OOM kill) */
-    char cut_reason[128];
+    char cut_reason[256];       /* whole, or cut with a visible "..." (pl_report_set_cut_short) */
     pl_report_limits_t limits;
     pl_verdict_params_t params; /* defaults from pl_verdict_params_default; limit is set per metric */
     pl_report_process_t **procs;

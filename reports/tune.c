@@ -355,9 +355,12 @@ int pl_tune_render_text(const pl_tune_t *t, const pl_replay_seq_t *s, size_t max
     pl_tune_format_bytes((double)t->capacity_bytes, cap, sizeof cap);
     fprintf(out, "plateau tune: %s (%s source), %zu events (%zu allocations, %zu frees, %zu failed requests), "
             "%zu configs at capacity %s on %u threads\n",
-            s->file, pl_replay_source_name(s->source), s->n_events, s->n_allocs, s->n_frees, s->n_probes,
+            pl_format_esc(s->file), pl_replay_source_name(s->source), s->n_events, s->n_allocs, s->n_frees, s->n_probes,
             t->n_entries, cap, t->n_threads);
-    if (s->damaged) fprintf(out, "warning: the trace is cut short (%s): replaying what was recorded before\n", s->error);
+    if (s->damaged)
+        fprintf(out, "warning: the trace is cut short (%s): replaying what was recorded before\n", pl_format_esc(s->error));
+    if (s->n_skipped_files)
+        fprintf(out, "note: skipped %zu file(s) that are not regular files: %s\n", s->n_skipped_files, pl_format_esc(s->skipped));
     if (s->n_other_streams_records)
         fprintf(out, "note: %zu device allocations of other sources, allocators, devices or files (or pinned host "
                 "memory) are not part of this sequence\n", s->n_other_streams_records);

@@ -266,6 +266,7 @@ void pl_event_header_encode(const pl_trace_header_t *h, uint8_t out[PL_TRACE_HEA
     memcpy(out + 32, &h->start_realtime_ns, 8);
     memcpy(out + 40, &h->start_mono_ns, 8);
     memcpy(out + 48, &h->version_minor, 4);
+    memcpy(out + 52, &h->run_id, 8);
     uint32_t crc = pl_crc_update(0, out, 60);
     memcpy(out + 60, &crc, 4);
 }
@@ -283,6 +284,7 @@ int pl_event_header_decode(const uint8_t in[PL_TRACE_HEADER_BYTES], pl_trace_hea
     memcpy(&h.start_realtime_ns, in + 32, 8);
     memcpy(&h.start_mono_ns, in + 40, 8);
     memcpy(&h.version_minor, in + 48, 4);
+    memcpy(&h.run_id, in + 52, 8); /* reserved and zero before 1.4: no run id */
     *out = h;
     return 0;
 }

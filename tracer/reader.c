@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <plateau/trace.h>
@@ -110,10 +111,23 @@ static pl_trace_reader_t *reader_new(const char *name) {
 int pl_trace_open(const char *path, pl_trace_reader_t **out) {
     pl_trace_reader_t *r = reader_new(path);
     if (!r) return -ENOMEM;
-    r->fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO for reading would block until a writer appears; it is refused below instead */
+    r->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (r->fd < 0) {
         int e = errno;
         snprintf(open_err, sizeof open_err, "%s: %s", path, strerror(e));
+        free(r);
+        return -e;
+    }
+    struct stat sb;
+    int e = fstat(r->fd, &sb) != 0 ? errno : S_ISREG(sb.st_mode) ? 0 : EINVAL;
+    if (e) {
+        if (e == EINVAL)
+            snprintf(open_err, sizeof open_err, "%s: %s, not a regular file: not read", path,
+                     pl_trace_file_kind(sb.st_mode));
+        else
+            snprintf(open_err, sizeof open_err, "%s: %s", path, strerror(e));
+        close(r->fd);
         free(r);
         return -e;
     }

@@ -29,9 +29,10 @@ extern "C" {
 #endif
 
 #define PL_TRACE_VERSION 1u
-#define PL_TRACE_VERSION_MINOR 3u  /* 1.1: module records carry build-id, file size and mtime (appended fields);
+#define PL_TRACE_VERSION_MINOR 4u  /* 1.1: module records carry build-id, file size and mtime (appended fields);
                                     * 1.2: process_start records carry the host allocator (appended fields);
-                                    * 1.3: host_alloc records carry the thread's malloc-call ordinal (appended) */
+                                    * 1.3: host_alloc records carry the thread's malloc-call ordinal (appended);
+                                    * 1.4: the header carries the run id (formerly reserved bytes) */
 #define PL_TRACE_MAX_CHUNK_BYTES (1u << 20)  /* largest chunk payload a reader accepts */
 #define PL_TRACE_MAX_FRAMES 128              /* frames per stack */
 #define PL_TRACE_MAX_ARGV 32                 /* argv entries kept in a process record */
@@ -82,6 +83,7 @@ typedef struct pl_trace_header {
     int64_t start_realtime_ns;  /* CLOCK_REALTIME at trace start */
     int64_t start_mono_ns;      /* CLOCK_MONOTONIC at trace start; record t_ns are CLOCK_MONOTONIC */
     uint32_t version_minor;     /* 0 for traces written before minor versions existed; additive changes only */
+    uint64_t run_id;            /* since 1.4: PLATEAU_RUN_ID of the run that wrote it (plateau run sets it); 0 none */
 } pl_trace_header_t;
 
 typedef struct pl_rec_process {
@@ -229,6 +231,31 @@ PL_TRACE_API const char *pl_trace_error(const pl_trace_reader_t *r);
 PL_TRACE_API uint64_t pl_trace_offset(const pl_trace_reader_t *r);
 
 PL_TRACE_API void pl_trace_close(pl_trace_reader_t *r);
+
+/* The run-id file `plateau run` writes in a run directory: the run id as 16 hex digits and a newline. */
+#define PL_TRACE_RUN_ID_FILE "plateau-run-id"
+
+/* The trace files of a run directory (tracer/rundir.c): every regular file named *.pltrace, sorted by name,
+ * owned by the directory's owner and, when the directory has a run-id file (owned by its owner), whose header
+ * carries that run id. Other files with that name (FIFO, socket, device, directory, symbolic link; planted by
+ * another user; left by another run) are never read: they are listed in `skipped` as "NAME: why", so callers
+ * can say what they left out. */
+typedef struct pl_trace_dir {
+    char **paths;          /* "DIR/NAME" of each trace to read, sorted; owned */
+    size_t n_paths;
+    char **skipped;        /* "NAME: why" of each *.pltrace left out, sorted; owned */
+    size_t n_skipped;
+    uint64_t run_id;       /* the directory's run id, 0 when it has no run-id file (every owned trace is read) */
+    uint32_t owner_uid;    /* the directory's owner */
+} pl_trace_dir_t;
+
+/* List dir into *out (zeroed first). Returns 0, -ENOMEM, or -errno from opendir. Not thread-safe per *out;
+ * release with pl_trace_dir_free (safe on a zeroed or freed list). */
+PL_TRACE_API int pl_trace_dir_list(const char *dir, pl_trace_dir_t *out);
+PL_TRACE_API void pl_trace_dir_free(pl_trace_dir_t *list);
+
+/* "a FIFO", "a directory", ... for a st_mode (messages about files that are not traces). */
+PL_TRACE_API const char *pl_trace_file_kind(unsigned mode);
 
 /* Name of a record type ("step", "device_alloc", ...), "unknown" for others. */
 PL_TRACE_API const char *pl_trace_type_name(pl_rec_type_t type);

@@ -107,6 +107,14 @@ static void test_config_invalid(void **state) {
     parse_bad("roundup_power2_divisions:[>:2,256:1]", "'>' must be the last");
     parse_bad("pinned_num_register_threads:256", "key 'pinned_num_register_threads'");
     parse_bad("backend:cudaMallocAsync", "only native");
+    /* non-ASCII text is quoted whole (it read 'Tr' is not True or False) */
+    parse_bad("expandable_segments:Tr\xc3\xbc" "e", "'Tr\xc3\xbc" "e' is not True or False");
+    parse_bad("max_split_size_mb:2\xc2\xb2", "key 'max_split_size_mb'");
+    parse_bad("m\xc3\xa4x_split_size_mb:100", "key 'm\xc3\xa4x_split_size_mb': unknown key");
+    /* a token longer than the parser keeps is cut visibly */
+    char longer[200];
+    snprintf(longer, sizeof longer, "expandable_segments:%0120d", 1);
+    parse_bad(longer, "...' is not True or False");
 }
 
 static void test_config_env(void **state) {

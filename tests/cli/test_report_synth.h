@@ -31,6 +31,7 @@ typedef struct synth_cfg {
     bool device;           /* write alloc_stats */
     bool teardown;         /* after the last step: everything freed (allocated 0, heap 0), tagged step 0 */
     const char *leak_symbol; /* the leaking frame's dladdr name (NULL = "leaky_collect") */
+    uint64_t lost_records;   /* > 0: one `lost` record of this many, halfway through */
 } synth_cfg_t;
 
 static inline synth_cfg_t synth_default(void) {
@@ -155,6 +156,13 @@ static inline int synth_trace(const char *path, const synth_cfg_t *c) {
                                  .cgroup_current = PL_TRACE_NA, .device_used = PL_TRACE_NA,
                                  .device_total = PL_TRACE_NA};
         EMIT();
+        if (c->lost_records && s == c->n_steps / 2) {
+            memset(&r, 0, sizeof r);
+            r.type = PL_REC_LOST;
+            r.t_ns = t + 6500;
+            r.u.lost = (pl_rec_lost_t){.n_records = c->lost_records, .n_bytes = c->lost_records * 48};
+            EMIT();
+        }
         if (c->with_steps) {
             memset(&r, 0, sizeof r);
             r.type = PL_REC_STEP;

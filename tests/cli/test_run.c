@@ -103,10 +103,12 @@ static void test_run_returns_the_command_status(void **state) {
     char *argv[] = {(char *)plateau, "run", "-o", out, "--", "/bin/sh", "-c", "exit 7", NULL};
     assert_int_equal(run(argv), 7); /* the report printed after it does not change the status */
     assert_non_null(strstr(out_buf, "plateau report:"));
-    char *quiet[] = {(char *)plateau, "run", "-o", out, "--no-report", "--", "/bin/sh", "-c", "exit 0", NULL};
+    char *quiet[] = {(char *)plateau, "run", "-o", out, "--append", "--no-report", "--", "/bin/sh", "-c", "exit 0",
+                     NULL};
     assert_int_equal(run(quiet), 0);
     assert_null(strstr(out_buf, "plateau report:"));
-    char *missing[] = {(char *)plateau, "run", "-o", out, "--no-report", "--", "/nonexistent/program", NULL};
+    char *missing[] = {(char *)plateau, "run", "-o", out, "--append", "--no-report", "--", "/nonexistent/program",
+                       NULL};
     assert_int_equal(run(missing), 127);
 }
 
@@ -136,8 +138,8 @@ static void test_run_host_allocator_jemalloc(void **state) {
                     "grep -c libjemalloc /proc/$$/maps", NULL};
     assert_int_equal(run(argv), 0);
     assert_true(atoi(out_buf) >= 1);
-    char *glibc[] = {(char *)plateau, "run", "-o", out, "--", "/bin/sh", "-c", "grep -c libjemalloc /proc/$$/maps",
-                     NULL};
+    char *glibc[] = {(char *)plateau, "run", "-o", out, "--append", "--", "/bin/sh", "-c",
+                     "grep -c libjemalloc /proc/$$/maps", NULL};
     assert_int_equal(run(glibc), 1); /* grep -c finds nothing: exit 1 */
 }
 

@@ -137,6 +137,74 @@ static void test_options_cupti_mode(void **state) {
     }
 }
 
+/* Booleans: 1/0, yes/no, true/false, on/off in any case (TRUE, Off); nothing else. */
+static void test_options_booleans_any_case(void **state) {
+    (void)state;
+    pl_options_t o;
+    const char *on[] = {"PLATEAU_STEP_SIGNAL=TRUE", "PLATEAU_QUIET=Yes", "PLATEAU_PSS=OFF", "PLATEAU_DISABLE=False",
+                        NULL};
+    assert_int_equal(parse(on, &o), 0);
+    assert_int_equal(n_msgs, 0);
+    assert_true(o.step_signal);
+    assert_true(o.quiet);
+    assert_false(o.pss);
+    assert_false(o.disable);
+    const char *bad[] = {"PLATEAU_STEP_SIGNAL=truthy", "PLATEAU_QUIET=2", NULL};
+    assert_int_equal(parse(bad, &o), 2);
+    assert_int_equal(n_msgs, 2);
+    assert_false(o.step_signal);
+}
+
+/* PLATEAU_DEBUG_CUDA (read by preload/cuda.c through pl_options_uint): digits in range, nothing after them. */
+static void test_options_uint_strict(void **state) {
+    (void)state;
+    static const struct { const char *env; uint32_t want; } ok[] = {
+        {"PLATEAU_DEBUG_CUDA=0", 0}, {"PLATEAU_DEBUG_CUDA=1", 1}, {"PLATEAU_DEBUG_CUDA=2", 2},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        const char *env[] = {ok[i].env, NULL};
+        env_now = env;
+        msgs[0] = 0;
+        n_msgs = 0;
+        assert_int_equal(pl_options_uint(fake_getenv, collect, "PLATEAU_DEBUG_CUDA", 0, 2, 0), ok[i].want);
+        assert_int_equal(n_msgs, 0);
+    }
+    static const char *const bad_values[] = {"PLATEAU_DEBUG_CUDA=1T", "PLATEAU_DEBUG_CUDA=1e3",
+                                             "PLATEAU_DEBUG_CUDA=4294967297", "PLATEAU_DEBUG_CUDA=3",
+                                             "PLATEAU_DEBUG_CUDA=-1", "PLATEAU_DEBUG_CUDA= 1", "PLATEAU_DEBUG_CUDA="};
+    for (size_t i = 0; i < sizeof bad_values / sizeof bad_values[0]; i++) {
+        const char *env[] = {bad_values[i], NULL};
+        env_now = env;
+        msgs[0] = 0;
+        n_msgs = 0;
+        assert_int_equal(pl_options_uint(fake_getenv, collect, "PLATEAU_DEBUG_CUDA", 0, 2, 0), 0);
+        assert_int_equal(n_msgs, 1);
+        assert_non_null(strstr(msgs, "is not an integer in [0, 2]; using the default (0)"));
+    }
+    env_now = NULL;
+    assert_int_equal(pl_options_uint(fake_getenv, collect, "PLATEAU_DEBUG_CUDA", 0, 2, 0), 0); /* unset */
+}
+
+/* PLATEAU_RUN_ID: the run id plateau run gives every process of a run (trace header, 1.4). */
+static void test_options_run_id(void **state) {
+    (void)state;
+    pl_options_t o;
+    assert_int_equal(parse(NULL, &o), 0);
+    assert_true(o.run_id == 0);
+    const char *ok[] = {"PLATEAU_RUN_ID=00f1E2d3c4b5a697", NULL};
+    assert_int_equal(parse(ok, &o), 0);
+    assert_true(o.run_id == 0x00f1e2d3c4b5a697ull);
+    static const char *const bad_values[] = {"PLATEAU_RUN_ID=", "PLATEAU_RUN_ID=0", "PLATEAU_RUN_ID=12345678901234567",
+                                             "PLATEAU_RUN_ID=12g4", "PLATEAU_RUN_ID=-1"};
+    for (size_t i = 0; i < sizeof bad_values / sizeof bad_values[0]; i++) {
+        const char *env[] = {bad_values[i], NULL};
+        assert_int_equal(parse(env, &o), 1);
+        assert_int_equal(n_msgs, 1);
+        assert_true(o.run_id == 0);
+        assert_non_null(strstr(msgs, "is not 1 to 16 hex digits"));
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_options_defaults),
@@ -144,6 +212,9 @@ int main(void) {
         cmocka_unit_test(test_options_malformed_values_keep_defaults),
         cmocka_unit_test(test_options_parse_bytes),
         cmocka_unit_test(test_options_cupti_mode),
+        cmocka_unit_test(test_options_run_id),
+        cmocka_unit_test(test_options_booleans_any_case),
+        cmocka_unit_test(test_options_uint_strict),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -279,6 +279,133 @@ static void test_extract_truncated_partial(void **state) {
     free(b);
 }
 
+/* The reason a run was cut short is never cut: a damaged trace deep in a long directory gives the whole reader
+ * message, the file by its base name (it read "...; the trace ends her" at 128 characters). */
+static void test_extract_cut_reason_whole(void **state) {
+    (void)state;
+    char d[300], p[400];
+    tpath(d, sizeof d, "a-directory-with-a-rather-long-name-as-cluster-scratch-paths-often-are-0123456789abcdef");
+    assert_int_equal(mkdir(d, 0700), 0);
+    snprintf(p, sizeof p, "%s/1234567.0.pltrace", d);
+    synth_cfg_t c = synth_default();
+    assert_int_equal(synth_trace(p, &c), 0);
+    struct stat sb;
+    assert_int_equal(stat(p, &sb), 0);
+    assert_int_equal(truncate(p, sb.st_size - 3000), 0);
+    run_t u;
+    run_file(&u, d);
+    assert_true(u.x.procs[0].damaged);
+    assert_true(u.r->cut_short);
+    const char *reason = u.r->cut_reason;
+    assert_non_null(strstr(reason, "damaged tail: 1234567.0.pltrace: offset "));
+    size_t n = strlen(reason);
+    assert_true(n > 9 && !strcmp(reason + n - 9, "ends here"));
+    bool said = false; /* the diagnosis repeats it whole */
+    for (size_t k = 0; k < u.r->procs[0]->n_findings; k++) said |= strstr(u.r->procs[0]->findings[k].text, reason) != NULL;
+    assert_true(said);
+    run_free(&u);
+    /* a reason longer than the report keeps ends in a visible "..." */
+    pl_report_t *r = pl_report_create("x");
+    char longer[600];
+    memset(longer, 'a', sizeof longer - 1);
+    longer[sizeof longer - 1] = 0;
+    pl_report_set_cut_short(r, longer);
+    n = strlen(r->cut_reason);
+    assert_true(n == sizeof r->cut_reason - 1 && !strcmp(r->cut_reason + n - 3, "..."));
+    pl_report_destroy(r);
+}
+
+/* Every skipped file is named (the first five, then "and N more"), in the text report and in JSON; it used to name
+ * only the first. */
+static void test_extract_skipped_files_named(void **state) {
+    (void)state;
+    char d[256], p[320];
+    tpath(d, sizeof d, "skips");
+    assert_int_equal(mkdir(d, 0700), 0);
+    synth_cfg_t c = synth_default();
+    snprintf(p, sizeof p, "%s/1.0.pltrace", d);
+    assert_int_equal(synth_trace(p, &c), 0);
+    for (int i = 0; i < 7; i++) {
+        snprintf(p, sizeof p, "%s/junk%d.pltrace", d, i);
+        FILE *f = fopen(p, "w");
+        assert_non_null(f);
+        fputs("not a plateau trace, but long enough to hold a header.........................", f);
+        fclose(f);
+    }
+    run_t u;
+    run_file(&u, d);
+    assert_int_equal(u.x.n_files_failed, 7);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(pl_extract_render_text(u.r, &u.x, f), 0);
+    fclose(f);
+    const char *line = strstr(buf, "skipped 7 files: ");
+    assert_non_null(line);
+    for (int i = 0; i < 5; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "junk%d.pltrace: ", i);
+        const char *at = strstr(line, name);
+        assert_non_null(at);
+        assert_true(!memchr(line, '\n', (size_t)(at - line))); /* on the one line */
+    }
+    assert_null(strstr(buf, "junk5.pltrace"));
+    assert_non_null(strstr(line, "; and 2 more\n"));
+    free(buf);
+    buf = NULL;
+    f = open_memstream(&buf, &len);
+    assert_int_equal(pl_extract_render_json(u.r, &u.x, f, 0), 0);
+    fclose(f);
+    const char *ff = strstr(buf, "\"failed_files\": [\"");
+    assert_non_null(ff);
+    assert_non_null(strstr(ff, "junk4.pltrace: "));
+    assert_true(strstr(ff, "junk4.pltrace: ") < strchr(ff, ']'));
+    free(buf);
+    run_free(&u);
+}
+
+/* Records the writer dropped are said, with their share of the host allocation events, in text and JSON (a
+ * `--sample-bytes 0` storm kept 3.4M of 16M allocations and the report did not say so). */
+static void test_extract_lost_records_said(void **state) {
+    (void)state;
+    char p[256];
+    tpath(p, sizeof p, "lost.pltrace");
+    synth_cfg_t c = synth_default();
+    c.lost_records = 48; /* of 160 steps x (2 allocations + 1 free) = 480 host events: 10% */
+    assert_int_equal(synth_trace(p, &c), 0);
+    run_t u;
+    run_file(&u, p);
+    assert_int_equal(u.x.procs[0].n_lost_records, 48);
+    assert_int_equal(u.x.procs[0].n_host_events, 480);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(pl_extract_render_text(u.r, &u.x, f), 0);
+    fclose(f);
+    assert_non_null(strstr(buf, "pid 4242: the trace lost 48 records (10.0% of host allocation events): stacks and "
+                                "counts may be incomplete\n"));
+    free(buf);
+    buf = NULL;
+    f = open_memstream(&buf, &len);
+    assert_int_equal(pl_extract_render_json(u.r, &u.x, f, 0), 0);
+    fclose(f);
+    assert_non_null(strstr(buf, "\"lost_records\": 48, \"host_events\": 480, \"lost_share\": 0.1,"));
+    free(buf);
+    run_free(&u);
+    /* none lost: no line */
+    tpath(p, sizeof p, "kept.pltrace");
+    c.lost_records = 0;
+    assert_int_equal(synth_trace(p, &c), 0);
+    run_file(&u, p);
+    buf = NULL;
+    f = open_memstream(&buf, &len);
+    assert_int_equal(pl_extract_render_text(u.r, &u.x, f), 0);
+    fclose(f);
+    assert_null(strstr(buf, "lost"));
+    free(buf);
+    run_free(&u);
+}
+
 static void test_extract_run_directory(void **state) {
     (void)state;
     char d[256], p[300];
@@ -582,6 +709,9 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_extract_time_buckets),
         cmocka_unit_test(test_extract_killed_no_end_record),
         cmocka_unit_test(test_extract_truncated_partial),
+        cmocka_unit_test(test_extract_cut_reason_whole),
+        cmocka_unit_test(test_extract_skipped_files_named),
+        cmocka_unit_test(test_extract_lost_records_said),
         cmocka_unit_test(test_extract_run_directory),
         cmocka_unit_test(test_extract_bad_inputs),
         cmocka_unit_test(test_extract_bounded_points),

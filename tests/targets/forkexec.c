@@ -1,5 +1,6 @@
 /* Target: fork + exec. The parent allocates and steps; a forked child allocates, steps, then execs this
- * program again with "exec" (the new image allocates and steps); the parent waits. Usage: forkexec. */
+ * program again with "exec" (the new image allocates and steps); the parent waits. Usage: forkexec [clearenv];
+ * with clearenv the child execs with an empty environment (the tracer puts its variables back). */
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +21,10 @@ int main(int argc, char **argv) {
         void *b = malloc(2000);
         step();
         free(b);
+        if (argc > 1 && !strcmp(argv[1], "clearenv")) {
+            char *args[] = {argv[0], "exec", NULL}, *env[] = {NULL};
+            execve("/proc/self/exe", args, env);
+        }
         execl("/proc/self/exe", argv[0], "exec", (char *)NULL);
         _exit(126);
     }

@@ -213,6 +213,12 @@ static void test_event_header_round_trip_and_checks(void **state) {
     pl_event_header_encode(&h, b);
     assert_int_equal(pl_event_header_decode(b, &o), 0);
     assert_int_equal(o.version_minor, PL_TRACE_VERSION_MINOR);
+    assert_true(o.run_id == 0); /* none given: the reserved bytes of older files */
+    h.run_id = 0x0123456789abcdefull;
+    pl_event_header_encode(&h, b);
+    assert_int_equal(pl_event_header_decode(b, &o), 0);
+    assert_true(o.run_id == 0x0123456789abcdefull);
+    assert_int_equal(o.pid, 12);
     b[20] ^= 1;
     assert_int_equal(pl_event_header_decode(b, &o), -EBADMSG);
     h.version = PL_TRACE_VERSION + 1;
