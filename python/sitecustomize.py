@@ -1,9 +1,9 @@
 # plateau's bootstrap for Python programs (docs/python.md). `plateau run` puts this file's directory first on
 # PYTHONPATH, so Python's `site` imports this module at start-up instead of the next `sitecustomize` on sys.path.
 # It does two things, in this order:
-#   1. loads plateau's small bootstrap (plateau/_boot.py: an import watch that hooks optimizer steps once the
-#      program imports torch.optim), unless PLATEAU_PYTHON=0; any failure is swallowed (one stderr line with
-#      PLATEAU_DEBUG=1);
+#   1. imports the plateau package (plateau/__init__.py: it installs an import watch that hooks optimizer steps
+#      once the program imports torch.optim, and imports nothing else), unless PLATEAU_PYTHON=0; any failure is
+#      swallowed (one stderr line with PLATEAU_DEBUG=1);
 #   2. runs the `sitecustomize` it shadows (the next one on sys.path), as `site` would have, and leaves it in
 #      sys.modules under that name; its own errors reach `site` unchanged.
 # PYTHONPATH reaches every child process, Python 2 and other versions included: this file must parse and run on
@@ -18,8 +18,7 @@ def _plateau_boot():
     if os.environ.get("PLATEAU_PYTHON", "1").strip().lower() in ("0", "no", "false", "off"):
         return
     try:
-        from plateau import _boot
-        _boot.start()
+        import plateau  # installs the torch.optim watch (plateau/__init__.py), imports nothing else
     except Exception as e:  # never change what the program does
         if os.environ.get("PLATEAU_DEBUG", "0").strip().lower() not in ("", "0", "no", "false", "off"):
             try:
@@ -31,25 +30,25 @@ def _plateau_boot():
 def _plateau_chain():
     import os
     import sys
-    try:
-        here = os.path.realpath(os.path.dirname(os.path.abspath(__file__)))
-        rest = []
-        for p in sys.path:
-            try:
-                if os.path.realpath(os.path.abspath(p or ".")) == here:
-                    continue
-            except Exception:
-                pass
-            rest.append(p)
+    try:  # sys.path without this directory (plateau run puts it there as a real path; abspath is cheap)
+        here = os.path.dirname(os.path.abspath(__file__))
+        rest = [p for p in sys.path if os.path.abspath(p or ".") != here]
     except Exception:
         return
     if sys.version_info >= (3, 4):
-        from importlib.machinery import PathFinder
-        import importlib.util
-        spec = PathFinder.find_spec("sitecustomize", rest)
+        # the interpreter's own frozen import machinery: importlib.util would cost ~5 ms of imports (contextlib,
+        # functools, collections) and importlib.machinery another few hundred microseconds
+        boot = sys.modules.get("_frozen_importlib")
+        finder = sys.modules.get("_frozen_importlib_external")
+        finder = getattr(finder, "PathFinder", None)
+        module_from_spec = getattr(boot, "module_from_spec", None)
+        if finder is None or module_from_spec is None:
+            from importlib.machinery import PathFinder as finder
+            from importlib.util import module_from_spec
+        spec = finder.find_spec("sitecustomize", rest)
         if spec is None or spec.loader is None:
             return
-        mod = importlib.util.module_from_spec(spec)
+        mod = module_from_spec(spec)
         sys.modules["sitecustomize"] = mod
         spec.loader.exec_module(mod)
     else:  # Python 2 and early 3

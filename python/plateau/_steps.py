@@ -7,9 +7,8 @@ How a step is seen (docs/python.md, "Steps"):
   `self._optimizer_step_code()` after each step that returns normally. That method is an empty profiler entry
   point defined once on the base class: wrapping it there sees every optimizer's completed steps, including
   subclasses defined after us, without touching `step` itself.
-Neither is installed until the program imports torch.optim: a watch at the front of sys.meta_path answers for that
-one name, wraps the real loader for that one module, and removes itself. A program that never imports torch pays
-one string comparison per import.
+Neither is installed, and this module is not imported, until the program imports torch.optim (the watch in
+plateau/__init__.py).
 
 Several optimizers (a GAN's D and G, or a model with two parameter groups in two optimizers): one step per
 iteration. The first optimizer that steps paces the count; the others' steps are not boundaries. When another
@@ -24,8 +23,6 @@ import sys
 
 from . import _native
 
-_WATCHED = "torch.optim"
-_installed = False
 _patched = False
 _lock = None          # threading.Lock, created when torch.optim is patched
 _pacer = None         # weakref to the pacing optimizer (or a strong ref if it cannot be weakly referenced)
@@ -100,7 +97,7 @@ def patch(optim):
     try:
         import threading
         _lock = threading.Lock()
-        mod = getattr(optim, "optimizer", None) or sys.modules.get(_WATCHED + ".optimizer")
+        mod = getattr(optim, "optimizer", None) or sys.modules.get("torch.optim.optimizer")
         register = getattr(mod, "register_optimizer_step_post_hook", None)
         if register is not None:
             register(_post_hook)
@@ -122,75 +119,3 @@ def patch(optim):
         return "step-code"
     except Exception:
         return None
-
-
-class _Loader(object):
-    """The real loader of torch.optim, plus a call to patch() after the module ran. It puts the real loader back on
-    the module and its spec before running it, so nothing after the import can see this object."""
-
-    def __init__(self, real):
-        self._real = real
-
-    def create_module(self, spec):
-        create = getattr(self._real, "create_module", None)
-        return create(spec) if create is not None else None
-
-    def exec_module(self, module):
-        try:
-            module.__loader__ = self._real
-            if getattr(module, "__spec__", None) is not None:
-                module.__spec__.loader = self._real
-        except Exception:
-            pass
-        self._real.exec_module(module)
-        patch(module)
-
-    def __getattr__(self, name):
-        return getattr(self._real, name)
-
-
-class _Watch(object):
-    """A sys.meta_path entry that answers only for torch.optim, then removes itself."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name != _WATCHED:
-            return None
-        try:
-            self.remove()
-            for finder in list(sys.meta_path):
-                find = getattr(finder, "find_spec", None)
-                if find is None:
-                    continue
-                spec = find(name, path, target)
-                if spec is not None:
-                    if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                        spec.loader = _Loader(spec.loader)
-                    return spec
-        except Exception:
-            pass
-        return None  # the import system goes on with the next finders, as without us
-
-    def remove(self):
-        try:
-            sys.meta_path.remove(self)
-        except ValueError:
-            pass
-
-    def invalidate_caches(self):
-        pass
-
-
-def install():
-    """Hook optimizer steps now if torch.optim is already imported, else when it is. Idempotent; never raises."""
-    global _installed
-    try:
-        if _installed:
-            return
-        _installed = True
-        optim = sys.modules.get(_WATCHED)
-        if optim is not None:
-            patch(optim)
-        else:
-            sys.meta_path.insert(0, _Watch())
-    except Exception:
-        pass
