@@ -12,8 +12,9 @@ Usage: test_python.py MODE [ARGS]   (meson passes the paths in the environment, 
                                      chain on every interpreter found (pyenv 2.7, 3.6 ... 3.13): no torch needed
   package                            pip install ./python in a fresh venv; step/mark outside plateau (one note);
                                      the callbacks against duck-typed trainers under plateau run mark steps
-  callbacks_real                     the callbacks inside real transformers / Lightning trainers (skips when
-                                     neither imports with this torch)
+  callbacks_real                     the callbacks are the real frameworks' types; a real transformers Trainer
+                                     (tests/python/hf_trainer.py) gets exact steps and marks (skips when neither
+                                     framework imports; PL_FRAMEWORK_PYTHON picks another interpreter)
 Exit 77 = skipped (the reason is printed).
 """
 import glob
@@ -438,13 +439,30 @@ print("real:", " ".join(ok))
 
 
 def mode_callbacks_real(argv):
-    r = subprocess.run([TORCH_PY, "-c", REAL], capture_output=True, text=True, env=clean_env(PYTHONPATH=PYDIR))
+    # PL_FRAMEWORK_PYTHON: an interpreter with transformers / Lightning (by hand: a venv over Debian's torch 1.13
+    # with transformers 4.30.2 and accelerate 0.20.3, the last that import with it); default the torch one
+    py = os.environ.get("PL_FRAMEWORK_PYTHON") or TORCH_PY
+    r = subprocess.run([py, "-c", REAL], capture_output=True, text=True, env=clean_env(PYTHONPATH=PYDIR))
     assert r.returncode == 0, r.stdout + r.stderr
     print(r.stdout.strip())
     if r.stdout.strip().endswith("real:"):
         print("skip: neither transformers nor Lightning imports with this interpreter's torch (PyPI's current "
               "versions need torch >= 2; Debian's is 1.13); the duck-typed tests (python.package) still ran")
         sys.exit(SKIP)
+    if "transformers" not in r.stdout.split("real:")[-1]:
+        return
+    hf = os.path.join(SRC, "tests", "python", "hf_trainer.py")
+    with tempfile.TemporaryDirectory(prefix="pl-py-hf-") as tmp:
+        # a real Trainer, 6 optimizer steps of 2 micro-batches: the bootstrap alone, then with the callback
+        d, r = plateau_run(tmp, "hf", [py, hf, "--steps", "6", "--accum", "2"])
+        (row,) = traces(d, "hf_trainer.py")
+        assert row["steps_optimizer"] == 6 and row["steps_api"] == 0, f"Trainer, bootstrap only: {row}"
+        d, r = plateau_run(tmp, "hf_cb", [py, hf, "--steps", "6", "--accum", "2", "--callback"])
+        (row,) = traces(d, "hf_trainer.py")
+        assert row["steps_optimizer"] + row["steps_api"] == 6 and row["steps_api"] == 5, f"Trainer + callback: {row}"
+        assert row["marks"] == ["epoch 0", "evaluate at step 3", "evaluate at step 6"], row["marks"]
+        print(f"ok: a real transformers Trainer: 6 steps with the bootstrap alone and with the callback, marks "
+              f"{row['marks']}")
 
 
 if __name__ == "__main__":
