@@ -18,7 +18,8 @@
  * waits for the kernel's task-list lock that a group kill holds while it signals every member; a witness that
  * saw the signal is replaced by a fresh one. Stop signals (SIGTSTP, SIGTTIN, SIGTTOU) are relayed the same way
  * and then stop plateau too, as their default action did; SIGCONT is relayed when it was sent to plateau alone.
- * When plateau itself is killed (SIGKILL), CMD runs on and its traces stay in DIR for `plateau report DIR`. */
+ * When plateau itself is killed (SIGKILL), CMD runs on and its traces stay in DIR for `plateau report DIR`.
+ * Python programs: PYTHONPATH gains plateau's bootstrap directory (python_bootstrap_env, docs/python.md). */
 #include "config.h"
 
 #include <dirent.h>
@@ -211,6 +212,56 @@ static bool find_jemalloc(char *out, size_t n) {
             return true;
         }
     return false;
+}
+
+/* The Python bootstrap (docs/python.md): put the directory holding plateau's sitecustomize.py and the plateau
+ * package first on PYTHONPATH, unless PLATEAU_PYTHON is off. Found through PLATEAU_PYTHON_DIR, else next to this
+ * executable (build tree: build/python; install: <prefix>/share/plateau/python). Not finding it only costs the
+ * optimizer steps: say so once and run the command anyway. */
+static void python_bootstrap_env(void) {
+    const char *onoff = getenv("PLATEAU_PYTHON");
+    char low[8] = "";
+    for (size_t i = 0; onoff && onoff[i] && i + 1 < sizeof low; i++)
+        low[i] = (char)(onoff[i] >= 'A' && onoff[i] <= 'Z' ? onoff[i] + 32 : onoff[i]);
+    if (onoff && strlen(onoff) < sizeof low &&
+        (!strcmp(low, "0") || !strcmp(low, "no") || !strcmp(low, "false") || !strcmp(low, "off")))
+        return;
+    char dir[PATH_MAX] = "";
+    const char *env = getenv("PLATEAU_PYTHON_DIR");
+    char exe[PATH_MAX];
+    ssize_t len;
+    if (env && *env) {
+        snprintf(dir, sizeof dir, "%s", env);
+    } else if ((len = readlink("/proc/self/exe", exe, sizeof exe - 1)) > 0) {
+        exe[len] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) *slash = 0;
+        static const char *const rel[] = {"../python", "../share/plateau/python"};
+        for (size_t i = 0; i < sizeof rel / sizeof rel[0] && !dir[0]; i++) {
+            char cand[PATH_MAX + 64];
+            snprintf(cand, sizeof cand, "%s/%s/sitecustomize.py", exe, rel[i]);
+            if (!is_file(cand)) continue;
+            snprintf(cand, sizeof cand, "%s/%s", exe, rel[i]);
+            if (!realpath(cand, dir)) dir[0] = 0;
+        }
+    }
+    char site[PATH_MAX + 32];
+    snprintf(site, sizeof site, "%s/sitecustomize.py", dir);
+    if (!dir[0] || !is_file(site)) {
+        fprintf(stderr, "plateau run: the Python bootstrap (sitecustomize.py) was not found%s%s; Python programs get "
+                        "no optimizer steps (set PLATEAU_PYTHON_DIR, or PLATEAU_PYTHON=0 to silence this)\n",
+                dir[0] ? " in " : "", dir);
+        return;
+    }
+    const char *old = getenv("PYTHONPATH");
+    size_t n = strlen(dir);
+    if (old && !strncmp(old, dir, n) && (old[n] == 0 || old[n] == ':')) return; /* already first (nested runs) */
+    size_t pp_len = n + (old ? strlen(old) : 0) + 2;
+    char *pp = malloc(pp_len);
+    if (!pp) return;
+    snprintf(pp, pp_len, "%s%s%s", dir, old && *old ? ":" : "", old && *old ? old : "");
+    setenv("PYTHONPATH", pp, 1);
+    free(pp);
 }
 
 static bool parse_u64(const char *s, uint64_t *out) {
@@ -469,6 +520,7 @@ int pl_cli_run(int argc, char **argv) {
     }
     if (steps_signal) setenv("PLATEAU_STEP_SIGNAL", "1", 1);
     setenv("PLATEAU_QUIET", getenv("PLATEAU_QUIET") ? getenv("PLATEAU_QUIET") : "1", 1);
+    python_bootstrap_env();
 
     /* Signals are blocked before the fork (none is lost or kills us meanwhile) and taken by sigwaitinfo. */
     sigset_t relayed, waited, old_mask;

@@ -287,13 +287,32 @@ static void do_step(pl_step_source_t source, int64_t t) {
     pl_device_emit_stats(step);
 }
 
-PL_EXPORT void plateau_step(void) {
-    if (!atomic_load_explicit(&pl_g.active, memory_order_relaxed)) return;
+/* Explicit steps win over automatic ones (include/plateau/step.h, plateau_step_auto): once the program has called
+ * plateau_step(), plateau_step_auto() records nothing; the first explicit call right after an automatic step is
+ * that same boundary (the usual `opt.step(); plateau_step()`), so it records nothing either. */
+static atomic_bool step_explicit_seen;  /* plateau_step() has been called in this process image */
+static atomic_bool step_last_auto;      /* the last recorded step came from plateau_step_auto() */
+
+static void step_now(pl_step_source_t source) {
     pl_tl_guard++;
-    do_step(PL_STEP_API_CALL, pl_now_ns());
+    do_step(source, pl_now_ns());
     atomic_store(&st.rss_requested, true);
     futex_wake(&st.wake);
     pl_tl_guard--;
+}
+
+PL_EXPORT void plateau_step(void) {
+    if (!atomic_load_explicit(&pl_g.active, memory_order_relaxed)) return;
+    bool first = !atomic_exchange(&step_explicit_seen, true);
+    if (atomic_exchange(&step_last_auto, false) && first) return;
+    step_now(PL_STEP_API_CALL);
+}
+
+PL_EXPORT void plateau_step_auto(void) {
+    if (!atomic_load_explicit(&pl_g.active, memory_order_relaxed)) return;
+    if (atomic_load(&step_explicit_seen)) return;
+    atomic_store(&step_last_auto, true);
+    step_now(PL_STEP_OPTIMIZER);
 }
 
 PL_EXPORT void plateau_mark(const char *label) {

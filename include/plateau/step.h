@@ -7,7 +7,7 @@
  *     void (*step)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "plateau_step");
  *     if (step) step();
  *
- * From Python (preloaded): ctypes.CDLL(None).plateau_step()
+ * From Python: `import plateau; plateau.step()` (python/, docs/python.md), or ctypes.CDLL(None).plateau_step()
  *
  * Thread safety: both are safe from any thread; they never allocate from the traced heap, never block on
  * I/O (records go to an in-memory buffer that a writer thread flushes), and never fail (when recording is
@@ -32,6 +32,13 @@ extern "C" {
 
 /* End of one training step (after the optimizer update). Steps are numbered from 1 in the trace. */
 PL_STEP_API void plateau_step(void);
+
+/* End of one training step, found automatically: what the Python bootstrap calls after each optimizer step
+ * (docs/python.md). Explicit steps win: once the program has called plateau_step(), this records nothing; and the
+ * first plateau_step() that follows an automatic step directly (no other step between them) is taken as that same
+ * boundary and records nothing, so `optimizer.step(); plateau_step()` counts once per iteration. Auto steps
+ * recorded before the first explicit call stay in the trace (step source 3). Same thread safety as plateau_step(). */
+PL_STEP_API void plateau_step_auto(void);
 
 /* A named point in time (e.g. "eval-begin", "epoch 3"). label is copied (truncated to 63 bytes); NULL = "". */
 PL_STEP_API void plateau_mark(const char *label);

@@ -63,7 +63,11 @@ typedef enum pl_rec_type {
     PL_REC_TYPE_MAX = 20
 } pl_rec_type_t;
 
-typedef enum pl_step_source { PL_STEP_API_CALL = 0, PL_STEP_SIGNAL = 1, PL_STEP_AUTO = 2 } pl_step_source_t;
+/* PL_STEP_AUTO: synthesised by the report's period detection; PL_STEP_OPTIMIZER: plateau_step_auto() (the Python
+ * bootstrap's optimizer hook, python/plateau/_steps.py) */
+typedef enum pl_step_source {
+    PL_STEP_API_CALL = 0, PL_STEP_SIGNAL = 1, PL_STEP_AUTO = 2, PL_STEP_OPTIMIZER = 3
+} pl_step_source_t;
 
 typedef enum pl_host_kind {
     PL_HOST_MALLOC = 0, PL_HOST_CALLOC = 1, PL_HOST_REALLOC = 2, PL_HOST_MEMALIGN = 3, PL_HOST_MMAP = 4

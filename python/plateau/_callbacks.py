@@ -1,0 +1,86 @@
+"""Callbacks for Hugging Face transformers' Trainer and for Lightning, built on first use.
+
+Each subclasses its framework's callback base when that framework imports (frameworks check the type), and is a
+plain class otherwise (tests, or duck-typed trainers): then any other `on_*` hook is a no-op. Both call
+plateau.step() once per optimizer step (accumulation-aware: the frameworks' global step counts optimizer steps)
+and plateau.mark() around evaluation, so they also work where the bootstrap did not run.
+"""
+import sys
+
+
+def _import_first(names):
+    """The first importable attribute among 'module:attr' names, preferring modules the program already loaded."""
+    loaded = [n for n in names if n.split(":")[0] in sys.modules]
+    for n in loaded + [n for n in names if n not in loaded]:
+        mod, attr = n.split(":")
+        try:
+            __import__(mod)
+            return getattr(sys.modules[mod], attr)
+        except Exception:
+            continue
+    return None
+
+
+class _NoOpHooks(object):
+    """Any on_* hook the framework may call and we do not define does nothing (duck-typed use only)."""
+
+    def __getattr__(self, name):
+        if name.startswith("on_"):
+            return lambda *args, **kwargs: None
+        raise AttributeError(name)
+
+
+def _api():
+    import plateau
+    return plateau
+
+
+def make_TrainerCallback():
+    base = _import_first(["transformers:TrainerCallback", "transformers.trainer_callback:TrainerCallback"])
+    bases = (base,) if base is not None else (_NoOpHooks,)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        """After each optimizer step (Trainer's global_step counts accumulated batches once)."""
+        _api().step()
+
+    def on_evaluate(self, args, state, control, **kwargs):
+        _api().mark("evaluate at step %s" % (getattr(state, "global_step", "?"),))
+
+    def on_epoch_begin(self, args, state, control, **kwargs):
+        _api().mark("epoch %s" % (getattr(state, "epoch", "?"),))
+
+    doc = ("plateau's callback for transformers.Trainer: plateau.step() at on_step_end (once per optimizer step), "
+           "a mark at on_evaluate and at each epoch. Usage: Trainer(..., callbacks=[plateau.TrainerCallback()]).")
+    return type("TrainerCallback", bases, {"__doc__": doc, "__module__": "plateau", "on_step_end": on_step_end,
+                                           "on_evaluate": on_evaluate, "on_epoch_begin": on_epoch_begin})
+
+
+def make_LightningCallback():
+    base = _import_first(["lightning.pytorch:Callback", "pytorch_lightning:Callback"])
+    bases = (base,) if base is not None else (_NoOpHooks,)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, *args, **kwargs):
+        """Lightning calls this per batch; trainer.global_step moves once per optimizer step (accumulation too)."""
+        g = getattr(trainer, "global_step", None)
+        last = self.__dict__.get("_plateau_last_global_step")
+        if g is not None and g != last:
+            self.__dict__["_plateau_last_global_step"] = g
+            if last is not None or g > 0:
+                _api().step()
+
+    def on_train_epoch_start(self, trainer, pl_module, *args, **kwargs):
+        _api().mark("epoch %s" % (getattr(trainer, "current_epoch", "?"),))
+
+    def on_validation_start(self, trainer, pl_module, *args, **kwargs):
+        _api().mark("validation-begin")
+
+    def on_validation_end(self, trainer, pl_module, *args, **kwargs):
+        _api().mark("validation-end")
+
+    doc = ("plateau's callback for Lightning: plateau.step() once per optimizer step (when trainer.global_step "
+           "moves), marks around validation and at each epoch. Usage: Trainer(callbacks=[plateau.LightningCallback()]).")
+    return type("LightningCallback", bases, {"__doc__": doc, "__module__": "plateau",
+                                             "on_train_batch_end": on_train_batch_end,
+                                             "on_train_epoch_start": on_train_epoch_start,
+                                             "on_validation_start": on_validation_start,
+                                             "on_validation_end": on_validation_end})

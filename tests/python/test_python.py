@@ -1,0 +1,470 @@
+#!/usr/bin/env python3
+"""The python.* tests: plateau's Python bootstrap, optimizer steps and the `plateau` package (docs/python.md).
+
+Usage: test_python.py MODE [ARGS]   (meson passes the paths in the environment, see tests/python/meson.build)
+  steps N [--explicit] [TRAIN ARGS]  tests/python/train.py (unmodified torch) under plateau run: the report's step
+                                     count is exactly N; the trace's steps are optimizer steps (or, with --explicit,
+                                     the program's own plateau_step() calls, counted once)
+  sitecustomize                      a program with its own sitecustomize on PYTHONPATH: it still runs; steps exact
+  disabled                           PLATEAU_PYTHON=0: no bootstrap, no optimizer steps
+  env                                what plateau run gives Python children: PYTHONPATH, spawn workers, -m, -I
+  unit                               the step rule, the import watch, the torch hooks (fakes), the sitecustomize
+                                     chain on every interpreter found (pyenv 2.7, 3.6 ... 3.13): no torch needed
+  package                            pip install ./python in a fresh venv; step/mark outside plateau (one note);
+                                     the callbacks against duck-typed trainers under plateau run mark steps
+  callbacks_real                     the callbacks are the real frameworks' types; a real transformers Trainer
+                                     (tests/python/hf_trainer.py) gets exact steps and marks (skips when neither
+                                     framework imports; PL_FRAMEWORK_PYTHON picks another interpreter)
+Exit 77 = skipped (the reason is printed).
+"""
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+PLATEAU = os.environ["PL_PLATEAU"]
+TRACE_STEPS = os.environ.get("PL_TRACE_STEPS", "")
+SRC = os.environ["PL_SRC"]                # source root
+PYDIR = os.environ["PL_PYTHON_DIR"]       # build/python: what plateau run puts on PYTHONPATH
+TORCH_PY = os.environ.get("PL_TORCH_PYTHON", "/usr/bin/python3")
+TRAIN = os.path.join(SRC, "tests", "python", "train.py")
+SKIP = 77
+
+
+def need_torch():
+    r = subprocess.run([TORCH_PY, "-c", "import torch"], capture_output=True, text=True)
+    if r.returncode != 0:
+        print(f"skip: {TORCH_PY} cannot import torch: {r.stderr.strip().splitlines()[-1:]}")
+        sys.exit(SKIP)
+
+
+def clean_env(**extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PLATEAU_") and k != "PYTHONPATH"}
+    env.update(extra)
+    return env
+
+
+def plateau_run(tmp, name, cmd, env=None, check=True):
+    d = os.path.join(tmp, name)
+    r = subprocess.run([PLATEAU, "run", "--no-report", "-o", d, "--"] + cmd, capture_output=True, text=True,
+                       timeout=240, env=env if env is not None else clean_env())
+    if check:
+        assert r.returncode == 0, f"{name}: plateau run exited {r.returncode}\n{r.stdout}\n{r.stderr}"
+    return d, r
+
+
+def traces(d, script):
+    """trace_steps' line for each trace of d whose argv names `script`."""
+    files = sorted(glob.glob(os.path.join(d, "*.pltrace")))
+    out = subprocess.run([TRACE_STEPS] + files, capture_output=True, text=True, check=True).stdout
+    rows = [json.loads(line) for line in out.splitlines()]
+    return [row for row in rows if any(script in a for a in row["argv"])]
+
+
+def report_steps(tmp, d, script):
+    """The step count `plateau report --json` gives the process running `script` (and whether detection made it)."""
+    j = d + ".json"
+    r = subprocess.run([PLATEAU, "report", d, "--json", j], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, f"plateau report exited {r.returncode}\n{r.stderr}"
+    with open(j) as f:
+        rep = json.load(f)
+    procs = [p for p in rep["run"]["processes"] if script in p["argv"]]
+    assert len(procs) == 1, f"expected one process running {script}: {rep['run']['processes']}"
+    pid = procs[0]["pid"]
+    return procs[0]["steps"], f"pid {pid}: steps auto-detected" in r.stdout
+
+
+def check_steps(tmp, name, n, args, env=None, explicit=False):
+    d, r = plateau_run(tmp, name, [TORCH_PY, TRAIN, "--steps", str(n)] + args, env=env)
+    print(r.stdout.strip())
+    steps, detected = report_steps(tmp, d, "train.py")
+    assert not detected, f"{name}: the report fell back to period detection"
+    assert steps == n, f"{name}: the report has {steps} steps, the script made {n} optimizer steps"
+    (row,) = traces(d, "train.py")
+    if explicit:  # the first optimizer step is recorded before the program's first plateau_step(), which joins it
+        assert row["steps_optimizer"] == 1 and row["steps_api"] == n - 1, f"{name}: {row}"
+    else:
+        assert row["steps_optimizer"] == n and row["steps_api"] == 0, f"{name}: {row}"
+    print(f"ok: {name}: {steps} steps for {n} optimizer steps ({row['steps_optimizer']} from the optimizer hook)")
+
+
+def mode_steps(argv):
+    need_torch()
+    n = int(argv[0])
+    explicit = "--explicit" in argv
+    with tempfile.TemporaryDirectory(prefix="pl-py-steps-") as tmp:
+        check_steps(tmp, "steps", n, argv[1:], explicit=explicit)
+
+
+def write(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+
+
+USER_SITE = """import os
+path = os.environ.get("PL_TEST_MARKER")
+if path:
+    with open(path, "a") as f:
+        f.write("user sitecustomize ran\\n")
+"""
+
+
+def mode_sitecustomize(argv):
+    need_torch()
+    with tempfile.TemporaryDirectory(prefix="pl-py-site-") as tmp:
+        user = os.path.join(tmp, "user")
+        write(os.path.join(user, "sitecustomize.py"), USER_SITE)
+        marker = os.path.join(tmp, "marker")
+        env = clean_env(PYTHONPATH=user, PL_TEST_MARKER=marker)
+        check_steps(tmp, "sitecustomize", 6, [], env=env)
+        with open(marker) as f:
+            assert f.read() == "user sitecustomize ran\n", "the program's sitecustomize did not run exactly once"
+        print("ok: the program's own sitecustomize ran once")
+
+
+def mode_disabled(argv):
+    need_torch()
+    with tempfile.TemporaryDirectory(prefix="pl-py-off-") as tmp:
+        d, r = plateau_run(tmp, "off", [TORCH_PY, TRAIN, "--steps", "6"], env=clean_env(PLATEAU_PYTHON="0"))
+        (row,) = traces(d, "train.py")
+        assert row["steps_optimizer"] == 0 and row["steps_api"] == 0, f"PLATEAU_PYTHON=0 still gave steps: {row}"
+        print("ok: PLATEAU_PYTHON=0: no optimizer steps")
+
+
+CHILD = r"""import multiprocessing as mp, os, sys
+def probe(q):
+    q.put(("plateau" in sys.modules, "torch" in sys.modules, "ctypes" in sys.modules))
+if __name__ == "__main__":
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=probe, args=(q,))
+    p.start()
+    spawned = q.get(timeout=60)
+    p.join()
+    print(repr({"pythonpath": os.environ.get("PYTHONPATH", ""), "main": ("plateau" in sys.modules,
+                "torch" in sys.modules, "ctypes" in sys.modules), "spawn": spawned}))
+"""
+
+
+def mode_env(argv):
+    with tempfile.TemporaryDirectory(prefix="pl-py-env-") as tmp:
+        child = os.path.join(tmp, "child.py")
+        write(child, CHILD)
+        py = TORCH_PY if os.path.exists(TORCH_PY) else sys.executable
+
+        def probe(name, env, extra=()):
+            d, r = plateau_run(tmp, name, [py] + list(extra) + [child], env=env)
+            return eval(r.stdout.strip().splitlines()[-1])
+
+        got = probe("on", clean_env(PYTHONPATH="/nonexistent-pl-test"))
+        assert got["pythonpath"] == PYDIR + ":/nonexistent-pl-test", got
+        # bootstrap loaded in the program and in its spawn worker; neither torch nor ctypes imported by it
+        assert got["main"] == (True, False, False) and got["spawn"] == (True, False, False), got
+        got = probe("off", clean_env(PLATEAU_PYTHON="0"))
+        assert got["pythonpath"] == "" and got["main"][0] is False and got["spawn"][0] is False, got
+        got = probe("isolated", clean_env(), ["-I"])  # documented limit: -I ignores PYTHONPATH
+        assert got["main"][0] is False, got
+        # python -m: site runs before the module
+        mod = os.path.join(tmp, "m.py")
+        write(mod, "import sys\nprint('plateau' in sys.modules)\n")
+        d, r = plateau_run(tmp, "dash_m2", [py, "-m", "m"], env=clean_env(PYTHONPATH=tmp))
+        assert r.stdout.strip() == "True", r.stdout
+        print("ok: PYTHONPATH prepended, bootstrap in the program, its spawn worker and -m; off with "
+              "PLATEAU_PYTHON=0; absent with -I (documented)")
+
+
+# ---------------------------------------------------------------------------------------------- unit
+
+
+class FakeOpt(object):
+    pass
+
+
+def unit_rule():
+    sys.path.insert(0, PYDIR)
+    from plateau import _steps
+    _steps._native._funcs = {}  # no tracer: boundaries are only counted
+
+    def run(seq):
+        _steps.reset()
+        for o in seq:
+            _steps.on_step(o)
+        return _steps.n_boundaries
+
+    a, b = FakeOpt(), FakeOpt()
+    assert run([a] * 5) == 5
+    assert run([a, b] * 5) == 5, "GAN: one step per iteration"
+    assert run([b, a] * 5) == 5
+    assert run(([a] * 5 + [b]) * 3) == 15, "the optimizer stepping most paces (WGAN critic)"
+    assert run([a] * 3 + [b] * 4) == 6, "pacing moves to a new optimizer after its second step"
+    _steps.reset()
+    c = FakeOpt()
+    for o in [c, c]:
+        _steps.on_step(o)
+    del c, o
+    import gc
+    gc.collect()
+    for o in [b, b, b]:
+        _steps.on_step(o)
+    assert _steps.n_boundaries == 5, "a collected pacer hands over at once"
+    _steps.on_step(None)  # never raises, whatever it is given
+    print("ok: unit: step rule (one, two, uneven, switched, collected optimizers)")
+
+
+def unit_hooks():
+    import types
+    sys.path.insert(0, PYDIR)
+    from plateau import _steps
+    _steps._native._funcs = {}
+    # torch >= 2.0: the global post hook
+    hooks = []
+    mod = types.SimpleNamespace(register_optimizer_step_post_hook=hooks.append)
+    _steps._patched = False
+    assert _steps.patch(types.SimpleNamespace(optimizer=mod)) == "global-hook"
+    _steps.reset()
+    o = FakeOpt()
+    hooks[0](o, (), {})
+    hooks[0](o, (), {})
+    assert _steps.n_boundaries == 2
+    # torch 1.13: the profiler entry point every step wrapper calls
+    calls = []
+
+    class Optimizer(object):
+        def _optimizer_step_code(self):
+            calls.append(self)
+
+    class Adam(Optimizer):
+        pass
+
+    _steps._patched = False
+    assert _steps.patch(types.SimpleNamespace(optimizer=types.SimpleNamespace(Optimizer=Optimizer))) == "step-code"
+    _steps.reset()
+    x = Adam()
+    x._optimizer_step_code()
+    x._optimizer_step_code()
+    assert calls == [x, x] and _steps.n_boundaries == 2
+    # a hook that fails to install is no exception
+    _steps._patched = False
+
+    def boom(h):
+        raise RuntimeError("no")
+    assert _steps.patch(types.SimpleNamespace(optimizer=types.SimpleNamespace(
+        register_optimizer_step_post_hook=boom))) is None
+    print("ok: unit: torch >= 2 global hook, torch 1.13 _optimizer_step_code, failures swallowed")
+
+
+FAKE_TORCH = {
+    "torch/__init__.py": "from torch import optim as optim\n",
+    "torch/optim/__init__.py": "from .optimizer import Optimizer\nfrom . import optimizer\n",
+    "torch/optim/optimizer.py": "hooks = []\ndef register_optimizer_step_post_hook(h):\n    hooks.append(h)\n"
+                                "class Optimizer(object):\n    pass\n",
+}
+
+
+def unit_watch(tmp):
+    fake = os.path.join(tmp, "fake")
+    for k, v in FAKE_TORCH.items():
+        write(os.path.join(fake, k), v)
+    prog = ("import sys\n"
+            "w = [f for f in sys.meta_path if type(f).__name__ == '_Watch']\n"
+            "assert len(w) == 1 and sys.meta_path[0] is w[0], sys.meta_path\n"
+            "assert 'torch' not in sys.modules and 'ctypes' not in sys.modules\n"
+            "import json\n"  # an unrelated import goes through untouched
+            "import torch\n"
+            "from importlib.machinery import SourceFileLoader\n"
+            "assert type(torch.optim.__loader__) is SourceFileLoader, torch.optim.__loader__\n"
+            "assert type(torch.optim.__spec__.loader) is SourceFileLoader\n"
+            "assert not [f for f in sys.meta_path if type(f).__name__ == '_Watch'], 'watch not removed'\n"
+            "assert len(torch.optim.optimizer.hooks) == 1, 'step hook not installed'\n"
+            "print('watch ok')\n")
+    r = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True,
+                       env=clean_env(PYTHONPATH=PYDIR + ":" + fake))
+    assert r.returncode == 0 and r.stdout.strip() == "watch ok", f"import watch: {r.stdout}\n{r.stderr}"
+    print("ok: unit: the import watch hooks torch.optim on import, leaves its real loader, removes itself")
+
+
+def interpreters():
+    found = [sys.executable]
+    if os.path.exists("/usr/bin/python3"):
+        found.append("/usr/bin/python3")
+    root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    for exe in sorted(glob.glob(os.path.join(root, "versions", "*", "bin", "python"))):
+        found.append(exe)
+    return found
+
+
+def unit_chain(tmp):
+    user = os.path.join(tmp, "user")
+    write(os.path.join(user, "sitecustomize.py"), USER_SITE)
+    bad = os.path.join(tmp, "bad")
+    write(os.path.join(bad, "sitecustomize.py"), "raise ValueError('boom from the program sitecustomize')\n")
+    prog = ("import sys; m = sys.modules.get('sitecustomize'); "
+            "print('%s %s' % ('plateau' in sys.modules, getattr(m, '__file__', None)))")
+    seen = []
+    for i, py in enumerate(interpreters()):
+        ver = subprocess.run([py, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True,
+                             text=True)
+        if ver.returncode != 0:
+            continue
+        v = tuple(int(x) for x in ver.stdout.split("."))
+        marker = os.path.join(tmp, "marker-%d" % i)
+        r = subprocess.run([py, "-c", prog], capture_output=True, text=True,
+                           env=clean_env(PYTHONPATH=PYDIR + ":" + user, PL_TEST_MARKER=marker, PLATEAU_DEBUG="1"))
+        assert r.returncode == 0 and r.stderr == "", f"{py}: {r.returncode} {r.stderr}"
+        loaded, site = r.stdout.split()
+        assert loaded == str(v >= (3, 7)), f"{py}: bootstrap loaded: {loaded}"
+        assert os.path.realpath(site.rstrip("c")) == os.path.realpath(os.path.join(user, "sitecustomize.py")), \
+            f"{py}: sys.modules['sitecustomize'] is {site}, not the program's"
+        with open(marker) as f:
+            assert f.read() == "user sitecustomize ran\n", f"{py}: the program's sitecustomize did not run once"
+        # a failing sitecustomize fails the same way with and without the bootstrap in front of it
+        runs = [subprocess.run([py, "-c", "print('main ran')"], capture_output=True, text=True,
+                               env=clean_env(PYTHONPATH=pp)) for pp in (bad, PYDIR + ":" + bad)]
+        assert runs[0].returncode == runs[1].returncode == 0 and runs[0].stdout == runs[1].stdout == "main ran\n"
+        assert runs[0].stderr == runs[1].stderr and "sitecustomize" in runs[1].stderr, \
+            f"{py}: {runs[0].stderr!r} != {runs[1].stderr!r}"
+        seen.append("%d.%d" % v)
+    assert seen, "no interpreter ran"
+    print("ok: unit: sitecustomize chain and failure identical on " + " ".join(seen))
+
+
+def mode_unit(argv):
+    unit_rule()
+    unit_hooks()
+    with tempfile.TemporaryDirectory(prefix="pl-py-unit-") as tmp:
+        unit_watch(tmp)
+        unit_chain(tmp)
+
+
+# ---------------------------------------------------------------------------------------------- package
+
+DUCK = r"""import sys, types
+import plateau
+# Hugging Face: the Trainer calls on_step_end once per optimizer step; other hooks are no-ops
+hf = plateau.TrainerCallback()
+args, control = types.SimpleNamespace(), types.SimpleNamespace()
+state = types.SimpleNamespace(global_step=0, epoch=0.0)
+hf.on_train_begin(args, state, control)
+hf.on_epoch_begin(args, state, control)
+for s in range(1, 6):
+    hf.on_step_begin(args, state, control)
+    state.global_step = s
+    hf.on_step_end(args, state, control)
+hf.on_evaluate(args, state, control, metrics={})
+# Lightning: on_train_batch_end per batch, global_step moves once per 2 batches (gradient accumulation)
+lc = plateau.LightningCallback()
+tr = types.SimpleNamespace(global_step=0, current_epoch=0)
+lc.on_train_epoch_start(tr, None)
+for b in range(8):
+    if b % 2 == 1:
+        tr.global_step += 1
+    lc.on_train_batch_end(tr, None, None, None, b)
+lc.on_validation_start(tr, None)
+lc.on_validation_end(tr, None)
+plateau.mark("done")
+print("duck ok", plateau.__file__)
+"""
+
+
+def mode_package(argv):
+    with tempfile.TemporaryDirectory(prefix="pl-py-pkg-") as tmp:
+        src = os.path.join(tmp, "src")
+        shutil.copytree(os.path.join(SRC, "python"), src, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        venv = os.path.join(tmp, "venv")
+        base = TORCH_PY if os.path.exists(TORCH_PY) else sys.executable
+        subprocess.run([base, "-m", "venv", "--system-site-packages", "--without-pip", venv], check=True)
+        vpy = os.path.join(venv, "bin", "python")
+        r = subprocess.run([vpy, "-m", "pip", "install", "-q", "--no-index", "--no-build-isolation", src],
+                           capture_output=True, text=True, env=clean_env(PIP_DISABLE_PIP_VERSION_CHECK="1"))
+        if r.returncode != 0 and "No module named pip" in r.stderr:
+            print(f"skip: {base} has no pip: {r.stderr.strip()}")
+            sys.exit(SKIP)
+        assert r.returncode == 0, f"pip install failed:\n{r.stdout}\n{r.stderr}"
+        site = subprocess.run([vpy, "-c", "import plateau, sysconfig; print(plateau.__file__); "
+                               "print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True,
+                              cwd=tmp, env=clean_env())
+        assert site.returncode == 0, site.stderr
+        path, purelib = site.stdout.split()
+        assert path.startswith(venv), f"plateau imported from {path}, not the venv"
+        assert not os.path.exists(os.path.join(purelib, "sitecustomize.py")), "pip installed the bootstrap file"
+        print(f"ok: pip install ./python into a fresh venv: {path}")
+        # outside plateau run: one note, then nothing, and the program's own output and status unchanged
+        r = subprocess.run([vpy, "-c", "import plateau\nplateau.step()\nplateau.mark('x')\nplateau.step()\n"
+                            "print('out')\nraise SystemExit(3)"], capture_output=True, text=True, cwd=tmp,
+                           env=clean_env())
+        notes = [x for x in r.stderr.splitlines() if x.startswith("plateau:")]
+        assert r.returncode == 3 and r.stdout == "out\n" and len(notes) == 1 and r.stderr.count("\n") == 1, \
+            f"outside plateau run: rc {r.returncode} {r.stdout!r} {r.stderr!r}"
+        print("ok: outside plateau run: one note, then no-ops")
+        # the callbacks against duck-typed trainers, under plateau run, with the installed package only
+        duck = os.path.join(tmp, "duck.py")
+        write(duck, DUCK)
+        d, r = plateau_run(tmp, "duck", [vpy, duck], env=clean_env(PLATEAU_PYTHON="0"))
+        assert r.stdout.startswith("duck ok " + venv), r.stdout
+        (row,) = traces(d, "duck.py")
+        assert row["steps_api"] == 5 + 4 and row["steps_optimizer"] == 0, f"callback steps: {row}"
+        want = ["epoch 0.0", "evaluate at step 5", "epoch 0", "validation-begin", "validation-end", "done"]
+        assert row["marks"] == want, f"marks {row['marks']} != {want}"
+        print(f"ok: callbacks under plateau run: {row['steps_api']} steps, marks {row['marks']}")
+
+
+REAL = r"""import sys
+import plateau
+ok = []
+try:
+    import transformers
+except Exception as e:
+    print("transformers: cannot import: %s: %s" % (type(e).__name__, e))
+else:
+    cb = plateau.TrainerCallback()
+    assert isinstance(cb, transformers.TrainerCallback)
+    cb.on_step_end(None, transformers.TrainerState(global_step=1), transformers.TrainerControl())
+    ok.append("transformers")
+for name in ("lightning.pytorch", "pytorch_lightning"):
+    try:
+        __import__(name)
+    except Exception as e:
+        print("%s: cannot import: %s: %s" % (name, type(e).__name__, e))
+    else:
+        base = sys.modules[name].Callback
+        assert isinstance(plateau.LightningCallback(), base)
+        ok.append(name)
+        break
+print("real:", " ".join(ok))
+"""
+
+
+def mode_callbacks_real(argv):
+    # PL_FRAMEWORK_PYTHON: an interpreter with transformers / Lightning (by hand: a venv over Debian's torch 1.13
+    # with transformers 4.30.2 and accelerate 0.20.3, the last that import with it); default the torch one
+    py = os.environ.get("PL_FRAMEWORK_PYTHON") or TORCH_PY
+    r = subprocess.run([py, "-c", REAL], capture_output=True, text=True, env=clean_env(PYTHONPATH=PYDIR))
+    assert r.returncode == 0, r.stdout + r.stderr
+    print(r.stdout.strip())
+    if r.stdout.strip().endswith("real:"):
+        print("skip: neither transformers nor Lightning imports with this interpreter's torch (PyPI's current "
+              "versions need torch >= 2; Debian's is 1.13); the duck-typed tests (python.package) still ran")
+        sys.exit(SKIP)
+    if "transformers" not in r.stdout.split("real:")[-1]:
+        return
+    hf = os.path.join(SRC, "tests", "python", "hf_trainer.py")
+    with tempfile.TemporaryDirectory(prefix="pl-py-hf-") as tmp:
+        # a real Trainer, 6 optimizer steps of 2 micro-batches: the bootstrap alone, then with the callback
+        d, r = plateau_run(tmp, "hf", [py, hf, "--steps", "6", "--accum", "2"])
+        (row,) = traces(d, "hf_trainer.py")
+        assert row["steps_optimizer"] == 6 and row["steps_api"] == 0, f"Trainer, bootstrap only: {row}"
+        d, r = plateau_run(tmp, "hf_cb", [py, hf, "--steps", "6", "--accum", "2", "--callback"])
+        (row,) = traces(d, "hf_trainer.py")
+        assert row["steps_optimizer"] + row["steps_api"] == 6 and row["steps_api"] == 5, f"Trainer + callback: {row}"
+        assert row["marks"] == ["epoch 0", "evaluate at step 3", "evaluate at step 6"], row["marks"]
+        print(f"ok: a real transformers Trainer: 6 steps with the bootstrap alone and with the callback, marks "
+              f"{row['marks']}")
+
+
+if __name__ == "__main__":
+    mode = sys.argv[1]
+    globals()["mode_" + mode](sys.argv[2:])
