@@ -1,9 +1,9 @@
 /* allocator/batch.h: a sequence of mallocs and frees run inside the allocator (not installed).
  *
- * The fast replay (reports/replay.c) drives the handle API once per recorded event; across the library boundary
+ * The fast replay (tune/replay.c) drives the handle API once per recorded event; across the library boundary
  * each event cost a call, a return and the callee's register saves, as much as a cached malloc itself. A batch
  * runs the loop here instead, on the same code (malloc_block / free_allocated, no lock, no ptr map), so the
- * compiler inlines the per-event work into it. The op layout is the replay's event array (reports/replay.h
+ * compiler inlines the per-event work into it. The op layout is the replay's event array (tune/replay.h
  * defines pl_replay_event_t as pl_alloc_op_t), so nothing is copied.
  * The caller owns the allocator on one thread, as for the handle API (internal.h).
  */

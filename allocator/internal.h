@@ -246,7 +246,7 @@ void pl_alloc_segment_link(pl_alloc_t *a, pl_segment_t *seg);
 void pl_alloc_segment_unlink(pl_alloc_t *a, pl_segment_t *seg);
 bool pl_alloc_block_is_split(const pl_block_t *b);
 
-/* The handle API (reports/replay.c's fast replay): malloc and free without the lock and without the ptr map.
+/* The handle API (tune/replay.c's fast replay): malloc and free without the lock and without the ptr map.
  * Same decisions, stats, events and OOM path as pl_alloc_malloc / pl_alloc_free; the block's address is b->addr.
  * The caller guarantees that no other thread uses the allocator while it calls these (a replay creates its own
  * allocator and never shares it), and frees only blocks it got from pl_alloc_malloc_block, each once (a block that

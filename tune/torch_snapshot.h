@@ -1,4 +1,4 @@
-/* reports/torch_snapshot: a PyTorch CUDA memory snapshot (torch.cuda.memory._dump_snapshot(), a pickle) as a replay
+/* tune/torch_snapshot: a PyTorch CUDA memory snapshot (torch.cuda.memory._dump_snapshot(), a pickle) as a replay
  * sequence (docs/tune.md, "PyTorch memory snapshots").
  *
  * What is read: snapshot['device_traces'][device], the caching allocator's own event history, in order:

@@ -1,4 +1,4 @@
-/* reports/pickle: a strict reader of the data-only subset of Python's pickle format (protocols 2..5), enough for
+/* tune/pickle: a strict reader of the data-only subset of Python's pickle format (protocols 2..5), enough for
  * PyTorch memory snapshots (torch.cuda.memory._dump_snapshot(): dicts, lists, tuples, str, bytes, int, float,
  * bool, None) and nothing more (docs/tune.md, "Other tools' recordings").
  *

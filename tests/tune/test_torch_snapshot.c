@@ -1,7 +1,7 @@
-/* reports/torch_snapshot + reports/replay_input: PyTorch memory snapshot fixtures (tools/gen-snapshot-fixtures.py,
+/* tune/torch_snapshot + tune/replay_input: PyTorch memory snapshot fixtures (tools/gen-snapshot-fixtures.py,
  * Python's pickle module, the schema torch/cuda/_memory_viz.py reads) -> replay sequence -> replay / tune.
  * The expected numbers come from each fixture's sidecar JSON, computed by the generator independently of plateau.
- * usage: test_reports_torch_snapshot FIXTURE_DIR (tests/fixtures/snapshots)
+ * usage: test_tune_torch_snapshot FIXTURE_DIR (tests/fixtures/snapshots)
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -16,9 +16,9 @@
 
 #include "../common/files.h"
 
-#include "reports/replay_input.h"
-#include "reports/torch_snapshot.h"
-#include "reports/tune.h"
+#include "tune/replay_input.h"
+#include "tune/torch_snapshot.h"
+#include "tune/tune.h"
 
 static const char *fixture_dir;
 
@@ -145,7 +145,7 @@ static void test_torch_snapshot_requested_only(void **state) {
 }
 
 /* The fragmentation fixture: the defaults OOM at 100 MiB on the 12 MiB request (event 45), expandable segments
- * fit, and tune ranks an expandable config first (as for the crafted trace in reports.tune). */
+ * fit, and tune ranks an expandable config first (as for the crafted trace in tune.tune). */
 static void test_torch_snapshot_frag_tune(void **state) {
     (void)state;
     char *json = slurp("frag.json", NULL);

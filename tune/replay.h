@@ -1,4 +1,4 @@
-/* reports/replay: a recorded run's device allocation sequence, replayed through plateau's allocator (docs/tune.md).
+/* tune/replay: a recorded run's device allocation sequence, replayed through plateau's allocator (docs/tune.md).
  *
  * Extraction streams the trace(s) twice: pass 1 counts device_alloc records per (file, source, allocator, device)
  * and picks one stream of requests (plateau's allocator hook first, then CUDA runtime, driver, CUPTI; most records
@@ -9,7 +9,7 @@
  * Replay runs the array through pl_alloc on a sim backend with touch = false (address space only) and collects peak
  * allocated / reserved, device calls, OOMs and reserved-but-unallocated at the peak. Deterministic: same sequence,
  * same config, same capacity -> same result, whatever thread runs it.
- * Data flow: tracer reader -> pl_replay_extract -> pl_replay_run (x N configs in reports/tune.c) -> cli.
+ * Data flow: tracer reader -> pl_replay_extract -> pl_replay_run (x N configs in tune/tune.c) -> cli.
  * Thread safety: a sequence is read-only during pl_replay_run, so many runs may share one.
  */
 #pragma once

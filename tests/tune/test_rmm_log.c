@@ -1,7 +1,7 @@
-/* reports/rmm_log: RMM logging_resource_adaptor CSV logs (tests/fixtures/rmm, written by
+/* tune/rmm_log: RMM logging_resource_adaptor CSV logs (tests/fixtures/rmm, written by
  * tools/gen-snapshot-fixtures.py from the same histories as the snapshot fixtures) -> replay sequence -> replay /
  * tune; strictness: every malformed line is refused with its line and column; a cut last line is damage.
- * usage: test_reports_rmm_log FIXTURE_DIR (tests/fixtures/rmm)
+ * usage: test_tune_rmm_log FIXTURE_DIR (tests/fixtures/rmm)
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -16,8 +16,8 @@
 
 #include "../common/files.h"
 
-#include "reports/rmm_log.h"
-#include "reports/tune.h"
+#include "tune/rmm_log.h"
+#include "tune/tune.h"
 
 static const char *fixture_dir;
 

@@ -1,4 +1,4 @@
-/* reports/pickle: strict data-only pickle reader (see pickle.h for the design and the safety rules).
+/* tune/pickle: strict data-only pickle reader (see pickle.h for the design and the safety rules).
  *
  * Invariants while parsing: every value on the stack, in the memo and in a cell is < n_values; a container's n
  * counts its cells (dict: key and value cells); members are placed contiguously by one stable counting sort at STOP,

@@ -1,4 +1,4 @@
-/* reports/torch_snapshot: PyTorch memory snapshot pickle -> replay sequence (see torch_snapshot.h).
+/* tune/torch_snapshot: PyTorch memory snapshot pickle -> replay sequence (see torch_snapshot.h).
  *
  * Schema read (torch/cuda/_memory_viz.py and MemoryViz.js read the same):
  *   {'segments': [{'device', 'address', 'total_size', 'blocks': [{'size', 'requested_size', 'state'}], ...}],

@@ -1,4 +1,4 @@
-/* reports/replay: the fast replay (the allocator's unlocked handle API, no hook, peaks from the stats) and the
+/* tune/replay: the fast replay (the allocator's unlocked handle API, no hook, peaks from the stats) and the
  * reference replay (public locked API + tracking hook) give the same pl_replay_result_t, field by field, on generated
  * sequences under configs that exercise every allocator path: expandable segments, max_split_size,
  * garbage_collection_threshold, roundup_power2_divisions, a small device with OOMs and probes, several streams, and
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "reports/replay.h"
+#include "tune/replay.h"
 #include "../common/replay_confs.h"
 
 #define MiB ((uint64_t)1 << 20)

@@ -1,9 +1,9 @@
-/* reports/pickle: the data-only pickle reader.
+/* tune/pickle: the data-only pickle reader.
  * Fixtures (tests/fixtures/snapshots/opcodes_p{2,3,4,5}.pickle, written by Python's own pickle module through
  * tools/gen-snapshot-fixtures.py) hold every value type Python writes for plain data; hand-built byte strings cover
  * the opcodes Python only writes for huge values (LONG4, BINUNICODE8, BINBYTES8, LONG_BINGET, DUP), the refused
  * opcodes (their error text is checked), malformed input, truncation at every byte and the limits.
- * usage: test_reports_pickle FIXTURE_DIR
+ * usage: test_tune_pickle FIXTURE_DIR
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -18,7 +18,7 @@
 
 #include "../common/files.h"
 
-#include "reports/pickle.h"
+#include "tune/pickle.h"
 
 static const char *fixture_dir;
 

@@ -1,4 +1,4 @@
-/* reports/rmm_log: RMM logging_resource_adaptor CSV -> replay sequence (see rmm_log.h). One pass, line by line;
+/* tune/rmm_log: RMM logging_resource_adaptor CSV -> replay sequence (see rmm_log.h). One pass, line by line;
  * nothing is copied out of the caller's buffer. */
 #include "rmm_log.h"
 

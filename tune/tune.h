@@ -1,4 +1,4 @@
-/* reports/tune: replay one allocation sequence under a grid of allocator settings and rank them (docs/tune.md).
+/* tune/tune: replay one allocation sequence under a grid of allocator settings and rank them (docs/tune.md).
  *
  * A grid is a list of keys, each with a list of values (a value "default" leaves the key unset); its configs are
  * every combination, in odometer order (last key fastest), each parsed by pl_alloc_config_parse so a bad value is

@@ -1,4 +1,4 @@
-/* reports/replay: device allocation sequence from a trace -> compact event array -> pl_alloc on a sim device.
+/* tune/replay: device allocation sequence from a trace -> compact event array -> pl_alloc on a sim device.
  *
  * Invariants: every FREE event names a slot whose ALLOC precedes it and that no other event reuses in between;
  * n_slots bounds every slot; the event array never grows past max_events. Extraction keeps one chunk of the trace,

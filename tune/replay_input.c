@@ -1,4 +1,4 @@
-/* reports/replay_input: sniff an input and hand it to the reader of its format (see replay_input.h).
+/* tune/replay_input: sniff an input and hand it to the reader of its format (see replay_input.h).
  * Sniffing looks at the first bytes only: pickle PROTO (0x80), the RMM CSV header, else a plateau trace. */
 #include "replay_input.h"
 

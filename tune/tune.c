@@ -1,4 +1,4 @@
-/* reports/tune: a grid of allocator settings, replayed in parallel, ranked, explained (docs/tune.md).
+/* tune/tune: a grid of allocator settings, replayed in parallel, ranked, explained (docs/tune.md).
  *
  * Invariants: entries[] holds one result per grid combination, each computed by exactly one worker from the shared
  * read-only sequence, so the ranked table is the same for any thread count; the baseline (all defaults) is always
@@ -6,7 +6,7 @@
  */
 #include "tune.h"
 
-#include "format.h"
+#include "reports/format.h"
 
 #include <errno.h>
 #include <math.h>

@@ -1,4 +1,4 @@
-/* reports/rmm_log: an RMM logging_resource_adaptor CSV log as a replay sequence (docs/tune.md, "RMM logs").
+/* tune/rmm_log: an RMM logging_resource_adaptor CSV log as a replay sequence (docs/tune.md, "RMM logs").
  *
  * Format (rmm/mr/detail/logging_resource_adaptor_impl.cpp): a header line `Thread,Time,Action,Pointer,Size,Stream`,
  * then one line per call: thread id, time (`%H:%M:%S.%f`, or seconds in older logs: not interpreted), action

@@ -1,4 +1,4 @@
-/* reports/tune: grid syntax, ranking on the crafted fragmentation sequence (an expandable config must win where the
+/* tune/tune: grid syntax, ranking on the crafted fragmentation sequence (an expandable config must win where the
  * default runs out of memory), the explanation, JSON, and determinism across thread counts. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "reports/replay.h"
-#include "reports/tune.h"
+#include "tune/replay.h"
+#include "tune/tune.h"
 #include "test_replay_synth.h"
 
 static char tmp[512];

@@ -1,4 +1,4 @@
-/* reports/replay: sequence builder, extraction from traces (recorded in-process through the allocator's hook, and
+/* tune/replay: sequence builder, extraction from traces (recorded in-process through the allocator's hook, and
  * crafted), round trip against the recorded stats, the fragmentation OOM, bad input, determinism. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "reports/replay.h"
+#include "tune/replay.h"
 #include "test_replay_synth.h"
 
 static char tmp[512];

@@ -1,4 +1,4 @@
-/* reports/replay_input: one entry point for everything `plateau tune` and `plateau replay` read (docs/tune.md).
+/* tune/replay_input: one entry point for everything `plateau tune` and `plateau replay` read (docs/tune.md).
  *
  * pl_replay_load sniffs its input and dispatches: a directory or a plateau trace -> pl_replay_extract (unchanged
  * behaviour); a file whose first byte is 0x80 (pickle PROTO) -> a PyTorch memory snapshot (torch_snapshot.h); a
