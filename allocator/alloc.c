@@ -736,6 +736,8 @@ PL_API size_t pl_alloc_run_batch(pl_alloc_t *a, pl_alloc_batch_t *bt, size_t pos
         if (!b) break;
     }
     bt->peak_reserved = peak;
+    bt->n_map_events = a->n_map_events;
+    bt->n_unmap_events = a->n_unmap_events;
     return i;
 }
 

@@ -7,8 +7,6 @@
  */
 #include "replay.h"
 
-#include "allocator/internal.h" /* the handle API of the fast replay */
-
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -591,12 +589,12 @@ static int run_locked(const pl_replay_seq_t *s, pl_alloc_t *a, pl_replay_result_
     return 0;
 }
 
-/* The fast replay: the allocator runs the event array itself (pl_alloc_run_batch: the handle API, a slot table
- * of blocks instead of pointers, no hook); it stops at each failed request, at the event where the recorded stats
- * were taken, and at the end. Allocated and reserved come from the allocator's stats, map / unmap event counts from
- * its counters. */
+/* The fast replay: the allocator runs the event array itself (pl_alloc_run_batch, allocator/batch.h: its unlocked
+ * handle path, a slot table of opaque blocks instead of pointers, no hook); it stops at each failed request, at the
+ * event where the recorded stats were taken, and at the end. Allocated and reserved come from the allocator's stats,
+ * map / unmap event counts from the batch. */
 static int run_fast(const pl_replay_seq_t *s, pl_alloc_t *a, pl_replay_result_t *r, track_t *t) {
-    pl_block_t **blk = calloc(s->n_slots ? s->n_slots : 1, sizeof *blk);
+    struct pl_block **blk = calloc(s->n_slots ? s->n_slots : 1, sizeof *blk);
     if (!blk) return -ENOMEM;
     pl_alloc_batch_t bt = {.ops = s->ev, .slots = blk, .streams = s->streams, .peak_reserved = -1};
     size_t stats_event = s->have_stats ? s->stats_event : SIZE_MAX;
@@ -612,8 +610,8 @@ static int run_fast(const pl_replay_seq_t *s, pl_alloc_t *a, pl_replay_result_t 
         }
     }
     r->unallocated_at_peak_bytes = bt.unallocated_at_peak;
-    t->n_map = a->n_map_events;
-    t->n_unmap = a->n_unmap_events;
+    t->n_map = bt.n_map_events;
+    t->n_unmap = bt.n_unmap_events;
     free(blk);
     return 0;
 }

@@ -121,8 +121,8 @@ typedef struct pl_replay_result {
 int pl_replay_run(const pl_replay_seq_t *s, const pl_alloc_config_t *cfg, uint64_t capacity_bytes,
                   pl_replay_result_t *out, char *err, size_t err_len);
 
-/* Which allocator entry points a replay drives. FAST (pl_replay_run's): the allocator's unlocked handle API
- * (allocator/internal.h: no lock, no ptr map, no hook; peaks read from the stats after every event). LOCKED: the
+/* Which allocator entry points a replay drives. FAST (pl_replay_run's): the allocator's batch (allocator/batch.h:
+ * its unlocked handle path, no lock, no ptr map, no hook; peaks read from the stats after every event). LOCKED: the
  * public pl_alloc_malloc / pl_alloc_free with a tracking hook, the reference the fast path is tested against
  * (same pl_replay_result_t) and that replay_bench times for comparison. */
 typedef enum pl_replay_path { PL_REPLAY_PATH_FAST = 0, PL_REPLAY_PATH_LOCKED = 1 } pl_replay_path_t;
