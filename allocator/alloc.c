@@ -694,7 +694,7 @@ PL_API void pl_alloc_free(pl_alloc_t *a, void *ptr) {
     pthread_mutex_unlock(&a->mu);
 }
 
-PL_API pl_block_t *pl_alloc_malloc_block(pl_alloc_t *a, size_t size, pl_stream_t stream) {
+pl_block_t *pl_alloc_malloc_block(pl_alloc_t *a, size_t size, pl_stream_t stream) {
     return malloc_block(a, size, stream, false);
 }
 
@@ -704,7 +704,7 @@ static inline void free_handle(pl_alloc_t *a, pl_block_t *b) {
     free_allocated(a, b);
 }
 
-PL_API void pl_alloc_free_block(pl_alloc_t *a, pl_block_t *b) {
+void pl_alloc_free_block(pl_alloc_t *a, pl_block_t *b) {
     if (b) free_handle(a, b);
 }
 
@@ -736,6 +736,8 @@ PL_API size_t pl_alloc_run_batch(pl_alloc_t *a, pl_alloc_batch_t *bt, size_t pos
         if (!b) break;
     }
     bt->peak_reserved = peak;
+    bt->n_map_events = a->n_map_events;
+    bt->n_unmap_events = a->n_unmap_events;
     return i;
 }
 

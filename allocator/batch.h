@@ -1,11 +1,14 @@
-/* allocator/batch.h: a sequence of mallocs and frees run inside the allocator (not installed).
+/* allocator/batch.h: a sequence of mallocs and frees run inside the allocator (not installed): the only allocator
+ * entry point below the public API that code outside allocator/ uses (tune/replay.c's fast replay).
  *
- * The fast replay (reports/replay.c) drives the handle API once per recorded event; across the library boundary
- * each event cost a call, a return and the callee's register saves, as much as a cached malloc itself. A batch
- * runs the loop here instead, on the same code (malloc_block / free_allocated, no lock, no ptr map), so the
- * compiler inlines the per-event work into it. The op layout is the replay's event array (reports/replay.h
- * defines pl_replay_event_t as pl_alloc_op_t), so nothing is copied.
- * The caller owns the allocator on one thread, as for the handle API (internal.h).
+ * A replay driving the allocator once per recorded event across the library boundary paid a call, a return and the
+ * callee's register saves per event, as much as a cached malloc itself. A batch runs the loop here instead, on the
+ * allocator's own unlocked handle path (internal.h: malloc_block / free_allocated, no lock, no ptr map), so the
+ * compiler inlines the per-event work into it. The op layout is the replay's event array (tune/replay.h defines
+ * pl_replay_event_t as pl_alloc_op_t), so nothing is copied. Slots hold blocks, opaque to the caller: it gives a
+ * zeroed table of n_slots entries and frees it; blocks left in it at the end go with pl_alloc_destroy.
+ * The caller owns the allocator on one thread: no other call may use it during a batch (a replay creates its own
+ * allocator and never shares it).
  */
 #pragma once
 
@@ -36,6 +39,8 @@ typedef struct pl_alloc_batch {
     const uint64_t *streams;    /* stream handles by index */
     int64_t peak_reserved;      /* in/out: the highest reserved bytes seen after any op (start at -1) */
     int64_t unallocated_at_peak; /* out: reserved - allocated after the op that first reached peak_reserved */
+    int64_t n_map_events, n_unmap_events; /* out: SEGMENT_MAP / SEGMENT_UNMAP events the allocator emitted since it
+                                             was created (hook or not), as of the return of the last batch */
 } pl_alloc_batch_t;
 
 /* Runs ops[pos..end). Stops after the first malloc that fails (an ALLOC leaves its slot NULL; a PROBE frees

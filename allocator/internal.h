@@ -246,15 +246,17 @@ void pl_alloc_segment_link(pl_alloc_t *a, pl_segment_t *seg);
 void pl_alloc_segment_unlink(pl_alloc_t *a, pl_segment_t *seg);
 bool pl_alloc_block_is_split(const pl_block_t *b);
 
-/* The handle API (reports/replay.c's fast replay): malloc and free without the lock and without the ptr map.
- * Same decisions, stats, events and OOM path as pl_alloc_malloc / pl_alloc_free; the block's address is b->addr.
- * The caller guarantees that no other thread uses the allocator while it calls these (a replay creates its own
- * allocator and never shares it), and frees only blocks it got from pl_alloc_malloc_block, each once (a block that
- * is not an ALLOCATED handle block is a PL_REQUIRE failure). Such blocks are unknown to pl_alloc_free,
- * record_stream and block_size. Exported for reports/ (not part of the public API). */
-PL_API pl_block_t *pl_alloc_malloc_block(pl_alloc_t *a, size_t size, pl_stream_t stream);
-PL_API void pl_alloc_free_block(pl_alloc_t *a, pl_block_t *b);
+/* The handle API (pl_alloc_run_batch's loop, allocator/batch.h, and the allocator's tests): malloc and free without
+ * the lock and without the ptr map. Same decisions, stats, events and OOM path as pl_alloc_malloc / pl_alloc_free;
+ * the block's address is b->addr. The caller guarantees that no other thread uses the allocator while it calls these
+ * (a replay creates its own allocator and never shares it), and frees only blocks it got from pl_alloc_malloc_block,
+ * each once (a block that is not an ALLOCATED handle block is a PL_REQUIRE failure). Such blocks are unknown to
+ * pl_alloc_free, record_stream and block_size. Not exported from libplateau_alloc.so: code outside allocator/ uses
+ * the batch; tests link plateau_alloc_internal. */
+pl_block_t *pl_alloc_malloc_block(pl_alloc_t *a, size_t size, pl_stream_t stream);
+void pl_alloc_free_block(pl_alloc_t *a, pl_block_t *b);
 
 /* Walks every structure and checks the invariants above; 0 or -EFAULT with a message in err.
- * Takes the lock. Exported for the stress tests (not part of the public API). */
-PL_API int pl_alloc_check(pl_alloc_t *a, char *err, size_t err_len);
+ * Takes the lock. For the allocator's tests (plateau_alloc_internal) and fuzz_alloc_config (the sources compiled
+ * in); not exported. */
+int pl_alloc_check(pl_alloc_t *a, char *err, size_t err_len);

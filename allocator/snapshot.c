@@ -105,7 +105,7 @@ static int cmp_seg(const void *x, const void *y) {
     return a < b ? -1 : a > b;
 }
 
-PL_API int pl_alloc_check(pl_alloc_t *a, char *err, size_t err_len) {
+int pl_alloc_check(pl_alloc_t *a, char *err, size_t err_len) {
     int rc = 0;
     pthread_mutex_lock(&a->mu);
     pl_segment_t **segs = calloc(a->n_segments + 1, sizeof *segs);

@@ -1,4 +1,4 @@
-/* replay_bench: plateau tune's replay speed (reports/replay.c, tune.c).
+/* replay_bench: plateau tune's replay speed (tune/replay.c, tune.c).
  *
  * Generates a device allocation sequence of N events (default 10M), either `random` (half allocations, half frees
  * in random order; a live set of about 4000 tensors, sizes from 512 B to 64 MiB, mostly small, three streams: the
@@ -18,8 +18,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "reports/replay.h"
-#include "reports/tune.h"
+#include "tune/replay.h"
+#include "tune/tune.h"
 #include "workload.h"
 
 static double now_s(void) {

@@ -1,5 +1,5 @@
 /* cli/replay: `plateau replay RUN_DIR|TRACE|SNAPSHOT|RMM_LOG --conf STRING [--capacity SIZE] [--json FILE]
- * [--max-events N] [--device N]` (inputs: reports/replay_input.h).
+ * [--max-events N] [--device N]` (inputs: tune/replay_input.h).
  *
  * Replays the recorded device allocation sequence under one allocator setting and prints every statistic as
  * `name: value` lines (for scripts), with the recorded alloc_stats beside the replay's at the same point when the
@@ -14,9 +14,9 @@
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "reports/format.h"
-#include "reports/replay.h"
-#include "reports/replay_input.h"
-#include "reports/tune.h"
+#include "tune/replay.h"
+#include "tune/replay_input.h"
+#include "tune/tune.h"
 
 static void usage(FILE *o) {
     fprintf(o, "usage: plateau replay RUN_DIR|TRACE|SNAPSHOT|RMM_LOG --conf STRING [--capacity SIZE] [--json FILE]\n"

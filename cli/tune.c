@@ -1,9 +1,9 @@
 /* cli/tune: `plateau tune RUN_DIR|TRACE|SNAPSHOT|RMM_LOG [--capacity SIZE] [--grid SPEC] [--json FILE] [--jobs N]
  * [--top N] [--max-events N] [--device N]`.
  *
- * Loads the run's device allocation sequence (reports/replay_input.h: a plateau trace or run directory, a PyTorch
+ * Loads the run's device allocation sequence (tune/replay_input.h: a plateau trace or run directory, a PyTorch
  * memory snapshot pickle or an RMM log), replays it under every config of the grid on all
- * cores (reports/tune.h), prints the ranked table, the winning PLATEAU_ALLOC_CONF / PYTORCH_CUDA_ALLOC_CONF line and
+ * cores (tune/tune.h), prints the ranked table, the winning PLATEAU_ALLOC_CONF / PYTORCH_CUDA_ALLOC_CONF line and
  * one sentence of explanation. Exit status: 0 with a recommendation, 1 when the input is unusable (no trace, no
  * device records, too long) or an output cannot be written, 2 on bad arguments.
  */
@@ -17,9 +17,9 @@
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "reports/format.h"
-#include "reports/replay.h"
-#include "reports/replay_input.h"
-#include "reports/tune.h"
+#include "tune/replay.h"
+#include "tune/replay_input.h"
+#include "tune/tune.h"
 
 static void usage(FILE *o) {
     fprintf(o, "usage: plateau tune RUN_DIR|TRACE|SNAPSHOT|RMM_LOG [--capacity SIZE] [--grid SPEC] [--json FILE]\n"

@@ -113,7 +113,7 @@ def settings(conf='', expandable=False):
 
 
 def expected(trace, frees_from=None):
-    """What the replay sequence built from trace holds, modelled on the builder in reports/replay.c."""
+    """What the replay sequence built from trace holds, modelled on the builder in tune/replay.c."""
     if frees_from is None:
         frees_from = 'free_completed' if any(e['action'] == 'free_completed' for e in trace) else 'free_requested'
     live = {}

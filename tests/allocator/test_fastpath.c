@@ -6,7 +6,8 @@
  *   code) agrees on current / peak / allocated / freed for every pool, across peak resets.
  * - active / active_bytes split from allocation / allocated_bytes only once a freed block waits for stream events.
  * - A batch (pl_alloc_run_batch: the handle API's loop inside the allocator) gives what the same ops give through the
- *   handle API one call at a time: failing ops, peak reserved and the gap at it, stats after every chunk, block sizes.
+ *   handle API one call at a time: failing ops, peak reserved and the gap at it, map / unmap event counts, stats
+ *   after every chunk, block sizes.
  * - inactive_split moves by net changes, as PyTorch's: a split block shrinking or a free merging into its cached
  *   tail does not count a block leaving and another arriving.
  * - Misuse: a handle block freed twice (by call or by batch), or passed to pl_alloc_free, stops the process. */
@@ -335,6 +336,7 @@ static size_t make_ops(pl_alloc_op_t *ops, uint64_t seed) {
 typedef struct batch_run {
     size_t failed[B_OPS], n_failed;
     int64_t peak_reserved, unallocated_at_peak;
+    int64_t n_map_events, n_unmap_events; /* batch: what the batch returned; one at a time: the allocator's */
     pl_alloc_stats_t snaps[B_OPS / B_CHUNK + 1];
     size_t n_snaps;
     size_t slot_size[B_SLOTS];  /* block size in each slot at the end, 0 = empty */
@@ -381,6 +383,8 @@ static void run_ops(const char *conf, const pl_alloc_op_t *ops, size_t n, bool b
     }
     out->peak_reserved = bt.peak_reserved;
     out->unallocated_at_peak = bt.unallocated_at_peak;
+    out->n_map_events = batch ? bt.n_map_events : f.a->n_map_events;
+    out->n_unmap_events = batch ? bt.n_unmap_events : f.a->n_unmap_events;
     for (int k = 0; k < B_SLOTS; k++) {
         out->slot_size[k] = slots[k] ? slots[k]->size_bytes : 0;
         pl_alloc_free_block(f.a, slots[k]);
@@ -400,6 +404,9 @@ static void batch_matches_handle(const char *conf, uint64_t seed) {
     assert_int_equal(bat.peak_reserved, one.peak_reserved);
     assert_int_equal(bat.unallocated_at_peak, one.unallocated_at_peak);
     assert_true(one.peak_reserved > 0);
+    assert_int_equal(bat.n_map_events, one.n_map_events); /* what tune/replay.c reports as n_map_events */
+    assert_int_equal(bat.n_unmap_events, one.n_unmap_events);
+    assert_true(one.n_map_events > 0);
     assert_int_equal(bat.n_snaps, one.n_snaps);
     for (size_t k = 0; k < one.n_snaps; k++) assert_memory_equal(&bat.snaps[k], &one.snaps[k], sizeof one.snaps[k]);
     assert_memory_equal(bat.slot_size, one.slot_size, sizeof one.slot_size);

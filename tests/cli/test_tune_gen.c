@@ -1,9 +1,9 @@
-/* test_tune_gen: writes the synthetic traces of tests/reports/test_replay_synth.h for the plateau tune/replay CLI
+/* test_tune_gen: writes the synthetic traces of tests/tune/test_replay_synth.h for the plateau tune/replay CLI
  * test. usage: test_tune_gen frag|frag-nostats|nodev|workload CONF PATH */
 #include <stdio.h>
 #include <string.h>
 
-#include "../reports/test_replay_synth.h"
+#include "../tune/test_replay_synth.h"
 
 int main(int argc, char **argv) {
     if (argc != 4) {

@@ -11,7 +11,8 @@
 
 #include <plateau/alloc.h>
 
-PL_API int pl_alloc_check(pl_alloc_t *a, char *err, size_t err_len);
+/* declared with the allocator's internals (its sources are compiled in: not exported from libplateau_alloc.so) */
+int pl_alloc_check(pl_alloc_t *a, char *err, size_t err_len);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,13 +1,13 @@
-/* Fuzz target: the data-only pickle reader (reports/pickle.c) and the PyTorch memory snapshot reader on top of it
- * (reports/torch_snapshot.c -> replay sequence builder). Properties: no crash, no UB, no read past the input, memory
+/* Fuzz target: the data-only pickle reader (tune/pickle.c) and the PyTorch memory snapshot reader on top of it
+ * (tune/torch_snapshot.c -> replay sequence builder). Properties: no crash, no UB, no read past the input, memory
  * bounded by the limits below (a 64 MiB DOM, 64 open MARKs, 64 Ki events), every refusal a clean error. A parsed
  * document is walked through the public accessors (every value, every member), without recursion. */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "reports/pickle.h"
-#include "reports/torch_snapshot.h"
+#include "tune/pickle.h"
+#include "tune/torch_snapshot.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,10 +1,10 @@
-/* Fuzz target: the RMM logging_resource_adaptor CSV reader (reports/rmm_log.c -> replay sequence builder).
+/* Fuzz target: the RMM logging_resource_adaptor CSV reader (tune/rmm_log.c -> replay sequence builder).
  * Properties: no crash, no UB, no read past the input (lines are not NUL-terminated), at most 64 Ki events, every
  * bad line a clean error, a cut last line a damaged sequence. */
 #include <stddef.h>
 #include <stdint.h>
 
-#include "reports/rmm_log.h"
+#include "tune/rmm_log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
