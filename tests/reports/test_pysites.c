@@ -18,6 +18,7 @@
 
 #include "reports/extract.h"
 #include "reports/pysites.h"
+#include "reports/render_html.h"
 #include "writer.h"
 
 static char g_dir[128];
@@ -199,6 +200,14 @@ static void test_pysites_merge_by_user_line(void **state) {
     assert_non_null(strstr(json, "\"python\": {\"name\": \"train.py:42 in train_epoch\""));
     assert_non_null(strstr(json, "\"merged_stacks\": 2"));
     free(json);
+    char *html = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&html, &len);
+    assert_int_equal(pl_render_html(rep, &x, f), 0);
+    fclose(f);
+    assert_non_null(strstr(html, "<b><code>train.py:42 in train_epoch</code></b>: <code>epoch_logits.append(logits)"));
+    assert_non_null(strstr(html, "<details><summary>2 native frames</summary>"));
+    free(html);
     pl_extract_free(&x);
     pl_report_destroy(rep);
 }
