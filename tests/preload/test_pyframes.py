@@ -8,6 +8,9 @@ Runs small Python programs with the preload on every CPython it finds (Debian's 
   - a Python thread: its stacks name its own function, the main thread's its own;
   - multiprocessing (fork): every worker's trace defines its own pyframe records and names the worker's line;
   - PLATEAU_PY_FRAMES=0 records none, =1 at most one per stack;
+  - what an interpreter does to a frame reader (py_hostile.py: threads ending, malloc with the GIL released, fork from
+    a thread, generators, coroutines, a sub-interpreter, allocation during finalisation), on every CPython found,
+    sampling every 4 KiB: same output and exit status as untraced, no hang, the GIL-released malloc named;
   - a C program: no pyframe records.
 Usage: test_pyframes.py PLATEAU TRACE_DUMP PRELOAD TARGETS_BUILD_DIR TARGETS_SOURCE_DIR
 """
@@ -143,6 +146,25 @@ with tempfile.TemporaryDirectory(prefix="pl-test-pyframes-") as tmp:
             named += 1
     assert named >= 2, f"multiprocessing: {named} traces name {script}:{leak} (want both workers)"
     print(f"ok multiprocessing: {named} worker traces name py_mp.py:{leak}")
+
+    # hostile interpreter behaviour: same results as untraced, no crash, no hang, the GIL-released malloc named
+    script = os.path.join(targets_src, "py_hostile.py")
+    nogil = marked_line(script, "NOGIL")
+    for py in PYTHONS:
+        want = subprocess.run([py, script], capture_output=True, text=True, timeout=120)
+        assert want.returncode == 0, want.stderr
+        tag = py.replace("/", "_")
+        d, out = run(tmp, "hostile" + tag, [py, script], {"PLATEAU_SAMPLE_BYTES": "4096"})
+        assert out == want.stdout, f"{py}: output changed under the preload: {out!r} != {want.stdout!r}"
+        traces = glob.glob(os.path.join(d, "*.pltrace"))
+        assert len(traces) == 2, f"{py}: want the process and its fork child: {traces}"
+        named = False
+        for trace in traces:
+            pyf, stacks, allocs = read_trace(trace)
+            named |= any(frames(pyf, stacks.get(sid, []))[:1] == [(script, nogil, "gil_released_malloc")]
+                         for _, sid in allocs)
+        assert named, f"{py}: no sample names the malloc called with the GIL released ({script}:{nogil})"
+        print(f"ok {py}: hostile program unchanged, GIL-released malloc named at line {nogil}")
 
     # the depth knob
     script = os.path.join(targets_src, "py_grow.py")
