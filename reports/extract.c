@@ -1369,6 +1369,21 @@ int pl_extract_render_json(const pl_report_t *r, const pl_extract_t *x, FILE *ou
     return ferror(out) ? -EIO : 0;
 }
 
+size_t pl_extract_site_sentence(const pl_extract_proc_t *p, char *buf, size_t n) {
+    if (!n) return 0;
+    buf[0] = 0;
+    if (!p || !p->n_sites || !p->sites[0].py_name) return 0;
+    const pl_extract_site_t *top = &p->sites[0];
+    int w = snprintf(buf, n, "%.0f%% of it allocated at %s:%d%s%s%s", 100 * top->share,
+                     pl_pysite_short(top->py_file), top->py_line, top->py_source ? " (`" : "",
+                     top->py_source ? top->py_source : "", top->py_source ? "`)" : "");
+    if (w < 0) {
+        buf[0] = 0;
+        return 0;
+    }
+    return (size_t)w < n ? (size_t)w : n - 1;
+}
+
 int pl_extract_render_text(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
     if (!r || !x || !o) return -EINVAL;
     char a[32], b[32];
@@ -1416,13 +1431,8 @@ int pl_extract_render_text(const pl_report_t *r, const pl_extract_t *x, FILE *o)
         if (!p->n_sites || !proc_leaks(p->proc)) continue; /* growth during a warmup is not a finding */
         fprintf(o, "call sites by live-byte growth (pid %u, sampled, since %s %lld):\n", p->pid,
                 p->n_steps ? "step" : "second", (long long)p->site_tail_step);
-        const pl_extract_site_t *top = &p->sites[0];
-        if (top->py_name) { /* the line to look at first */
-            fprintf(o, "  %.0f%% of the growth allocated at %s:%d", 100 * top->share, pl_pysite_short(top->py_file),
-                    top->py_line);
-            if (top->py_source) fprintf(o, " (`%s`)", top->py_source);
-            fputc('\n', o);
-        }
+        char line[512];
+        if (pl_extract_site_sentence(p, line, sizeof line)) fprintf(o, "  %s\n", line); /* the line to look at first */
         for (size_t j = 0; j < p->n_sites; j++) {
             const pl_extract_site_t *st = &p->sites[j];
             fprintf(o, "  %zu. +%s (live %s)", j + 1, pl_format_bytes(st->growth_bytes, a, sizeof a),

@@ -125,5 +125,11 @@ double pl_extract_total_last(const pl_extract_t *x, pl_metric_t m);
  * ppid, argv, clean end, damage, call sites; totals; the leaking process. Returns 0, -EINVAL, -ENOMEM, -EIO. */
 int pl_extract_render_json(const pl_report_t *r, const pl_extract_t *x, FILE *out, size_t max_points);
 
+/* The sentence naming a process's top growing Python site, for a diagnosis line (docs/python-frames.md):
+ * "93% of it allocated at train.py:42 (`epoch_logits.append(logits)`)" (no source part when the file could not be
+ * read). Writes at most n bytes (NUL-terminated) and returns the length, or 0 (buf = "") when the top site has no
+ * Python frames or there is no site. */
+size_t pl_extract_site_sentence(const pl_extract_proc_t *p, char *buf, size_t n);
+
 /* Text lines after pl_render_text: processes and totals (when several), call sites of leaking processes, damage. */
 int pl_extract_render_text(const pl_report_t *r, const pl_extract_t *x, FILE *out);

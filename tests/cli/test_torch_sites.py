@@ -43,20 +43,26 @@ with tempfile.TemporaryDirectory(prefix="pl-test-torch-sites-") as tmp:
     for name in LEAKS:
         script, rep, text = run(tmp, name)
         marked = marked_lines(script)
-        proc = rep["run"]["processes"][0]
-        verdicts = {m["name"]: m["verdict"] for m in rep["processes"][0]["metrics"]}
+        # the script's own process: a run may hold short-lived helpers too (ldconfig, uname from imports)
+        proc = max((p for p in rep["run"]["processes"] if script in p["argv"]), key=lambda p: p["records"])
+        row = next(p for p in rep["processes"] if p["pid"] == proc["pid"])
+        verdicts = {m["name"]: m["verdict"] for m in row["metrics"]}
         top = (proc["sites"] or {}).get("top") or [{}]
         py = top[0].get("python") or {}
         got = f"{os.path.basename(py.get('file', '?'))}:{py.get('line')} ({py.get('share', 0):.0%})"
         line = py.get("line")
         ok = (verdicts.get("heap.bytes") == "leak" or verdicts.get("heap.count") == "leak") and \
             py.get("file") == script and line in marked and py.get("source") == marked[line] and \
-            f"allocated at py_torch_{name}.py:{line}" in text
+            f"of it allocated at py_torch_{name}.py:{line}" in text
         print(f"{'ok' if ok else 'FAIL'} {name}: top site {got}, want :{'/'.join(map(str, marked))}; heap verdicts "
               f"{verdicts.get('heap.bytes')}/{verdicts.get('heap.count')}")
         if not ok:
             failures.append(name)
             print(text)
+            keep = os.environ.get("PL_KEEP_FAILED")  # a directory to copy the failing run into, for a look
+            if keep:
+                import shutil
+                shutil.copytree(os.path.join(tmp, name), os.path.join(keep, f"{name}-{os.getpid()}"))
     if not sys.argv[3:]:
         script, rep, text = run(tmp, "flat")
         leaking = rep["run"]["leaking_pids"]

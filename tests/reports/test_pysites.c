@@ -192,7 +192,13 @@ static void test_pysites_merge_by_user_line(void **state) {
     assert_int_equal(nat->n_stacks, 1);
     assert_true(nat->n_frames >= 1 && strstr(nat->frames[0], "alloc_a"));
     char *text = render(rep, &x, false);
-    assert_non_null(strstr(text, "94% of the growth allocated at train.py:42 (`epoch_logits.append(logits)`)"));
+    assert_non_null(strstr(text, "94% of it allocated at train.py:42 (`epoch_logits.append(logits)`)"));
+    char sentence[128];
+    size_t n = pl_extract_site_sentence(p, sentence, sizeof sentence);
+    assert_int_equal(n, strlen(sentence));
+    assert_string_equal(sentence, "94% of it allocated at train.py:42 (`epoch_logits.append(logits)`)");
+    assert_int_equal(pl_extract_site_sentence(p, sentence, 10), 9); /* cut, still terminated */
+    assert_string_equal(sentence, "94% of it");
     assert_non_null(strstr(text, "train.py:42 in train_epoch: `epoch_logits.append(logits)`"));
     assert_non_null(strstr(text, "<- train.py:60 in <module>"));
     free(text);
