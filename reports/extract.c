@@ -269,6 +269,7 @@ typedef struct state {
     side_t by_step, by_time;
     int64_t cur_step;        /* last step record */
     int64_t t0;              /* CLOCK_MONOTONIC at trace start */
+    int64_t start_realtime_ns; /* CLOCK_REALTIME at process start (0 unknown): source files changed later are not quoted */
     uint64_t sample_bytes;
     map_t host, blocks, segs, stack_ix, frame_ix;
     stack_t_ *stacks;
@@ -349,6 +350,7 @@ static void on_process(state_t *s, const pl_rec_process_t *p) {
     xp->exec_seq = p->exec_seq;
     xp->rank = p->rank;
     s->sample_bytes = p->sample_bytes;
+    s->start_realtime_ns = p->start_realtime_ns > 0 ? p->start_realtime_ns : 0;
     copy_str(xp->exe, sizeof xp->exe, p->exe);
     size_t off = 0;
     xp->cmdline[0] = 0;
@@ -716,7 +718,7 @@ static void name_python_site(const state_t *s, const stack_t_ *st, pl_extract_si
         site->py_name = NULL;
     site->py_file = strdup(nf->file);
     site->py_line = nf->line;
-    site->py_source = pl_pysite_source(nf->file, nf->line);
+    site->py_source = pl_pysite_source(nf->file, nf->line, s->start_realtime_ns);
     for (uint32_t i = 0; i < st->n_py && site->n_py < PL_EXTRACT_SITE_PY_FRAMES; i++) {
         slot_t *f = map_find(&s->pyf_ix, (uint64_t)st->py[i] + 1);
         char *t = NULL, *u = NULL;
@@ -772,6 +774,10 @@ static void find_sites(state_t *s, pl_report_process_t *row, bool by_step) {
     map_t gix = {0};
     size_t n_groups = 0;
     int64_t last_key = last_reported_key(s, by_step);
+    /* Auto-detected steps (period detection) may close their last step after the interpreter's teardown began,
+     * and the teardown frees everything a leak kept (a Python program frees its globals at exit): the sites' end
+     * is then the step before, the last one the loop certainly ran. */
+    if (xp->steps_auto && last_key != INT64_MAX && last_key > tail + 1) last_key--;
     for (size_t i = 0; groups && i < s->n_stacks; i++) {
         stack_t_ *st = &s->stacks[i];
         const hist_t *h = by_step ? &st->by_step : &st->by_time;

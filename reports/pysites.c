@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static const char *after_lib_python(const char *file) {
     for (const char *p = strstr(file, "/lib"); p; p = strstr(p + 1, "/lib")) {
@@ -45,10 +46,16 @@ const char *pl_pysite_short(const char *file) {
     return p ? p + 1 : file;
 }
 
-char *pl_pysite_source(const char *file, int line) {
+char *pl_pysite_source(const char *file, int line, int64_t not_after_ns) {
     if (!file || file[0] == '<' || line < 1) return NULL;
     FILE *f = fopen(file, "r");
     if (!f) return NULL;
+    struct stat sb;
+    if (not_after_ns && (fstat(fileno(f), &sb) ||
+                         (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec > not_after_ns)) {
+        fclose(f);
+        return NULL;
+    }
     char buf[4096];
     int n = 0;
     char *out = NULL;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stdint.h>
 
 /* The user's own code: not the standard library, not an installed package (site-packages, dist-packages), not a
  * frozen or generated module ("<frozen os>", "<string>"). */
@@ -14,5 +15,6 @@ bool pl_pysite_is_user(const char *file);
 const char *pl_pysite_short(const char *file);
 
 /* Line `line` of `file`, without indentation or trailing blanks, cut at 160 bytes (malloc'd), or NULL when the
- * file cannot be read or has no such line. */
-char *pl_pysite_source(const char *file, int line);
+ * file cannot be read, has no such line, or was modified after not_after_ns (CLOCK_REALTIME; 0 = no check: a
+ * script edited after the run started may no longer hold the line that ran there). */
+char *pl_pysite_source(const char *file, int line, int64_t not_after_ns);

@@ -233,8 +233,14 @@ static void test_pysites_paths(void **state) {
                         "torch/nn/functional.py");
     assert_string_equal(pl_pysite_short("/usr/lib64/python3.11/threading.py"), "threading.py");
     assert_string_equal(pl_pysite_short("<frozen os>"), "<frozen os>");
-    assert_null(pl_pysite_source("/nonexistent/train.py", 3));
-    assert_null(pl_pysite_source("<frozen os>", 3));
+    assert_null(pl_pysite_source("/nonexistent/train.py", 3, 0));
+    assert_null(pl_pysite_source("<frozen os>", 3, 0));
+    /* a file changed after the run started is not quoted */
+    char *src = pl_pysite_source(g_src, 42, 0);
+    assert_string_equal(src, "epoch_logits.append(logits)");
+    free(src);
+    assert_null(pl_pysite_source(g_src, 42, 1700000000000000000LL));
+    assert_null(pl_pysite_source(g_src, 71, 0)); /* past the end */
 }
 
 int main(void) {
