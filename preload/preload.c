@@ -30,6 +30,7 @@
 #include <plateau/step.h>
 
 #include "preload.h"
+#include "pyframes.h"
 #include "rss.h"
 
 pl_preload_t pl_g;
@@ -115,18 +116,24 @@ uint32_t pl_stack_capture(void) {
     if (!pl_g.stacks) return 0;
     void *raw[PL_TRACE_MAX_FRAMES + 16];
     int n = unw_backtrace(raw, (int)(sizeof raw / sizeof raw[0]));
-    uint64_t pcs[PL_TRACE_MAX_FRAMES];
+    /* Interned as one array: native PCs, then this thread's Python frames (PL_PYFRAME_TAG | id, pyframes.c);
+     * when both do not fit, the outermost native frames (interpreter and process start-up) give way. */
+    uint64_t pcs[PL_TRACE_MAX_FRAMES], py[PL_PYFRAMES_MAX_DEPTH];
+    uint32_t n_py = pl_pyframes_capture(py, PL_PYFRAMES_MAX_DEPTH);
     uint32_t k = 0;
     int i = 0;
     while (i < n && (uint64_t)(uintptr_t)raw[i] >= pl_g.text_lo && (uint64_t)(uintptr_t)raw[i] < pl_g.text_hi) i++;
-    for (; i < n && k < PL_TRACE_MAX_FRAMES; i++) pcs[k++] = (uint64_t)(uintptr_t)raw[i];
+    for (; i < n && k < PL_TRACE_MAX_FRAMES - n_py; i++) pcs[k++] = (uint64_t)(uintptr_t)raw[i];
+    memcpy(pcs + k, py, n_py * sizeof py[0]);
     bool is_new;
-    uint32_t id = pl_stack_intern(pl_g.stacks, pcs, k, &is_new);
+    uint32_t id = pl_stack_intern(pl_g.stacks, pcs, k + n_py, &is_new);
     if (id && is_new) {
         pl_trace_record_t r = {.type = PL_REC_STACK, .t_ns = pl_now_ns()};
         r.u.stack.stack_id = id;
         r.u.stack.n_frames = k;
         memcpy(r.u.stack.pcs, pcs, k * sizeof pcs[0]);
+        r.u.stack.n_py = n_py;
+        for (uint32_t j = 0; j < n_py; j++) r.u.stack.py[j] = (uint32_t)py[j];
         pl_emit(&r);
     }
     return id;
@@ -198,7 +205,7 @@ static void resolve_frames(void *ctx) {
         uint32_t nf = pl_stack_get(pl_g.stacks, id, &pcs);
         for (uint32_t i = 0; i < nf; i++) {
             uint64_t pc = pcs[i];
-            if (!pl_stack_pc_insert(pl_g.stacks, pc)) continue;
+            if ((pc & PL_PYFRAME_TAG) || !pl_stack_pc_insert(pl_g.stacks, pc)) continue; /* Python frame ids */
             Dl_info info;
             memset(&info, 0, sizeof info);
             /* pc is a return address: look up pc - 1 so a call at the end of a function resolves to it. */
@@ -584,6 +591,7 @@ static void fork_prepare(void) {
     pl_tl_guard++;
     pl_device_fork_prepare();
     pl_heap_fork_prepare();
+    pl_pyframes_fork_prepare();
     if (pl_g.stacks) pl_stack_lock(pl_g.stacks);
     pl_writer_t *w = atomic_load(&pl_g.writer);
     if (w) pl_writer_fork_prepare(w);
@@ -593,6 +601,7 @@ static void fork_parent(void) {
     pl_writer_t *w = atomic_load(&pl_g.writer);
     if (w) pl_writer_fork_parent(w);
     if (pl_g.stacks) pl_stack_unlock(pl_g.stacks);
+    pl_pyframes_fork_parent();
     pl_heap_fork_parent();
     pl_device_fork_parent();
     pl_tl_guard--;
@@ -610,6 +619,7 @@ static void fork_child(void) {
     }
     pl_rss_close(&st.rss); /* the parent's /proc files; start_recording opens the child's */
     if (pl_g.stacks) pl_stack_reset(pl_g.stacks);
+    pl_pyframes_fork_child();
     st.sampler_started = false;
     st.n_tids = 0;
     atomic_store(&st.pending_signal_steps, 0);
@@ -627,6 +637,7 @@ __attribute__((constructor)) static void pl_preload_init(void) {
     const char *lp = getenv("LD_PRELOAD");
     if (lp) snprintf(st.ld_preload, sizeof st.ld_preload, "%s", lp);
     dl_iterate_phdr(find_text, (void *)(uintptr_t)&pl_stack_capture);
+    pl_pyframes_init();
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     if (pl_g.opt.step_signal) {
         struct sigaction sa;

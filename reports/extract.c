@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "format.h"
+#include "pysites.h"
 #include "render.h"
 #include "symbols.h"
 
@@ -26,6 +27,8 @@
 #define STACK_PCS 16u
 #define STACK_HIST 32u
 #define MAX_FRAMES 65536u
+#define MAX_PYFRAMES 65536u
+#define STACK_PY 32u                  /* Python frames kept per stack (innermost first) */
 #define MAX_MODULES 4096u
 #define MAX_ALLOCATORS 16u
 #define MAX_BLOCK_BYTES (1ull << 40)
@@ -233,6 +236,8 @@ typedef struct stack {
     uint32_t id;
     uint32_t n_pcs;
     uint64_t pcs[STACK_PCS];
+    uint32_t n_py;
+    uint32_t py[STACK_PY]; /* pyframe ids, innermost first */
     double live_bytes;     /* weighted */
     uint64_t n_live;
     hist_t by_step, by_time; /* time keys in BUCKET_NS */
@@ -245,6 +250,8 @@ typedef struct frame { uint32_t module_id; uint64_t module_offset, symbol_offset
 #define FRAME_SYMBOL_MAX 4096u
 #define FRAME_SYMBOL_CUT 95u
 #define FRAME_SYMBOLS_BUDGET ((size_t)32 << 20)
+/* one Python frame (pyframe record): strings malloc'd */
+typedef struct pyf { char *file, *func; int32_t line; } pyf_t;
 /* path, build-id, size, mtime: what reports/symbols.c needs to find the file and check it is the one that ran */
 typedef struct module { char path[1024]; char build_id[129]; uint64_t file_size; int64_t file_mtime_ns; } module_t;
 
@@ -261,6 +268,7 @@ typedef struct state {
     side_t by_step, by_time;
     int64_t cur_step;        /* last step record */
     int64_t t0;              /* CLOCK_MONOTONIC at trace start */
+    int64_t start_realtime_ns; /* CLOCK_REALTIME at process start (0 unknown): source files changed later are not quoted */
     uint64_t sample_bytes;
     map_t host, blocks, segs, stack_ix, frame_ix;
     stack_t_ *stacks;
@@ -271,6 +279,9 @@ typedef struct state {
     map_t module_ix;
     module_t *modules;
     size_t n_modules;
+    map_t pyf_ix;            /* pyframe id + 1 -> index in pyfs */
+    pyf_t *pyfs;
+    size_t n_pyfs;
     astat_t astats[MAX_ALLOCATORS];
     size_t n_astats;
     bool seen_stats, seen_alloc_src, seen_map, seen_drv;
@@ -338,6 +349,7 @@ static void on_process(state_t *s, const pl_rec_process_t *p) {
     xp->exec_seq = p->exec_seq;
     xp->rank = p->rank;
     s->sample_bytes = p->sample_bytes;
+    s->start_realtime_ns = p->start_realtime_ns > 0 ? p->start_realtime_ns : 0;
     copy_str(xp->exe, sizeof xp->exe, p->exe);
     size_t off = 0;
     xp->cmdline[0] = 0;
@@ -522,6 +534,25 @@ static void on_stack(state_t *s, const pl_rec_stack_t *q) {
     if (!st) return;
     st->n_pcs = q->n_frames < STACK_PCS ? q->n_frames : STACK_PCS;
     memcpy(st->pcs, q->pcs, st->n_pcs * sizeof st->pcs[0]);
+    st->n_py = q->n_py < STACK_PY ? q->n_py : STACK_PY;
+    memcpy(st->py, q->py, st->n_py * sizeof st->py[0]);
+}
+
+static int on_pyframe(state_t *s, const pl_rec_pyframe_t *q) {
+    if (map_find(&s->pyf_ix, (uint64_t)q->pyframe_id + 1) || s->n_pyfs >= MAX_PYFRAMES) return 0;
+    if (!s->pyfs) {
+        s->pyfs = malloc(MAX_PYFRAMES * sizeof *s->pyfs);
+        if (!s->pyfs) return -ENOMEM;
+    }
+    char *file = strdup(q->file ? q->file : ""), *func = strdup(q->function ? q->function : "");
+    int rc = file && func ? map_put(&s->pyf_ix, (uint64_t)q->pyframe_id + 1, s->n_pyfs, 0) : -ENOMEM;
+    if (rc) {
+        free(file);
+        free(func);
+        return rc < 0 ? rc : 0;
+    }
+    s->pyfs[s->n_pyfs++] = (pyf_t){file, func, q->line};
+    return 0;
 }
 
 static int on_frame(state_t *s, const pl_rec_frame_t *q) {
@@ -598,6 +629,7 @@ static int on_record(state_t *s, const pl_trace_record_t *rec) {
     case PL_REC_STACK: on_stack(s, &rec->u.stack); return 0;
     case PL_REC_FRAME: return on_frame(s, &rec->u.frame);
     case PL_REC_MODULE: return on_module(s, &rec->u.module);
+    case PL_REC_PYFRAME: return on_pyframe(s, &rec->u.pyframe);
     case PL_REC_LOST: s->xp->n_lost_records += rec->u.lost.n_records; return 0;
     default: return 0;
     }
@@ -664,6 +696,50 @@ static int64_t last_reported_key(const state_t *s, bool by_step) {
     return by_step && s->xp->clean_end && s->cur_step >= 2 ? s->cur_step : INT64_MAX;
 }
 
+/* The Python frame naming a stack: its innermost frame in the user's own code (pysites.h), else its innermost
+ * Python frame; NULL for a stack without Python frames. */
+static const pyf_t *naming_frame(const state_t *s, const stack_t_ *st) {
+    const pyf_t *first = NULL;
+    for (uint32_t i = 0; i < st->n_py; i++) {
+        slot_t *f = map_find(&s->pyf_ix, (uint64_t)st->py[i] + 1);
+        if (!f) continue;
+        const pyf_t *p = &s->pyfs[f->val];
+        if (pl_pysite_is_user(p->file)) return p;
+        if (!first) first = p;
+    }
+    return first;
+}
+
+/* A site's Python name, source line and Python frames, from its representative stack (nothing when it has none). */
+static void name_python_site(const state_t *s, const stack_t_ *st, pl_extract_site_t *site) {
+    const pyf_t *nf = naming_frame(s, st);
+    if (!nf) return;
+    if (asprintf(&site->py_name, "%s:%d in %s", pl_pysite_short(nf->file), (int)nf->line, nf->func) < 0)
+        site->py_name = NULL;
+    site->py_file = strdup(nf->file);
+    site->py_line = nf->line;
+    site->py_source = pl_pysite_source(nf->file, nf->line, s->start_realtime_ns);
+    for (uint32_t i = 0; i < st->n_py && site->n_py < PL_EXTRACT_SITE_PY_FRAMES; i++) {
+        slot_t *f = map_find(&s->pyf_ix, (uint64_t)st->py[i] + 1);
+        char *t = NULL, *u = NULL;
+        if (f) {
+            const pyf_t *p = &s->pyfs[f->val];
+            if (asprintf(&t, "%s:%d in %s", p->file, (int)p->line, p->func) < 0) t = NULL;
+            if (asprintf(&u, "%s:%d in %s", pl_pysite_short(p->file), (int)p->line, p->func) < 0) u = NULL;
+        } else {
+            if (asprintf(&t, "pyframe %u (no pyframe record)", st->py[i]) < 0) t = NULL;
+            u = t ? strdup(t) : NULL;
+        }
+        if (t && u) {
+            site->py_frames[site->n_py] = t;
+            site->py_short[site->n_py++] = u;
+        } else {
+            free(t);
+            free(u);
+        }
+    }
+}
+
 static void find_sites(state_t *s, pl_report_process_t *row, bool by_step) {
     pl_extract_proc_t *xp = s->xp;
     xp->site_tail_step = -1;
@@ -691,17 +767,52 @@ static void find_sites(state_t *s, pl_report_process_t *row, bool by_step) {
         xp->site_metric = NULL;
     }
     xp->site_tail_step = tail;
-    for (size_t i = 0; i < s->n_stacks; i++) {
+    /* Stacks merge into sites: a stack whose thread ran Python by its naming frame (the same Python line reached
+     * through different native paths is one site), any other stack alone, as before Python frames existed. */
+    typedef struct group { uint64_t key; double g, end, best_g; uint64_t n_live; uint32_t best_id, n; } group_t;
+    group_t *groups = calloc(s->n_stacks, sizeof *groups);
+    map_t gix = {0};
+    size_t n_groups = 0;
+    int64_t last_key = last_reported_key(s, by_step);
+    /* Auto-detected steps (period detection) may close their last step after the interpreter's teardown began,
+     * and the teardown frees everything a leak kept (a Python program frees its globals at exit): the sites' end
+     * is then the step before, the last one the loop certainly ran. */
+    if (xp->steps_auto && last_key != INT64_MAX && last_key > tail + 1) last_key--;
+    for (size_t i = 0; groups && i < s->n_stacks; i++) {
         stack_t_ *st = &s->stacks[i];
         const hist_t *h = by_step ? &st->by_step : &st->by_time;
-        int64_t last_key = last_reported_key(s, by_step);
         double end = last_key == INT64_MAX ? st->live_bytes : hist_at(h, last_key);
         double g = end - hist_at(h, tail - 1);
+        const pyf_t *nf = naming_frame(s, st);
+        uint64_t key = nf ? (1ull << 40) + (uint64_t)(nf - s->pyfs) : (uint64_t)st->id + 1;
+        slot_t *f = map_find(&gix, key);
+        group_t *gr;
+        if (f) {
+            gr = &groups[f->val];
+        } else {
+            if (map_put(&gix, key, n_groups, 0)) continue;
+            gr = &groups[n_groups++];
+            *gr = (group_t){.key = key, .best_g = -INFINITY};
+        }
+        gr->g += g;
+        gr->end += end;
+        gr->n_live += st->n_live;
+        gr->n++;
+        if (g > gr->best_g || (g == gr->best_g && st->id < gr->best_id)) {
+            gr->best_g = g;
+            gr->best_id = st->id;
+        }
+    }
+    double total = 0;
+    for (size_t i = 0; i < n_groups; i++) {
+        const group_t *gr = &groups[i];
+        double g = gr->g;
         if (!(g >= 1)) continue; /* weights are fractional: less than a byte is no growth */
+        total += g;
         /* insertion into the top list, largest growth first; ties by stack id for determinism */
         size_t k = xp->n_sites;
         while (k > 0 && (xp->sites[k - 1].growth_bytes < g ||
-                         (xp->sites[k - 1].growth_bytes == g && xp->sites[k - 1].stack_id > st->id)))
+                         (xp->sites[k - 1].growth_bytes == g && xp->sites[k - 1].stack_id > gr->best_id)))
             k--;
         if (k >= PL_EXTRACT_MAX_SITES) continue;
         size_t last = xp->n_sites < PL_EXTRACT_MAX_SITES ? xp->n_sites : PL_EXTRACT_MAX_SITES - 1;
@@ -709,18 +820,23 @@ static void find_sites(state_t *s, pl_report_process_t *row, bool by_step) {
         if (xp->n_sites < PL_EXTRACT_MAX_SITES) xp->n_sites++;
         pl_extract_site_t *site = &xp->sites[k];
         memset(site, 0, sizeof *site);
-        site->stack_id = st->id;
+        site->stack_id = gr->best_id;
         site->growth_bytes = g;
-        site->live_bytes = end;
-        site->n_live = st->n_live;
+        site->live_bytes = gr->end;
+        site->n_live = gr->n_live;
+        site->n_stacks = gr->n;
         site->n_frames = 0;
     }
+    map_free(&gix);
+    free(groups);
     /* frames of the kept sites only (symbol files are opened for these alone) */
     pl_symbols_t *sy = xp->n_sites ? pl_symbols_new() : NULL;
     for (size_t k = 0; k < xp->n_sites; k++) {
         pl_extract_site_t *site = &xp->sites[k];
+        site->share = total > 0 ? site->growth_bytes / total : 0;
         stack_t_ *st = stack_get(s, site->stack_id, false);
         if (!st) continue;
+        name_python_site(s, st, site);
         /* pcs: the frames, innermost first; skip the allocator's own frames at the top */
         uint32_t j = 0;
         while (j < st->n_pcs) {
@@ -728,7 +844,8 @@ static void find_sites(state_t *s, pl_report_process_t *row, bool by_step) {
             if (!fi || !is_alloc_frame(s, &s->frames[fi->val])) break;
             j++;
         }
-        for (; j < st->n_pcs && site->n_frames < PL_EXTRACT_SITE_FRAMES; j++) {
+        size_t max_frames = site->py_name ? PL_EXTRACT_SITE_FRAMES : 6;
+        for (; j < st->n_pcs && site->n_frames < max_frames; j++) {
             char *t = format_frame(s, sy, st->pcs[j]);
             if (t) site->frames[site->n_frames++] = t;
         }
@@ -814,6 +931,12 @@ static void state_free(state_t *s) {
     map_free(&s->stack_ix);
     map_free(&s->frame_ix);
     map_free(&s->module_ix);
+    map_free(&s->pyf_ix);
+    for (size_t i = 0; i < s->n_pyfs; i++) {
+        free(s->pyfs[i].file);
+        free(s->pyfs[i].func);
+    }
+    free(s->pyfs);
     free(s->stacks);
     for (size_t i = 0; i < s->n_frames; i++) free(s->frames[i].symbol);
     free(s->frames);
@@ -827,8 +950,17 @@ void pl_extract_init(pl_extract_t *x) { memset(x, 0, sizeof *x); }
 void pl_extract_free(pl_extract_t *x) {
     if (!x) return;
     for (size_t i = 0; i < x->n_procs; i++)
-        for (size_t j = 0; j < x->procs[i].n_sites; j++)
-            for (size_t f = 0; f < x->procs[i].sites[j].n_frames; f++) free(x->procs[i].sites[j].frames[f]);
+        for (size_t j = 0; j < x->procs[i].n_sites; j++) {
+            pl_extract_site_t *st = &x->procs[i].sites[j];
+            for (size_t f = 0; f < st->n_frames; f++) free(st->frames[f]);
+            for (size_t f = 0; f < st->n_py; f++) {
+                free(st->py_frames[f]);
+                free(st->py_short[f]);
+            }
+            free(st->py_name);
+            free(st->py_file);
+            free(st->py_source);
+        }
     free(x->procs);
     memset(x, 0, sizeof *x);
 }
@@ -1204,7 +1336,25 @@ static void run_json(const pl_extract_t *x, FILE *o) {
                 if (f) fputs(", ", o);
                 pl_format_json_str(o, st->frames[f]);
             }
-            fputs("]}", o);
+            fputs("]", o);
+            if (st->py_name) { /* a Python site (docs/python-frames.md) */
+                fputs(",\n          \"python\": {\"name\": ", o);
+                pl_format_json_str(o, st->py_name);
+                fputs(", \"file\": ", o);
+                pl_format_json_str(o, st->py_file ? st->py_file : "");
+                fprintf(o, ", \"line\": %d, \"source\": ", st->py_line);
+                if (st->py_source) pl_format_json_str(o, st->py_source);
+                else fputs("null", o);
+                fputs(", \"share\": ", o);
+                pl_format_json_num(o, st->share);
+                fprintf(o, ", \"merged_stacks\": %u, \"frames\": [", st->n_stacks);
+                for (size_t f = 0; f < st->n_py; f++) {
+                    if (f) fputs(", ", o);
+                    pl_format_json_str(o, st->py_frames[f]);
+                }
+                fputs("]}", o);
+            }
+            fputs("}", o);
         }
         fprintf(o, "%s]}}", p->n_sites ? "\n       " : "");
     }
@@ -1238,6 +1388,21 @@ int pl_extract_render_json(const pl_report_t *r, const pl_extract_t *x, FILE *ou
     run_json(x, out);
     fputs("}\n", out);
     return ferror(out) ? -EIO : 0;
+}
+
+size_t pl_extract_site_sentence(const pl_extract_proc_t *p, char *buf, size_t n) {
+    if (!n) return 0;
+    buf[0] = 0;
+    if (!p || !p->n_sites || !p->sites[0].py_name) return 0;
+    const pl_extract_site_t *top = &p->sites[0];
+    int w = snprintf(buf, n, "%.0f%% of it allocated at %s:%d%s%s%s", 100 * top->share,
+                     pl_pysite_short(top->py_file), top->py_line, top->py_source ? " (`" : "",
+                     top->py_source ? top->py_source : "", top->py_source ? "`)" : "");
+    if (w < 0) {
+        buf[0] = 0;
+        return 0;
+    }
+    return (size_t)w < n ? (size_t)w : n - 1;
 }
 
 int pl_extract_render_text(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
@@ -1294,12 +1459,26 @@ int pl_extract_render_text(const pl_report_t *r, const pl_extract_t *x, FILE *o)
         if (!p->n_sites || !proc_leaks(p->proc)) continue; /* growth during a warmup is not a finding */
         fprintf(o, "call sites by live-byte growth (pid %u, sampled, since %s %lld):\n", p->pid,
                 p->n_steps ? "step" : "second", (long long)p->site_tail_step);
+        char line[512];
+        if (pl_extract_site_sentence(p, line, sizeof line)) fprintf(o, "  %s\n", line); /* the line to look at first */
         for (size_t j = 0; j < p->n_sites; j++) {
             const pl_extract_site_t *st = &p->sites[j];
-            fprintf(o, "  %zu. +%s (live %s)\n", j + 1, pl_format_bytes(st->growth_bytes, a, sizeof a),
+            fprintf(o, "  %zu. +%s (live %s)", j + 1, pl_format_bytes(st->growth_bytes, a, sizeof a),
                     pl_format_bytes(st->live_bytes, b, sizeof b));
-            for (size_t f = 0; f < st->n_frames; f++)
-                fprintf(o, "       %s %s\n", f ? "<-" : "at", pl_format_esc(st->frames[f]));
+            if (!st->py_name) {
+                fputc('\n', o);
+                for (size_t f = 0; f < st->n_frames; f++) fprintf(o, "       %s %s\n", f ? "<-" : "at", pl_format_esc(st->frames[f]));
+                continue;
+            }
+            /* a Python site: the user's line, its Python stack, then the first native frames (all in --json) */
+            fprintf(o, " %s", pl_format_esc(st->py_name));
+            if (st->py_source) fprintf(o, ": `%s`", pl_format_esc(st->py_source));
+            fputc('\n', o);
+            for (size_t f = 0; f < st->n_py; f++) fprintf(o, "       %s %s\n", f ? "<-" : "py", pl_format_esc(st->py_short[f]));
+            size_t shown = st->n_frames < 3 ? st->n_frames : 3;
+            for (size_t f = 0; f < shown; f++) fprintf(o, "       %s %s\n", f ? "<-" : "c ", pl_format_esc(st->frames[f]));
+            if (st->n_frames > shown)
+                fprintf(o, "       <- ... (%zu more native frames in --json)\n", st->n_frames - shown);
         }
     }
     if (x->n_files_failed) { /* every one named, up to PL_EXTRACT_FAILED_NAMED, then counted */

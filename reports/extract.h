@@ -23,10 +23,12 @@
 #include "report.h"
 
 #define PL_EXTRACT_MAX_SITES 5     /* call sites kept per process */
-#define PL_EXTRACT_SITE_FRAMES 6   /* frames kept per site, innermost first (allocator frames skipped) */
+#define PL_EXTRACT_SITE_FRAMES 16  /* native frames kept per site, innermost first (allocator frames skipped); 6 for
+                                    * a site without Python frames */
+#define PL_EXTRACT_SITE_PY_FRAMES 16 /* Python frames kept per site, innermost first */
 
 typedef struct pl_extract_site {
-    uint32_t stack_id;
+    uint32_t stack_id;      /* the stack that grew most among those merged into this site */
     double growth_bytes;    /* estimated live bytes gained over the tail (sampling weights applied) */
     double live_bytes;      /* estimated live bytes at the end of the trace */
     uint64_t n_live;        /* sampled allocations still live at the end */
@@ -34,6 +36,17 @@ typedef struct pl_extract_site {
     /* "symbol+0x1c (libx.so)", whole (C++ names demangled, static functions from the module's .symtab:
      * reports/symbols.c); malloc'd, freed by pl_extract_free */
     char *frames[PL_EXTRACT_SITE_FRAMES];
+    /* Python sites (docs/python-frames.md): stacks whose allocating thread ran Python merge by their naming frame,
+     * the innermost frame in the user's own code (else the innermost Python frame). All malloc'd or NULL. */
+    char *py_name;          /* "train.py:42 in train_epoch" (short file name), NULL for a native-only site */
+    char *py_file;          /* the naming frame's file as recorded, and its line */
+    int py_line;
+    char *py_source;        /* that line's text, stripped, when the file is readable at report time */
+    size_t n_py;
+    char *py_frames[PL_EXTRACT_SITE_PY_FRAMES]; /* "/abs/train.py:42 in train_epoch", innermost first */
+    char *py_short[PL_EXTRACT_SITE_PY_FRAMES];  /* the same with short file names (text) */
+    uint32_t n_stacks;      /* stacks merged into this site */
+    double share;           /* growth_bytes / the growth of every growing site of the process (0..1) */
 } pl_extract_site_t;
 
 typedef struct pl_extract_proc {
@@ -116,6 +129,12 @@ double pl_extract_total_last(const pl_extract_t *x, pl_metric_t m);
 /* The JSON report (pl_render_json) with one more top-level field, "run" (docs/report-schema.md): per-process file,
  * ppid, argv, clean end, damage, call sites; totals; the leaking process. Returns 0, -EINVAL, -ENOMEM, -EIO. */
 int pl_extract_render_json(const pl_report_t *r, const pl_extract_t *x, FILE *out, size_t max_points);
+
+/* The sentence naming a process's top growing Python site, for a diagnosis line (docs/python-frames.md):
+ * "93% of it allocated at train.py:42 (`epoch_logits.append(logits)`)" (no source part when the file could not be
+ * read). Writes at most n bytes (NUL-terminated) and returns the length, or 0 (buf = "") when the top site has no
+ * Python frames or there is no site. */
+size_t pl_extract_site_sentence(const pl_extract_proc_t *p, char *buf, size_t n);
 
 /* Text lines after pl_render_text: processes and totals (when several), call sites of leaking processes, damage. */
 int pl_extract_render_text(const pl_report_t *r, const pl_extract_t *x, FILE *out);

@@ -174,12 +174,29 @@ static void sites(FILE *o, const pl_extract_proc_t *xp) {
         fprintf(o, "<tr><td class=\"num\">%zu</td><td class=\"num\">+%s</td><td class=\"num\">%s</td>"
                    "<td class=\"num\">%llu</td><td>", j + 1, pl_format_bytes(s->growth_bytes, a, sizeof a),
                 pl_format_bytes(s->live_bytes, b, sizeof b), (unsigned long long)s->n_live);
+        if (s->py_name) { /* a Python site (docs/python-frames.md): the line, its Python stack, native collapsed */
+            fputs("<b><code>", o);
+            esc(o, s->py_name);
+            fputs("</code></b>", o);
+            if (s->py_source) {
+                fputs(": <code>", o);
+                esc(o, s->py_source);
+                fputs("</code>", o);
+            }
+            for (size_t f = 0; f < s->n_py; f++) {
+                fputs("<br><code>", o);
+                esc(o, s->py_short[f]);
+                fputs("</code>", o);
+            }
+            fprintf(o, "<details><summary>%zu native frames</summary>", s->n_frames);
+        }
         for (size_t f = 0; f < s->n_frames; f++) {
             fputs(f ? "<br>" : "", o);
             fputs("<code>", o);
             esc(o, s->frames[f]);
             fputs("</code>", o);
         }
+        if (s->py_name) fputs("</details>", o);
         fputs("</td></tr>\n", o);
     }
     fputs("</table>\n", o);

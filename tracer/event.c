@@ -184,6 +184,14 @@ static bool c_fields(codec_t *c, pl_trace_record_t *r) {
             return true;
         }
         c_bytes(c, s->pcs, (size_t)s->n_frames * 8);
+        if (c_more(c)) { /* 1.5 */
+            c_u32(c, &s->n_py);
+            if (s->n_py > PL_TRACE_MAX_FRAMES - s->n_frames) {
+                c->bad = true;
+                return true;
+            }
+            c_bytes(c, s->py, (size_t)s->n_py * 4);
+        }
         return true;
     }
     case PL_REC_FRAME:
@@ -216,6 +224,12 @@ static bool c_fields(codec_t *c, pl_trace_record_t *r) {
         c_u64(c, &r->u.lost.n_bytes);
         return true;
     case PL_REC_EXEC: c_str(c, &r->u.exec.path, PL_STR_MAX_BYTES); return true;
+    case PL_REC_PYFRAME:
+        c_u32(c, &r->u.pyframe.pyframe_id);
+        c_i32(c, &r->u.pyframe.line);
+        c_str(c, &r->u.pyframe.file, PL_STR_MAX_BYTES);
+        c_str(c, &r->u.pyframe.function, PL_STR_MAX_BYTES);
+        return true;
     }
     return false;
 }

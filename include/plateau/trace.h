@@ -29,12 +29,13 @@ extern "C" {
 #endif
 
 #define PL_TRACE_VERSION 1u
-#define PL_TRACE_VERSION_MINOR 4u  /* 1.1: module records carry build-id, file size and mtime (appended fields);
+#define PL_TRACE_VERSION_MINOR 5u  /* 1.1: module records carry build-id, file size and mtime (appended fields);
                                     * 1.2: process_start records carry the host allocator (appended fields);
                                     * 1.3: host_alloc records carry the thread's malloc-call ordinal (appended);
-                                    * 1.4: the header carries the run id (formerly reserved bytes) */
+                                    * 1.4: the header carries the run id (formerly reserved bytes);
+                                    * 1.5: stack records carry Python frame ids (appended); pyframe records */
 #define PL_TRACE_MAX_CHUNK_BYTES (1u << 20)  /* largest chunk payload a reader accepts */
-#define PL_TRACE_MAX_FRAMES 128              /* frames per stack */
+#define PL_TRACE_MAX_FRAMES 128              /* frames per stack (native and Python together) */
 #define PL_TRACE_MAX_ARGV 32                 /* argv entries kept in a process record */
 #define PL_TRACE_NA UINT64_MAX               /* "not available" in optional u64 fields */
 #define PL_TRACE_MAX_SYMBOL_BYTES 65000u     /* frame symbols longer than this are cut (record limit 64 KiB) */
@@ -60,7 +61,8 @@ typedef enum pl_rec_type {
     PL_REC_THREAD_NAME = 18,
     PL_REC_LOST = 19,         /* records dropped because the writer could not keep up */
     PL_REC_EXEC = 20,         /* the process is about to exec (the new image writes its own trace) */
-    PL_REC_TYPE_MAX = 20
+    PL_REC_PYFRAME = 21,      /* since 1.4: one Python frame (file, function, line) of stack records */
+    PL_REC_TYPE_MAX = 21
 } pl_rec_type_t;
 
 /* PL_STEP_AUTO: synthesised by the report's period detection; PL_STEP_OPTIMIZER: plateau_step_auto() (the Python
@@ -160,9 +162,20 @@ typedef struct pl_rec_alloc_stats {
 
 typedef struct pl_rec_stack {
     uint32_t stack_id;        /* >= 1 */
-    uint32_t n_frames;        /* innermost first */
+    uint32_t n_frames;        /* native frames, innermost first */
     uint64_t pcs[PL_TRACE_MAX_FRAMES];
+    /* since 1.4 (older traces decode as 0): the Python frames of the allocating thread, innermost first, as
+     * pyframe ids (PL_REC_PYFRAME); n_frames + n_py <= PL_TRACE_MAX_FRAMES */
+    uint32_t n_py;
+    uint32_t py[PL_TRACE_MAX_FRAMES];
 } pl_rec_stack_t;
+
+typedef struct pl_rec_pyframe {   /* since 1.4 */
+    uint32_t pyframe_id;      /* >= 1, unique per trace */
+    int32_t line;             /* line number in file; the function's first line when the offset has no line */
+    const char *file;         /* the code object's co_filename (as Python has it: absolute for scripts) */
+    const char *function;     /* co_qualname ("Trainer.step", "<module>", "<listcomp>") */
+} pl_rec_pyframe_t;
 
 typedef struct pl_rec_frame {
     uint64_t pc;
@@ -206,6 +219,7 @@ typedef struct pl_trace_record {
         pl_rec_thread_name_t thread_name;
         pl_rec_lost_t lost;
         pl_rec_exec_t exec;
+        pl_rec_pyframe_t pyframe;
     } u;
 } pl_trace_record_t;
 

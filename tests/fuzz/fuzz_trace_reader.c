@@ -66,7 +66,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         case PL_REC_STACK:
             if (rec.u.stack.n_frames > PL_TRACE_MAX_FRAMES) __builtin_trap();
             for (uint32_t i = 0; i < rec.u.stack.n_frames; i++) sum += rec.u.stack.pcs[i] & 1;
+            if (rec.u.stack.n_py > PL_TRACE_MAX_FRAMES - rec.u.stack.n_frames) __builtin_trap(); /* 1.4 */
+            for (uint32_t i = 0; i < rec.u.stack.n_py; i++) sum += rec.u.stack.py[i] & 1;
             break;
+        case PL_REC_PYFRAME: sum += touch(rec.u.pyframe.file) + touch(rec.u.pyframe.function); break;
         default: break;
         }
         if ((size_t)n > size) __builtin_trap(); /* every record takes at least one input byte */

@@ -57,6 +57,8 @@ static inline void rec_sample(pl_rec_type_t type, unsigned seed, pl_trace_record
         r->u.stack.stack_id = seed + 1;
         r->u.stack.n_frames = 5 + seed % 7;
         for (unsigned i = 0; i < r->u.stack.n_frames; i++) r->u.stack.pcs[i] = 0x400000u + 16 * i + seed;
+        r->u.stack.n_py = seed % 4; /* 1.4: Python frame ids */
+        for (unsigned i = 0; i < r->u.stack.n_py; i++) r->u.stack.py[i] = 1 + i + seed;
         break;
     case PL_REC_FRAME:
         r->u.frame = (pl_rec_frame_t){.pc = 0x401234, .module_id = 2, .module_offset = 0x1234,
@@ -70,6 +72,10 @@ static inline void rec_sample(pl_rec_type_t type, unsigned seed, pl_trace_record
     case PL_REC_THREAD_NAME: r->u.thread_name = (pl_rec_thread_name_t){.tid = 4242, .name = "worker-1"}; break;
     case PL_REC_LOST: r->u.lost = (pl_rec_lost_t){.n_records = 12, .n_bytes = 768}; break;
     case PL_REC_EXEC: r->u.exec = (pl_rec_exec_t){.path = "/bin/sh"}; break;
+    case PL_REC_PYFRAME:
+        r->u.pyframe = (pl_rec_pyframe_t){.pyframe_id = seed + 1, .line = 42, .file = "/home/u/train.py",
+                                          .function = "Trainer.train_epoch"};
+        break;
     }
 }
 

@@ -182,6 +182,42 @@ static void test_event_host_alloc_ordinal_and_old_records(void **state) {
     assert_true(out.u.host_alloc.call_ordinal == 77);
 }
 
+/* 1.5: stack records append Python frame ids; a 1.3 stack record (without them) decodes with none; more than fit
+ * beside the native frames is malformed; a pyframe record round-trips its strings. */
+static void test_event_stack_python_frames_and_old_records(void **state) {
+    (void)state;
+    pl_trace_record_t in, out;
+    rec_sample(PL_REC_STACK, 3, &in); /* 8 native frames, 3 Python frames */
+    assert_int_equal(in.u.stack.n_py, 3);
+    uint8_t buf[4096];
+    size_t n = pl_event_encode(&in, buf, sizeof buf), used;
+    assert_int_equal(n, PL_REC_HEADER_BYTES + 4 + 4 + 8 * 8 + 4 + 3 * 4);
+    assert_int_equal(pl_event_decode(buf, n, &out, &used), 0);
+    assert_int_equal(out.u.stack.n_frames, 8);
+    assert_int_equal(out.u.stack.n_py, 3);
+    assert_int_equal(out.u.stack.py[0], 4);
+    assert_int_equal(out.u.stack.py[2], 6);
+    /* the 1.3 layout ends after the pcs */
+    size_t old_len = n - 4 - 3 * 4;
+    uint16_t len16 = (uint16_t)old_len;
+    memcpy(buf + 2, &len16, 2);
+    memset(&out, 0xff, sizeof out);
+    assert_int_equal(pl_event_decode(buf, old_len, &out, &used), 0);
+    assert_int_equal(out.u.stack.n_frames, 8);
+    assert_int_equal(out.u.stack.n_py, 0);
+    /* n_frames + n_py over the limit */
+    in.u.stack.n_py = PL_TRACE_MAX_FRAMES - 8 + 1;
+    n = pl_event_encode(&in, buf, sizeof buf);
+    assert_int_equal(pl_event_decode(buf, n, &out, &used), -EBADMSG);
+    rec_sample(PL_REC_PYFRAME, 0, &in);
+    n = pl_event_encode(&in, buf, sizeof buf);
+    assert_int_equal(pl_event_decode(buf, n, &out, &used), 0);
+    assert_int_equal(out.u.pyframe.pyframe_id, 1);
+    assert_int_equal(out.u.pyframe.line, 42);
+    assert_string_equal(out.u.pyframe.file, "/home/u/train.py");
+    assert_string_equal(out.u.pyframe.function, "Trainer.train_epoch");
+}
+
 /* Frame symbols are not cut at the generic 4 KiB string limit: deep C++ template names survive whole. */
 static void test_event_long_frame_symbol_whole(void **state) {
     (void)state;
@@ -234,6 +270,7 @@ int main(void) {
         cmocka_unit_test(test_event_module_identity_and_old_records),
         cmocka_unit_test(test_event_process_allocator_and_old_records),
         cmocka_unit_test(test_event_host_alloc_ordinal_and_old_records),
+        cmocka_unit_test(test_event_stack_python_frames_and_old_records),
         cmocka_unit_test(test_event_long_frame_symbol_whole),
         cmocka_unit_test(test_event_header_round_trip_and_checks),
     };

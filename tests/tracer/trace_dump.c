@@ -53,6 +53,7 @@ static void print(const pl_trace_record_t *r) {
     case PL_REC_STACK:
         printf(" id=%u", r->u.stack.stack_id);
         for (uint32_t i = 0; i < r->u.stack.n_frames; i++) printf(" 0x%" PRIx64, r->u.stack.pcs[i]);
+        for (uint32_t i = 0; i < r->u.stack.n_py; i++) printf(" py%u", r->u.stack.py[i]);
         break;
     case PL_REC_FRAME:
         printf(" pc=0x%" PRIx64 " module=%u offset=0x%" PRIx64 " symbol=%s+0x%" PRIx64, r->u.frame.pc,
@@ -66,6 +67,10 @@ static void print(const pl_trace_record_t *r) {
     case PL_REC_THREAD_NAME: printf(" tid=%u name=%s", r->u.thread_name.tid, r->u.thread_name.name); break;
     case PL_REC_LOST: printf(" n_records=%" PRIu64, r->u.lost.n_records); break;
     case PL_REC_EXEC: printf(" path=%s", r->u.exec.path); break;
+    case PL_REC_PYFRAME:
+        printf(" id=%u %s:%d in %s", r->u.pyframe.pyframe_id, r->u.pyframe.file, r->u.pyframe.line,
+               r->u.pyframe.function);
+        break;
     default: break;
     }
     putchar('\n');
