@@ -799,6 +799,7 @@ static int finish(state_t *s, pl_report_process_t *row) {
     if (s->o->only_metric && s->o->metric != PL_METRIC_HEAP_BYTES && row->metrics[PL_METRIC_HEAP_BYTES].present) {
         pl_series_free(&row->metrics[PL_METRIC_HEAP_BYTES].series);
         row->metrics[PL_METRIC_HEAP_BYTES].present = false;
+        row->heap_filtered = true; /* recorded: the diagnosis must not say otherwise */
     }
     return 0;
 }

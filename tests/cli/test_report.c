@@ -95,6 +95,26 @@ static void test_report_metric_filter(void **state) {
     assert_null(strstr(out_buf, "heap.bytes"));
 }
 
+/* --metric rss hides the live heap from the report, not from the recording: the diagnosis must not say the heap
+ * was not recorded (issue 16), nor that its bytes stay flat under --metric heap.count. */
+static void test_report_metric_filter_heap_recorded(void **state) {
+    (void)state;
+    synth_cfg_t c = synth_default();
+    c.leak_bytes = 10u << 20; /* RSS follows: an RSS leak with the heap behind it */
+    c.n_steps = 200;
+    make_trace("rssleak.pltrace", c);
+    char args[512];
+    snprintf(args, sizeof args, "'%s/rssleak.pltrace' --metric rss", dir);
+    assert_int_equal(report(args), 0);
+    assert_non_null(strstr(out_buf, "RSS grows"));
+    assert_null(strstr(out_buf, "was not recorded"));
+    assert_non_null(strstr(out_buf, "was recorded but --metric leaves it out of this report"));
+    snprintf(args, sizeof args, "'%s/rssleak.pltrace' --metric heap.count", dir);
+    assert_int_equal(report(args), 0);
+    assert_non_null(strstr(out_buf, "Host leak: live allocations grow"));
+    assert_null(strstr(out_buf, "bytes stay flat"));
+}
+
 static void test_report_run_dir(void **state) {
     (void)state;
     char d[256];
@@ -181,6 +201,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_report_leak_trace),
         cmocka_unit_test(test_report_metric_filter),
+        cmocka_unit_test(test_report_metric_filter_heap_recorded),
         cmocka_unit_test(test_report_run_dir),
         cmocka_unit_test(test_report_truncated),
         cmocka_unit_test(test_report_unusable_input),
