@@ -311,7 +311,7 @@ static uint64_t new_run_id(void) {
  * writable by no one else, and empty unless --append; its run-id file names the run whose traces the report
  * reads (tracer/rundir.c). With --append the run id already there is kept, so the runs are reported together.
  * Returns 0 with *run_id, or prints one line and returns -1. */
-static int claim_run_dir(const char *dir, bool made, bool append, uint64_t *run_id) {
+static int claim_run_dir(const char *dir, bool made, bool append, uint64_t *run_id, bool *wrote_id) {
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dfd < 0) {
         struct stat sb;
@@ -341,6 +341,7 @@ static int claim_run_dir(const char *dir, bool made, bool append, uint64_t *run_
         goto out;
     }
     *run_id = 0;
+    *wrote_id = false;
     if (!made) {
         int dfd2 = dup(dfd);
         d = dfd2 >= 0 ? fdopendir(dfd2) : NULL;
@@ -375,6 +376,7 @@ static int claim_run_dir(const char *dir, bool made, bool append, uint64_t *run_
             goto out;
         }
         close(fd);
+        *wrote_id = true;
     }
     rc = 0;
 out:
@@ -493,7 +495,8 @@ int pl_cli_run(int argc, char **argv) {
         }
     }
     uint64_t run_id;
-    if (claim_run_dir(dir, made, append, &run_id)) return 2;
+    bool wrote_id;
+    if (claim_run_dir(dir, made, append, &run_id, &wrote_id)) return 2;
     char abs_dir[PATH_MAX];
     if (!realpath(dir, abs_dir)) snprintf(abs_dir, sizeof abs_dir, "%s", dir);
 
@@ -536,6 +539,9 @@ int pl_cli_run(int argc, char **argv) {
     relay_t relay = {.witness_fd = {-1, -1}};
     if (pipe2(relay.witness_fd, O_CLOEXEC) == 0) relay.witness = witness_start(relay.witness_fd);
 
+    /* exec_fd: closed by a successful exec (O_CLOEXEC); a failed one writes its errno there first */
+    int exec_fd[2] = {-1, -1};
+    if (pipe2(exec_fd, O_CLOEXEC) != 0) exec_fd[0] = exec_fd[1] = -1;
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
@@ -545,11 +551,25 @@ int pl_cli_run(int argc, char **argv) {
     if (pid == 0) {
         sigaction(SIGCHLD, &old_chld, NULL);
         sigprocmask(SIG_SETMASK, &old_mask, NULL);
+        if (exec_fd[0] >= 0) close(exec_fd[0]);
         execvp(cmd[0], cmd);
-        fprintf(stderr, "plateau run: cannot run '%s': %s\n", pl_format_esc(cmd[0]), strerror(errno));
-        _exit(errno == ENOENT ? 127 : 126);
+        int err = errno;
+        fprintf(stderr, "plateau run: cannot run '%s': %s\n", pl_format_esc(cmd[0]), strerror(err));
+        if (exec_fd[1] >= 0 && write(exec_fd[1], &err, sizeof err) < 0) { /* the exit status says it too */
+        }
+        _exit(err == ENOENT ? 127 : 126);
     }
     relay.child = pid;
+    bool exec_failed = false;
+    if (exec_fd[0] >= 0) {
+        close(exec_fd[1]);
+        int err;
+        ssize_t n;
+        while ((n = read(exec_fd[0], &err, sizeof err)) < 0 && errno == EINTR) {
+        }
+        exec_failed = n == (ssize_t)sizeof err;
+        close(exec_fd[0]);
+    }
     int status = 0;
     for (;;) {
         siginfo_t si;
@@ -579,6 +599,13 @@ int pl_cli_run(int argc, char **argv) {
     /* Signals stay blocked until we return: one arriving now cannot replace CMD's exit status with ours. */
 
     int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (exec_failed) { /* nothing ran: leave no run behind (the child said why) */
+        char id_path[PATH_MAX + sizeof PL_TRACE_RUN_ID_FILE + 1];
+        snprintf(id_path, sizeof id_path, "%s/%s", abs_dir, PL_TRACE_RUN_ID_FILE);
+        if (wrote_id) unlink(id_path);
+        if (made) rmdir(abs_dir); /* fails, leaving it, if anything else appeared there */
+        return rc;
+    }
     int n = count_traces(abs_dir);
     fprintf(stderr, "plateau: %d trace file%s in %s", n, n == 1 ? "" : "s", pl_format_esc(abs_dir));
     if (WIFSIGNALED(status)) fprintf(stderr, " (the command was killed by signal %d)", WTERMSIG(status));

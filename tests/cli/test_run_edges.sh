@@ -1,0 +1,36 @@
+#!/bin/sh
+# plateau run's rough edges (issue 16).
+# - A command that cannot be run (/nonexistent/cmd) exits 127 (126: not executable) and leaves no run behind: the
+#   directory plateau run made is removed, an empty one of yours is left empty, an --append'ed run keeps its run id;
+#   a program that runs and exits 127 itself keeps its run.
+# usage: test_run_edges.sh PLATEAU TARGETS_DIR WORKDIR
+set -eu
+P=$(realpath "$1") T=$(realpath "$2") work=$3/run-edges-$$
+rm -rf "$work"; mkdir -p "$work"; chmod 700 "$work"
+[ -n "${KEEP:-}" ] || trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*" >&2; for f in "$work"/*.txt; do echo "== $f"; cat "$f"; done >&2; exit 1; }
+
+# --- a command that cannot be run leaves no run directory ---
+mkdir "$work/cwd"
+rc=0; (cd "$work/cwd" && "$P" run -- /nonexistent/cmd) >"$work/ne.txt" 2>&1 || rc=$?
+[ "$rc" = 127 ] || fail "plateau run -- /nonexistent/cmd exits $rc, not 127"
+grep -q "cannot run '/nonexistent/cmd'" "$work/ne.txt" || fail "no 'cannot run' line"
+[ -z "$(ls -A "$work/cwd")" ] || fail "a run directory was left behind: $(ls -A "$work/cwd")"
+rc=0; "$P" run -o "$work/new" -- /nonexistent/cmd >"$work/ne2.txt" 2>&1 || rc=$?
+[ "$rc" = 127 ] && [ ! -e "$work/new" ] || fail "-o new: exit $rc, directory left: $(ls -d "$work/new" 2>&1)"
+: >"$work/notexec"; chmod 644 "$work/notexec"
+rc=0; "$P" run -o "$work/new2" -- "$work/notexec" >"$work/ne3.txt" 2>&1 || rc=$?
+[ "$rc" = 126 ] && [ ! -e "$work/new2" ] || fail "not executable: exit $rc, directory left: $(ls -d "$work/new2" 2>&1)"
+mkdir -m 700 "$work/mine"
+rc=0; "$P" run -o "$work/mine" -- /nonexistent/cmd >"$work/ne4.txt" 2>&1 || rc=$?
+[ "$rc" = 127 ] && [ -d "$work/mine" ] && [ -z "$(ls -A "$work/mine")" ] ||
+    fail "an empty directory of mine: exit $rc, now holds: $(ls -A "$work/mine")"
+"$P" run -o "$work/app" --no-report -- "$T/target_leak" 3 >"$work/app.txt" 2>&1 || fail "leak run"
+id=$(cat "$work/app/plateau-run-id")
+rc=0; "$P" run -o "$work/app" --append -- /nonexistent/cmd >"$work/ne5.txt" 2>&1 || rc=$?
+[ "$rc" = 127 ] && [ "$(cat "$work/app/plateau-run-id")" = "$id" ] || fail "--append: exit $rc, run id lost"
+ls "$work/app/"*.pltrace >/dev/null 2>&1 || fail "--append: the earlier traces are gone"
+# a program that exits 127 by itself ran: its run stays
+rc=0; "$P" run -o "$work/ran" --no-report -- sh -c 'exit 127' >"$work/ran.txt" 2>&1 || rc=$?
+[ "$rc" = 127 ] && [ -f "$work/ran/plateau-run-id" ] || fail "a program exiting 127 lost its run (exit $rc)"
+echo "ok: plateau run rough edges"
