@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <plateau/trace.h>
+
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "reports/compare.h"
@@ -101,6 +103,20 @@ static int parse_allocators(const char *s, char a[2][16]) {
     return 0;
 }
 
+/* What plateau run --host-allocator asked for, from the run-id file of the directory holding trace ("" none). */
+static void requested_allocator(const char *trace, char *out, size_t n) {
+    out[0] = 0;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", trace);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    else snprintf(dir, sizeof dir, ".");
+    pl_trace_dir_t list;
+    if (pl_trace_dir_list(slash && !dir[0] ? "/" : dir, &list)) return;
+    snprintf(out, n, "%s", list.host_allocator);
+    pl_trace_dir_free(&list);
+}
+
 static int compare(const char *path_a, const char *path_b, const char *allocs, const char *json,
                    const pl_extract_opts_t *eo) {
     char given[2][16] = {"", ""};
@@ -117,6 +133,7 @@ static int compare(const char *path_a, const char *path_b, const char *allocs, c
     int status = 1;
     size_t mp[2];
     const char *alloc[2] = {NULL, NULL}, *from[2] = {"", ""};
+    char asked[2][16];
     for (int i = 0; i < 2; i++) {
         if (!(r[i] = pl_report_create(paths[i]))) {
             fprintf(stderr, "plateau report: out of memory\n");
@@ -137,7 +154,20 @@ static int compare(const char *path_a, const char *path_b, const char *allocs, c
             alloc[i] = given[i];
             from[i] = "given";
         } else {
+            /* the allocator the tracer saw serve malloc; else the one plateau run was asked for (a jemalloc under
+             * another file name is recorded as other:NAME); else a guess from usable sizes */
             pl_compare_trace_allocator(x[i].procs[mp[i]].file, &alloc[i], &from[i]);
+            requested_allocator(x[i].procs[mp[i]].file, asked[i], sizeof asked[i]);
+            bool seen = alloc[i] && !strcmp(from[i], "recorded") &&
+                        (!strcmp(alloc[i], "glibc") || !strcmp(alloc[i], "jemalloc"));
+            if (asked[i][0] && !seen) {
+                alloc[i] = asked[i];
+                from[i] = "requested";
+            } else if (asked[i][0] && strcmp(asked[i], alloc[i])) {
+                fprintf(stderr, "plateau report: %s was run with --host-allocator %s, but its program ran on %s "
+                                "(recorded); comparing it as %s\n",
+                        pl_format_esc(paths[i]), asked[i], alloc[i], alloc[i]);
+            }
         }
     }
     pl_compare_t c;

@@ -311,7 +311,8 @@ static uint64_t new_run_id(void) {
  * writable by no one else, and empty unless --append; its run-id file names the run whose traces the report
  * reads (tracer/rundir.c). With --append the run id already there is kept, so the runs are reported together.
  * Returns 0 with *run_id, or prints one line and returns -1. */
-static int claim_run_dir(const char *dir, bool made, bool append, uint64_t *run_id, bool *wrote_id) {
+static int claim_run_dir(const char *dir, bool made, bool append, const char *allocator, uint64_t *run_id,
+                         bool *wrote_id) {
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dfd < 0) {
         struct stat sb;
@@ -368,8 +369,8 @@ static int claim_run_dir(const char *dir, bool made, bool append, uint64_t *run_
     if (!*run_id) {
         *run_id = new_run_id();
         int fd = openat(dfd, PL_TRACE_RUN_ID_FILE, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-        char line[32];
-        int n = snprintf(line, sizeof line, "%016llx\n", (unsigned long long)*run_id);
+        char line[64]; /* the host allocator asked for: the report's comparison of two runs reads it */
+        int n = snprintf(line, sizeof line, "%016llx\nhost-allocator %s\n", (unsigned long long)*run_id, allocator);
         if (fd < 0 || write(fd, line, (size_t)n) != n) {
             fprintf(stderr, "plateau run: cannot write '%s/%s': %s\n", pl_format_esc(dir), PL_TRACE_RUN_ID_FILE, strerror(errno));
             if (fd >= 0) close(fd);
@@ -496,7 +497,7 @@ int pl_cli_run(int argc, char **argv) {
     }
     uint64_t run_id;
     bool wrote_id;
-    if (claim_run_dir(dir, made, append, &run_id, &wrote_id)) return 2;
+    if (claim_run_dir(dir, made, append, allocator, &run_id, &wrote_id)) return 2;
     char abs_dir[PATH_MAX];
     if (!realpath(dir, abs_dir)) snprintf(abs_dir, sizeof abs_dir, "%s", dir);
 

@@ -3,6 +3,9 @@
 # - A command that cannot be run (/nonexistent/cmd) exits 127 (126: not executable) and leaves no run behind: the
 #   directory plateau run made is removed, an empty one of yours is left empty, an --append'ed run keeps its run id;
 #   a program that runs and exits 127 itself keeps its run.
+# - plateau run records the --host-allocator it was asked for (the run-id file), and `plateau report RUN_A RUN_B`
+#   uses it when the tracer cannot name the allocator: a jemalloc under another file name (PLATEAU_JEMALLOC) is
+#   recorded as other:NAME, and the comparison said "host allocator unknown (recorded)".
 # usage: test_run_edges.sh PLATEAU TARGETS_DIR WORKDIR
 set -eu
 P=$(realpath "$1") T=$(realpath "$2") work=$3/run-edges-$$
@@ -33,4 +36,23 @@ ls "$work/app/"*.pltrace >/dev/null 2>&1 || fail "--append: the earlier traces a
 # a program that exits 127 by itself ran: its run stays
 rc=0; "$P" run -o "$work/ran" --no-report -- sh -c 'exit 127' >"$work/ran.txt" 2>&1 || rc=$?
 [ "$rc" = 127 ] && [ -f "$work/ran/plateau-run-id" ] || fail "a program exiting 127 lost its run (exit $rc)"
+
+# --- the host allocator plateau run was asked for is recorded and used ---
+je=
+for f in /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 /usr/lib64/libjemalloc.so.2 /usr/lib/libjemalloc.so.2; do
+    [ -f "$f" ] && je=$f && break
+done
+[ -n "$je" ] || fail "libjemalloc.so.2 not found (libjemalloc-dev is in the Makefile's PKGS)"
+cp "$je" "$work/libmymalloc.so.2"
+"$P" run -o "$work/ha-glibc" --no-report -- "$T/target_leak" 40 >"$work/ha-g.txt" 2>&1 || fail "glibc run"
+PLATEAU_JEMALLOC="$work/libmymalloc.so.2" "$P" run -o "$work/ha-je" --no-report --host-allocator jemalloc -- \
+    "$T/target_leak" 40 >"$work/ha-j.txt" 2>&1 || fail "jemalloc run"
+grep -qx 'host-allocator jemalloc' "$work/ha-je/plateau-run-id" || fail "the run-id file does not record jemalloc"
+grep -qx 'host-allocator glibc' "$work/ha-glibc/plateau-run-id" || fail "the run-id file does not record glibc"
+"$P" report "$work/ha-glibc" "$work/ha-je" --json "$work/ha.json" >"$work/ha.txt" 2>&1 || fail "report RUN_A RUN_B"
+grep -q 'host allocator glibc (recorded)' "$work/ha.txt" || fail "glibc run's allocator"
+grep -q 'host allocator jemalloc (requested)' "$work/ha.txt" || fail "jemalloc run's allocator not used"
+grep -q 'host allocator unknown' "$work/ha.txt" && fail "an allocator is unknown"
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["runs"]; assert [(x["allocator"], x["allocator_from"]) for x in r] == [("glibc", "recorded"), ("jemalloc", "requested")], r' \
+    "$work/ha.json" || fail "JSON allocators"
 echo "ok: plateau run rough edges"
