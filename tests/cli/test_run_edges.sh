@@ -6,6 +6,8 @@
 # - plateau run records the --host-allocator it was asked for (the run-id file), and `plateau report RUN_A RUN_B`
 #   uses it when the tracer cannot name the allocator: a jemalloc under another file name (PLATEAU_JEMALLOC) is
 #   recorded as other:NAME, and the comparison said "host allocator unknown (recorded)".
+# - A run still in progress is reported as "still running" (the pid exists, is not a zombie, and started no later
+#   than its trace), not "killed (SIGKILL, OOM) or still running"; once killed, it is "killed".
 # usage: test_run_edges.sh PLATEAU TARGETS_DIR WORKDIR
 set -eu
 P=$(realpath "$1") T=$(realpath "$2") work=$3/run-edges-$$
@@ -55,4 +57,22 @@ grep -q 'host allocator jemalloc (requested)' "$work/ha.txt" || fail "jemalloc r
 grep -q 'host allocator unknown' "$work/ha.txt" && fail "an allocator is unknown"
 python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["runs"]; assert [(x["allocator"], x["allocator_from"]) for x in r] == [("glibc", "recorded"), ("jemalloc", "requested")], r' \
     "$work/ha.json" || fail "JSON allocators"
+
+# --- a run still in progress is "still running"; killed, it is not ---
+"$P" run -o "$work/live" --no-report -- "$T/target_spin" 20 >"$work/live.txt" 2>&1 &
+runpid=$!
+i=0
+until grep -q ready "$work/live.txt" 2>/dev/null && "$P" report "$work/live" >"$work/live-report.txt" 2>&1; do
+    i=$((i + 1)); [ "$i" -lt 300 ] || { kill "$runpid"; fail "the spinning run never became reportable"; }
+    sleep 0.1
+done
+spin=$(basename "$(ls "$work/live/"*.pltrace | head -n1)" .0.pltrace)
+grep -q "pid $spin is still running" "$work/live-report.txt" || { kill -9 "$spin"; fail "a live run not said running"; }
+grep -q "killed (SIGKILL" "$work/live-report.txt" && { kill -9 "$spin"; fail "a live run said killed"; }
+grep -q "\[running\]" "$work/live-report.txt" || true # the process table only shows with several processes
+kill -9 "$spin"
+wait "$runpid" || true
+"$P" report "$work/live" >"$work/dead-report.txt" 2>&1 || fail "report of the killed run"
+grep -q "is still running" "$work/dead-report.txt" && fail "a killed run said running"
+grep -q "killed (SIGKILL, OOM)" "$work/dead-report.txt" || fail "a killed run not said killed"
 echo "ok: plateau run rough edges"
