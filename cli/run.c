@@ -2,7 +2,7 @@
  *   plateau run [-o DIR] [--sample-bytes N] [--interval-ms N] [--steps-signal]
  *               [--host-allocator glibc|jemalloc] [--append] [--no-report] -- CMD ARGS...
  * Wiring only: finds libplateau_preload.so (PLATEAU_PRELOAD, else next to this executable in a build tree,
- * else the install libdir), makes the run directory, sets LD_PRELOAD and PLATEAU_* (docs/env.md), runs CMD,
+ * else the install libdir, relative to this executable then absolute: config.h), makes the run directory, sets LD_PRELOAD and PLATEAU_* (docs/env.md), runs CMD,
  * relays signals (below), returns CMD's exit status (128 + signal if it was killed), and prints where the
  * traces are and the report summary (`plateau report DIR`, unless --no-report).
  *
@@ -171,7 +171,10 @@ static bool is_file(const char *p) {
     return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
-/* Find the preload library. Returns false when none is found. */
+/* Find the preload library: PLATEAU_PRELOAD; else next to this executable in a build tree (build/cli/plateau ->
+ * build/preload); else the install libdir relative to this executable's directory (PL_BINDIR_TO_LIBDIR: an
+ * install, also one copied elsewhere or under a DESTDIR); else the configured libdir (PL_LIBDIR). Returns false
+ * when none is found. */
 static bool find_preload(char *out, size_t n) {
     const char *env = getenv("PLATEAU_PRELOAD");
     if (env && *env) {
@@ -185,29 +188,27 @@ static bool find_preload(char *out, size_t n) {
     char *slash = strrchr(exe, '/');
     if (!slash) return false;
     *slash = 0; /* exe = directory of plateau */
-    static const char *const rel[] = {
-        "../preload/libplateau_preload.so",             /* build tree: build/cli/plateau */
-        "../lib/x86_64-linux-gnu/libplateau_preload.so", /* install, Debian multiarch */
-        "../lib64/libplateau_preload.so", "../lib/libplateau_preload.so",
-    };
-    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
-        char cand[PATH_MAX + 64];
-        snprintf(cand, sizeof cand, "%s/%s", exe, rel[i]);
-        if (is_file(cand) && realpath(cand, out)) return true;
+    char cand[3][PATH_MAX + 64];
+    snprintf(cand[0], sizeof cand[0], "%s/../preload/libplateau_preload.so", exe);
+    snprintf(cand[1], sizeof cand[1], "%s/%s/libplateau_preload.so", exe, PL_BINDIR_TO_LIBDIR);
+    snprintf(cand[2], sizeof cand[2], "%s/libplateau_preload.so", PL_LIBDIR);
+    for (size_t i = 0; i < 3; i++) {
+        if (i == 1 && !PL_BINDIR_TO_LIBDIR[0]) continue; /* an absolute libdir: only PL_LIBDIR */
+        if (is_file(cand[i]) && realpath(cand[i], out)) return true;
     }
     return false;
 }
 
 static bool find_jemalloc(char *out, size_t n) {
     const char *env = getenv("PLATEAU_JEMALLOC");
-    static const char *const cand[] = {"/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "/usr/lib64/libjemalloc.so.2",
+    static const char *const cand[] = {PL_JEMALLOC_LIBDIR "/libjemalloc.so.2", "/usr/lib64/libjemalloc.so.2",
                                        "/usr/lib/libjemalloc.so.2", "/usr/local/lib/libjemalloc.so.2"};
     if (env && *env) {
         snprintf(out, n, "%s", env);
         return is_file(out);
     }
     for (size_t i = 0; i < sizeof cand / sizeof cand[0]; i++)
-        if (is_file(cand[i])) {
+        if (cand[i][0] == '/' && is_file(cand[i])) {
             snprintf(out, n, "%s", cand[i]);
             return true;
         }
@@ -461,7 +462,7 @@ int pl_cli_run(int argc, char **argv) {
     char preload[PATH_MAX];
     if (!find_preload(preload, sizeof preload)) {
         fprintf(stderr, "plateau run: cannot find libplateau_preload.so (looked next to this program and in the "
-                        "install libdir); set PLATEAU_PRELOAD to its path\n");
+                        "install libdir %s); set PLATEAU_PRELOAD to its path\n", PL_LIBDIR);
         return 2;
     }
     char jemalloc[PATH_MAX] = "";
