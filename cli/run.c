@@ -215,10 +215,18 @@ static bool find_jemalloc(char *out, size_t n) {
     return false;
 }
 
+/* Is the bootstrap (sitecustomize.py) in d? Then its real path into dir (PATH_MAX). */
+static void bootstrap_in(const char *d, char *dir) {
+    char cand[PATH_MAX + 32];
+    if (snprintf(cand, sizeof cand, "%s/sitecustomize.py", d) >= (int)sizeof cand || !is_file(cand)) return;
+    if (!realpath(d, dir)) dir[0] = 0;
+}
+
 /* The Python bootstrap (docs/python.md): put the directory holding plateau's sitecustomize.py and the plateau
  * package first on PYTHONPATH, unless PLATEAU_PYTHON is off. Found through PLATEAU_PYTHON_DIR, else next to this
- * executable (build tree: build/python; install: <prefix>/share/plateau/python). Not finding it only costs the
- * optimizer steps: say so once and run the command anyway. */
+ * executable (build tree: build/python; install: <datadir>/plateau/python relative to this executable, as for
+ * the preload, then the configured one). Not finding it only costs the optimizer steps: say so once and run the
+ * command anyway. */
 static void python_bootstrap_env(void) {
     const char *onoff = getenv("PLATEAU_PYTHON");
     char low[8] = "";
@@ -237,14 +245,12 @@ static void python_bootstrap_env(void) {
         exe[len] = 0;
         char *slash = strrchr(exe, '/');
         if (slash) *slash = 0;
-        static const char *const rel[] = {"../python", "../share/plateau/python"};
-        for (size_t i = 0; i < sizeof rel / sizeof rel[0] && !dir[0]; i++) {
-            char cand[PATH_MAX + 64];
-            snprintf(cand, sizeof cand, "%s/%s/sitecustomize.py", exe, rel[i]);
-            if (!is_file(cand)) continue;
-            snprintf(cand, sizeof cand, "%s/%s", exe, rel[i]);
-            if (!realpath(cand, dir)) dir[0] = 0;
-        }
+        char rel[3][PATH_MAX + 64];
+        snprintf(rel[0], sizeof rel[0], "%s/../python", exe);
+        snprintf(rel[1], sizeof rel[1], "%s/%s/plateau/python", exe, PL_BINDIR_TO_DATADIR);
+        snprintf(rel[2], sizeof rel[2], "%s/plateau/python", PL_DATADIR);
+        for (size_t i = 0; i < 3 && !dir[0]; i++)
+            if (i != 1 || PL_BINDIR_TO_DATADIR[0]) bootstrap_in(rel[i], dir);
     }
     char site[PATH_MAX + 32];
     snprintf(site, sizeof site, "%s/sitecustomize.py", dir);

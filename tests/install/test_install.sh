@@ -44,13 +44,15 @@ export LD_LIBRARY_PATH=$D$libdir
 "$work/trainer" 3 >"$work/untraced.txt" 2>&1 || fail "the trainer untraced"
 grep -qx 'LD_PRELOAD=' "$work/untraced.txt" || fail "untraced run preloaded something"
 
-# plateau run [from BIN] [LIBDIR expected to hold the preload] [run dir]
+# plateau run [from BIN] [LIBDIR expected to hold the preload] [DATADIR expected to hold the bootstrap] [run dir]
 traced() {
-    local p=$1 lib=$2 out=$3
+    local p=$1 lib=$2 data=$3 out=$4
     (cd "$work" && "$p" run -o "$out" --no-report -- "$work/trainer" 12) >"$work/$out.txt" 2>&1 ||
         fail "plateau run from $p"
     grep -qx "LD_PRELOAD=$(realpath "$lib")/libplateau_preload.so" "$work/$out.txt" ||
         fail "plateau run from $p did not preload $lib/libplateau_preload.so"
+    grep -q "^PYTHONPATH=$(realpath "$data")/plateau/python" "$work/$out.txt" ||
+        fail "plateau run from $p did not find its Python bootstrap in $data/plateau/python"
     "$p" report "$work/$out" --json "$work/$out.json" >"$work/$out-report.txt" 2>&1 || fail "report $out"
     python3 - "$work/$out.json" <<'PY' || fail "steps of the pkg-config trainer not recorded ($out)"
 import json, sys
@@ -59,7 +61,7 @@ procs = d["run"]["processes"]
 assert len(procs) == 1 and procs[0]["steps"] == 12, procs
 PY
 }
-traced "$P" "$D$libdir" run-destdir
+traced "$P" "$D$libdir" "$D$datadir" run-destdir
 
 # --- the CMake package builds the same trainer ---
 mkdir -p "$work/cm"
@@ -124,6 +126,7 @@ done
 # --- the installed tree moved elsewhere still finds its own preload and libraries ---
 mv "$D$prefix" "$work/moved"
 moved_bin=$work/moved/${bindir#"$prefix"/} moved_lib=$work/moved/${libdir#"$prefix"/}
+moved_data=$work/moved/${datadir#"$prefix"/}
 export LD_LIBRARY_PATH=$moved_lib
-traced "$moved_bin/plateau" "$moved_lib" run-moved
+traced "$moved_bin/plateau" "$moved_lib" "$moved_data" run-moved
 echo "ok: install from a DESTDIR and a moved copy"

@@ -36,6 +36,8 @@ int main(int argc, char **argv) {
     printf("trainer: %d steps, peak reserved %zu bytes\n", steps, (size_t)st.reserved_bytes[0].peak);
     const char *lp = getenv("LD_PRELOAD");
     printf("LD_PRELOAD=%s\n", lp ? lp : "");
+    const char *pp = getenv("PYTHONPATH");
+    printf("PYTHONPATH=%s\n", pp ? pp : "");
     pl_alloc_destroy(a);
     pl_backend_destroy(be);
     return 0;
