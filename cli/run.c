@@ -2,8 +2,8 @@
  *   plateau run [-o DIR] [--sample-bytes N] [--interval-ms N] [--steps-signal]
  *               [--host-allocator glibc|jemalloc] [--append] [--no-report] -- CMD ARGS...
  * Wiring only: finds libplateau_preload.so (PLATEAU_PRELOAD, else next to this executable in a build tree,
- * else the install libdir, relative to this executable then absolute: config.h), makes the run directory, sets LD_PRELOAD and PLATEAU_* (docs/env.md), runs CMD,
- * relays signals (below), returns CMD's exit status (128 + signal if it was killed), and prints where the
+ * else the install libdir, relative to this executable then absolute: config.h), makes the run directory, sets
+ * LD_PRELOAD and PLATEAU_* (docs/env.md), runs CMD, relays signals (below), returns CMD's exit status (128 + signal if it was killed), and prints where the
  * traces are and the report summary (`plateau report DIR`, unless --no-report).
  *
  * Signals (docs/env.md, "Signals"). CMD stays in our process group, so the terminal's and job control's

@@ -114,7 +114,8 @@ static void host_rules(ctx_t *c) {
             say(c, PL_DX_HOST_LEAK, "Host leak: the live heap grows %s.%s", rate(c, PL_METRIC_HEAP_BYTES, a, sizeof a),
                 amp);
         else
-            say(c, PL_DX_HOST_LEAK, "Host leak: live allocations grow %s%s.", rate(c, PL_METRIC_HEAP_COUNT, a, sizeof a),
+            say(c, PL_DX_HOST_LEAK, "Host leak: live allocations grow %s%s.",
+                rate(c, PL_METRIC_HEAP_COUNT, a, sizeof a),
                 c->p->heap_filtered ? "" : " (bytes stay flat: many small blocks)");
         if (rss_rec && !rss_leak)
             say(c, PL_DX_HEAP_NOT_RSS,
