@@ -8,12 +8,14 @@ MESON_FLAGS ?=
 FUZZ_SECONDS ?= 20
 
 # Debian packages the build and the tests need.
+# cmake, groff-base: the install test builds a trainer with CMake's find_package(plateau) and renders the man pages.
 # gcc-aarch64-linux-gnu, libc6-dev-arm64-cross, qemu-user: the preload's aarch64 dlsym trampoline is cross-built and
 # run under qemu (preload.dlsym_trampoline_aarch64).
 PKGS := meson ninja-build pkg-config gcc g++ clang libclang-rt-14-dev python3 \
         libcmocka-dev libunwind-dev libjemalloc-dev \
         chromium fonts-liberation python3-torch \
-        gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
+        gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user \
+        cmake groff-base
 
 .PHONY: all deps build demo test test-main test-asan test-nocuda test-fuzz bench clean
 

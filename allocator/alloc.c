@@ -487,7 +487,8 @@ static void oom(pl_alloc_t *a, size_t requested, size_t rounded, pl_stream_t str
     const char *hint = "";
     if (unalloc > 0 && unalloc >= rounded / 2 && !a->cfg.expandable_segments)
         hint = " If reserved but unallocated memory is large try setting PLATEAU_ALLOC_CONF=expandable_segments:True"
-               " to avoid fragmentation.";
+               " (or PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, which plateau also reads) to avoid"
+               " fragmentation.";
     else if (unalloc > 0 && unalloc >= rounded / 2)
         hint = " If reserved but unallocated memory is large, call empty_cache() or lower the peak:"
                " expandable segments are already on.";

@@ -1,10 +1,12 @@
 /* plateau: the command. Argument dispatch only; each subcommand lives in its own file (cli/commands.h). */
 #include "config.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "commands.h"
+#include "reports/format.h"
 
 typedef struct {
     const char *name;
@@ -29,6 +31,13 @@ static void usage(FILE *f) {
     fprintf(f, "plateau %s: tell a warmup plateau from a memory leak\n\nusage: plateau COMMAND [ARGS]\n\n", PL_VERSION);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (commands[i].fn) fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "  %-8s %s\n", "help", "this text, or a command's options: plateau help [COMMAND]");
+}
+
+static const command_t *find_command(const char *name) {
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(name, commands[i].name)) return &commands[i];
+    return NULL;
 }
 
 int main(int argc, char **argv) {
@@ -40,15 +49,30 @@ int main(int argc, char **argv) {
         printf("plateau %s\n", PL_VERSION);
         return 0;
     }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
-        if (strcmp(argv[1], commands[i].name)) continue;
-        if (!commands[i].fn) {
-            fprintf(stderr, "plateau: '%s' is not built in this version\n", argv[1]);
-            return 2;
-        }
-        return commands[i].fn(argc - 1, argv + 1);
+    /* plateau help [COMMAND]: what git, cargo and pip users type; COMMAND's own --help text */
+    bool help = !strcmp(argv[1], "help");
+    if (help && argc == 2) {
+        usage(stdout);
+        return 0;
     }
-    fprintf(stderr, "plateau: unknown command '%s'\n\n", argv[1]);
-    usage(stderr);
-    return 2;
+    if (help && argc > 3) {
+        fprintf(stderr, "plateau help: give one command (plateau help COMMAND)\n");
+        return 2;
+    }
+    const char *name = help ? argv[2] : argv[1];
+    const command_t *c = find_command(name);
+    if (!c) {
+        fprintf(stderr, "plateau: unknown command '%s'\n\n", pl_format_esc(name));
+        usage(stderr);
+        return 2;
+    }
+    if (!c->fn) {
+        fprintf(stderr, "plateau: '%s' is not built in this version\n", name);
+        return 2;
+    }
+    if (help) {
+        char *hargv[] = {(char *)c->name, "--help", NULL};
+        return c->fn(2, hargv);
+    }
+    return c->fn(argc - 1, argv + 1);
 }

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <plateau/trace.h>
+
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "reports/compare.h"
@@ -25,8 +27,8 @@ static void usage(FILE *o) {
     fprintf(o, "usage: plateau report RUN_DIR|TRACE [--json FILE] [--html FILE] [--metric NAME] [--since-step N]"
                " [--ascii]\n"
                "  RUN_DIR      a directory written by plateau run (every regular *.pltrace file in it), or one trace file\n"
-               "  --json FILE  also write the JSON report (docs/report-schema.md)\n"
-               "  --html FILE  also write a self-contained HTML report with charts\n"
+               "  --json FILE  also write the JSON report (docs/report-schema.md); '-' = stdout instead of the text\n"
+               "  --html FILE  also write a self-contained HTML report with charts; '-' = stdout instead of the text\n"
                "  --metric M   only this metric: rss rss.anon rss.file rss.shmem pss heap.bytes heap.count\n"
                "               dev.allocated dev.reserved dev.tensors dev.other cgroup\n"
                "  --since-step N  ignore steps before N\n"
@@ -62,15 +64,20 @@ static int render_compare_json(const void *ctx, FILE *o) {
     return pl_compare_render_json(g->c, o);
 }
 
+/* '-' names stdout, where the report then goes instead of the text (as for tune and replay). */
+static bool is_stdout(const char *path) { return path && !strcmp(path, "-"); }
+
 /* Written whole through cli/output.c: a full disk reads "No space left on device", not an I/O error. */
 static int write_file(const char *path, const char *what, const pl_report_t *r, const pl_extract_t *x, bool html) {
     rendering_t g = {.r = r, .x = x};
-    int rc = pl_cli_output(path, html ? render_html : render_json, &g);
+    bool out = is_stdout(path);
+    int rc = pl_cli_output(out ? NULL : path, html ? render_html : render_json, &g);
     if (rc) {
-        fprintf(stderr, "plateau report: writing %s report to %s failed: %s\n", what, pl_format_esc(path), strerror(-rc));
+        fprintf(stderr, "plateau report: writing %s report to %s failed: %s\n", what,
+                out ? "stdout" : pl_format_esc(path), strerror(-rc));
         return -1;
     }
-    printf("%s report: %s\n", what, pl_format_esc(path));
+    if (!out) printf("%s report: %s\n", what, pl_format_esc(path));
     return 0;
 }
 
@@ -96,6 +103,20 @@ static int parse_allocators(const char *s, char a[2][16]) {
     return 0;
 }
 
+/* What plateau run --host-allocator asked for, from the run-id file of the directory holding trace ("" none). */
+static void requested_allocator(const char *trace, char *out, size_t n) {
+    out[0] = 0;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", trace);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    else snprintf(dir, sizeof dir, ".");
+    pl_trace_dir_t list;
+    if (pl_trace_dir_list(slash && !dir[0] ? "/" : dir, &list)) return;
+    snprintf(out, n, "%s", list.host_allocator);
+    pl_trace_dir_free(&list);
+}
+
 static int compare(const char *path_a, const char *path_b, const char *allocs, const char *json,
                    const pl_extract_opts_t *eo) {
     char given[2][16] = {"", ""};
@@ -112,6 +133,7 @@ static int compare(const char *path_a, const char *path_b, const char *allocs, c
     int status = 1;
     size_t mp[2];
     const char *alloc[2] = {NULL, NULL}, *from[2] = {"", ""};
+    char asked[2][16];
     for (int i = 0; i < 2; i++) {
         if (!(r[i] = pl_report_create(paths[i]))) {
             fprintf(stderr, "plateau report: out of memory\n");
@@ -132,21 +154,35 @@ static int compare(const char *path_a, const char *path_b, const char *allocs, c
             alloc[i] = given[i];
             from[i] = "given";
         } else {
+            /* the allocator the tracer saw serve malloc; else the one plateau run was asked for (a jemalloc under
+             * another file name is recorded as other:NAME); else a guess from usable sizes */
             pl_compare_trace_allocator(x[i].procs[mp[i]].file, &alloc[i], &from[i]);
+            requested_allocator(x[i].procs[mp[i]].file, asked[i], sizeof asked[i]);
+            bool seen = alloc[i] && !strcmp(from[i], "recorded") &&
+                        (!strcmp(alloc[i], "glibc") || !strcmp(alloc[i], "jemalloc"));
+            if (asked[i][0] && !seen) {
+                alloc[i] = asked[i];
+                from[i] = "requested";
+            } else if (asked[i][0] && strcmp(asked[i], alloc[i])) {
+                fprintf(stderr, "plateau report: %s was run with --host-allocator %s, but its program ran on %s "
+                                "(recorded); comparing it as %s\n",
+                        pl_format_esc(paths[i]), asked[i], alloc[i], alloc[i]);
+            }
         }
     }
     pl_compare_t c;
     if (pl_compare_runs(x[0].procs[mp[0]].proc, alloc[0], paths[0], x[1].procs[mp[1]].proc, alloc[1], paths[1], &c))
         goto out;
     for (int i = 0; i < 2; i++) snprintf(c.run[i].allocator_from, sizeof c.run[i].allocator_from, "%s", from[i]);
-    status = pl_compare_render_text(&c, stdout) ? 1 : 0;
+    status = is_stdout(json) ? 0 : pl_compare_render_text(&c, stdout) ? 1 : 0;
     if (json) {
         rendering_t g = {.c = &c};
-        int rc = pl_cli_output(json, render_compare_json, &g);
+        int rc = pl_cli_output(is_stdout(json) ? NULL : json, render_compare_json, &g);
         if (rc) {
-            fprintf(stderr, "plateau report: cannot write JSON comparison to %s: %s\n", json, strerror(-rc));
+            fprintf(stderr, "plateau report: cannot write JSON comparison to %s: %s\n",
+                    is_stdout(json) ? "stdout" : pl_format_esc(json), strerror(-rc));
             status = 1;
-        } else printf("JSON report: %s\n", json);
+        } else if (!is_stdout(json)) printf("JSON report: %s\n", pl_format_esc(json));
     }
     fflush(stdout);
 out:
@@ -204,6 +240,10 @@ int pl_cli_report(int argc, char **argv) {
         default: usage(stderr); return 2;
         }
     }
+    if (is_stdout(json) && is_stdout(html)) {
+        fprintf(stderr, "plateau report: --json - and --html - both ask for stdout: write one of them to a file\n");
+        return 2;
+    }
     if (optind + 2 == argc) {
         if (html || eo.only_metric) {
             fprintf(stderr, "plateau report: --html and --metric do not apply to a comparison of two runs\n");
@@ -250,7 +290,7 @@ int pl_cli_report(int argc, char **argv) {
         if (x.procs[i].damaged)
             fprintf(stderr, "plateau report: warning: %s (partial report)\n", pl_format_esc(x.procs[i].error));
     rendering_t g = {.r = r, .x = &x, .to = &to};
-    if ((rc = pl_cli_output(NULL, render_text, &g))) {
+    if (!is_stdout(json) && !is_stdout(html) && (rc = pl_cli_output(NULL, render_text, &g))) {
         fprintf(stderr, "plateau report: writing the report to stdout failed: %s\n", strerror(-rc));
         status = 1;
     }

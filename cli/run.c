@@ -2,8 +2,8 @@
  *   plateau run [-o DIR] [--sample-bytes N] [--interval-ms N] [--steps-signal]
  *               [--host-allocator glibc|jemalloc] [--append] [--no-report] -- CMD ARGS...
  * Wiring only: finds libplateau_preload.so (PLATEAU_PRELOAD, else next to this executable in a build tree,
- * else the install libdir), makes the run directory, sets LD_PRELOAD and PLATEAU_* (docs/env.md), runs CMD,
- * relays signals (below), returns CMD's exit status (128 + signal if it was killed), and prints where the
+ * else the install libdir, relative to this executable then absolute: config.h), makes the run directory, sets
+ * LD_PRELOAD and PLATEAU_* (docs/env.md), runs CMD, relays signals (below), returns CMD's exit status (128 + signal if it was killed), and prints where the
  * traces are and the report summary (`plateau report DIR`, unless --no-report).
  *
  * Signals (docs/env.md, "Signals"). CMD stays in our process group, so the terminal's and job control's
@@ -171,7 +171,10 @@ static bool is_file(const char *p) {
     return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
-/* Find the preload library. Returns false when none is found. */
+/* Find the preload library: PLATEAU_PRELOAD; else next to this executable in a build tree (build/cli/plateau ->
+ * build/preload); else the install libdir relative to this executable's directory (PL_BINDIR_TO_LIBDIR: an
+ * install, also one copied elsewhere or under a DESTDIR); else the configured libdir (PL_LIBDIR). Returns false
+ * when none is found. */
 static bool find_preload(char *out, size_t n) {
     const char *env = getenv("PLATEAU_PRELOAD");
     if (env && *env) {
@@ -185,39 +188,45 @@ static bool find_preload(char *out, size_t n) {
     char *slash = strrchr(exe, '/');
     if (!slash) return false;
     *slash = 0; /* exe = directory of plateau */
-    static const char *const rel[] = {
-        "../preload/libplateau_preload.so",             /* build tree: build/cli/plateau */
-        "../lib/x86_64-linux-gnu/libplateau_preload.so", /* install, Debian multiarch */
-        "../lib64/libplateau_preload.so", "../lib/libplateau_preload.so",
-    };
-    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
-        char cand[PATH_MAX + 64];
-        snprintf(cand, sizeof cand, "%s/%s", exe, rel[i]);
-        if (is_file(cand) && realpath(cand, out)) return true;
+    char cand[3][PATH_MAX + 64];
+    snprintf(cand[0], sizeof cand[0], "%s/../preload/libplateau_preload.so", exe);
+    snprintf(cand[1], sizeof cand[1], "%s/%s/libplateau_preload.so", exe, PL_BINDIR_TO_LIBDIR);
+    snprintf(cand[2], sizeof cand[2], "%s/libplateau_preload.so", PL_LIBDIR);
+    for (size_t i = 0; i < 3; i++) {
+        if (i == 1 && !PL_BINDIR_TO_LIBDIR[0]) continue; /* an absolute libdir: only PL_LIBDIR */
+        if (is_file(cand[i]) && realpath(cand[i], out)) return true;
     }
     return false;
 }
 
 static bool find_jemalloc(char *out, size_t n) {
     const char *env = getenv("PLATEAU_JEMALLOC");
-    static const char *const cand[] = {"/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "/usr/lib64/libjemalloc.so.2",
+    static const char *const cand[] = {PL_JEMALLOC_LIBDIR "/libjemalloc.so.2", "/usr/lib64/libjemalloc.so.2",
                                        "/usr/lib/libjemalloc.so.2", "/usr/local/lib/libjemalloc.so.2"};
     if (env && *env) {
         snprintf(out, n, "%s", env);
         return is_file(out);
     }
     for (size_t i = 0; i < sizeof cand / sizeof cand[0]; i++)
-        if (is_file(cand[i])) {
+        if (cand[i][0] == '/' && is_file(cand[i])) {
             snprintf(out, n, "%s", cand[i]);
             return true;
         }
     return false;
 }
 
+/* Is the bootstrap (sitecustomize.py) in d? Then its real path into dir (PATH_MAX). */
+static void bootstrap_in(const char *d, char *dir) {
+    char cand[PATH_MAX + 32];
+    if (snprintf(cand, sizeof cand, "%s/sitecustomize.py", d) >= (int)sizeof cand || !is_file(cand)) return;
+    if (!realpath(d, dir)) dir[0] = 0;
+}
+
 /* The Python bootstrap (docs/python.md): put the directory holding plateau's sitecustomize.py and the plateau
  * package first on PYTHONPATH, unless PLATEAU_PYTHON is off. Found through PLATEAU_PYTHON_DIR, else next to this
- * executable (build tree: build/python; install: <prefix>/share/plateau/python). Not finding it only costs the
- * optimizer steps: say so once and run the command anyway. */
+ * executable (build tree: build/python; install: <datadir>/plateau/python relative to this executable, as for
+ * the preload, then the configured one). Not finding it only costs the optimizer steps: say so once and run the
+ * command anyway. */
 static void python_bootstrap_env(void) {
     const char *onoff = getenv("PLATEAU_PYTHON");
     char low[8] = "";
@@ -236,14 +245,12 @@ static void python_bootstrap_env(void) {
         exe[len] = 0;
         char *slash = strrchr(exe, '/');
         if (slash) *slash = 0;
-        static const char *const rel[] = {"../python", "../share/plateau/python"};
-        for (size_t i = 0; i < sizeof rel / sizeof rel[0] && !dir[0]; i++) {
-            char cand[PATH_MAX + 64];
-            snprintf(cand, sizeof cand, "%s/%s/sitecustomize.py", exe, rel[i]);
-            if (!is_file(cand)) continue;
-            snprintf(cand, sizeof cand, "%s/%s", exe, rel[i]);
-            if (!realpath(cand, dir)) dir[0] = 0;
-        }
+        char rel[3][PATH_MAX + 64];
+        snprintf(rel[0], sizeof rel[0], "%s/../python", exe);
+        snprintf(rel[1], sizeof rel[1], "%s/%s/plateau/python", exe, PL_BINDIR_TO_DATADIR);
+        snprintf(rel[2], sizeof rel[2], "%s/plateau/python", PL_DATADIR);
+        for (size_t i = 0; i < 3 && !dir[0]; i++)
+            if (i != 1 || PL_BINDIR_TO_DATADIR[0]) bootstrap_in(rel[i], dir);
     }
     char site[PATH_MAX + 32];
     snprintf(site, sizeof site, "%s/sitecustomize.py", dir);
@@ -311,7 +318,8 @@ static uint64_t new_run_id(void) {
  * writable by no one else, and empty unless --append; its run-id file names the run whose traces the report
  * reads (tracer/rundir.c). With --append the run id already there is kept, so the runs are reported together.
  * Returns 0 with *run_id, or prints one line and returns -1. */
-static int claim_run_dir(const char *dir, bool made, bool append, uint64_t *run_id) {
+static int claim_run_dir(const char *dir, bool made, bool append, const char *allocator, uint64_t *run_id,
+                         bool *wrote_id) {
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dfd < 0) {
         struct stat sb;
@@ -341,6 +349,7 @@ static int claim_run_dir(const char *dir, bool made, bool append, uint64_t *run_
         goto out;
     }
     *run_id = 0;
+    *wrote_id = false;
     if (!made) {
         int dfd2 = dup(dfd);
         d = dfd2 >= 0 ? fdopendir(dfd2) : NULL;
@@ -367,14 +376,15 @@ static int claim_run_dir(const char *dir, bool made, bool append, uint64_t *run_
     if (!*run_id) {
         *run_id = new_run_id();
         int fd = openat(dfd, PL_TRACE_RUN_ID_FILE, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-        char line[32];
-        int n = snprintf(line, sizeof line, "%016llx\n", (unsigned long long)*run_id);
+        char line[64]; /* the host allocator asked for: the report's comparison of two runs reads it */
+        int n = snprintf(line, sizeof line, "%016llx\nhost-allocator %s\n", (unsigned long long)*run_id, allocator);
         if (fd < 0 || write(fd, line, (size_t)n) != n) {
             fprintf(stderr, "plateau run: cannot write '%s/%s': %s\n", pl_format_esc(dir), PL_TRACE_RUN_ID_FILE, strerror(errno));
             if (fd >= 0) close(fd);
             goto out;
         }
         close(fd);
+        *wrote_id = true;
     }
     rc = 0;
 out:
@@ -458,7 +468,7 @@ int pl_cli_run(int argc, char **argv) {
     char preload[PATH_MAX];
     if (!find_preload(preload, sizeof preload)) {
         fprintf(stderr, "plateau run: cannot find libplateau_preload.so (looked next to this program and in the "
-                        "install libdir); set PLATEAU_PRELOAD to its path\n");
+                        "install libdir %s); set PLATEAU_PRELOAD to its path\n", PL_LIBDIR);
         return 2;
     }
     char jemalloc[PATH_MAX] = "";
@@ -493,7 +503,8 @@ int pl_cli_run(int argc, char **argv) {
         }
     }
     uint64_t run_id;
-    if (claim_run_dir(dir, made, append, &run_id)) return 2;
+    bool wrote_id;
+    if (claim_run_dir(dir, made, append, allocator, &run_id, &wrote_id)) return 2;
     char abs_dir[PATH_MAX];
     if (!realpath(dir, abs_dir)) snprintf(abs_dir, sizeof abs_dir, "%s", dir);
 
@@ -536,6 +547,9 @@ int pl_cli_run(int argc, char **argv) {
     relay_t relay = {.witness_fd = {-1, -1}};
     if (pipe2(relay.witness_fd, O_CLOEXEC) == 0) relay.witness = witness_start(relay.witness_fd);
 
+    /* exec_fd: closed by a successful exec (O_CLOEXEC); a failed one writes its errno there first */
+    int exec_fd[2] = {-1, -1};
+    if (pipe2(exec_fd, O_CLOEXEC) != 0) exec_fd[0] = exec_fd[1] = -1;
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
@@ -545,11 +559,25 @@ int pl_cli_run(int argc, char **argv) {
     if (pid == 0) {
         sigaction(SIGCHLD, &old_chld, NULL);
         sigprocmask(SIG_SETMASK, &old_mask, NULL);
+        if (exec_fd[0] >= 0) close(exec_fd[0]);
         execvp(cmd[0], cmd);
-        fprintf(stderr, "plateau run: cannot run '%s': %s\n", pl_format_esc(cmd[0]), strerror(errno));
-        _exit(errno == ENOENT ? 127 : 126);
+        int err = errno;
+        fprintf(stderr, "plateau run: cannot run '%s': %s\n", pl_format_esc(cmd[0]), strerror(err));
+        if (exec_fd[1] >= 0 && write(exec_fd[1], &err, sizeof err) < 0) { /* the exit status says it too */
+        }
+        _exit(err == ENOENT ? 127 : 126);
     }
     relay.child = pid;
+    bool exec_failed = false;
+    if (exec_fd[0] >= 0) {
+        close(exec_fd[1]);
+        int err;
+        ssize_t n;
+        while ((n = read(exec_fd[0], &err, sizeof err)) < 0 && errno == EINTR) {
+        }
+        exec_failed = n == (ssize_t)sizeof err;
+        close(exec_fd[0]);
+    }
     int status = 0;
     for (;;) {
         siginfo_t si;
@@ -579,6 +607,13 @@ int pl_cli_run(int argc, char **argv) {
     /* Signals stay blocked until we return: one arriving now cannot replace CMD's exit status with ours. */
 
     int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (exec_failed) { /* nothing ran: leave no run behind (the child said why) */
+        char id_path[PATH_MAX + sizeof PL_TRACE_RUN_ID_FILE + 1];
+        snprintf(id_path, sizeof id_path, "%s/%s", abs_dir, PL_TRACE_RUN_ID_FILE);
+        if (wrote_id) unlink(id_path);
+        if (made) rmdir(abs_dir); /* fails, leaving it, if anything else appeared there */
+        return rc;
+    }
     int n = count_traces(abs_dir);
     fprintf(stderr, "plateau: %d trace file%s in %s", n, n == 1 ? "" : "s", pl_format_esc(abs_dir));
     if (WIFSIGNALED(status)) fprintf(stderr, " (the command was killed by signal %d)", WTERMSIG(status));

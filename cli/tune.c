@@ -30,7 +30,7 @@ static void usage(FILE *o) {
                "  --capacity SIZE device memory for the replay (e.g. 24GiB; default: the recorded capacity, else 80GiB)\n"
                "  --grid SPEC     settings to try: key=v1|v2|...;key=... ('default' leaves a key unset); default:\n"
                "                  " PL_TUNE_DEFAULT_GRID "\n"
-               "  --json FILE     also write every result as JSON\n"
+               "  --json FILE     also write every result as JSON ('-' = stdout instead of the text)\n"
                "  --jobs N        replay threads (default: online cores)\n"
                "  --top N         table rows (default 15; 0 = all)\n"
                "  --max-events N  refuse sequences longer than N events (default %zu)\n"
@@ -142,7 +142,8 @@ int pl_cli_tune(int argc, char **argv) {
         free(grid);
         return 1;
     }
-    fputs(in->summary, stdout); /* what a snapshot or an RMM log held ("" for traces) */
+    bool json_out = json && !strcmp(json, "-"); /* JSON on stdout instead of the text, as for replay and report */
+    fputs(in->summary, json_out ? stderr : stdout); /* what a snapshot or an RMM log held ("" for traces) */
     free(in);
     if (seq.damaged) fprintf(stderr, "plateau tune: warning: %s: replaying the records before the damage\n",
                                pl_format_esc(seq.error));
@@ -153,16 +154,17 @@ int pl_cli_tune(int argc, char **argv) {
         fprintf(stderr, "plateau tune: %s\n", pl_format_esc(err));
         goto out;
     }
-    if (pl_tune_render_text(&t, &seq, (size_t)top, stdout) != 0) goto out_t;
+    if (!json_out && pl_tune_render_text(&t, &seq, (size_t)top, stdout) != 0) goto out_t;
     status = 0;
     if (json) {
         tune_rendering_t g = {&t, &seq};
-        int rc = pl_cli_output(json, render_tune_json, &g); /* a full disk reads ENOSPC, not EIO */
+        int rc = pl_cli_output(json_out ? NULL : json, render_tune_json, &g); /* a full disk reads ENOSPC, not EIO */
         if (rc) {
-            fprintf(stderr, "plateau tune: cannot write %s: %s\n", pl_format_esc(json), strerror(-rc));
+            fprintf(stderr, "plateau tune: cannot write %s: %s\n", json_out ? "stdout" : pl_format_esc(json),
+                    strerror(-rc));
             status = 1;
-        } else {
-            printf("json: %s\n", json);
+        } else if (!json_out) {
+            printf("json: %s\n", pl_format_esc(json));
         }
     }
 out_t:

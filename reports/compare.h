@@ -35,7 +35,8 @@ typedef struct pl_compare_run {
     char source[256];            /* run directory or trace */
     char allocator[16];          /* "glibc", "jemalloc", "unknown" */
     char allocator_from[16];     /* "given" (command line), "recorded" (the tracer's process_start record),
-                                  * "guessed" (usable sizes, traces before 1.2), "" when unknown */
+                                  * "requested" (plateau run --host-allocator, run-id file), "guessed" (usable sizes,
+                                  * traces before 1.2), "" when unknown */
     long long pid;
     char name[64];
     pl_compare_state_t heap, rss; /* live heap (heap.bytes, heap.count), RSS (rss.anon, else rss) */

@@ -114,8 +114,9 @@ static void host_rules(ctx_t *c) {
             say(c, PL_DX_HOST_LEAK, "Host leak: the live heap grows %s.%s", rate(c, PL_METRIC_HEAP_BYTES, a, sizeof a),
                 amp);
         else
-            say(c, PL_DX_HOST_LEAK, "Host leak: live allocations grow %s (bytes stay flat: many small blocks).",
-                rate(c, PL_METRIC_HEAP_COUNT, a, sizeof a));
+            say(c, PL_DX_HOST_LEAK, "Host leak: live allocations grow %s%s.",
+                rate(c, PL_METRIC_HEAP_COUNT, a, sizeof a),
+                c->p->heap_filtered ? "" : " (bytes stay flat: many small blocks)");
         if (rss_rec && !rss_leak)
             say(c, PL_DX_HEAP_NOT_RSS,
                 "RSS and the live heap disagree: the live heap grows but RSS does not (yet); the allocator is "
@@ -123,6 +124,13 @@ static void host_rules(ctx_t *c) {
         return;
     }
     if (!rss_leak) return;
+    if (!heap_rec && c->p->heap_filtered) {
+        say(c, PL_DX_RSS_UNEXPLAINED,
+            "RSS grows %s; the live heap, which tells a program leak from allocator retention or file-backed pages, "
+            "was recorded but --metric leaves it out of this report: report without --metric to decide.",
+            rate(c, rss_m, a, sizeof a));
+        return;
+    }
     if (!heap_rec) {
         say(c, PL_DX_RSS_UNEXPLAINED,
             "RSS grows %s, but the live heap was not recorded, so a program leak cannot be told from allocator "

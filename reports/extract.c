@@ -7,6 +7,7 @@
  * segments) and the stack/frame/module tables are bounded; what does not fit is counted, never allocated.
  */
 #include "extract.h"
+#include "alive.h"
 #include "period.h"
 
 #include <errno.h>
@@ -916,6 +917,7 @@ static int finish(state_t *s, pl_report_process_t *row) {
     if (s->o->only_metric && s->o->metric != PL_METRIC_HEAP_BYTES && row->metrics[PL_METRIC_HEAP_BYTES].present) {
         pl_series_free(&row->metrics[PL_METRIC_HEAP_BYTES].series);
         row->metrics[PL_METRIC_HEAP_BYTES].present = false;
+        row->heap_filtered = true; /* recorded: the diagnosis must not say otherwise */
     }
     return 0;
 }
@@ -997,6 +999,7 @@ static int extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd
         xp->pid = h->pid;
         xp->ppid = h->ppid;
         xp->exec_seq = h->exec_seq;
+        xp->start_realtime_ns = h->start_realtime_ns;
     }
     state_t *s = calloc(1, sizeof *s);
     if (!s) return -ENOMEM;
@@ -1035,6 +1038,7 @@ static int extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd
         else snprintf(xp->error, sizeof xp->error, "%s: offset %llu: %s", file ? file : "trace",
                       (unsigned long long)pl_trace_offset(rd), strerror(-nrc));
     }
+    xp->running = !xp->clean_end && pl_alive_same_process(xp->pid, xp->start_realtime_ns, xp->exe);
     if (auto_steps && xp->n_steps) { /* --- period detection --- */
         xp->steps_auto = true;
         xp->auto_period_allocs = auto_steps->period_allocs;
@@ -1076,7 +1080,9 @@ static void update_cut_short(pl_report_t *r, pl_extract_t *x) {
          * what", which fits the report's reason whole; the full message is in x */
         size_t fl = strlen(p->file);
         const char *msg = fl && !strncmp(p->error, p->file, fl) && p->error[fl] == ':' ? p->error + fl : NULL;
-        if (p->damaged && msg)
+        if (p->running) /* first: a running process's trace has no end yet, and may end in a chunk being written */
+            w = snprintf(reason, sizeof reason, "%s has no end record yet: pid %u is still running", b, p->pid);
+        else if (p->damaged && msg)
             w = snprintf(reason, sizeof reason, "damaged tail: %s%s", b, msg);
         else if (p->damaged)
             w = snprintf(reason, sizeof reason, "damaged tail: %s", p->error);
@@ -1425,7 +1431,7 @@ int pl_extract_render_text(const pl_report_t *r, const pl_extract_t *x, FILE *o)
             fprintf(o, "  %8u %8u %5s %7llu %10s  %-5s  %.60s%s\n", p->pid, p->ppid, rank,
                     (unsigned long long)p->n_steps, isfinite(v) ? pl_format_bytes(v, a, sizeof a) : "-",
                     proc_leaks(p->proc) ? "yes" : "no", pl_format_esc(p->cmdline[0] ? p->cmdline : p->proc->name),
-                    p->damaged ? "  [damaged]" : p->clean_end ? "" : "  [no end record]");
+                    p->running ? "  [running]" : p->damaged ? "  [damaged]" : p->clean_end ? "" : "  [no end record]");
         }
     }
     if (n_leak) {

@@ -57,6 +57,8 @@ typedef struct pl_extract_proc {
     char exe[256];
     char cmdline[512];          /* argv joined by spaces (truncated) */
     bool clean_end;             /* a process_end or exec record was read */
+    bool running;               /* no end record, and the process is still running here (reports/alive.h) */
+    int64_t start_realtime_ns;  /* CLOCK_REALTIME when the trace started, 0 unknown */
     bool damaged;               /* the reader stopped at a bad chunk (error holds its message) */
     char error[256];            /* reader message, "" when clean */
     uint64_t n_records, n_lost_records;

@@ -55,6 +55,7 @@ typedef struct pl_report_process {
     pl_report_metric_t metrics[PL_METRIC__COUNT];
     pl_finding_t findings[PL_REPORT_MAX_FINDINGS];
     size_t n_findings;
+    bool heap_filtered;         /* live heap bytes were recorded but left out of this report (report --metric) */
 } pl_report_process_t;
 
 typedef struct pl_report {

@@ -80,18 +80,27 @@ static int open_owned(int dfd, const char *name, uid_t uid) {
     return fd;
 }
 
-/* The run id in the directory's run-id file, 0 when there is none (or it is not the owner's, or malformed). */
-static uint64_t read_run_id(int dfd, uid_t uid) {
+/* The run id in the directory's run-id file, 0 when there is none (or it is not the owner's, or malformed); the
+ * host allocator of its second line into alloc ("" when absent or not one plateau run knows). */
+static uint64_t read_run_id(int dfd, uid_t uid, char *alloc, size_t alloc_n) {
+    alloc[0] = 0;
     int fd = open_owned(dfd, PL_TRACE_RUN_ID_FILE, uid);
     if (fd < 0) return 0;
-    char buf[40];
+    char buf[80];
     ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
     close(fd);
     if (n <= 0) return 0;
     buf[n] = 0;
     char *end;
     unsigned long long v = strtoull(buf, &end, 16);
-    return end != buf && (*end == '\n' || !*end) ? (uint64_t)v : 0;
+    if (end == buf || (*end != '\n' && *end)) return 0;
+    static const char *const known[] = {"glibc", "jemalloc"};
+    for (size_t i = 0; *end && i < sizeof known / sizeof known[0]; i++) {
+        char line[40];
+        snprintf(line, sizeof line, "\nhost-allocator %s\n", known[i]);
+        if (!strncmp(end, line, strlen(line))) snprintf(alloc, alloc_n, "%s", known[i]);
+    }
+    return (uint64_t)v;
 }
 
 /* The run id in a trace's header; -1 when the header cannot be read (the reader then says why). */
@@ -118,7 +127,7 @@ int pl_trace_dir_list(const char *dir, pl_trace_dir_t *out) {
         return -e;
     }
     out->owner_uid = (uint32_t)dsb.st_uid;
-    out->run_id = read_run_id(dirfd(d), dsb.st_uid);
+    out->run_id = read_run_id(dirfd(d), dsb.st_uid, out->host_allocator, sizeof out->host_allocator);
     size_t cap_p = 0, cap_s = 0;
     int rc = 0;
     struct dirent *e;

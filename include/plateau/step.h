@@ -1,8 +1,10 @@
 /* plateau step and mark API.
  *
  * A training program calls plateau_step() once per optimizer step so reports can build per-step series.
- * The functions are defined by the preloaded tracer (libplateau_preload.so). A program that must also run
- * without the tracer should look them up at run time instead of linking them:
+ * The functions are defined by the preloaded tracer (libplateau_preload.so). A program links them from an install
+ * with `pkg-config --cflags --libs plateau` (or CMake: find_package(plateau), plateau::plateau): libplateau's
+ * definitions do nothing, and under `plateau run` the preloaded tracer's come first and record. Or, with nothing
+ * to link, look them up at run time:
  *
  *     void (*step)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "plateau_step");
  *     if (step) step();

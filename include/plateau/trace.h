@@ -250,7 +250,8 @@ PL_TRACE_API uint64_t pl_trace_offset(const pl_trace_reader_t *r);
 
 PL_TRACE_API void pl_trace_close(pl_trace_reader_t *r);
 
-/* The run-id file `plateau run` writes in a run directory: the run id as 16 hex digits and a newline. */
+/* The run-id file `plateau run` writes in a run directory: the run id as 16 hex digits and a newline, then
+ * `host-allocator NAME` and a newline: what `plateau run --host-allocator` asked for (glibc or jemalloc). */
 #define PL_TRACE_RUN_ID_FILE "plateau-run-id"
 
 /* The trace files of a run directory (tracer/rundir.c): every regular file named *.pltrace, sorted by name,
@@ -265,6 +266,8 @@ typedef struct pl_trace_dir {
     size_t n_skipped;
     uint64_t run_id;       /* the directory's run id, 0 when it has no run-id file (every owned trace is read) */
     uint32_t owner_uid;    /* the directory's owner */
+    char host_allocator[16]; /* the run-id file's host allocator ("glibc", "jemalloc": what plateau run was asked
+                                for, with --append the first run's); "" when it names none */
 } pl_trace_dir_t;
 
 /* List dir into *out (zeroed first). Returns 0, -ENOMEM, or -errno from opendir. Not thread-safe per *out;

@@ -304,6 +304,9 @@ static void test_alloc_oom_releases_cache_and_retries(void **state) {
     assert_null(pl_alloc_malloc(f.a, 16 * MiB, 0));
     assert_non_null(strstr(pl_alloc_last_error(), "33.00 MiB is reserved by plateau but unallocated"));
     assert_non_null(strstr(pl_alloc_last_error(), "PLATEAU_ALLOC_CONF=expandable_segments:True"));
+    /* PyTorch users know the PyTorch name; the message is whole (not cut by the error buffer) */
+    assert_non_null(strstr(pl_alloc_last_error(), "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"));
+    assert_non_null(strstr(pl_alloc_last_error(), "to avoid fragmentation."));
     for (int i = 1; i < 6; i += 2) pl_alloc_free(f.a, p[i]);
     fx_close(&f);
 }

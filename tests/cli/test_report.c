@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "test_report_synth.h"
@@ -95,6 +96,26 @@ static void test_report_metric_filter(void **state) {
     assert_null(strstr(out_buf, "heap.bytes"));
 }
 
+/* --metric rss hides the live heap from the report, not from the recording: the diagnosis must not say the heap
+ * was not recorded (issue 16), nor that its bytes stay flat under --metric heap.count. */
+static void test_report_metric_filter_heap_recorded(void **state) {
+    (void)state;
+    synth_cfg_t c = synth_default();
+    c.leak_bytes = 10u << 20; /* RSS follows: an RSS leak with the heap behind it */
+    c.n_steps = 200;
+    make_trace("rssleak.pltrace", c);
+    char args[512];
+    snprintf(args, sizeof args, "'%s/rssleak.pltrace' --metric rss", dir);
+    assert_int_equal(report(args), 0);
+    assert_non_null(strstr(out_buf, "RSS grows"));
+    assert_null(strstr(out_buf, "was not recorded"));
+    assert_non_null(strstr(out_buf, "was recorded but --metric leaves it out of this report"));
+    snprintf(args, sizeof args, "'%s/rssleak.pltrace' --metric heap.count", dir);
+    assert_int_equal(report(args), 0);
+    assert_non_null(strstr(out_buf, "Host leak: live allocations grow"));
+    assert_null(strstr(out_buf, "bytes stay flat"));
+}
+
 static void test_report_run_dir(void **state) {
     (void)state;
     char d[256];
@@ -124,6 +145,46 @@ static void test_report_run_dir(void **state) {
     snprintf(p, sizeof p, "'%s/101.0.pltrace'", d);
     assert_int_equal(report(p), 0);
     assert_non_null(strstr(out_buf, "run cut short: 101.0.pltrace has no end record"));
+}
+
+/* A trace without an end record whose process is still running here is "still running" (issue 16): the pid
+ * exists, started no later than the trace, and runs the trace's executable. This test process plays it. */
+static void test_report_still_running(void **state) {
+    (void)state;
+    char self[512];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    assert_true(n > 0);
+    self[n] = 0;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    synth_cfg_t c = synth_default();
+    c.pid = (uint32_t)getpid();
+    c.clean_end = false;
+    c.n_steps = 20;
+    c.exe = self;
+    c.start_realtime_ns = (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec;
+    make_trace("alive.pltrace", c);
+    char args[512], want[96];
+    snprintf(want, sizeof want, "pid %u is still running", (unsigned)getpid());
+    snprintf(args, sizeof args, "'%s/alive.pltrace'", dir);
+    assert_int_equal(report(args), 0);
+    assert_non_null(strstr(out_buf, want));
+    assert_null(strstr(out_buf, "killed (SIGKILL, OOM)"));
+    /* the same pid, but the trace started before this process did: a reused pid, not the traced process */
+    c.start_realtime_ns = 0; /* 2023 */
+    make_trace("reused.pltrace", c);
+    snprintf(args, sizeof args, "'%s/reused.pltrace'", dir);
+    assert_int_equal(report(args), 0);
+    assert_null(strstr(out_buf, want));
+    assert_non_null(strstr(out_buf, "killed (SIGKILL, OOM) or still running"));
+    /* the same pid and start, another executable */
+    c.start_realtime_ns = (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec;
+    c.exe = "/usr/bin/not-this-program";
+    make_trace("other.pltrace", c);
+    snprintf(args, sizeof args, "'%s/other.pltrace'", dir);
+    assert_int_equal(report(args), 0);
+    assert_null(strstr(out_buf, want));
+    assert_non_null(strstr(out_buf, "killed (SIGKILL, OOM) or still running"));
 }
 
 static void test_report_truncated(void **state) {
@@ -181,8 +242,10 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_report_leak_trace),
         cmocka_unit_test(test_report_metric_filter),
+        cmocka_unit_test(test_report_metric_filter_heap_recorded),
         cmocka_unit_test(test_report_run_dir),
         cmocka_unit_test(test_report_truncated),
+        cmocka_unit_test(test_report_still_running),
         cmocka_unit_test(test_report_unusable_input),
         cmocka_unit_test(test_report_bad_arguments),
     };

@@ -32,6 +32,8 @@ typedef struct synth_cfg {
     bool teardown;         /* after the last step: everything freed (allocated 0, heap 0), tagged step 0 */
     const char *leak_symbol; /* the leaking frame's dladdr name (NULL = "leaky_collect") */
     uint64_t lost_records;   /* > 0: one `lost` record of this many, halfway through */
+    int64_t start_realtime_ns; /* trace start, CLOCK_REALTIME (0 = 2023-11-14) */
+    const char *exe;         /* the process's executable (NULL = /usr/bin/python3) */
 } synth_cfg_t;
 
 static inline synth_cfg_t synth_default(void) {
@@ -53,7 +55,8 @@ static inline int synth_emit(pl_writer_t *w, pl_trace_record_t *r, int *since_fl
 static inline int synth_trace(const char *path, const synth_cfg_t *c) {
     const int64_t t0 = 1000000000LL, sec = 1000000000LL;
     pl_trace_header_t h = {.version = PL_TRACE_VERSION, .pid = c->pid, .ppid = c->ppid, .exec_seq = 0,
-                           .start_realtime_ns = 1700000000000000000LL, .start_mono_ns = t0};
+                           .start_realtime_ns = c->start_realtime_ns ? c->start_realtime_ns : 1700000000000000000LL,
+                           .start_mono_ns = t0};
     pl_writer_options_t opt;
     pl_writer_options_default(&opt);
     pl_writer_t *w;
@@ -68,7 +71,7 @@ static inline int synth_trace(const char *path, const synth_cfg_t *c) {
     r.u.process = (pl_rec_process_t){.pid = c->pid, .ppid = c->ppid, .rank = -1, .local_rank = -1,
                                      .sample_bytes = 0, .interval_ns = 100000000, .host_mem_bytes = 64ull << 30,
                                      .cgroup_max_bytes = PL_TRACE_NA, .start_realtime_ns = h.start_realtime_ns,
-                                     .exe = "/usr/bin/python3", .argc = 3, .n_argv = 3};
+                                     .exe = c->exe ? c->exe : "/usr/bin/python3", .argc = 3, .n_argv = 3};
     r.u.process.argv[0] = "python3";
     r.u.process.argv[1] = "train.py";
     r.u.process.argv[2] = "--steps";

@@ -1,0 +1,10 @@
+/* libplateau: no-op definitions of the step and mark API (include/plateau/step.h) for programs that link it
+ * (`pkg-config --libs plateau`) instead of looking the functions up at run time. Under `plateau run` the preloaded
+ * tracer (libplateau_preload.so) comes before this library in the global symbol lookup order, so the program's
+ * calls reach the tracer's definitions; without the tracer they land here and do nothing. Never part of the
+ * preload itself. */
+#include <plateau/step.h>
+
+PL_STEP_API void plateau_step(void) {}
+PL_STEP_API void plateau_step_auto(void) {}
+PL_STEP_API void plateau_mark(const char *label) { (void)label; }
