@@ -660,8 +660,23 @@ static char *format_frame(const state_t *s, pl_symbols_t *sy, uint64_t pc) {
 /* The last step the series report: a process that ended cleanly spends the time after its last step marker tearing
  * down (the model and its tensors are freed), which is not part of the training loop and whose minima would read as
  * a final drop. A process cut short keeps its partial step: those are its last recorded moments. */
+/* The last key a series reports. By step: the last step marked (the samples after it are the program's teardown).
+ * By time, after a clean end: the last bucket is partial and holds the teardown (interpreter exit, freed arenas):
+ * it is left out when at least 3 buckets remain, so "last" is the value the process ran at. */
 static int64_t last_reported_key(const state_t *s, bool by_step) {
-    return by_step && s->xp->clean_end && s->cur_step >= 2 ? s->cur_step : INT64_MAX;
+    if (by_step) return s->xp->clean_end && s->cur_step >= 2 ? s->cur_step : INT64_MAX;
+    if (!s->xp->clean_end) return INT64_MAX;
+    int64_t last = -1;
+    for (int i = 0; i < A__N; i++) {
+        const agg_t *a = &s->by_time.a[i];
+        if (a->n && a->b[a->n - 1].key > last) last = a->b[a->n - 1].key;
+    }
+    int64_t first = INT64_MAX;
+    for (int i = 0; i < A__N; i++) {
+        const agg_t *a = &s->by_time.a[i];
+        if (a->n && a->b[0].key < first) first = a->b[0].key;
+    }
+    return last >= 0 && last - first >= 3 ? last : INT64_MAX; /* keys < last are reported */
 }
 
 static void find_sites(state_t *s, pl_report_process_t *row, bool by_step) {
@@ -745,6 +760,7 @@ static int agg_to_series(pl_report_process_t *row, pl_metric_t m, const agg_t *a
     for (size_t i = 0; i < a->n; i++, n++) {
         const bin_t *b = &a->b[i];
         if (by_step && b->key > last_key) break; /* bins are in key order */
+        if (!by_step && last_key != INT64_MAX && b->key >= last_key) break;
         int64_t step = by_step ? b->key : -1;
         int64_t t = by_step ? b->t_ns : (b->key > INT64_MAX / BUCKET_NS ? INT64_MAX : b->key * BUCKET_NS);
         smp[2 * i] = (pl_sample_t){step, t, b->lo};
@@ -927,7 +943,55 @@ static bool is_root(const pl_extract_t *x, const pl_extract_proc_t *p) {
     return true;
 }
 
+/* Roles (docs/verdict.md §6): the processes that step are the main ones; when none steps, those that live at least
+ * half as long as the longest-lived one. Every other process (DataLoader workers, helpers, shims) is a worker,
+ * judged as a group and folded into one line when nothing of it grows. */
+static int64_t span_of(const pl_report_process_t *p) {
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (int m = 0; m < PL_METRIC__COUNT; m++) {
+        const pl_series_t *s = &p->metrics[m].series;
+        if (!p->metrics[m].present || !s->n_points) continue;
+        int64_t a = s->points[0].t_ns, b = s->points[s->n_points - 1].t_ns;
+        if (s->by_time) {
+            a = s->points[0].step * s->bucket_ns;
+            b = (s->points[s->n_points - 1].step + 1) * s->bucket_ns;
+        }
+        if (a >= 0 && a < lo) lo = a;
+        if (b >= 0 && b > hi) hi = b;
+    }
+    return hi > lo ? hi - lo : 0;
+}
+
+static void update_roles(pl_extract_t *x) {
+    bool any_steps = false;
+    int64_t longest = 0;
+    for (size_t i = 0; i < x->n_procs; i++) {
+        any_steps |= x->procs[i].n_steps > 0;
+        int64_t sp = span_of(x->procs[i].proc);
+        if (sp > longest) longest = sp;
+    }
+    for (size_t i = 0; i < x->n_procs; i++) {
+        const pl_extract_proc_t *p = &x->procs[i];
+        bool main_proc = any_steps ? p->n_steps > 0 : 2 * span_of(p->proc) >= longest;
+        p->proc->role = main_proc ? PL_ROLE_MAIN : PL_ROLE_WORKER;
+    }
+}
+
+static int cmp_proc(const void *a, const void *b) {
+    const pl_extract_proc_t *p = a, *q = b;
+    if (p->pid != q->pid) return p->pid < q->pid ? -1 : 1;
+    return p->exec_seq < q->exec_seq ? -1 : p->exec_seq > q->exec_seq;
+}
+
+/* Processes in pid order (numerically: file names sort 10000 before 9999), the report's rows in the same order. */
+static void sort_procs(pl_report_t *r, pl_extract_t *x) {
+    if (x->n_procs != r->n_procs) return; /* rows added by other front ends: keep their order */
+    qsort(x->procs, x->n_procs, sizeof *x->procs, cmp_proc);
+    for (size_t i = 0; i < x->n_procs; i++) r->procs[i] = x->procs[i].proc;
+}
+
 static void update_cut_short(pl_report_t *r, pl_extract_t *x) {
+    update_roles(x);
     r->cut_short = false;
     r->cut_reason[0] = 0;
     x->n_cut_short = 0;
@@ -943,7 +1007,8 @@ static void update_cut_short(pl_report_t *r, pl_extract_t *x) {
         if (p->damaged) /* the report keeps 128 characters: lead with what matters; the full message is in x */
             w = snprintf(reason, sizeof reason, "damaged tail: %s", p->error);
         else
-            w = snprintf(reason, sizeof reason, "%s has no end record: killed (SIGKILL, OOM) or still running", b);
+            w = snprintf(reason, sizeof reason, "%s has no end record: ended by a signal (a crash, SIGKILL, the OOM "
+                         "killer) or still running", b);
         if (w < 0) reason[0] = 0;
         pl_report_set_cut_short(r, reason);
     }
@@ -1086,6 +1151,7 @@ int pl_extract_path(pl_report_t *r, pl_extract_t *x, const char *path, const pl_
     }
     for (size_t i = 0; i < n; i++) free(names[i]);
     free(names);
+    sort_procs(r, x);
     update_cut_short(r, x);
     if (rc) return rc;
     if (x->n_procs == before) {
@@ -1095,11 +1161,8 @@ int pl_extract_path(pl_report_t *r, pl_extract_t *x, const char *path, const pl_
     return 0;
 }
 
-static bool proc_leaks(const pl_report_process_t *p) {
-    for (int m = 0; m < PL_METRIC__COUNT; m++)
-        if (p->metrics[m].present && p->metrics[m].verdict.kind == PL_VERDICT_LEAK) return true;
-    return false;
-}
+/* The process verdict (diagnosis.c), not "any metric": allocator retention, file pages and PSS never leak. */
+static bool proc_leaks(const pl_report_process_t *p) { return p->verdict.kind == PL_PV_LEAK; }
 
 long pl_extract_leaking(const pl_extract_t *x, size_t *n_leaking) {
     long first = -1;
@@ -1147,6 +1210,11 @@ static void run_json(const pl_extract_t *x, FILE *o) {
     size_t k = 0;
     for (size_t i = 0; i < x->n_procs; i++)
         if (proc_leaks(x->procs[i].proc)) fprintf(o, "%s%lld", k++ ? ", " : "", (long long)x->procs[i].proc->pid);
+    fputs("],\n    \"slow_growth_pids\": [", o);
+    k = 0;
+    for (size_t i = 0; i < x->n_procs; i++)
+        if (x->procs[i].proc->verdict.kind == PL_PV_SLOW_GROWTH)
+            fprintf(o, "%s%lld", k++ ? ", " : "", (long long)x->procs[i].proc->pid);
     fputs("],\n    \"processes\": [", o);
     for (size_t i = 0; i < x->n_procs; i++) {
         const pl_extract_proc_t *p = &x->procs[i];
@@ -1157,6 +1225,10 @@ static void run_json(const pl_extract_t *x, FILE *o) {
         pl_format_json_str(o, p->exe);
         fputs(", \"argv\": ", o);
         pl_format_json_str(o, p->cmdline);
+        fputs(", \"role\": ", o);
+        pl_format_json_str(o, p->proc->role == PL_ROLE_WORKER ? "worker" : "main");
+        fputs(", \"verdict\": ", o);
+        pl_format_json_str(o, pl_pverdict_name(p->proc->verdict.kind));
         fprintf(o, ",\n       \"clean_end\": %s, \"damaged\": %s, \"error\": ", p->clean_end ? "true" : "false",
                 p->damaged ? "true" : "false");
         if (p->damaged) pl_format_json_str(o, p->error);
@@ -1234,19 +1306,30 @@ int pl_extract_render_text(const pl_report_t *r, const pl_extract_t *x, FILE *o)
         double pss = pl_extract_total_last(x, PL_METRIC_PSS), rss = pl_extract_total_last(x, PL_METRIC_RSS);
         fprintf(o, "run: %zu processes, total PSS %s (RSS %s, shared pages counted once per process)\n", x->n_procs,
                 pl_format_bytes(pss, a, sizeof a), pl_format_bytes(rss, b, sizeof b));
-        fprintf(o, "  %8s %8s %5s %7s %10s  %s\n", "pid", "ppid", "rank", "steps", "PSS", "leaks  command");
+        fprintf(o, "  %8s %8s %5s %7s %10s  %-12s %s\n", "pid", "ppid", "rank", "steps", "PSS", "verdict", "command");
+        size_t n_quiet = 0;
+        double quiet_pss = 0;
         for (size_t i = 0; i < x->n_procs; i++) {
             const pl_extract_proc_t *p = &x->procs[i];
             double v = last_base(p->proc, PL_METRIC_PSS);
             if (!isfinite(v)) v = last_base(p->proc, PL_METRIC_RSS);
+            if (p->proc->role == PL_ROLE_WORKER && p->proc->verdict.kind != PL_PV_LEAK &&
+                p->proc->verdict.kind != PL_PV_SLOW_GROWTH && !p->damaged) {
+                n_quiet++;
+                if (isfinite(v)) quiet_pss += v;
+                continue;
+            }
             char rank[16];
             if (p->rank >= 0) snprintf(rank, sizeof rank, "%d", p->rank);
             else snprintf(rank, sizeof rank, "-");
-            fprintf(o, "  %8u %8u %5s %7llu %10s  %-5s  %.60s%s\n", p->pid, p->ppid, rank,
+            fprintf(o, "  %8u %8u %5s %7llu %10s  %-12s %.60s%s\n", p->pid, p->ppid, rank,
                     (unsigned long long)p->n_steps, isfinite(v) ? pl_format_bytes(v, a, sizeof a) : "-",
-                    proc_leaks(p->proc) ? "yes" : "no", p->cmdline[0] ? p->cmdline : p->proc->name,
+                    pl_pverdict_name(p->proc->verdict.kind), p->cmdline[0] ? p->cmdline : p->proc->name,
                     p->damaged ? "  [damaged]" : p->clean_end ? "" : "  [no end record]");
         }
+        if (n_quiet)
+            fprintf(o, "  %8s %8s %5s %7s %10s  %-12s %zu worker process%s that never step, none leaks\n", "...", "",
+                    "", "0", pl_format_bytes(quiet_pss, a, sizeof a), "no-leak", n_quiet, n_quiet > 1 ? "es" : "");
     }
     if (n_leak) {
         fprintf(o, "leaking: ");

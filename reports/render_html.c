@@ -139,10 +139,17 @@ static int chart(FILE *o, pl_metric_t m, const pl_report_metric_t *mt) {
     return 0;
 }
 
-static void verdict_cell(FILE *o, const pl_report_metric_t *mt, bool bytes) {
+/* CSS class of a label: only a leak that counts is red */
+static const char *label_class(const char *label) {
+    return !strcmp(label, "grows") || !strcmp(label, "slow growth") ? "inconclusive" : label;
+}
+
+static void verdict_cell(FILE *o, const pl_report_t *r, const pl_report_process_t *p, pl_metric_t m, bool bytes) {
+    const pl_report_metric_t *mt = &p->metrics[m];
     const pl_verdict_t *v = &mt->verdict;
     char a[32], b[32];
-    fprintf(o, "<td class=\"%s\">%s</td><td>", pl_verdict_name(v->kind), pl_verdict_name(v->kind));
+    const char *label = pl_report_metric_label(r, p, m);
+    fprintf(o, "<td class=\"%s\">%s</td><td>", label_class(label), label);
     switch (v->kind) {
     case PL_VERDICT_PLATEAU:
         fprintf(o, "warmup %lld steps (+%s), tail flat over %lld steps", (long long)v->warmup_steps,
@@ -201,6 +208,9 @@ int pl_render_html(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
     fprintf(o, "</title>\n<style>%s</style></head><body>\n<h1>plateau report</h1>\n<p>Source: <code>", css);
     esc(o, r->source);
     fprintf(o, "</code> &middot; plateau %s</p>\n", PL_VERSION);
+    fprintf(o, "<p class=\"verdict %s\">", r->verdict.kind == PL_PV_LEAK ? "leak" : "flat");
+    esc(o, r->verdict.line);
+    fputs("</p>\n", o);
     if (r->cut_short) {
         fputs("<div class=\"cut\"><b>The run was cut short.</b> ", o);
         esc(o, r->cut_reason);
@@ -210,18 +220,16 @@ int pl_render_html(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
         fprintf(o, "<h2>Processes</h2>\n<p>Total PSS %s (RSS %s): shared pages are counted once.</p>\n",
                 pl_format_bytes(pl_extract_total_last(x, PL_METRIC_PSS), a, sizeof a),
                 pl_format_bytes(pl_extract_total_last(x, PL_METRIC_RSS), b, sizeof b));
-        fputs("<table><tr><th>pid</th><th>ppid</th><th>rank</th><th>steps</th><th>leaks</th><th>command</th>"
+        fputs("<table><tr><th>pid</th><th>ppid</th><th>rank</th><th>steps</th><th>verdict</th><th>command</th>"
               "<th>trace</th></tr>\n", o);
         for (size_t i = 0; i < x->n_procs; i++) {
             const pl_extract_proc_t *p = &x->procs[i];
-            bool leaks = false;
-            for (int m = 0; m < PL_METRIC__COUNT; m++)
-                if (p->proc->metrics[m].present && p->proc->metrics[m].verdict.kind == PL_VERDICT_LEAK) leaks = true;
+            bool leaks = p->proc->verdict.kind == PL_PV_LEAK; /* the process verdict, not "any metric" */
             fprintf(o, "<tr><td class=\"num\">%u</td><td class=\"num\">%u</td><td class=\"num\">", p->pid, p->ppid);
             if (p->rank >= 0) fprintf(o, "%d", p->rank);
             else fputs("-", o);
             fprintf(o, "</td><td class=\"num\">%llu</td><td class=\"%s\">%s</td><td><code>",
-                    (unsigned long long)p->n_steps, leaks ? "leak" : "flat", leaks ? "yes" : "no");
+                    (unsigned long long)p->n_steps, leaks ? "leak" : "flat", pl_pverdict_name(p->proc->verdict.kind));
             esc(o, p->cmdline[0] ? p->cmdline : p->proc->name);
             fputs("</code></td><td><code>", o);
             esc(o, p->file);
@@ -259,7 +267,7 @@ int pl_render_html(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
             fprintf(o, "<tr><td>%s</td><td class=\"num\">%s</td><td class=\"num\">%s</td>", pl_metric_name((pl_metric_t)m),
                     pl_format_value(mt->verdict.last_value, bytes, a, sizeof a),
                     pl_format_value(mt->verdict.peak, bytes, b, sizeof b));
-            verdict_cell(o, mt, bytes);
+            verdict_cell(o, r, p, (pl_metric_t)m, bytes);
             fputs("</tr>\n", o);
         }
         fputs("</table>\n<p class=\"legend\">Charts: green = per-step baseline (minimum), grey = per-step peak, "
@@ -267,8 +275,9 @@ int pl_render_html(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
         for (int m = 0; m < PL_METRIC__COUNT; m++) {
             const pl_report_metric_t *mt = &p->metrics[m];
             if (!mt->present) continue;
+            const char *label = pl_report_metric_label(r, p, (pl_metric_t)m);
             fprintf(o, "<h3>%s: <span class=\"%s\">%s</span></h3>\n", pl_metric_name((pl_metric_t)m),
-                    pl_verdict_name(mt->verdict.kind), pl_verdict_name(mt->verdict.kind));
+                    label_class(label), label);
             int rc = chart(o, (pl_metric_t)m, mt);
             if (rc) return rc;
         }

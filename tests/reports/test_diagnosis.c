@@ -185,7 +185,7 @@ static void test_diagnosis_misuse(void **state) {
     (void)state;
     size_t n;
     pl_finding_t f[2];
-    assert_int_equal(pl_diagnosis_run(NULL, NULL, f, 2, &n), -EINVAL);
+    assert_int_equal(pl_diagnosis_run(NULL, NULL, NULL, f, 2, &n, NULL), -EINVAL);
     assert_string_equal(pl_dx_name(PL_DX_FRAGMENTATION), "fragmentation");
     assert_string_equal(pl_dx_name((pl_dx_t)1000), "?");
     assert_string_equal(pl_metric_name(PL_METRIC_RSS_ANON), "rss.anon");
@@ -194,9 +194,13 @@ static void test_diagnosis_misuse(void **state) {
     pl_report_process_t *p = fresh(&r);
     assert_int_equal(pl_report_set_samples(p, PL_METRIC__COUNT, NULL, 0, NULL), -EINVAL);
     assert_int_equal(pl_report_analyze(NULL), -EINVAL);
-    /* an empty process gets "flat" (nothing to say but no crash) */
+    /* an empty process (died before its first flush) is "no data", never "no leak" (issue 12 F3) */
     assert_int_equal(pl_report_analyze(r), 0);
-    assert_true(has(p, PL_DX_NO_LEAK));
+    assert_true(has(p, PL_DX_NO_DATA));
+    assert_false(has(p, PL_DX_NO_LEAK));
+    assert_int_equal(p->verdict.kind, PL_PV_NO_DATA);
+    assert_int_equal(r->verdict.kind, PL_PV_NO_DATA);
+    assert_non_null(strstr(r->verdict.line, "verdict: no data"));
     pl_report_destroy(r);
     pl_report_destroy(NULL);
 }
