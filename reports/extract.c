@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -943,7 +944,7 @@ static bool is_root(const pl_extract_t *x, const pl_extract_proc_t *p) {
     return true;
 }
 
-/* Roles (docs/verdict.md §6): the processes that step are the main ones; when none steps, those that live at least
+/* Roles (docs/verdict.md §8): the processes that step are the main ones; when none steps, those that live at least
  * half as long as the longest-lived one. Every other process (DataLoader workers, helpers, shims) is a worker,
  * judged as a group and folded into one line when nothing of it grows. */
 static int64_t span_of(const pl_report_process_t *p) {
@@ -990,6 +991,43 @@ static void sort_procs(pl_report_t *r, pl_extract_t *x) {
     for (size_t i = 0; i < x->n_procs; i++) r->procs[i] = x->procs[i].proc;
 }
 
+/* "signal 11 (SIGSEGV)"; SIGKILL is also what the OOM killer sends */
+static const char *signal_text(int sig) {
+    static char buf[64];
+    static const struct { int n; const char *name; } names[] = {
+        {SIGSEGV, "SIGSEGV, a crash"}, {SIGABRT, "SIGABRT, an abort"}, {SIGBUS, "SIGBUS"}, {SIGFPE, "SIGFPE"},
+        {SIGILL, "SIGILL"}, {SIGKILL, "SIGKILL: the OOM killer or kill -9"}, {SIGTERM, "SIGTERM"}, {SIGINT, "SIGINT"},
+        {SIGHUP, "SIGHUP"}, {SIGQUIT, "SIGQUIT"}, {SIGPIPE, "SIGPIPE"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (names[i].n == sig) {
+            snprintf(buf, sizeof buf, "signal %d (%s)", sig, names[i].name);
+            return buf;
+        }
+    snprintf(buf, sizeof buf, "signal %d", sig);
+    return buf;
+}
+
+/* DIR/run.status ("pid P signal N" / "pid P exit N", cli/run.c) into x; absent or malformed: no status. */
+static void read_status(pl_extract_t *x, const char *dir) {
+    char path[4096];
+    x->has_status = false;
+    if (snprintf(path, sizeof path, "%s/run.status", dir) >= (int)sizeof path) return;
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    unsigned pid;
+    char what[16];
+    int v;
+    if (fscanf(f, "pid %u %15s %d", &pid, what, &v) == 3 && v >= 0 && v < 256 &&
+        (!strcmp(what, "signal") || !strcmp(what, "exit"))) {
+        x->has_status = true;
+        x->status_pid = pid;
+        x->status_signal = !strcmp(what, "signal") ? v : 0;
+        x->status_exit = !strcmp(what, "exit") ? v : 0;
+    }
+    fclose(f);
+}
+
 static void update_cut_short(pl_report_t *r, pl_extract_t *x) {
     update_roles(x);
     r->cut_short = false;
@@ -1006,6 +1044,11 @@ static void update_cut_short(pl_report_t *r, pl_extract_t *x) {
         int w;
         if (p->damaged) /* the report keeps 128 characters: lead with what matters; the full message is in x */
             w = snprintf(reason, sizeof reason, "damaged tail: %s", p->error);
+        else if (x->has_status && x->status_pid == p->pid && x->status_signal > 0)
+            w = snprintf(reason, sizeof reason, "killed by %s", signal_text(x->status_signal));
+        else if (x->has_status && x->status_pid == p->pid)
+            w = snprintf(reason, sizeof reason, "%s has no end record, but the command exited with status %d", b,
+                         x->status_exit);
         else
             w = snprintf(reason, sizeof reason, "%s has no end record: ended by a signal (a crash, SIGKILL, the OOM "
                          "killer) or still running", b);
@@ -1151,6 +1194,7 @@ int pl_extract_path(pl_report_t *r, pl_extract_t *x, const char *path, const pl_
     }
     for (size_t i = 0; i < n; i++) free(names[i]);
     free(names);
+    read_status(x, path);
     sort_procs(r, x);
     update_cut_short(r, x);
     if (rc) return rc;

@@ -70,6 +70,11 @@ typedef struct pl_extract {
     size_t n_files_failed;      /* files that could not be opened as traces */
     char first_error[256];      /* message of the first failed file, "" if none */
     size_t n_cut_short;         /* processes that make the run cut short (damaged, or root without end record) */
+    /* how the command ended, from the run directory's run.status (written by `plateau run`), when present */
+    bool has_status;
+    uint32_t status_pid;        /* the command's pid */
+    int status_signal;          /* signal that ended it, 0 when it exited */
+    int status_exit;            /* its exit status when it exited */
 } pl_extract_t;
 
 typedef struct pl_extract_opts {
