@@ -30,7 +30,7 @@ static void usage(FILE *o) {
                "  --since-step N  ignore steps before N\n"
                "  --ascii      ASCII sparklines\n"
                "  --slow-hours H     a growth is a leak only if it reaches the memory limit within H hours\n"
-               "                     (default 24; slower: \"slow growth\", docs/verdict.md, section 6)\n"
+               "                     (default 24; slower: \"slow growth\", docs/verdict.md section 8)\n"
                "  --horizon-steps N  without step times or a limit: within N steps, or doubles within them\n"
                "                     (default 10000)\n"
                "usage: plateau report RUN_A RUN_B [--json FILE] [--allocators A,B] [--since-step N]\n"

@@ -108,7 +108,7 @@ typedef struct pl_run_verdict {
     char line[320];             /* "verdict: LEAK in pid 12210 (python3 train.py): +2.00 MiB/step, OOM in ~49 min" */
 } pl_run_verdict_t;
 
-/* Practical significance (docs/verdict.md §6): a statistically clear growth is a leak only when it would matter
+/* Practical significance (docs/verdict.md §8): a statistically clear growth is a leak only when it would matter
  * within a training run: it reaches the memory limit within slow_hours, or (no limit or no step times) it reaches
  * the limit, or doubles its level, within horizon_steps. Otherwise it is "slow growth". */
 typedef struct pl_practical_params {
