@@ -279,6 +279,55 @@ static void test_extract_truncated_partial(void **state) {
     free(b);
 }
 
+
+/* issue 17: processes in pid order (file names sort "10001" before "9999"); a process that never steps beside one
+ * that does is a worker, folded into one line when quiet; a step-less process's teardown bucket is not its "last";
+ * the leaking process is read off the process verdict */
+static void test_extract_roles_order_and_teardown(void **state) {
+    (void)state;
+    char d[256], p[300];
+    tpath(d, sizeof d, "roles");
+    assert_int_equal(mkdir(d, 0700), 0);
+    synth_cfg_t c = synth_default();
+    c.pid = 9999;
+    c.leak_bytes = 0;
+    snprintf(p, sizeof p, "%s/9999.0.pltrace", d);
+    assert_int_equal(synth_trace(p, &c), 0);
+    c.pid = 10001;
+    c.ppid = 9999;
+    c.with_steps = false;
+    c.device = false;
+    c.teardown = true;
+    snprintf(p, sizeof p, "%s/10001.0.pltrace", d);
+    assert_int_equal(synth_trace(p, &c), 0);
+    run_t u;
+    run_file(&u, d);
+    assert_int_equal(u.x.n_procs, 2);
+    assert_int_equal(u.x.procs[0].pid, 9999);
+    assert_int_equal(u.r->procs[0]->pid, 9999);
+    assert_ptr_equal(u.x.procs[1].proc, u.r->procs[1]);
+    assert_int_equal(u.r->procs[0]->role, PL_ROLE_MAIN);
+    assert_int_equal(u.r->procs[1]->role, PL_ROLE_WORKER);
+    /* the worker's series is by time; its last point is the running value, not the teardown's 0 */
+    const pl_report_metric_t *wh = metric(&u, 1, PL_METRIC_HEAP_BYTES);
+    assert_true(wh->series.by_time);
+    assert_true(wh->verdict.last_value > 0.5 * wh->verdict.peak);
+    assert_int_not_equal(u.r->verdict.kind, PL_PV_LEAK);
+    assert_int_equal(pl_extract_leaking(&u.x, NULL), -1);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(pl_render_text(u.r, f, NULL), 0);
+    assert_int_equal(pl_extract_render_text(u.r, &u.x, f), 0);
+    fclose(f);
+    assert_true(!strncmp(buf, "verdict: ", 9));
+    assert_non_null(strstr(buf, "workers (1 process that never step"));
+    assert_null(strstr(buf, "process 10001"));
+    assert_non_null(strstr(buf, "worker process that never step"));
+    free(buf);
+    run_free(&u);
+}
+
 static void test_extract_run_directory(void **state) {
     (void)state;
     char d[256], p[300];
@@ -582,6 +631,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_extract_time_buckets),
         cmocka_unit_test(test_extract_killed_no_end_record),
         cmocka_unit_test(test_extract_truncated_partial),
+        cmocka_unit_test(test_extract_roles_order_and_teardown),
         cmocka_unit_test(test_extract_run_directory),
         cmocka_unit_test(test_extract_bad_inputs),
         cmocka_unit_test(test_extract_bounded_points),
