@@ -362,7 +362,8 @@ static void quiet(ctx_t *c, const pl_metric_t *pm, size_t n_pm, pl_proc_verdict_
         pv->metric_warmup = (int)plm;
         pl_format_value(plat->verdict.warmup_size, pl_metric_is_bytes(plm), sz, sizeof sz);
         snprintf(w, sizeof w, " (%s warms up for %lld %s, +%s, then stays flat)", pl_metric_name(plm),
-                 (long long)plat->verdict.warmup_steps, plat->series.by_time ? "s" : "steps", sz);
+                 (long long)plat->verdict.warmup_steps,
+                 plat->series.by_time ? "s" : plat->verdict.warmup_steps == 1 ? "step" : "steps", sz);
         say(c, PL_DX_NO_LEAK, "No leak in the program's own memory: it warms up and plateaus%s.", w);
     } else {
         say(c, PL_DX_NO_LEAK, "No leak in the program's own memory: it is flat.");

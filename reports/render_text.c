@@ -50,11 +50,13 @@ static const char *rate(const pl_series_t *s, double per_step, bool bytes, char 
 /* "120 steps" or "2.0 min" for a count of steps (or time buckets) */
 static const char *span(const pl_series_t *s, int64_t steps, char *buf, size_t size) {
     if (s->by_time && s->bucket_ns > 0) return pl_format_duration((double)steps * (double)s->bucket_ns / 1e9, buf, size);
-    snprintf(buf, size, "%lld steps", (long long)steps);
+    snprintf(buf, size, "%lld step%s", (long long)steps, steps == 1 ? "" : "s");
     return buf;
 }
 
-static void details(FILE *out, const pl_report_metric_t *m, bool bytes) {
+/* oom: say the projected OOM of a growing series (not for PSS, which moves with other processes, nor for a growth
+ * too slow to matter: its time to the limit is said as such) */
+static void details(FILE *out, const pl_report_metric_t *m, bool bytes, bool oom, bool slow) {
     const pl_verdict_t *v = &m->verdict;
     const pl_series_t *s = &m->series;
     char a[48], b[48], c[32];
@@ -74,7 +76,9 @@ static void details(FILE *out, const pl_report_metric_t *m, bool bytes) {
         if (isfinite(v->per_hour)) fprintf(out, " (%s/h)", pl_format_value(v->per_hour, bytes, b, sizeof b));
         if (s->by_time) fprintf(out, " since %s", span(s, v->tail_start_step, c, sizeof c));
         else fprintf(out, " since step %lld", (long long)v->tail_start_step);
-        if (v->has_oom) {
+        if (v->has_oom && slow && isfinite(v->oom_seconds)) {
+            fprintf(out, ", limit in ~%s: too slow to matter", pl_format_duration(v->oom_seconds, c, sizeof c));
+        } else if (v->has_oom && oom) {
             if (s->by_time) fprintf(out, ", OOM");
             else fprintf(out, ", OOM at step %lld", (long long)v->oom_step);
             if (isfinite(v->oom_seconds)) fprintf(out, " (~%s)", pl_format_duration(v->oom_seconds, c, sizeof c));
@@ -132,7 +136,8 @@ int pl_render_text(const pl_report_t *r, FILE *out, const pl_render_text_opts_t 
             sparkline(out, &mt->series, width, ascii);
             fprintf(out, " %10s  %-12s ", pl_format_value(mt->verdict.last_value, bytes, last, sizeof last),
                     pl_report_metric_label(r, p, (pl_metric_t)m));
-            details(out, mt, bytes);
+            const char *label = pl_report_metric_label(r, p, (pl_metric_t)m);
+            details(out, mt, bytes, m != PL_METRIC_PSS, !strcmp(label, "slow growth"));
             fputc('\n', out);
         }
         if (p->n_findings) fprintf(out, "diagnosis:\n");

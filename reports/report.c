@@ -252,7 +252,7 @@ void pl_report_run_verdict(pl_report_t *r) {
     case PL_PV_NO_LEAK:
         if (v->warmup_steps > 0)
             snprintf(rv->line, sizeof rv->line, "verdict: no leak (warmup %lld %s, then flat)%s",
-                     (long long)v->warmup_steps, v->by_time ? "s" : "steps", tail);
+                     (long long)v->warmup_steps, v->by_time ? "s" : v->warmup_steps == 1 ? "step" : "steps", tail);
         else
             snprintf(rv->line, sizeof rv->line, "verdict: no leak (flat)%s", tail);
         break;
