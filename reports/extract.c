@@ -986,7 +986,7 @@ static int cmp_proc(const void *a, const void *b) {
 
 /* Processes in pid order (numerically: file names sort 10000 before 9999), the report's rows in the same order. */
 static void sort_procs(pl_report_t *r, pl_extract_t *x) {
-    if (x->n_procs != r->n_procs) return; /* rows added by other front ends: keep their order */
+    if (x->n_procs < 2 || x->n_procs != r->n_procs) return; /* other front ends' rows: keep their order */
     qsort(x->procs, x->n_procs, sizeof *x->procs, cmp_proc);
     for (size_t i = 0; i < x->n_procs; i++) r->procs[i] = x->procs[i].proc;
 }
