@@ -882,6 +882,7 @@ static int extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd
         xp->pid = h->pid;
         xp->ppid = h->ppid;
         xp->exec_seq = h->exec_seq;
+        xp->t0_ns = h->start_mono_ns;
     }
     state_t *s = calloc(1, sizeof *s);
     if (!s) return -ENOMEM;
@@ -1026,6 +1027,100 @@ static void read_status(pl_extract_t *x, const char *dir) {
         x->status_exit = !strcmp(what, "exit") ? v : 0;
     }
     fclose(f);
+}
+
+/* ---- worker pools (docs/verdict.md §8) ----
+ * The long-lived workers of a stepping process (DataLoader workers with persistent_workers) are judged together on
+ * that process's steps: their live heaps are summed at each of its steps (the traces share CLOCK_MONOTONIC) into one
+ * more row, role worker, n_pool = how many. Only workers alive over at least 80 % of the trainer's steps take part,
+ * and only the steps at which all of them are alive are used: short-lived workers (validation loaders) would add and
+ * remove whole processes, a sawtooth wider than a step; they are judged one by one. */
+
+static bool descends(const pl_extract_t *x, const pl_extract_proc_t *w, uint32_t pid) {
+    uint32_t pp = w->ppid;
+    for (size_t hops = 0; hops < x->n_procs; hops++) {
+        if (pp == pid) return true;
+        const pl_extract_proc_t *up = NULL;
+        for (size_t i = 0; i < x->n_procs && !up; i++)
+            if (x->procs[i].pid == pp) up = &x->procs[i];
+        if (!up) return false;
+        pp = up->ppid;
+    }
+    return false;
+}
+
+/* absolute [lo, hi) of a series by time, or of a series by step (first/last point times) */
+static void abs_span(const pl_extract_proc_t *p, const pl_series_t *s, int64_t *lo, int64_t *hi) {
+    if (s->by_time) {
+        *lo = p->t0_ns + s->points[0].step * s->bucket_ns;
+        *hi = p->t0_ns + (s->points[s->n_points - 1].step + 1) * s->bucket_ns;
+    } else {
+        *lo = p->t0_ns + s->points[0].t_ns;
+        *hi = p->t0_ns + s->points[s->n_points - 1].t_ns + 1;
+    }
+}
+
+/* baseline of a series by time at absolute time t, NAN outside it */
+static double value_at(const pl_extract_proc_t *p, const pl_series_t *s, int64_t t) {
+    int64_t lo, hi;
+    abs_span(p, s, &lo, &hi);
+    if (t < lo || t >= hi) return NAN;
+    int64_t b = (t - p->t0_ns) / s->bucket_ns;
+    size_t a = 0, z = s->n_points; /* last point with step <= b */
+    while (z - a > 1) {
+        size_t m = (a + z) / 2;
+        if (s->points[m].step <= b) a = m;
+        else z = m;
+    }
+    return s->points[a].base;
+}
+
+static int build_pools(pl_report_t *r, pl_extract_t *x) {
+    for (size_t i = 0; i < x->n_procs; i++) {
+        const pl_extract_proc_t *tr = &x->procs[i];
+        const pl_series_t *ts = &tr->proc->metrics[PL_METRIC_HEAP_BYTES].series;
+        if (!tr->n_steps || !tr->proc->metrics[PL_METRIC_HEAP_BYTES].present || ts->by_time || ts->n_points < 2)
+            continue;
+        int64_t tlo, thi;
+        abs_span(tr, ts, &tlo, &thi);
+        const pl_extract_proc_t *mem[64];
+        size_t n = 0;
+        for (size_t j = 0; j < x->n_procs && n < 64; j++) {
+            const pl_extract_proc_t *w = &x->procs[j];
+            const pl_report_metric_t *wm = &w->proc->metrics[PL_METRIC_HEAP_BYTES];
+            if (w->proc->role != PL_ROLE_WORKER || !wm->present || !wm->series.by_time || !wm->series.n_points ||
+                wm->series.bucket_ns <= 0 || !descends(x, w, tr->pid))
+                continue;
+            int64_t lo, hi;
+            abs_span(w, &wm->series, &lo, &hi);
+            int64_t lo2 = lo > tlo ? lo : tlo, hi2 = hi < thi ? hi : thi;
+            if (hi2 > lo2 && (double)(hi2 - lo2) >= 0.8 * (double)(thi - tlo)) mem[n++] = w;
+        }
+        if (!n) continue;
+        pl_sample_t *smp = malloc(ts->n_points * sizeof *smp);
+        if (!smp) return -ENOMEM;
+        size_t k = 0;
+        for (size_t q = 0; q < ts->n_points; q++) {
+            if (ts->points[q].t_ns < 0) continue;
+            int64_t t = tr->t0_ns + ts->points[q].t_ns;
+            double sum = 0;
+            for (size_t j = 0; j < n && isfinite(sum); j++)
+                sum += value_at(mem[j], &mem[j]->proc->metrics[PL_METRIC_HEAP_BYTES].series, t);
+            if (isfinite(sum)) smp[k++] = (pl_sample_t){ts->points[q].step, ts->points[q].t_ns, sum};
+        }
+        char name[64];
+        snprintf(name, sizeof name, "pool of %zu worker%s", n, n > 1 ? "s" : "");
+        pl_report_process_t *row = k ? pl_report_add_process(r, tr->pid, -1, name) : NULL;
+        int rc = k && !row ? -ENOMEM : 0;
+        if (row) {
+            row->role = PL_ROLE_WORKER;
+            row->n_pool = n;
+            rc = pl_report_set_samples(row, PL_METRIC_HEAP_BYTES, smp, k, NULL);
+        }
+        free(smp);
+        if (rc) return rc;
+    }
+    return 0;
 }
 
 static void update_cut_short(pl_report_t *r, pl_extract_t *x) {
@@ -1197,6 +1292,7 @@ int pl_extract_path(pl_report_t *r, pl_extract_t *x, const char *path, const pl_
     read_status(x, path);
     sort_procs(r, x);
     update_cut_short(r, x);
+    if (!rc) rc = build_pools(r, x);
     if (rc) return rc;
     if (x->n_procs == before) {
         if (!n) snprintf(x->first_error, sizeof x->first_error, "%s: no *.pltrace files in this directory", path);

@@ -40,6 +40,7 @@ typedef struct pl_extract_proc {
     pl_report_process_t *proc;  /* the row in the report (owned by the report) */
     char file[256];             /* trace file it came from */
     uint32_t pid, ppid, exec_seq;
+    int64_t t0_ns;              /* CLOCK_MONOTONIC at trace start: series times are relative to it */
     int32_t rank;               /* -1 when unset */
     char exe[256];
     char cmdline[512];          /* argv joined by spaces (truncated) */

@@ -117,6 +117,7 @@ int pl_render_text(const pl_report_t *r, FILE *out, const pl_render_text_opts_t 
     size_t n_folded = 0, n_nodata = 0, n_undecided = 0;
     for (size_t i = 0; i < r->n_procs; i++) {
         const pl_report_process_t *p = r->procs[i];
+        if (folded(p) && p->n_pool) continue; /* said on the workers' line */
         if (folded(p)) {
             n_folded++;
             n_nodata += p->verdict.kind == PL_PV_NO_DATA;
@@ -147,7 +148,7 @@ int pl_render_text(const pl_report_t *r, FILE *out, const pl_render_text_opts_t 
         fprintf(out, "workers (%zu process%s that never step", n_folded, n_folded > 1 ? "es" : "");
         int64_t lo = INT64_MAX, hi = INT64_MIN;
         for (size_t i = 0; i < r->n_procs; i++)
-            if (folded(r->procs[i])) {
+            if (folded(r->procs[i]) && !r->procs[i]->n_pool) {
                 if (r->procs[i]->pid < lo) lo = r->procs[i]->pid;
                 if (r->procs[i]->pid > hi) hi = r->procs[i]->pid;
             }
@@ -156,6 +157,15 @@ int pl_render_text(const pl_report_t *r, FILE *out, const pl_render_text_opts_t 
         fprintf(out, "): none leaks; %zu flat", n_folded - n_undecided - n_nodata);
         if (n_undecided) fprintf(out, ", %zu not decided on their own (short-lived or noisy)", n_undecided);
         if (n_nodata) fprintf(out, ", %zu too brief to judge", n_nodata);
+        fputs("\n", out);
+    }
+    for (size_t i = 0; i < r->n_procs; i++) { /* quiet pools: one line each */
+        const pl_report_process_t *p = r->procs[i];
+        const pl_report_metric_t *mt = &p->metrics[PL_METRIC_HEAP_BYTES];
+        if (!p->n_pool || !folded(p) || !mt->present) continue;
+        fprintf(out, "workers of pid %lld as a pool (%zu that live through its steps), heap.bytes summed per step: ",
+                (long long)p->pid, p->n_pool);
+        details(out, mt, true, true, false);
         fputs("\n", out);
     }
     return ferror(out) ? -EIO : 0;

@@ -314,6 +314,12 @@ static void test_extract_roles_order_and_teardown(void **state) {
     assert_true(wh->verdict.last_value > 0.5 * wh->verdict.peak);
     assert_int_not_equal(u.r->verdict.kind, PL_PV_LEAK);
     assert_int_equal(pl_extract_leaking(&u.x, NULL), -1);
+    /* the long-lived worker is also judged as the trainer's pool, on its steps: flat */
+    assert_int_equal(u.r->n_procs, 3);
+    assert_int_equal(u.r->procs[2]->n_pool, 1);
+    assert_int_equal(u.r->procs[2]->pid, 9999);
+    assert_false(u.r->procs[2]->metrics[PL_METRIC_HEAP_BYTES].series.by_time);
+    assert_int_not_equal(u.r->procs[2]->verdict.kind, PL_PV_LEAK);
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -325,6 +331,44 @@ static void test_extract_roles_order_and_teardown(void **state) {
     assert_null(strstr(buf, "process 10001"));
     assert_non_null(strstr(buf, "worker process that never step"));
     free(buf);
+    run_free(&u);
+}
+
+/* issue 17: the trainer's long-lived workers, summed on its steps: two workers that each keep 1 MiB per second
+ * (one trainer step per second) are a pool that leaks 2 MiB/step (64 GiB host: OOM in ~9 h), and the run says so */
+static void test_extract_worker_pool_on_trainer_steps(void **state) {
+    (void)state;
+    char d[256], p[300];
+    tpath(d, sizeof d, "pool");
+    assert_int_equal(mkdir(d, 0700), 0);
+    synth_cfg_t c = synth_default();
+    c.pid = 500;
+    c.leak_bytes = 0;
+    snprintf(p, sizeof p, "%s/500.0.pltrace", d);
+    assert_int_equal(synth_trace(p, &c), 0);
+    c.with_steps = false;
+    c.device = false;
+    c.leak_bytes = 1 << 20;
+    for (uint32_t pid = 501; pid <= 502; pid++) {
+        c.pid = pid;
+        c.ppid = 500;
+        snprintf(p, sizeof p, "%s/%u.0.pltrace", d, pid);
+        assert_int_equal(synth_trace(p, &c), 0);
+    }
+    run_t u;
+    run_file(&u, d);
+    assert_int_equal(u.r->n_procs, 4);
+    const pl_report_process_t *pool = u.r->procs[3];
+    assert_int_equal(pool->n_pool, 2);
+    assert_int_equal(pool->pid, 500);
+    const pl_report_metric_t *hb = &pool->metrics[PL_METRIC_HEAP_BYTES];
+    assert_true(hb->present);
+    assert_false(hb->series.by_time);
+    assert_int_equal(hb->verdict.kind, PL_VERDICT_LEAK);
+    assert_true(hb->verdict.slope_per_step > 0.9 * 2 * (1 << 20) && hb->verdict.slope_per_step < 1.1 * 2 * (1 << 20));
+    assert_int_equal(pool->verdict.kind, PL_PV_LEAK);
+    assert_int_equal(u.r->verdict.kind, PL_PV_LEAK);
+    assert_int_equal(u.r->procs[0]->verdict.kind == PL_PV_LEAK, 0); /* the trainer itself does not leak */
     run_free(&u);
 }
 
@@ -632,6 +676,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_extract_killed_no_end_record),
         cmocka_unit_test(test_extract_truncated_partial),
         cmocka_unit_test(test_extract_roles_order_and_teardown),
+        cmocka_unit_test(test_extract_worker_pool_on_trainer_steps),
         cmocka_unit_test(test_extract_run_directory),
         cmocka_unit_test(test_extract_bad_inputs),
         cmocka_unit_test(test_extract_bounded_points),
