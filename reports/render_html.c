@@ -150,21 +150,31 @@ static void verdict_cell(FILE *o, const pl_report_t *r, const pl_report_process_
     char a[32], b[32];
     const char *label = pl_report_metric_label(r, p, m);
     fprintf(o, "<td class=\"%s\">%s</td><td>", label_class(label), label);
+    /* a series by time buckets says seconds, not steps (a bucket is not a step) */
+    const pl_series_t *s = &mt->series;
+    double bs = s->by_time && s->bucket_ns > 0 ? (double)s->bucket_ns / 1e9 : 0;
+    const char *u = bs > 0 ? "s" : "steps", *per = bs > 0 ? "s" : "step";
+    double k = bs > 0 ? bs : 1;
     switch (v->kind) {
     case PL_VERDICT_PLATEAU:
-        fprintf(o, "warmup %lld steps (+%s), tail flat over %lld steps", (long long)v->warmup_steps,
-                pl_format_value(v->warmup_size, bytes, a, sizeof a), (long long)v->tail_steps);
+        fprintf(o, "warmup %.0f %s (+%s), tail flat over %.0f %s", (double)v->warmup_steps * k, u,
+                pl_format_value(v->warmup_size, bytes, a, sizeof a), (double)v->tail_steps * k, u);
         break;
-    case PL_VERDICT_FLAT: fprintf(o, "flat over %lld steps", (long long)v->tail_steps); break;
+    case PL_VERDICT_FLAT: fprintf(o, "flat over %.0f %s", (double)v->tail_steps * k, u); break;
     case PL_VERDICT_LEAK:
-        fprintf(o, "+%s/step since step %lld", pl_format_value(v->slope_per_step, bytes, a, sizeof a),
-                (long long)v->tail_start_step);
+        fprintf(o, "+%s/%s since %s %.0f", pl_format_value(v->slope_per_step / k, bytes, a, sizeof a), per,
+                bs > 0 ? "second" : "step", (double)v->tail_start_step * k);
         if (isfinite(v->per_hour)) fprintf(o, ", %s/h", pl_format_value(v->per_hour, bytes, b, sizeof b));
-        if (v->has_oom) fprintf(o, "; OOM projected at step %lld", (long long)v->oom_step);
+        if (v->has_oom && m != PL_METRIC_PSS && strcmp(label, "slow growth")) {
+            if (bs > 0 && isfinite(v->oom_seconds))
+                fprintf(o, "; OOM projected in ~%s", pl_format_duration(v->oom_seconds, b, sizeof b));
+            else if (bs == 0)
+                fprintf(o, "; OOM projected at step %lld", (long long)v->oom_step);
+        }
         break;
     case PL_VERDICT_INCONCLUSIVE:
-        fprintf(o, "%s; about %lld more steps would decide", pl_verdict_undecided_name(v->undecided),
-                (long long)v->more_steps);
+        fprintf(o, "%s; about %.0f more %s would decide", pl_verdict_undecided_name(v->undecided),
+                (double)v->more_steps * k, bs > 0 ? "seconds" : "steps");
         break;
     }
     fputs("</td>", o);
