@@ -427,14 +427,12 @@ int pl_diagnosis_run(const pl_report_process_t *proc, const char *cut_reason, co
                     static const pl_metric_t rss[] = {PL_METRIC_RSS, PL_METRIC_RSS_ANON, PL_METRIC_RSS_FILE};
                     for (size_t q = 0; q < 3; q++)
                         if (leak(&c, rss[q]) && M(&c, rss[q])->verdict.has_oom) {
-                            pl_proc_verdict_t tmp = pv;
-                            size_t before_oom = c.n;
+                            pl_proc_verdict_t tmp = pv; /* impact() says the OOM sentence; the verdict stays */
                             impact(&c, &tmp);
                             pv.other_dx = (int)named[j];
                             pv.other_metric = (int)rss[q];
                             pv.other_per_step = M(&c, rss[q])->verdict.slope_per_step;
                             pv.other_oom_seconds = tmp.oom_seconds;
-                            (void)before_oom;
                             break;
                         }
                     break;
