@@ -418,11 +418,11 @@ int pl_diagnosis_run(const pl_report_process_t *proc, const char *cut_reason, co
         pv.per_step = lk->verdict.slope_per_step;
         impact(&c, &pv);
     } else {
-        /* RSS growth that is no program leak (retention, file pages, beside an undecided heap) can still run into
-         * the limit: its projection is said, named as what it is */
-        static const pl_dx_t named[] = {PL_DX_HOST_RETENTION, PL_DX_FILE_PAGES, PL_DX_UNDECIDED};
+        /* RSS growth that is no program leak (retention, beside an undecided heap) can still run into the limit:
+         * its projection is said, named as what it is (file pages are not: the kernel reclaims them) */
+        static const pl_dx_t named[] = {PL_DX_HOST_RETENTION, PL_DX_UNDECIDED};
         for (size_t k = 0; k < c.n && pv.other_dx < 0; k++)
-            for (size_t j = 0; j < 3; j++)
+            for (size_t j = 0; j < 2; j++)
                 if (c.out[k].code == named[j]) {
                     static const pl_metric_t rss[] = {PL_METRIC_RSS, PL_METRIC_RSS_ANON, PL_METRIC_RSS_FILE};
                     for (size_t q = 0; q < 3; q++)

@@ -206,7 +206,10 @@ void pl_report_run_verdict(pl_report_t *r) {
     long other = -1; /* a main process whose RSS runs into the limit without a program leak */
     for (size_t i = 0; i < r->n_procs; i++) {
         const pl_proc_verdict_t *w = &r->procs[i]->verdict;
-        if (r->procs[i]->role == PL_ROLE_MAIN && w->other_dx >= 0 &&
+        /* the headline names it only when the limit is near (a quarter of slow_hours): a projection from a short
+         * run over most of a day would come and go between identical runs; the diagnosis always says it */
+        bool soon = isfinite(w->other_oom_seconds) && w->other_oom_seconds <= r->practical.slow_hours * 3600 / 4;
+        if (r->procs[i]->role == PL_ROLE_MAIN && w->other_dx >= 0 && soon &&
             (other < 0 || w->other_oom_seconds < r->procs[other]->verdict.other_oom_seconds))
             other = (long)i;
     }
