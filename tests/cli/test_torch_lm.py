@@ -26,11 +26,24 @@ ap.add_argument("--repeat", type=int, default=1)
 ap.add_argument("--steps", type=int, default=300)
 ap.add_argument("--unmarked", action="store_true", help="also run every variant without step markers")
 ap.add_argument("--keep", help="keep the run directories under this directory")
+ap.add_argument("--from-runs", help="judge run directories recorded before, DIR/<variant>-<m|u>-<i> (no new runs)")
 args = ap.parse_args()
 PY = "/usr/bin/python3"
 
 
-def one(tmp, name, variant, marked):
+def one(tmp, name, variant, marked, i):
+    if args.from_runs:
+        d = os.path.join(args.from_runs, f"{variant}-{'m' if marked else 'u'}-{i}")
+        if not os.path.isdir(d):
+            return None, None
+        log = d + ".log"  # the recorder's plateau run output: no "plateau:" line yet = still running
+        if os.path.exists(log) and "plateau:" not in open(log, errors="replace").read():
+            return None, None
+        js = os.path.join(tmp, name + ".json")
+        r = subprocess.run([args.plateau, "report", d, "--json", js], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, f"{name}: plateau report exited {r.returncode}\n{r.stderr}"
+        with open(js) as f:
+            return r.stdout, json.load(f)
     d = os.path.join(tmp, name)
     cmd = [args.plateau, "run", "--no-report", "-o", d, "--", PY, args.script, "--steps", str(args.steps),
            "--leak", variant] + ([] if marked else ["--no-mark"])
@@ -48,7 +61,10 @@ def check(name, variant, marked, text, rep):
     """Returns (ok, message)."""
     v, run = rep["verdict"], rep["run"]
     procs = run["processes"]
-    trainer = min((p for p in procs if p["steps"] > 0 or not marked), key=lambda p: p["pid"], default=None)
+    pids = {p["pid"] for p in procs}
+    trainer = next((p for p in procs if p["ppid"] not in pids), None)  # the run's root (pids may wrap around)
+    if not trainer or procs[0]["pid"] != trainer["pid"]:
+        return False, f"the trainer is not listed first: {[p['pid'] for p in procs][:5]}"
     first = text.splitlines()[0] if text else ""
     if not first.startswith("verdict: "):
         return False, f"text does not open with the verdict line: {first!r}"
@@ -77,7 +93,9 @@ for variant in args.variants.split(","):
         key = f"{variant}-{'marked' if marked else 'unmarked'}"
         for i in range(args.repeat):
             name = f"{key}-{i}"
-            text, rep = one(tmpdir, name, variant, marked)
+            text, rep = one(tmpdir, name, variant, marked, i)
+            if rep is None:
+                continue
             ok, msg = check(name, variant, marked, text, rep)
             counts.setdefault(key, [0, 0, {}])
             counts[key][0] += ok
