@@ -33,6 +33,10 @@ static void usage(FILE *o) {
                "               dev.allocated dev.reserved dev.tensors dev.other cgroup\n"
                "  --since-step N  ignore steps before N\n"
                "  --ascii      ASCII sparklines\n"
+               "  --slow-hours H     a growth is a leak only if it reaches the memory limit within H hours\n"
+               "                     (default 24; slower: \"slow growth\", docs/verdict.md section 8)\n"
+               "  --horizon-steps N  without step times or a limit: within N steps, or doubles within them\n"
+               "                     (default 10000)\n"
                "usage: plateau report RUN_A RUN_B [--json FILE] [--allocators A,B] [--since-step N]\n"
                "  compare two runs of one program made with plateau run --host-allocator glibc and jemalloc:\n"
                "  allocator retention, a real leak, or growth outside the heap\n"
@@ -199,11 +203,13 @@ int pl_cli_report(int argc, char **argv) {
         {"metric", required_argument, NULL, 'm'}, {"since-step", required_argument, NULL, 's'},
         {"ascii", no_argument, NULL, 'a'},        {"help", no_argument, NULL, 'h'},
         {"allocators", required_argument, NULL, 'A'},
+        {"slow-hours", required_argument, NULL, 'S'}, {"horizon-steps", required_argument, NULL, 'N'},
         {NULL, 0, NULL, 0},
     };
     const char *json = NULL, *html = NULL, *allocs = NULL;
     pl_extract_opts_t eo = {0};
     pl_render_text_opts_t to = {0};
+    pl_practical_params_t pp = {.slow_hours = 24, .horizon_steps = 10000};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -236,6 +242,28 @@ int pl_cli_report(int argc, char **argv) {
             eo.since_step = v;
             break;
         }
+        case 'S': {
+            char *end;
+            errno = 0;
+            double v = strtod(optarg, &end);
+            if (errno || *end || end == optarg || !(v > 0) || v > 1e6) {
+                fprintf(stderr, "plateau report: --slow-hours wants hours > 0, not '%s'\n", optarg);
+                return 2;
+            }
+            pp.slow_hours = v;
+            break;
+        }
+        case 'N': {
+            char *end;
+            errno = 0;
+            long long v = strtoll(optarg, &end, 10);
+            if (errno || *end || end == optarg || v < 1) {
+                fprintf(stderr, "plateau report: --horizon-steps wants a step count >= 1, not '%s'\n", optarg);
+                return 2;
+            }
+            pp.horizon_steps = v;
+            break;
+        }
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -266,6 +294,7 @@ int pl_cli_report(int argc, char **argv) {
         fprintf(stderr, "plateau report: out of memory\n");
         return 1;
     }
+    r->practical = pp;
     pl_extract_t x;
     pl_extract_init(&x);
     int status = 0;

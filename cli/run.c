@@ -44,6 +44,19 @@
 #include "commands.h"
 #include "reports/format.h"
 
+/* DIR/run.status: how the command ended, for the report (a process killed by a signal leaves no end record, so its
+ * trace cannot say which signal): one line "pid P exit N" or "pid P signal N". Best effort: a failure only loses
+ * that detail. */
+static void write_status(const char *dir, pid_t pid, int status) {
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/run.status", dir) >= (int)sizeof path) return;
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    if (WIFSIGNALED(status)) fprintf(f, "pid %d signal %d\n", (int)pid, WTERMSIG(status));
+    else fprintf(f, "pid %d exit %d\n", (int)pid, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    fclose(f);
+}
+
 /* The report subcommand, when built into this executable (weak: `plateau run` works without it). */
 #pragma weak pl_cli_report
 
@@ -614,6 +627,7 @@ int pl_cli_run(int argc, char **argv) {
         if (made) rmdir(abs_dir); /* fails, leaving it, if anything else appeared there */
         return rc;
     }
+    write_status(abs_dir, pid, status);
     int n = count_traces(abs_dir);
     fprintf(stderr, "plateau: %d trace file%s in %s", n, n == 1 ? "" : "s", pl_format_esc(abs_dir));
     if (WIFSIGNALED(status)) fprintf(stderr, " (the command was killed by signal %d)", WTERMSIG(status));

@@ -1,8 +1,11 @@
 /* reports/diagnosis: cross-metric rules -> findings (see diagnosis.h, docs/verdict.md §5).
  *
  * Priority: device first (tensor retention, then allocator fragmentation), then host judged on the live heap, then
- * RSS-only growth explained by which part of RSS grows, then impact (OOM projection from the metric nearest its
- * limit), and only when nothing leaks: "not decided yet" or "no leak". Sentences name the numbers they rest on.
+ * RSS-only growth explained by which part of RSS grows (only once the live heap is decided flat: an undecided live
+ * heap is never read as flat), then impact (OOM projection from the metric nearest its limit), and only when
+ * nothing leaks: "slow growth", "not decided yet", "no data" or "no leak". Sentences name the numbers they rest on.
+ * The process verdict (report.h) is read off the same rules: only program memory (live heap, device allocated, live
+ * tensors; RSS when the live heap was not recorded) growing fast enough to matter (pl_diagnosis_practical) leaks.
  */
 #include "diagnosis.h"
 
@@ -17,16 +20,32 @@
 
 static const char *dx_names[PL_DX__COUNT] = {
     "cut-short", "retained-tensors", "device-growth", "fragmentation", "device-other", "host-leak", "heap-not-rss",
-    "host-retention", "file-pages", "rss-unexplained", "oom", "undecided", "no-leak",
+    "host-retention", "file-pages", "rss-unexplained", "oom", "undecided", "no-leak", "slow-growth", "no-data",
+    "pss-sharing",
 };
 
 const char *pl_dx_name(pl_dx_t c) { return (unsigned)c < PL_DX__COUNT ? dx_names[c] : "?"; }
 
 typedef struct {
     const pl_report_process_t *p;
+    const pl_practical_params_t *pp;
     pl_finding_t *out;
     size_t max, n;
 } ctx_t;
+
+bool pl_diagnosis_practical(const pl_verdict_t *v, const pl_practical_params_t *pp) {
+    pl_practical_params_t d = {.slow_hours = 24, .horizon_steps = 10000};
+    if (!pp) pp = &d;
+    if (!v || v->kind != PL_VERDICT_LEAK || !(v->slope_per_step > 0)) return false;
+    /* the horizon in steps: slow_hours of this process's steps when their duration is known */
+    double horizon = (double)pp->horizon_steps;
+    if (isfinite(v->per_hour) && v->per_hour > 0) horizon = pp->slow_hours * v->per_hour / v->slope_per_step;
+    if (v->has_oom) {
+        if (isfinite(v->oom_seconds)) return v->oom_seconds <= pp->slow_hours * 3600;
+        return (double)(v->oom_step - v->last_step) <= horizon;
+    }
+    return v->slope_per_step * horizon >= fabs(v->level); /* no limit: would it double within the horizon? */
+}
 
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
@@ -44,17 +63,66 @@ static void say(ctx_t *c, pl_dx_t code, const char *fmt, ...) {
 static const pl_report_metric_t *M(const ctx_t *c, pl_metric_t m) {
     return c->p->metrics[m].present ? &c->p->metrics[m] : NULL;
 }
-static bool leak(const ctx_t *c, pl_metric_t m) { return M(c, m) && M(c, m)->verdict.kind == PL_VERDICT_LEAK; }
+/* a statistically clear growth (verdict leak), whatever its size: RSS, reserved and file-page findings use it */
+static bool grows(const ctx_t *c, pl_metric_t m) { return M(c, m) && M(c, m)->verdict.kind == PL_VERDICT_LEAK; }
+/* a leak that matters: grows and is practically significant */
+static bool leak(const ctx_t *c, pl_metric_t m) { return grows(c, m) && pl_diagnosis_practical(&M(c, m)->verdict, c->pp); }
+static bool slow(const ctx_t *c, pl_metric_t m) { return grows(c, m) && !leak(c, m); }
+static bool undecided(const ctx_t *c, pl_metric_t m) {
+    return M(c, m) && M(c, m)->verdict.kind == PL_VERDICT_INCONCLUSIVE && M(c, m)->verdict.undecided != PL_UNDECIDED_NO_DATA;
+}
+static bool judged(const ctx_t *c, pl_metric_t m) { /* present with enough points */
+    return M(c, m) && !(M(c, m)->verdict.kind == PL_VERDICT_INCONCLUSIVE && M(c, m)->verdict.undecided == PL_UNDECIDED_NO_DATA);
+}
+
+/* Program memory: what a leak is judged on. RSS only when the live heap was not recorded. */
+static size_t program_metrics(const ctx_t *c, pl_metric_t *out) {
+    static const pl_metric_t base[] = {PL_METRIC_DEV_TENSORS, PL_METRIC_DEV_ALLOCATED, PL_METRIC_HEAP_BYTES,
+                                       PL_METRIC_HEAP_COUNT};
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof base / sizeof base[0]; i++)
+        if (M(c, base[i])) out[n++] = base[i];
+    if (!M(c, PL_METRIC_HEAP_BYTES) && !M(c, PL_METRIC_HEAP_COUNT)) {
+        if (M(c, PL_METRIC_RSS_ANON)) out[n++] = PL_METRIC_RSS_ANON;
+        else if (M(c, PL_METRIC_RSS)) out[n++] = PL_METRIC_RSS;
+    }
+    return n;
+}
 static bool settled(const ctx_t *c, pl_metric_t m) {
     return M(c, m) && (M(c, m)->verdict.kind == PL_VERDICT_FLAT || M(c, m)->verdict.kind == PL_VERDICT_PLATEAU);
 }
 static double slope(const ctx_t *c, pl_metric_t m) { return M(c, m) ? M(c, m)->verdict.slope_per_step : NAN; }
 
-/* "1.20 MiB/step" or "3/step" into buf */
+/* "1.20 MiB/step" or "3/step" into buf; "/s" for a series by time buckets (a bucket is not a step) */
 static const char *rate(const ctx_t *c, pl_metric_t m, char *buf, size_t size) {
     char v[32];
-    pl_format_value(slope(c, m), pl_metric_is_bytes(m), v, sizeof v);
-    snprintf(buf, size, "%s/step", v);
+    const pl_series_t *s = M(c, m) ? &M(c, m)->series : NULL;
+    double k = s && s->by_time && s->bucket_ns > 0 ? 1e9 / (double)s->bucket_ns : 1;
+    pl_format_value(slope(c, m) * k, pl_metric_is_bytes(m), v, sizeof v);
+    snprintf(buf, size, "%s/%s", v, s && s->by_time ? "s" : "step");
+    return buf;
+}
+
+static bool by_time(const ctx_t *c) {
+    for (int m = 0; m < PL_METRIC__COUNT; m++)
+        if (M(c, (pl_metric_t)m)) return M(c, (pl_metric_t)m)->series.by_time;
+    return false;
+}
+
+/* "120 more steps" / "2 min longer" for a count of steps (or time buckets) */
+static const char *more(const ctx_t *c, int64_t steps, char *buf, size_t size) {
+    if (!by_time(c)) {
+        snprintf(buf, size, "about %lld more steps", (long long)steps);
+        return buf;
+    }
+    double bs = 1;
+    for (int m = 0; m < PL_METRIC__COUNT; m++)
+        if (M(c, (pl_metric_t)m) && M(c, (pl_metric_t)m)->series.bucket_ns > 0) {
+            bs = (double)M(c, (pl_metric_t)m)->series.bucket_ns / 1e9;
+            break;
+        }
+    char d[24];
+    snprintf(buf, size, "about %s longer", pl_format_duration((double)steps * bs, d, sizeof d));
     return buf;
 }
 
@@ -74,13 +142,13 @@ static void device_rules(ctx_t *c) {
             rate(c, PL_METRIC_DEV_ALLOCATED, a, sizeof a),
             M(c, PL_METRIC_DEV_TENSORS) ? "does not" : "was not recorded");
     }
-    if (leak(c, PL_METRIC_DEV_RESERVED) && settled(c, PL_METRIC_DEV_ALLOCATED)) {
+    if (grows(c, PL_METRIC_DEV_RESERVED) && settled(c, PL_METRIC_DEV_ALLOCATED)) {
         say(c, PL_DX_FRAGMENTATION,
             "Allocator fragmentation, not a leak: reserved grows %s while allocated is flat. Run `plateau tune` on "
             "this trace, or try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (or max_split_size_mb:128).",
             rate(c, PL_METRIC_DEV_RESERVED, a, sizeof a));
     }
-    if (leak(c, PL_METRIC_DEV_OTHER)) {
+    if (grows(c, PL_METRIC_DEV_OTHER)) {
         say(c, PL_DX_DEVICE_OTHER,
             "Device memory outside the allocator grows %s (driver or libraries: cuDNN/cuBLAS workspaces, NCCL "
             "buffers, another allocator).",
@@ -89,13 +157,15 @@ static void device_rules(ctx_t *c) {
 }
 
 static void host_rules(ctx_t *c) {
-    char a[48], b[48], d[48];
+    char a[48], b[48], d[48], e[48];
     bool heap_rec = M(c, PL_METRIC_HEAP_BYTES) || M(c, PL_METRIC_HEAP_COUNT);
     bool heap_leak = leak(c, PL_METRIC_HEAP_BYTES) || leak(c, PL_METRIC_HEAP_COUNT);
+    bool heap_flat = (!M(c, PL_METRIC_HEAP_BYTES) || settled(c, PL_METRIC_HEAP_BYTES)) &&
+                     (!M(c, PL_METRIC_HEAP_COUNT) || settled(c, PL_METRIC_HEAP_COUNT));
     bool rss_rec = M(c, PL_METRIC_RSS) || M(c, PL_METRIC_RSS_ANON) || M(c, PL_METRIC_RSS_FILE);
-    bool rss_leak = leak(c, PL_METRIC_RSS) || leak(c, PL_METRIC_RSS_ANON) || leak(c, PL_METRIC_RSS_FILE);
-    pl_metric_t rss_m = leak(c, PL_METRIC_RSS) ? PL_METRIC_RSS
-                        : leak(c, PL_METRIC_RSS_ANON) ? PL_METRIC_RSS_ANON : PL_METRIC_RSS_FILE;
+    bool rss_leak = grows(c, PL_METRIC_RSS) || grows(c, PL_METRIC_RSS_ANON) || grows(c, PL_METRIC_RSS_FILE);
+    pl_metric_t rss_m = grows(c, PL_METRIC_RSS) ? PL_METRIC_RSS
+                        : grows(c, PL_METRIC_RSS_ANON) ? PL_METRIC_RSS_ANON : PL_METRIC_RSS_FILE;
 
     if (heap_leak) {
         char amp[256] = "";
@@ -138,7 +208,19 @@ static void host_rules(ctx_t *c) {
             rate(c, rss_m, a, sizeof a));
         return;
     }
-    bool anon = leak(c, PL_METRIC_RSS_ANON), file = leak(c, PL_METRIC_RSS_FILE);
+    if (!heap_flat && !slow(c, PL_METRIC_HEAP_BYTES) && !slow(c, PL_METRIC_HEAP_COUNT)) {
+        /* an undecided live heap is not a flat one: RSS growth cannot be blamed on the allocator yet */
+        pl_metric_t hm = M(c, PL_METRIC_HEAP_BYTES) && !settled(c, PL_METRIC_HEAP_BYTES) ? PL_METRIC_HEAP_BYTES
+                                                                                         : PL_METRIC_HEAP_COUNT;
+        const pl_verdict_t *hv = &M(c, hm)->verdict;
+        say(c, PL_DX_UNDECIDED,
+            "RSS grows %s, and the live heap is not decided yet (%s %s, %s): a program leak cannot be told from "
+            "allocator retention yet; run %s.",
+            rate(c, rss_m, a, sizeof a), pl_metric_name(hm), pl_verdict_undecided_name(hv->undecided),
+            rate(c, hm, b, sizeof b), more(c, hv->more_steps, e, sizeof e));
+        return;
+    }
+    bool anon = grows(c, PL_METRIC_RSS_ANON), file = grows(c, PL_METRIC_RSS_FILE);
     if (file && !anon) {
         say(c, PL_DX_FILE_PAGES,
             "RSS and the live heap disagree: RSS grows %s in file-backed pages (RssFile) while the live heap is "
@@ -156,9 +238,32 @@ static void host_rules(ctx_t *c) {
     }
 }
 
-static void impact(ctx_t *c) {
+/* Growth of a metric no rule above explains: PSS (shared pages changing hands), shmem, the cgroup. Findings, never
+ * a process verdict. */
+static void other_rules(ctx_t *c) {
+    char a[48];
+    bool rss_grows = grows(c, PL_METRIC_RSS) || grows(c, PL_METRIC_RSS_ANON) || grows(c, PL_METRIC_RSS_FILE);
+    if (grows(c, PL_METRIC_PSS) && !rss_grows) {
+        say(c, PL_DX_PSS_SHARING,
+            "PSS grows %s while RSS does not: pages this process shares (libraries, forked memory) are split between "
+            "fewer processes as others exit or unmap them; a share moved, not this process's memory.",
+            rate(c, PL_METRIC_PSS, a, sizeof a));
+        return;
+    }
+    static const pl_metric_t rest[] = {PL_METRIC_RSS_SHMEM, PL_METRIC_CGROUP};
+    for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++)
+        if (grows(c, rest[i])) {
+            say(c, PL_DX_RSS_UNEXPLAINED, "%s grows %s and no finer metric explains it.", pl_metric_name(rest[i]),
+                rate(c, rest[i], a, sizeof a));
+            return;
+        }
+}
+
+/* The projected OOM of a leaking process: the earliest among the leaking metrics that have a limit (PSS is left
+ * out: it moves with other processes' mappings). Fills the verdict's OOM fields. */
+static void impact(ctx_t *c, pl_proc_verdict_t *pv) {
     static const pl_metric_t order[] = {PL_METRIC_CGROUP, PL_METRIC_DEV_RESERVED, PL_METRIC_DEV_ALLOCATED,
-                                        PL_METRIC_RSS, PL_METRIC_PSS, PL_METRIC_HEAP_BYTES};
+                                        PL_METRIC_RSS, PL_METRIC_RSS_ANON, PL_METRIC_HEAP_BYTES};
     const pl_report_metric_t *best = NULL;
     pl_metric_t bm = PL_METRIC_RSS;
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
@@ -170,82 +275,192 @@ static void impact(ctx_t *c) {
         }
     }
     if (!best) return;
+    pv->has_oom = true;
+    pv->oom_seconds = best->verdict.oom_seconds;
+    pv->steps_to_oom = best->verdict.oom_step - best->verdict.last_step;
     char lim[32], when[48] = "";
     pl_format_bytes(best->verdict.limit, lim, sizeof lim);
     if (isfinite(best->verdict.oom_seconds)) {
         char d[24];
         snprintf(when, sizeof when, ", in about %s", pl_format_duration(best->verdict.oom_seconds, d, sizeof d));
     }
-    say(c, PL_DX_OOM, "At this rate %s reaches the %s (%s) at step %lld%s.", pl_metric_name(bm),
-        best->limit_source ? best->limit_source : "limit", lim, (long long)best->verdict.oom_step, when);
+    if (best->series.by_time)
+        say(c, PL_DX_OOM, "At this rate %s reaches the %s (%s)%s.", pl_metric_name(bm),
+            best->limit_source ? best->limit_source : "limit", lim, when);
+    else
+        say(c, PL_DX_OOM, "At this rate %s reaches the %s (%s) at step %lld%s.", pl_metric_name(bm),
+            best->limit_source ? best->limit_source : "limit", lim, (long long)best->verdict.oom_step, when);
 }
 
-static void quiet(ctx_t *c) {
-    char names[160] = "", w[96] = "";
-    int64_t more = 0;
+static void slow_growth(ctx_t *c, const pl_metric_t *pm, size_t n_pm) {
+    for (size_t i = 0; i < n_pm; i++) {
+        if (!slow(c, pm[i])) continue;
+        const pl_verdict_t *v = &M(c, pm[i])->verdict;
+        char a[48], when[96];
+        if (v->has_oom && isfinite(v->oom_seconds)) {
+            char d[24];
+            snprintf(when, sizeof when, "it would reach the %s only in about %s",
+                     M(c, pm[i])->limit_source ? M(c, pm[i])->limit_source : "limit",
+                     pl_format_duration(v->oom_seconds, d, sizeof d));
+        } else {
+            snprintf(when, sizeof when, "it would not double within %lld steps", (long long)c->pp->horizon_steps);
+        }
+        say(c, PL_DX_SLOW_GROWTH,
+            "Slow growth, not a leak that matters: %s grows %s (%.3g %% of its level per step); %s (thresholds: "
+            "--slow-hours %g, --horizon-steps %lld).",
+            pl_metric_name(pm[i]), rate(c, pm[i], a, sizeof a), 100 * v->slope_per_step / fabs(v->level), when,
+            c->pp->slow_hours, (long long)c->pp->horizon_steps);
+        return;
+    }
+}
+
+static void quiet(ctx_t *c, const pl_metric_t *pm, size_t n_pm, pl_proc_verdict_t *pv) {
+    char names[160] = "", w[96] = "", mo[64];
+    int64_t more_steps = 0;
     const pl_report_metric_t *plat = NULL;
-    pl_metric_t pm = PL_METRIC_RSS;
-    for (int m = 0; m < PL_METRIC__COUNT; m++) {
-        const pl_report_metric_t *mt = M(c, (pl_metric_t)m);
-        if (!mt) continue;
-        if (mt->verdict.kind == PL_VERDICT_INCONCLUSIVE) {
+    pl_metric_t plm = PL_METRIC_RSS;
+    int first_undecided = -1;
+    for (size_t i = 0; i < n_pm; i++) {
+        const pl_report_metric_t *mt = M(c, pm[i]);
+        if (undecided(c, pm[i])) {
             size_t l = strlen(names);
-            snprintf(names + l, sizeof names - l, "%s%s", l ? ", " : "", pl_metric_name((pl_metric_t)m));
-            if (mt->verdict.more_steps > more) more = mt->verdict.more_steps;
+            snprintf(names + l, sizeof names - l, "%s%s", l ? ", " : "", pl_metric_name(pm[i]));
+            if (mt->verdict.more_steps > more_steps) more_steps = mt->verdict.more_steps;
+            if (first_undecided < 0) first_undecided = (int)pm[i];
         }
         bool longer = !plat || mt->verdict.warmup_steps > plat->verdict.warmup_steps;
         if (mt->verdict.kind == PL_VERDICT_PLATEAU && longer) {
             plat = mt;
-            pm = (pl_metric_t)m;
+            plm = pm[i];
         }
     }
     if (names[0]) {
-        say(c, PL_DX_UNDECIDED, "Not decided yet: %s %s not settled; run about %lld more steps to tell a warmup from "
-            "a leak.", names, strchr(names, ',') ? "have" : "has", (long long)more);
+        pv->kind = PL_PV_UNDECIDED;
+        pv->metric = first_undecided;
+        pv->more_steps = more_steps;
+        say(c, PL_DX_UNDECIDED, "Not decided yet: %s %s not settled; run %s to tell a warmup from a leak.", names,
+            strchr(names, ',') ? "have" : "has", more(c, more_steps, mo, sizeof mo));
         return;
     }
+    bool any = false;
+    for (size_t i = 0; i < n_pm; i++) any |= judged(c, pm[i]);
+    if (!any) {
+        pv->kind = PL_PV_NO_DATA;
+        size_t pts = 0;
+        for (size_t i = 0; i < n_pm; i++)
+            if (M(c, pm[i]) && M(c, pm[i])->series.n_points > pts) pts = M(c, pm[i])->series.n_points;
+        bool other = false;
+        for (int m = 0; m < PL_METRIC__COUNT; m++) other |= M(c, (pl_metric_t)m) != NULL;
+        if (!n_pm && other)
+            say(c, PL_DX_NO_DATA, "No data on the program's own memory: neither the live heap nor RSS was recorded, "
+                "and PSS or the cgroup alone cannot decide a leak (they move with other processes).");
+        else if (!n_pm)
+            say(c, PL_DX_NO_DATA, "No data: no memory series of the program was recorded (the process ended "
+                "before its first flush, or its trace was cut), so nothing can be said about leaks.");
+        else
+            say(c, PL_DX_NO_DATA, "No data: the program's memory was recorded at %zu %s only, too few to judge.", pts,
+                by_time(c) ? "seconds" : "steps");
+        return;
+    }
+    if (pv->kind == PL_PV_SLOW_GROWTH) return; /* said by slow_growth() */
+    pv->kind = PL_PV_NO_LEAK;
     if (plat) {
         char sz[32];
-        pl_format_value(plat->verdict.warmup_size, pl_metric_is_bytes(pm), sz, sizeof sz);
-        snprintf(w, sizeof w, " (%s warms up for %lld steps, +%s, then stays flat)", pl_metric_name(pm),
-                 (long long)plat->verdict.warmup_steps, sz);
-        say(c, PL_DX_NO_LEAK, "No leak: memory warms up and plateaus%s.", w);
+        pv->warmup_steps = plat->verdict.warmup_steps;
+        pv->metric_warmup = (int)plm;
+        pl_format_value(plat->verdict.warmup_size, pl_metric_is_bytes(plm), sz, sizeof sz);
+        snprintf(w, sizeof w, " (%s warms up for %lld %s, +%s, then stays flat)", pl_metric_name(plm),
+                 (long long)plat->verdict.warmup_steps,
+                 plat->series.by_time ? "s" : plat->verdict.warmup_steps == 1 ? "step" : "steps", sz);
+        say(c, PL_DX_NO_LEAK, "No leak in the program's own memory: it warms up and plateaus%s.", w);
     } else {
-        say(c, PL_DX_NO_LEAK, "No leak: memory is flat.");
+        say(c, PL_DX_NO_LEAK, "No leak in the program's own memory: it is flat.");
     }
 }
 
-int pl_diagnosis_run(const pl_report_process_t *proc, const char *cut_reason, pl_finding_t *out, size_t max,
-                     size_t *n_out) {
+int pl_diagnosis_run(const pl_report_process_t *proc, const char *cut_reason, const pl_practical_params_t *pp,
+                     pl_finding_t *out, size_t max, size_t *n_out, pl_proc_verdict_t *verdict) {
     if (!proc || !n_out || (max && !out)) return -EINVAL;
-    ctx_t c = {.p = proc, .out = out, .max = max};
+    pl_practical_params_t dpp = {.slow_hours = 24, .horizon_steps = 10000};
+    ctx_t c = {.p = proc, .pp = pp ? pp : &dpp, .out = out, .max = max};
+    pl_proc_verdict_t pv = {.kind = PL_PV_NO_DATA, .metric = -1, .metric_warmup = -1, .oom_seconds = NAN,
+                            .other_dx = -1, .other_metric = -1, .other_oom_seconds = NAN};
+    pv.by_time = by_time(&c);
     if (cut_reason) {
         int64_t last = -1;
         for (int m = 0; m < PL_METRIC__COUNT; m++)
             if (M(&c, (pl_metric_t)m) && M(&c, (pl_metric_t)m)->verdict.last_step > last)
                 last = M(&c, (pl_metric_t)m)->verdict.last_step;
-        say(&c, PL_DX_CUT_SHORT, "The run was cut short (%s); the verdicts use what was recorded up to step %lld.",
-            cut_reason, (long long)last);
+        if (last < 0)
+            say(&c, PL_DX_CUT_SHORT, "The run was cut short (%s); nothing of this process was recorded.", cut_reason);
+        else
+            say(&c, PL_DX_CUT_SHORT, "The run was cut short (%s); the verdicts use what was recorded up to %s %lld.",
+                cut_reason, pv.by_time ? "second" : "step", (long long)last);
     }
-    size_t before = c.n;
+    pl_metric_t pm[8];
+    size_t n_pm = program_metrics(&c, pm);
     device_rules(&c);
+    size_t before_host = c.n;
     host_rules(&c);
-    bool any_leak = false;
-    for (int m = 0; m < PL_METRIC__COUNT; m++) any_leak |= leak(&c, (pl_metric_t)m);
-    if (any_leak) {
-        if (c.n == before) { /* a leak no rule explains (e.g. cgroup, shmem, pss alone) */
-            for (int m = 0; m < PL_METRIC__COUNT; m++)
-                if (leak(&c, (pl_metric_t)m)) {
-                    char a[48];
-                    say(&c, PL_DX_RSS_UNEXPLAINED, "%s grows %s and no finer metric explains it.",
-                        pl_metric_name((pl_metric_t)m), rate(&c, (pl_metric_t)m, a, sizeof a));
+    if (c.n == before_host) other_rules(&c);
+    /* the process verdict: the program-memory leak nearest its limit (else the fastest relative growth) */
+    const pl_report_metric_t *lk = NULL, *sl = NULL;
+    for (size_t i = 0; i < n_pm; i++) {
+        const pl_report_metric_t *mt = M(&c, pm[i]);
+        double rel = mt->verdict.slope_per_step / fabs(mt->verdict.level);
+        if (leak(&c, pm[i])) {
+            bool better = !lk || (mt->verdict.has_oom && (!lk->verdict.has_oom ||
+                                                          mt->verdict.oom_step < lk->verdict.oom_step)) ||
+                          (!lk->verdict.has_oom && rel > lk->verdict.slope_per_step / fabs(lk->verdict.level));
+            if (better) {
+                lk = mt;
+                pv.metric = (int)pm[i];
+            }
+        } else if (slow(&c, pm[i]) && !sl) {
+            sl = mt;
+            if (!lk) pv.metric = (int)pm[i];
+        }
+    }
+    if (lk) {
+        pv.kind = PL_PV_LEAK;
+        pv.per_step = lk->verdict.slope_per_step;
+        impact(&c, &pv);
+    } else {
+        /* RSS growth that is no program leak (retention, beside an undecided heap) can still run into the limit:
+         * its projection is said, named as what it is (file pages are not: the kernel reclaims them) */
+        static const pl_dx_t named[] = {PL_DX_HOST_RETENTION, PL_DX_UNDECIDED};
+        for (size_t k = 0; k < c.n && pv.other_dx < 0; k++)
+            for (size_t j = 0; j < 2; j++)
+                if (c.out[k].code == named[j]) {
+                    static const pl_metric_t rss[] = {PL_METRIC_RSS, PL_METRIC_RSS_ANON, PL_METRIC_RSS_FILE};
+                    for (size_t q = 0; q < 3; q++)
+                        if (leak(&c, rss[q]) && M(&c, rss[q])->verdict.has_oom) {
+                            pl_proc_verdict_t tmp = pv; /* impact() says the OOM sentence; the verdict stays */
+                            impact(&c, &tmp);
+                            pv.other_dx = (int)named[j];
+                            pv.other_metric = (int)rss[q];
+                            pv.other_per_step = M(&c, rss[q])->verdict.slope_per_step;
+                            pv.other_oom_seconds = tmp.oom_seconds;
+                            break;
+                        }
                     break;
                 }
+        if (sl) {
+            pv.kind = PL_PV_SLOW_GROWTH;
+            pv.per_step = sl->verdict.slope_per_step;
+            pv.has_oom = sl->verdict.has_oom;
+            pv.oom_seconds = sl->verdict.oom_seconds;
+            pv.steps_to_oom = sl->verdict.oom_step - sl->verdict.last_step;
+            slow_growth(&c, pm, n_pm);
         }
-        impact(&c);
-    } else {
-        quiet(&c);
+        quiet(&c, pm, n_pm, &pv);
     }
+    if (pv.metric >= 0 && M(&c, (pl_metric_t)pv.metric) && M(&c, (pl_metric_t)pv.metric)->series.by_time)
+        pv.bucket_s = (double)M(&c, (pl_metric_t)pv.metric)->series.bucket_ns / 1e9;
+    else if (pv.by_time)
+        for (int m = 0; m < PL_METRIC__COUNT && pv.bucket_s == 0; m++)
+            if (M(&c, (pl_metric_t)m)) pv.bucket_s = (double)M(&c, (pl_metric_t)m)->series.bucket_ns / 1e9;
     *n_out = c.n;
+    if (verdict) *verdict = pv;
     return 0;
 }

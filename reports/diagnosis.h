@@ -6,6 +6,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 
 typedef enum pl_dx {
@@ -22,6 +23,9 @@ typedef enum pl_dx {
     PL_DX_OOM,               /* projected out-of-memory */
     PL_DX_UNDECIDED,         /* nothing leaks yet, something still grows */
     PL_DX_NO_LEAK,           /* plateaus and flat series only */
+    PL_DX_SLOW_GROWTH,       /* program memory grows, too slowly to matter (practical significance) */
+    PL_DX_NO_DATA,           /* no program-memory series long enough to judge */
+    PL_DX_PSS_SHARING,       /* PSS grows, RSS does not: shared pages changed hands, not this process's memory */
     PL_DX__COUNT
 } pl_dx_t;
 
@@ -33,11 +37,19 @@ typedef struct pl_finding {
 } pl_finding_t;
 
 struct pl_report_process;
+struct pl_practical_params;
+struct pl_proc_verdict;
 
 /* Write up to max findings for proc (its metrics already classified) into out; *n_out = how many. cut_reason may be
- * NULL (run ended normally). Returns 0 or -EINVAL. */
-int pl_diagnosis_run(const struct pl_report_process *proc, const char *cut_reason, pl_finding_t *out, size_t max,
-                     size_t *n_out);
+ * NULL (run ended normally). pp may be NULL (defaults: 24 h, 10000 steps). verdict (may be NULL) gets the process
+ * verdict the findings support (report.h, pl_proc_verdict_t). Returns 0 or -EINVAL. */
+int pl_diagnosis_run(const struct pl_report_process *proc, const char *cut_reason,
+                     const struct pl_practical_params *pp, pl_finding_t *out, size_t max, size_t *n_out,
+                     struct pl_proc_verdict *verdict);
+
+/* Is v (a leak verdict) practically significant under pp (NULL = defaults)? False for other kinds. */
+struct pl_verdict;
+bool pl_diagnosis_practical(const struct pl_verdict *v, const struct pl_practical_params *pp);
 
 /* Stable identifier of a code for JSON: "retained-tensors", "fragmentation", ... */
 const char *pl_dx_name(pl_dx_t code);

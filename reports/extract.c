@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -693,8 +694,23 @@ static char *format_frame(const state_t *s, pl_symbols_t *sy, uint64_t pc) {
 /* The last step the series report: a process that ended cleanly spends the time after its last step marker tearing
  * down (the model and its tensors are freed), which is not part of the training loop and whose minima would read as
  * a final drop. A process cut short keeps its partial step: those are its last recorded moments. */
+/* The last key a series reports. By step: the last step marked (the samples after it are the program's teardown).
+ * By time, after a clean end: the last bucket is partial and holds the teardown (interpreter exit, freed arenas):
+ * it is left out when at least 3 buckets remain, so "last" is the value the process ran at. */
 static int64_t last_reported_key(const state_t *s, bool by_step) {
-    return by_step && s->xp->clean_end && s->cur_step >= 2 ? s->cur_step : INT64_MAX;
+    if (by_step) return s->xp->clean_end && s->cur_step >= 2 ? s->cur_step : INT64_MAX;
+    if (!s->xp->clean_end) return INT64_MAX;
+    int64_t last = -1;
+    for (int i = 0; i < A__N; i++) {
+        const agg_t *a = &s->by_time.a[i];
+        if (a->n && a->b[a->n - 1].key > last) last = a->b[a->n - 1].key;
+    }
+    int64_t first = INT64_MAX;
+    for (int i = 0; i < A__N; i++) {
+        const agg_t *a = &s->by_time.a[i];
+        if (a->n && a->b[0].key < first) first = a->b[0].key;
+    }
+    return last >= 0 && last - first >= 3 ? last : INT64_MAX; /* keys < last are reported */
 }
 
 /* The Python frame naming a stack: its innermost frame in the user's own code (pysites.h), else its innermost
@@ -863,6 +879,7 @@ static int agg_to_series(pl_report_process_t *row, pl_metric_t m, const agg_t *a
     for (size_t i = 0; i < a->n; i++, n++) {
         const bin_t *b = &a->b[i];
         if (by_step && b->key > last_key) break; /* bins are in key order */
+        if (!by_step && last_key != INT64_MAX && b->key >= last_key) break;
         int64_t step = by_step ? b->key : -1;
         int64_t t = by_step ? b->t_ns : (b->key > INT64_MAX / BUCKET_NS ? INT64_MAX : b->key * BUCKET_NS);
         smp[2 * i] = (pl_sample_t){step, t, b->lo};
@@ -1000,6 +1017,7 @@ static int extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd
         xp->ppid = h->ppid;
         xp->exec_seq = h->exec_seq;
         xp->start_realtime_ns = h->start_realtime_ns;
+        xp->t0_ns = h->start_mono_ns;
     }
     state_t *s = calloc(1, sizeof *s);
     if (!s) return -ENOMEM;
@@ -1063,7 +1081,188 @@ static bool is_root(const pl_extract_t *x, const pl_extract_proc_t *p) {
     return true;
 }
 
+/* Roles (docs/verdict.md §8): the processes that step are the main ones; when none steps, those that live at least
+ * half as long as the longest-lived one. Every other process (DataLoader workers, helpers, shims) is a worker,
+ * judged as a group and folded into one line when nothing of it grows. */
+static int64_t span_of(const pl_report_process_t *p) {
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (int m = 0; m < PL_METRIC__COUNT; m++) {
+        const pl_series_t *s = &p->metrics[m].series;
+        if (!p->metrics[m].present || !s->n_points) continue;
+        int64_t a = s->points[0].t_ns, b = s->points[s->n_points - 1].t_ns;
+        if (s->by_time) {
+            a = s->points[0].step * s->bucket_ns;
+            b = (s->points[s->n_points - 1].step + 1) * s->bucket_ns;
+        }
+        if (a >= 0 && a < lo) lo = a;
+        if (b >= 0 && b > hi) hi = b;
+    }
+    return hi > lo ? hi - lo : 0;
+}
+
+static void update_roles(pl_extract_t *x) {
+    bool any_steps = false;
+    int64_t longest = 0;
+    for (size_t i = 0; i < x->n_procs; i++) {
+        any_steps |= x->procs[i].n_steps > 0;
+        int64_t sp = span_of(x->procs[i].proc);
+        if (sp > longest) longest = sp;
+    }
+    for (size_t i = 0; i < x->n_procs; i++) {
+        const pl_extract_proc_t *p = &x->procs[i];
+        bool main_proc = any_steps ? p->n_steps > 0 : 2 * span_of(p->proc) >= longest;
+        p->proc->role = main_proc ? PL_ROLE_MAIN : PL_ROLE_WORKER;
+    }
+}
+
+static int cmp_proc(const void *a, const void *b) {
+    const pl_extract_proc_t *p = a, *q = b;
+    if (p->t0_ns != q->t0_ns) return p->t0_ns < q->t0_ns ? -1 : 1; /* started first (pids wrap around) */
+    if (p->pid != q->pid) return p->pid < q->pid ? -1 : 1;
+    return p->exec_seq < q->exec_seq ? -1 : p->exec_seq > q->exec_seq;
+}
+
+/* Processes in the order they started (trace start time), then by pid numerically (file names sort 10000 before
+ * 9999, and pids wrap around: the trainer must come first), the report's rows in the same order. */
+static void sort_procs(pl_report_t *r, pl_extract_t *x) {
+    if (x->n_procs < 2 || x->n_procs != r->n_procs) return; /* other front ends' rows: keep their order */
+    qsort(x->procs, x->n_procs, sizeof *x->procs, cmp_proc);
+    for (size_t i = 0; i < x->n_procs; i++) r->procs[i] = x->procs[i].proc;
+}
+
+/* "signal 11 (SIGSEGV)"; SIGKILL is also what the OOM killer sends */
+static const char *signal_text(int sig) {
+    static char buf[64];
+    static const struct { int n; const char *name; } names[] = {
+        {SIGSEGV, "SIGSEGV, a crash"}, {SIGABRT, "SIGABRT, an abort"}, {SIGBUS, "SIGBUS"}, {SIGFPE, "SIGFPE"},
+        {SIGILL, "SIGILL"}, {SIGKILL, "SIGKILL: the OOM killer or kill -9"}, {SIGTERM, "SIGTERM"}, {SIGINT, "SIGINT"},
+        {SIGHUP, "SIGHUP"}, {SIGQUIT, "SIGQUIT"}, {SIGPIPE, "SIGPIPE"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (names[i].n == sig) {
+            snprintf(buf, sizeof buf, "signal %d (%s)", sig, names[i].name);
+            return buf;
+        }
+    snprintf(buf, sizeof buf, "signal %d", sig);
+    return buf;
+}
+
+/* DIR/run.status ("pid P signal N" / "pid P exit N", cli/run.c) into x; absent or malformed: no status. */
+static void read_status(pl_extract_t *x, const char *dir) {
+    char path[4096];
+    x->has_status = false;
+    if (snprintf(path, sizeof path, "%s/run.status", dir) >= (int)sizeof path) return;
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    unsigned pid;
+    char what[16];
+    int v;
+    if (fscanf(f, "pid %u %15s %d", &pid, what, &v) == 3 && v >= 0 && v < 256 &&
+        (!strcmp(what, "signal") || !strcmp(what, "exit"))) {
+        x->has_status = true;
+        x->status_pid = pid;
+        x->status_signal = !strcmp(what, "signal") ? v : 0;
+        x->status_exit = !strcmp(what, "exit") ? v : 0;
+    }
+    fclose(f);
+}
+
+/* ---- worker pools (docs/verdict.md §8) ----
+ * The long-lived workers of a stepping process (DataLoader workers with persistent_workers) are judged together on
+ * that process's steps: their live heaps are summed at each of its steps (the traces share CLOCK_MONOTONIC) into one
+ * more row, role worker, n_pool = how many. Only workers alive over at least 80 % of the trainer's steps take part,
+ * and only the steps at which all of them are alive are used: short-lived workers (validation loaders) would add and
+ * remove whole processes, a sawtooth wider than a step; they are judged one by one. */
+
+static bool descends(const pl_extract_t *x, const pl_extract_proc_t *w, uint32_t pid) {
+    uint32_t pp = w->ppid;
+    for (size_t hops = 0; hops < x->n_procs; hops++) {
+        if (pp == pid) return true;
+        const pl_extract_proc_t *up = NULL;
+        for (size_t i = 0; i < x->n_procs && !up; i++)
+            if (x->procs[i].pid == pp) up = &x->procs[i];
+        if (!up) return false;
+        pp = up->ppid;
+    }
+    return false;
+}
+
+/* absolute [lo, hi) of a series by time, or of a series by step (first/last point times) */
+static void abs_span(const pl_extract_proc_t *p, const pl_series_t *s, int64_t *lo, int64_t *hi) {
+    if (s->by_time) {
+        *lo = p->t0_ns + s->points[0].step * s->bucket_ns;
+        *hi = p->t0_ns + (s->points[s->n_points - 1].step + 1) * s->bucket_ns;
+    } else {
+        *lo = p->t0_ns + s->points[0].t_ns;
+        *hi = p->t0_ns + s->points[s->n_points - 1].t_ns + 1;
+    }
+}
+
+/* baseline of a series by time at absolute time t, NAN outside it */
+static double value_at(const pl_extract_proc_t *p, const pl_series_t *s, int64_t t) {
+    int64_t lo, hi;
+    abs_span(p, s, &lo, &hi);
+    if (t < lo || t >= hi) return NAN;
+    int64_t b = (t - p->t0_ns) / s->bucket_ns;
+    size_t a = 0, z = s->n_points; /* last point with step <= b */
+    while (z - a > 1) {
+        size_t m = (a + z) / 2;
+        if (s->points[m].step <= b) a = m;
+        else z = m;
+    }
+    return s->points[a].base;
+}
+
+static int build_pools(pl_report_t *r, pl_extract_t *x) {
+    for (size_t i = 0; i < x->n_procs; i++) {
+        const pl_extract_proc_t *tr = &x->procs[i];
+        const pl_series_t *ts = &tr->proc->metrics[PL_METRIC_HEAP_BYTES].series;
+        if (!tr->n_steps || !tr->proc->metrics[PL_METRIC_HEAP_BYTES].present || ts->by_time || ts->n_points < 2)
+            continue;
+        int64_t tlo, thi;
+        abs_span(tr, ts, &tlo, &thi);
+        const pl_extract_proc_t *mem[64];
+        size_t n = 0;
+        for (size_t j = 0; j < x->n_procs && n < 64; j++) {
+            const pl_extract_proc_t *w = &x->procs[j];
+            const pl_report_metric_t *wm = &w->proc->metrics[PL_METRIC_HEAP_BYTES];
+            if (w->proc->role != PL_ROLE_WORKER || !wm->present || !wm->series.by_time || !wm->series.n_points ||
+                wm->series.bucket_ns <= 0 || !descends(x, w, tr->pid))
+                continue;
+            int64_t lo, hi;
+            abs_span(w, &wm->series, &lo, &hi);
+            int64_t lo2 = lo > tlo ? lo : tlo, hi2 = hi < thi ? hi : thi;
+            if (hi2 > lo2 && (double)(hi2 - lo2) >= 0.8 * (double)(thi - tlo)) mem[n++] = w;
+        }
+        if (!n) continue;
+        pl_sample_t *smp = malloc(ts->n_points * sizeof *smp);
+        if (!smp) return -ENOMEM;
+        size_t k = 0;
+        for (size_t q = 0; q < ts->n_points; q++) {
+            if (ts->points[q].t_ns < 0) continue;
+            int64_t t = tr->t0_ns + ts->points[q].t_ns;
+            double sum = 0;
+            for (size_t j = 0; j < n && isfinite(sum); j++)
+                sum += value_at(mem[j], &mem[j]->proc->metrics[PL_METRIC_HEAP_BYTES].series, t);
+            if (isfinite(sum)) smp[k++] = (pl_sample_t){ts->points[q].step, ts->points[q].t_ns, sum};
+        }
+        char name[64];
+        snprintf(name, sizeof name, "pool of %zu worker%s", n, n > 1 ? "s" : "");
+        pl_report_process_t *row = k ? pl_report_add_process(r, tr->pid, -1, name) : NULL;
+        int rc = k && !row ? -ENOMEM : 0;
+        if (row) {
+            row->role = PL_ROLE_WORKER;
+            row->n_pool = n;
+            rc = pl_report_set_samples(row, PL_METRIC_HEAP_BYTES, smp, k, NULL);
+        }
+        free(smp);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
 static void update_cut_short(pl_report_t *r, pl_extract_t *x) {
+    update_roles(x);
     r->cut_short = false;
     r->cut_reason[0] = 0;
     x->n_cut_short = 0;
@@ -1086,8 +1285,14 @@ static void update_cut_short(pl_report_t *r, pl_extract_t *x) {
             w = snprintf(reason, sizeof reason, "damaged tail: %s%s", b, msg);
         else if (p->damaged)
             w = snprintf(reason, sizeof reason, "damaged tail: %s", p->error);
+        else if (x->has_status && x->status_pid == p->pid && x->status_signal > 0)
+            w = snprintf(reason, sizeof reason, "killed by %s", signal_text(x->status_signal));
+        else if (x->has_status && x->status_pid == p->pid)
+            w = snprintf(reason, sizeof reason, "%s has no end record, but the command exited with status %d", b,
+                         x->status_exit);
         else
-            w = snprintf(reason, sizeof reason, "%s has no end record: killed (SIGKILL, OOM) or still running", b);
+            w = snprintf(reason, sizeof reason, "%s has no end record: ended by a signal (a crash, SIGKILL, the OOM "
+                         "killer) or still running", b);
         if (w < 0) reason[0] = 0;
         pl_report_set_cut_short(r, reason);
     }
@@ -1229,7 +1434,10 @@ int pl_extract_path(pl_report_t *r, pl_extract_t *x, const char *path, const pl_
     }
     size_t n = list.n_paths + list.n_skipped;
     pl_trace_dir_free(&list);
+    read_status(x, path);
+    sort_procs(r, x);
     update_cut_short(r, x);
+    if (!rc) rc = build_pools(r, x);
     if (rc) return rc;
     if (x->n_procs == before) {
         if (!n) snprintf(x->first_error, sizeof x->first_error, "%s: no *.pltrace files in this directory", path);
@@ -1238,11 +1446,8 @@ int pl_extract_path(pl_report_t *r, pl_extract_t *x, const char *path, const pl_
     return 0;
 }
 
-static bool proc_leaks(const pl_report_process_t *p) {
-    for (int m = 0; m < PL_METRIC__COUNT; m++)
-        if (p->metrics[m].present && p->metrics[m].verdict.kind == PL_VERDICT_LEAK) return true;
-    return false;
-}
+/* The process verdict (diagnosis.c), not "any metric": allocator retention, file pages and PSS never leak. */
+static bool proc_leaks(const pl_report_process_t *p) { return p->verdict.kind == PL_PV_LEAK; }
 
 long pl_extract_leaking(const pl_extract_t *x, size_t *n_leaking) {
     long first = -1;
@@ -1296,6 +1501,11 @@ static void run_json(const pl_extract_t *x, FILE *o) {
     size_t k = 0;
     for (size_t i = 0; i < x->n_procs; i++)
         if (proc_leaks(x->procs[i].proc)) fprintf(o, "%s%lld", k++ ? ", " : "", (long long)x->procs[i].proc->pid);
+    fputs("],\n    \"slow_growth_pids\": [", o);
+    k = 0;
+    for (size_t i = 0; i < x->n_procs; i++)
+        if (x->procs[i].proc->verdict.kind == PL_PV_SLOW_GROWTH)
+            fprintf(o, "%s%lld", k++ ? ", " : "", (long long)x->procs[i].proc->pid);
     fputs("],\n    \"processes\": [", o);
     for (size_t i = 0; i < x->n_procs; i++) {
         const pl_extract_proc_t *p = &x->procs[i];
@@ -1306,6 +1516,10 @@ static void run_json(const pl_extract_t *x, FILE *o) {
         pl_format_json_str(o, p->exe);
         fputs(", \"argv\": ", o);
         pl_format_json_str(o, p->cmdline);
+        fputs(", \"role\": ", o);
+        pl_format_json_str(o, p->proc->role == PL_ROLE_WORKER ? "worker" : "main");
+        fputs(", \"verdict\": ", o);
+        pl_format_json_str(o, pl_pverdict_name(p->proc->verdict.kind));
         fprintf(o, ",\n       \"clean_end\": %s, \"damaged\": %s, \"error\": ", p->clean_end ? "true" : "false",
                 p->damaged ? "true" : "false");
         if (p->damaged) pl_format_json_str(o, p->error);
@@ -1420,19 +1634,30 @@ int pl_extract_render_text(const pl_report_t *r, const pl_extract_t *x, FILE *o)
         double pss = pl_extract_total_last(x, PL_METRIC_PSS), rss = pl_extract_total_last(x, PL_METRIC_RSS);
         fprintf(o, "run: %zu processes, total PSS %s (RSS %s, shared pages counted once per process)\n", x->n_procs,
                 pl_format_bytes(pss, a, sizeof a), pl_format_bytes(rss, b, sizeof b));
-        fprintf(o, "  %8s %8s %5s %7s %10s  %s\n", "pid", "ppid", "rank", "steps", "PSS", "leaks  command");
+        fprintf(o, "  %8s %8s %5s %7s %10s  %-12s %s\n", "pid", "ppid", "rank", "steps", "PSS", "verdict", "command");
+        size_t n_quiet = 0;
+        double quiet_pss = 0;
         for (size_t i = 0; i < x->n_procs; i++) {
             const pl_extract_proc_t *p = &x->procs[i];
             double v = last_base(p->proc, PL_METRIC_PSS);
             if (!isfinite(v)) v = last_base(p->proc, PL_METRIC_RSS);
+            if (p->proc->role == PL_ROLE_WORKER && p->proc->verdict.kind != PL_PV_LEAK &&
+                p->proc->verdict.kind != PL_PV_SLOW_GROWTH && !p->damaged) {
+                n_quiet++;
+                if (isfinite(v)) quiet_pss += v;
+                continue;
+            }
             char rank[16];
             if (p->rank >= 0) snprintf(rank, sizeof rank, "%d", p->rank);
             else snprintf(rank, sizeof rank, "-");
-            fprintf(o, "  %8u %8u %5s %7llu %10s  %-5s  %.60s%s\n", p->pid, p->ppid, rank,
+            fprintf(o, "  %8u %8u %5s %7llu %10s  %-12s %.60s%s\n", p->pid, p->ppid, rank,
                     (unsigned long long)p->n_steps, isfinite(v) ? pl_format_bytes(v, a, sizeof a) : "-",
-                    proc_leaks(p->proc) ? "yes" : "no", pl_format_esc(p->cmdline[0] ? p->cmdline : p->proc->name),
+                    pl_pverdict_name(p->proc->verdict.kind), pl_format_esc(p->cmdline[0] ? p->cmdline : p->proc->name),
                     p->running ? "  [running]" : p->damaged ? "  [damaged]" : p->clean_end ? "" : "  [no end record]");
         }
+        if (n_quiet)
+            fprintf(o, "  %8s %8s %5s %7s %10s  %-12s %zu worker process%s that never step, none leaks\n", "...", "",
+                    "", "0", pl_format_bytes(quiet_pss, a, sizeof a), "no-leak", n_quiet, n_quiet > 1 ? "es" : "");
     }
     if (n_leak) {
         fprintf(o, "leaking: ");

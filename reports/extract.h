@@ -53,6 +53,7 @@ typedef struct pl_extract_proc {
     pl_report_process_t *proc;  /* the row in the report (owned by the report) */
     char file[256];             /* trace file it came from */
     uint32_t pid, ppid, exec_seq;
+    int64_t t0_ns;              /* CLOCK_MONOTONIC at trace start: series times are relative to it */
     int32_t rank;               /* -1 when unset */
     char exe[256];
     char cmdline[512];          /* argv joined by spaces (truncated) */
@@ -90,6 +91,11 @@ typedef struct pl_extract {
     size_t n_failed_named;      /* messages kept in failed[]: the first PL_EXTRACT_FAILED_NAMED failures */
     char failed[PL_EXTRACT_FAILED_NAMED][320];
     size_t n_cut_short;         /* processes that make the run cut short (damaged, or root without end record) */
+    /* how the command ended, from the run directory's run.status (written by `plateau run`), when present */
+    bool has_status;
+    uint32_t status_pid;        /* the command's pid */
+    int status_signal;          /* signal that ended it, 0 when it exited */
+    int status_exit;            /* its exit status when it exited */
 } pl_extract_t;
 
 typedef struct pl_extract_opts {

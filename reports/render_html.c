@@ -139,25 +139,42 @@ static int chart(FILE *o, pl_metric_t m, const pl_report_metric_t *mt) {
     return 0;
 }
 
-static void verdict_cell(FILE *o, const pl_report_metric_t *mt, bool bytes) {
+/* CSS class of a label: only a leak that counts is red */
+static const char *label_class(const char *label) {
+    return !strcmp(label, "grows") || !strcmp(label, "slow growth") ? "inconclusive" : label;
+}
+
+static void verdict_cell(FILE *o, const pl_report_t *r, const pl_report_process_t *p, pl_metric_t m, bool bytes) {
+    const pl_report_metric_t *mt = &p->metrics[m];
     const pl_verdict_t *v = &mt->verdict;
     char a[32], b[32];
-    fprintf(o, "<td class=\"%s\">%s</td><td>", pl_verdict_name(v->kind), pl_verdict_name(v->kind));
+    const char *label = pl_report_metric_label(r, p, m);
+    fprintf(o, "<td class=\"%s\">%s</td><td>", label_class(label), label);
+    /* a series by time buckets says seconds, not steps (a bucket is not a step) */
+    const pl_series_t *s = &mt->series;
+    double bs = s->by_time && s->bucket_ns > 0 ? (double)s->bucket_ns / 1e9 : 0;
+    const char *u = bs > 0 ? "s" : "steps", *per = bs > 0 ? "s" : "step";
+    double k = bs > 0 ? bs : 1;
     switch (v->kind) {
     case PL_VERDICT_PLATEAU:
-        fprintf(o, "warmup %lld steps (+%s), tail flat over %lld steps", (long long)v->warmup_steps,
-                pl_format_value(v->warmup_size, bytes, a, sizeof a), (long long)v->tail_steps);
+        fprintf(o, "warmup %.0f %s (+%s), tail flat over %.0f %s", (double)v->warmup_steps * k, u,
+                pl_format_value(v->warmup_size, bytes, a, sizeof a), (double)v->tail_steps * k, u);
         break;
-    case PL_VERDICT_FLAT: fprintf(o, "flat over %lld steps", (long long)v->tail_steps); break;
+    case PL_VERDICT_FLAT: fprintf(o, "flat over %.0f %s", (double)v->tail_steps * k, u); break;
     case PL_VERDICT_LEAK:
-        fprintf(o, "+%s/step since step %lld", pl_format_value(v->slope_per_step, bytes, a, sizeof a),
-                (long long)v->tail_start_step);
+        fprintf(o, "+%s/%s since %s %.0f", pl_format_value(v->slope_per_step / k, bytes, a, sizeof a), per,
+                bs > 0 ? "second" : "step", (double)v->tail_start_step * k);
         if (isfinite(v->per_hour)) fprintf(o, ", %s/h", pl_format_value(v->per_hour, bytes, b, sizeof b));
-        if (v->has_oom) fprintf(o, "; OOM projected at step %lld", (long long)v->oom_step);
+        if (v->has_oom && m != PL_METRIC_PSS && strcmp(label, "slow growth")) {
+            if (bs > 0 && isfinite(v->oom_seconds))
+                fprintf(o, "; OOM projected in ~%s", pl_format_duration(v->oom_seconds, b, sizeof b));
+            else if (bs == 0)
+                fprintf(o, "; OOM projected at step %lld", (long long)v->oom_step);
+        }
         break;
     case PL_VERDICT_INCONCLUSIVE:
-        fprintf(o, "%s; about %lld more steps would decide", pl_verdict_undecided_name(v->undecided),
-                (long long)v->more_steps);
+        fprintf(o, "%s; about %.0f more %s would decide", pl_verdict_undecided_name(v->undecided),
+                (double)v->more_steps * k, bs > 0 ? "seconds" : "steps");
         break;
     }
     fputs("</td>", o);
@@ -218,6 +235,9 @@ int pl_render_html(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
     fprintf(o, "</title>\n<style>%s</style></head><body>\n<h1>plateau report</h1>\n<p>Source: <code>", css);
     esc(o, r->source);
     fprintf(o, "</code> &middot; plateau %s</p>\n", PL_VERSION);
+    fprintf(o, "<p class=\"verdict %s\">", r->verdict.kind == PL_PV_LEAK ? "leak" : "flat");
+    esc(o, r->verdict.line);
+    fputs("</p>\n", o);
     if (r->cut_short) {
         fputs("<div class=\"cut\"><b>The run was cut short.</b> ", o);
         esc(o, r->cut_reason);
@@ -227,18 +247,16 @@ int pl_render_html(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
         fprintf(o, "<h2>Processes</h2>\n<p>Total PSS %s (RSS %s): shared pages are counted once.</p>\n",
                 pl_format_bytes(pl_extract_total_last(x, PL_METRIC_PSS), a, sizeof a),
                 pl_format_bytes(pl_extract_total_last(x, PL_METRIC_RSS), b, sizeof b));
-        fputs("<table><tr><th>pid</th><th>ppid</th><th>rank</th><th>steps</th><th>leaks</th><th>command</th>"
+        fputs("<table><tr><th>pid</th><th>ppid</th><th>rank</th><th>steps</th><th>verdict</th><th>command</th>"
               "<th>trace</th></tr>\n", o);
         for (size_t i = 0; i < x->n_procs; i++) {
             const pl_extract_proc_t *p = &x->procs[i];
-            bool leaks = false;
-            for (int m = 0; m < PL_METRIC__COUNT; m++)
-                if (p->proc->metrics[m].present && p->proc->metrics[m].verdict.kind == PL_VERDICT_LEAK) leaks = true;
+            bool leaks = p->proc->verdict.kind == PL_PV_LEAK; /* the process verdict, not "any metric" */
             fprintf(o, "<tr><td class=\"num\">%u</td><td class=\"num\">%u</td><td class=\"num\">", p->pid, p->ppid);
             if (p->rank >= 0) fprintf(o, "%d", p->rank);
             else fputs("-", o);
             fprintf(o, "</td><td class=\"num\">%llu</td><td class=\"%s\">%s</td><td><code>",
-                    (unsigned long long)p->n_steps, leaks ? "leak" : "flat", leaks ? "yes" : "no");
+                    (unsigned long long)p->n_steps, leaks ? "leak" : "flat", pl_pverdict_name(p->proc->verdict.kind));
             esc(o, p->cmdline[0] ? p->cmdline : p->proc->name);
             fputs("</code></td><td><code>", o);
             esc(o, p->file);
@@ -276,7 +294,7 @@ int pl_render_html(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
             fprintf(o, "<tr><td>%s</td><td class=\"num\">%s</td><td class=\"num\">%s</td>", pl_metric_name((pl_metric_t)m),
                     pl_format_value(mt->verdict.last_value, bytes, a, sizeof a),
                     pl_format_value(mt->verdict.peak, bytes, b, sizeof b));
-            verdict_cell(o, mt, bytes);
+            verdict_cell(o, r, p, (pl_metric_t)m, bytes);
             fputs("</tr>\n", o);
         }
         fputs("</table>\n<p class=\"legend\">Charts: green = per-step baseline (minimum), grey = per-step peak, "
@@ -284,8 +302,9 @@ int pl_render_html(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
         for (int m = 0; m < PL_METRIC__COUNT; m++) {
             const pl_report_metric_t *mt = &p->metrics[m];
             if (!mt->present) continue;
+            const char *label = pl_report_metric_label(r, p, (pl_metric_t)m);
             fprintf(o, "<h3>%s: <span class=\"%s\">%s</span></h3>\n", pl_metric_name((pl_metric_t)m),
-                    pl_verdict_name(mt->verdict.kind), pl_verdict_name(mt->verdict.kind));
+                    label_class(label), label);
             int rc = chart(o, (pl_metric_t)m, mt);
             if (rc) return rc;
         }

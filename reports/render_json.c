@@ -134,6 +134,39 @@ static int metric_json(FILE *o, pl_metric_t k, const pl_report_metric_t *m, size
     return 0;
 }
 
+static void proc_verdict_json(FILE *o, const pl_proc_verdict_t *v) {
+    fputs("{\"kind\": ", o);
+    pl_format_json_str(o, pl_pverdict_name(v->kind));
+    fputs(", \"metric\": ", o);
+    if (v->metric >= 0) pl_format_json_str(o, pl_metric_name((pl_metric_t)v->metric));
+    else fputs("null", o);
+    fputs(", \"by\": ", o);
+    pl_format_json_str(o, v->by_time ? "time" : "step");
+    fputs(", \"per_step\": ", o);
+    pl_format_json_num(o, v->kind == PL_PV_LEAK || v->kind == PL_PV_SLOW_GROWTH ? v->per_step : NAN);
+    fputs(", \"oom_seconds\": ", o);
+    pl_format_json_num(o, v->has_oom ? v->oom_seconds : NAN);
+    fputs(", \"more_steps\": ", o);
+    if (v->kind == PL_PV_UNDECIDED) fprintf(o, "%lld", (long long)v->more_steps);
+    else fputs("null", o);
+    fprintf(o, ", \"warmup_steps\": %lld}", (long long)v->warmup_steps);
+}
+
+static void run_verdict_json(FILE *o, const pl_report_t *r) {
+    const pl_run_verdict_t *v = &r->verdict;
+    fputs("{\"kind\": ", o);
+    pl_format_json_str(o, pl_pverdict_name(v->kind));
+    fputs(", \"line\": ", o);
+    pl_format_json_str(o, v->line);
+    fputs(", \"pid\": ", o);
+    if (v->proc >= 0) fprintf(o, "%lld", (long long)r->procs[v->proc]->pid);
+    else fputs("null", o);
+    fprintf(o, ", \"leaking\": %zu, \"slow_growth\": %zu, \"workers\": %zu, \"workers_quiet\": %zu,\n    \"practical\": "
+            "{\"slow_hours\": ", v->n_leaking, v->n_slow, v->n_workers, v->n_workers_quiet);
+    pl_format_json_num(o, r->practical.slow_hours);
+    fprintf(o, ", \"horizon_steps\": %lld}}", (long long)r->practical.horizon_steps);
+}
+
 int pl_render_json(const pl_report_t *r, FILE *o, size_t max_points) {
     if (!r || !o) return -EINVAL;
     if (max_points == 0) max_points = 256;
@@ -145,6 +178,8 @@ int pl_render_json(const pl_report_t *r, FILE *o, size_t max_points) {
     pl_format_json_str(o, PL_VERSION);
     fputs(",\n  \"source\": ", o);
     pl_format_json_str(o, r->source);
+    fputs(",\n  \"verdict\": ", o);
+    run_verdict_json(o, r);
     fprintf(o, ",\n  \"cut_short\": %s,\n  \"cut_reason\": ", r->cut_short ? "true" : "false");
     if (r->cut_short) pl_format_json_str(o, r->cut_reason);
     else fputs("null", o);
@@ -170,6 +205,11 @@ int pl_render_json(const pl_report_t *r, FILE *o, size_t max_points) {
         else fputs("null", o);
         fputs(",\n      \"name\": ", o);
         pl_format_json_str(o, pr->name);
+        fputs(",\n      \"role\": ", o);
+        pl_format_json_str(o, pr->n_pool ? "pool" : pr->role == PL_ROLE_WORKER ? "worker" : "main");
+        if (pr->n_pool) fprintf(o, ",\n      \"pool_workers\": %zu", pr->n_pool);
+        fputs(",\n      \"verdict\": ", o);
+        proc_verdict_json(o, &pr->verdict);
         fputs(",\n      \"metrics\": [\n", o);
         int lastm = -1;
         for (int m = 0; m < PL_METRIC__COUNT; m++)

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "format.h"
@@ -36,43 +37,72 @@ static void sparkline(FILE *out, const pl_series_t *s, int width, bool ascii) {
     pl_series_free(&c);
 }
 
-static void details(FILE *out, const pl_report_metric_t *m, bool bytes) {
+/* A rate per step, or per second for a series by time buckets (a bucket is not a step). */
+static const char *rate(const pl_series_t *s, double per_step, bool bytes, char *buf, size_t size) {
+    char a[32];
+    if (s->by_time && s->bucket_ns > 0)
+        snprintf(buf, size, "%s/s", pl_format_value(per_step * 1e9 / (double)s->bucket_ns, bytes, a, sizeof a));
+    else
+        snprintf(buf, size, "%s/step", pl_format_value(per_step, bytes, a, sizeof a));
+    return buf;
+}
+
+/* "120 steps" or "2.0 min" for a count of steps (or time buckets) */
+static const char *span(const pl_series_t *s, int64_t steps, char *buf, size_t size) {
+    if (s->by_time && s->bucket_ns > 0) return pl_format_duration((double)steps * (double)s->bucket_ns / 1e9, buf, size);
+    snprintf(buf, size, "%lld step%s", (long long)steps, steps == 1 ? "" : "s");
+    return buf;
+}
+
+/* oom: say the projected OOM of a growing series (not for PSS, which moves with other processes, nor for a growth
+ * too slow to matter: its time to the limit is said as such) */
+static void details(FILE *out, const pl_report_metric_t *m, bool bytes, bool oom, bool slow) {
     const pl_verdict_t *v = &m->verdict;
-    char a[32], b[32], c[32];
+    const pl_series_t *s = &m->series;
+    char a[48], b[48], c[32];
     switch (v->kind) {
     case PL_VERDICT_PLATEAU:
-        fprintf(out, "warmup %lld steps (+%s), tail flat (%s/step over %lld steps)", (long long)v->warmup_steps,
-                pl_format_value(v->warmup_size, bytes, a, sizeof a),
-                pl_format_value(v->slope_per_step, bytes, b, sizeof b),
-                (long long)v->tail_steps);
+        fprintf(out, "warmup %s (+%s), ", span(s, v->warmup_steps, c, sizeof c),
+                pl_format_value(v->warmup_size, bytes, a, sizeof a));
+        fprintf(out, "tail flat (%s over %s)", rate(s, v->slope_per_step, bytes, b, sizeof b),
+                span(s, v->tail_steps, c, sizeof c));
         break;
     case PL_VERDICT_FLAT:
-        fprintf(out, "flat (%s/step over %lld steps)", pl_format_value(v->slope_per_step, bytes, a, sizeof a),
-                (long long)v->tail_steps);
+        fprintf(out, "flat (%s over %s)", rate(s, v->slope_per_step, bytes, a, sizeof a),
+                span(s, v->tail_steps, c, sizeof c));
         break;
     case PL_VERDICT_LEAK:
-        fprintf(out, "+%s/step", pl_format_value(v->slope_per_step, bytes, a, sizeof a));
+        fprintf(out, "+%s", rate(s, v->slope_per_step, bytes, a, sizeof a));
         if (isfinite(v->per_hour)) fprintf(out, " (%s/h)", pl_format_value(v->per_hour, bytes, b, sizeof b));
-        fprintf(out, " since step %lld", (long long)v->tail_start_step);
-        if (v->has_oom) {
-            fprintf(out, ", OOM at step %lld", (long long)v->oom_step);
+        if (s->by_time) fprintf(out, " since %s", span(s, v->tail_start_step, c, sizeof c));
+        else fprintf(out, " since step %lld", (long long)v->tail_start_step);
+        if (v->has_oom && slow && isfinite(v->oom_seconds)) {
+            fprintf(out, ", limit in ~%s: too slow to matter", pl_format_duration(v->oom_seconds, c, sizeof c));
+        } else if (v->has_oom && oom) {
+            if (s->by_time) fprintf(out, ", OOM");
+            else fprintf(out, ", OOM at step %lld", (long long)v->oom_step);
             if (isfinite(v->oom_seconds)) fprintf(out, " (~%s)", pl_format_duration(v->oom_seconds, c, sizeof c));
         }
         break;
     case PL_VERDICT_INCONCLUSIVE:
         switch (v->undecided) {
         case PL_UNDECIDED_NO_DATA: fprintf(out, "too few points"); break;
-        case PL_UNDECIDED_WARMUP: fprintf(out, "growing since the start (%s/step), may be warmup",
-                                          pl_format_value(v->slope_per_step, bytes, a, sizeof a)); break;
-        case PL_UNDECIDED_TAIL_SHORT: fprintf(out, "tail too short (%lld steps)", (long long)v->tail_steps); break;
-        case PL_UNDECIDED_SETTLING: fprintf(out, "still settling (%s/step, slowing down)",
-                                            pl_format_value(v->slope_per_step, bytes, a, sizeof a)); break;
-        default: fprintf(out, "noisy (%s/step, not significant)",
-                         pl_format_value(v->slope_per_step, bytes, a, sizeof a)); break;
+        case PL_UNDECIDED_WARMUP: fprintf(out, "growing since the start (%s), may be warmup",
+                                          rate(s, v->slope_per_step, bytes, a, sizeof a)); break;
+        case PL_UNDECIDED_TAIL_SHORT: fprintf(out, "tail too short (%s)", span(s, v->tail_steps, c, sizeof c)); break;
+        case PL_UNDECIDED_SETTLING: fprintf(out, "still settling (%s, slowing down)",
+                                            rate(s, v->slope_per_step, bytes, a, sizeof a)); break;
+        default: fprintf(out, "noisy (%s, not significant)", rate(s, v->slope_per_step, bytes, a, sizeof a)); break;
         }
-        fprintf(out, "; ~%lld more steps", (long long)v->more_steps);
+        if (s->by_time) fprintf(out, "; ~%s longer", span(s, v->more_steps, c, sizeof c));
+        else fprintf(out, "; ~%lld more steps", (long long)v->more_steps);
         break;
     }
+}
+
+/* A worker whose verdict says nothing grows: folded into one line instead of a block of metric rows. */
+static bool folded(const pl_report_process_t *p) {
+    return p->role == PL_ROLE_WORKER && p->verdict.kind != PL_PV_LEAK && p->verdict.kind != PL_PV_SLOW_GROWTH;
 }
 
 int pl_render_text(const pl_report_t *r, FILE *out, const pl_render_text_opts_t *opts) {
@@ -81,10 +111,19 @@ int pl_render_text(const pl_report_t *r, FILE *out, const pl_render_text_opts_t 
     if (width < 4) width = 4;
     if (width > 80) width = 80;
     bool ascii = opts && opts->ascii;
+    fprintf(out, "%s\n", pl_format_esc(r->verdict.line));
     fprintf(out, "plateau report: %s\n", r->source[0] ? pl_format_esc(r->source) : "(in-memory)");
     if (r->cut_short) fprintf(out, "run cut short: %s\n", pl_format_esc(r->cut_reason));
+    size_t n_folded = 0, n_nodata = 0, n_undecided = 0;
     for (size_t i = 0; i < r->n_procs; i++) {
         const pl_report_process_t *p = r->procs[i];
+        if (folded(p) && p->n_pool) continue; /* said on the workers' line */
+        if (folded(p)) {
+            n_folded++;
+            n_nodata += p->verdict.kind == PL_PV_NO_DATA;
+            n_undecided += p->verdict.kind == PL_PV_UNDECIDED;
+            continue;
+        }
         fprintf(out, "process %lld", (long long)p->pid);
         if (p->name[0]) fprintf(out, " %s", pl_format_esc(p->name));
         if (p->rank >= 0) fprintf(out, " (rank %d)", p->rank);
@@ -97,12 +136,37 @@ int pl_render_text(const pl_report_t *r, FILE *out, const pl_render_text_opts_t 
             fprintf(out, "  %-13s ", pl_metric_name((pl_metric_t)m));
             sparkline(out, &mt->series, width, ascii);
             fprintf(out, " %10s  %-12s ", pl_format_value(mt->verdict.last_value, bytes, last, sizeof last),
-                    pl_verdict_name(mt->verdict.kind));
-            details(out, mt, bytes);
+                    pl_report_metric_label(r, p, (pl_metric_t)m));
+            const char *label = pl_report_metric_label(r, p, (pl_metric_t)m);
+            details(out, mt, bytes, m != PL_METRIC_PSS, !strcmp(label, "slow growth"));
             fputc('\n', out);
         }
         if (p->n_findings) fprintf(out, "diagnosis:\n");
         for (size_t k = 0; k < p->n_findings; k++) fprintf(out, "  - %s\n", pl_format_esc(p->findings[k].text));
+    }
+    if (n_folded) {
+        fprintf(out, "workers (%zu process%s that never step", n_folded, n_folded > 1 ? "es" : "");
+        int64_t lo = INT64_MAX, hi = INT64_MIN;
+        for (size_t i = 0; i < r->n_procs; i++)
+            if (folded(r->procs[i]) && !r->procs[i]->n_pool) {
+                if (r->procs[i]->pid < lo) lo = r->procs[i]->pid;
+                if (r->procs[i]->pid > hi) hi = r->procs[i]->pid;
+            }
+        if (lo == hi) fprintf(out, ", pid %lld", (long long)lo);
+        else fprintf(out, ", pids %lld..%lld", (long long)lo, (long long)hi);
+        fprintf(out, "): none leaks; %zu flat", n_folded - n_undecided - n_nodata);
+        if (n_undecided) fprintf(out, ", %zu not decided on their own (short-lived or noisy)", n_undecided);
+        if (n_nodata) fprintf(out, ", %zu too brief to judge", n_nodata);
+        fputs("\n", out);
+    }
+    for (size_t i = 0; i < r->n_procs; i++) { /* quiet pools: one line each */
+        const pl_report_process_t *p = r->procs[i];
+        const pl_report_metric_t *mt = &p->metrics[PL_METRIC_HEAP_BYTES];
+        if (!p->n_pool || !folded(p) || !mt->present) continue;
+        fprintf(out, "workers of pid %lld as a pool (%zu that live through its steps), heap.bytes summed per step: ",
+                (long long)p->pid, p->n_pool);
+        details(out, mt, true, true, false);
+        fputs("\n", out);
     }
     return ferror(out) ? -EIO : 0;
 }

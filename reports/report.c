@@ -2,9 +2,12 @@
 #include "report.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "format.h"
 
 static const char *metric_names[PL_METRIC__COUNT] = {
     "rss", "rss.anon", "rss.file", "rss.shmem", "pss", "heap.bytes", "heap.count",
@@ -15,11 +18,18 @@ const char *pl_metric_name(pl_metric_t m) { return (unsigned)m < PL_METRIC__COUN
 
 bool pl_metric_is_bytes(pl_metric_t m) { return m != PL_METRIC_HEAP_COUNT && m != PL_METRIC_DEV_TENSORS; }
 
+static const char *pverdict_names[PL_PV__COUNT] = {"no-data", "no-leak", "slow-growth", "undecided", "leak"};
+
+const char *pl_pverdict_name(pl_pverdict_t k) { return (unsigned)k < PL_PV__COUNT ? pverdict_names[k] : "?"; }
+
 pl_report_t *pl_report_create(const char *source) {
     pl_report_t *r = calloc(1, sizeof *r);
     if (!r) return NULL;
     snprintf(r->source, sizeof r->source, "%s", source ? source : "");
     pl_verdict_params_default(&r->params);
+    r->practical.slow_hours = 24;
+    r->practical.horizon_steps = 10000;
+    r->verdict.proc = -1;
     return r;
 }
 
@@ -117,9 +127,150 @@ int pl_report_analyze(pl_report_t *r) {
             int rc = pl_verdict_classify(&mt->series, &vp, &mt->verdict);
             if (rc) return rc;
         }
-        int rc = pl_diagnosis_run(p, r->cut_short ? r->cut_reason : NULL, p->findings, PL_REPORT_MAX_FINDINGS,
-                                  &p->n_findings);
+        int rc = pl_diagnosis_run(p, r->cut_short ? r->cut_reason : NULL, &r->practical, p->findings,
+                                  PL_REPORT_MAX_FINDINGS, &p->n_findings, &p->verdict);
         if (rc) return rc;
     }
+    pl_report_run_verdict(r);
     return 0;
+}
+
+bool pl_report_program_metric(const pl_report_process_t *p, pl_metric_t m) {
+    switch (m) {
+    case PL_METRIC_HEAP_BYTES:
+    case PL_METRIC_HEAP_COUNT:
+    case PL_METRIC_DEV_ALLOCATED:
+    case PL_METRIC_DEV_TENSORS: return true;
+    case PL_METRIC_RSS_ANON:
+    case PL_METRIC_RSS:
+        if (p->metrics[PL_METRIC_HEAP_BYTES].present || p->metrics[PL_METRIC_HEAP_COUNT].present) return false;
+        return m == PL_METRIC_RSS_ANON || !p->metrics[PL_METRIC_RSS_ANON].present;
+    default: return false;
+    }
+}
+
+const char *pl_report_metric_label(const pl_report_t *r, const pl_report_process_t *p, pl_metric_t m) {
+    const pl_verdict_t *v = &p->metrics[m].verdict;
+    if (v->kind != PL_VERDICT_LEAK) return pl_verdict_name(v->kind);
+    if (!pl_diagnosis_practical(v, &r->practical)) return "slow growth";
+    return pl_report_program_metric(p, m) ? "leak" : "grows";
+}
+
+/* "+2.00 MiB/step" (or "/s" by time) of a process verdict's metric */
+static const char *pv_rate(const pl_proc_verdict_t *v, char *buf, size_t size) {
+    char a[32];
+    bool bytes = v->metric < 0 || pl_metric_is_bytes((pl_metric_t)v->metric);
+    if (v->by_time && v->bucket_s > 0) snprintf(buf, size, "+%s/s", pl_format_value(v->per_step / v->bucket_s, bytes, a, sizeof a));
+    else snprintf(buf, size, "+%s/step", pl_format_value(v->per_step, bytes, a, sizeof a));
+    return buf;
+}
+
+static const char *pv_more(const pl_proc_verdict_t *v, char *buf, size_t size) {
+    char d[24];
+    if (v->by_time) snprintf(buf, size, "run ~%s longer", pl_format_duration((double)v->more_steps * (v->bucket_s > 0 ? v->bucket_s : 1), d, sizeof d));
+    else snprintf(buf, size, "run ~%lld more steps", (long long)v->more_steps);
+    return buf;
+}
+
+/* Severity order (pl_pverdict_t), then: leaks by the nearest OOM, undecided by the most steps still needed. */
+static bool worse(const pl_proc_verdict_t *a, const pl_proc_verdict_t *b) {
+    if (a->kind != b->kind) return a->kind > b->kind;
+    if (a->kind == PL_PV_LEAK || a->kind == PL_PV_SLOW_GROWTH) {
+        if (a->has_oom != b->has_oom) return a->has_oom;
+        return a->has_oom && a->steps_to_oom < b->steps_to_oom;
+    }
+    if (a->kind == PL_PV_UNDECIDED) return a->more_steps > b->more_steps;
+    if (a->kind == PL_PV_NO_LEAK) return a->warmup_steps > b->warmup_steps;
+    return false;
+}
+
+void pl_report_run_verdict(pl_report_t *r) {
+    pl_run_verdict_t *rv = &r->verdict;
+    memset(rv, 0, sizeof *rv);
+    rv->proc = -1;
+    long slow_proc = -1;
+    /* Main processes decide; a worker counts only when it leaks (or grows slowly): a worker that never steps and
+     * lives a second cannot be "not decided", and its undecided series are not the run's. */
+    for (size_t i = 0; i < r->n_procs; i++) {
+        const pl_report_process_t *p = r->procs[i];
+        const pl_proc_verdict_t *v = &p->verdict;
+        if (v->kind == PL_PV_LEAK) rv->n_leaking++;
+        if (v->kind == PL_PV_SLOW_GROWTH) {
+            rv->n_slow++;
+            if (slow_proc < 0 || worse(v, &r->procs[slow_proc]->verdict)) slow_proc = (long)i;
+        }
+        if (p->role == PL_ROLE_WORKER) {
+            rv->n_workers++;
+            if (v->kind != PL_PV_LEAK && v->kind != PL_PV_SLOW_GROWTH) {
+                rv->n_workers_quiet++;
+                continue;
+            }
+        }
+        if (rv->proc < 0 || worse(v, &r->procs[rv->proc]->verdict)) rv->proc = (long)i;
+    }
+    rv->kind = rv->proc >= 0 ? r->procs[rv->proc]->verdict.kind : PL_PV_NO_DATA;
+    const pl_report_process_t *p = rv->proc >= 0 ? r->procs[rv->proc] : NULL;
+    const pl_proc_verdict_t *v = p ? &p->verdict : NULL;
+    char a[48], d[32], tail[160] = "";
+    long other = -1; /* a main process whose RSS runs into the limit without a program leak */
+    for (size_t i = 0; i < r->n_procs; i++) {
+        const pl_proc_verdict_t *w = &r->procs[i]->verdict;
+        /* the headline names it only when the limit is near (a quarter of slow_hours): a projection from a short
+         * run over most of a day would come and go between identical runs; the diagnosis always says it */
+        bool soon = isfinite(w->other_oom_seconds) && w->other_oom_seconds <= r->practical.slow_hours * 3600 / 4;
+        if (r->procs[i]->role == PL_ROLE_MAIN && w->other_dx >= 0 && soon &&
+            (other < 0 || w->other_oom_seconds < r->procs[other]->verdict.other_oom_seconds))
+            other = (long)i;
+    }
+    if (other >= 0 && rv->kind != PL_PV_LEAK) {
+        const pl_proc_verdict_t *ov = &r->procs[other]->verdict;
+        pl_proc_verdict_t tmp = *ov;
+        tmp.metric = ov->other_metric;
+        tmp.per_step = ov->other_per_step;
+        char oom[48] = "";
+        if (isfinite(ov->other_oom_seconds))
+            snprintf(oom, sizeof oom, ", OOM in ~%s", pl_format_duration(ov->other_oom_seconds, d, sizeof d));
+        snprintf(tail, sizeof tail, "; but %s in pid %lld: %s %s%s",
+                 ov->other_dx == PL_DX_HOST_RETENTION ? "host-allocator retention"
+                 : ov->other_dx == PL_DX_FILE_PAGES ? "file-backed pages grow" : "RSS grows",
+                 (long long)r->procs[other]->pid, pl_metric_name((pl_metric_t)ov->other_metric),
+                 pv_rate(&tmp, a, sizeof a), oom);
+    } else if (slow_proc >= 0 && rv->kind != PL_PV_LEAK && rv->kind != PL_PV_SLOW_GROWTH) {
+        const pl_proc_verdict_t *sv = &r->procs[slow_proc]->verdict;
+        snprintf(tail, sizeof tail, "; slow growth in pid %lld: %s (%s)", (long long)r->procs[slow_proc]->pid,
+                 pv_rate(sv, a, sizeof a), sv->metric >= 0 ? pl_metric_name((pl_metric_t)sv->metric) : "?");
+    }
+    switch (rv->kind) {
+    case PL_PV_LEAK:
+    case PL_PV_SLOW_GROWTH: {
+        char oom[64] = "";
+        if (v->has_oom && isfinite(v->oom_seconds))
+            snprintf(oom, sizeof oom, ", OOM in ~%s", pl_format_duration(v->oom_seconds, d, sizeof d));
+        else if (v->has_oom && !v->by_time)
+            snprintf(oom, sizeof oom, ", OOM in ~%lld steps", (long long)v->steps_to_oom);
+        char more_leaks[48] = "";
+        if (rv->kind == PL_PV_LEAK && rv->n_leaking > 1)
+            snprintf(more_leaks, sizeof more_leaks, " (and %zu more process%s)", rv->n_leaking - 1,
+                     rv->n_leaking > 2 ? "es" : "");
+        snprintf(rv->line, sizeof rv->line, "verdict: %s in pid %lld (%s)%s: %s of %s%s",
+                 rv->kind == PL_PV_LEAK ? "LEAK" : "no leak, slow growth", (long long)p->pid, p->name, more_leaks,
+                 pv_rate(v, a, sizeof a), v->metric >= 0 ? pl_metric_name((pl_metric_t)v->metric) : "?", oom);
+        break;
+    }
+    case PL_PV_UNDECIDED:
+        snprintf(rv->line, sizeof rv->line, "verdict: not decided yet: %s (pid %lld, %s)%s", pv_more(v, a, sizeof a),
+                 (long long)p->pid, v->metric >= 0 ? pl_metric_name((pl_metric_t)v->metric) : "?", tail);
+        break;
+    case PL_PV_NO_LEAK:
+        if (v->warmup_steps > 0)
+            snprintf(rv->line, sizeof rv->line, "verdict: no leak (warmup %lld %s, then flat)%s",
+                     (long long)v->warmup_steps, v->by_time ? "s" : v->warmup_steps == 1 ? "step" : "steps", tail);
+        else
+            snprintf(rv->line, sizeof rv->line, "verdict: no leak (flat)%s", tail);
+        break;
+    default:
+        snprintf(rv->line, sizeof rv->line, "verdict: no data (%s)",
+                 r->n_procs ? "no process recorded enough of its memory to judge" : "no process recorded");
+        break;
+    }
 }

@@ -48,15 +48,76 @@ typedef struct pl_report_metric {
     const char *limit_source;   /* static string naming the limit projected against, or NULL */
 } pl_report_metric_t;
 
+/* A process's (and the run's) verdict, from the diagnosis (docs/verdict.md §5-6), never from "any metric": only the
+ * program's own memory (live heap bytes/count, device allocated, live tensors; RSS only when the live heap was not
+ * recorded) can make a leak; allocator retention, file pages and PSS are findings of their own. Ordered by
+ * severity: a run takes the most severe verdict of its processes. */
+typedef enum pl_pverdict {
+    PL_PV_NO_DATA = 0,   /* no program-memory series with enough points to judge */
+    PL_PV_NO_LEAK,       /* every program-memory series is flat or a plateau */
+    PL_PV_SLOW_GROWTH,   /* grows for real, but too slowly to matter within slow_hours / horizon_steps */
+    PL_PV_UNDECIDED,     /* nothing leaks, something is not decided yet (more_steps): may still be a leak */
+    PL_PV_LEAK,          /* the program's own memory grows, fast enough to matter */
+    PL_PV__COUNT
+} pl_pverdict_t;
+
+typedef enum pl_proc_role {
+    PL_ROLE_MAIN = 0,    /* judged on its own: a process that steps (or, when none steps, one that lives as long) */
+    PL_ROLE_WORKER,      /* never steps: DataLoader workers, helpers; judged as a group, folded when quiet */
+} pl_proc_role_t;
+
+typedef struct pl_proc_verdict {
+    pl_pverdict_t kind;
+    int metric;                 /* pl_metric_t that decided a leak / slow growth / undecided, -1 when none */
+    double per_step;            /* its slope per step (per time bucket when by_time) */
+    bool by_time;               /* its series is by time buckets: "steps" are bucket_s seconds */
+    double bucket_s;            /* bucket width in seconds when by_time */
+    int64_t more_steps;         /* undecided: steps (buckets) to run before a verdict is expected */
+    bool has_oom;               /* leak / slow growth: projected limit */
+    double oom_seconds;         /* NAN when step times are unknown */
+    int64_t steps_to_oom;       /* steps (buckets) from the last one to the projected OOM */
+    int64_t warmup_steps;       /* no leak: longest warmup among the program-memory series (0: none) */
+    int metric_warmup;          /* that series, -1 when none */
+    /* a growth that is not a leak but still runs into the limit soon (allocator retention, file pages, RSS beside
+     * an undecided heap): said beside the verdict, never as "leak" */
+    int other_dx;               /* pl_dx_t of that finding, -1 when none */
+    int other_metric;           /* pl_metric_t that grows */
+    double other_per_step;
+    double other_oom_seconds;   /* NAN when unknown */
+} pl_proc_verdict_t;
+
 typedef struct pl_report_process {
     int64_t pid;
     int32_t rank;               /* -1 when not a distributed rank */
     char name[64];
+    pl_proc_role_t role;        /* set by the front end (reports/extract.c) before pl_report_analyze */
+    size_t n_pool;              /* > 0: not a process but the pool of n_pool long-lived workers of process pid,
+                                 * their summed live heap on its steps (role worker) */
     pl_report_metric_t metrics[PL_METRIC__COUNT];
     pl_finding_t findings[PL_REPORT_MAX_FINDINGS];
     size_t n_findings;
     bool heap_filtered;         /* live heap bytes were recorded but left out of this report (report --metric) */
+    pl_proc_verdict_t verdict;  /* valid after pl_report_analyze */
 } pl_report_process_t;
+
+/* The run's verdict: the most severe of its main processes' verdicts, and of its workers' leaks. */
+typedef struct pl_run_verdict {
+    pl_pverdict_t kind;
+    long proc;                  /* index into procs of the process that decided it, -1 when none */
+    size_t n_leaking;           /* processes whose verdict is leak */
+    size_t n_slow;              /* processes whose verdict is slow growth */
+    size_t n_workers;           /* processes judged as workers */
+    size_t n_workers_quiet;     /* workers whose verdict is no leak, no data or undecided (folded) */
+    char line[320];             /* "verdict: LEAK in pid 12210 (python3 train.py): +2.00 MiB/step, OOM in ~49 min" */
+} pl_run_verdict_t;
+
+/* Practical significance (docs/verdict.md §8): a statistically clear growth is a leak only when it would matter
+ * within a training run: it reaches the memory limit within slow_hours, or (no limit or no step times) it reaches
+ * the limit, or doubles its level, within horizon_steps. Otherwise it is "slow growth". */
+typedef struct pl_practical_params {
+    double slow_hours;          /* 24 */
+    int64_t horizon_steps;      /* 10000 */
+} pl_practical_params_t;
 
 typedef struct pl_report {
     char source[256];           /* trace or run directory the report is about */
@@ -64,6 +125,8 @@ typedef struct pl_report {
     char cut_reason[256];       /* whole, or cut with a visible "..." (pl_report_set_cut_short) */
     pl_report_limits_t limits;
     pl_verdict_params_t params; /* defaults from pl_verdict_params_default; limit is set per metric */
+    pl_practical_params_t practical; /* defaults: 24 h, 10000 steps */
+    pl_run_verdict_t verdict;   /* valid after pl_report_analyze */
     pl_report_process_t **procs;
     size_t n_procs, cap_procs;
 } pl_report_t;
@@ -82,7 +145,8 @@ pl_report_process_t *pl_report_add_process(pl_report_t *r, int64_t pid, int32_t 
 int pl_report_set_samples(pl_report_process_t *p, pl_metric_t m, const pl_sample_t *samples, size_t n,
                           const pl_series_opts_t *opts);
 
-/* Classify every present series and run the diagnosis of every process. Returns 0 or the first error. */
+/* Classify every present series, run the diagnosis of every process (findings and process verdict), then the run
+ * verdict. Returns 0 or the first error. */
 int pl_report_analyze(pl_report_t *r);
 
 /* "rss", "rss.anon", "rss.file", "rss.shmem", "pss", "heap.bytes", "heap.count", "dev.allocated", "dev.reserved",
@@ -90,3 +154,18 @@ int pl_report_analyze(pl_report_t *r);
 const char *pl_metric_name(pl_metric_t m);
 /* false for counts (heap.count, dev.tensors). */
 bool pl_metric_is_bytes(pl_metric_t m);
+
+/* "no-data", "no-leak", "slow-growth", "undecided", "leak"; "?" out of range. */
+const char *pl_pverdict_name(pl_pverdict_t k);
+
+/* Is m one of p's program-memory metrics (what its verdict is judged on: live heap, device allocated, live tensors;
+ * rss.anon, else rss, when the live heap was not recorded)? */
+bool pl_report_program_metric(const pl_report_process_t *p, pl_metric_t m);
+
+/* The word a renderer shows for one metric's verdict: the trend verdict's name, except that a growing series is
+ * "leak" only for a program-memory metric growing fast enough to matter, "grows" for other metrics (RSS beside a
+ * live heap, PSS, file pages: findings, not leaks), and "slow growth" when it would not matter (practical). */
+const char *pl_report_metric_label(const pl_report_t *r, const pl_report_process_t *p, pl_metric_t m);
+
+/* The run verdict from the processes' verdicts (called by pl_report_analyze; exposed for the tests). */
+void pl_report_run_verdict(pl_report_t *r);

@@ -4,6 +4,10 @@
  * decided (runs not marked short) are found; leaks of >= 0.1 % of the level per step are found within 50 steps of
  * their tail (the series truncated to tail_from + 50); seed 003's run 1 is inconclusive and its run 2 a plateau with
  * the warmup ending at step 80-90; every `expect=` holds. Prints the confusion matrix.
+ * The same series also go through the whole report (issue 17): as a process's heap.bytes (heap.count for count
+ * series), with the diagnosis, the process verdict and the run verdict: no plateau/flat/warmup series may give a
+ * leaking process, a "LEAK" run verdict or a host-leak finding; a decidable leak must give all three. Prints the
+ * process-verdict matrix too.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "reports/report.h"
 #include "reports/series.h"
 #include "reports/seriesfile.h"
 #include "reports/verdict.h"
@@ -49,6 +54,25 @@ static pl_verdict_t classify(const pl_seriesfile_t *f, int64_t max_step) {
     return v;
 }
 
+/* The series as the heap of a one-process report, analysed. Caller destroys. */
+static pl_report_t *as_report(const pl_seriesfile_t *f) {
+    pl_report_t *r = pl_report_create("corpus");
+    assert_non_null(r);
+    pl_report_process_t *p = pl_report_add_process(r, 1, -1, "corpus");
+    assert_non_null(p);
+    const char *unit = pl_seriesfile_get(f, "unit");
+    pl_metric_t m = unit && !strcmp(unit, "count") ? PL_METRIC_HEAP_COUNT : PL_METRIC_HEAP_BYTES;
+    assert_int_equal(pl_report_set_samples(p, m, f->samples, f->n_samples, NULL), 0);
+    assert_int_equal(pl_report_analyze(r), 0);
+    return r;
+}
+
+static bool has_dx(const pl_report_process_t *p, pl_dx_t code) {
+    for (size_t i = 0; i < p->n_findings; i++)
+        if (p->findings[i].code == code) return true;
+    return false;
+}
+
 static void test_corpus_targets(void **state) {
     (void)state;
     DIR *d = opendir(g_dir);
@@ -65,6 +89,8 @@ static void test_corpus_targets(void **state) {
     assert_true(n_names >= 40);
 
     int matrix[T_N][4] = {{0}};
+    int pmatrix[T_N][PL_PV__COUNT] = {{0}};
+    int report_false_leaks = 0, report_missed = 0, dx_wrong = 0;
     int false_leaks = 0, expect_fail = 0, leaks = 0, leaks_found = 0, fast = 0, fast_found = 0, short_leaks = 0;
     for (size_t i = 0; i < n_names; i++) {
         char path[4096];
@@ -100,6 +126,37 @@ static void test_corpus_targets(void **state) {
             if (v.kind == PL_VERDICT_LEAK) leaks_found++;
             else bad = 1;
         }
+        /* the whole report: process verdict, run verdict, diagnosis code */
+        pl_report_t *rep = as_report(&f);
+        const pl_report_process_t *rp = rep->procs[0];
+        pmatrix[truth][rp->verdict.kind]++;
+        bool run_leak = rep->verdict.kind == PL_PV_LEAK && !strncmp(rep->verdict.line, "verdict: LEAK", 13);
+        bool dx_leak = has_dx(rp, PL_DX_HOST_LEAK);
+        if (rp->verdict.kind != (rep->verdict.kind) || run_leak != (rp->verdict.kind == PL_PV_LEAK)) {
+            dx_wrong++; /* one process: the run verdict is the process verdict */
+            bad = 1;
+        }
+        if (dx_leak != (rp->verdict.kind == PL_PV_LEAK)) { /* the verdict is the diagnosis's */
+            dx_wrong++;
+            bad = 1;
+        }
+        if (v.kind == PL_VERDICT_INCONCLUSIVE && v.undecided != PL_UNDECIDED_NO_DATA &&
+            !(rp->verdict.kind == PL_PV_UNDECIDED && has_dx(rp, PL_DX_UNDECIDED))) {
+            dx_wrong++; /* an undecided series is never read as flat */
+            bad = 1;
+        }
+        if (truth != T_LEAK && (rp->verdict.kind == PL_PV_LEAK || run_leak || dx_leak)) {
+            report_false_leaks++;
+            bad = 1;
+        }
+        if (truth == T_LEAK && !is_short && !(rp->verdict.kind == PL_PV_LEAK && run_leak && dx_leak)) {
+            report_missed++;
+            bad = 1;
+        }
+        char rline[96];
+        snprintf(rline, sizeof rline, " [process %s, dx %s]", pl_pverdict_name(rp->verdict.kind),
+                 rp->n_findings ? pl_dx_name(rp->findings[0].code) : "-");
+        pl_report_destroy(rep);
         char trunc[128] = "";
         const char *rate = pl_seriesfile_get(&f, "rate_rel"), *tail = pl_seriesfile_get(&f, "tail_from");
         if (truth == T_LEAK && !is_short && rate && tail && atof(rate) >= 0.001) {
@@ -111,12 +168,12 @@ static void test_corpus_targets(void **state) {
                      pl_verdict_undecided_name(t.undecided), (long long)t.tail_start_step);
         }
         print_message("%s %-48s %-8s -> %-12s warmup_end=%-5lld tail=%lld..%lld slope=%.3g/step (%.3g%%) "
-                      "ci=[%.3g,%.3g] p=%.2g vf=%.2f more=%lld %s%s\n",
+                      "ci=[%.3g,%.3g] p=%.2g vf=%.2f more=%lld %s%s%s\n",
                       bad ? "!!" : "  ", names[i], truth_names[truth], pl_verdict_name(v.kind),
                       (long long)v.warmup_end_step, (long long)v.tail_start_step, (long long)v.last_step,
                       v.slope_per_step, v.level != 0 ? 100 * v.slope_per_step / v.level : 0.0, v.slope_lo,
                       v.slope_hi, v.p_up, v.var_factor, (long long)v.more_steps,
-                      pl_verdict_undecided_name(v.undecided), trunc);
+                      pl_verdict_undecided_name(v.undecided), trunc, rline);
         pl_seriesfile_free(&f);
         free(names[i]);
     }
@@ -129,6 +186,19 @@ static void test_corpus_targets(void **state) {
                   ">=0.1%%/step leaks found within 50 tail steps: %d/%d; expectation failures: %d\n",
                   false_leaks, leaks_found, leaks, leaks ? 100.0 * leaks_found / leaks : 0.0, short_leaks,
                   fast_found, fast, expect_fail);
+    print_message("\nprocess verdict (rows: truth, columns: process verdict of the whole report)\n%-10s", "");
+    for (int k = 0; k < PL_PV__COUNT; k++) print_message(" %11s", pl_pverdict_name((pl_pverdict_t)k));
+    print_message("\n");
+    for (int t = 0; t < T_N; t++) {
+        print_message("%-10s", truth_names[t]);
+        for (int k = 0; k < PL_PV__COUNT; k++) print_message(" %11d", pmatrix[t][k]);
+        print_message("\n");
+    }
+    print_message("report: false leaks %d, decidable leaks missed %d, verdict/diagnosis disagreements %d\n",
+                  report_false_leaks, report_missed, dx_wrong);
+    assert_int_equal(report_false_leaks, 0);
+    assert_int_equal(report_missed, 0);
+    assert_int_equal(dx_wrong, 0);
     assert_int_equal(false_leaks, 0);
     assert_int_equal(expect_fail, 0);
     assert_true(leaks >= 20);

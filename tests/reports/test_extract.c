@@ -279,130 +279,96 @@ static void test_extract_truncated_partial(void **state) {
     free(b);
 }
 
-/* The reason a run was cut short is never cut: a damaged trace deep in a long directory gives the whole reader
- * message, the file by its base name (it read "...; the trace ends her" at 128 characters). */
-static void test_extract_cut_reason_whole(void **state) {
-    (void)state;
-    char d[300], p[400];
-    tpath(d, sizeof d, "a-directory-with-a-rather-long-name-as-cluster-scratch-paths-often-are-0123456789abcdef");
-    assert_int_equal(mkdir(d, 0700), 0);
-    snprintf(p, sizeof p, "%s/1234567.0.pltrace", d);
-    synth_cfg_t c = synth_default();
-    assert_int_equal(synth_trace(p, &c), 0);
-    struct stat sb;
-    assert_int_equal(stat(p, &sb), 0);
-    assert_int_equal(truncate(p, sb.st_size - 3000), 0);
-    run_t u;
-    run_file(&u, d);
-    assert_true(u.x.procs[0].damaged);
-    assert_true(u.r->cut_short);
-    const char *reason = u.r->cut_reason;
-    assert_non_null(strstr(reason, "damaged tail: 1234567.0.pltrace: offset "));
-    size_t n = strlen(reason);
-    assert_true(n > 9 && !strcmp(reason + n - 9, "ends here"));
-    bool said = false; /* the diagnosis repeats it whole */
-    for (size_t k = 0; k < u.r->procs[0]->n_findings; k++) said |= strstr(u.r->procs[0]->findings[k].text, reason) != NULL;
-    assert_true(said);
-    run_free(&u);
-    /* a reason longer than the report keeps ends in a visible "..." */
-    pl_report_t *r = pl_report_create("x");
-    char longer[600];
-    memset(longer, 'a', sizeof longer - 1);
-    longer[sizeof longer - 1] = 0;
-    pl_report_set_cut_short(r, longer);
-    n = strlen(r->cut_reason);
-    assert_true(n == sizeof r->cut_reason - 1 && !strcmp(r->cut_reason + n - 3, "..."));
-    pl_report_destroy(r);
-}
 
-/* Every skipped file is named (the first five, then "and N more"), in the text report and in JSON; it used to name
- * only the first. */
-static void test_extract_skipped_files_named(void **state) {
+/* issue 17: processes in pid order (file names sort "10001" before "9999"); a process that never steps beside one
+ * that does is a worker, folded into one line when quiet; a step-less process's teardown bucket is not its "last";
+ * the leaking process is read off the process verdict */
+static void test_extract_roles_order_and_teardown(void **state) {
     (void)state;
-    char d[256], p[320];
-    tpath(d, sizeof d, "skips");
+    char d[256], p[300];
+    tpath(d, sizeof d, "roles");
     assert_int_equal(mkdir(d, 0700), 0);
     synth_cfg_t c = synth_default();
-    snprintf(p, sizeof p, "%s/1.0.pltrace", d);
+    c.pid = 9999;
+    c.leak_bytes = 0;
+    snprintf(p, sizeof p, "%s/9999.0.pltrace", d);
     assert_int_equal(synth_trace(p, &c), 0);
-    for (int i = 0; i < 7; i++) {
-        snprintf(p, sizeof p, "%s/junk%d.pltrace", d, i);
-        FILE *f = fopen(p, "w");
-        assert_non_null(f);
-        fputs("not a plateau trace, but long enough to hold a header.........................", f);
-        fclose(f);
-    }
+    c.pid = 10001;
+    c.ppid = 9999;
+    c.with_steps = false;
+    c.device = false;
+    c.teardown = true;
+    snprintf(p, sizeof p, "%s/10001.0.pltrace", d);
+    assert_int_equal(synth_trace(p, &c), 0);
     run_t u;
     run_file(&u, d);
-    assert_int_equal(u.x.n_files_failed, 7);
+    assert_int_equal(u.x.n_procs, 2);
+    assert_int_equal(u.x.procs[0].pid, 9999);
+    assert_int_equal(u.r->procs[0]->pid, 9999);
+    assert_ptr_equal(u.x.procs[1].proc, u.r->procs[1]);
+    assert_int_equal(u.r->procs[0]->role, PL_ROLE_MAIN);
+    assert_int_equal(u.r->procs[1]->role, PL_ROLE_WORKER);
+    /* the worker's series is by time; its last point is the running value, not the teardown's 0 */
+    const pl_report_metric_t *wh = metric(&u, 1, PL_METRIC_HEAP_BYTES);
+    assert_true(wh->series.by_time);
+    assert_true(wh->verdict.last_value > 0.5 * wh->verdict.peak);
+    assert_int_not_equal(u.r->verdict.kind, PL_PV_LEAK);
+    assert_int_equal(pl_extract_leaking(&u.x, NULL), -1);
+    /* the long-lived worker is also judged as the trainer's pool, on its steps: flat */
+    assert_int_equal(u.r->n_procs, 3);
+    assert_int_equal(u.r->procs[2]->n_pool, 1);
+    assert_int_equal(u.r->procs[2]->pid, 9999);
+    assert_false(u.r->procs[2]->metrics[PL_METRIC_HEAP_BYTES].series.by_time);
+    assert_int_not_equal(u.r->procs[2]->verdict.kind, PL_PV_LEAK);
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(pl_render_text(u.r, f, NULL), 0);
     assert_int_equal(pl_extract_render_text(u.r, &u.x, f), 0);
     fclose(f);
-    const char *line = strstr(buf, "skipped 7 files: ");
-    assert_non_null(line);
-    for (int i = 0; i < 5; i++) {
-        char name[32];
-        snprintf(name, sizeof name, "junk%d.pltrace: ", i);
-        const char *at = strstr(line, name);
-        assert_non_null(at);
-        assert_true(!memchr(line, '\n', (size_t)(at - line))); /* on the one line */
-    }
-    assert_null(strstr(buf, "junk5.pltrace"));
-    assert_non_null(strstr(line, "; and 2 more\n"));
-    free(buf);
-    buf = NULL;
-    f = open_memstream(&buf, &len);
-    assert_int_equal(pl_extract_render_json(u.r, &u.x, f, 0), 0);
-    fclose(f);
-    const char *ff = strstr(buf, "\"failed_files\": [\"");
-    assert_non_null(ff);
-    assert_non_null(strstr(ff, "junk4.pltrace: "));
-    assert_true(strstr(ff, "junk4.pltrace: ") < strchr(ff, ']'));
+    assert_true(!strncmp(buf, "verdict: ", 9));
+    assert_non_null(strstr(buf, "workers (1 process that never step"));
+    assert_null(strstr(buf, "process 10001"));
+    assert_non_null(strstr(buf, "worker process that never step"));
     free(buf);
     run_free(&u);
 }
 
-/* Records the writer dropped are said, with their share of the host allocation events, in text and JSON (a
- * `--sample-bytes 0` storm kept 3.4M of 16M allocations and the report did not say so). */
-static void test_extract_lost_records_said(void **state) {
+/* issue 17: the trainer's long-lived workers, summed on its steps: two workers that each keep 1 MiB per second
+ * (one trainer step per second) are a pool that leaks 2 MiB/step (64 GiB host: OOM in ~9 h), and the run says so */
+static void test_extract_worker_pool_on_trainer_steps(void **state) {
     (void)state;
-    char p[256];
-    tpath(p, sizeof p, "lost.pltrace");
+    char d[256], p[300];
+    tpath(d, sizeof d, "pool");
+    assert_int_equal(mkdir(d, 0700), 0);
     synth_cfg_t c = synth_default();
-    c.lost_records = 48; /* of 160 steps x (2 allocations + 1 free) = 480 host events: 10% */
+    c.pid = 500;
+    c.leak_bytes = 0;
+    snprintf(p, sizeof p, "%s/500.0.pltrace", d);
     assert_int_equal(synth_trace(p, &c), 0);
+    c.with_steps = false;
+    c.device = false;
+    c.leak_bytes = 1 << 20;
+    for (uint32_t pid = 501; pid <= 502; pid++) {
+        c.pid = pid;
+        c.ppid = 500;
+        snprintf(p, sizeof p, "%s/%u.0.pltrace", d, pid);
+        assert_int_equal(synth_trace(p, &c), 0);
+    }
     run_t u;
-    run_file(&u, p);
-    assert_int_equal(u.x.procs[0].n_lost_records, 48);
-    assert_int_equal(u.x.procs[0].n_host_events, 480);
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    assert_int_equal(pl_extract_render_text(u.r, &u.x, f), 0);
-    fclose(f);
-    assert_non_null(strstr(buf, "pid 4242: the trace lost 48 records (10.0% of host allocation events): stacks and "
-                                "counts may be incomplete\n"));
-    free(buf);
-    buf = NULL;
-    f = open_memstream(&buf, &len);
-    assert_int_equal(pl_extract_render_json(u.r, &u.x, f, 0), 0);
-    fclose(f);
-    assert_non_null(strstr(buf, "\"lost_records\": 48, \"host_events\": 480, \"lost_share\": 0.1,"));
-    free(buf);
-    run_free(&u);
-    /* none lost: no line */
-    tpath(p, sizeof p, "kept.pltrace");
-    c.lost_records = 0;
-    assert_int_equal(synth_trace(p, &c), 0);
-    run_file(&u, p);
-    buf = NULL;
-    f = open_memstream(&buf, &len);
-    assert_int_equal(pl_extract_render_text(u.r, &u.x, f), 0);
-    fclose(f);
-    assert_null(strstr(buf, "lost"));
-    free(buf);
+    run_file(&u, d);
+    assert_int_equal(u.r->n_procs, 4);
+    const pl_report_process_t *pool = u.r->procs[3];
+    assert_int_equal(pool->n_pool, 2);
+    assert_int_equal(pool->pid, 500);
+    const pl_report_metric_t *hb = &pool->metrics[PL_METRIC_HEAP_BYTES];
+    assert_true(hb->present);
+    assert_false(hb->series.by_time);
+    assert_int_equal(hb->verdict.kind, PL_VERDICT_LEAK);
+    assert_true(hb->verdict.slope_per_step > 0.9 * 2 * (1 << 20) && hb->verdict.slope_per_step < 1.1 * 2 * (1 << 20));
+    assert_int_equal(pool->verdict.kind, PL_PV_LEAK);
+    assert_int_equal(u.r->verdict.kind, PL_PV_LEAK);
+    assert_int_equal(u.r->procs[0]->verdict.kind == PL_PV_LEAK, 0); /* the trainer itself does not leak */
     run_free(&u);
 }
 
@@ -698,6 +664,133 @@ static void test_extract_cupti_crosscheck(void **state) {
     }
 }
 
+/* The reason a run was cut short is never cut: a damaged trace deep in a long directory gives the whole reader
+ * message, the file by its base name (it read "...; the trace ends her" at 128 characters). */
+static void test_extract_cut_reason_whole(void **state) {
+    (void)state;
+    char d[300], p[400];
+    tpath(d, sizeof d, "a-directory-with-a-rather-long-name-as-cluster-scratch-paths-often-are-0123456789abcdef");
+    assert_int_equal(mkdir(d, 0700), 0);
+    snprintf(p, sizeof p, "%s/1234567.0.pltrace", d);
+    synth_cfg_t c = synth_default();
+    assert_int_equal(synth_trace(p, &c), 0);
+    struct stat sb;
+    assert_int_equal(stat(p, &sb), 0);
+    assert_int_equal(truncate(p, sb.st_size - 3000), 0);
+    run_t u;
+    run_file(&u, d);
+    assert_true(u.x.procs[0].damaged);
+    assert_true(u.r->cut_short);
+    const char *reason = u.r->cut_reason;
+    assert_non_null(strstr(reason, "damaged tail: 1234567.0.pltrace: offset "));
+    size_t n = strlen(reason);
+    assert_true(n > 9 && !strcmp(reason + n - 9, "ends here"));
+    bool said = false; /* the diagnosis repeats it whole */
+    for (size_t k = 0; k < u.r->procs[0]->n_findings; k++) said |= strstr(u.r->procs[0]->findings[k].text, reason) != NULL;
+    assert_true(said);
+    run_free(&u);
+    /* a reason longer than the report keeps ends in a visible "..." */
+    pl_report_t *r = pl_report_create("x");
+    char longer[600];
+    memset(longer, 'a', sizeof longer - 1);
+    longer[sizeof longer - 1] = 0;
+    pl_report_set_cut_short(r, longer);
+    n = strlen(r->cut_reason);
+    assert_true(n == sizeof r->cut_reason - 1 && !strcmp(r->cut_reason + n - 3, "..."));
+    pl_report_destroy(r);
+}
+
+/* Every skipped file is named (the first five, then "and N more"), in the text report and in JSON; it used to name
+ * only the first. */
+static void test_extract_skipped_files_named(void **state) {
+    (void)state;
+    char d[256], p[320];
+    tpath(d, sizeof d, "skips");
+    assert_int_equal(mkdir(d, 0700), 0);
+    synth_cfg_t c = synth_default();
+    snprintf(p, sizeof p, "%s/1.0.pltrace", d);
+    assert_int_equal(synth_trace(p, &c), 0);
+    for (int i = 0; i < 7; i++) {
+        snprintf(p, sizeof p, "%s/junk%d.pltrace", d, i);
+        FILE *f = fopen(p, "w");
+        assert_non_null(f);
+        fputs("not a plateau trace, but long enough to hold a header.........................", f);
+        fclose(f);
+    }
+    run_t u;
+    run_file(&u, d);
+    assert_int_equal(u.x.n_files_failed, 7);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(pl_extract_render_text(u.r, &u.x, f), 0);
+    fclose(f);
+    const char *line = strstr(buf, "skipped 7 files: ");
+    assert_non_null(line);
+    for (int i = 0; i < 5; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "junk%d.pltrace: ", i);
+        const char *at = strstr(line, name);
+        assert_non_null(at);
+        assert_true(!memchr(line, '\n', (size_t)(at - line))); /* on the one line */
+    }
+    assert_null(strstr(buf, "junk5.pltrace"));
+    assert_non_null(strstr(line, "; and 2 more\n"));
+    free(buf);
+    buf = NULL;
+    f = open_memstream(&buf, &len);
+    assert_int_equal(pl_extract_render_json(u.r, &u.x, f, 0), 0);
+    fclose(f);
+    const char *ff = strstr(buf, "\"failed_files\": [\"");
+    assert_non_null(ff);
+    assert_non_null(strstr(ff, "junk4.pltrace: "));
+    assert_true(strstr(ff, "junk4.pltrace: ") < strchr(ff, ']'));
+    free(buf);
+    run_free(&u);
+}
+
+/* Records the writer dropped are said, with their share of the host allocation events, in text and JSON (a
+ * `--sample-bytes 0` storm kept 3.4M of 16M allocations and the report did not say so). */
+static void test_extract_lost_records_said(void **state) {
+    (void)state;
+    char p[256];
+    tpath(p, sizeof p, "lost.pltrace");
+    synth_cfg_t c = synth_default();
+    c.lost_records = 48; /* of 160 steps x (2 allocations + 1 free) = 480 host events: 10% */
+    assert_int_equal(synth_trace(p, &c), 0);
+    run_t u;
+    run_file(&u, p);
+    assert_int_equal(u.x.procs[0].n_lost_records, 48);
+    assert_int_equal(u.x.procs[0].n_host_events, 480);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(pl_extract_render_text(u.r, &u.x, f), 0);
+    fclose(f);
+    assert_non_null(strstr(buf, "pid 4242: the trace lost 48 records (10.0% of host allocation events): stacks and "
+                                "counts may be incomplete\n"));
+    free(buf);
+    buf = NULL;
+    f = open_memstream(&buf, &len);
+    assert_int_equal(pl_extract_render_json(u.r, &u.x, f, 0), 0);
+    fclose(f);
+    assert_non_null(strstr(buf, "\"lost_records\": 48, \"host_events\": 480, \"lost_share\": 0.1,"));
+    free(buf);
+    run_free(&u);
+    /* none lost: no line */
+    tpath(p, sizeof p, "kept.pltrace");
+    c.lost_records = 0;
+    assert_int_equal(synth_trace(p, &c), 0);
+    run_file(&u, p);
+    buf = NULL;
+    f = open_memstream(&buf, &len);
+    assert_int_equal(pl_extract_render_text(u.r, &u.x, f), 0);
+    fclose(f);
+    assert_null(strstr(buf, "lost"));
+    free(buf);
+    run_free(&u);
+}
+
 int main(int argc, char **argv) {
     g_golden_dir = argc > 1 ? argv[1] : "tests/reports/golden";
     const struct CMUnitTest tests[] = {
@@ -712,6 +805,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_extract_cut_reason_whole),
         cmocka_unit_test(test_extract_skipped_files_named),
         cmocka_unit_test(test_extract_lost_records_said),
+        cmocka_unit_test(test_extract_roles_order_and_teardown),
+        cmocka_unit_test(test_extract_worker_pool_on_trainer_steps),
         cmocka_unit_test(test_extract_run_directory),
         cmocka_unit_test(test_extract_bad_inputs),
         cmocka_unit_test(test_extract_bounded_points),
