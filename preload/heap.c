@@ -25,6 +25,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <gnu/libc-version.h>
+#include <link.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -151,6 +152,115 @@ static inline bool ready(void) {
     return atomic_load_explicit(&resolve_state, memory_order_acquire) == 2;
 }
 
+/* ------------------------------------------------------------------ loaded objects' own definitions */
+
+/* What an object itself defines, read from its dynamic symbol table (GNU or SysV hash; no allocation, no dlerror
+ * string). dlsym cannot answer this: a non-PIE executable that takes the address of malloc carries `malloc` as an
+ * undefined symbol whose value is its canonical PLT entry, and dlsym(RTLD_DEFAULT) returns that entry (a stub that
+ * jumps through the executable's GOT to whoever serves malloc), named by dladdr as the executable. Here an
+ * undefined symbol, a hidden version or a non-function is no definition. */
+static uintptr_t dyn_ptr(const struct dl_phdr_info *o, ElfW(Addr) v) {
+    /* glibc relocates the pointers of a writable .dynamic in place; a read-only one (the vDSO's) keeps offsets */
+    return v < o->dlpi_addr ? o->dlpi_addr + v : v;
+}
+
+static uint32_t gnu_hash(const char *s) {
+    uint32_t h = 5381;
+    for (; *s; s++) h = h * 33 + (unsigned char)*s;
+    return h;
+}
+
+static uint32_t sysv_hash(const char *s) {
+    uint32_t h = 0;
+    for (; *s; s++) {
+        h = (h << 4) + (unsigned char)*s;
+        uint32_t g = h & 0xf0000000u;
+        if (g) h ^= g >> 24;
+        h &= ~g;
+    }
+    return h;
+}
+
+static void *obj_defines(const struct dl_phdr_info *o, const char *name) {
+    const ElfW(Dyn) *dyn = NULL;
+    for (int i = 0; i < o->dlpi_phnum; i++)
+        if (o->dlpi_phdr[i].p_type == PT_DYNAMIC) dyn = (const void *)(o->dlpi_addr + o->dlpi_phdr[i].p_vaddr);
+    if (!dyn) return NULL;
+    const ElfW(Sym) *sym = NULL;
+    const char *str = NULL;
+    const uint32_t *gh = NULL, *sh = NULL;
+    const uint16_t *versym = NULL;
+    for (; dyn->d_tag != DT_NULL; dyn++) {
+        uintptr_t p = dyn_ptr(o, dyn->d_un.d_ptr);
+        if (dyn->d_tag == DT_SYMTAB) sym = (const void *)p;
+        else if (dyn->d_tag == DT_STRTAB) str = (const void *)p;
+        else if (dyn->d_tag == DT_GNU_HASH) gh = (const void *)p;
+        else if (dyn->d_tag == DT_HASH) sh = (const void *)p;
+        else if (dyn->d_tag == DT_VERSYM) versym = (const void *)p;
+    }
+    if (!sym || !str || (!gh && !sh)) return NULL;
+    uint32_t hit = 0;
+    if (gh) {
+        uint32_t n_buckets = gh[0], sym_off = gh[1], n_bloom = gh[2];
+        const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(gh + 4) + n_bloom);
+        const uint32_t *chain = buckets + n_buckets, h = gnu_hash(name);
+        for (uint32_t i = n_buckets ? buckets[h % n_buckets] : 0; i >= sym_off && i; i++) {
+            uint32_t c = chain[i - sym_off];
+            if ((c | 1) == (h | 1) && !strcmp(str + sym[i].st_name, name) && !(versym && (versym[i] & 0x8000))) {
+                hit = i;
+                break;
+            }
+            if (c & 1) break;
+        }
+    } else {
+        uint32_t n_buckets = sh[0];
+        const uint32_t *buckets = sh + 2, *chain = buckets + n_buckets;
+        for (uint32_t i = n_buckets ? buckets[sysv_hash(name) % n_buckets] : 0; i; i = chain[i])
+            if (!strcmp(str + sym[i].st_name, name) && !(versym && (versym[i] & 0x8000))) {
+                hit = i;
+                break;
+            }
+    }
+    const ElfW(Sym) *s = &sym[hit];
+    if (!hit || s->st_shndx == SHN_UNDEF || !s->st_value || ELF64_ST_TYPE(s->st_info) != STT_FUNC) return NULL;
+    return (void *)(o->dlpi_addr + s->st_value);
+}
+
+static bool obj_contains(const struct dl_phdr_info *o, uintptr_t pc) {
+    for (int i = 0; i < o->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &o->dlpi_phdr[i];
+        uintptr_t lo = o->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_LOAD && pc >= lo && pc - lo < ph->p_memsz) return true;
+    }
+    return false;
+}
+
+/* One pass over the loaded objects in load order (the executable, the vDSO, LD_PRELOAD's objects in order, then
+ * the rest): the first object ahead of this library that defines malloc (an allocator preloaded before us: what
+ * the program calls). */
+typedef struct {
+    uintptr_t self_pc;
+    bool seen_self;
+    void *ahead_malloc;
+} walk_t;
+
+static int walk_one(struct dl_phdr_info *o, size_t size, void *ctx) {
+    (void)size;
+    walk_t *w = ctx;
+    if (!w->seen_self) {
+        if (obj_contains(o, w->self_pc)) w->seen_self = true;
+        else if (!w->ahead_malloc) w->ahead_malloc = obj_defines(o, "malloc");
+        return 0;
+    }
+    return 1; /* past us: done */
+}
+
+static void walk_objects(walk_t *w) {
+    memset(w, 0, sizeof *w);
+    w->self_pc = (uintptr_t)&walk_objects;
+    dl_iterate_phdr(walk_one, w);
+}
+
 /* Which allocator serves malloc: the object that defines the malloc we forward to (RTLD_NEXT after us), named
  * by dladdr (no allocation). jemalloc's version comes from its mallctl("version"), read-only and allocation-free
  * once jemalloc is initialised (it is: it already served the loader's mallocs); glibc's from
@@ -163,12 +273,13 @@ void pl_heap_allocator(char *name, size_t name_n, char *version, size_t version_
     void *fn;
     memcpy(&fn, &real.malloc, sizeof fn);
     /* An allocator preloaded ahead of us (LD_PRELOAD=libjemalloc.so:libplateau_preload.so) is what the program
-     * calls, even though our RTLD_NEXT malloc is the C library's. */
-    void *first = dlsym(RTLD_DEFAULT, "malloc");
-    Dl_info di, self;
-    bool ahead = first && dladdr(first, &di) && dladdr((void *)(uintptr_t)&pl_heap_allocator, &self) &&
-                 di.dli_fbase != self.dli_fbase; /* (&malloc here would go through the GOT: compare objects) */
-    if (ahead) fn = first;
+     * calls, even though our RTLD_NEXT malloc is the C library's. Only a definition counts: not the canonical PLT
+     * entry of a non-PIE executable (see obj_defines). */
+    walk_t w;
+    walk_objects(&w);
+    bool ahead = w.ahead_malloc != NULL;
+    if (ahead) fn = w.ahead_malloc;
+    Dl_info di;
     if (!fn || !dladdr(fn, &di) || !di.dli_fname) return;
     const char *base = strrchr(di.dli_fname, '/');
     base = base ? base + 1 : di.dli_fname;
