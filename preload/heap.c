@@ -1,5 +1,6 @@
 /* Host heap interposers: malloc, calloc, realloc, reallocarray, free, posix_memalign, aligned_alloc, memalign,
- * valloc, pvalloc, and anonymous mmap/mmap64/munmap/mremap (partial unmaps and moves kept exact).
+ * valloc, pvalloc, the C++ operators new and delete (all 20 forms; each allocation counted once, at the outermost
+ * call, see "C++ operators"), and anonymous mmap/mmap64/munmap/mremap (partial unmaps and moves kept exact).
  *
  * Exact totals: every call updates the calling thread's counter slot (owner-only plain atomic stores, no
  * locked instruction on the hot path); totals are the sum over slots. Sizes are usable sizes
@@ -32,6 +33,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -61,6 +63,8 @@ static struct {
 static atomic_int resolve_state; /* 0 none, 1 in progress, 2 done */
 static PL_TLS int tl_resolving;
 static PL_TLS int tl_in_alloc; /* > 0 inside a real malloc-family call made by an interposer (see the header) */
+enum { CXX_NEW = 1, CXX_DELETE = 2 };
+static PL_TLS int tl_cxx; /* inside the next C++ operator new (CXX_NEW) or delete called by ours, else 0 */
 
 /* Bracket a real allocator call: a counter, not a flag, so nested calls (a signal handler calling malloc while
  * its thread is inside malloc) restore the outer value. The signal fences only keep the compiler from moving
@@ -235,13 +239,33 @@ static bool obj_contains(const struct dl_phdr_info *o, uintptr_t pc) {
     return false;
 }
 
+/* The C++ allocation operators (size_t is unsigned long, `m`; align_val_t is passed as a size_t; nothrow_t const&
+ * as a pointer). Allocators (jemalloc, tcmalloc, mimalloc) define their own, which never call malloc: a program on
+ * jemalloc allocates with them unseen by malloc, while jemalloc's operator delete(void *) frees through the public
+ * free, so a counting of malloc and free alone sees the deletes and not the news. */
+enum {
+    CX_NEW, CX_NEW_A, CX_NEW_NT, CX_NEW_A_NT, CX_NEW_AL, CX_NEW_A_AL, CX_NEW_AL_NT, CX_NEW_A_AL_NT,
+    CX_DEL, CX_DEL_A, CX_DEL_SZ, CX_DEL_A_SZ, CX_DEL_NT, CX_DEL_A_NT, CX_DEL_AL, CX_DEL_A_AL,
+    CX_DEL_SZ_AL, CX_DEL_A_SZ_AL, CX_DEL_AL_NT, CX_DEL_A_AL_NT, N_CX
+};
+static const char *const cx_names[N_CX] = {
+    "_Znwm", "_Znam", "_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t", "_ZnwmSt11align_val_t",
+    "_ZnamSt11align_val_t", "_ZnwmSt11align_val_tRKSt9nothrow_t", "_ZnamSt11align_val_tRKSt9nothrow_t",
+    "_ZdlPv", "_ZdaPv", "_ZdlPvm", "_ZdaPvm", "_ZdlPvRKSt9nothrow_t", "_ZdaPvRKSt9nothrow_t",
+    "_ZdlPvSt11align_val_t", "_ZdaPvSt11align_val_t", "_ZdlPvmSt11align_val_t", "_ZdaPvmSt11align_val_t",
+    "_ZdlPvSt11align_val_tRKSt9nothrow_t", "_ZdaPvSt11align_val_tRKSt9nothrow_t"};
+static _Atomic(void *) cx_next[N_CX]; /* the definition after ours, found on first use (NULL: not yet) */
+
 /* One pass over the loaded objects in load order (the executable, the vDSO, LD_PRELOAD's objects in order, then
  * the rest): the first object ahead of this library that defines malloc (an allocator preloaded before us: what
- * the program calls). */
+ * the program calls), and for each C++ operator the first definition after us (what the program would call
+ * without us: the host allocator's when one is preloaded after us, else libstdc++'s, even one loaded RTLD_LOCAL,
+ * which dlsym(RTLD_NEXT) does not search). */
 typedef struct {
     uintptr_t self_pc;
     bool seen_self;
     void *ahead_malloc;
+    void *cx[N_CX];
 } walk_t;
 
 static int walk_one(struct dl_phdr_info *o, size_t size, void *ctx) {
@@ -252,7 +276,9 @@ static int walk_one(struct dl_phdr_info *o, size_t size, void *ctx) {
         else if (!w->ahead_malloc) w->ahead_malloc = obj_defines(o, "malloc");
         return 0;
     }
-    return 1; /* past us: done */
+    for (int k = 0; k < N_CX; k++)
+        if (!w->cx[k]) w->cx[k] = obj_defines(o, cx_names[k]);
+    return 0;
 }
 
 static void walk_objects(walk_t *w) {
@@ -735,6 +761,7 @@ static inline void count_free(slot_t *s, size_t n) {
 }
 
 static inline void on_alloc(void *p, pl_host_kind_t kind) {
+    if (__builtin_expect(tl_cxx == CXX_NEW, 0)) return; /* the operator new we are inside counts it */
     size_t n = real.usable(p);
     count_alloc(my_slot(), n);
     tl_countdown -= (int64_t)n;
@@ -744,6 +771,7 @@ static inline void on_alloc(void *p, pl_host_kind_t kind) {
 }
 
 static inline void on_free(void *p) {
+    if (__builtin_expect(tl_cxx == CXX_DELETE, 0)) return; /* the operator delete we are inside counted it */
     count_free(my_slot(), real.usable(p));
     /* the filter alone (no shared counter read): all zero while nothing sampled is live */
     if (__builtin_expect(pf_maybe((uintptr_t)p), 0) && ps_take((uintptr_t)p) &&
@@ -850,6 +878,150 @@ PL_EXPORT void *pvalloc(size_t n) {
     if (p) on_alloc(p, PL_HOST_MEMALIGN);
     return p;
 }
+
+/* ------------------------------------------------------------------ C++ operators new and delete */
+
+/* Each operator counts once, at the outermost call, and forwards to the definition after ours (cx_next): the host
+ * allocator's (jemalloc's news never pass through malloc) or libstdc++'s (whose news call malloc and whose deletes
+ * call free). While ours is inside the next one, tl_cxx says which: the malloc-family interposers then forward
+ * without counting what the operator counts (on_alloc under CXX_NEW, on_free under CXX_DELETE), and an operator
+ * reached from another one (libstdc++'s new[] calls new, its sized delete calls delete) only forwards. Frees
+ * made by a new_handler inside new, and a delete it calls, are still counted (they are CXX_NEW's frees). An
+ * exception out of the next new (bad_alloc) unwinds through ours: the cleanup restores tl_cxx and tl_in_alloc
+ * (the preload is built with -fexceptions for this). */
+
+static void cx_resolve(void) {
+    walk_t w;
+    walk_objects(&w);
+    for (int k = 0; k < N_CX; k++)
+        if (w.cx[k]) atomic_store_explicit(&cx_next[k], w.cx[k], memory_order_relaxed);
+}
+
+static inline void *cx_fn(int k) {
+    void *f = atomic_load_explicit(&cx_next[k], memory_order_relaxed);
+    if (__builtin_expect(f != NULL, 1)) return f;
+    cx_resolve();
+    return atomic_load_explicit(&cx_next[k], memory_order_relaxed);
+}
+
+typedef struct {
+    int cxx, depth;
+} cx_frame_t;
+
+static inline cx_frame_t cx_enter(int kind) {
+    cx_frame_t f = {tl_cxx, alloc_enter()};
+    tl_cxx = kind;
+    atomic_signal_fence(memory_order_seq_cst);
+    return f;
+}
+static inline void cx_leave(cx_frame_t *f) {
+    atomic_signal_fence(memory_order_seq_cst);
+    tl_cxx = f->cxx;
+    alloc_leave(f->depth);
+}
+
+/* No operator after ours (cannot happen in a program that calls one: something defines it): the same through our
+ * malloc family, counted once like the rest. */
+static void *cx_fail(void) {
+    static const char msg[] = "plateau: operator new: out of memory and no C++ runtime found to throw; aborting\n";
+    (void)!write(2, msg, sizeof msg - 1);
+    abort();
+}
+static void *fb_new(size_t n) {
+    void *p = malloc(n ? n : 1);
+    return p ? p : cx_fail();
+}
+static void *fb_new_nt(size_t n, const void *nt) {
+    (void)nt;
+    return malloc(n ? n : 1);
+}
+static void *fb_new_al_nt(size_t n, size_t al, const void *nt) {
+    (void)nt;
+    void *p = NULL;
+    return posix_memalign(&p, al < sizeof(void *) ? sizeof(void *) : al, n ? n : 1) == 0 ? p : NULL;
+}
+static void *fb_new_al(size_t n, size_t al) {
+    void *p = fb_new_al_nt(n, al, NULL);
+    return p ? p : cx_fail();
+}
+static void fb_del(void *p) { free(p); }
+static void fb_del_x(void *p, size_t x) {
+    (void)x;
+    free(p);
+}
+static void fb_del_nt(void *p, const void *nt) {
+    (void)nt;
+    free(p);
+}
+static void fb_del_x2(void *p, size_t x, size_t y) {
+    (void)x, (void)y;
+    free(p);
+}
+static void fb_del_x_nt(void *p, size_t x, const void *nt) {
+    (void)x, (void)nt;
+    free(p);
+}
+
+/* NAME: the mangled symbol; K: its cx_names index; FB: the fallback (its type is the operator's); KIND: the
+ * record kind; PARAMS/ARGS: the parameter list and the call's arguments. */
+#define CX_NEW(NAME, K, FB, KIND, PARAMS, ARGS)                                                                 \
+    PL_EXPORT void *cx_##K PARAMS __asm__(NAME);                                                               \
+    void *cx_##K PARAMS {                                                                                      \
+        __typeof__(&FB) f = &FB;                                                                               \
+        void *q = ready() ? cx_fn(K) : NULL;                                                                   \
+        if (q) memcpy(&f, &q, sizeof q);                                                                       \
+        if (tl_cxx) return f ARGS;                                                                             \
+        void *p;                                                                                               \
+        {                                                                                                      \
+            __attribute__((cleanup(cx_leave), unused)) cx_frame_t fr = cx_enter(CXX_NEW);                             \
+            p = f ARGS;                                                                                        \
+        }                                                                                                      \
+        if (p && !is_boot(p)) on_alloc(p, KIND);                                                               \
+        return p;                                                                                              \
+    }
+
+#define CX_DEL(NAME, K, FB, PARAMS, ARGS)                                                                       \
+    PL_EXPORT void cx_##K PARAMS __asm__(NAME);                                                                \
+    void cx_##K PARAMS {                                                                                       \
+        if (is_boot(p)) return;                                                                                \
+        __typeof__(&FB) f = &FB;                                                                               \
+        void *q = ready() ? cx_fn(K) : NULL;                                                                   \
+        if (q) memcpy(&f, &q, sizeof q);                                                                       \
+        if (tl_cxx || !p || !q) { /* !q: the fallback (free) counts */                                        \
+            f ARGS;                                                                                            \
+            return;                                                                                            \
+        }                                                                                                      \
+        on_free(p);                                                                                            \
+        __attribute__((cleanup(cx_leave), unused)) cx_frame_t fr = cx_enter(CXX_DELETE);                              \
+        f ARGS;                                                                                                \
+    }
+
+#if __SIZEOF_SIZE_T__ == 8 && __SIZEOF_LONG__ == 8 /* the names above mangle size_t as unsigned long */
+CX_NEW("_Znwm", CX_NEW, fb_new, PL_HOST_MALLOC, (size_t n), (n))
+CX_NEW("_Znam", CX_NEW_A, fb_new, PL_HOST_MALLOC, (size_t n), (n))
+CX_NEW("_ZnwmRKSt9nothrow_t", CX_NEW_NT, fb_new_nt, PL_HOST_MALLOC, (size_t n, const void *nt), (n, nt))
+CX_NEW("_ZnamRKSt9nothrow_t", CX_NEW_A_NT, fb_new_nt, PL_HOST_MALLOC, (size_t n, const void *nt), (n, nt))
+CX_NEW("_ZnwmSt11align_val_t", CX_NEW_AL, fb_new_al, PL_HOST_MEMALIGN, (size_t n, size_t al), (n, al))
+CX_NEW("_ZnamSt11align_val_t", CX_NEW_A_AL, fb_new_al, PL_HOST_MEMALIGN, (size_t n, size_t al), (n, al))
+CX_NEW("_ZnwmSt11align_val_tRKSt9nothrow_t", CX_NEW_AL_NT, fb_new_al_nt, PL_HOST_MEMALIGN,
+       (size_t n, size_t al, const void *nt), (n, al, nt))
+CX_NEW("_ZnamSt11align_val_tRKSt9nothrow_t", CX_NEW_A_AL_NT, fb_new_al_nt, PL_HOST_MEMALIGN,
+       (size_t n, size_t al, const void *nt), (n, al, nt))
+CX_DEL("_ZdlPv", CX_DEL, fb_del, (void *p), (p))
+CX_DEL("_ZdaPv", CX_DEL_A, fb_del, (void *p), (p))
+CX_DEL("_ZdlPvm", CX_DEL_SZ, fb_del_x, (void *p, size_t n), (p, n))
+CX_DEL("_ZdaPvm", CX_DEL_A_SZ, fb_del_x, (void *p, size_t n), (p, n))
+CX_DEL("_ZdlPvRKSt9nothrow_t", CX_DEL_NT, fb_del_nt, (void *p, const void *nt), (p, nt))
+CX_DEL("_ZdaPvRKSt9nothrow_t", CX_DEL_A_NT, fb_del_nt, (void *p, const void *nt), (p, nt))
+CX_DEL("_ZdlPvSt11align_val_t", CX_DEL_AL, fb_del_x, (void *p, size_t al), (p, al))
+CX_DEL("_ZdaPvSt11align_val_t", CX_DEL_A_AL, fb_del_x, (void *p, size_t al), (p, al))
+CX_DEL("_ZdlPvmSt11align_val_t", CX_DEL_SZ_AL, fb_del_x2, (void *p, size_t n, size_t al), (p, n, al))
+CX_DEL("_ZdaPvmSt11align_val_t", CX_DEL_A_SZ_AL, fb_del_x2, (void *p, size_t n, size_t al), (p, n, al))
+CX_DEL("_ZdlPvSt11align_val_tRKSt9nothrow_t", CX_DEL_AL_NT, fb_del_x_nt, (void *p, size_t al, const void *nt),
+       (p, al, nt))
+CX_DEL("_ZdaPvSt11align_val_tRKSt9nothrow_t", CX_DEL_A_AL_NT, fb_del_x_nt, (void *p, size_t al, const void *nt),
+       (p, al, nt))
+#endif
 
 static void mr_apply(const mr_delta_t *d) {
     if (!d->bytes && !d->count) return;
