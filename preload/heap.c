@@ -1,5 +1,6 @@
 /* Host heap interposers: malloc, calloc, realloc, reallocarray, free, posix_memalign, aligned_alloc, memalign,
- * valloc, pvalloc, and anonymous mmap/mmap64/munmap/mremap (partial unmaps and moves kept exact).
+ * valloc, pvalloc, the C++ operators new and delete (all 20 forms; each allocation counted once, at the outermost
+ * call, see "C++ operators"), and anonymous mmap/mmap64/munmap/mremap (partial unmaps and moves kept exact).
  *
  * Exact totals: every call updates the calling thread's counter slot (owner-only plain atomic stores, no
  * locked instruction on the hot path); totals are the sum over slots. Sizes are usable sizes
@@ -25,12 +26,14 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <gnu/libc-version.h>
+#include <link.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -60,6 +63,8 @@ static struct {
 static atomic_int resolve_state; /* 0 none, 1 in progress, 2 done */
 static PL_TLS int tl_resolving;
 static PL_TLS int tl_in_alloc; /* > 0 inside a real malloc-family call made by an interposer (see the header) */
+enum { CXX_NEW = 1, CXX_DELETE = 2 };
+static PL_TLS int tl_cxx; /* inside the next C++ operator new (CXX_NEW) or delete called by ours, else 0 */
 
 /* Bracket a real allocator call: a counter, not a flag, so nested calls (a signal handler calling malloc while
  * its thread is inside malloc) restore the outer value. The signal fences only keep the compiler from moving
@@ -151,6 +156,137 @@ static inline bool ready(void) {
     return atomic_load_explicit(&resolve_state, memory_order_acquire) == 2;
 }
 
+/* ------------------------------------------------------------------ loaded objects' own definitions */
+
+/* What an object itself defines, read from its dynamic symbol table (GNU or SysV hash; no allocation, no dlerror
+ * string). dlsym cannot answer this: a non-PIE executable that takes the address of malloc carries `malloc` as an
+ * undefined symbol whose value is its canonical PLT entry, and dlsym(RTLD_DEFAULT) returns that entry (a stub that
+ * jumps through the executable's GOT to whoever serves malloc), named by dladdr as the executable. Here an
+ * undefined symbol, a hidden version or a non-function is no definition. */
+static uintptr_t dyn_ptr(const struct dl_phdr_info *o, ElfW(Addr) v) {
+    /* glibc relocates the pointers of a writable .dynamic in place; a read-only one (the vDSO's) keeps offsets */
+    return v < o->dlpi_addr ? o->dlpi_addr + v : v;
+}
+
+static uint32_t gnu_hash(const char *s) {
+    uint32_t h = 5381;
+    for (; *s; s++) h = h * 33 + (unsigned char)*s;
+    return h;
+}
+
+static uint32_t sysv_hash(const char *s) {
+    uint32_t h = 0;
+    for (; *s; s++) {
+        h = (h << 4) + (unsigned char)*s;
+        uint32_t g = h & 0xf0000000u;
+        if (g) h ^= g >> 24;
+        h &= ~g;
+    }
+    return h;
+}
+
+static void *obj_defines(const struct dl_phdr_info *o, const char *name) {
+    const ElfW(Dyn) *dyn = NULL;
+    for (int i = 0; i < o->dlpi_phnum; i++)
+        if (o->dlpi_phdr[i].p_type == PT_DYNAMIC) dyn = (const void *)(o->dlpi_addr + o->dlpi_phdr[i].p_vaddr);
+    if (!dyn) return NULL;
+    const ElfW(Sym) *sym = NULL;
+    const char *str = NULL;
+    const uint32_t *gh = NULL, *sh = NULL;
+    const uint16_t *versym = NULL;
+    for (; dyn->d_tag != DT_NULL; dyn++) {
+        uintptr_t p = dyn_ptr(o, dyn->d_un.d_ptr);
+        if (dyn->d_tag == DT_SYMTAB) sym = (const void *)p;
+        else if (dyn->d_tag == DT_STRTAB) str = (const void *)p;
+        else if (dyn->d_tag == DT_GNU_HASH) gh = (const void *)p;
+        else if (dyn->d_tag == DT_HASH) sh = (const void *)p;
+        else if (dyn->d_tag == DT_VERSYM) versym = (const void *)p;
+    }
+    if (!sym || !str || (!gh && !sh)) return NULL;
+    uint32_t hit = 0;
+    if (gh) {
+        uint32_t n_buckets = gh[0], sym_off = gh[1], n_bloom = gh[2];
+        const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(gh + 4) + n_bloom);
+        const uint32_t *chain = buckets + n_buckets, h = gnu_hash(name);
+        for (uint32_t i = n_buckets ? buckets[h % n_buckets] : 0; i >= sym_off && i; i++) {
+            uint32_t c = chain[i - sym_off];
+            if ((c | 1) == (h | 1) && !strcmp(str + sym[i].st_name, name) && !(versym && (versym[i] & 0x8000))) {
+                hit = i;
+                break;
+            }
+            if (c & 1) break;
+        }
+    } else {
+        uint32_t n_buckets = sh[0];
+        const uint32_t *buckets = sh + 2, *chain = buckets + n_buckets;
+        for (uint32_t i = n_buckets ? buckets[sysv_hash(name) % n_buckets] : 0; i; i = chain[i])
+            if (!strcmp(str + sym[i].st_name, name) && !(versym && (versym[i] & 0x8000))) {
+                hit = i;
+                break;
+            }
+    }
+    const ElfW(Sym) *s = &sym[hit];
+    if (!hit || s->st_shndx == SHN_UNDEF || !s->st_value || ELF64_ST_TYPE(s->st_info) != STT_FUNC) return NULL;
+    return (void *)(o->dlpi_addr + s->st_value);
+}
+
+static bool obj_contains(const struct dl_phdr_info *o, uintptr_t pc) {
+    for (int i = 0; i < o->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &o->dlpi_phdr[i];
+        uintptr_t lo = o->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_LOAD && pc >= lo && pc - lo < ph->p_memsz) return true;
+    }
+    return false;
+}
+
+/* The C++ allocation operators (size_t is unsigned long, `m`; align_val_t is passed as a size_t; nothrow_t const&
+ * as a pointer). Allocators (jemalloc, tcmalloc, mimalloc) define their own, which never call malloc: a program on
+ * jemalloc allocates with them unseen by malloc, while jemalloc's operator delete(void *) frees through the public
+ * free, so a counting of malloc and free alone sees the deletes and not the news. */
+enum {
+    CX_NEW, CX_NEW_A, CX_NEW_NT, CX_NEW_A_NT, CX_NEW_AL, CX_NEW_A_AL, CX_NEW_AL_NT, CX_NEW_A_AL_NT,
+    CX_DEL, CX_DEL_A, CX_DEL_SZ, CX_DEL_A_SZ, CX_DEL_NT, CX_DEL_A_NT, CX_DEL_AL, CX_DEL_A_AL,
+    CX_DEL_SZ_AL, CX_DEL_A_SZ_AL, CX_DEL_AL_NT, CX_DEL_A_AL_NT, N_CX
+};
+static const char *const cx_names[N_CX] = {
+    "_Znwm", "_Znam", "_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t", "_ZnwmSt11align_val_t",
+    "_ZnamSt11align_val_t", "_ZnwmSt11align_val_tRKSt9nothrow_t", "_ZnamSt11align_val_tRKSt9nothrow_t",
+    "_ZdlPv", "_ZdaPv", "_ZdlPvm", "_ZdaPvm", "_ZdlPvRKSt9nothrow_t", "_ZdaPvRKSt9nothrow_t",
+    "_ZdlPvSt11align_val_t", "_ZdaPvSt11align_val_t", "_ZdlPvmSt11align_val_t", "_ZdaPvmSt11align_val_t",
+    "_ZdlPvSt11align_val_tRKSt9nothrow_t", "_ZdaPvSt11align_val_tRKSt9nothrow_t"};
+static _Atomic(void *) cx_next[N_CX]; /* the definition after ours, found on first use (NULL: not yet) */
+
+/* One pass over the loaded objects in load order (the executable, the vDSO, LD_PRELOAD's objects in order, then
+ * the rest): the first object ahead of this library that defines malloc (an allocator preloaded before us: what
+ * the program calls), and for each C++ operator the first definition after us (what the program would call
+ * without us: the host allocator's when one is preloaded after us, else libstdc++'s, even one loaded RTLD_LOCAL,
+ * which dlsym(RTLD_NEXT) does not search). */
+typedef struct {
+    uintptr_t self_pc;
+    bool seen_self;
+    void *ahead_malloc;
+    void *cx[N_CX];
+} walk_t;
+
+static int walk_one(struct dl_phdr_info *o, size_t size, void *ctx) {
+    (void)size;
+    walk_t *w = ctx;
+    if (!w->seen_self) {
+        if (obj_contains(o, w->self_pc)) w->seen_self = true;
+        else if (!w->ahead_malloc) w->ahead_malloc = obj_defines(o, "malloc");
+        return 0;
+    }
+    for (int k = 0; k < N_CX; k++)
+        if (!w->cx[k]) w->cx[k] = obj_defines(o, cx_names[k]);
+    return 0;
+}
+
+static void walk_objects(walk_t *w) {
+    memset(w, 0, sizeof *w);
+    w->self_pc = (uintptr_t)&walk_objects;
+    dl_iterate_phdr(walk_one, w);
+}
+
 /* Which allocator serves malloc: the object that defines the malloc we forward to (RTLD_NEXT after us), named
  * by dladdr (no allocation). jemalloc's version comes from its mallctl("version"), read-only and allocation-free
  * once jemalloc is initialised (it is: it already served the loader's mallocs); glibc's from
@@ -163,12 +299,13 @@ void pl_heap_allocator(char *name, size_t name_n, char *version, size_t version_
     void *fn;
     memcpy(&fn, &real.malloc, sizeof fn);
     /* An allocator preloaded ahead of us (LD_PRELOAD=libjemalloc.so:libplateau_preload.so) is what the program
-     * calls, even though our RTLD_NEXT malloc is the C library's. */
-    void *first = dlsym(RTLD_DEFAULT, "malloc");
-    Dl_info di, self;
-    bool ahead = first && dladdr(first, &di) && dladdr((void *)(uintptr_t)&pl_heap_allocator, &self) &&
-                 di.dli_fbase != self.dli_fbase; /* (&malloc here would go through the GOT: compare objects) */
-    if (ahead) fn = first;
+     * calls, even though our RTLD_NEXT malloc is the C library's. Only a definition counts: not the canonical PLT
+     * entry of a non-PIE executable (see obj_defines). */
+    walk_t w;
+    walk_objects(&w);
+    bool ahead = w.ahead_malloc != NULL;
+    if (ahead) fn = w.ahead_malloc;
+    Dl_info di;
     if (!fn || !dladdr(fn, &di) || !di.dli_fname) return;
     const char *base = strrchr(di.dli_fname, '/');
     base = base ? base + 1 : di.dli_fname;
@@ -624,6 +761,7 @@ static inline void count_free(slot_t *s, size_t n) {
 }
 
 static inline void on_alloc(void *p, pl_host_kind_t kind) {
+    if (__builtin_expect(tl_cxx == CXX_NEW, 0)) return; /* the operator new we are inside counts it */
     size_t n = real.usable(p);
     count_alloc(my_slot(), n);
     tl_countdown -= (int64_t)n;
@@ -633,6 +771,7 @@ static inline void on_alloc(void *p, pl_host_kind_t kind) {
 }
 
 static inline void on_free(void *p) {
+    if (__builtin_expect(tl_cxx == CXX_DELETE, 0)) return; /* the operator delete we are inside counted it */
     count_free(my_slot(), real.usable(p));
     /* the filter alone (no shared counter read): all zero while nothing sampled is live */
     if (__builtin_expect(pf_maybe((uintptr_t)p), 0) && ps_take((uintptr_t)p) &&
@@ -739,6 +878,150 @@ PL_EXPORT void *pvalloc(size_t n) {
     if (p) on_alloc(p, PL_HOST_MEMALIGN);
     return p;
 }
+
+/* ------------------------------------------------------------------ C++ operators new and delete */
+
+/* Each operator counts once, at the outermost call, and forwards to the definition after ours (cx_next): the host
+ * allocator's (jemalloc's news never pass through malloc) or libstdc++'s (whose news call malloc and whose deletes
+ * call free). While ours is inside the next one, tl_cxx says which: the malloc-family interposers then forward
+ * without counting what the operator counts (on_alloc under CXX_NEW, on_free under CXX_DELETE), and an operator
+ * reached from another one (libstdc++'s new[] calls new, its sized delete calls delete) only forwards. Frees
+ * made by a new_handler inside new, and a delete it calls, are still counted (they are CXX_NEW's frees). An
+ * exception out of the next new (bad_alloc) unwinds through ours: the cleanup restores tl_cxx and tl_in_alloc
+ * (the preload is built with -fexceptions for this). */
+
+static void cx_resolve(void) {
+    walk_t w;
+    walk_objects(&w);
+    for (int k = 0; k < N_CX; k++)
+        if (w.cx[k]) atomic_store_explicit(&cx_next[k], w.cx[k], memory_order_relaxed);
+}
+
+static inline void *cx_fn(int k) {
+    void *f = atomic_load_explicit(&cx_next[k], memory_order_relaxed);
+    if (__builtin_expect(f != NULL, 1)) return f;
+    cx_resolve();
+    return atomic_load_explicit(&cx_next[k], memory_order_relaxed);
+}
+
+typedef struct {
+    int cxx, depth;
+} cx_frame_t;
+
+static inline cx_frame_t cx_enter(int kind) {
+    cx_frame_t f = {tl_cxx, alloc_enter()};
+    tl_cxx = kind;
+    atomic_signal_fence(memory_order_seq_cst);
+    return f;
+}
+static inline void cx_leave(cx_frame_t *f) {
+    atomic_signal_fence(memory_order_seq_cst);
+    tl_cxx = f->cxx;
+    alloc_leave(f->depth);
+}
+
+/* No operator after ours (cannot happen in a program that calls one: something defines it): the same through our
+ * malloc family, counted once like the rest. */
+static void *cx_fail(void) {
+    static const char msg[] = "plateau: operator new: out of memory and no C++ runtime found to throw; aborting\n";
+    (void)!write(2, msg, sizeof msg - 1);
+    abort();
+}
+static void *fb_new(size_t n) {
+    void *p = malloc(n ? n : 1);
+    return p ? p : cx_fail();
+}
+static void *fb_new_nt(size_t n, const void *nt) {
+    (void)nt;
+    return malloc(n ? n : 1);
+}
+static void *fb_new_al_nt(size_t n, size_t al, const void *nt) {
+    (void)nt;
+    void *p = NULL;
+    return posix_memalign(&p, al < sizeof(void *) ? sizeof(void *) : al, n ? n : 1) == 0 ? p : NULL;
+}
+static void *fb_new_al(size_t n, size_t al) {
+    void *p = fb_new_al_nt(n, al, NULL);
+    return p ? p : cx_fail();
+}
+static void fb_del(void *p) { free(p); }
+static void fb_del_x(void *p, size_t x) {
+    (void)x;
+    free(p);
+}
+static void fb_del_nt(void *p, const void *nt) {
+    (void)nt;
+    free(p);
+}
+static void fb_del_x2(void *p, size_t x, size_t y) {
+    (void)x, (void)y;
+    free(p);
+}
+static void fb_del_x_nt(void *p, size_t x, const void *nt) {
+    (void)x, (void)nt;
+    free(p);
+}
+
+/* NAME: the mangled symbol; K: its cx_names index; FB: the fallback (its type is the operator's); KIND: the
+ * record kind; PARAMS/ARGS: the parameter list and the call's arguments. */
+#define CX_NEW(NAME, K, FB, KIND, PARAMS, ARGS)                                                                 \
+    PL_EXPORT void *cx_##K PARAMS __asm__(NAME);                                                               \
+    void *cx_##K PARAMS {                                                                                      \
+        __typeof__(&FB) f = &FB;                                                                               \
+        void *q = ready() ? cx_fn(K) : NULL;                                                                   \
+        if (q) memcpy(&f, &q, sizeof q);                                                                       \
+        if (tl_cxx) return f ARGS;                                                                             \
+        void *p;                                                                                               \
+        {                                                                                                      \
+            __attribute__((cleanup(cx_leave), unused)) cx_frame_t fr = cx_enter(CXX_NEW);                             \
+            p = f ARGS;                                                                                        \
+        }                                                                                                      \
+        if (p && !is_boot(p)) on_alloc(p, KIND);                                                               \
+        return p;                                                                                              \
+    }
+
+#define CX_DEL(NAME, K, FB, PARAMS, ARGS)                                                                       \
+    PL_EXPORT void cx_##K PARAMS __asm__(NAME);                                                                \
+    void cx_##K PARAMS {                                                                                       \
+        if (is_boot(p)) return;                                                                                \
+        __typeof__(&FB) f = &FB;                                                                               \
+        void *q = ready() ? cx_fn(K) : NULL;                                                                   \
+        if (q) memcpy(&f, &q, sizeof q);                                                                       \
+        if (tl_cxx || !p || !q) { /* !q: the fallback (free) counts */                                        \
+            f ARGS;                                                                                            \
+            return;                                                                                            \
+        }                                                                                                      \
+        on_free(p);                                                                                            \
+        __attribute__((cleanup(cx_leave), unused)) cx_frame_t fr = cx_enter(CXX_DELETE);                              \
+        f ARGS;                                                                                                \
+    }
+
+#if __SIZEOF_SIZE_T__ == 8 && __SIZEOF_LONG__ == 8 /* the names above mangle size_t as unsigned long */
+CX_NEW("_Znwm", CX_NEW, fb_new, PL_HOST_MALLOC, (size_t n), (n))
+CX_NEW("_Znam", CX_NEW_A, fb_new, PL_HOST_MALLOC, (size_t n), (n))
+CX_NEW("_ZnwmRKSt9nothrow_t", CX_NEW_NT, fb_new_nt, PL_HOST_MALLOC, (size_t n, const void *nt), (n, nt))
+CX_NEW("_ZnamRKSt9nothrow_t", CX_NEW_A_NT, fb_new_nt, PL_HOST_MALLOC, (size_t n, const void *nt), (n, nt))
+CX_NEW("_ZnwmSt11align_val_t", CX_NEW_AL, fb_new_al, PL_HOST_MEMALIGN, (size_t n, size_t al), (n, al))
+CX_NEW("_ZnamSt11align_val_t", CX_NEW_A_AL, fb_new_al, PL_HOST_MEMALIGN, (size_t n, size_t al), (n, al))
+CX_NEW("_ZnwmSt11align_val_tRKSt9nothrow_t", CX_NEW_AL_NT, fb_new_al_nt, PL_HOST_MEMALIGN,
+       (size_t n, size_t al, const void *nt), (n, al, nt))
+CX_NEW("_ZnamSt11align_val_tRKSt9nothrow_t", CX_NEW_A_AL_NT, fb_new_al_nt, PL_HOST_MEMALIGN,
+       (size_t n, size_t al, const void *nt), (n, al, nt))
+CX_DEL("_ZdlPv", CX_DEL, fb_del, (void *p), (p))
+CX_DEL("_ZdaPv", CX_DEL_A, fb_del, (void *p), (p))
+CX_DEL("_ZdlPvm", CX_DEL_SZ, fb_del_x, (void *p, size_t n), (p, n))
+CX_DEL("_ZdaPvm", CX_DEL_A_SZ, fb_del_x, (void *p, size_t n), (p, n))
+CX_DEL("_ZdlPvRKSt9nothrow_t", CX_DEL_NT, fb_del_nt, (void *p, const void *nt), (p, nt))
+CX_DEL("_ZdaPvRKSt9nothrow_t", CX_DEL_A_NT, fb_del_nt, (void *p, const void *nt), (p, nt))
+CX_DEL("_ZdlPvSt11align_val_t", CX_DEL_AL, fb_del_x, (void *p, size_t al), (p, al))
+CX_DEL("_ZdaPvSt11align_val_t", CX_DEL_A_AL, fb_del_x, (void *p, size_t al), (p, al))
+CX_DEL("_ZdlPvmSt11align_val_t", CX_DEL_SZ_AL, fb_del_x2, (void *p, size_t n, size_t al), (p, n, al))
+CX_DEL("_ZdaPvmSt11align_val_t", CX_DEL_A_SZ_AL, fb_del_x2, (void *p, size_t n, size_t al), (p, n, al))
+CX_DEL("_ZdlPvSt11align_val_tRKSt9nothrow_t", CX_DEL_AL_NT, fb_del_x_nt, (void *p, size_t al, const void *nt),
+       (p, al, nt))
+CX_DEL("_ZdaPvSt11align_val_tRKSt9nothrow_t", CX_DEL_A_AL_NT, fb_del_x_nt, (void *p, size_t al, const void *nt),
+       (p, al, nt))
+#endif
 
 static void mr_apply(const mr_delta_t *d) {
     if (!d->bytes && !d->count) return;

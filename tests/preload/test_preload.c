@@ -396,6 +396,45 @@ static void test_preload_heap_growth_same_on_glibc_and_jemalloc(void **state) {
     assert_true(rel > 0.9 && rel < 1.1);
 }
 
+/* Every allocator entry a C++ program uses is counted once, whichever allocator serves it: jemalloc defines its own
+ * operators new and delete, which never call malloc, while its operator delete(void *) frees through free (counted
+ * alone, the deletes drove the live count below zero). The target is a non-PIE executable that takes the address
+ * of malloc: its canonical PLT entry is what dlsym(RTLD_DEFAULT, "malloc") returns, and it must not name the
+ * allocator after the executable. Between steps 1 and 2 the target allocates N blocks, between 2 and 3 it frees
+ * them: the counts move by exactly N and the live count and bytes come back. */
+static void test_preload_cxx_counts_exact_on_glibc_and_jemalloc(void **state) {
+    (void)state;
+    const char *je = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
+    if (access(target("heapcxx"), X_OK) != 0) skip(); /* no C++ compiler at build time */
+    enum { N_BLOCKS = 64 };
+    char *argv[] = {target("heapcxx"), NULL};
+    char lp[1100];
+    snprintf(lp, sizeof lp, "LD_PRELOAD=%s:%s", preload, je);
+    for (int k = 0; k < 2; k++) {
+        if (k && access(je, R_OK) != 0) skip();
+        const char *env[] = {"PLATEAU_SAMPLE_BYTES=0", k ? lp : NULL, NULL};
+        assert_int_equal(run(argv, env), 0);
+        extra_t x;
+        read_extra(&x);
+        assert_string_equal(x.allocator, k ? "jemalloc" : "glibc");
+        summarize_only(NULL);
+        assert_int_equal(sum.n_steps, 3);
+        const pl_rec_heap_t *a = &sum.heap_at_step[1], *b = &sum.heap_at_step[2], *c = &sum.heap_at_step[3];
+        fprintf(stderr, "heapcxx on %s: live_count %lld -> %lld -> %lld, n_alloc +%llu, n_free +%llu\n",
+                x.allocator, (long long)a->live_count, (long long)b->live_count, (long long)c->live_count,
+                (unsigned long long)(c->n_alloc - a->n_alloc), (unsigned long long)(c->n_free - a->n_free));
+        assert_true(a->live_count >= 0);
+        assert_int_equal(b->n_alloc - a->n_alloc, N_BLOCKS);
+        assert_int_equal(b->n_free - a->n_free, 0);
+        assert_int_equal(b->live_count - a->live_count, N_BLOCKS);
+        assert_true(b->live_bytes - a->live_bytes >= 8 * (100 + 200 + 300 + 4 + 400 + 500 + 64 + 192));
+        assert_int_equal(c->n_alloc - b->n_alloc, 0);
+        assert_int_equal(c->n_free - b->n_free, N_BLOCKS);
+        assert_int_equal(c->live_count, a->live_count);
+        assert_int_equal(c->live_bytes, a->live_bytes);
+    }
+}
+
 /* Steps during a storm that overflows the writer (every allocation sampled, the smallest buffers, a slow flush):
  * allocation records are lost and counted, but every step and mark record is in the trace. */
 static void test_preload_steps_survive_writer_overflow(void **state) {
@@ -683,6 +722,7 @@ int main(void) {
         cmocka_unit_test(test_preload_malformed_env_uses_defaults),
         cmocka_unit_test(test_preload_jemalloc_host_allocator),
         cmocka_unit_test(test_preload_heap_growth_same_on_glibc_and_jemalloc),
+        cmocka_unit_test(test_preload_cxx_counts_exact_on_glibc_and_jemalloc),
         cmocka_unit_test(test_preload_steps_survive_writer_overflow),
         cmocka_unit_test(test_preload_python_workers_and_subprocess),
         cmocka_unit_test(test_preload_exec_follows_with_empty_env),
