@@ -657,11 +657,17 @@ int pl_replay_run(const pl_replay_seq_t *s, const pl_alloc_config_t *cfg, uint64
 
 int pl_replay_run_path(const pl_replay_seq_t *s, const pl_alloc_config_t *cfg, uint64_t capacity_bytes,
                        pl_replay_path_t path, pl_replay_result_t *out, char *err, size_t err_len) {
-    if (err_len) err[0] = 0;
     pl_sim_options_t so;
     pl_sim_options_default(&so);
-    so.touch = false;
     if (capacity_bytes) so.capacity_bytes = (size_t)capacity_bytes;
+    return pl_replay_run_sim(s, cfg, &so, path, out, err, err_len);
+}
+
+int pl_replay_run_sim(const pl_replay_seq_t *s, const pl_alloc_config_t *cfg, const pl_sim_options_t *sim,
+                      pl_replay_path_t path, pl_replay_result_t *out, char *err, size_t err_len) {
+    if (err_len) err[0] = 0;
+    pl_sim_options_t so = *sim;
+    so.touch = false; /* address space only, private to this device: see backend_sim.c */
     pl_backend_t *be = NULL;
     pl_alloc_t *a = NULL;
     pl_replay_result_t r;

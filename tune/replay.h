@@ -8,7 +8,8 @@
  * free it at once if it now fits. Memory is bounded by opts.max_events (clear error past it).
  * Replay runs the array through pl_alloc on a sim backend with touch = false (address space only) and collects peak
  * allocated / reserved, device calls, OOMs and reserved-but-unallocated at the peak. Deterministic: same sequence,
- * same config, same capacity -> same result, whatever thread runs it.
+ * same config, same capacity -> same result, whatever thread runs it and whatever runs beside it (best fit breaks
+ * ties by address, and the sim device's addresses come from its own address space, not from host mmap).
  * Data flow: tracer reader -> pl_replay_extract -> pl_replay_run (x N configs in tune/tune.c) -> cli.
  * Thread safety: a sequence is read-only during pl_replay_run, so many runs may share one.
  */
@@ -128,6 +129,11 @@ int pl_replay_run(const pl_replay_seq_t *s, const pl_alloc_config_t *cfg, uint64
 typedef enum pl_replay_path { PL_REPLAY_PATH_FAST = 0, PL_REPLAY_PATH_LOCKED = 1 } pl_replay_path_t;
 int pl_replay_run_path(const pl_replay_seq_t *s, const pl_alloc_config_t *cfg, uint64_t capacity_bytes,
                        pl_replay_path_t path, pl_replay_result_t *out, char *err, size_t err_len);
+
+/* Same on a sim device of the given options (capacity_bytes, va_base; touch is forced false): how tests check that a
+ * replay does not depend on where the device's address space starts. */
+int pl_replay_run_sim(const pl_replay_seq_t *s, const pl_alloc_config_t *cfg, const pl_sim_options_t *so,
+                      pl_replay_path_t path, pl_replay_result_t *out, char *err, size_t err_len);
 
 /* The first field in which two results differ (its name), NULL when they are equal in every field: how the fast
  * path is checked against the reference (tests, fuzz, bench). */
