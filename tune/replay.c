@@ -15,6 +15,19 @@
 
 #define MAP_EMPTY UINT64_MAX
 
+uint64_t pl_replay_pick_capacity(const pl_replay_seq_t *s, uint64_t given, char *why, size_t why_len) {
+    if (given) {
+        snprintf(why, why_len, "--capacity");
+        return given;
+    }
+    if (s->capacity_bytes) {
+        snprintf(why, why_len, "from %s", s->capacity_from[0] ? s->capacity_from : "the recording");
+        return s->capacity_bytes;
+    }
+    snprintf(why, why_len, "default: not recorded; use --capacity");
+    return PL_REPLAY_DEFAULT_CAPACITY_BYTES;
+}
+
 const char *pl_replay_source_name(uint32_t source) {
     switch (source) {
     case PL_DEV_SRC_ALLOCATOR: return "allocator";
@@ -306,7 +319,10 @@ static int fold_reader(pl_replay_seq_t *s, pl_trace_reader_t *rd, const char *na
                 s->have_stats = true;
                 s->last_stats = rec.u.alloc_stats;
                 s->stats_event = s->n_events;
-                if (rec.u.alloc_stats.capacity_bytes) s->capacity_bytes = rec.u.alloc_stats.capacity_bytes;
+                if (rec.u.alloc_stats.capacity_bytes) {
+                    s->capacity_bytes = rec.u.alloc_stats.capacity_bytes;
+                    snprintf(s->capacity_from, sizeof s->capacity_from, "the trace's alloc_stats");
+                }
             }
             break;
         case PL_REC_RSS:
@@ -316,7 +332,10 @@ static int fold_reader(pl_replay_seq_t *s, pl_trace_reader_t *rd, const char *na
         }
         if (rc) return rc;
     }
-    if (!s->capacity_bytes) s->capacity_bytes = device_total;
+    if (!s->capacity_bytes && device_total) {
+        s->capacity_bytes = device_total;
+        snprintf(s->capacity_from, sizeof s->capacity_from, "the trace's device total memory");
+    }
     if (n < 0) {
         s->damaged = true;
         snprintf(s->error, sizeof s->error, "%s", *pl_trace_error(rd) ? pl_trace_error(rd) : name);

@@ -57,6 +57,8 @@ typedef struct pl_replay_seq {
     size_t n_other_streams_records; /* device_alloc records of other sources/allocators/devices/files, or pinned
                                        host memory (device -1): not replayed */
     uint64_t capacity_bytes;    /* recorded device capacity (last alloc_stats), 0 when unknown */
+    char capacity_from[96];     /* where capacity_bytes came from ("the trace's alloc_stats", "the snapshot: ..."), ""
+                                   when it is 0 */
     uint64_t n_map_records, n_unmap_records; /* device_map/unmap of the chosen allocator (what the run really did) */
     bool have_stats;            /* an alloc_stats record of the chosen allocator was read */
     pl_rec_alloc_stats_t last_stats; /* the last one */
@@ -138,6 +140,11 @@ int pl_replay_run_sim(const pl_replay_seq_t *s, const pl_alloc_config_t *cfg, co
 /* The first field in which two results differ (its name), NULL when they are equal in every field: how the fast
  * path is checked against the reference (tests, fuzz, bench). */
 const char *pl_replay_result_diff(const pl_replay_result_t *a, const pl_replay_result_t *b);
+
+/* The capacity a replay of s uses: given (--capacity) when not 0, else the recorded one, else
+ * PL_REPLAY_DEFAULT_CAPACITY_BYTES; why gets the reason as shown after the size: "--capacity", "from the trace's
+ * alloc_stats", "default: not recorded; use --capacity". */
+uint64_t pl_replay_pick_capacity(const pl_replay_seq_t *s, uint64_t given, char *why, size_t why_len);
 
 /* Name of a device source ("allocator", "cuda-runtime", "cuda-driver", "cupti"). */
 const char *pl_replay_source_name(uint32_t source);
