@@ -412,6 +412,15 @@ int pl_tune_render_text(const pl_tune_t *t, const pl_replay_seq_t *s, size_t max
         }
     }
     if (cut) fprintf(out, "  (--top 0 shows every row; --json has every config)\n");
+    fprintf(out, "\n  OOM: no, or OOM@N: the first request that failed at this capacity (event N of the sequence)\n"
+                 "  peak resv / peak alloc: the highest reserved (held from the device) and allocated bytes; "
+                 "resv/alloc their ratio\n"
+                 "  unalloc@peak: reserved - allocated when reserved first reached its peak (fragmentation and cache "
+                 "held then)\n"
+                 "  dev calls: segment allocations + page maps; expandable segments map one page "
+                 "(granularity, 2 MiB) at a time, so\n"
+                 "             they make more calls than plain segments for the same memory (the cost of their lower "
+                 "peak)\n");
     const pl_tune_entry_t *win = &t->entries[0];
     fprintf(out, "\nbest:\n  PLATEAU_ALLOC_CONF=%s\n  PYTORCH_CUDA_ALLOC_CONF=%s\n", win->conf, win->conf);
     if (!win->conf[0]) fprintf(out, "  (the defaults: nothing to set)\n");

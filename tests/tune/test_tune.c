@@ -130,8 +130,8 @@ static void test_tune_ranks_expandable_first(void **state) {
     free(g);
 }
 
-/* Where the capacity came from (--capacity, the recording, the default), in the text and the JSON. */
-static void test_tune_capacity_source(void **state) {
+/* Where the capacity came from (--capacity, the recording, the default) and the legend under the table. */
+static void test_tune_capacity_and_legend(void **state) {
     (void)state;
     char why[128], err[1024];
     assert_int_equal(pl_replay_pick_capacity(&frag, 1u << 30, why, sizeof why), 1u << 30);
@@ -153,6 +153,13 @@ static void test_tune_capacity_source(void **state) {
     snprintf(t.capacity_why, sizeof t.capacity_why, "%s", why);
     char *buf = render_text(&t, 0);
     assert_non_null(strstr(buf, "\ncapacity: 100.0 MiB (from the trace's alloc_stats)\n"));
+    /* the legend: after the table, before the best line */
+    const char *legend = strstr(buf, "\n  unalloc@peak: reserved - allocated when reserved first reached its peak");
+    assert_non_null(legend);
+    assert_true(legend > strstr(buf, "(defaults)"));
+    assert_true(legend < strstr(buf, "\nbest:"));
+    assert_non_null(strstr(buf, "\n  OOM: no, or OOM@N:"));
+    assert_non_null(strstr(buf, "\n  dev calls: segment allocations + page maps; expandable segments map one page"));
     free(buf);
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -272,7 +279,7 @@ int main(void) {
         cmocka_unit_test(test_tune_grid_parse),
         cmocka_unit_test(test_tune_ranks_expandable_first),
         cmocka_unit_test(test_tune_rows_grouped),
-        cmocka_unit_test(test_tune_capacity_source),
+        cmocka_unit_test(test_tune_capacity_and_legend),
         cmocka_unit_test(test_tune_deterministic),
         cmocka_unit_test(test_tune_baseline_outside_grid),
         cmocka_unit_test(test_tune_format_bytes),
