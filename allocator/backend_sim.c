@@ -4,7 +4,12 @@
  * space, map() replaces a page range of it with fresh anonymous pages (still PROT_NONE, like cuMemMap) and
  * set_access() makes them read-write; unmap() puts PROT_NONE address space back (contents are discarded, as on
  * a GPU after cuMemUnmap + cuMemRelease). With touch = false nothing is ever made accessible (address space
- * only, for fast replays of traces that never write).
+ * only, for fast replays of traces that never write) and no host mapping is made at all: addresses come from a
+ * device address space private to the backend, [va_base, 2^64), handed out first fit from the lowest address and
+ * reused after a free (granularity-aligned ranges). Best fit breaks ties between equal blocks by address, so with
+ * host mappings a replay's results depended on where mmap put its segments, which other threads' mappings change
+ * (plateau tune --jobs 2 ranked differently from run to run); in the private space the same calls get the same
+ * addresses, whatever else the process does, and the order of addresses is the order inside the simulated device.
  * Invariants: used_bytes = sum of live plain segments + live physical handles <= capacity_bytes.
  * Streams: events recorded on a held stream stay pending until the stream is released (record_stream tests);
  * stream_synchronize of a held stream returns -EDEADLK (it would never return).
@@ -48,6 +53,10 @@ typedef struct sim_backend {
     uint64_t n_maps;     /* map calls so far, guarded by mu */
     sim_stream_t *streams; /* guarded by mu */
     uint32_t n_streams, cap_streams;
+    /* touch = false: the free ranges of the private address space, sorted by address, never adjacent (merged);
+     * guarded by mu */
+    struct va_range { uint64_t lo, hi; } *va; /* [lo, hi) */
+    size_t n_va, cap_va;
 } sim_backend_t;
 
 static sim_backend_t *sim_of(pl_backend_t *b) { return (sim_backend_t *)b; }
@@ -57,6 +66,76 @@ static int reserve_space(size_t size, uintptr_t *out) {
     if (p == MAP_FAILED) return -ENOMEM;
     *out = (uintptr_t)p;
     return 0;
+}
+
+/* ---- the private address space (touch = false) ---- */
+
+static uint64_t va_span(const sim_backend_t *s, size_t size) {
+    uint64_t g = s->opt.granularity_bytes;
+    return ((uint64_t)size + g - 1) / g * g;
+}
+
+/* First fit from the lowest address; mu held. */
+static int va_take(sim_backend_t *s, size_t size, uintptr_t *out) {
+    uint64_t span = va_span(s, size);
+    if (span < size) return -ENOMEM;
+    for (size_t i = 0; i < s->n_va; i++) {
+        struct va_range *r = &s->va[i];
+        if (r->hi - r->lo < span) continue;
+        *out = (uintptr_t)r->lo;
+        r->lo += span;
+        if (r->lo == r->hi) {
+            memmove(r, r + 1, (s->n_va - i - 1) * sizeof *r);
+            s->n_va--;
+        }
+        return 0;
+    }
+    return -ENOMEM;
+}
+
+/* Give [addr, addr + span) back, merging with its neighbours; mu held. -EINVAL when it is not a taken range. */
+static int va_give(sim_backend_t *s, uintptr_t addr, size_t size) {
+    uint64_t lo = addr, hi = lo + va_span(s, size);
+    if (lo < s->opt.va_base || hi < lo) return -EINVAL;
+    size_t i = 0; /* first free range above lo */
+    while (i < s->n_va && s->va[i].lo <= lo) i++;
+    if ((i > 0 && s->va[i - 1].hi > lo) || (i < s->n_va && s->va[i].lo < hi)) return -EINVAL; /* overlaps free */
+    bool left = i > 0 && s->va[i - 1].hi == lo, right = i < s->n_va && s->va[i].lo == hi;
+    if (left && right) {
+        s->va[i - 1].hi = s->va[i].hi;
+        memmove(&s->va[i], &s->va[i + 1], (s->n_va - i - 1) * sizeof *s->va);
+        s->n_va--;
+    } else if (left) {
+        s->va[i - 1].hi = hi;
+    } else if (right) {
+        s->va[i].lo = lo;
+    } else {
+        if (s->n_va == s->cap_va) {
+            size_t cap = s->cap_va ? 2 * s->cap_va : 16;
+            struct va_range *n = realloc(s->va, cap * sizeof *n);
+            if (!n) return -ENOMEM;
+            s->va = n;
+            s->cap_va = cap;
+        }
+        memmove(&s->va[i + 1], &s->va[i], (s->n_va - i) * sizeof *s->va);
+        s->va[i] = (struct va_range){lo, hi};
+        s->n_va++;
+    }
+    return 0;
+}
+
+static int va_reserve(sim_backend_t *s, size_t size, uintptr_t *out) {
+    pthread_mutex_lock(&s->mu);
+    int rc = va_take(s, size, out);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+static int va_release(sim_backend_t *s, uintptr_t addr, size_t size) {
+    pthread_mutex_lock(&s->mu);
+    int rc = va_give(s, addr, size);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
 }
 
 /* Count one device allocation against fault injection and capacity; mu held. */
@@ -75,11 +154,14 @@ static int sim_mem_alloc(pl_backend_t *b, size_t size, uintptr_t *out) {
     int rc = charge(s, size);
     pthread_mutex_unlock(&s->mu);
     if (rc) return rc;
-    void *p;
-    if (s->opt.touch)
-        p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    else
-        p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (!s->opt.touch) {
+        pthread_mutex_lock(&s->mu);
+        rc = va_take(s, size, out);
+        if (rc) s->used_bytes -= size;
+        pthread_mutex_unlock(&s->mu);
+        return rc;
+    }
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) {
         pthread_mutex_lock(&s->mu);
         s->used_bytes -= size;
@@ -92,7 +174,7 @@ static int sim_mem_alloc(pl_backend_t *b, size_t size, uintptr_t *out) {
 
 static int sim_mem_free(pl_backend_t *b, uintptr_t addr, size_t size) {
     sim_backend_t *s = sim_of(b);
-    if (munmap((void *)addr, size)) return -EINVAL;
+    if (!s->opt.touch ? va_release(s, addr, size) != 0 : munmap((void *)addr, size) != 0) return -EINVAL;
     pthread_mutex_lock(&s->mu);
     s->used_bytes -= size;
     pthread_mutex_unlock(&s->mu);
@@ -105,12 +187,14 @@ static int sim_granularity(pl_backend_t *b, size_t *out) {
 }
 
 static int sim_addr_reserve(pl_backend_t *b, size_t size, uintptr_t *out) {
-    if (size == 0 || size % sim_of(b)->opt.granularity_bytes) return -EINVAL;
-    return reserve_space(size, out);
+    sim_backend_t *s = sim_of(b);
+    if (size == 0 || size % s->opt.granularity_bytes) return -EINVAL;
+    return s->opt.touch ? reserve_space(size, out) : va_reserve(s, size, out);
 }
 
 static int sim_addr_free(pl_backend_t *b, uintptr_t addr, size_t size) {
-    (void)b;
+    sim_backend_t *s = sim_of(b);
+    if (!s->opt.touch) return va_release(s, addr, size) ? -EINVAL : 0;
     return munmap((void *)addr, size) ? -EINVAL : 0;
 }
 
@@ -256,6 +340,7 @@ static void sim_destroy(pl_backend_t *b) {
     sim_backend_t *s = sim_of(b);
     pthread_mutex_destroy(&s->mu);
     free(s->streams);
+    free(s->va);
     free(s);
 }
 
@@ -296,11 +381,22 @@ PL_API int pl_backend_sim_create(const pl_sim_options_t *opt, pl_backend_t **out
     if (o.granularity_bytes == 0 || (o.granularity_bytes & (o.granularity_bytes - 1)) ||
         o.granularity_bytes % 4096 || o.capacity_bytes == 0)
         return -EINVAL;
+    if (!o.va_base) o.va_base = PL_SIM_VA_BASE;
+    if (o.va_base % o.granularity_bytes || o.va_base > UINT64_MAX - o.granularity_bytes) return -EINVAL;
     sim_backend_t *s = calloc(1, sizeof *s);
     if (!s) return -ENOMEM;
     s->base.ops = &sim_ops;
     s->base.device = 0;
     s->opt = o;
+    if (!o.touch) { /* one free range: the whole space above va_base (granularity-aligned) */
+        s->va = malloc(sizeof *s->va);
+        if (!s->va) {
+            free(s);
+            return -ENOMEM;
+        }
+        s->va[0] = (struct va_range){o.va_base, UINT64_MAX / o.granularity_bytes * o.granularity_bytes};
+        s->n_va = s->cap_va = 1;
+    }
     pthread_mutex_init(&s->mu, NULL);
     *out = &s->base;
     return 0;

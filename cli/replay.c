@@ -32,11 +32,12 @@ typedef struct replay_rendering {
     const pl_replay_seq_t *seq;
     const char *conf;
     const pl_replay_result_t *r;
+    const char *capacity_why;
 } replay_rendering_t;
 
 static int render_replay_json(const void *ctx, FILE *o) {
     const replay_rendering_t *g = ctx;
-    pl_replay_render_json(g->seq, g->conf, g->r, o);
+    pl_replay_render_json(g->seq, g->conf, g->r, g->capacity_why, o);
     return ferror(o) ? -ENOMEM : 0;
 }
 
@@ -119,7 +120,8 @@ int pl_cli_replay(int argc, char **argv) {
                 seq.n_skipped_files, pl_format_esc(seq.skipped));
     if (seq.damaged) fprintf(stderr, "plateau replay: warning: %s: replaying the records before the damage\n",
                                pl_format_esc(seq.error));
-    if (!capacity) capacity = seq.capacity_bytes ? seq.capacity_bytes : PL_REPLAY_DEFAULT_CAPACITY_BYTES;
+    char capacity_why[128];
+    capacity = pl_replay_pick_capacity(&seq, capacity, capacity_why, sizeof capacity_why);
     pl_replay_result_t r;
     int status = 1;
     if (pl_replay_run(&seq, &cfg, capacity, &r, err, sizeof err) != 0) {
@@ -130,11 +132,11 @@ int pl_cli_replay(int argc, char **argv) {
     pl_alloc_config_format(&cfg, canon, sizeof canon);
     status = 0;
     if (json && !strcmp(json, "-")) {
-        pl_replay_render_json(&seq, canon, &r, stdout);
+        pl_replay_render_json(&seq, canon, &r, capacity_why, stdout);
     } else {
-        pl_replay_render_text(&seq, canon, &r, stdout);
+        pl_replay_render_text(&seq, canon, &r, capacity_why, stdout);
         if (json) {
-            replay_rendering_t g = {&seq, canon, &r};
+            replay_rendering_t g = {&seq, canon, &r, capacity_why};
             int rc = pl_cli_output(json, render_replay_json, &g); /* a full disk reads ENOSPC, not EIO */
             if (rc) {
                 fprintf(stderr, "plateau replay: cannot write %s: %s\n", pl_format_esc(json), strerror(-rc));

@@ -27,7 +27,8 @@ static void usage(FILE *o) {
                "  RUN_DIR         a directory written by plateau run, or one trace file\n"
                "  SNAPSHOT        a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot pickle)\n"
                "  RMM_LOG         an RMM logging_resource_adaptor CSV log\n"
-               "  --capacity SIZE device memory for the replay (e.g. 24GiB; default: the recorded capacity, else 80GiB)\n"
+               "  --capacity SIZE device memory for the replay (e.g. 24GiB; default: the recorded capacity,\n"
+               "                  a snapshot's at its OOM, else 80GiB; the output says which)\n"
                "  --grid SPEC     settings to try: key=v1|v2|...;key=... ('default' leaves a key unset); default:\n"
                "                  " PL_TUNE_DEFAULT_GRID "\n"
                "  --json FILE     also write every result as JSON ('-' = stdout instead of the text)\n"
@@ -147,13 +148,15 @@ int pl_cli_tune(int argc, char **argv) {
     free(in);
     if (seq.damaged) fprintf(stderr, "plateau tune: warning: %s: replaying the records before the damage\n",
                                pl_format_esc(seq.error));
-    if (!capacity) capacity = seq.capacity_bytes ? seq.capacity_bytes : PL_REPLAY_DEFAULT_CAPACITY_BYTES;
+    char capacity_why[128];
+    capacity = pl_replay_pick_capacity(&seq, capacity, capacity_why, sizeof capacity_why);
     pl_tune_t t;
     int status = 1;
     if (pl_tune_run(&seq, grid, capacity, (unsigned)jobs, &t, err, sizeof err) != 0) {
         fprintf(stderr, "plateau tune: %s\n", pl_format_esc(err));
         goto out;
     }
+    snprintf(t.capacity_why, sizeof t.capacity_why, "%s", capacity_why);
     if (!json_out && pl_tune_render_text(&t, &seq, (size_t)top, stdout) != 0) goto out_t;
     status = 0;
     if (json) {

@@ -81,8 +81,8 @@ class ToyAllocator:
             self._entry('free_completed', addr, size, frames)
         self.cache.setdefault(r, []).append(addr)
 
-    def oom(self, size):
-        self._entry('oom', None, size, [], device_free=3 * MIB)
+    def oom(self, size, device_free=3 * MIB):
+        self._entry('oom', None, size, [], device_free=device_free)
 
     def snapshot_segments(self):
         out = []
@@ -259,6 +259,23 @@ def main():
     write_json(os.path.join(snap_dir, 'frag.json'), expected(fa.trace))
     with open(os.path.join(rmm_dir, 'frag.csv'), 'w', newline='') as f:
         f.write(rmm_lines(fa.trace))
+
+    # frag_oom: the same run on a device that had 2 MiB free once the five segments were reserved: the 12 MiB
+    # request failed (an oom entry with device_free). The capacity it had, reserved + device_free at the OOM, is
+    # 102 MiB: replayed there, the defaults fail on that request and expandable segments fit it.
+    fo = ToyAllocator(0)
+    blocks = [fo.alloc(4 * MIB) for _ in range(25)]
+    for i, a in enumerate(blocks):
+        if i % 5 != 2:
+            fo.free(a)
+    fo.oom(12 * MIB, device_free=2 * MIB)
+    write_pickle(os.path.join(snap_dir, 'frag_oom.pickle'),
+                 {'segments': fo.snapshot_segments(), 'device_traces': [fo.trace], 'allocator_settings': settings()},
+                 4)
+    exp = expected(fo.trace)
+    exp.update({'reserved_at_oom_bytes': sum(s[1] for s in fo.segments), 'device_free_at_oom_bytes': 2 * MIB,
+                'capacity_bytes': sum(s[1] for s in fo.segments) + 2 * MIB})
+    write_json(os.path.join(snap_dir, 'frag_oom.json'), exp)
 
     # no_history: segments only (recorded without _record_memory_history)
     write_pickle(os.path.join(snap_dir, 'no_history.pickle'),

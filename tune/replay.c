@@ -15,6 +15,19 @@
 
 #define MAP_EMPTY UINT64_MAX
 
+uint64_t pl_replay_pick_capacity(const pl_replay_seq_t *s, uint64_t given, char *why, size_t why_len) {
+    if (given) {
+        snprintf(why, why_len, "--capacity");
+        return given;
+    }
+    if (s->capacity_bytes) {
+        snprintf(why, why_len, "from %s", s->capacity_from[0] ? s->capacity_from : "the recording");
+        return s->capacity_bytes;
+    }
+    snprintf(why, why_len, "default: not recorded; use --capacity");
+    return PL_REPLAY_DEFAULT_CAPACITY_BYTES;
+}
+
 const char *pl_replay_source_name(uint32_t source) {
     switch (source) {
     case PL_DEV_SRC_ALLOCATOR: return "allocator";
@@ -306,7 +319,10 @@ static int fold_reader(pl_replay_seq_t *s, pl_trace_reader_t *rd, const char *na
                 s->have_stats = true;
                 s->last_stats = rec.u.alloc_stats;
                 s->stats_event = s->n_events;
-                if (rec.u.alloc_stats.capacity_bytes) s->capacity_bytes = rec.u.alloc_stats.capacity_bytes;
+                if (rec.u.alloc_stats.capacity_bytes) {
+                    s->capacity_bytes = rec.u.alloc_stats.capacity_bytes;
+                    snprintf(s->capacity_from, sizeof s->capacity_from, "the trace's alloc_stats");
+                }
             }
             break;
         case PL_REC_RSS:
@@ -316,7 +332,10 @@ static int fold_reader(pl_replay_seq_t *s, pl_trace_reader_t *rd, const char *na
         }
         if (rc) return rc;
     }
-    if (!s->capacity_bytes) s->capacity_bytes = device_total;
+    if (!s->capacity_bytes && device_total) {
+        s->capacity_bytes = device_total;
+        snprintf(s->capacity_from, sizeof s->capacity_from, "the trace's device total memory");
+    }
     if (n < 0) {
         s->damaged = true;
         snprintf(s->error, sizeof s->error, "%s", *pl_trace_error(rd) ? pl_trace_error(rd) : name);
@@ -657,11 +676,17 @@ int pl_replay_run(const pl_replay_seq_t *s, const pl_alloc_config_t *cfg, uint64
 
 int pl_replay_run_path(const pl_replay_seq_t *s, const pl_alloc_config_t *cfg, uint64_t capacity_bytes,
                        pl_replay_path_t path, pl_replay_result_t *out, char *err, size_t err_len) {
-    if (err_len) err[0] = 0;
     pl_sim_options_t so;
     pl_sim_options_default(&so);
-    so.touch = false;
     if (capacity_bytes) so.capacity_bytes = (size_t)capacity_bytes;
+    return pl_replay_run_sim(s, cfg, &so, path, out, err, err_len);
+}
+
+int pl_replay_run_sim(const pl_replay_seq_t *s, const pl_alloc_config_t *cfg, const pl_sim_options_t *sim,
+                      pl_replay_path_t path, pl_replay_result_t *out, char *err, size_t err_len) {
+    if (err_len) err[0] = 0;
+    pl_sim_options_t so = *sim;
+    so.touch = false; /* address space only, private to this device: see backend_sim.c */
     pl_backend_t *be = NULL;
     pl_alloc_t *a = NULL;
     pl_replay_result_t r;

@@ -8,7 +8,8 @@
  * free it at once if it now fits. Memory is bounded by opts.max_events (clear error past it).
  * Replay runs the array through pl_alloc on a sim backend with touch = false (address space only) and collects peak
  * allocated / reserved, device calls, OOMs and reserved-but-unallocated at the peak. Deterministic: same sequence,
- * same config, same capacity -> same result, whatever thread runs it.
+ * same config, same capacity -> same result, whatever thread runs it and whatever runs beside it (best fit breaks
+ * ties by address, and the sim device's addresses come from its own address space, not from host mmap).
  * Data flow: tracer reader -> pl_replay_extract -> pl_replay_run (x N configs in tune/tune.c) -> cli.
  * Thread safety: a sequence is read-only during pl_replay_run, so many runs may share one.
  */
@@ -56,6 +57,8 @@ typedef struct pl_replay_seq {
     size_t n_other_streams_records; /* device_alloc records of other sources/allocators/devices/files, or pinned
                                        host memory (device -1): not replayed */
     uint64_t capacity_bytes;    /* recorded device capacity (last alloc_stats), 0 when unknown */
+    char capacity_from[96];     /* where capacity_bytes came from ("the trace's alloc_stats", "the snapshot: ..."), ""
+                                   when it is 0 */
     uint64_t n_map_records, n_unmap_records; /* device_map/unmap of the chosen allocator (what the run really did) */
     bool have_stats;            /* an alloc_stats record of the chosen allocator was read */
     pl_rec_alloc_stats_t last_stats; /* the last one */
@@ -129,9 +132,19 @@ typedef enum pl_replay_path { PL_REPLAY_PATH_FAST = 0, PL_REPLAY_PATH_LOCKED = 1
 int pl_replay_run_path(const pl_replay_seq_t *s, const pl_alloc_config_t *cfg, uint64_t capacity_bytes,
                        pl_replay_path_t path, pl_replay_result_t *out, char *err, size_t err_len);
 
+/* Same on a sim device of the given options (capacity_bytes, va_base; touch is forced false): how tests check that a
+ * replay does not depend on where the device's address space starts. */
+int pl_replay_run_sim(const pl_replay_seq_t *s, const pl_alloc_config_t *cfg, const pl_sim_options_t *so,
+                      pl_replay_path_t path, pl_replay_result_t *out, char *err, size_t err_len);
+
 /* The first field in which two results differ (its name), NULL when they are equal in every field: how the fast
  * path is checked against the reference (tests, fuzz, bench). */
 const char *pl_replay_result_diff(const pl_replay_result_t *a, const pl_replay_result_t *b);
+
+/* The capacity a replay of s uses: given (--capacity) when not 0, else the recorded one, else
+ * PL_REPLAY_DEFAULT_CAPACITY_BYTES; why gets the reason as shown after the size: "--capacity", "from the trace's
+ * alloc_stats", "default: not recorded; use --capacity". */
+uint64_t pl_replay_pick_capacity(const pl_replay_seq_t *s, uint64_t given, char *why, size_t why_len);
 
 /* Name of a device source ("allocator", "cuda-runtime", "cuda-driver", "cupti"). */
 const char *pl_replay_source_name(uint32_t source);

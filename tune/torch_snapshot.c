@@ -20,7 +20,7 @@
 typedef enum { ACT_OTHER, ACT_ALLOC, ACT_FREE_REQ, ACT_FREE_DONE, ACT_FREE_LEGACY, ACT_OOM, ACT_SEG_ALLOC,
                ACT_SEG_FREE, ACT_SEG_MAP, ACT_SEG_UNMAP, ACT_SNAPSHOT } action_t;
 
-enum { KEY_OTHER, KEY_ACTION, KEY_ADDR, KEY_SIZE, KEY_STREAM };
+enum { KEY_OTHER, KEY_ACTION, KEY_ADDR, KEY_SIZE, KEY_STREAM, KEY_DEVICE_FREE };
 
 typedef struct reader {
     const pl_pickle_doc_t *doc;
@@ -61,8 +61,9 @@ static int charge(reader_t *r, size_t n) {
 
 typedef struct entry {
     action_t action;
-    bool have_addr, have_size;
+    bool have_addr, have_size, have_device_free;
     int64_t addr, size, stream;
+    int64_t device_free; /* oom: free device bytes (cudaMemGetInfo) when the request failed */
 } entry_t;
 
 /* Kind of a key (KEY_*), through a small cache of the key values seen. */
@@ -74,6 +75,7 @@ static int key_kind(reader_t *r, pl_pickle_ref_t k) {
                : pl_pickle_str_eq(d, k, "addr") ? KEY_ADDR
                : pl_pickle_str_eq(d, k, "size") ? KEY_SIZE
                : pl_pickle_str_eq(d, k, "stream") ? KEY_STREAM
+               : pl_pickle_str_eq(d, k, "device_free") ? KEY_DEVICE_FREE
                                                   : KEY_OTHER;
     memmove(r->key_ref + 1, r->key_ref, 7 * sizeof r->key_ref[0]);
     memmove(r->key_kind + 1, r->key_kind, 7);
@@ -120,6 +122,9 @@ static int read_entry(reader_t *r, pl_pickle_ref_t e, size_t idx, entry_t *out) 
                             pl_pickle_type_name(pl_pickle_type(d, v)));
             have_action = true;
             x.action = action_kind(r, v);
+        } else if (kind == KEY_DEVICE_FREE) { /* only a reference number: a value that is not an int is ignored */
+            int64_t iv;
+            if (pl_pickle_int(d, v, &iv) == 0 && iv >= 0) x.device_free = iv, x.have_device_free = true;
         } else if (kind != KEY_OTHER) {
             static const char *names[] = {"", "action", "addr", "size", "stream"};
             int64_t iv;
@@ -318,6 +323,8 @@ int pl_torch_snapshot_read(const void *data, size_t len, const char *name, const
     in.frees_from_requested = in.n_free_completed == 0;
     /* pass 2: the sequence, and the recorded reserved bytes relative to the trace's start */
     int64_t resv = 0, resv_max = 0;
+    bool have_oom_free = false;  /* the first oom with device_free: */
+    int64_t oom_resv = 0, oom_free = 0; /* reserved then (relative to the start) and the free device bytes */
     for (size_t i = 0; i < n; i++) {
         entry_t e;
         if ((rc = read_entry(&r, pl_pickle_item(&doc, trace, i), i, &e))) goto out;
@@ -327,8 +334,14 @@ int pl_torch_snapshot_read(const void *data, size_t len, const char *name, const
             rc = pl_replay_seq_alloc(s, (uint64_t)e.addr, (uint64_t)e.size, (uint64_t)e.stream);
         else if (is_free)
             rc = pl_replay_seq_free_addr(s, (uint64_t)e.addr);
-        else if (e.action == ACT_OOM)
+        else if (e.action == ACT_OOM) {
             rc = pl_replay_seq_probe(s, (uint64_t)e.size, (uint64_t)e.stream);
+            if (e.have_device_free && !have_oom_free) {
+                have_oom_free = true;
+                oom_resv = resv;
+                oom_free = e.device_free;
+            }
+        }
         else if ((e.action == ACT_SEG_ALLOC || e.action == ACT_SEG_MAP) && __builtin_add_overflow(resv, e.size, &resv))
             resv = INT64_MAX; /* saturate: only a reference number */
         else if ((e.action == ACT_SEG_FREE || e.action == ACT_SEG_UNMAP) && __builtin_sub_overflow(resv, e.size, &resv))
@@ -354,6 +367,19 @@ int pl_torch_snapshot_read(const void *data, size_t len, const char *name, const
         !__builtin_add_overflow(start, resv_max, &peak)) {
         in.have_reserved_peak = true;
         in.reserved_peak_bytes = (uint64_t)peak;
+        /* The device's capacity for this allocator, as the recorded run saw it at its first OOM: what it had
+         * reserved then plus what the device still had free (cudaMemGetInfo; memory of other processes and the
+         * CUDA context is in neither). The replay at this capacity fails where the run failed. */
+        int64_t at, cap;
+        if (have_oom_free && !__builtin_add_overflow(start, oom_resv, &at) && at >= 0 &&
+            !__builtin_add_overflow(at, oom_free, &cap) && cap > 0) {
+            in.have_oom_capacity = true;
+            in.oom_reserved_bytes = (uint64_t)at;
+            in.oom_device_free_bytes = (uint64_t)oom_free;
+            s->capacity_bytes = (uint64_t)cap;
+            snprintf(s->capacity_from, sizeof s->capacity_from,
+                     "the snapshot: reserved + free device memory at its first OOM");
+        }
     }
     pl_pickle_ref_t st = pl_pickle_dict_get(&doc, root, "allocator_settings");
     if (pl_pickle_type(&doc, st) == PL_PICKLE_DICT) read_settings(&r, st, &in);
@@ -402,6 +428,17 @@ void pl_torch_snapshot_summary(const pl_torch_snapshot_info_t *in, const pl_repl
             ADD("; peak reserved over the trace %s", c);
         }
         ADD("\n");
+    }
+    if (in->have_oom_capacity) {
+        pl_tune_format_bytes((double)in->oom_reserved_bytes, a, sizeof a);
+        pl_tune_format_bytes((double)in->oom_device_free_bytes, b, sizeof b);
+        pl_tune_format_bytes((double)(in->oom_reserved_bytes + in->oom_device_free_bytes), c, sizeof c);
+        ADD("recorded: at the first OOM %s reserved and %s free on the device: capacity %s\n", a, b, c);
+    } else if (in->n_oom) {
+        ADD("note: the trace has an OOM but the capacity cannot be derived (%s): use --capacity\n",
+            !in->have_segments ? "no 'segments' to anchor the reserved bytes" :
+            !in->have_reserved_peak ? "the segments do not match the trace's segment events" :
+                                      "the oom entries carry no 'device_free'");
     }
     if (in->alloc_conf[0]) ADD("recorded with: PYTORCH_CUDA_ALLOC_CONF=%s\n", in->alloc_conf);
     if (s && s->n_unmatched_frees)

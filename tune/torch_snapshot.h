@@ -7,7 +7,10 @@
  * holds no free_completed at all (older PyTorch); oom -> PROBE (size, stream). segment_alloc/free/map/unmap are
  * the device calls the recorded run made: counted as reference numbers (map/unmap also into seq->n_map_records /
  * n_unmap_records, as a plateau trace does), with their bytes giving the recorded reserved memory over the trace.
- * snapshot['segments'] gives the reserved and allocated bytes at the moment of the snapshot, and
+ * snapshot['segments'] gives the reserved and allocated bytes at the moment of the snapshot (so, with the trace's
+ * segment events, reserved at any entry), and an 'oom' entry's 'device_free' the device's free bytes when it failed:
+ * reserved + device_free at the first OOM is the capacity the run had (s->capacity_bytes; none is recorded otherwise),
+ * and
  * snapshot['allocator_settings']['PYTORCH_CUDA_ALLOC_CONF'] the recorded config. Everything else (frames,
  * user_metadata, compile contexts, external annotations) is ignored, whatever its type.
  * The trace is a ring buffer (_record_memory_history(max_entries=N)): when it wrapped, its first entries are frees of
@@ -43,6 +46,9 @@ typedef struct pl_torch_snapshot_info {
     uint64_t reserved_bytes, allocated_bytes;
     bool have_reserved_peak;    /* reserved at the trace's start could be derived (segments minus trace deltas) */
     uint64_t reserved_peak_bytes; /* recorded peak reserved over the trace (segment events, anchored at the end) */
+    bool have_oom_capacity;     /* an 'oom' entry has 'device_free' and reserved is anchored (have_reserved_peak):
+                                   s->capacity_bytes = oom_reserved_bytes + oom_device_free_bytes (the first such oom) */
+    uint64_t oom_reserved_bytes, oom_device_free_bytes;
     char alloc_conf[256];       /* allocator_settings['PYTORCH_CUDA_ALLOC_CONF'], "" when absent */
     bool have_expandable;       /* allocator_settings['expandable_segments'] present */
     bool expandable;

@@ -357,6 +357,7 @@ int pl_tune_render_text(const pl_tune_t *t, const pl_replay_seq_t *s, size_t max
             "%zu configs at capacity %s on %u threads\n",
             pl_format_esc(s->file), pl_replay_source_name(s->source), s->n_events, s->n_allocs, s->n_frees, s->n_probes,
             t->n_entries, cap, t->n_threads);
+    if (t->capacity_why[0]) fprintf(out, "capacity: %s (%s)\n", cap, t->capacity_why);
     if (s->damaged)
         fprintf(out, "warning: the trace is cut short (%s): replaying what was recorded before\n", pl_format_esc(s->error));
     if (s->n_skipped_files)
@@ -411,6 +412,15 @@ int pl_tune_render_text(const pl_tune_t *t, const pl_replay_seq_t *s, size_t max
         }
     }
     if (cut) fprintf(out, "  (--top 0 shows every row; --json has every config)\n");
+    fprintf(out, "\n  OOM: no, or OOM@N: the first request that failed at this capacity (event N of the sequence)\n"
+                 "  peak resv / peak alloc: the highest reserved (held from the device) and allocated bytes; "
+                 "resv/alloc their ratio\n"
+                 "  unalloc@peak: reserved - allocated when reserved first reached its peak (fragmentation and cache "
+                 "held then)\n"
+                 "  dev calls: segment allocations + page maps; expandable segments map one page "
+                 "(granularity, 2 MiB) at a time, so\n"
+                 "             they make more calls than plain segments for the same memory (the cost of their lower "
+                 "peak)\n");
     const pl_tune_entry_t *win = &t->entries[0];
     fprintf(out, "\nbest:\n  PLATEAU_ALLOC_CONF=%s\n  PYTORCH_CUDA_ALLOC_CONF=%s\n", win->conf, win->conf);
     if (!win->conf[0]) fprintf(out, "  (the defaults: nothing to set)\n");
@@ -455,7 +465,9 @@ int pl_tune_render_json(const pl_tune_t *t, const pl_replay_seq_t *s, FILE *out)
     pl_tune_explain(t, expl, sizeof expl);
     fprintf(out, "{\"input\":");
     json_seq(out, s);
-    fprintf(out, ",\"capacity_bytes\":%llu,\"best\":{\"PLATEAU_ALLOC_CONF\":", (unsigned long long)t->capacity_bytes);
+    fprintf(out, ",\"capacity_bytes\":%llu,\"capacity_source\":", (unsigned long long)t->capacity_bytes);
+    pl_format_json_str(out, t->capacity_why);
+    fprintf(out, ",\"best\":{\"PLATEAU_ALLOC_CONF\":");
     pl_format_json_str(out, t->entries[0].conf);
     fprintf(out, ",\"PYTORCH_CUDA_ALLOC_CONF\":");
     pl_format_json_str(out, t->entries[0].conf);
@@ -475,7 +487,8 @@ int pl_tune_render_json(const pl_tune_t *t, const pl_replay_seq_t *s, FILE *out)
     return ferror(out) ? -EIO : 0;
 }
 
-void pl_replay_render_text(const pl_replay_seq_t *s, const char *conf, const pl_replay_result_t *r, FILE *out) {
+void pl_replay_render_text(const pl_replay_seq_t *s, const char *conf, const pl_replay_result_t *r,
+                           const char *capacity_why, FILE *out) {
     char b[32];
     fprintf(out, "input: %s\nsource: %s (allocator %u, device %d)\n", s->file, pl_replay_source_name(s->source),
             s->allocator_id, s->device);
@@ -485,6 +498,7 @@ void pl_replay_render_text(const pl_replay_seq_t *s, const char *conf, const pl_
     fprintf(out, "conf: %s\n", conf && conf[0] ? conf : "(defaults)");
     pl_tune_format_bytes((double)r->capacity_bytes, b, sizeof b);
     fprintf(out, "capacity_bytes: %llu (%s)\n", (unsigned long long)r->capacity_bytes, b);
+    if (capacity_why && capacity_why[0]) fprintf(out, "capacity_source: %s\n", capacity_why);
 #define BYTES(name, v) do { pl_tune_format_bytes((double)(v), b, sizeof b); \
         fprintf(out, "%s: %lld (%s)\n", name, (long long)(v), b); } while (0)
     BYTES("peak_allocated_bytes", r->peak_allocated_bytes);
@@ -521,9 +535,12 @@ void pl_replay_render_text(const pl_replay_seq_t *s, const char *conf, const pl_
     }
 }
 
-void pl_replay_render_json(const pl_replay_seq_t *s, const char *conf, const pl_replay_result_t *r, FILE *out) {
+void pl_replay_render_json(const pl_replay_seq_t *s, const char *conf, const pl_replay_result_t *r,
+                           const char *capacity_why, FILE *out) {
     fprintf(out, "{\"input\":");
     json_seq(out, s);
+    fprintf(out, ",\"capacity_source\":");
+    pl_format_json_str(out, capacity_why ? capacity_why : "");
     fprintf(out, ",\"conf\":");
     pl_format_json_str(out, conf ? conf : "");
     fprintf(out, ",\"result\":");

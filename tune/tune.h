@@ -46,6 +46,8 @@ typedef struct pl_tune {
     size_t n_entries;
     pl_tune_entry_t baseline;   /* all defaults (also in entries when the grid has it) */
     uint64_t capacity_bytes;
+    char capacity_why[128];     /* where the capacity came from (pl_replay_pick_capacity; set by the caller, "" = not
+                                   said) */
     unsigned n_threads;
 } pl_tune_t;
 
@@ -75,6 +77,9 @@ int pl_tune_render_json(const pl_tune_t *t, const pl_replay_seq_t *s, FILE *out)
 
 /* Human size: "3.1 GiB", "512 B". */
 void pl_tune_format_bytes(double bytes, char *buf, size_t buf_len);
-/* Full stats of one replay as `name: value` lines (plateau replay). */
-void pl_replay_render_text(const pl_replay_seq_t *s, const char *conf, const pl_replay_result_t *r, FILE *out);
-void pl_replay_render_json(const pl_replay_seq_t *s, const char *conf, const pl_replay_result_t *r, FILE *out);
+/* Full stats of one replay as `name: value` lines (plateau replay); capacity_why: where the capacity came from
+ * (pl_replay_pick_capacity), NULL = not said. */
+void pl_replay_render_text(const pl_replay_seq_t *s, const char *conf, const pl_replay_result_t *r,
+                           const char *capacity_why, FILE *out);
+void pl_replay_render_json(const pl_replay_seq_t *s, const char *conf, const pl_replay_result_t *r,
+                           const char *capacity_why, FILE *out);

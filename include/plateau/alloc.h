@@ -82,7 +82,14 @@ typedef struct pl_sim_options {
     uint64_t fail_map_at;      /* 0 = never; else the Nth physical map fails */
     bool touch;                /* back allocations with real host memory (mmap) so bytes can be written;
                                   default true. false = address space only (fast replay, no writes allowed) */
+    uint64_t va_base;          /* touch = false: where the backend's own device address space starts (0 =
+                                  PL_SIM_VA_BASE). Addresses are handed out lowest first and reused after a free,
+                                  from a space private to the backend: they never depend on the process's other
+                                  mappings or threads, and a sequence of calls gets the same addresses every time.
+                                  touch = true uses the addresses of real host mappings (mmap) instead. */
 } pl_sim_options_t;
+
+#define PL_SIM_VA_BASE ((uint64_t)0x7f0000000000) /* default va_base (looks like a CUDA device address) */
 
 /* Defaults for the sim backend. */
 PL_API void pl_sim_options_default(pl_sim_options_t *opt);

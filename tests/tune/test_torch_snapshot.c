@@ -169,6 +169,67 @@ static void test_torch_snapshot_frag_tune(void **state) {
     free(json);
 }
 
+/* A snapshot that recorded an OOM: the capacity the run had is reserved + device_free at that OOM (102 MiB for
+ * frag_oom), used by default and named; replayed there the defaults fail on the request that failed when
+ * recorded and expandable segments fit it. Without segments to anchor reserved, nothing is derived. */
+static void test_torch_snapshot_oom_capacity(void **state) {
+    (void)state;
+    char *json = slurp("frag_oom.json", NULL);
+    pl_replay_seq_t s;
+    pl_torch_snapshot_info_t in;
+    load("frag_oom.pickle", -1, &s, &in);
+    check_against(&s, json, NULL);
+    assert_true(in.have_oom_capacity);
+    assert_int_equal(in.oom_reserved_bytes, json_int(json, NULL, "reserved_at_oom_bytes"));
+    assert_int_equal(in.oom_device_free_bytes, json_int(json, NULL, "device_free_at_oom_bytes"));
+    assert_int_equal(s.capacity_bytes, json_int(json, NULL, "capacity_bytes"));
+    char why[128], sum[2048], err[512];
+    uint64_t cap = pl_replay_pick_capacity(&s, 0, why, sizeof why);
+    assert_int_equal(cap, 102u << 20);
+    assert_string_equal(why, "from the snapshot: reserved + free device memory at its first OOM");
+    pl_torch_snapshot_summary(&in, &s, sum, sizeof sum);
+    assert_non_null(
+        strstr(sum, "at the first OOM 100.0 MiB reserved and 2.00 MiB free on the device: capacity 102.0 MiB"));
+    pl_tune_grid_t *g = malloc(sizeof *g);
+    assert_int_equal(pl_tune_grid_parse("expandable_segments=False|True", g, err, sizeof err), 0);
+    pl_tune_t t;
+    assert_int_equal(pl_tune_run(&s, g, cap, 2, &t, err, sizeof err), 0);
+    assert_int_equal(t.capacity_bytes, 102u << 20);
+    assert_int_equal(t.baseline.res.first_oom_event, 45); /* the recorded OOM, the last event */
+    assert_int_equal(t.baseline.res.first_oom_bytes, 12u << 20);
+    assert_string_equal(t.entries[0].conf, "expandable_segments:True");
+    assert_int_equal(t.entries[0].res.n_ooms, 0);
+    pl_tune_free(&t);
+    free(g);
+    pl_replay_seq_free(&s);
+    free(json);
+
+    /* basic: an oom with device_free and segments: capacity = reserved at that oom + 3 MiB */
+    load("basic.pickle", -1, &s, &in);
+    assert_true(in.have_oom_capacity);
+    assert_int_equal(in.oom_device_free_bytes, 3u << 20);
+    assert_true(in.oom_reserved_bytes > 0 && in.oom_reserved_bytes <= in.reserved_peak_bytes);
+    assert_int_equal(s.capacity_bytes, in.oom_reserved_bytes + (3u << 20));
+    pl_replay_seq_free(&s);
+    /* requested_only: an oom, but no segments: not recorded, the default and a hint */
+    load("requested_only.pickle", -1, &s, &in);
+    assert_int_equal(in.n_oom, 1);
+    assert_false(in.have_oom_capacity);
+    assert_int_equal(s.capacity_bytes, 0);
+    assert_int_equal(pl_replay_pick_capacity(&s, 0, why, sizeof why), PL_REPLAY_DEFAULT_CAPACITY_BYTES);
+    assert_string_equal(why, "default: not recorded; use --capacity");
+    pl_torch_snapshot_summary(&in, &s, sum, sizeof sum);
+    assert_non_null(strstr(sum, "the capacity cannot be derived (no 'segments' to anchor the reserved bytes)"));
+    pl_replay_seq_free(&s);
+    /* frag: no oom, nothing derived, no note */
+    load("frag.pickle", -1, &s, &in);
+    assert_false(in.have_oom_capacity);
+    assert_int_equal(s.capacity_bytes, 0);
+    pl_torch_snapshot_summary(&in, &s, sum, sizeof sum);
+    assert_null(strstr(sum, "capacity"));
+    pl_replay_seq_free(&s);
+}
+
 static int read_err(const char *name, const void *b, size_t len, int device, char *err, size_t err_len) {
     pl_replay_seq_t s;
     pl_torch_snapshot_info_t in;
@@ -316,6 +377,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_torch_snapshot_requested_only), cmocka_unit_test(test_torch_snapshot_frag_tune),
         cmocka_unit_test(test_torch_snapshot_errors),         cmocka_unit_test(test_torch_snapshot_sharing_bounded),
         cmocka_unit_test(test_torch_snapshot_truncated),      cmocka_unit_test(test_replay_input_sniff),
+        cmocka_unit_test(test_torch_snapshot_oom_capacity),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -130,6 +130,47 @@ static void test_tune_ranks_expandable_first(void **state) {
     free(g);
 }
 
+/* Where the capacity came from (--capacity, the recording, the default) and the legend under the table. */
+static void test_tune_capacity_and_legend(void **state) {
+    (void)state;
+    char why[128], err[1024];
+    assert_int_equal(pl_replay_pick_capacity(&frag, 1u << 30, why, sizeof why), 1u << 30);
+    assert_string_equal(why, "--capacity");
+    assert_int_equal(pl_replay_pick_capacity(&frag, 0, why, sizeof why), RS_FRAG_CAPACITY);
+    assert_string_equal(why, "from the trace's alloc_stats");
+    pl_replay_seq_t none;
+    pl_replay_seq_init(&none, 0);
+    assert_int_equal(pl_replay_pick_capacity(&none, 0, why, sizeof why), PL_REPLAY_DEFAULT_CAPACITY_BYTES);
+    assert_string_equal(why, "default: not recorded; use --capacity");
+    pl_replay_seq_free(&none);
+
+    pl_tune_grid_t *g = malloc(sizeof *g);
+    assert_non_null(g);
+    assert_int_equal(pl_tune_grid_parse("expandable_segments=False|True", g, err, sizeof err), 0);
+    pl_tune_t t;
+    uint64_t cap = pl_replay_pick_capacity(&frag, 0, why, sizeof why);
+    assert_int_equal(pl_tune_run(&frag, g, cap, 1, &t, err, sizeof err), 0);
+    snprintf(t.capacity_why, sizeof t.capacity_why, "%s", why);
+    char *buf = render_text(&t, 0);
+    assert_non_null(strstr(buf, "\ncapacity: 100.0 MiB (from the trace's alloc_stats)\n"));
+    /* the legend: after the table, before the best line */
+    const char *legend = strstr(buf, "\n  unalloc@peak: reserved - allocated when reserved first reached its peak");
+    assert_non_null(legend);
+    assert_true(legend > strstr(buf, "(defaults)"));
+    assert_true(legend < strstr(buf, "\nbest:"));
+    assert_non_null(strstr(buf, "\n  OOM: no, or OOM@N:"));
+    assert_non_null(strstr(buf, "\n  dev calls: segment allocations + page maps; expandable segments map one page"));
+    free(buf);
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(pl_tune_render_json(&t, &frag, f), 0);
+    fclose(f);
+    assert_non_null(strstr(buf, "\"capacity_bytes\":104857600,\"capacity_source\":\"from the trace's alloc_stats\","));
+    free(buf);
+    pl_tune_free(&t);
+    free(g);
+}
+
 /* A group of identical results names the defaults first when they are in it but not its first row. */
 static void test_tune_rows_grouped(void **state) {
     (void)state;
@@ -238,6 +279,7 @@ int main(void) {
         cmocka_unit_test(test_tune_grid_parse),
         cmocka_unit_test(test_tune_ranks_expandable_first),
         cmocka_unit_test(test_tune_rows_grouped),
+        cmocka_unit_test(test_tune_capacity_and_legend),
         cmocka_unit_test(test_tune_deterministic),
         cmocka_unit_test(test_tune_baseline_outside_grid),
         cmocka_unit_test(test_tune_format_bytes),
