@@ -1,11 +1,15 @@
 /* plateau run: run a command under the tracer.
  *   plateau run [-o DIR] [--sample-bytes N] [--interval-ms N] [--steps-signal]
- *               [--host-allocator glibc|jemalloc] -- CMD ARGS...
+ *               [--host-allocator glibc|jemalloc] [--live|--no-live] [--fail-on-leak] [--stop-on-leak]
+ *               [--run-steps N] -- CMD ARGS...
  * Wiring only: finds libplateau_preload.so (PLATEAU_PRELOAD, else next to this executable in a build tree,
  * else the install libdir), makes the run directory, sets LD_PRELOAD and PLATEAU_* (docs/env.md), runs CMD,
  * forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGUSR2 sent to plateau (signals from the terminal already reach
  * CMD, which shares our process group), returns CMD's exit status (128 + signal if it was killed), and
- * prints where the traces are and the report summary (`plateau report DIR`, unless --no-report). */
+ * prints where the traces are and the report summary (`plateau report DIR`, unless --no-report).
+ * The live status line and --stop-on-leak run in a separate watcher process (fork, nice 10) that only reads the
+ * trace files (cli/watch.c, docs/live.md): the traced program is never slowed or blocked by it.
+ * --fail-on-leak: exit PL_EXIT_LEAK (3) when the report's run verdict is a leak, whatever CMD returned (docs/ci.md). */
 #include "config.h"
 
 #include <errno.h>
@@ -42,22 +46,46 @@ static void write_status(const char *dir, pid_t pid, int status) {
 
 static volatile sig_atomic_t child_pid;
 
-/* Print the report summary of the run directory. Runs in a child process so that a failing report can
- * never change `plateau run`'s exit status (which is the command's). */
-static void print_report(const char *dir) {
-    if (!pl_cli_report) return;
+/* Print the report summary of the run directory (only judge it when !show). Runs in a child process so that a
+ * failing report can never change `plateau run`'s exit status (the command's, or PL_EXIT_LEAK with --fail-on-leak).
+ * Returns true when the report ran with fail_on_leak and found the run verdict to be a leak. */
+static bool print_report(const char *dir, bool show, bool fail_on_leak) {
+    if (!pl_cli_report) return false;
     fflush(NULL);
     pid_t pid = fork();
-    if (pid < 0) return;
+    if (pid < 0) return false;
     if (pid == 0) {
-        char *argv[] = {"report", (char *)(uintptr_t)dir, NULL};
-        int rc = pl_cli_report(2, argv);
+        if (!show && !freopen("/dev/null", "w", stdout)) _exit(1);
+        char *argv[] = {"report", (char *)(uintptr_t)dir, fail_on_leak ? "--fail-on-leak" : NULL, NULL};
+        int rc = pl_cli_report(fail_on_leak ? 3 : 2, argv);
         fflush(NULL);
         _exit(rc);
     }
     int st;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
     }
+    return fail_on_leak && WIFEXITED(st) && WEXITSTATUS(st) == PL_EXIT_LEAK;
+}
+
+/* The watcher: a child of plateau (not of CMD) that follows the traces and prints the live status line on stderr
+ * and/or stops CMD on a confirmed leak, until plateau sends it SIGTERM after CMD ended. */
+static pid_t start_watcher(const char *dir, pid_t cmd_pid, bool live, bool stop, int64_t run_steps,
+                           double interval_s) {
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid != 0) return pid < 0 ? 0 : pid;
+    static const int reset[] = {SIGHUP, SIGQUIT, SIGUSR2};
+    for (size_t k = 0; k < sizeof reset / sizeof reset[0]; k++) signal(reset[k], SIG_DFL);
+    signal(SIGINT, SIG_IGN); /* Ctrl-C is for CMD; plateau ends the watcher when CMD has ended */
+    pl_cli_live_quit_on(SIGTERM);
+    if (nice(10) < 0) { /* best effort: the watcher yields to the program */
+    }
+    FILE *out = live ? stderr : fopen("/dev/null", "w");
+    pl_cli_live_opts_t o = {.interval_s = interval_s, .tty = live && isatty(STDERR_FILENO), .out = out,
+                            .stop_pid = stop ? cmd_pid : 0, .run_steps = run_steps, .slow_hours = 24};
+    int rc = out ? pl_cli_live_loop(dir, &o) : 1;
+    fflush(NULL);
+    _exit(rc);
 }
 
 static void usage(FILE *f) {
@@ -70,7 +98,19 @@ static void usage(FILE *f) {
             "  --steps-signal         SIGUSR2 sent to the program marks a training step\n"
             "  --host-allocator A     glibc (default) or jemalloc: run the program on jemalloc, to tell\n"
             "                         glibc arena retention from a leak\n"
-            "  --no-report            do not print the report summary when the command ends\n");
+            "  --no-report            do not print the report summary when the command ends\n"
+            "  --live, --no-live      a live status line on stderr (step, rate, RSS, device; per metric: warming\n"
+            "                         up / flat / leak suspected / LEAK, projected OOM) refreshed every 2 s;\n"
+            "                         default: on when stderr is a terminal (docs/live.md)\n"
+            "  --fail-on-leak         exit 3 when the report's run verdict is LEAK (the report is printed all the\n"
+            "                         same); otherwise the command's own status (0 on a plateau or flat run)\n"
+            "  --stop-on-leak         stop the command (SIGTERM) once a leak of its own memory is confirmed with\n"
+            "                         a projected OOM before the run would end (within --run-steps when given,\n"
+            "                         else within 24 h); plateau then returns the command's own status (143\n"
+            "                         when SIGTERM ends it), or 3 with --fail-on-leak\n"
+            "  --run-steps N          the run's planned number of steps, for --stop-on-leak\n"
+            "exit status: the command's (128 + signal when a signal ended it); 3 with --fail-on-leak when the run\n"
+            "leaks; 2 on a usage error or when the command cannot be started (127: not found, 126: not runnable)\n");
 }
 
 static void forward(int sig, siginfo_t *info, void *uctx) {
@@ -173,6 +213,9 @@ int pl_cli_run(int argc, char **argv) {
     const char *dir_arg = NULL, *allocator = "glibc";
     uint64_t sample_bytes = 0, interval_ms = 0;
     bool have_sample = false, have_interval = false, steps_signal = false, report = true;
+    bool live = isatty(STDERR_FILENO), fail_on_leak = false, stop_on_leak = false;
+    uint64_t run_steps = 0;
+    double live_interval_s = 2;
     int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -209,6 +252,30 @@ int pl_cli_run(int argc, char **argv) {
             steps_signal = true;
         } else if (!strcmp(a, "--no-report")) {
             report = false;
+        } else if (!strcmp(a, "--live")) {
+            live = true;
+        } else if (!strcmp(a, "--no-live")) {
+            live = false;
+        } else if (!strcmp(a, "--fail-on-leak")) {
+            fail_on_leak = true;
+        } else if (!strcmp(a, "--stop-on-leak")) {
+            stop_on_leak = true;
+        } else if (!strcmp(a, "--run-steps")) {
+            if (!val) goto missing;
+            if (!parse_u64(val, &run_steps) || run_steps < 1) {
+                fprintf(stderr, "plateau run: --run-steps '%s' is not a step count >= 1\n", val);
+                return 2;
+            }
+            i++;
+        } else if (!strcmp(a, "--live-interval")) { /* seconds between live polls (tests, benchmarks) */
+            if (!val) goto missing;
+            char *end;
+            live_interval_s = strtod(val, &end);
+            if (*end || !(live_interval_s >= 0.05) || live_interval_s > 3600) {
+                fprintf(stderr, "plateau run: --live-interval '%s' is not seconds in [0.05, 3600]\n", val);
+                return 2;
+            }
+            i++;
         } else if (!strcmp(a, "--host-allocator")) {
             if (!val) goto missing;
             if (strcmp(val, "glibc") && strcmp(val, "jemalloc")) {
@@ -312,6 +379,9 @@ int pl_cli_run(int argc, char **argv) {
         _exit(errno == ENOENT ? 127 : 126);
     }
     child_pid = pid;
+    pid_t watcher = live || stop_on_leak
+                        ? start_watcher(abs_dir, pid, live, stop_on_leak, (int64_t)run_steps, live_interval_s)
+                        : 0;
     int status = 0;
     while (waitpid(pid, &status, 0) < 0)
         if (errno != EINTR) {
@@ -319,6 +389,11 @@ int pl_cli_run(int argc, char **argv) {
             return 2;
         }
     child_pid = 0;
+    if (watcher > 0) {
+        kill(watcher, SIGTERM);
+        while (waitpid(watcher, NULL, 0) < 0 && errno == EINTR) {
+        }
+    }
     for (size_t k = 0; k < 5; k++) sigaction(fwd[k], &old_sa[k], NULL);
 
     int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -327,7 +402,14 @@ int pl_cli_run(int argc, char **argv) {
     fprintf(stderr, "plateau: %d trace file%s in %s", n, n == 1 ? "" : "s", abs_dir);
     if (WIFSIGNALED(status)) fprintf(stderr, " (the command was killed by signal %d)", WTERMSIG(status));
     fprintf(stderr, "\n");
-    if (report && n > 0) print_report(abs_dir);
+    char stopped[4096 + 32];
+    snprintf(stopped, sizeof stopped, "%s/run.stopped", abs_dir);
+    if (!access(stopped, F_OK)) fprintf(stderr, "plateau: the command was stopped on a confirmed leak (--stop-on-leak)\n");
+    bool leak = (report || fail_on_leak) && n > 0 && print_report(abs_dir, report, fail_on_leak);
+    if (leak) {
+        fprintf(stderr, "plateau: the run leaks: exit %d (--fail-on-leak; the command returned %d)\n", PL_EXIT_LEAK, rc);
+        return PL_EXIT_LEAK;
+    }
     return rc;
 
 missing:
