@@ -34,6 +34,7 @@ typedef struct bins {
 typedef struct proc {
     char file[256];
     pl_trace_reader_t *rd;   /* NULL once ended (or failed) */
+    uint64_t read_off;       /* file offset read up to (whole chunks) */
     bool ended, failed, started;
     uint32_t pid;
     char name[64];
@@ -232,9 +233,7 @@ static int follow(pl_live_t *l, proc_t *p) {
             return 0;
         }
         pl_trace_follow(p->rd, 1);
-        l->bytes_read += HEADER_BYTES;
     }
-    uint64_t before = pl_trace_offset(p->rd);
     pl_trace_record_t rec;
     int rc;
     while ((rc = pl_trace_next(p->rd, &rec)) > 0) {
@@ -242,7 +241,10 @@ static int follow(pl_live_t *l, proc_t *p) {
         if (p->ended) break;
     }
     uint64_t after = pl_trace_offset(p->rd);
-    if (after > before) l->bytes_read += after - before;
+    if (after > p->read_off) {
+        l->bytes_read += after - p->read_off;
+        p->read_off = after;
+    }
     if (rc < 0) p->failed = true; /* damaged: what was read stays */
     if (p->ended || p->failed) {
         pl_trace_close(p->rd);
