@@ -17,7 +17,7 @@
 #include "cli/commands.h"
 #include "reports/live.h"
 
-static volatile sig_atomic_t quit;
+static volatile int quit; /* set by a signal handler (an int store is atomic here, as sig_atomic_t) */
 
 static void on_quit(int sig) {
     (void)sig;
@@ -59,6 +59,7 @@ int pl_cli_live_loop(const char *dir, const pl_cli_live_opts_t *o) {
         fprintf(stderr, "plateau: out of memory\n");
         return 1;
     }
+    pl_live_set_cancel(l, &quit);
     FILE *out = o->out ? o->out : stdout;
     unsigned last_sig = 0;
     double last_print = -1e9;
@@ -67,7 +68,9 @@ int pl_cli_live_loop(const char *dir, const pl_cli_live_opts_t *o) {
     char line[512];
     int rc = 0;
     while (!quit) {
-        if (pl_live_poll(l)) {
+        int prc = pl_live_poll(l);
+        if (prc == -EINTR) break;
+        if (prc) {
             fprintf(stderr, "plateau: out of memory following %s\n", dir);
             rc = 1;
             break;

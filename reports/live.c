@@ -54,7 +54,10 @@ struct pl_live {
     size_t n, cap;
     uint64_t bytes_read;
     bool status_file;        /* run.status seen */
+    const volatile int *cancel; /* pl_live_set_cancel */
 };
+
+void pl_live_set_cancel(pl_live_t *l, const volatile int *flag) { l->cancel = flag; }
 
 static void bins_free(bins_t *b) {
     free(b->p);
@@ -236,9 +239,11 @@ static int follow(pl_live_t *l, proc_t *p) {
     }
     pl_trace_record_t rec;
     int rc;
+    uint32_t n = 0;
     while ((rc = pl_trace_next(p->rd, &rec)) > 0) {
         if (on_record(p, &rec) == -ENOMEM) return -ENOMEM;
         if (p->ended) break;
+        if (++n % 4096 == 0 && l->cancel && *l->cancel) break; /* the rest is read on a next poll, if any */
     }
     uint64_t after = pl_trace_offset(p->rd);
     if (after > p->read_off) {
@@ -270,8 +275,10 @@ int pl_live_poll(pl_live_t *l) {
     }
     closedir(d);
     if (rc) return rc;
-    for (size_t i = 0; i < l->n; i++)
+    for (size_t i = 0; i < l->n; i++) {
         if ((rc = follow(l, &l->procs[i]))) return rc;
+        if (l->cancel && *l->cancel) return -EINTR;
+    }
     return 0;
 }
 

@@ -72,7 +72,12 @@ typedef struct pl_live pl_live_t;
 pl_live_t *pl_live_open(const char *dir, const pl_live_opts_t *opts);
 void pl_live_close(pl_live_t *l);
 
-/* Read what was appended since the last poll (new files too). Returns 0 or -ENOMEM; unreadable files are skipped. */
+/* Make pl_live_poll return early (-EINTR) once *flag is non-zero, checked every few thousand records: a signal
+ * handler's flag, so that the watcher ends at once when the run ends. NULL: never. */
+void pl_live_set_cancel(pl_live_t *l, const volatile int *flag);
+
+/* Read what was appended since the last poll (new files too). Returns 0, -ENOMEM, or -EINTR when cancelled;
+ * unreadable files are skipped. */
 int pl_live_poll(pl_live_t *l);
 
 /* The status from what was read so far. Returns 0 or -ENOMEM. */
