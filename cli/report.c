@@ -30,6 +30,8 @@ static void usage(FILE *o) {
                "               dev.allocated dev.reserved dev.tensors dev.other cgroup\n"
                "  --since-step N  ignore steps before N\n"
                "  --ascii      ASCII sparklines\n"
+               "  --all-processes  every process in full (by default quiet workers are one line, and short\n"
+               "               helpers, no steps, under 1 s and 64 MiB RSS, one count by name)\n"
                "  --fail-on-leak  exit 3 when the run verdict is LEAK (0 on no leak, slow growth, undecided,\n"
                "               no data; 1 unusable input; 2 bad arguments): a CI gate (docs/ci.md)\n"
                "  --slow-hours H     a growth is a leak only if it reaches the memory limit within H hours\n"
@@ -149,7 +151,7 @@ int pl_cli_report(int argc, char **argv) {
         {"ascii", no_argument, NULL, 'a'},        {"help", no_argument, NULL, 'h'},
         {"allocators", required_argument, NULL, 'A'},
         {"slow-hours", required_argument, NULL, 'S'}, {"horizon-steps", required_argument, NULL, 'N'},
-        {"fail-on-leak", no_argument, NULL, 'F'},
+        {"fail-on-leak", no_argument, NULL, 'F'},     {"all-processes", no_argument, NULL, 'P'},
         {NULL, 0, NULL, 0},
     };
     const char *json = NULL, *html = NULL, *allocs = NULL;
@@ -165,6 +167,7 @@ int pl_cli_report(int argc, char **argv) {
         case 'H': html = optarg; break;
         case 'a': to.ascii = true; break;
         case 'F': fail_on_leak = true; break;
+        case 'P': to.all_processes = true; break;
         case 'A': allocs = optarg; break;
         case 'm': {
             int k;
@@ -264,7 +267,7 @@ int pl_cli_report(int argc, char **argv) {
     }
     for (size_t i = 0; i < x.n_procs; i++)
         if (x.procs[i].damaged) fprintf(stderr, "plateau report: warning: %s (partial report)\n", x.procs[i].error);
-    if (pl_render_text(r, stdout, &to) || pl_extract_render_text(r, &x, stdout)) status = 1;
+    if (pl_render_text(r, stdout, &to) || pl_extract_render_text_all(r, &x, stdout, to.all_processes)) status = 1;
     if (json && write_file(json, "JSON", r, &x, false)) status = 1;
     if (html && write_file(html, "HTML", r, &x, true)) status = 1;
     if (fail_on_leak && status == 0 && r->verdict.kind == PL_PV_LEAK) status = PL_EXIT_LEAK;
