@@ -383,6 +383,17 @@ int pl_cli_run(int argc, char **argv) {
                         ? start_watcher(abs_dir, pid, live, stop_on_leak, (int64_t)run_steps, live_interval_s)
                         : 0;
     int status = 0;
+    if (watcher > 0) {
+        /* the command has ended but is not reaped yet (its pid cannot be reused): end the watcher first, so that
+         * --stop-on-leak can never signal another process that got the pid */
+        siginfo_t si;
+        while (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
+        }
+        kill(watcher, SIGTERM);
+        while (waitpid(watcher, NULL, 0) < 0 && errno == EINTR) {
+        }
+        watcher = 0;
+    }
     while (waitpid(pid, &status, 0) < 0)
         if (errno != EINTR) {
             fprintf(stderr, "plateau run: waitpid: %s\n", strerror(errno));
