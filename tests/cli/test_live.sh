@@ -38,6 +38,13 @@ done < <(timeout 120 "$P" watch --interval 0.2 "$d")
 wait $runpid || fail "the watched run failed"
 "$P" watch --once "$d" | grep -q "run ended" || fail "watch --once on an ended run does not say so"
 
+# plateau run --live on a non-terminal: status lines on stderr (a line per change), none on stdout
+"$P" run --live --live-interval 0.2 --no-report -o "$tmp/livelines" -- "$W" 30 300 - - >"$tmp/ll.out" 2>"$tmp/ll.err" \
+  || fail "run --live failed"
+grep -q "^plateau: pid [0-9]* target_warmleak .*heap: " "$tmp/ll.err" || { cat "$tmp/ll.err"; fail "no live status line"; }
+grep -q "heap: " "$tmp/ll.out" && fail "the live status went to stdout"
+"$P" run --no-live --no-report -o "$tmp/nolive" -- "$W" 30 100 - - 2>&1 | grep -q "heap: " && fail "--no-live printed a status"
+
 # --- 2. --fail-on-leak ---
 "$P" run --no-live --fail-on-leak -o "$tmp/leak" -- "$W" 30 300 - - >"$tmp/leak.txt" 2>&1
 rc=$?
