@@ -102,6 +102,7 @@ static void usage(FILE *f) {
             "  --live, --no-live      a live status line on stderr (step, rate, RSS, device; per metric: warming\n"
             "                         up / flat / leak suspected / LEAK, projected OOM) refreshed every 2 s;\n"
             "                         default: on when stderr is a terminal (docs/live.md)\n"
+            "  --live-interval S      seconds between live refreshes (default 2)\n"
             "  --fail-on-leak         exit 3 when the report's run verdict is LEAK (the report is printed all the\n"
             "                         same); otherwise the command's own status (0 on a plateau or flat run)\n"
             "  --stop-on-leak         stop the command (SIGTERM) once a leak of its own memory is confirmed with\n"
@@ -110,7 +111,8 @@ static void usage(FILE *f) {
             "                         when SIGTERM ends it), or 3 with --fail-on-leak\n"
             "  --run-steps N          the run's planned number of steps, for --stop-on-leak\n"
             "exit status: the command's (128 + signal when a signal ended it); 3 with --fail-on-leak when the run\n"
-            "leaks; 2 on a usage error or when the command cannot be started (127: not found, 126: not runnable)\n");
+            "leaks; 2 on a usage error or when plateau cannot set the run up; 127 / 126 when the command is not\n"
+            "found / not runnable\n");
 }
 
 static void forward(int sig, siginfo_t *info, void *uctx) {
