@@ -413,7 +413,8 @@ int pl_live_status(pl_live_t *l, pl_live_status_t *out) {
     int prog[] = {PL_LIVE_HEAP, PL_LIVE_DEV, -1};
     if (!out->m[PL_LIVE_HEAP].present) prog[0] = PL_LIVE_RSS;
     for (int i = 0; prog[i] >= 0; i++) {
-        const pl_live_mstatus_t *ms = &out->m[prog[i]];
+        pl_live_mstatus_t *ms = &out->m[prog[i]];
+        ms->program = true;
         if (!ms->present) continue;
         if (out->state_metric < 0 || rank[ms->state] > rank[out->state]) {
             out->state = ms->state;
@@ -465,7 +466,9 @@ void pl_live_format(const pl_live_status_t *s, char *buf, size_t n) {
     for (int m = 0; m < PL_LIVE__COUNT; m++) {
         const pl_live_mstatus_t *ms = &s->m[m];
         if (!ms->present) continue;
-        ADD("  %s: %s", short_names[m], pl_live_state_name(ms->state));
+        /* a growing RSS beside a recorded live heap is not the program's leak: said as the report does */
+        bool grows = !ms->program && (ms->state == PL_LIVE_LEAK || ms->state == PL_LIVE_SUSPECTED);
+        ADD("  %s: %s", short_names[m], grows ? "grows" : pl_live_state_name(ms->state));
         const char *unit = s->by_time ? "s" : "step";
         switch (ms->state) {
         case PL_LIVE_LEAK:

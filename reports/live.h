@@ -36,6 +36,8 @@ typedef enum pl_live_state {
 
 typedef struct pl_live_mstatus {
     bool present;
+    bool program;           /* one of the program's own memory metrics (heap, dev; rss without heap): only these
+                             * say LEAK; RSS beside a live heap says "grows" (retention, file pages: docs/verdict.md) */
     pl_live_state_t state;
     double last;            /* last baseline, bytes */
     double per_step;        /* Theil-Sen slope of the tail, bytes per step (per second by time) */

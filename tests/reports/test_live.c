@@ -200,11 +200,42 @@ static void test_live_helpers_dropped(void **state) {
     pl_live_close(l);
 }
 
+/* RSS growing beside a flat live heap: allocator retention, not the program's leak: "rss: grows", program flat */
+static void test_live_rss_beside_heap_grows(void **state) {
+    (void)state;
+    tw_t t;
+    tw_open(&t, "3.pltrace", 500, "/usr/bin/trainer");
+    for (int i = 0; i < 300; i++) {
+        pl_trace_record_t r;
+        memset(&r, 0, sizeof r);
+        r.type = PL_REC_RSS;
+        r.t_ns = 1 + (t.step + 1) * 10000000;
+        r.u.rss = (pl_rec_rss_t){.step = (uint64_t)t.step + 1, .rss_anon = 100000000 + (uint64_t)t.step * 1000000,
+                                 .rss_file = 0, .rss_shmem = 0, .pss = PL_TRACE_NA, .cgroup_current = PL_TRACE_NA,
+                                 .device_used = PL_TRACE_NA, .device_total = PL_TRACE_NA};
+        emit(&t, &r);
+        steps(&t, 1, 50e6, 0);
+    }
+    pl_live_t *l = pl_live_open(dir, NULL);
+    pl_live_status_t s = poll_status(l);
+    assert_int_equal(s.m[PL_LIVE_HEAP].state, PL_LIVE_FLAT);
+    assert_int_equal(s.m[PL_LIVE_RSS].state, PL_LIVE_LEAK);
+    assert_false(s.m[PL_LIVE_RSS].program);
+    assert_int_equal(s.state, PL_LIVE_FLAT);
+    char line[512];
+    pl_live_format(&s, line, sizeof line);
+    assert_non_null(strstr(line, "rss: grows +"));
+    assert_null(strstr(line, "LEAK"));
+    tw_end(&t);
+    pl_live_close(l);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_live_warmup_then_plateau_then_leak, setup, teardown),
         cmocka_unit_test_setup_teardown(test_live_memory_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_live_helpers_dropped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_live_rss_beside_heap_grows, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
