@@ -230,12 +230,36 @@ static void test_live_rss_beside_heap_grows(void **state) {
     pl_live_close(l);
 }
 
+/* Seed 003: memory grew ~170 MB per 10 steps until step ~85, then stayed flat; the run was killed at step 70 as a
+ * "leak". Live, step 70 is "warming up" (never LEAK or suspected), and after the plateau it is "flat". */
+static void test_live_seed003_step70_is_warming_up(void **state) {
+    (void)state;
+    tw_t t;
+    tw_open(&t, "4.pltrace", 600, "/usr/bin/python3");
+    pl_live_t *l = pl_live_open(dir, NULL);
+    for (int k = 0; k < 7; k++) {
+        steps(&t, 10, 5.5e9, 170e6);
+        pl_live_status_t s = poll_status(l);
+        assert_int_equal(s.step, 10 * (k + 1));
+        assert_int_equal(s.m[PL_LIVE_HEAP].state, PL_LIVE_WARMING);
+        assert_int_equal(s.state, PL_LIVE_WARMING);
+    }
+    steps(&t, 15, 5.5e9, 170e6); /* to step 85 */
+    steps(&t, 155, 5.5e9 + 85 * 170e6, 0); /* then flat to step 240 */
+    pl_live_status_t s = poll_status(l);
+    assert_int_equal(s.step, 240);
+    assert_int_equal(s.m[PL_LIVE_HEAP].state, PL_LIVE_FLAT);
+    tw_end(&t);
+    pl_live_close(l);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_live_warmup_then_plateau_then_leak, setup, teardown),
         cmocka_unit_test_setup_teardown(test_live_memory_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_live_helpers_dropped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_live_rss_beside_heap_grows, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_live_seed003_step70_is_warming_up, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
