@@ -6,3 +6,31 @@ int pl_cli_run(int argc, char **argv);
 int pl_cli_report(int argc, char **argv);
 int pl_cli_tune(int argc, char **argv);
 int pl_cli_replay(int argc, char **argv);
+
+/* Exit status of `plateau report --fail-on-leak` and `plateau run --fail-on-leak` when the run verdict is a leak
+ * (docs/ci.md). 0, 1 and 2 keep their meanings (report produced / input unusable / bad arguments). */
+#define PL_EXIT_LEAK 3
+
+int pl_cli_watch(int argc, char **argv);
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+/* The live status loop (cli/watch.c), shared by plateau watch and plateau run's watcher process. */
+typedef struct pl_cli_live_opts {
+    double interval_s;   /* seconds between polls */
+    bool tty;            /* rewrite one line in place; else a line per change */
+    bool once;           /* one poll, one line */
+    bool until_ended;    /* return once the run has ended (else until SIGTERM: pl_cli_live_quit_on) */
+    bool keep_line;      /* on a terminal, leave the last line (watch) rather than clear it (run) */
+    FILE *out;           /* where the line goes (default stdout) */
+    pid_t stop_pid;      /* > 0: --stop-on-leak sends it SIGTERM once a leak is confirmed */
+    int64_t run_steps;   /* --run-steps: the run's planned length, 0 unknown */
+    double slow_hours;   /* practical significance (24) */
+} pl_cli_live_opts_t;
+
+int pl_cli_live_loop(const char *dir, const pl_cli_live_opts_t *o);
+/* Make sig end the loop (after its current poll). */
+void pl_cli_live_quit_on(int sig);

@@ -19,10 +19,12 @@ typedef struct {
 #pragma weak pl_cli_report
 #pragma weak pl_cli_tune
 #pragma weak pl_cli_replay
+#pragma weak pl_cli_watch
 
 static const command_t commands[] = {
     {"run", pl_cli_run, "run a command under the tracer: plateau run [-o DIR] [options] -- CMD ARGS..."},
     {"report", pl_cli_report, "report on a run: plateau report RUN_DIR|TRACE [--json FILE] [--html FILE]"},
+    {"watch", pl_cli_watch, "the live verdict of a run in progress: plateau watch RUN_DIR"},
     {"tune", pl_cli_tune, "recommend allocator settings from a recorded run: plateau tune RUN_DIR|TRACE"},
     {"replay", pl_cli_replay, "replay a recorded run under one setting: plateau replay TRACE --conf STRING"},
 };

@@ -5,7 +5,8 @@
  * Reads the trace(s) (reports/extract.h), classifies every series, prints the text report to stdout and writes the
  * JSON / HTML reports to the files asked for. Exit status: 0 when a report was produced (leaks or not, also a
  * partial one from a damaged trace), 1 when the input is unusable (nothing readable) or an output cannot be
- * written, 2 on bad arguments.
+ * written, 2 on bad arguments, PL_EXIT_LEAK (3) with --fail-on-leak when the run verdict is a leak (the report is
+ * printed all the same).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -33,6 +34,10 @@ static void usage(FILE *o) {
                "               dev.allocated dev.reserved dev.tensors dev.other cgroup\n"
                "  --since-step N  ignore steps before N\n"
                "  --ascii      ASCII sparklines\n"
+               "  --all-processes  every process in full (by default quiet workers are one line, and short\n"
+               "               helpers, no steps, under 1 s and 64 MiB RSS, one count by name)\n"
+               "  --fail-on-leak  exit 3 when the run verdict is LEAK (0 on no leak, slow growth, undecided,\n"
+               "               no data; 1 unusable input; 2 bad arguments): a CI gate (docs/ci.md)\n"
                "  --slow-hours H     a growth is a leak only if it reaches the memory limit within H hours\n"
                "                     (default 24; slower: \"slow growth\", docs/verdict.md section 8)\n"
                "  --horizon-steps N  without step times or a limit: within N steps, or doubles within them\n"
@@ -61,7 +66,7 @@ static int render_json(const void *ctx, FILE *o) {
 static int render_text(const void *ctx, FILE *o) {
     const rendering_t *g = ctx;
     int rc = pl_render_text(g->r, o, g->to);
-    return rc ? rc : pl_extract_render_text(g->r, g->x, o);
+    return rc ? rc : pl_extract_render_text_all(g->r, g->x, o, g->to->all_processes);
 }
 static int render_compare_json(const void *ctx, FILE *o) {
     const rendering_t *g = ctx;
@@ -204,12 +209,14 @@ int pl_cli_report(int argc, char **argv) {
         {"ascii", no_argument, NULL, 'a'},        {"help", no_argument, NULL, 'h'},
         {"allocators", required_argument, NULL, 'A'},
         {"slow-hours", required_argument, NULL, 'S'}, {"horizon-steps", required_argument, NULL, 'N'},
+        {"fail-on-leak", no_argument, NULL, 'F'},     {"all-processes", no_argument, NULL, 'P'},
         {NULL, 0, NULL, 0},
     };
     const char *json = NULL, *html = NULL, *allocs = NULL;
     pl_extract_opts_t eo = {0};
     pl_render_text_opts_t to = {0};
     pl_practical_params_t pp = {.slow_hours = 24, .horizon_steps = 10000};
+    bool fail_on_leak = false;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -217,6 +224,8 @@ int pl_cli_report(int argc, char **argv) {
         case 'j': json = optarg; break;
         case 'H': html = optarg; break;
         case 'a': to.ascii = true; break;
+        case 'F': fail_on_leak = true; break;
+        case 'P': to.all_processes = true; break;
         case 'A': allocs = optarg; break;
         case 'm': {
             int k;
@@ -277,6 +286,10 @@ int pl_cli_report(int argc, char **argv) {
             fprintf(stderr, "plateau report: --html and --metric do not apply to a comparison of two runs\n");
             return 2;
         }
+        if (fail_on_leak) {
+            fprintf(stderr, "plateau report: --fail-on-leak does not apply to a comparison of two runs\n");
+            return 2;
+        }
         return compare(argv[optind], argv[optind + 1], allocs, json, &eo);
     }
     if (allocs) {
@@ -325,6 +338,7 @@ int pl_cli_report(int argc, char **argv) {
     }
     if (json && write_file(json, "JSON", r, &x, false)) status = 1;
     if (html && write_file(html, "HTML", r, &x, true)) status = 1;
+    if (fail_on_leak && status == 0 && r->verdict.kind == PL_PV_LEAK) status = PL_EXIT_LEAK;
     fflush(stdout);
 out:
     pl_extract_free(&x);

@@ -1,6 +1,7 @@
 /* plateau run: run a command under the tracer.
  *   plateau run [-o DIR] [--sample-bytes N] [--interval-ms N] [--steps-signal]
- *               [--host-allocator glibc|jemalloc] [--append] [--no-report] -- CMD ARGS...
+ *               [--host-allocator glibc|jemalloc] [--append] [--no-report] [--live|--no-live]
+ *               [--fail-on-leak] [--stop-on-leak] [--run-steps N] -- CMD ARGS...
  * Wiring only: finds libplateau_preload.so (PLATEAU_PRELOAD, else next to this executable in a build tree,
  * else the install libdir, relative to this executable then absolute: config.h), makes the run directory, sets
  * LD_PRELOAD and PLATEAU_* (docs/env.md), runs CMD, relays signals (below), returns CMD's exit status (128 + signal if it was killed), and prints where the
@@ -19,7 +20,11 @@
  * saw the signal is replaced by a fresh one. Stop signals (SIGTSTP, SIGTTIN, SIGTTOU) are relayed the same way
  * and then stop plateau too, as their default action did; SIGCONT is relayed when it was sent to plateau alone.
  * When plateau itself is killed (SIGKILL), CMD runs on and its traces stay in DIR for `plateau report DIR`.
- * Python programs: PYTHONPATH gains plateau's bootstrap directory (python_bootstrap_env, docs/python.md). */
+ * Python programs: PYTHONPATH gains plateau's bootstrap directory (python_bootstrap_env, docs/python.md).
+ * The live status line and --stop-on-leak run in a separate watcher process (fork, nice 10) that only reads the
+ * trace files (cli/watch.c, docs/live.md): the traced program is never slowed or blocked by it. It is ended
+ * (SIGTERM) once CMD has exited and before CMD is reaped, so --stop-on-leak can never signal a reused pid.
+ * --fail-on-leak: exit PL_EXIT_LEAK (3) when the report's run verdict is a leak, whatever CMD returned (docs/ci.md). */
 #include "config.h"
 
 #include <dirent.h>
@@ -60,23 +65,50 @@ static void write_status(const char *dir, pid_t pid, int status) {
 /* The report subcommand, when built into this executable (weak: `plateau run` works without it). */
 #pragma weak pl_cli_report
 
-/* Print the report summary of the run directory. Runs in a child process so that a failing report can
- * never change `plateau run`'s exit status (which is the command's). */
-static void print_report(const char *dir, const sigset_t *old_mask) {
-    if (!pl_cli_report) return;
+/* Print the report summary of the run directory (only judge it when !show). Runs in a child process so that a
+ * failing report can never change `plateau run`'s exit status (the command's, or PL_EXIT_LEAK with --fail-on-leak).
+ * Returns true when the report ran with fail_on_leak and found the run verdict to be a leak. */
+static bool print_report(const char *dir, const sigset_t *old_mask, bool show, bool fail_on_leak) {
+    if (!pl_cli_report) return false;
     fflush(NULL);
     pid_t pid = fork();
-    if (pid < 0) return;
+    if (pid < 0) return false;
     if (pid == 0) {
         sigprocmask(SIG_SETMASK, old_mask, NULL); /* Ctrl-C stops the report, not plateau's exit status */
-        char *argv[] = {"report", (char *)(uintptr_t)dir, NULL};
-        int rc = pl_cli_report(2, argv);
+        if (!show && !freopen("/dev/null", "w", stdout)) _exit(1);
+        char *argv[] = {"report", (char *)(uintptr_t)dir, fail_on_leak ? "--fail-on-leak" : NULL, NULL};
+        int rc = pl_cli_report(fail_on_leak ? 3 : 2, argv);
         fflush(NULL);
         _exit(rc);
     }
     int st;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
     }
+    return fail_on_leak && WIFEXITED(st) && WEXITSTATUS(st) == PL_EXIT_LEAK;
+}
+
+/* The watcher: a child of plateau (not of CMD) that follows the traces and prints the live status line on stderr
+ * and/or stops CMD on a confirmed leak, until plateau sends it SIGTERM after CMD ended. */
+static pid_t start_watcher(const char *dir, const sigset_t *old_mask, pid_t cmd_pid, bool live, bool stop,
+                           int64_t run_steps, double interval_s) {
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid != 0) return pid < 0 ? 0 : pid;
+    signal(SIGINT, SIG_IGN); /* Ctrl-C is for CMD; plateau ends the watcher when CMD has ended */
+    pl_cli_live_quit_on(SIGTERM);
+    sigprocmask(SIG_SETMASK, old_mask, NULL); /* plateau blocks the signals it relays; the watcher takes SIGTERM */
+    sigset_t term;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    sigprocmask(SIG_UNBLOCK, &term, NULL);
+    if (nice(10) < 0) { /* best effort: the watcher yields to the program */
+    }
+    FILE *out = live ? stderr : fopen("/dev/null", "w");
+    pl_cli_live_opts_t o = {.interval_s = interval_s, .tty = live && isatty(STDERR_FILENO), .out = out,
+                            .stop_pid = stop ? cmd_pid : 0, .run_steps = run_steps, .slow_hours = 24};
+    int rc = out ? pl_cli_live_loop(dir, &o) : 1;
+    fflush(NULL);
+    _exit(rc);
 }
 
 static void usage(FILE *f) {
@@ -91,7 +123,21 @@ static void usage(FILE *f) {
             "  --steps-signal         SIGUSR2 sent to the program marks a training step\n"
             "  --host-allocator A     glibc (default) or jemalloc: run the program on jemalloc, to tell\n"
             "                         glibc arena retention from a leak\n"
-            "  --no-report            do not print the report summary when the command ends\n");
+            "  --no-report            do not print the report summary when the command ends\n"
+            "  --live, --no-live      a live status line on stderr (step, rate, RSS, device; per metric: warming\n"
+            "                         up / flat / leak suspected / LEAK, projected OOM) refreshed every 2 s;\n"
+            "                         default: on when stderr is a terminal (docs/live.md)\n"
+            "  --live-interval S      seconds between live refreshes (default 2)\n"
+            "  --fail-on-leak         exit 3 when the report's run verdict is LEAK (the report is printed all the\n"
+            "                         same); otherwise the command's own status (0 on a plateau or flat run)\n"
+            "  --stop-on-leak         stop the command (SIGTERM) once a leak of its own memory is confirmed with\n"
+            "                         a projected OOM before the run would end (within --run-steps when given,\n"
+            "                         else within 24 h); plateau then returns the command's own status (143\n"
+            "                         when SIGTERM ends it), or 3 with --fail-on-leak\n"
+            "  --run-steps N          the run's planned number of steps, for --stop-on-leak\n"
+            "exit status: the command's (128 + signal when a signal ended it); 3 with --fail-on-leak when the run\n"
+            "leaks; 2 on a usage error or when plateau cannot set the run up; 127 / 126 when the command is not\n"
+            "found / not runnable\n");
 }
 
 /* ---- signal relay (see the header comment) ---- */
@@ -419,6 +465,9 @@ int pl_cli_run(int argc, char **argv) {
     const char *dir_arg = NULL, *allocator = "glibc";
     uint64_t sample_bytes = 0, interval_ms = 0;
     bool have_sample = false, have_interval = false, steps_signal = false, report = true, append = false;
+    bool live = isatty(STDERR_FILENO), fail_on_leak = false, stop_on_leak = false;
+    uint64_t run_steps = 0;
+    double live_interval_s = 2;
     int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -457,6 +506,30 @@ int pl_cli_run(int argc, char **argv) {
             append = true;
         } else if (!strcmp(a, "--no-report")) {
             report = false;
+        } else if (!strcmp(a, "--live")) {
+            live = true;
+        } else if (!strcmp(a, "--no-live")) {
+            live = false;
+        } else if (!strcmp(a, "--fail-on-leak")) {
+            fail_on_leak = true;
+        } else if (!strcmp(a, "--stop-on-leak")) {
+            stop_on_leak = true;
+        } else if (!strcmp(a, "--run-steps")) {
+            if (!val) goto missing;
+            if (!parse_u64(val, &run_steps) || run_steps < 1) {
+                fprintf(stderr, "plateau run: --run-steps '%s' is not a step count >= 1\n", val);
+                return 2;
+            }
+            i++;
+        } else if (!strcmp(a, "--live-interval")) { /* seconds between live polls (tests, benchmarks) */
+            if (!val) goto missing;
+            char *end;
+            live_interval_s = strtod(val, &end);
+            if (*end || !(live_interval_s >= 0.05) || live_interval_s > 3600) {
+                fprintf(stderr, "plateau run: --live-interval '%s' is not seconds in [0.05, 3600]\n", val);
+                return 2;
+            }
+            i++;
         } else if (!strcmp(a, "--host-allocator")) {
             if (!val) goto missing;
             if (strcmp(val, "glibc") && strcmp(val, "jemalloc")) {
@@ -591,6 +664,10 @@ int pl_cli_run(int argc, char **argv) {
         exec_failed = n == (ssize_t)sizeof err;
         close(exec_fd[0]);
     }
+    pid_t watcher = !exec_failed && (live || stop_on_leak)
+                        ? start_watcher(abs_dir, &old_mask, pid, live, stop_on_leak,
+                                                         (int64_t)run_steps, live_interval_s)
+                                         : 0;
     int status = 0;
     for (;;) {
         siginfo_t si;
@@ -604,6 +681,18 @@ int pl_cli_run(int argc, char **argv) {
             relay_signal(&relay, sig, &si);
             continue;
         }
+        if (watcher > 0 && waitpid(watcher, NULL, WNOHANG) == watcher) watcher = 0; /* it ended by itself */
+        if (watcher > 0) {
+            /* CMD has ended but is not reaped yet (its pid cannot be reused): end the watcher first, so that
+             * --stop-on-leak can never signal another process that got the pid */
+            siginfo_t ci = {0};
+            if (waitid(P_PID, (id_t)pid, &ci, WEXITED | WNOHANG | WNOWAIT) == 0 && ci.si_pid == pid) {
+                kill(watcher, SIGTERM);
+                while (waitpid(watcher, NULL, 0) < 0 && errno == EINTR) {
+                }
+                watcher = 0;
+            }
+        }
         pid_t w = waitpid(pid, &status, WNOHANG);
         if (w == pid) break;
         if (w < 0 && errno != EINTR) {
@@ -611,6 +700,11 @@ int pl_cli_run(int argc, char **argv) {
             return 2;
         }
         if (relay.witness > 0 && waitpid(relay.witness, NULL, WNOHANG) == relay.witness) relay.witness = 0;
+    }
+    if (watcher > 0) {
+        kill(watcher, SIGTERM);
+        while (waitpid(watcher, NULL, 0) < 0 && errno == EINTR) {
+        }
     }
     witness_stop(&relay);
     if (relay.witness_fd[0] >= 0) {
@@ -632,7 +726,14 @@ int pl_cli_run(int argc, char **argv) {
     fprintf(stderr, "plateau: %d trace file%s in %s", n, n == 1 ? "" : "s", pl_format_esc(abs_dir));
     if (WIFSIGNALED(status)) fprintf(stderr, " (the command was killed by signal %d)", WTERMSIG(status));
     fprintf(stderr, "\n");
-    if (report && n > 0) print_report(abs_dir, &old_mask);
+    char stopped[PATH_MAX + 32];
+    snprintf(stopped, sizeof stopped, "%s/run.stopped", abs_dir);
+    if (!access(stopped, F_OK)) fprintf(stderr, "plateau: the command was stopped on a confirmed leak (--stop-on-leak)\n");
+    bool leak = (report || fail_on_leak) && n > 0 && print_report(abs_dir, &old_mask, report, fail_on_leak);
+    if (leak) {
+        fprintf(stderr, "plateau: the run leaks: exit %d (--fail-on-leak; the command returned %d)\n", PL_EXIT_LEAK, rc);
+        return PL_EXIT_LEAK;
+    }
     return rc;
 
 missing:

@@ -1035,6 +1035,7 @@ static int extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd
     size_t next_bound = 0; /* period detection: synthetic step records of auto_steps not yet delivered */
     while ((nrc = pl_trace_next(rd, &rec)) > 0) {
         xp->n_records++;
+        if (rec.t_ns > xp->last_ns) xp->last_ns = rec.t_ns;
         /* --- period detection (reports/period.c): a step record at each detected step end --- */
         while (auto_steps && next_bound < auto_steps->n_bounds && rec.t_ns >= auto_steps->bounds_ns[next_bound]) {
             pl_trace_record_t sr = {.type = PL_REC_STEP, .t_ns = auto_steps->bounds_ns[next_bound]};
@@ -1112,6 +1113,9 @@ static void update_roles(pl_extract_t *x) {
         const pl_extract_proc_t *p = &x->procs[i];
         bool main_proc = any_steps ? p->n_steps > 0 : 2 * span_of(p->proc) >= longest;
         p->proc->role = main_proc ? PL_ROLE_MAIN : PL_ROLE_WORKER;
+        const pl_report_metric_t *rss = &p->proc->metrics[PL_METRIC_RSS];
+        p->proc->helper = !main_proc && !p->n_steps && p->last_ns - p->t0_ns < PL_EXTRACT_HELPER_NS &&
+                          (!rss->present || !(rss->series.peak >= PL_EXTRACT_HELPER_RSS_BYTES));
     }
 }
 
@@ -1226,7 +1230,8 @@ static int build_pools(pl_report_t *r, pl_extract_t *x) {
         for (size_t j = 0; j < x->n_procs && n < 64; j++) {
             const pl_extract_proc_t *w = &x->procs[j];
             const pl_report_metric_t *wm = &w->proc->metrics[PL_METRIC_HEAP_BYTES];
-            if (w->proc->role != PL_ROLE_WORKER || !wm->present || !wm->series.by_time || !wm->series.n_points ||
+            if (w->proc->role != PL_ROLE_WORKER || w->proc->helper || !wm->present || !wm->series.by_time ||
+                !wm->series.n_points ||
                 wm->series.bucket_ns <= 0 || !descends(x, w, tr->pid))
                 continue;
             int64_t lo, hi;
@@ -1626,6 +1631,10 @@ size_t pl_extract_site_sentence(const pl_extract_proc_t *p, char *buf, size_t n)
 }
 
 int pl_extract_render_text(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
+    return pl_extract_render_text_all(r, x, o, false);
+}
+
+int pl_extract_render_text_all(const pl_report_t *r, const pl_extract_t *x, FILE *o, bool all) {
     if (!r || !x || !o) return -EINVAL;
     char a[32], b[32];
     size_t n_leak;
@@ -1635,16 +1644,17 @@ int pl_extract_render_text(const pl_report_t *r, const pl_extract_t *x, FILE *o)
         fprintf(o, "run: %zu processes, total PSS %s (RSS %s, shared pages counted once per process)\n", x->n_procs,
                 pl_format_bytes(pss, a, sizeof a), pl_format_bytes(rss, b, sizeof b));
         fprintf(o, "  %8s %8s %5s %7s %10s  %-12s %s\n", "pid", "ppid", "rank", "steps", "PSS", "verdict", "command");
-        size_t n_quiet = 0;
-        double quiet_pss = 0;
+        size_t n_quiet = 0, n_helpers = 0;
+        double quiet_pss = 0, helper_pss = 0;
         for (size_t i = 0; i < x->n_procs; i++) {
             const pl_extract_proc_t *p = &x->procs[i];
             double v = last_base(p->proc, PL_METRIC_PSS);
             if (!isfinite(v)) v = last_base(p->proc, PL_METRIC_RSS);
-            if (p->proc->role == PL_ROLE_WORKER && p->proc->verdict.kind != PL_PV_LEAK &&
+            if (!all && p->proc->role == PL_ROLE_WORKER && p->proc->verdict.kind != PL_PV_LEAK &&
                 p->proc->verdict.kind != PL_PV_SLOW_GROWTH && !p->damaged) {
-                n_quiet++;
-                if (isfinite(v)) quiet_pss += v;
+                if (p->proc->helper) n_helpers++;
+                else n_quiet++;
+                if (isfinite(v)) *(p->proc->helper ? &helper_pss : &quiet_pss) += v;
                 continue;
             }
             char rank[16];
@@ -1658,6 +1668,10 @@ int pl_extract_render_text(const pl_report_t *r, const pl_extract_t *x, FILE *o)
         if (n_quiet)
             fprintf(o, "  %8s %8s %5s %7s %10s  %-12s %zu worker process%s that never step, none leaks\n", "...", "",
                     "", "0", pl_format_bytes(quiet_pss, a, sizeof a), "no-leak", n_quiet, n_quiet > 1 ? "es" : "");
+        if (n_helpers)
+            fprintf(o, "  %8s %8s %5s %7s %10s  %-12s %zu short helper process%s, none leaks (--all-processes)\n",
+                    "...", "", "", "0", pl_format_bytes(helper_pss, a, sizeof a), "no-leak", n_helpers,
+                    n_helpers > 1 ? "es" : "");
     }
     if (n_leak) {
         fprintf(o, "leaking: ");

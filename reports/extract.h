@@ -57,6 +57,7 @@ typedef struct pl_extract_proc {
     int32_t rank;               /* -1 when unset */
     char exe[256];
     char cmdline[512];          /* argv joined by spaces (truncated) */
+    int64_t last_ns;            /* CLOCK_MONOTONIC of its last record (lifetime: last_ns - t0_ns) */
     bool clean_end;             /* a process_end or exec record was read */
     bool running;               /* no end record, and the process is still running here (reports/alive.h) */
     int64_t start_realtime_ns;  /* CLOCK_REALTIME when the trace started, 0 unknown */
@@ -144,5 +145,13 @@ int pl_extract_render_json(const pl_report_t *r, const pl_extract_t *x, FILE *ou
  * Python frames or there is no site. */
 size_t pl_extract_site_sentence(const pl_extract_proc_t *p, char *buf, size_t n);
 
-/* Text lines after pl_render_text: processes and totals (when several), call sites of leaking processes, damage. */
+/* Text lines after pl_render_text: processes and totals (when several), call sites of leaking processes, damage.
+ * Quiet workers and short helpers are summed up in one table row each; every process has its row with
+ * all_processes (pl_extract_render_text_all). */
 int pl_extract_render_text(const pl_report_t *r, const pl_extract_t *x, FILE *out);
+int pl_extract_render_text_all(const pl_report_t *r, const pl_extract_t *x, FILE *out, bool all_processes);
+
+/* The helper rule (docs/verdict.md §8): a process that never steps, whose trace spans less than 1 s and whose RSS
+ * never exceeded 64 MiB: shell helpers of a pyenv shim, `bash train.sh`, torchrun's launch. */
+#define PL_EXTRACT_HELPER_NS 1000000000LL
+#define PL_EXTRACT_HELPER_RSS_BYTES (64.0 * 1024 * 1024)

@@ -14,6 +14,7 @@
 typedef struct pl_render_text_opts {
     bool ascii;        /* sparklines from " .:-=+*#" instead of U+2581..U+2588 */
     int spark_width;   /* characters per sparkline (default 24, 4..80) */
+    bool all_processes; /* every process in full: no folding of quiet workers and short helpers */
 } pl_render_text_opts_t;
 
 int pl_render_text(const pl_report_t *r, FILE *out, const pl_render_text_opts_t *opts);

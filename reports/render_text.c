@@ -101,8 +101,42 @@ static void details(FILE *out, const pl_report_metric_t *m, bool bytes, bool oom
 }
 
 /* A worker whose verdict says nothing grows: folded into one line instead of a block of metric rows. */
-static bool folded(const pl_report_process_t *p) {
+static bool folded_worker(const pl_report_process_t *p) {
     return p->role == PL_ROLE_WORKER && p->verdict.kind != PL_PV_LEAK && p->verdict.kind != PL_PV_SLOW_GROWTH;
+}
+
+/* "78 short helper processes: bash 61, env 9, readlink 8; none leaks": counts by name, most frequent first (ties by
+ * name), the first 8 names, then "N others". */
+static void helpers_line(const pl_report_t *r, FILE *out, size_t n_helpers) {
+    typedef struct { const char *name; size_t n; } count_t;
+    count_t c[32];
+    size_t n_c = 0, n_other = 0;
+    for (size_t i = 0; i < r->n_procs; i++) {
+        const pl_report_process_t *p = r->procs[i];
+        if (!p->helper || !folded_worker(p) || p->n_pool) continue;
+        size_t k = 0;
+        while (k < n_c && strcmp(c[k].name, p->name)) k++;
+        if (k < n_c) c[k].n++;
+        else if (n_c < sizeof c / sizeof c[0]) c[n_c++] = (count_t){p->name, 1};
+        else n_other++;
+    }
+    for (size_t i = 1; i < n_c; i++) /* insertion sort: n_c <= 32 */
+        for (size_t j = i; j > 0 && (c[j].n > c[j - 1].n || (c[j].n == c[j - 1].n && strcmp(c[j].name, c[j - 1].name) < 0));
+             j--) {
+            count_t t = c[j];
+            c[j] = c[j - 1];
+            c[j - 1] = t;
+        }
+    fprintf(out, "%zu short helper process%s:", n_helpers, n_helpers > 1 ? "es" : "");
+    for (size_t k = 0; k < n_c; k++) {
+        if (k == 8) {
+            for (size_t m = 8; m < n_c; m++) n_other += c[m].n;
+            break;
+        }
+        fprintf(out, "%s %s %zu", k ? "," : "", c[k].name[0] ? c[k].name : "?", c[k].n);
+    }
+    if (n_other) fprintf(out, ", %zu other%s", n_other, n_other > 1 ? "s" : "");
+    fprintf(out, "; none leaks (no steps, under 1 s, under 64 MiB RSS; --all-processes shows them)\n");
 }
 
 int pl_render_text(const pl_report_t *r, FILE *out, const pl_render_text_opts_t *opts) {
@@ -114,10 +148,16 @@ int pl_render_text(const pl_report_t *r, FILE *out, const pl_render_text_opts_t 
     fprintf(out, "%s\n", pl_format_esc(r->verdict.line));
     fprintf(out, "plateau report: %s\n", r->source[0] ? pl_format_esc(r->source) : "(in-memory)");
     if (r->cut_short) fprintf(out, "run cut short: %s\n", pl_format_esc(r->cut_reason));
-    size_t n_folded = 0, n_nodata = 0, n_undecided = 0;
+    bool all = opts && opts->all_processes;
+#define folded(p) (!all && folded_worker(p))
+    size_t n_folded = 0, n_nodata = 0, n_undecided = 0, n_helpers = 0;
     for (size_t i = 0; i < r->n_procs; i++) {
         const pl_report_process_t *p = r->procs[i];
         if (folded(p) && p->n_pool) continue; /* said on the workers' line */
+        if (folded(p) && p->helper) {
+            n_helpers++;
+            continue;
+        }
         if (folded(p)) {
             n_folded++;
             n_nodata += p->verdict.kind == PL_PV_NO_DATA;
@@ -148,7 +188,7 @@ int pl_render_text(const pl_report_t *r, FILE *out, const pl_render_text_opts_t 
         fprintf(out, "workers (%zu process%s that never step", n_folded, n_folded > 1 ? "es" : "");
         int64_t lo = INT64_MAX, hi = INT64_MIN;
         for (size_t i = 0; i < r->n_procs; i++)
-            if (folded(r->procs[i]) && !r->procs[i]->n_pool) {
+            if (folded(r->procs[i]) && !r->procs[i]->n_pool && !r->procs[i]->helper) {
                 if (r->procs[i]->pid < lo) lo = r->procs[i]->pid;
                 if (r->procs[i]->pid > hi) hi = r->procs[i]->pid;
             }
@@ -159,6 +199,7 @@ int pl_render_text(const pl_report_t *r, FILE *out, const pl_render_text_opts_t 
         if (n_nodata) fprintf(out, ", %zu too brief to judge", n_nodata);
         fputs("\n", out);
     }
+    if (n_helpers) helpers_line(r, out, n_helpers);
     for (size_t i = 0; i < r->n_procs; i++) { /* quiet pools: one line each */
         const pl_report_process_t *p = r->procs[i];
         const pl_report_metric_t *mt = &p->metrics[PL_METRIC_HEAP_BYTES];
@@ -168,5 +209,6 @@ int pl_render_text(const pl_report_t *r, FILE *out, const pl_render_text_opts_t 
         details(out, mt, true, true, false);
         fputs("\n", out);
     }
+#undef folded
     return ferror(out) ? -EIO : 0;
 }

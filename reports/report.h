@@ -91,6 +91,8 @@ typedef struct pl_report_process {
     int32_t rank;               /* -1 when not a distributed rank */
     char name[64];
     pl_proc_role_t role;        /* set by the front end (reports/extract.c) before pl_report_analyze */
+    bool helper;                /* a short helper (role worker): no steps, lived < 1 s, peak RSS < 64 MiB; folded into
+                                 * one count-by-name line of the text report (reports/extract.c, docs/verdict.md) */
     size_t n_pool;              /* > 0: not a process but the pool of n_pool long-lived workers of process pid,
                                  * their summed live heap on its steps (role worker) */
     pl_report_metric_t metrics[PL_METRIC__COUNT];

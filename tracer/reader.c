@@ -1,7 +1,9 @@
 /* Trace reader: header check, then one chunk at a time (at most PL_TRACE_MAX_CHUNK_BYTES held), each chunk
  * verified (magic, length bound, sequence, CRC-32C) before any of its records is decoded. The first bad or
  * short chunk ends the stream with -EBADMSG and a message naming file and offset; records of earlier
- * chunks have all been delivered. The source is a file (pread) or a memory buffer (tests, fuzzing). */
+ * chunks have all been delivered. The source is a file (pread) or a memory buffer (tests, fuzzing).
+ * Follow mode (pl_trace_follow, for a trace still being written): a short chunk header or payload at the end is a
+ * chunk not completely written yet: pl_trace_next returns 0 and the next call reads it again from its header. */
 #include "config.h"
 
 #include <errno.h>
@@ -34,6 +36,7 @@ struct pl_trace_reader {
     int in_chunk;           /* a chunk has been loaded and not yet finished */
     uint64_t chunk_offset;  /* file offset of the current chunk's header */
     int status;             /* 0 reading; else the sticky return of pl_trace_next */
+    int follow;             /* a short chunk at the end is not complete yet (pl_trace_follow) */
     char err[512];
 };
 
@@ -142,6 +145,8 @@ int pl_trace_open_mem(const void *data, size_t len, const char *name, pl_trace_r
     return open_common(r, out);
 }
 
+void pl_trace_follow(pl_trace_reader_t *r, int follow) { r->follow = follow != 0; }
+
 const pl_trace_header_t *pl_trace_header(const pl_trace_reader_t *r) { return &r->header; }
 const char *pl_trace_error(const pl_trace_reader_t *r) { return r->err; }
 uint64_t pl_trace_offset(const pl_trace_reader_t *r) { return r->chunk_offset; }
@@ -167,6 +172,7 @@ static int load_chunk(pl_trace_reader_t *r) {
         return r->status = (int)n;
     }
     if (n == 0) return 0;
+    if ((size_t)n < sizeof h && r->follow) return 0;
     if ((size_t)n < sizeof h)
         return stop(r, off, "truncated chunk header (%zd of %u bytes); the trace ends here", n,
                     PL_CHUNK_HEADER_BYTES);
@@ -186,6 +192,7 @@ static int load_chunk(pl_trace_reader_t *r) {
     }
     n = src_read(r, off + sizeof h, r->chunk, v[1]);
     if (n < 0) return r->status = (int)n;
+    if ((size_t)n < v[1] && r->follow) return 0; /* r->offset unchanged: read again from this header */
     if ((size_t)n < v[1])
         return stop(r, off, "truncated chunk (%zd of %u payload bytes); the trace ends here", n, v[1]);
     uint32_t crc = pl_crc_update(pl_crc_update(0, h, 16), r->chunk, v[1]);

@@ -242,6 +242,11 @@ PL_TRACE_API const pl_trace_header_t *pl_trace_header(const pl_trace_reader_t *r
  * why), or -errno on an I/O error. After a non-positive return, further calls return the same value. */
 PL_TRACE_API int pl_trace_next(pl_trace_reader_t *r, pl_trace_record_t *rec);
 
+/* Follow a trace still being written (plateau watch): with follow != 0, a chunk cut short at the end of the file is
+ * taken as not yet written, not as damage: pl_trace_next returns 0 (end for now) and a later call re-reads it from
+ * its header once it is complete. A bad magic, length, sequence or checksum still stops the stream. */
+PL_TRACE_API void pl_trace_follow(pl_trace_reader_t *r, int follow);
+
 /* "" while reading is clean, else "FILE: offset N: what was wrong". */
 PL_TRACE_API const char *pl_trace_error(const pl_trace_reader_t *r);
 

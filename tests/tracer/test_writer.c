@@ -1,6 +1,6 @@
 /* Writer + reader: round trip through a file, O_EXCL/0600, truncation at every byte offset, corrupted
  * checksum, periodic flushing by the writer thread, record loss when the ring is full, and a full disk
- * (file size limit) that stops recording with exactly one message. */
+ * (file size limit) that stops recording with exactly one message; follow mode resumes a file cut anywhere. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -159,6 +159,57 @@ static void test_writer_truncation_every_offset(void **state) {
             assert_non_null(strstr(pl_trace_error(r), "truncated"));
             assert_int_equal(pl_trace_next(r, &rec), -EBADMSG); /* sticky */
         }
+        pl_trace_close(r);
+    }
+    free(b);
+}
+
+/* Follow mode (plateau watch): a file cut at any offset after its header reads as "the records of its whole chunks,
+ * then end for now"; once the rest is appended, reading resumes at the cut chunk and delivers every record once. */
+static void test_writer_follow_resumes_at_every_offset(void **state) {
+    (void)state;
+    char path[300], live[300];
+    path_of(path, sizeof path, "follow.pltrace");
+    path_of(live, sizeof live, "follow-live.pltrace");
+    write_trace(path, 60, 512);
+    size_t len;
+    uint8_t *b = slurp(path, &len);
+    size_t ends[64];
+    int recs[64];
+    int n_chunks = chunk_ends(b, len, ends, recs, 64);
+    for (size_t cut = PL_TRACE_HEADER_BYTES; cut <= len; cut++) {
+        FILE *f = fopen(live, "wb");
+        assert_non_null(f);
+        assert_int_equal(fwrite(b, 1, cut, f), cut);
+        fclose(f);
+        pl_trace_reader_t *r;
+        assert_int_equal(pl_trace_open(live, &r), 0);
+        pl_trace_follow(r, 1);
+        int expect = 0;
+        for (int c = 0; c < n_chunks; c++)
+            if (ends[c] <= cut) expect = recs[c];
+        pl_trace_record_t rec;
+        int got = 0, rc;
+        while ((rc = pl_trace_next(r, &rec)) == 1) {
+            pl_trace_record_t want;
+            rec_sample((pl_rec_type_t)(1 + got % PL_REC_TYPE_MAX), (unsigned)got, &want);
+            assert_true(rec_equal(&want, &rec));
+            got++;
+        }
+        assert_int_equal(rc, 0); /* not damage: not written yet */
+        assert_int_equal(got, expect);
+        f = fopen(live, "ab");
+        assert_non_null(f);
+        assert_int_equal(fwrite(b + cut, 1, len - cut, f), len - cut);
+        fclose(f);
+        while ((rc = pl_trace_next(r, &rec)) == 1) {
+            pl_trace_record_t want;
+            rec_sample((pl_rec_type_t)(1 + got % PL_REC_TYPE_MAX), (unsigned)got, &want);
+            assert_true(rec_equal(&want, &rec));
+            got++;
+        }
+        assert_int_equal(rc, 0);
+        assert_int_equal(got, 60);
         pl_trace_close(r);
     }
     free(b);
@@ -389,6 +440,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_writer_round_trip),
         cmocka_unit_test(test_writer_truncation_every_offset),
+        cmocka_unit_test(test_writer_follow_resumes_at_every_offset),
         cmocka_unit_test(test_writer_corrupted_checksum_stops_cleanly),
         cmocka_unit_test(test_writer_thread_flushes_periodically),
         cmocka_unit_test(test_writer_full_ring_counts_lost_records),

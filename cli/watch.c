@@ -1,0 +1,177 @@
+/* cli/watch: `plateau watch [--interval S] [--once] DIR`, the live verdict of a run going on elsewhere, and the loop
+ * behind `plateau run`'s status line and --stop-on-leak (pl_cli_live_loop, run in a separate process).
+ * Polls DIR's traces incrementally (reports/live.h) every interval and prints one status line: rewritten in place on
+ * a terminal, else a new line whenever a metric's state changes (and at least every 30 s). Ends when the run has
+ * ended (run.status written, or every trace closed) after printing the final state. docs/live.md. */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/commands.h"
+#include "reports/live.h"
+
+static volatile int quit; /* set by a signal handler (an int store is atomic here, as sig_atomic_t) */
+
+static void on_quit(int sig) {
+    (void)sig;
+    quit = 1;
+}
+
+static void sleep_s(double s) {
+    struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - floor(s)) * 1e9)};
+    nanosleep(&ts, NULL); /* a signal cuts it short: quit is then checked */
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* What a non-terminal output reprints on: the states of the shown process's metrics. */
+static unsigned signature(const pl_live_status_t *s) {
+    unsigned sig = s->have_proc ? 1u : 0u;
+    for (int m = 0; m < PL_LIVE__COUNT; m++) sig = sig * 8u + (s->m[m].present ? (unsigned)s->m[m].state + 1u : 0u);
+    return sig * 2u + (s->ended ? 1u : 0u);
+}
+
+/* --stop-on-leak (docs/ci.md): the program's own memory is a confirmed leak (the classifier's leak, fast enough to
+ * matter) with a projected OOM before the run would end: within run_steps when given, else within slow_hours. */
+static bool should_stop(const pl_live_status_t *s, int64_t run_steps) {
+    if (s->state != PL_LIVE_LEAK || s->state_metric < 0) return false;
+    const pl_live_mstatus_t *ms = &s->m[s->state_metric];
+    if (!ms->has_oom) return false;
+    if (run_steps > 0 && !s->by_time) return ms->oom_step <= run_steps;
+    return true; /* PL_LIVE_LEAK already means the OOM is within slow_hours */
+}
+
+int pl_cli_live_loop(const char *dir, const pl_cli_live_opts_t *o) {
+    pl_live_opts_t lo = {.slow_hours = o->slow_hours};
+    pl_live_t *l = pl_live_open(dir, &lo);
+    if (!l) {
+        fprintf(stderr, "plateau: out of memory\n");
+        return 1;
+    }
+    pl_live_set_cancel(l, &quit);
+    FILE *out = o->out ? o->out : stdout;
+    unsigned last_sig = 0;
+    double last_print = -1e9;
+    int leak_polls = 0;
+    bool stopped = false, printed_tty = false;
+    char line[512];
+    int rc = 0;
+    while (!quit) {
+        int prc = pl_live_poll(l);
+        if (prc == -EINTR) break;
+        if (prc) {
+            fprintf(stderr, "plateau: out of memory following %s\n", dir);
+            rc = 1;
+            break;
+        }
+        pl_live_status_t st;
+        if (pl_live_status(l, &st)) {
+            rc = 1;
+            break;
+        }
+        pl_live_format(&st, line, sizeof line);
+        if (o->tty) {
+            fprintf(out, "\r\033[Kplateau: %s", line);
+            printed_tty = true;
+        } else if (signature(&st) != last_sig || now_s() - last_print >= 30 || o->once) {
+            fprintf(out, "plateau: %s\n", line);
+            last_sig = signature(&st);
+            last_print = now_s();
+        }
+        fflush(out);
+        if (o->stop_pid > 0 && !stopped) {
+            leak_polls = should_stop(&st, o->run_steps) ? leak_polls + 1 : 0;
+            if (leak_polls >= 2) { /* confirmed on two polls in a row */
+                char path[4096 + 32];
+                snprintf(path, sizeof path, "%s/run.stopped", dir);
+                FILE *f = fopen(path, "w");
+                if (f) {
+                    fprintf(f, "pid %d stopped on leak: %s\n", (int)o->stop_pid, line);
+                    fclose(f);
+                }
+                if (printed_tty) fputs("\r\033[K", out);
+                fprintf(stderr, "plateau: --stop-on-leak: stopping pid %d (SIGTERM): %s\n", (int)o->stop_pid, line);
+                kill(o->stop_pid, SIGTERM);
+                stopped = true;
+                printed_tty = false;
+            }
+        }
+        if (o->once || (st.ended && o->until_ended)) break;
+        sleep_s(o->interval_s);
+    }
+    if (printed_tty) fputs(o->keep_line ? "\n" : "\r\033[K", out);
+    fflush(out);
+    pl_live_close(l);
+    return rc;
+}
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: plateau watch [--interval S] [--once] RUN_DIR\n"
+               "  the live verdict of a run in progress (started by plateau run or with PLATEAU_DIR): step, rate,\n"
+               "  RSS, device memory, and per metric: warming up / flat / leak suspected / LEAK with the projected\n"
+               "  OOM. Reads the traces incrementally; ends when the run ends. docs/live.md\n"
+               "  --interval S  seconds between refreshes (default 2)\n"
+               "  --once        print the status once and exit\n");
+}
+
+int pl_cli_watch(int argc, char **argv) {
+    pl_cli_live_opts_t o = {.interval_s = 2, .until_ended = true, .slow_hours = 24, .keep_line = true};
+    const char *dir = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--interval") && i + 1 < argc) {
+            char *end;
+            double v = strtod(argv[++i], &end);
+            if (*end || !(v >= 0.05) || v > 3600) {
+                fprintf(stderr, "plateau watch: --interval wants seconds in [0.05, 3600], not '%s'\n", argv[i]);
+                return 2;
+            }
+            o.interval_s = v;
+        } else if (!strcmp(a, "--once")) {
+            o.once = true;
+        } else if (a[0] == '-' || dir) {
+            fprintf(stderr, "plateau watch: unexpected argument '%s'\n", a);
+            usage(stderr);
+            return 2;
+        } else {
+            dir = a;
+        }
+    }
+    if (!dir) {
+        usage(stderr);
+        return 2;
+    }
+    if (access(dir, R_OK | X_OK)) {
+        fprintf(stderr, "plateau watch: cannot read %s: %s\n", dir, strerror(errno));
+        return 1;
+    }
+    o.tty = isatty(STDOUT_FILENO);
+    o.out = stdout;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_quit;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    return pl_cli_live_loop(dir, &o);
+}
+
+void pl_cli_live_quit_on(int sig) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_quit;
+    sigaction(sig, &sa, NULL);
+}

@@ -1,0 +1,504 @@
+/* reports/live: follow a run directory while it is written, and say per metric where the run stands (live.h).
+ * Invariants: each trace is read once, chunk by chunk, from the offset its reader kept (no re-reading); per process
+ * and metric at most PL_LIVE_MAX_BINS step bins (2 x for by-time bins), so held memory is O(processes), and a
+ * process that ended without stepping keeps only its file entry. Samples are keyed like reports/extract.c: a sample
+ * taken inside step s belongs to s, a periodic one to the step in progress (last step + 1).
+ * The labels from the classifier's verdict are in docs/live.md. */
+#include "live.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <plateau/trace.h>
+
+#include "format.h"
+#include "series.h"
+#include "verdict.h"
+
+#define MAX_FILES 4096
+/* Points a live classification works on (the report's is 512): the classifier's cost grows steeply with the points
+ * (measured: ~265 ms at 512, ~16 ms at 128 per series on the 2-CPU test machine), and the watcher classifies up to
+ * three series every poll. docs/live.md. */
+#define CLASSIFY_POINTS 128
+#define TIME_BUCKET_NS 1000000000LL /* by-time bins start at 1 s */
+#define HEADER_BYTES 64      /* a trace header (tracer/event.h HEADER_BYTES): shorter is not written yet */
+
+typedef struct bins {
+    pl_point_t *p;   /* n, sorted by step (the bin's first key) */
+    size_t n, cap;
+    int64_t width;   /* keys per bin, doubles when the bins merge */
+} bins_t;
+
+typedef struct proc {
+    char file[256];
+    pl_trace_reader_t *rd;   /* NULL once ended (or failed) */
+    uint64_t read_off;       /* file offset read up to (whole chunks) */
+    bool ended, failed, started;
+    uint32_t pid;
+    char name[64];
+    int64_t t0;              /* first record time */
+    int64_t cur_step;        /* last step record, 0 none */
+    uint64_t n_steps;
+    double host_limit, dev_limit;
+    double last_rss, last_dev;
+    bool dev_from_stats;     /* alloc_stats seen: device used is not the allocated metric */
+    bins_t step[PL_LIVE__COUNT], time[PL_LIVE__COUNT];
+} proc_t;
+
+struct pl_live {
+    char dir[4096];
+    pl_live_opts_t o;
+    proc_t *procs;
+    size_t n, cap;
+    uint64_t bytes_read;
+    bool status_file;        /* run.status seen */
+    const volatile int *cancel; /* pl_live_set_cancel */
+};
+
+void pl_live_set_cancel(pl_live_t *l, const volatile int *flag) { l->cancel = flag; }
+
+static void bins_free(bins_t *b) {
+    free(b->p);
+    memset(b, 0, sizeof *b);
+}
+
+/* Add v at key k (time t). Bins merge pairwise when the bound is reached. */
+static int bins_add(bins_t *b, int64_t k, int64_t t, double v) {
+    if (!b->width) b->width = 1;
+    if (b->n) {
+        pl_point_t *last = &b->p[b->n - 1];
+        if (k / b->width <= last->step / b->width) { /* same bin (or late: fold into the last one) */
+            if (v < last->base) last->base = v;
+            if (v > last->peak) last->peak = v;
+            if (last->n_samples < UINT32_MAX) last->n_samples++;
+            return 0;
+        }
+    }
+    if (b->n == PL_LIVE_MAX_BINS) {
+        size_t j = 0;
+        b->width *= 2;
+        for (size_t i = 0; i < b->n; i++) {
+            pl_point_t q = b->p[i];
+            if (j && b->p[j - 1].step / b->width == q.step / b->width) {
+                pl_point_t *m = &b->p[j - 1];
+                m->base = fmin(m->base, q.base);
+                m->peak = fmax(m->peak, q.peak);
+                m->n_samples += q.n_samples;
+            } else {
+                b->p[j++] = q;
+            }
+        }
+        b->n = j;
+        return bins_add(b, k, t, v);
+    }
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 16;
+        if (cap > PL_LIVE_MAX_BINS) cap = PL_LIVE_MAX_BINS;
+        pl_point_t *p = realloc(b->p, cap * sizeof *p);
+        if (!p) return -ENOMEM;
+        b->p = p;
+        b->cap = cap;
+    }
+    b->p[b->n++] = (pl_point_t){.step = k, .t_ns = t, .base = v, .peak = v, .n_samples = 1};
+    return 0;
+}
+
+static int put(proc_t *p, int m, uint64_t step, int64_t t, double v) {
+    if (!isfinite(v)) return 0;
+    int64_t k = step ? (int64_t)(step > INT64_MAX / 2 ? INT64_MAX / 2 : step) : p->cur_step + 1;
+    int64_t rt = t > p->t0 ? t - p->t0 : 0;
+    int rc = bins_add(&p->step[m], k, rt, v);
+    return rc ? rc : bins_add(&p->time[m], rt / TIME_BUCKET_NS, rt, v);
+}
+
+static bool na(uint64_t v) { return v == PL_TRACE_NA; }
+
+static void on_process(proc_t *p, const pl_rec_process_t *q) {
+    p->pid = q->pid;
+    const char *a0 = q->n_argv ? q->argv[0] : q->exe;
+    const char *b = a0 ? strrchr(a0, '/') : NULL;
+    b = b ? b + 1 : (a0 ? a0 : "");
+    if (q->n_argv > 1 && q->argv[1] && q->argv[1][0] != '-' && !strncmp(b, "python", 6)) {
+        const char *b1 = strrchr(q->argv[1], '/');
+        snprintf(p->name, sizeof p->name, "%s %s", b, b1 ? b1 + 1 : q->argv[1]);
+    } else {
+        snprintf(p->name, sizeof p->name, "%s", b);
+    }
+    double host = q->host_mem_bytes && !na(q->host_mem_bytes) ? (double)q->host_mem_bytes : 0;
+    double cg = q->cgroup_max_bytes && !na(q->cgroup_max_bytes) ? (double)q->cgroup_max_bytes : 0;
+    p->host_limit = cg > 0 && (host <= 0 || cg < host) ? cg : host;
+}
+
+static int on_record(proc_t *p, const pl_trace_record_t *rec) {
+    if (!p->started) {
+        p->started = true;
+        p->t0 = rec->t_ns;
+    }
+    switch (rec->type) {
+    case PL_REC_PROCESS_START: on_process(p, &rec->u.process); return 0;
+    case PL_REC_PROCESS_END:
+    case PL_REC_EXEC: p->ended = true; return 0;
+    case PL_REC_STEP:
+        if ((int64_t)rec->u.step.step > p->cur_step) p->cur_step = (int64_t)rec->u.step.step;
+        p->n_steps++;
+        return 0;
+    case PL_REC_HEAP: {
+        const pl_rec_heap_t *q = &rec->u.heap;
+        return put(p, PL_LIVE_HEAP, q->step, rec->t_ns, (double)q->live_bytes + (double)q->mmap_live_bytes);
+    }
+    case PL_REC_RSS: {
+        const pl_rec_rss_t *q = &rec->u.rss;
+        int rc = 0;
+        if (!na(q->rss_anon) && !na(q->rss_file) && !na(q->rss_shmem)) {
+            p->last_rss = (double)q->rss_anon + (double)q->rss_file + (double)q->rss_shmem;
+            rc = put(p, PL_LIVE_RSS, q->step, rec->t_ns, p->last_rss);
+        }
+        if (!na(q->device_total) && q->device_total) p->dev_limit = (double)q->device_total;
+        if (!na(q->device_used) && !p->dev_from_stats) {
+            p->last_dev = (double)q->device_used;
+            rc |= put(p, PL_LIVE_DEV, q->step, rec->t_ns, p->last_dev);
+        }
+        return rc;
+    }
+    case PL_REC_ALLOC_STATS: {
+        const pl_rec_alloc_stats_t *q = &rec->u.alloc_stats;
+        if (!p->dev_from_stats) { /* the allocator's own count replaces the device-used fallback */
+            p->dev_from_stats = true;
+            bins_free(&p->step[PL_LIVE_DEV]);
+            bins_free(&p->time[PL_LIVE_DEV]);
+        }
+        if (q->capacity_bytes && !na(q->capacity_bytes)) p->dev_limit = (double)q->capacity_bytes;
+        p->last_dev = (double)q->allocated_bytes;
+        return put(p, PL_LIVE_DEV, q->step, rec->t_ns, p->last_dev);
+    }
+    default: return 0;
+    }
+}
+
+static void proc_drop_series(proc_t *p) {
+    for (int m = 0; m < PL_LIVE__COUNT; m++) {
+        bins_free(&p->step[m]);
+        bins_free(&p->time[m]);
+    }
+}
+
+pl_live_t *pl_live_open(const char *dir, const pl_live_opts_t *opts) {
+    pl_live_t *l = calloc(1, sizeof *l);
+    if (!l) return NULL;
+    snprintf(l->dir, sizeof l->dir, "%s", dir);
+    l->o.slow_hours = opts && opts->slow_hours > 0 ? opts->slow_hours : 24;
+    l->o.horizon_steps = opts && opts->horizon_steps > 0 ? opts->horizon_steps : 10000;
+    return l;
+}
+
+void pl_live_close(pl_live_t *l) {
+    if (!l) return;
+    for (size_t i = 0; i < l->n; i++) {
+        pl_trace_close(l->procs[i].rd);
+        proc_drop_series(&l->procs[i]);
+    }
+    free(l->procs);
+    free(l);
+}
+
+static proc_t *find_or_add(pl_live_t *l, const char *name) {
+    for (size_t i = 0; i < l->n; i++)
+        if (!strcmp(l->procs[i].file, name)) return &l->procs[i];
+    if (l->n >= MAX_FILES) return NULL;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        proc_t *p = realloc(l->procs, cap * sizeof *p);
+        if (!p) return NULL;
+        l->procs = p;
+        l->cap = cap;
+    }
+    proc_t *p = &l->procs[l->n++];
+    memset(p, 0, sizeof *p);
+    snprintf(p->file, sizeof p->file, "%s", name);
+    p->last_rss = p->last_dev = NAN;
+    return p;
+}
+
+/* Read what is new in one trace. */
+static int follow(pl_live_t *l, proc_t *p) {
+    if (p->ended || p->failed) return 0;
+    char path[4096 + 300];
+    snprintf(path, sizeof path, "%s/%s", l->dir, p->file);
+    if (!p->rd) {
+        int rc = pl_trace_open(path, &p->rd);
+        if (rc == -ENOMEM) return rc;
+        if (rc) { /* a header not written yet is retried; anything else is not a trace */
+            struct stat sb;
+            if (stat(path, &sb) || sb.st_size >= HEADER_BYTES) p->failed = true;
+            p->rd = NULL;
+            return 0;
+        }
+        pl_trace_follow(p->rd, 1);
+    }
+    pl_trace_record_t rec;
+    int rc;
+    uint32_t n = 0;
+    while ((rc = pl_trace_next(p->rd, &rec)) > 0) {
+        if (on_record(p, &rec) == -ENOMEM) return -ENOMEM;
+        if (p->ended) break;
+        if (++n % 4096 == 0 && l->cancel && *l->cancel) break; /* the rest is read on a next poll, if any */
+    }
+    uint64_t after = pl_trace_offset(p->rd);
+    if (after > p->read_off) {
+        l->bytes_read += after - p->read_off;
+        p->read_off = after;
+    }
+    if (rc < 0) p->failed = true; /* damaged: what was read stays */
+    if (p->ended || p->failed) {
+        pl_trace_close(p->rd);
+        p->rd = NULL;
+        if (!p->n_steps) proc_drop_series(p); /* a helper: keep its name only */
+    }
+    return 0;
+}
+
+int pl_live_poll(pl_live_t *l) {
+    DIR *d = opendir(l->dir);
+    if (!d) return 0;
+    struct dirent *e;
+    int rc = 0;
+    while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (!strcmp(e->d_name, "run.status")) l->status_file = true;
+        if (len < 9 || strcmp(e->d_name + len - 8, ".pltrace") || len >= sizeof l->procs[0].file) continue;
+        if (!find_or_add(l, e->d_name)) {
+            rc = l->n >= MAX_FILES ? 0 : -ENOMEM;
+            if (rc) break;
+        }
+    }
+    closedir(d);
+    if (rc) return rc;
+    for (size_t i = 0; i < l->n; i++) {
+        if ((rc = follow(l, &l->procs[i]))) return rc;
+        if (l->cancel && *l->cancel) return -EINTR;
+    }
+    return 0;
+}
+
+/* The process to show: the one with most steps; without steps, a running one with the largest RSS. */
+static proc_t *shown(pl_live_t *l) {
+    proc_t *best = NULL;
+    for (size_t i = 0; i < l->n; i++) {
+        proc_t *p = &l->procs[i];
+        if (!p->started) continue;
+        if (!best) {
+            best = p;
+            continue;
+        }
+        if (p->n_steps != best->n_steps) {
+            if (p->n_steps > best->n_steps) best = p;
+            continue;
+        }
+        if (!p->n_steps) {
+            bool pa = !p->ended && !p->failed, ba = !best->ended && !best->failed;
+            if (pa != ba) {
+                if (pa) best = p;
+                continue;
+            }
+            double pr = isfinite(p->last_rss) ? p->last_rss : 0, br = isfinite(best->last_rss) ? best->last_rss : 0;
+            if (pr > br) best = p;
+        }
+    }
+    return best;
+}
+
+static void judge(const pl_live_t *l, const bins_t *b, bool by_time, double limit, pl_live_mstatus_t *ms) {
+    memset(ms, 0, sizeof *ms);
+    ms->oom_seconds = NAN;
+    if (!b->n) return;
+    ms->present = true;
+    ms->last = b->p[b->n - 1].base;
+    pl_series_t s = {.points = b->p, .n_points = b->n, .by_time = by_time};
+    if (by_time) s.bucket_ns = TIME_BUCKET_NS * b->width;
+    s.peak = -INFINITY;
+    for (size_t i = 0; i < b->n; i++)
+        if (b->p[i].peak > s.peak) {
+            s.peak = b->p[i].peak;
+            s.peak_step = b->p[i].step;
+        }
+    const pl_point_t *f = &b->p[0], *z = &b->p[b->n - 1];
+    if (b->n > 1 && z->step > f->step && z->t_ns > f->t_ns)
+        s.step_ns = (double)(z->t_ns - f->t_ns) / (double)(z->step - f->step);
+    if (by_time) s.step_ns = 1e9; /* bucket keys are seconds */
+    pl_verdict_params_t vp;
+    pl_verdict_params_default(&vp);
+    vp.limit = limit;
+    vp.max_points = CLASSIFY_POINTS;
+    pl_verdict_t v;
+    if (pl_verdict_classify(&s, &vp, &v)) return;
+    ms->per_step = v.slope_per_step;
+    ms->more_steps = v.more_steps;
+    switch (v.kind) {
+    case PL_VERDICT_FLAT: ms->state = PL_LIVE_FLAT; break;
+    case PL_VERDICT_PLATEAU:
+        ms->state = PL_LIVE_FLAT;
+        ms->warmup_steps = v.warmup_steps;
+        break;
+    case PL_VERDICT_LEAK:
+        ms->state = PL_LIVE_LEAK;
+        ms->has_oom = v.has_oom;
+        ms->oom_step = v.oom_step;
+        ms->oom_seconds = v.oom_seconds;
+        /* practical significance, as the report (docs/verdict.md section 8) */
+        if (v.has_oom && isfinite(v.oom_seconds) && v.oom_seconds > l->o.slow_hours * 3600) ms->state = PL_LIVE_SLOW;
+        else if (v.has_oom && !isfinite(v.oom_seconds) && v.oom_step - v.last_step > l->o.horizon_steps)
+            ms->state = PL_LIVE_SLOW;
+        else if (!v.has_oom && v.slope_per_step * (double)l->o.horizon_steps < fabs(v.level))
+            ms->state = PL_LIVE_SLOW;
+        break;
+    case PL_VERDICT_INCONCLUSIVE:
+    default:
+        switch (v.undecided) {
+        case PL_UNDECIDED_NO_DATA:
+        case PL_UNDECIDED_WARMUP:
+        case PL_UNDECIDED_SETTLING: ms->state = PL_LIVE_WARMING; break;
+        default: { /* a short or noisy tail: growing at the threshold is a suspicion, anything else undecided */
+            bool grows = v.slope_per_step >= v.threshold_per_step && v.slope_per_step > 0;
+            /* growth whose regime began within the warmup allowance may still be the warmup (seed 003: 90 steps) */
+            bool early = v.tail_start_step - v.first_step < vp.warmup_allow_steps;
+            ms->state = grows ? (early ? PL_LIVE_WARMING : PL_LIVE_SUSPECTED) : PL_LIVE_UNDECIDED;
+            break;
+        }
+        }
+        break;
+    }
+}
+
+int pl_live_status(pl_live_t *l, pl_live_status_t *out) {
+    memset(out, 0, sizeof *out);
+    out->state_metric = -1;
+    out->rss_bytes = out->dev_bytes = NAN;
+    out->n_files = l->n;
+    size_t n_ended = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        const proc_t *p = &l->procs[i];
+        if (p->ended || p->failed) n_ended++;
+        else if (p->started) out->n_alive++;
+    }
+    out->ended = l->status_file || (l->n && n_ended == l->n);
+    proc_t *p = shown(l);
+    if (!p) return 0;
+    out->have_proc = true;
+    out->pid = p->pid;
+    snprintf(out->name, sizeof out->name, "%s", p->name);
+    out->by_time = p->n_steps == 0;
+    out->step = p->cur_step;
+    out->rss_bytes = p->last_rss;
+    out->dev_bytes = p->last_dev;
+    const bins_t *hb = out->by_time ? &p->time[PL_LIVE_HEAP] : &p->step[PL_LIVE_HEAP];
+    if (!out->by_time && hb->n > 1) {
+        /* rate over the last (up to) 16 bins */
+        const pl_point_t *a = &hb->p[hb->n > 16 ? hb->n - 16 : 0], *z = &hb->p[hb->n - 1];
+        if (z->t_ns > a->t_ns) out->steps_per_s = (double)(z->step - a->step) * 1e9 / (double)(z->t_ns - a->t_ns);
+    }
+    for (int m = 0; m < PL_LIVE__COUNT; m++) {
+        const bins_t *b = out->by_time ? &p->time[m] : &p->step[m];
+        judge(l, b, out->by_time, m == PL_LIVE_DEV ? p->dev_limit : p->host_limit, &out->m[m]);
+    }
+    /* the program's state: its own memory, as the report's process verdict (RSS only without a live heap) */
+    static const pl_live_state_t rank[] = {[PL_LIVE_NONE] = 0,      [PL_LIVE_FLAT] = 1,      [PL_LIVE_WARMING] = 2,
+                                           [PL_LIVE_UNDECIDED] = 3, [PL_LIVE_SLOW] = 4,      [PL_LIVE_SUSPECTED] = 5,
+                                           [PL_LIVE_LEAK] = 6};
+    int prog[] = {PL_LIVE_HEAP, PL_LIVE_DEV, -1};
+    if (!out->m[PL_LIVE_HEAP].present) prog[0] = PL_LIVE_RSS;
+    for (int i = 0; prog[i] >= 0; i++) {
+        pl_live_mstatus_t *ms = &out->m[prog[i]];
+        ms->program = true;
+        if (!ms->present) continue;
+        if (out->state_metric < 0 || rank[ms->state] > rank[out->state]) {
+            out->state = ms->state;
+            out->state_metric = prog[i];
+        }
+    }
+    return 0;
+}
+
+const char *pl_live_state_name(pl_live_state_t s) {
+    switch (s) {
+    case PL_LIVE_WARMING: return "warming up";
+    case PL_LIVE_FLAT: return "flat";
+    case PL_LIVE_UNDECIDED: return "undecided";
+    case PL_LIVE_SUSPECTED: return "leak suspected";
+    case PL_LIVE_SLOW: return "slow growth";
+    case PL_LIVE_LEAK: return "LEAK";
+    case PL_LIVE_NONE:
+    default: return "no data";
+    }
+}
+
+static const char *const short_names[PL_LIVE__COUNT] = {"heap", "rss", "dev"};
+
+void pl_live_format(const pl_live_status_t *s, char *buf, size_t n) {
+    if (!n) return;
+    buf[0] = 0;
+    size_t off = 0;
+#define ADD(...)                                                              \
+    do {                                                                      \
+        if (off < n) {                                                        \
+            int w_ = snprintf(buf + off, n - off, __VA_ARGS__);               \
+            off = w_ < 0 ? n : (off + (size_t)w_ >= n ? n : off + (size_t)w_); \
+        }                                                                     \
+    } while (0)
+    if (!s->have_proc) {
+        ADD("waiting for traces (%zu file%s)", s->n_files, s->n_files == 1 ? "" : "s");
+        return;
+    }
+    char a[32], b[32];
+    ADD("pid %u %s", s->pid, s->name);
+    if (s->by_time) ADD("  no steps");
+    else {
+        ADD("  step %lld", (long long)s->step);
+        if (s->steps_per_s > 0) ADD(" (%.3g/s)", s->steps_per_s);
+    }
+    if (isfinite(s->rss_bytes)) ADD("  rss %s", pl_format_bytes(s->rss_bytes, a, sizeof a));
+    if (isfinite(s->dev_bytes)) ADD("  dev %s", pl_format_bytes(s->dev_bytes, a, sizeof a));
+    for (int m = 0; m < PL_LIVE__COUNT; m++) {
+        const pl_live_mstatus_t *ms = &s->m[m];
+        if (!ms->present) continue;
+        /* a growing RSS beside a recorded live heap is not the program's leak: said as the report does */
+        bool grows = !ms->program && (ms->state == PL_LIVE_LEAK || ms->state == PL_LIVE_SUSPECTED);
+        ADD("  %s: %s", short_names[m], grows ? "grows" : pl_live_state_name(ms->state));
+        const char *unit = s->by_time ? "s" : "step";
+        switch (ms->state) {
+        case PL_LIVE_LEAK:
+        case PL_LIVE_SLOW:
+        case PL_LIVE_SUSPECTED:
+            ADD(" %s%s/%s", ms->per_step >= 0 ? "+" : "", pl_format_bytes(ms->per_step, a, sizeof a), unit);
+            if (ms->has_oom) {
+                if (isfinite(ms->oom_seconds)) ADD(", OOM in ~%s", pl_format_duration(ms->oom_seconds, b, sizeof b));
+                else ADD(", OOM at %s %lld", unit, (long long)ms->oom_step);
+            }
+            break;
+        case PL_LIVE_WARMING:
+            if (ms->more_steps > 0) ADD(" (%lld more %s%s)", (long long)ms->more_steps, unit, ms->more_steps == 1 ? "" : "s");
+            break;
+        case PL_LIVE_FLAT:
+            if (ms->warmup_steps > 0) ADD(" after %lld warmup %ss", (long long)ms->warmup_steps, unit);
+            break;
+        default: break;
+        }
+    }
+    if (s->ended) ADD("  [run ended]");
+#undef ADD
+}
+
+uint64_t pl_live_bytes_read(const pl_live_t *l) { return l->bytes_read; }
+
+size_t pl_live_bytes_held(const pl_live_t *l) {
+    size_t b = sizeof *l + l->cap * sizeof *l->procs;
+    for (size_t i = 0; i < l->n; i++)
+        for (int m = 0; m < PL_LIVE__COUNT; m++)
+            b += (l->procs[i].step[m].cap + l->procs[i].time[m].cap) * sizeof(pl_point_t);
+    return b;
+}
