@@ -17,7 +17,7 @@ PKGS := meson ninja-build pkg-config gcc g++ clang libclang-rt-14-dev python3 \
         gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user \
         cmake groff-base
 
-.PHONY: all deps build demo test test-main test-asan test-nocuda test-fuzz bench clean
+.PHONY: all deps build demo test test-main test-repeat test-asan test-nocuda test-fuzz bench clean
 
 all: build
 
@@ -49,7 +49,11 @@ test: deps
 	exit $$rc
 
 test-main: build
-	meson test -C $(BUILD) --print-errorlogs --num-processes 2
+	meson test -C $(BUILD) --print-errorlogs --num-processes 2 --no-suite repeat
+
+# The repeated runs of issue 17's PyTorch script (10 x 4 variants, ~40 min): not in `make test`.
+test-repeat: build
+	meson test -C $(BUILD) --print-errorlogs --suite repeat
 
 test-asan: deps
 	[ -f build-asan/build.ninja ] || meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false \

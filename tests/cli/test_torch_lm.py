@@ -8,7 +8,7 @@ LR warmup and gradient clipping, a persistent 2-worker train DataLoader, validat
   leak:    (each of --leak loss / outputs / cache) run verdict LEAK naming the trainer, leaking_pids = [trainer].
 
 Usage: test_torch_lm.py PLATEAU TORCH_LM_PY [--variants none,cache] [--repeat N] [--steps N] [--unmarked]
-The normal suite runs one healthy and one leaking run (marked); the slow suite (cli.torch_lm_repeat) repeats every
+The normal suite runs one healthy and one leaking run (marked); the repeat suite (cli.torch_lm_repeat, make test-repeat) repeats every
 variant, marked and unmarked, and prints the counts. Needs Debian's python3-torch for /usr/bin/python3.
 """
 import argparse
