@@ -114,7 +114,8 @@ static pid_t start_watcher(const char *dir, const sigset_t *old_mask, pid_t cmd_
 static void usage(FILE *f) {
     fprintf(f,
             "usage: plateau run [-o DIR] [--sample-bytes N] [--interval-ms N] [--steps-signal]\n"
-            "                   [--host-allocator glibc|jemalloc] [--append] [--no-report] -- CMD ARGS...\n"
+            "                   [--host-allocator glibc|jemalloc] [--append] [--no-report] [--live|--no-live]\n"
+            "                   [--live-interval S] [--fail-on-leak] [--stop-on-leak] [--run-steps N] -- CMD ARGS...\n"
             "  -o DIR                 run directory for the traces (default ./plateau-run-<time>); made by\n"
             "                         plateau run, or an empty directory of yours that no one else can write\n"
             "  --append               DIR may hold an earlier run: add this one to it (reported together)\n"
@@ -124,9 +125,10 @@ static void usage(FILE *f) {
             "  --host-allocator A     glibc (default) or jemalloc: run the program on jemalloc, to tell\n"
             "                         glibc arena retention from a leak\n"
             "  --no-report            do not print the report summary when the command ends\n"
-            "  --live, --no-live      a live status line on stderr (step, rate, RSS, device; per metric: warming\n"
+            "  --live                 a live status line on stderr (step, rate, RSS, device; per metric: warming\n"
             "                         up / flat / leak suspected / LEAK, projected OOM) refreshed every 2 s;\n"
             "                         default: on when stderr is a terminal (docs/live.md)\n"
+            "  --no-live              no live status line, even on a terminal\n"
             "  --live-interval S      seconds between live refreshes (default 2)\n"
             "  --fail-on-leak         exit 3 when the report's run verdict is LEAK (the report is printed all the\n"
             "                         same); otherwise the command's own status (0 on a plateau or flat run)\n"
