@@ -148,6 +148,13 @@ typedef struct pl_rec_device {
     uint32_t tid;
 } pl_rec_device_t;
 
+/* alloc_stats allocator ids: 1..0xffff plateau's caching allocators in creation order; PL_ALLOC_ID_EXTERNAL +
+ * PLATEAU_STATS_* (include/plateau/step.h): counters a framework handed over through plateau_alloc_stats() (torch's
+ * CUDA caching allocator, live tensors counted by the Python bootstrap). */
+#define PL_ALLOC_ID_EXTERNAL 0x10000u
+#define PL_ALLOC_ID_TORCH_CUDA (PL_ALLOC_ID_EXTERNAL + 1u)
+#define PL_ALLOC_ID_TORCH_TENSORS (PL_ALLOC_ID_EXTERNAL + 2u)
+
 typedef struct pl_rec_alloc_stats {
     uint32_t allocator_id;
     int32_t device;
