@@ -22,6 +22,7 @@ typedef enum pl_dx {
     PL_DX_OOM,               /* projected out-of-memory */
     PL_DX_UNDECIDED,         /* nothing leaks yet, something still grows */
     PL_DX_NO_LEAK,           /* plateaus and flat series only */
+    PL_DX_ALLOC_RETRIES,     /* torch's caching allocator retried allocations or raised out-of-memory errors */
     PL_DX__COUNT
 } pl_dx_t;
 
