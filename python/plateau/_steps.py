@@ -36,6 +36,8 @@ def _emit():
     f = _native.get("plateau_step_auto")
     if f is not None:
         f()
+        from . import _torchstats  # torch's counters and live tensors after the boundary (no-op without tracer)
+        _torchstats.on_boundary()
 
 
 def _ref(obj):
