@@ -60,7 +60,7 @@ class Props:
 
 torch.cuda._initialized = True                      # what torch.cuda._lazy_init() sets once CUDA is up
 torch._C._cuda_memoryStats = scripted_stats
-torch._C._cuda_getDeviceProperties = lambda d: Props()
+torch.cuda._get_device_properties = lambda d: Props()  # what torch._C._cuda_init() defines on a GPU
 torch.cuda.device_count = lambda: 1
 assert torch.cuda.is_initialized() and torch.cuda.memory_stats(0)["allocated_bytes.all.current"] == 100 * MiB
 
