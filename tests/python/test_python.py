@@ -444,6 +444,7 @@ def mode_torch_counters(argv):
         assert m["dev.reserved"]["verdict"] == "leak" and m["dev.inactive_split"]["verdict"] == "leak"
         assert "fragmentation" in codes(row) and not {"retained-tensors", "device-growth"} & set(codes(row)), codes(row)
         text = [d["text"] for d in row["diagnosis"] if d["code"] == "fragmentation"][0]
+        assert "reserved grows 2.00 MiB/step" in text, text
         assert "plateau tune" in text and "expandable_segments" in text and "max_split_size_mb" in text, text
         print("ok: reserved growing, allocated flat: fragmentation with the tune hint")
 
