@@ -8,7 +8,8 @@ bootstrap (python/plateau/_torchstats.py) runs its real call path. The counters 
   frag     allocated flat; reserved and inactive_split grow 2 MiB per step
   retries  everything flat; num_alloc_retries reaches 3, num_ooms 1
   flat     everything flat
---tensors N: also keep N CPU tensors more per step (host live tensors grow). No plateau import.
+--tensors N: also keep N CPU tensors more per step (host live tensors grow), for the first --tensor-steps steps
+(default all: a leak; fewer: a cache that warms up, then a plateau). No plateau import.
 """
 import argparse
 
@@ -18,6 +19,7 @@ p = argparse.ArgumentParser()
 p.add_argument("--steps", type=int, default=160)
 p.add_argument("--mode", default="flat", choices=["leak", "frag", "retries", "flat"])
 p.add_argument("--tensors", type=int, default=0)
+p.add_argument("--tensor-steps", type=int, default=-1)
 args = p.parse_args()
 
 torch.manual_seed(0)
@@ -73,5 +75,6 @@ for it in range(args.steps):
     loss = model(torch.randn(4, 16)).pow(2).mean()
     loss.backward()
     opt.step()
-    kept.extend(torch.zeros(1) for _ in range(args.tensors))
+    if args.tensor_steps < 0 or it < args.tensor_steps:
+        kept.extend(torch.zeros(1) for _ in range(args.tensors))
 print(f"cuda_standin.py: {args.steps} steps, mode {args.mode}, {len(kept)} tensors kept")

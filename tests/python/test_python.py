@@ -485,6 +485,16 @@ def mode_tensors(argv):
         assert m["tensors"]["verdict"] in ("flat", "plateau"), m["tensors"]["verdict"]
         assert "retained-tensors" not in codes(row), codes(row)
 
+        # seed 003: a cache of tensors filled during the first 90 steps, then "live tensors flat at N after step 90"
+        row, m, out = run_report(tmp, "warm", [TORCH_PY, STANDIN, "--mode", "flat", "--steps", "200", "--tensors",
+                                               "78", "--tensor-steps", "90"], env=clean_env(PLATEAU_TENSOR_BUDGET="1"))
+        t = m["tensors"]
+        assert t["verdict"] == "plateau" and t["warmup"]["steps"] == 90, (t["verdict"], t["warmup"])
+        assert t["series"][-1][1] - t["series"][0][1] == 78 * 90, (t["series"][0], t["series"][-1])
+        assert "retained-tensors" not in codes(row), codes(row)
+        line = [x for x in out.splitlines() if x.strip().startswith("tensors ")]
+        print(f"ok: a tensor cache warming up for 90 steps: {line[0].split(None, 1)[1] if line else t['verdict']}")
+
         row, m, out = run_report(tmp, "default", [TORCH_PY, TRAIN, "--steps", "200"])
         n = len(m["tensors"]["series"])
         assert 1 <= n < 200, n
