@@ -8,6 +8,7 @@ bootstrap (python/plateau/_torchstats.py) runs its real call path. The counters 
   frag     allocated flat; reserved and inactive_split grow 2 MiB per step
   retries  everything flat; num_alloc_retries reaches 3, num_ooms 1
   flat     everything flat
+  raises   memory_stats() raises (after the script's own first call): the program must not notice
 --tensors N: also keep N CPU tensors more per step (host live tensors grow), for the first --tensor-steps steps
 (default all: a leak; fewer: a cache that warms up, then a plateau). No plateau import.
 """
@@ -17,7 +18,7 @@ import torch
 
 p = argparse.ArgumentParser()
 p.add_argument("--steps", type=int, default=160)
-p.add_argument("--mode", default="flat", choices=["leak", "frag", "retries", "flat"])
+p.add_argument("--mode", default="flat", choices=["leak", "frag", "retries", "flat", "raises"])
 p.add_argument("--tensors", type=int, default=0)
 p.add_argument("--tensor-steps", type=int, default=-1)
 args = p.parse_args()
@@ -35,6 +36,8 @@ def pools(current, peak):
 
 def scripted_stats(device):
     """torch._C._cuda_memoryStats(device): the nested dict of the C++ caching allocator, scripted by `step`."""
+    if args.mode == "raises" and step > 0:
+        raise RuntimeError("CUDA error: an illegal memory access was encountered (stand-in)")
     alloc, blocks, reserved, split, retries, ooms = 100 * MiB, 500, 128 * MiB, 2 * MiB, 0, 0
     if args.mode == "leak":
         alloc += 4 * MiB * step

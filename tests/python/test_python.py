@@ -459,6 +459,14 @@ def mode_torch_counters(argv):
         assert not bad and m["dev.allocated"]["verdict"] == "flat", codes(row)
         print("ok: flat counters: no device finding")
 
+        d, r = plateau_run(tmp, "raises", [TORCH_PY, STANDIN, "--mode", "raises", "--steps", "20"],
+                           env=clean_env(PLATEAU_TENSOR_BUDGET="1"))
+        assert r.stdout.startswith("cuda_standin.py: 20 steps, mode raises") and "Traceback" not in r.stderr, r.stderr
+        row, m, out = run_report(tmp, "raises2", [TORCH_PY, STANDIN, "--mode", "raises", "--steps", "20"],
+                                 env=clean_env(PLATEAU_TENSOR_BUDGET="1"))
+        assert "dev.allocated" not in m and len(m["tensors"]["series"]) == 20, sorted(m)
+        print("ok: memory_stats() raising: the program runs on unaware, tensors still counted")
+
 
 def mode_tensors(argv):
     """Live tensors per step on a PyTorch CPU script (PLATEAU_TENSOR_BUDGET=1: a count at every step), a leak of
