@@ -88,6 +88,6 @@ torch.cuda.device_count = lambda: 1
 torch.cuda._get_device_properties = lambda d: type("P", (), {"total_memory": 16 << 30})()
 assert _torchstats.cuda_stats(f) == 1
 med, lo = median_us(lambda: _torchstats.cuda_stats(f), 2001)
-print(f"memory_stats + plateau_alloc_stats, 1 device: median {med:.1f} us, min {lo:.1f} us per step")
+print(f"memory_stats_as_nested_dict + plateau_alloc_stats, 1 device: median {med:.1f} us, min {lo:.1f} us per step")
 med, lo = median_us(lambda: torch.cuda.memory_stats(0), 2001)
-print(f"  of which torch.cuda.memory_stats(0) alone: median {med:.1f} us")
+print(f"  torch.cuda.memory_stats(0) (the flattened form, not used): median {med:.1f} us")

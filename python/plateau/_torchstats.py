@@ -3,7 +3,9 @@
 
 Called by plateau/_steps.py right after each boundary it sends, only when the tracer is loaded:
 - CUDA: once the program has initialised CUDA (torch.cuda.is_initialized(); this module never initialises it),
-  torch.cuda.memory_stats(d) for every device d: allocated, reserved, active, inactive_split bytes, live blocks,
+  torch.cuda.memory_stats_as_nested_dict(d) for every device d (what torch.cuda.memory_stats(d) flattens: the
+  flattening alone makes ~100 key strings and a sorted OrderedDict per call, 7x the cost, and its garbage was what
+  pymalloc arenas grew on; memory_stats() when the nested form is missing): allocated, reserved, active, inactive_split bytes, live blocks,
   segments, num_alloc_retries, num_ooms (and the device's total memory, read once per device) go to the tracer's
   plateau_alloc_stats() (include/plateau/step.h), source PLATEAU_STATS_TORCH_CUDA.
 - Live tensors: the torch.Tensor objects the garbage collector tracks (gc.get_objects(), O(objects in the heap)),
@@ -57,6 +59,12 @@ def _num(v):
     return v if 0 <= v < NA else NA
 
 
+def _nested(stats, key):
+    for k in key.split("."):
+        stats = stats.get(k, NA) if isinstance(stats, dict) else NA
+    return stats
+
+
 def _send(f, source, device, vals):
     import ctypes
     arr = (ctypes.c_uint64 * len(vals))(*vals)
@@ -72,17 +80,23 @@ def cuda_stats(f):
     init = getattr(cuda, "is_initialized", None)
     if init is None or not init():
         return 0
+    nested = getattr(cuda, "memory_stats_as_nested_dict", None)
     sent = 0
     for d in range(cuda.device_count()):
-        stats = cuda.memory_stats(d)
-        if not stats:
+        if nested is not None:
+            stats = nested(d)
+            vals = [_num(_nested(stats, k)) for k in _KEYS] if stats else None
+        else:
+            stats = cuda.memory_stats(d)
+            vals = [_num(stats.get(k, NA)) for k in _KEYS] if stats else None
+        if vals is None:
             continue
         if d not in _capacity:
             try:
                 _capacity[d] = _num(cuda.get_device_properties(d).total_memory)
             except Exception:
                 _capacity[d] = NA
-        vals = [_num(stats.get(k, NA)) for k in _KEYS] + [_capacity[d]]
+        vals.append(_capacity[d])
         _send(f, SRC_TORCH_CUDA, d, vals)
         sent += 1
     return sent
