@@ -2,13 +2,13 @@
 
 No GPU here: after `import torch` the script makes torch.cuda look initialised with one device and replaces only
 the lowest layer torch.cuda.memory_stats() reads (torch._C._cuda_memoryStats, the C++ allocator's nested stats)
-and the device queries. torch.cuda.is_initialized(), memory_stats() and its flattening are torch's own, so the
+and the device queries. torch.cuda.is_initialized() and memory_stats_as_nested_dict() are torch's own, so the
 bootstrap (python/plateau/_torchstats.py) runs its real call path. The counters follow --mode per iteration:
   leak     allocated grows 4 MiB and 10 live blocks per step (reserved follows)
   frag     allocated flat; reserved and inactive_split grow 2 MiB per step
   retries  everything flat; num_alloc_retries reaches 3, num_ooms 1
   flat     everything flat
-  raises   memory_stats() raises (after the script's own first call): the program must not notice
+  raises   torch._C._cuda_memoryStats raises (after the script's own first call): the program must not notice
 --tensors N: also keep N CPU tensors more per step (host live tensors grow), for the first --tensor-steps steps
 (default all: a leak; fewer: a cache that warms up, then a plateau). No plateau import.
 """

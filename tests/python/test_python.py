@@ -426,7 +426,7 @@ def codes(row):
 
 def mode_torch_counters(argv):
     """A stand-in torch.cuda (tests/python/cuda_standin.py) whose counters are scripted: the bootstrap's real
-    torch.cuda.memory_stats() path gives torch's series, judged and diagnosed."""
+    torch.cuda.memory_stats_as_nested_dict() path gives torch's series, judged and diagnosed."""
     need_torch()
     MiB = 1 << 20
     with tempfile.TemporaryDirectory(prefix="pl-py-cuda-") as tmp:
@@ -465,7 +465,7 @@ def mode_torch_counters(argv):
         row, m, out = run_report(tmp, "raises2", [TORCH_PY, STANDIN, "--mode", "raises", "--steps", "20"],
                                  env=clean_env(PLATEAU_TENSOR_BUDGET="1"))
         assert "dev.allocated" not in m and len(m["tensors"]["series"]) == 20, sorted(m)
-        print("ok: memory_stats() raising: the program runs on unaware, tensors still counted")
+        print("ok: memory stats raising: the program runs on unaware, tensors still counted")
 
 
 def mode_tensors(argv):
