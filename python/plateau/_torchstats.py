@@ -5,8 +5,8 @@ Called by plateau/_steps.py right after each boundary it sends, only when the tr
 - CUDA: once the program has initialised CUDA (torch.cuda.is_initialized(); this module never initialises it),
   torch.cuda.memory_stats_as_nested_dict(d) for every device d (what torch.cuda.memory_stats(d) flattens: the
   flattening alone makes ~100 key strings and a sorted OrderedDict per call, 7x the cost, and its garbage was what
-  pymalloc arenas grew on; memory_stats() when the nested form is missing): allocated, reserved, active, inactive_split bytes, live blocks,
-  segments, num_alloc_retries, num_ooms (and the device's total memory, read once per device) go to the tracer's
+  pymalloc arenas grew on; memory_stats() when the nested form is missing): allocated, reserved, active,
+  inactive_split bytes, live blocks, segments, num_alloc_retries, num_ooms (and the device's total memory, read once per device) go to the tracer's
   plateau_alloc_stats() (include/plateau/step.h), source PLATEAU_STATS_TORCH_CUDA.
 - Live tensors: the torch.Tensor objects the garbage collector tracks (gc.get_objects(), O(objects in the heap)),
   per device (CPU = -1), source PLATEAU_STATS_TORCH_TENSORS. A count costs milliseconds in a PyTorch process, so it

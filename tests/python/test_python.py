@@ -435,7 +435,8 @@ def mode_torch_counters(argv):
         assert al["verdict"] == "leak" and al["leak"]["per_step"] == 4 * MiB, al["verdict"]
         assert al["series"][0][:2] == [1, 104 * MiB] and al["last_value"] == 740 * MiB, "values or steps shifted"
         assert m["dev.tensors"]["verdict"] == "leak", m["dev.tensors"]["verdict"]
-        assert al["leak"]["oom"] and abs(al["leak"]["oom"]["limit"] - (16 << 30)) < 1e3, "no projection against the capacity"
+        oom = al["leak"]["oom"]
+        assert oom and abs(oom["limit"] - (16 << 30)) < 1e3, "no projection against the capacity"
         assert "retained-tensors" in codes(row), codes(row)
         print("ok: allocated growing: dev.allocated leak +4 MiB/step, retained tensors, OOM against 16 GiB")
 
