@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <link.h>
 #include <linux/futex.h>
 #include <pthread.h>
@@ -327,6 +328,39 @@ PL_EXPORT void plateau_mark(const char *label) {
     pl_tl_guard++;
     pl_trace_record_t r = {.type = PL_REC_MARK, .t_ns = pl_now_ns()};
     r.u.mark = (pl_rec_mark_t){.step = atomic_load(&pl_g.step), .label = label ? label : ""};
+    pl_emit(&r);
+    pl_tl_guard--;
+}
+
+/* Counters a framework hands over (include/plateau/step.h): one alloc_stats record, allocator id 0x10000 + source,
+ * tagged with the steps completed so far (the caller reads them right after the step it closes). */
+static int64_t stat_at(const uint64_t *vals, int n, int i) {
+    if (i >= n || vals[i] == PL_TRACE_NA) return (int64_t)PL_TRACE_NA;
+    return vals[i] > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)vals[i];
+}
+
+PL_EXPORT void plateau_alloc_stats(int source, int device, const uint64_t *vals, int n) {
+    if (!atomic_load_explicit(&pl_g.active, memory_order_relaxed)) return;
+    if (n < 0 || (n > 0 && !vals) || source < 1 || source > 0xffff) return;
+    pl_tl_guard++;
+    pl_trace_record_t r = {.type = PL_REC_ALLOC_STATS, .t_ns = pl_now_ns()};
+    uint64_t cap = n > PLATEAU_STAT_CAPACITY_BYTES ? vals[PLATEAU_STAT_CAPACITY_BYTES] : PL_TRACE_NA;
+    r.u.alloc_stats = (pl_rec_alloc_stats_t){
+        .allocator_id = PL_ALLOC_ID_EXTERNAL + (uint32_t)source, .device = device, .step = atomic_load(&pl_g.step),
+        .allocated_bytes = stat_at(vals, n, PLATEAU_STAT_ALLOCATED_BYTES),
+        .allocated_bytes_peak = stat_at(vals, n, PLATEAU_STAT_ALLOCATED_BYTES_PEAK),
+        .reserved_bytes = stat_at(vals, n, PLATEAU_STAT_RESERVED_BYTES),
+        .reserved_bytes_peak = stat_at(vals, n, PLATEAU_STAT_RESERVED_BYTES_PEAK),
+        .active_bytes = stat_at(vals, n, PLATEAU_STAT_ACTIVE_BYTES),
+        .inactive_split_bytes = stat_at(vals, n, PLATEAU_STAT_INACTIVE_SPLIT_BYTES),
+        .requested_bytes = stat_at(vals, n, PLATEAU_STAT_REQUESTED_BYTES),
+        .n_allocations = stat_at(vals, n, PLATEAU_STAT_N_ALLOCATIONS),
+        .n_segments = stat_at(vals, n, PLATEAU_STAT_N_SEGMENTS),
+        .num_alloc_retries = stat_at(vals, n, PLATEAU_STAT_NUM_ALLOC_RETRIES),
+        .num_ooms = stat_at(vals, n, PLATEAU_STAT_NUM_OOMS),
+        .num_device_alloc = (int64_t)PL_TRACE_NA, .num_device_free = (int64_t)PL_TRACE_NA,
+        .largest_free_bytes = PL_TRACE_NA, .capacity_bytes = cap,
+        .fragmentation = NAN};
     pl_emit(&r);
     pl_tl_guard--;
 }

@@ -8,3 +8,9 @@
 PL_STEP_API void plateau_step(void) {}
 PL_STEP_API void plateau_step_auto(void) {}
 PL_STEP_API void plateau_mark(const char *label) { (void)label; }
+PL_STEP_API void plateau_alloc_stats(int source, int device, const uint64_t *vals, int n) {
+    (void)source;
+    (void)device;
+    (void)vals;
+    (void)n;
+}

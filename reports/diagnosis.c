@@ -21,7 +21,7 @@
 static const char *dx_names[PL_DX__COUNT] = {
     "cut-short", "retained-tensors", "device-growth", "fragmentation", "device-other", "host-leak", "heap-not-rss",
     "host-retention", "file-pages", "rss-unexplained", "oom", "undecided", "no-leak", "slow-growth", "no-data",
-    "pss-sharing",
+    "pss-sharing", "alloc-retries",
 };
 
 const char *pl_dx_name(pl_dx_t c) { return (unsigned)c < PL_DX__COUNT ? dx_names[c] : "?"; }
@@ -147,6 +147,29 @@ static void device_rules(ctx_t *c) {
             "Allocator fragmentation, not a leak: reserved grows %s while allocated is flat. Run `plateau tune` on "
             "this trace, or try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (or max_split_size_mb:128).",
             rate(c, PL_METRIC_DEV_RESERVED, a, sizeof a));
+    } else if (leak(c, PL_METRIC_DEV_INACTIVE_SPLIT) && settled(c, PL_METRIC_DEV_ALLOCATED)) {
+        say(c, PL_DX_FRAGMENTATION,
+            "Allocator fragmentation, not a leak: inactive parts of split blocks grow %s while allocated is flat. "
+            "Run `plateau tune` on this trace, or try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (or "
+            "max_split_size_mb:128).",
+            rate(c, PL_METRIC_DEV_INACTIVE_SPLIT, a, sizeof a));
+    }
+    if (leak(c, PL_METRIC_TENSORS) && !leak(c, PL_METRIC_DEV_TENSORS)) {
+        say(c, PL_DX_RETAINED_TENSORS,
+            "Retained tensors: the live torch.Tensor count grows %s, so tensors outlive their step (outputs or "
+            "losses appended to a list, a graph kept alive by a loss accumulated without .item()/.detach()).",
+            rate(c, PL_METRIC_TENSORS, a, sizeof a));
+    }
+    const pl_report_process_t *p = c->p;
+    if (p->dev_ooms > 0 || p->dev_alloc_retries > 0) {
+        say(c, PL_DX_ALLOC_RETRIES,
+            "torch's caching allocator ran out of device memory: %lld out-of-memory error%s and %lld allocation "
+            "retr%s (each retry frees every cached block and waits for the device). The device is at its limit%s.",
+            (long long)(p->dev_ooms > 0 ? p->dev_ooms : 0), p->dev_ooms == 1 ? "" : "s",
+            (long long)(p->dev_alloc_retries > 0 ? p->dev_alloc_retries : 0),
+            p->dev_alloc_retries == 1 ? "y" : "ies",
+            leak(c, PL_METRIC_DEV_ALLOCATED) ? "" : "; with allocated flat, `plateau tune` or "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True can make room");
     }
     if (grows(c, PL_METRIC_DEV_OTHER)) {
         say(c, PL_DX_DEVICE_OTHER,

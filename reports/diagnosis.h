@@ -26,6 +26,7 @@ typedef enum pl_dx {
     PL_DX_SLOW_GROWTH,       /* program memory grows, too slowly to matter (practical significance) */
     PL_DX_NO_DATA,           /* no program-memory series long enough to judge */
     PL_DX_PSS_SHARING,       /* PSS grows, RSS does not: shared pages changed hands, not this process's memory */
+    PL_DX_ALLOC_RETRIES,     /* torch's caching allocator retried allocations or raised out-of-memory errors */
     PL_DX__COUNT
 } pl_dx_t;
 

@@ -260,11 +260,13 @@ typedef struct module { char path[1024]; char build_id[129]; uint64_t file_size;
 /* ---- per-trace state ---- */
 
 enum { A_RSS, A_ANON, A_FILE, A_SHMEM, A_PSS, A_HEAP, A_HEAPN, A_CGROUP, A_DEVUSED,
-       A_ST_ALLOC, A_ST_RES, A_ST_TENS, A_EV_ALLOC, A_EV_TENS, A_EV_RES, A_EV_DRV, A_OTHER, A__N };
+       A_ST_ALLOC, A_ST_RES, A_ST_TENS, A_EV_ALLOC, A_EV_TENS, A_EV_RES, A_EV_DRV, A_OTHER,
+       A_PY_TENS, A_ST_ACTIVE, A_ST_SPLIT, A__N };
 
 typedef struct side { agg_t a[A__N]; } side_t; /* one set keyed by step, one by time bucket */
 
-typedef struct astat { uint32_t id; int32_t dev; int64_t alloc, res, tens; } astat_t;
+/* the last snapshot of one allocator on one device; active/split/retries/ooms -1 when not recorded */
+typedef struct astat { uint32_t id; int32_t dev; int64_t alloc, res, tens, active, split, retries, ooms; } astat_t;
 
 typedef struct state {
     side_t by_step, by_time;
@@ -286,7 +288,7 @@ typedef struct state {
     size_t n_pyfs;
     astat_t astats[MAX_ALLOCATORS];
     size_t n_astats;
-    bool seen_stats, seen_alloc_src, seen_map, seen_drv;
+    bool seen_stats, seen_alloc_src, seen_map, seen_drv, seen_active, seen_split, seen_py_tensors;
     int64_t ev_alloc, ev_tens, ev_res, ev_drv;  /* running device totals from events */
     double last_reserved;    /* latest reserved bytes (stats or events), NAN unknown */
     pl_extract_proc_t *xp;
@@ -406,8 +408,16 @@ static int on_rss(state_t *s, const pl_trace_record_t *rec) {
     return rc ? -ENOMEM : 0;
 }
 
+/* a counter of an alloc_stats record: NA (framework counters, include/plateau/step.h) reads as -1 */
+static int64_t stat_or(int64_t v) { return v == (int64_t)PL_TRACE_NA || v < 0 ? -1 : v; }
+
 static int on_stats(state_t *s, const pl_trace_record_t *rec) {
     const pl_rec_alloc_stats_t *q = &rec->u.alloc_stats;
+    if (q->allocator_id == PL_ALLOC_ID_TORCH_TENSORS) { /* live tensors the bootstrap counted: the host's only */
+        if (q->device != -1 || stat_or(q->n_allocations) < 0) return 0;
+        s->seen_py_tensors = true;
+        return put(s, A_PY_TENS, q->step, rec->t_ns, (double)q->n_allocations) ? -ENOMEM : 0;
+    }
     astat_t *a = NULL;
     for (size_t i = 0; i < s->n_astats; i++)
         if (s->astats[i].id == q->allocator_id && s->astats[i].dev == q->device) a = &s->astats[i];
@@ -417,14 +427,22 @@ static int on_stats(state_t *s, const pl_trace_record_t *rec) {
         a->id = q->allocator_id;
         a->dev = q->device;
     }
-    a->alloc = q->allocated_bytes;
-    a->res = q->reserved_bytes;
-    a->tens = q->n_allocations;
-    double sa = 0, sr = 0, st = 0;
+    a->alloc = stat_or(q->allocated_bytes) < 0 ? 0 : q->allocated_bytes;
+    a->res = stat_or(q->reserved_bytes) < 0 ? 0 : q->reserved_bytes;
+    a->tens = stat_or(q->n_allocations) < 0 ? 0 : q->n_allocations;
+    /* dev.active and dev.inactive_split: series of torch's allocator (plateau's own are judged through tune) */
+    bool ext = q->allocator_id >= PL_ALLOC_ID_EXTERNAL;
+    a->active = ext ? stat_or(q->active_bytes) : -1;
+    a->split = ext ? stat_or(q->inactive_split_bytes) : -1;
+    a->retries = stat_or(q->num_alloc_retries);
+    a->ooms = stat_or(q->num_ooms);
+    double sa = 0, sr = 0, st = 0, sact = 0, ssp = 0;
     for (size_t i = 0; i < s->n_astats; i++) {
         sa += (double)s->astats[i].alloc;
         sr += (double)s->astats[i].res;
         st += (double)s->astats[i].tens;
+        if (s->astats[i].active >= 0) sact += (double)s->astats[i].active;
+        if (s->astats[i].split >= 0) ssp += (double)s->astats[i].split;
     }
     s->seen_stats = true;
     s->last_reserved = sr;
@@ -433,6 +451,14 @@ static int on_stats(state_t *s, const pl_trace_record_t *rec) {
     int rc = put(s, A_ST_ALLOC, q->step, rec->t_ns, sa);
     rc |= put(s, A_ST_RES, q->step, rec->t_ns, sr);
     rc |= put(s, A_ST_TENS, q->step, rec->t_ns, st);
+    if (a->active >= 0) {
+        s->seen_active = true;
+        rc |= put(s, A_ST_ACTIVE, q->step, rec->t_ns, sact);
+    }
+    if (a->split >= 0) {
+        s->seen_split = true;
+        rc |= put(s, A_ST_SPLIT, q->step, rec->t_ns, ssp);
+    }
     return rc ? -ENOMEM : 0;
 }
 
@@ -922,6 +948,15 @@ static int finish(state_t *s, pl_report_process_t *row) {
             src[PL_METRIC_DEV_ALLOCATED] = A_EV_DRV; /* cudaMalloc'd memory is what the program holds */
         }
         if (s->seen_map) src[PL_METRIC_DEV_RESERVED] = A_EV_RES;
+    }
+    if (s->seen_stats && s->seen_active) src[PL_METRIC_DEV_ACTIVE] = A_ST_ACTIVE;
+    if (s->seen_stats && s->seen_split) src[PL_METRIC_DEV_INACTIVE_SPLIT] = A_ST_SPLIT;
+    if (s->seen_py_tensors) src[PL_METRIC_TENSORS] = A_PY_TENS;
+    for (size_t i = 0; i < s->n_astats; i++) {
+        const astat_t *a = &s->astats[i];
+        if (a->retries >= 0) row->dev_alloc_retries = (row->dev_alloc_retries < 0 ? 0 : row->dev_alloc_retries) +
+                                                      a->retries;
+        if (a->ooms >= 0) row->dev_ooms = (row->dev_ooms < 0 ? 0 : row->dev_ooms) + a->ooms;
     }
     int64_t last_key = last_reported_key(s, by_step);
     for (int m = 0; m < PL_METRIC__COUNT; m++) {

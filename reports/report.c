@@ -11,12 +11,15 @@
 
 static const char *metric_names[PL_METRIC__COUNT] = {
     "rss", "rss.anon", "rss.file", "rss.shmem", "pss", "heap.bytes", "heap.count",
-    "dev.allocated", "dev.reserved", "dev.tensors", "dev.other", "cgroup",
+    "dev.allocated", "dev.reserved", "dev.tensors", "dev.other", "cgroup", "tensors", "dev.active",
+    "dev.inactive_split",
 };
 
 const char *pl_metric_name(pl_metric_t m) { return (unsigned)m < PL_METRIC__COUNT ? metric_names[m] : "?"; }
 
-bool pl_metric_is_bytes(pl_metric_t m) { return m != PL_METRIC_HEAP_COUNT && m != PL_METRIC_DEV_TENSORS; }
+bool pl_metric_is_bytes(pl_metric_t m) {
+    return m != PL_METRIC_HEAP_COUNT && m != PL_METRIC_DEV_TENSORS && m != PL_METRIC_TENSORS;
+}
 
 static const char *pverdict_names[PL_PV__COUNT] = {"no-data", "no-leak", "slow-growth", "undecided", "leak"};
 
@@ -72,6 +75,7 @@ pl_report_process_t *pl_report_add_process(pl_report_t *r, int64_t pid, int32_t 
     p->pid = pid;
     p->rank = rank;
     snprintf(p->name, sizeof p->name, "%s", name ? name : "");
+    p->dev_alloc_retries = p->dev_ooms = -1;
     r->procs[r->n_procs++] = p;
     return p;
 }
@@ -97,6 +101,8 @@ static double metric_limit(const pl_report_t *r, pl_metric_t m, const char **sou
     case PL_METRIC_DEV_ALLOCATED:
     case PL_METRIC_DEV_RESERVED:
     case PL_METRIC_DEV_OTHER:
+    case PL_METRIC_DEV_ACTIVE:
+    case PL_METRIC_DEV_INACTIVE_SPLIT:
         if (l->device_bytes > 0) *source = "device capacity";
         return l->device_bytes;
     case PL_METRIC_CGROUP:
@@ -104,6 +110,7 @@ static double metric_limit(const pl_report_t *r, pl_metric_t m, const char **sou
         return l->cgroup_bytes;
     case PL_METRIC_HEAP_COUNT:
     case PL_METRIC_DEV_TENSORS:
+    case PL_METRIC_TENSORS:
         return 0;
     default:
         if (l->cgroup_bytes > 0 && (l->host_bytes <= 0 || l->cgroup_bytes < l->host_bytes)) {

@@ -32,6 +32,9 @@ typedef enum pl_metric {
     PL_METRIC_DEV_TENSORS,    /* live tensor (block) count */
     PL_METRIC_DEV_OTHER,      /* device bytes outside the allocator (driver, libraries) */
     PL_METRIC_CGROUP,         /* cgroup memory.current */
+    PL_METRIC_TENSORS,        /* live torch.Tensor objects on the host (Python bootstrap, counted every few steps) */
+    PL_METRIC_DEV_ACTIVE,     /* device bytes in active blocks (torch's caching allocator) */
+    PL_METRIC_DEV_INACTIVE_SPLIT, /* device bytes in inactive parts of split blocks: fragmentation */
     PL_METRIC__COUNT
 } pl_metric_t;
 
@@ -100,6 +103,9 @@ typedef struct pl_report_process {
     size_t n_findings;
     bool heap_filtered;         /* live heap bytes were recorded but left out of this report (report --metric) */
     pl_proc_verdict_t verdict;  /* valid after pl_report_analyze */
+    /* torch's caching allocator (torch.cuda.memory_stats through the Python bootstrap): cumulative counters at the
+     * last snapshot, summed over devices; -1 = not recorded. Set before pl_report_analyze. */
+    int64_t dev_alloc_retries, dev_ooms;
 } pl_report_process_t;
 
 /* The run's verdict: the most severe of its main processes' verdicts, and of its workers' leaks. */
@@ -152,7 +158,7 @@ int pl_report_set_samples(pl_report_process_t *p, pl_metric_t m, const pl_sample
 int pl_report_analyze(pl_report_t *r);
 
 /* "rss", "rss.anon", "rss.file", "rss.shmem", "pss", "heap.bytes", "heap.count", "dev.allocated", "dev.reserved",
- * "dev.tensors", "dev.other", "cgroup"; "?" out of range. */
+ * "dev.tensors", "dev.other", "cgroup", "tensors", "dev.active", "dev.inactive_split"; "?" out of range. */
 const char *pl_metric_name(pl_metric_t m);
 /* false for counts (heap.count, dev.tensors). */
 bool pl_metric_is_bytes(pl_metric_t m);

@@ -22,6 +22,8 @@
  */
 #pragma once
 
+#include <stdint.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -44,6 +46,37 @@ PL_STEP_API void plateau_step_auto(void);
 
 /* A named point in time (e.g. "eval-begin", "epoch 3"). label is copied (truncated to 63 bytes); NULL = "". */
 PL_STEP_API void plateau_mark(const char *label);
+
+/* Sources of plateau_alloc_stats(). */
+#define PLATEAU_STATS_TORCH_CUDA 1    /* torch's CUDA caching allocator: torch.cuda.memory_stats(device) */
+#define PLATEAU_STATS_TORCH_TENSORS 2 /* live torch.Tensor objects counted by the Python bootstrap; device -1 = CPU */
+
+/* Indexes into plateau_alloc_stats()'s vals (torch.cuda.memory_stats() keys in brackets, ".all" pool). */
+enum plateau_stat {
+    PLATEAU_STAT_ALLOCATED_BYTES = 0,  /* allocated_bytes.all.current */
+    PLATEAU_STAT_RESERVED_BYTES,       /* reserved_bytes.all.current */
+    PLATEAU_STAT_ACTIVE_BYTES,         /* active_bytes.all.current */
+    PLATEAU_STAT_INACTIVE_SPLIT_BYTES, /* inactive_split_bytes.all.current */
+    PLATEAU_STAT_NUM_ALLOC_RETRIES,    /* num_alloc_retries (cumulative) */
+    PLATEAU_STAT_NUM_OOMS,             /* num_ooms (cumulative) */
+    PLATEAU_STAT_N_ALLOCATIONS,        /* allocation.all.current: live blocks; for TORCH_TENSORS, live tensors */
+    PLATEAU_STAT_N_SEGMENTS,           /* segment.all.current */
+    PLATEAU_STAT_ALLOCATED_BYTES_PEAK, /* allocated_bytes.all.peak */
+    PLATEAU_STAT_RESERVED_BYTES_PEAK,  /* reserved_bytes.all.peak */
+    PLATEAU_STAT_REQUESTED_BYTES,      /* requested_bytes.all.current (torch >= 2.1) */
+    PLATEAU_STAT_CAPACITY_BYTES,       /* the device's total memory (torch.cuda.get_device_properties) */
+    PLATEAU_STAT__COUNT
+};
+
+/* Allocator statistics of one device, taken by the program or its framework at the end of the step just recorded:
+ * what the Python bootstrap calls after each optimizer step with torch's counters (docs/python.md). Records one
+ * alloc_stats record (docs/trace-format.md) tagged with the steps completed so far and allocator id
+ * 0x10000 + source, so the report judges the counters per step like plateau's own allocator's.
+ * source: PLATEAU_STATS_*; device: CUDA device index, -1 = host; vals: n values in enum plateau_stat order, read
+ * before the call returns (the caller keeps ownership); UINT64_MAX = not available, and so is every index >= n.
+ * Values are clamped to INT64_MAX. n < 0 or vals NULL with n > 0 records nothing. Same thread safety as
+ * plateau_step(); never fails. */
+PL_STEP_API void plateau_alloc_stats(int source, int device, const uint64_t *vals, int n);
 
 #ifdef __cplusplus
 }

@@ -29,11 +29,13 @@ extern "C" {
 #endif
 
 #define PL_TRACE_VERSION 1u
-#define PL_TRACE_VERSION_MINOR 5u  /* 1.1: module records carry build-id, file size and mtime (appended fields);
+#define PL_TRACE_VERSION_MINOR 6u  /* 1.1: module records carry build-id, file size and mtime (appended fields);
                                     * 1.2: process_start records carry the host allocator (appended fields);
                                     * 1.3: host_alloc records carry the thread's malloc-call ordinal (appended);
                                     * 1.4: the header carries the run id (formerly reserved bytes);
-                                    * 1.5: stack records carry Python frame ids (appended); pyframe records */
+                                    * 1.5: stack records carry Python frame ids (appended); pyframe records;
+                                    * 1.6: alloc_stats of allocator ids >= PL_ALLOC_ID_EXTERNAL (torch's
+                                    *      counters through plateau_alloc_stats), whose counters may be NA */
 #define PL_TRACE_MAX_CHUNK_BYTES (1u << 20)  /* largest chunk payload a reader accepts */
 #define PL_TRACE_MAX_FRAMES 128              /* frames per stack (native and Python together) */
 #define PL_TRACE_MAX_ARGV 32                 /* argv entries kept in a process record */
@@ -147,6 +149,13 @@ typedef struct pl_rec_device {
     uint32_t stack_id;        /* 0 = no stack */
     uint32_t tid;
 } pl_rec_device_t;
+
+/* alloc_stats allocator ids: 1..0xffff plateau's caching allocators in creation order; PL_ALLOC_ID_EXTERNAL +
+ * PLATEAU_STATS_* (include/plateau/step.h): counters a framework handed over through plateau_alloc_stats() (torch's
+ * CUDA caching allocator, live tensors counted by the Python bootstrap). */
+#define PL_ALLOC_ID_EXTERNAL 0x10000u
+#define PL_ALLOC_ID_TORCH_CUDA (PL_ALLOC_ID_EXTERNAL + 1u)
+#define PL_ALLOC_ID_TORCH_TENSORS (PL_ALLOC_ID_EXTERNAL + 2u)
 
 typedef struct pl_rec_alloc_stats {
     uint32_t allocator_id;

@@ -15,7 +15,9 @@ def _load():
     try:
         import ctypes
         lib = ctypes.CDLL(None)
-        for name, argtypes in (("plateau_step", []), ("plateau_step_auto", []), ("plateau_mark", [ctypes.c_char_p])):
+        u64p = ctypes.POINTER(ctypes.c_uint64)
+        for name, argtypes in (("plateau_step", []), ("plateau_step_auto", []), ("plateau_mark", [ctypes.c_char_p]),
+                               ("plateau_alloc_stats", [ctypes.c_int, ctypes.c_int, u64p, ctypes.c_int])):
             try:
                 f = getattr(lib, name)
             except AttributeError:

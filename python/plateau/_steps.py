@@ -16,7 +16,9 @@ optimizer steps twice while the pacing one does not step at all (training moved 
 one is garbage-collected, the other becomes the pacer; the first of those two steps is not counted.
 Gradient accumulation calls optimizer.step() once per accumulated batch: one boundary. A step that raises, or one
 that GradScaler skips because of inf/NaN gradients (it then does not call optimizer.step()), is not a boundary.
-Boundaries go to plateau_step_auto() (include/plateau/step.h): explicit plateau_step() calls win over them.
+Boundaries go to plateau_step_auto() (include/plateau/step.h): explicit plateau_step() calls win over them. After
+each boundary sent to a loaded tracer, plateau/_torchstats.py hands over torch's CUDA counters and, within its time
+budget, the live tensor count.
 Nothing here raises into the program.
 """
 import sys
@@ -36,6 +38,8 @@ def _emit():
     f = _native.get("plateau_step_auto")
     if f is not None:
         f()
+        from . import _torchstats  # torch's counters and live tensors after the boundary (no-op without tracer)
+        _torchstats.on_boundary()
 
 
 def _ref(obj):

@@ -12,6 +12,11 @@ Usage: test_python.py MODE [ARGS]   (meson passes the paths in the environment, 
                                      chain on every interpreter found (pyenv 2.7, 3.6 ... 3.13): no torch needed
   package                            pip install ./python in a fresh venv; step/mark outside plateau (one note);
                                      the callbacks against duck-typed trainers under plateau run mark steps
+  torch_counters                     a scripted stand-in torch.cuda (tests/python/cuda_standin.py): allocated growing
+                                     is a device leak, reserved growing with allocated flat fragmentation (tune
+                                     hint), retries/OOMs said, flat counters nothing
+  tensors                            live tensors per step (PLATEAU_TENSOR_BUDGET=1), a tensor leak found, the
+                                     default budget counting rarely
   callbacks_real                     the callbacks are the real frameworks' types; a real transformers Trainer
                                      (tests/python/hf_trainer.py) gets exact steps and marks (skips when neither
                                      framework imports; PL_FRAMEWORK_PYTHON picks another interpreter)
@@ -332,12 +337,177 @@ def unit_chain(tmp):
     print("ok: unit: sitecustomize chain and failure identical on " + " ".join(seen))
 
 
+def unit_tensors():
+    """_torchstats: the live tensor count (by type, subclasses included, never isinstance) and its time budget."""
+    import types
+    sys.path.insert(0, PYDIR)
+    from plateau import _torchstats as ts
+
+    class Tensor(object):
+        pass
+
+    class Parameter(Tensor):
+        pass
+
+    class Touchy(object):  # isinstance() would read __class__ through this (torch.distributed.reduce_op warns)
+        def __getattribute__(self, name):
+            raise AssertionError("the count read an attribute of a non-tensor: " + name)
+
+    fake = types.SimpleNamespace(Tensor=Tensor, cuda=types.SimpleNamespace(is_initialized=lambda: False))
+    saved = sys.modules.get("torch")
+    sys.modules["torch"] = fake
+    try:
+        keep = [Tensor() for _ in range(7)] + [Parameter() for _ in range(3)] + [[Touchy()]]
+        assert ts.count_tensors() == {-1: 10}, ts.count_tensors()
+        del keep
+        assert ts.count_tensors() == {-1: 0}
+        # the budget: a count costing 5 ms at boundaries 1 ms apart, 1 % budget: about one count per 500 ms
+        clock = [0.0]
+        ts.time = types.SimpleNamespace(perf_counter=lambda: clock[0])
+        real_count = ts.count_tensors
+
+        def slow_count():
+            clock[0] += 0.005
+            return {-1: 1}
+        ts.count_tensors = slow_count
+        sent = []
+        ts._budget, ts._next_count, ts.n_counts, ts.count_seconds = 0.01, 0.0, 0, 0.0
+        for _ in range(2000):
+            ts.tensors(lambda *a: sent.append(a))
+            clock[0] += 0.001
+        assert 3 <= ts.n_counts <= 5, ts.n_counts
+        assert ts.count_seconds / clock[0] <= 0.01 + 0.005 / clock[0], (ts.count_seconds, clock[0])
+        assert len(sent) == ts.n_counts and sent[0][0] == ts.SRC_TORCH_TENSORS and sent[0][1] == -1
+        ts._budget, ts._next_count, ts.n_counts = 0.0, 0.0, 0  # PLATEAU_TENSOR_BUDGET=0: never
+        for _ in range(10):
+            ts.tensors(lambda *a: None)
+        assert ts.n_counts == 0
+        ts.count_tensors = real_count
+    finally:
+        ts.time = __import__("time")
+        ts._budget = None
+        if saved is None:
+            del sys.modules["torch"]
+        else:
+            sys.modules["torch"] = saved
+    print("ok: unit: live tensors counted by type (subclasses, no attribute reads); 1 % budget: 4 counts in 2 s")
+
+
 def mode_unit(argv):
     unit_rule()
     unit_hooks()
+    unit_tensors()
     with tempfile.TemporaryDirectory(prefix="pl-py-unit-") as tmp:
         unit_watch(tmp)
         unit_chain(tmp)
+
+
+# ---------------------------------------------------------------------------------- torch's counters, tensors
+
+STANDIN = os.path.join(SRC, "tests", "python", "cuda_standin.py")
+
+
+def run_report(tmp, name, cmd, env=None):
+    """plateau run CMD, then the report's JSON row of its one Python process: (row, {metric name: metric})."""
+    d, r = plateau_run(tmp, name, cmd, env=env)
+    j = d + ".json"
+    rr = subprocess.run([PLATEAU, "report", d, "--json", j], capture_output=True, text=True, timeout=120)
+    assert rr.returncode == 0, f"{name}: plateau report exited {rr.returncode}\n{rr.stderr}"
+    with open(j) as f:
+        rep = json.load(f)
+    rows = [p for p in rep["processes"] if p["name"].startswith("python")]
+    assert len(rows) == 1, f"{name}: {[p['name'] for p in rep['processes']]}"
+    return rows[0], {m["name"]: m for m in rows[0]["metrics"]}, rr.stdout
+
+
+def codes(row):
+    return [d["code"] for d in row["diagnosis"]]
+
+
+def mode_torch_counters(argv):
+    """A stand-in torch.cuda (tests/python/cuda_standin.py) whose counters are scripted: the bootstrap's real
+    torch.cuda.memory_stats_as_nested_dict() path gives torch's series, judged and diagnosed."""
+    need_torch()
+    MiB = 1 << 20
+    with tempfile.TemporaryDirectory(prefix="pl-py-cuda-") as tmp:
+        row, m, out = run_report(tmp, "leak", [TORCH_PY, STANDIN, "--mode", "leak", "--steps", "160"])
+        al = m["dev.allocated"]
+        assert al["verdict"] == "leak" and al["leak"]["per_step"] == 4 * MiB, al["verdict"]
+        assert al["series"][0][:2] == [1, 104 * MiB] and al["last_value"] == 740 * MiB, "values or steps shifted"
+        assert m["dev.tensors"]["verdict"] == "leak", m["dev.tensors"]["verdict"]
+        oom = al["leak"]["oom"]
+        assert oom and abs(oom["limit"] - (16 << 30)) < 1e3, "no projection against the capacity"
+        assert "retained-tensors" in codes(row), codes(row)
+        print("ok: allocated growing: dev.allocated leak +4 MiB/step, retained tensors, OOM against 16 GiB")
+
+        row, m, out = run_report(tmp, "frag", [TORCH_PY, STANDIN, "--mode", "frag", "--steps", "160"])
+        assert m["dev.allocated"]["verdict"] in ("flat", "plateau"), m["dev.allocated"]["verdict"]
+        assert m["dev.reserved"]["verdict"] == "leak" and m["dev.inactive_split"]["verdict"] == "leak"
+        assert "fragmentation" in codes(row) and not {"retained-tensors", "device-growth"} & set(codes(row)), codes(row)
+        text = [d["text"] for d in row["diagnosis"] if d["code"] == "fragmentation"][0]
+        assert "reserved grows 2.00 MiB/step" in text, text
+        assert "plateau tune" in text and "expandable_segments" in text and "max_split_size_mb" in text, text
+        print("ok: reserved growing, allocated flat: fragmentation with the tune hint")
+
+        row, m, out = run_report(tmp, "retries", [TORCH_PY, STANDIN, "--mode", "retries", "--steps", "160"])
+        text = [d["text"] for d in row["diagnosis"] if d["code"] == "alloc-retries"]
+        assert text and "1 out-of-memory error " in text[0] and "3 allocation retries" in text[0], codes(row)
+        assert all(m[k]["verdict"] == "flat" for k in ("dev.allocated", "dev.reserved")), "flat counters judged"
+        print("ok: retries and OOMs said: " + text[0][:80] + "...")
+
+        row, m, out = run_report(tmp, "flat", [TORCH_PY, STANDIN, "--mode", "flat", "--steps", "160"])
+        bad = {"retained-tensors", "device-growth", "fragmentation", "alloc-retries"} & set(codes(row))
+        assert not bad and m["dev.allocated"]["verdict"] == "flat", codes(row)
+        print("ok: flat counters: no device finding")
+
+        d, r = plateau_run(tmp, "raises", [TORCH_PY, STANDIN, "--mode", "raises", "--steps", "20"],
+                           env=clean_env(PLATEAU_TENSOR_BUDGET="1"))
+        assert r.stdout.startswith("cuda_standin.py: 20 steps, mode raises") and "Traceback" not in r.stderr, r.stderr
+        row, m, out = run_report(tmp, "raises2", [TORCH_PY, STANDIN, "--mode", "raises", "--steps", "20"],
+                                 env=clean_env(PLATEAU_TENSOR_BUDGET="1"))
+        assert "dev.allocated" not in m and len(m["tensors"]["series"]) == 20, sorted(m)
+        print("ok: memory stats raising: the program runs on unaware, tensors still counted")
+
+
+def mode_tensors(argv):
+    """Live tensors per step on a PyTorch CPU script (PLATEAU_TENSOR_BUDGET=1: a count at every step), a leak of
+    tensors found, and the default budget counting rarely."""
+    need_torch()
+    with tempfile.TemporaryDirectory(prefix="pl-py-tensors-") as tmp:
+        row, m, out = run_report(tmp, "every", [TORCH_PY, TRAIN, "--steps", "12"], env=clean_env(
+            PLATEAU_TENSOR_BUDGET="1"))
+        t = m.get("tensors")
+        assert t and [p[0] for p in t["series"]] == list(range(1, 13)), t and t["series"]
+        assert all(p[1] >= 10 for p in t["series"]), t["series"]  # 10 parameters of G and D at least
+        assert "dev.allocated" not in m, "CUDA counters without CUDA"
+        print(f"ok: tensors at every step of train.py: {[p[1] for p in t['series']]}")
+
+        row, m, out = run_report(tmp, "kept", [TORCH_PY, STANDIN, "--mode", "flat", "--steps", "160", "--tensors",
+                                               "3"], env=clean_env(PLATEAU_TENSOR_BUDGET="1"))
+        t = m["tensors"]
+        assert t["verdict"] == "leak" and t["leak"]["per_step"] == 3, (t["verdict"], t.get("leak"))
+        assert "retained-tensors" in codes(row), codes(row)
+        print("ok: 3 tensors kept per step: tensors leak +3/step, retained tensors")
+
+        row, m, out = run_report(tmp, "flatt", [TORCH_PY, STANDIN, "--mode", "flat", "--steps", "160"],
+                                 env=clean_env(PLATEAU_TENSOR_BUDGET="1"))
+        assert m["tensors"]["verdict"] in ("flat", "plateau"), m["tensors"]["verdict"]
+        assert "retained-tensors" not in codes(row), codes(row)
+
+        # seed 003: a cache of tensors filled during the first 90 steps, then "live tensors flat at N after step 90"
+        row, m, out = run_report(tmp, "warm", [TORCH_PY, STANDIN, "--mode", "flat", "--steps", "200", "--tensors",
+                                               "78", "--tensor-steps", "90"], env=clean_env(PLATEAU_TENSOR_BUDGET="1"))
+        t = m["tensors"]
+        assert t["verdict"] == "plateau" and t["warmup"]["steps"] == 90, (t["verdict"], t["warmup"])
+        assert t["series"][-1][1] - t["series"][0][1] == 78 * 90, (t["series"][0], t["series"][-1])
+        assert "retained-tensors" not in codes(row), codes(row)
+        line = [x for x in out.splitlines() if x.strip().startswith("tensors ")]
+        print(f"ok: a tensor cache warming up for 90 steps: {line[0].split(None, 1)[1] if line else t['verdict']}")
+
+        row, m, out = run_report(tmp, "default", [TORCH_PY, TRAIN, "--steps", "200"])
+        n = len(m["tensors"]["series"])
+        assert 1 <= n < 200, n
+        print(f"ok: default 1 % budget: tensors counted at {n} of 200 steps")
 
 
 # ---------------------------------------------------------------------------------------------- package

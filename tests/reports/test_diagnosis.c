@@ -369,10 +369,54 @@ static void test_diagnosis_misuse(void **state) {
     pl_report_destroy(NULL);
 }
 
+/* torch's counters (Python bootstrap, issue 18): inactive split bytes growing with allocated flat is fragmentation;
+ * host live tensors growing is retained tensors; retries and OOMs are said whatever the series do, and only when
+ * recorded. */
+static void test_diagnosis_torch_counters(void **state) {
+    (void)state;
+    pl_report_t *r;
+    pl_report_process_t *p = fresh(&r);
+    put(p, PL_METRIC_DEV_ALLOCATED, PLATEAU, 8e9, 0);
+    put(p, PL_METRIC_DEV_RESERVED, FLAT, 9e9, 0);
+    put(p, PL_METRIC_DEV_INACTIVE_SPLIT, LEAK, 5e8, 4e6);
+    put(p, PL_METRIC_TENSORS, LEAK, 7070, 3);
+    assert_int_equal(pl_report_analyze(r), 0);
+    assert_true(has(p, PL_DX_FRAGMENTATION));
+    assert_non_null(strstr(text(p, PL_DX_FRAGMENTATION), "inactive parts of split blocks"));
+    assert_non_null(strstr(text(p, PL_DX_FRAGMENTATION), "plateau tune"));
+    assert_true(has(p, PL_DX_RETAINED_TENSORS));
+    assert_non_null(strstr(text(p, PL_DX_RETAINED_TENSORS), "live torch.Tensor count grows"));
+    assert_false(has(p, PL_DX_ALLOC_RETRIES)); /* not recorded (-1) */
+    pl_report_destroy(r);
+
+    p = fresh(&r);
+    put(p, PL_METRIC_DEV_ALLOCATED, FLAT, 8e9, 0);
+    put(p, PL_METRIC_DEV_RESERVED, FLAT, 9e9, 0);
+    put(p, PL_METRIC_TENSORS, PLATEAU, 7070, 0);
+    p->dev_ooms = 2;
+    p->dev_alloc_retries = 5;
+    assert_int_equal(pl_report_analyze(r), 0);
+    assert_true(has(p, PL_DX_ALLOC_RETRIES));
+    assert_non_null(strstr(text(p, PL_DX_ALLOC_RETRIES), "2 out-of-memory errors and 5 allocation retries"));
+    assert_false(has(p, PL_DX_FRAGMENTATION));
+    assert_false(has(p, PL_DX_RETAINED_TENSORS));
+    assert_true(has(p, PL_DX_NO_LEAK));
+    pl_report_destroy(r);
+
+    p = fresh(&r);
+    put(p, PL_METRIC_DEV_ALLOCATED, FLAT, 8e9, 0);
+    p->dev_ooms = 0;
+    p->dev_alloc_retries = 0;
+    assert_int_equal(pl_report_analyze(r), 0);
+    assert_false(has(p, PL_DX_ALLOC_RETRIES));
+    pl_report_destroy(r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_diagnosis_retained_tensors),
         cmocka_unit_test(test_diagnosis_fragmentation),
+        cmocka_unit_test(test_diagnosis_torch_counters),
         cmocka_unit_test(test_diagnosis_rss_anon_retention_vs_file_pages),
         cmocka_unit_test(test_diagnosis_host_leak_judged_on_live_heap),
         cmocka_unit_test(test_diagnosis_rss_without_heap),
