@@ -49,6 +49,9 @@ void pl_period_input_free(pl_period_input_t *in) {
     free(in->step_ns);
     free(in->heap_t_ns);
     free(in->heap_n_alloc);
+    free(in->canon);
+    free(in->nat_hash);
+    free(in->nat_id);
     memset(in, 0, sizeof *in);
 }
 
@@ -62,6 +65,66 @@ static uint64_t make_key(uint32_t type, uint32_t stack_id, uint64_t size) {
     /* no stack: the power-of-two size class stands in for the call site */
     uint64_t site = stack_id ? (uint64_t)stack_id : (1ull << 40) | size_class(size);
     return ((uint64_t)type << 48) ^ site;
+}
+
+/* The canonical id of a stack: the first one recorded with the same native frames. */
+static uint32_t canon_id(const pl_period_input_t *in, uint32_t stack_id) {
+    return stack_id < in->n_canon && in->canon[stack_id] ? in->canon[stack_id] : stack_id;
+}
+
+#define MAX_CANON_STACK_ID (1u << 24)
+
+/* Remember a stack record's canonical id (see pl_period_input_t). Returns 0 or -ENOMEM. */
+static int add_stack(pl_period_input_t *in, const pl_rec_stack_t *st) {
+    uint32_t id = st->stack_id;
+    if (id == 0 || id >= MAX_CANON_STACK_ID) return 0;
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ st->n_frames;
+    for (uint32_t i = 0; i < st->n_frames; i++) {
+        h ^= st->pcs[i];
+        h *= 0xff51afd7ed558ccdull;
+        h ^= h >> 33;
+    }
+    if (h == 0) h = 1;
+    if ((in->nat_n + 1) * 2 > in->nat_cap) { /* grow and rehash */
+        size_t nc = in->nat_cap ? in->nat_cap * 2 : 1024;
+        uint64_t *nh = calloc(nc, sizeof *nh);
+        uint32_t *ni = calloc(nc, sizeof *ni);
+        if (!nh || !ni) {
+            free(nh);
+            free(ni);
+            return -ENOMEM;
+        }
+        for (size_t i = 0; i < in->nat_cap; i++) {
+            if (!in->nat_hash[i]) continue;
+            size_t k = in->nat_hash[i] & (nc - 1);
+            while (nh[k]) k = (k + 1) & (nc - 1);
+            nh[k] = in->nat_hash[i];
+            ni[k] = in->nat_id[i];
+        }
+        free(in->nat_hash);
+        free(in->nat_id);
+        in->nat_hash = nh;
+        in->nat_id = ni;
+        in->nat_cap = nc;
+    }
+    size_t k = h & (in->nat_cap - 1);
+    while (in->nat_hash[k] && in->nat_hash[k] != h) k = (k + 1) & (in->nat_cap - 1);
+    if (!in->nat_hash[k]) {
+        in->nat_hash[k] = h;
+        in->nat_id[k] = id;
+        in->nat_n++;
+    }
+    if (id >= in->n_canon) {
+        size_t nc = in->n_canon ? in->n_canon : 1024;
+        while (nc <= id) nc *= 2;
+        uint32_t *c = realloc(in->canon, nc * sizeof *c);
+        if (!c) return -ENOMEM;
+        memset(c + in->n_canon, 0, (nc - in->n_canon) * sizeof *c);
+        in->canon = c;
+        in->n_canon = nc;
+    }
+    in->canon[id] = in->nat_id[k];
+    return 0;
 }
 
 static int push_event(pl_period_input_t *in, const pl_period_event_t *e) {
@@ -90,16 +153,18 @@ int pl_period_add(pl_period_input_t *in, const pl_trace_record_t *rec) {
                      (in->sample_bytes == 0 || q->size >= HOST_EXACT_FACTOR * in->sample_bytes);
         /* an mmap record carries the count of calls before it (it is no malloc call): the same as the call before,
          * so it gives the ordinal detector nothing and would read as a repeated ordinal */
-        pl_period_event_t e = {rec->t_ns, make_key(PL_REC_HOST_ALLOC, q->stack_id, q->size), q->size, exact,
-                               q->tid, q->kind == PL_HOST_MMAP ? PL_TRACE_NA : q->call_ordinal};
+        uint64_t key = make_key(PL_REC_HOST_ALLOC, canon_id(in, q->stack_id), q->size);
+        pl_period_event_t e = {rec->t_ns, key, q->size, exact, q->tid,
+                               q->kind == PL_HOST_MMAP ? PL_TRACE_NA : q->call_ordinal};
         return push_event(in, &e);
     }
     case PL_REC_DEVICE_ALLOC: {
         const pl_rec_device_t *q = &rec->u.device;
-        pl_period_event_t e = {rec->t_ns, make_key(PL_REC_DEVICE_ALLOC, q->stack_id, q->size), q->size, true, 0,
-                               PL_TRACE_NA};
+        pl_period_event_t e = {rec->t_ns, make_key(PL_REC_DEVICE_ALLOC, canon_id(in, q->stack_id), q->size), q->size,
+                               true, 0, PL_TRACE_NA};
         return push_event(in, &e);
     }
+    case PL_REC_STACK: return add_stack(in, &rec->u.stack);
     case PL_REC_PROCESS_START:
         in->sample_bytes = rec->u.process.sample_bytes;
         in->have_sample_bytes = true;

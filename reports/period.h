@@ -60,6 +60,14 @@ typedef struct pl_period_input {
     bool truncated;          /* more than PL_PERIOD_MAX_EVENTS allocation records: the rest were ignored */
     uint64_t sample_bytes;   /* from process_start: host records are all exact when 0 */
     bool have_sample_bytes;
+    /* A call site is its native stack: stacks that differ only in their Python frames (trace 1.5) are one site, as
+     * they were before Python frames were recorded (a site per Python line would make anchors of sub-step loops).
+     * canon[stack_id] is the first stack id seen with the same native frames (0: unknown); owned. */
+    uint32_t *canon;
+    size_t n_canon;
+    uint64_t *nat_hash;      /* open addressing over native-frame hashes: nat_hash[i] (0 empty), nat_id[i]; owned */
+    uint32_t *nat_id;
+    size_t nat_cap, nat_n;
 } pl_period_input_t;
 
 typedef struct pl_period_opts {

@@ -129,6 +129,36 @@ static void expect_none(pl_period_input_t *in) {
     pl_period_free(&p);
 }
 
+/* A call site is its native stack: two stacks that differ only in their Python frames (trace 1.5) give the same
+ * event key, a third with other native frames another one; records with no stack fall back to the size class. */
+static void test_period_site_is_native_stack(void **state) {
+    (void)state;
+    pl_period_input_t in;
+    pl_period_input_init(&in);
+    pl_trace_record_t st = {.type = PL_REC_STACK};
+    st.u.stack.n_frames = 2;
+    st.u.stack.pcs[0] = 0x401000;
+    st.u.stack.pcs[1] = 0x402000;
+    for (uint32_t id = 1; id <= 3; id++) {
+        st.u.stack.stack_id = id;
+        st.u.stack.n_py = id == 3 ? 0 : 1;
+        st.u.stack.py[0] = id; /* another Python line each */
+        if (id == 3) st.u.stack.pcs[1] = 0x403000;
+        assert_int_equal(pl_period_add(&in, &st), 0);
+    }
+    for (uint32_t id = 1; id <= 3; id++) {
+        pl_trace_record_t a = {.type = PL_REC_HOST_ALLOC, .t_ns = id};
+        a.u.host_alloc.stack_id = id;
+        a.u.host_alloc.size = 64;
+        a.u.host_alloc.call_ordinal = id;
+        assert_int_equal(pl_period_add(&in, &a), 0);
+    }
+    assert_int_equal(in.n_ev, 3);
+    assert_true(in.ev[0].key == in.ev[1].key);
+    assert_true(in.ev[2].key != in.ev[0].key);
+    pl_period_input_free(&in);
+}
+
 static void test_period_exact_steady(void **state) {
     (void)state;
     g_rng = 1;
@@ -659,6 +689,7 @@ static void test_period_extract_auto_steps(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_period_site_is_native_stack),
         cmocka_unit_test(test_period_exact_steady),
         cmocka_unit_test(test_period_exact_jitter_variable_steps),
         cmocka_unit_test(test_period_exact_noise),
