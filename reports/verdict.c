@@ -18,6 +18,7 @@
 #define MAX_MORE_STEPS 1000000000LL
 #define RISE_SIGMAS 3.0              /* growth out of a flat regime must clear 3 noise widths */
 #define RISE_SIGMAS_AFTER_WARMUP 2.0 /* growth after a warmup (a different regime): 2 */
+#define RISE_SIGMAS_CERTAIN 100.0   /* a rise this large is a trend whatever the p-value (see fit_tail) */
 
 void pl_verdict_params_default(pl_verdict_params_t *p) {
     if (!p) return;
@@ -138,7 +139,12 @@ static int fit_tail(const double *x, const double *y, size_t n, size_t from, con
      * strongly autocorrelated noise that the correction underestimates) */
     double rise = f->t.slope * (x[n - 1] - x[from]);
     double noise = f->t.resid_sigma > nb ? f->t.resid_sigma : nb;
-    f->growing = f->t.p_up < p->alpha && f->t.slope_lo > 0 && f->t.slope >= f->thr && f->t.slope > 0 &&
+    /* A rise of RISE_SIGMAS_CERTAIN noise widths is a trend whatever the autocorrelation correction says: the
+     * correction's AR(1) bound inflates the variance up to 99x when the residuals of a near-perfect line are a
+     * regular pattern (one heap sample per step at the same phase), which called a straight 64 KiB/step climb
+     * "noisy, not significant"; autocorrelated wander rises a few noise widths over a tail, not hundreds. */
+    bool certain = rise > 0 && rise >= RISE_SIGMAS_CERTAIN * noise;
+    f->growing = (f->t.p_up < p->alpha || certain) && f->t.slope_lo > 0 && f->t.slope >= f->thr && f->t.slope > 0 &&
                  rise >= (vs_before ? RISE_SIGMAS : RISE_SIGMAS_AFTER_WARMUP) * noise;
     f->flat = f->t.slope_hi < f->thr || (f->thr == 0 && f->t.slope_hi <= 0);
     return 0;

@@ -45,6 +45,29 @@ static void test_verdict_planted_leak_found_with_projection(void **state) {
     free(s);
 }
 
+/* A straight climb is a leak, not noise: +64 KiB/step on 120 MiB for 200 steps with residuals of ~100 bytes in a slow
+ * regular pattern (one heap sample per step at the same phase). The autocorrelation bound inflated the trend test's
+ * variance ~24-99x and called this "noisy, not significant" in one run in five of an unmodified PyTorch script. */
+static void test_verdict_straight_climb_is_not_noise(void **state) {
+    (void)state;
+    enum { N = 200 };
+    pl_sample_t s[N];
+    for (int i = 0; i < N; i++) {
+        s[i].step = i + 1;
+        s[i].t_ns = (int64_t)(i + 1) * 40000000;
+        s[i].value = 122e6 + 65536.0 * i + 100 * sin(i / 8.0);
+    }
+    s[0].value = 20e6; /* the first step before the warmup's allocations */
+    pl_verdict_t v = run(s, N, NULL);
+    assert_int_equal(v.kind, PL_VERDICT_LEAK);
+    assert_true(fabs(v.slope_per_step - 65536) < 100);
+    /* the same pattern without the climb stays flat (the rule needs a rise, not just a tidy line) */
+    for (int i = 0; i < N; i++) s[i].value = 122e6 + 100 * sin(i / 8.0);
+    s[0].value = 20e6;
+    v = run(s, N, NULL);
+    assert_int_not_equal(v.kind, PL_VERDICT_LEAK);
+}
+
 static void test_verdict_planted_plateau_not_a_leak(void **state) {
     (void)state;
     const double k[] = {5e9, 17e9, 85};
@@ -176,6 +199,7 @@ static void test_verdict_misuse(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_verdict_planted_leak_found_with_projection),
+        cmocka_unit_test(test_verdict_straight_climb_is_not_noise),
         cmocka_unit_test(test_verdict_planted_plateau_not_a_leak),
         cmocka_unit_test(test_verdict_seed003_run1_is_inconclusive),
         cmocka_unit_test(test_verdict_linear_growth_becomes_leak_after_allowance),
