@@ -199,24 +199,27 @@ static void map_free(map_t *m) {
 
 /* ---- stacks, frames, modules ---- */
 
-/* live bytes of one stack over a key (step or time): at most STACK_HIST points at least `gap` keys apart; the value
- * of a point is the live bytes after the last change within its gap (so "value at key K" may be a little late). */
+/* live bytes of one stack over a key (step or time): at most STACK_HIST points, each the exact value at its key
+ * (after every change with that key); points but the last are at least `gap` keys apart, and the last slides
+ * forward to the newest key within its gap. So "value at key K" (hist_at) may be a little early, never late: a change
+ * after K (a program's teardown freeing what its loop kept, after the last step) never leaks into the value at K. */
 typedef struct hist { int64_t key[STACK_HIST]; double live[STACK_HIST]; uint32_t n; int64_t gap; } hist_t;
 
 static void hist_add(hist_t *h, int64_t key, double live) {
     if (h->gap < 1) h->gap = 1;
-    if (h->n && key - h->key[h->n - 1] < h->gap && key >= h->key[h->n - 1]) {
+    if (h->n && key <= h->key[h->n - 1]) { /* the same key, or out of order: the last point takes the value */
         h->live[h->n - 1] = live;
         return;
     }
-    if (h->n && key < h->key[h->n - 1]) { /* out of order: fold into the last point */
+    if (h->n >= 2 && key - h->key[h->n - 2] < h->gap) { /* the last point slides forward within its gap */
+        h->key[h->n - 1] = key;
         h->live[h->n - 1] = live;
         return;
     }
-    if (h->n == STACK_HIST) { /* keep every other point (the later of each pair), widen the gap */
+    if (h->n == STACK_HIST) { /* keep every other point (the later of each pair, whole), widen the gap */
         uint32_t w = 0;
         for (uint32_t i = 1; i < h->n; i += 2, w++) {
-            h->key[w] = h->key[i - 1];
+            h->key[w] = h->key[i];
             h->live[w] = h->live[i];
         }
         h->n = w;
