@@ -29,7 +29,8 @@ typedef struct synth_cfg {
     bool clean_end;
     bool with_steps;
     bool device;           /* write alloc_stats */
-    bool teardown;         /* after the last step: everything freed (allocated 0, heap 0), tagged step 0 */
+    bool teardown;         /* after the last step: everything freed (allocated 0, heap 0, the leaked blocks too), tagged
+                              step 0 */
     const char *leak_symbol; /* the leaking frame's dladdr name (NULL = "leaky_collect") */
     uint64_t lost_records;   /* > 0: one `lost` record of this many, halfway through */
     int64_t start_realtime_ns; /* trace start, CLOCK_REALTIME (0 = 2023-11-14) */
@@ -187,6 +188,13 @@ static inline int synth_trace(const char *path, const synth_cfg_t *c) {
         r.t_ns = t + 1000;
         r.u.heap = (pl_rec_heap_t){.step = 0, .live_bytes = 4096, .live_count = 1};
         EMIT();
+        for (int s = 1; c->leak_bytes && s <= c->n_steps; s++) { /* a Python program frees what it kept at exit */
+            memset(&r, 0, sizeof r);
+            r.type = PL_REC_HOST_FREE;
+            r.t_ns = t + 2000 + s;
+            r.u.host_free = (pl_rec_host_free_t){.addr = 0x10000000ull + (uint64_t)s * 0x100000ull, .tid = c->pid};
+            EMIT();
+        }
     }
     if (c->clean_end) {
         memset(&r, 0, sizeof r);
