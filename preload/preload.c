@@ -1,7 +1,7 @@
 /* libplateau_preload.so: start and stop, options, the sampler thread, steps and marks, stack capture and
  * frame resolution, fork and exec. Data flow: interposers (heap.c) and hooks (device.c) call pl_emit; the
  * writer (tracer/writer.c) turns records into checksummed chunks; the sampler thread adds heap totals and
- * RSS every interval and at every step; the writer thread's tick resolves new PCs (dladdr) once each.
+ * RSS every interval and at every step; the writer thread's tick resolves new PCs to modules once each.
  * Failure policy: say so once on stderr, stop recording, keep forwarding (the program never notices). */
 #include "config.h"
 
@@ -193,10 +193,35 @@ static void emit_module(uint32_t mid, uint64_t base, uint64_t pc, const char *pa
     pl_emit(&m);
 }
 
+/* The loaded object containing `pc`: its start (dladdr's dli_fbase) and path (dli_fname), and with `sym` also
+ * dladdr's nearest dynamic symbol. dladdr scans the object's whole dynamic symbol table for that symbol: about a
+ * millisecond per PC in libtorch_cpu (~10^5 symbols), 2% of a PyTorch run's CPU when every PC paid it (perf, on
+ * bench/torch_realistic.py), and again in every forked DataLoader worker. Without `sym`, glibc's _dl_find_object
+ * (2.35+) answers from the loader's sorted object table instead. */
+static bool pc_object(uint64_t pc, bool sym, Dl_info *info) {
+    memset(info, 0, sizeof *info);
+#if PL_HAVE_DL_FIND_OBJECT
+    if (!sym) {
+        struct dl_find_object fo;
+        if (_dl_find_object((void *)(uintptr_t)pc, &fo) != 0 || !fo.dlfo_link_map) return false;
+        info->dli_fbase = fo.dlfo_map_start;
+        info->dli_fname = fo.dlfo_link_map->l_name;
+        return true;
+    }
+#endif
+    (void)sym;
+    return dladdr((void *)(uintptr_t)pc, info) && info->dli_fbase;
+}
+
+/* Frames at these innermost positions of a stack also get dladdr's dynamic symbol, so the report can tell the
+ * allocation functions apart (reports/extract.c is_alloc_frame: malloc, operator new, ... sit right above the
+ * preload's own frames) even where a module file is gone by report time. Deeper frames are named offline. */
+#define SYMBOL_FRAMES 2
+
 /* Writer-thread tick: resolve every PC of stacks interned since the last tick, once per PC. Only what the
- * running process knows is recorded (module, offset, dladdr's dynamic symbol, the module's build-id): static
- * functions, C++ demangling and long names are resolved offline by reports/symbols.c from module path + offset,
- * never in the traced process. */
+ * running process knows cheaply is recorded (module, offset, the module's build-id; dladdr's dynamic symbol for
+ * the innermost frames): functions, C++ demangling and long names are resolved offline by reports/symbols.c from
+ * module path + offset, never in the traced process. */
 static void resolve_frames(void *ctx) {
     (void)ctx;
     if (!pl_g.stacks) return;
@@ -208,12 +233,11 @@ static void resolve_frames(void *ctx) {
             uint64_t pc = pcs[i];
             if ((pc & PL_PYFRAME_TAG) || !pl_stack_pc_insert(pl_g.stacks, pc)) continue; /* Python frame ids */
             Dl_info info;
-            memset(&info, 0, sizeof info);
             /* pc is a return address: look up pc - 1 so a call at the end of a function resolves to it. */
             pl_trace_record_t r = {.type = PL_REC_FRAME, .t_ns = pl_now_ns()};
             r.u.frame.pc = pc;
             r.u.frame.symbol = "";
-            if (dladdr((void *)(uintptr_t)(pc - 1), &info) && info.dli_fbase) {
+            if (pc_object(pc - 1, i < SYMBOL_FRAMES, &info)) {
                 bool is_new;
                 uint64_t base = (uint64_t)(uintptr_t)info.dli_fbase;
                 uint32_t mid = pl_stack_module_id(pl_g.stacks, base, &is_new);
