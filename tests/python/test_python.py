@@ -496,6 +496,18 @@ def mode_tensors(argv):
         assert "retained-tensors" in codes(row), codes(row)
         print("ok: 3 tensors kept per step: tensors leak +3/step, retained tensors")
 
+        # CUDA tensors, per device in the trace: 1 more per step on device 0, 2 on device 1: tensors.cuda +3/step
+        row, m, out = run_report(tmp, "cuda", [TORCH_PY, STANDIN, "--mode", "flat", "--steps", "160", "--devices",
+                                               "2", "--cuda-tensors", "1"], env=clean_env(PLATEAU_TENSOR_BUDGET="1"))
+        t = m["tensors.cuda"]
+        assert t["verdict"] == "leak" and t["leak"]["per_step"] == 3, (t["verdict"], t.get("leak"))
+        # the count at step 1 ran before the first CUDA tensor was kept: the series starts at step 2
+        assert [p[:2] for p in t["series"][:3]] == [[2, 3], [3, 6], [4, 9]] and t["last_value"] == 3 * 159, \
+            (t["series"][:3], t["last_value"])
+        assert m["tensors"]["verdict"] in ("flat", "plateau"), "CUDA tensors counted as the host's"
+        print("ok: CUDA tensors on 2 devices: tensors.cuda leak +3/step (their sum), host tensors "
+              + m["tensors"]["verdict"])
+
         row, m, out = run_report(tmp, "flatt", [TORCH_PY, STANDIN, "--mode", "flat", "--steps", "160"],
                                  env=clean_env(PLATEAU_TENSOR_BUDGET="1"))
         assert m["tensors"]["verdict"] in ("flat", "plateau"), m["tensors"]["verdict"]
