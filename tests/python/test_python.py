@@ -581,9 +581,10 @@ def mode_torch_allocator(argv):
     CUDAPluggableAllocator really loads libplateau_alloc.so and calls its entry points, over the CUDA driver test
     double; the refusals; the no-op outside plateau run; Debian's real torch 1.13 refused."""
     MiB = 1 << 20
+    py = TORCH_PY if os.path.exists(TORCH_PY) else sys.executable  # the stand-in needs no real torch
     with tempfile.TemporaryDirectory(prefix="pl-py-alloc-") as tmp:
         # under plateau run: switched, every tensor through our entry points, the tracer records the allocator
-        d, r = plateau_run(tmp, "leak", [TORCH_PY, ALLOC_STANDIN, "--steps", "160"], env=alloc_env())
+        d, r = plateau_run(tmp, "leak", [py, ALLOC_STANDIN, "--steps", "160"], env=alloc_env())
         row, m, out = report_row(d, "leak")
         got = last_json(r.stdout)
         assert got["switched"] and got["pluggable"] and got["native_live"] == 0, got
@@ -605,7 +606,7 @@ def mode_torch_allocator(argv):
         assert "dev.active" not in m and "dev.inactive_split" not in m, sorted(m)
         print("ok: the tracer records the allocator: dev.allocated leak +1 MiB/step, retained tensors; the "
               "bootstrap sends no second copy")
-        row, m, out = run_report(tmp, "flat", [TORCH_PY, ALLOC_STANDIN, "--steps", "160", "--keep", "0"],
+        row, m, out = run_report(tmp, "flat", [py, ALLOC_STANDIN, "--steps", "160", "--keep", "0"],
                                  env=alloc_env())
         assert m["dev.allocated"]["verdict"] in ("flat", "plateau"), m["dev.allocated"]["verdict"]
         assert not {"retained-tensors", "device-growth"} & set(codes(row)), codes(row)
@@ -618,7 +619,7 @@ def mode_torch_allocator(argv):
                  "libplateau_alloc.so not found"),
                 ("torch1", [], alloc_env(PL_STANDIN_TORCH_VERSION="1.13.1"), "needs torch >= 2.0"),
         ]:
-            d, r = plateau_run(tmp, name, [TORCH_PY, ALLOC_STANDIN, "--steps", "3"] + args, env=env)
+            d, r = plateau_run(tmp, name, [py, ALLOC_STANDIN, "--steps", "3"] + args, env=env)
             got, lines = last_json(r.stdout), refusals(r)
             assert not got["switched"] and not got["pluggable"] and got["stats"] == {}, (name, got)
             assert got["native_live"] == 3 + (name == "initialised"), (name, got)
@@ -626,7 +627,7 @@ def mode_torch_allocator(argv):
             print(f"ok: refused ({name}): {lines[0]}")
 
         # outside plateau run: one note, then nothing; output and status are the program's
-        r = subprocess.run([TORCH_PY, ALLOC_STANDIN, "--steps", "3"], capture_output=True, text=True, timeout=120,
+        r = subprocess.run([py, ALLOC_STANDIN, "--steps", "3"], capture_output=True, text=True, timeout=120,
                            env=alloc_env(PYTHONPATH=PYDIR + ":" + TORCH2))
         got = last_json(r.stdout)
         assert r.returncode == 0 and not got["switched"] and not got["pluggable"] and got["stats"] == {}, got
@@ -634,7 +635,7 @@ def mode_torch_allocator(argv):
         print("ok: outside plateau run: " + r.stderr.strip())
 
         # the bootstrap's counters when the tracer does not record the allocator: ours, as torch's
-        r = subprocess.run([TORCH_PY, "-c", FALLBACK], capture_output=True, text=True, timeout=120,
+        r = subprocess.run([py, "-c", FALLBACK], capture_output=True, text=True, timeout=120,
                            env=alloc_env(PYTHONPATH=PYDIR + ":" + TORCH2))
         assert r.returncode == 0, r.stderr
         got = last_json(r.stdout)
