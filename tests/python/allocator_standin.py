@@ -27,6 +27,7 @@ for it in range(args.steps):
     del tmp
     opt.step()
 stats = plateau.torch.memory_stats()
-print(json.dumps({"switched": switched, "pluggable": torch.cuda.memory._current is not None,
+again = plateau.torch.use_allocator() if switched else None  # CUDA is up now: still True, no refusal
+print(json.dumps({"switched": switched, "again": again, "pluggable": torch.cuda.memory._current is not None,
                   "pluggable_calls": torch.cuda.memory.pluggable_calls, "native_live": torch.cuda.memory.native_live,
                   "stats": stats}))

@@ -587,7 +587,7 @@ def mode_torch_allocator(argv):
         d, r = plateau_run(tmp, "leak", [py, ALLOC_STANDIN, "--steps", "160"], env=alloc_env())
         row, m, out = report_row(d, "leak")
         got = last_json(r.stdout)
-        assert got["switched"] and got["pluggable"] and got["native_live"] == 0, got
+        assert got["switched"] and got["again"] and got["pluggable"] and got["native_live"] == 0, got
         assert got["pluggable_calls"] == 160 * 9, got["pluggable_calls"]  # 5 mallocs and 4 frees per step
         st = got["stats"]
         want = {"allocated_bytes.all.current": 160 * MiB, "allocation.all.current": 160,
