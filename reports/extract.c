@@ -33,6 +33,7 @@
 #define STACK_PY 32u                  /* Python frames kept per stack (innermost first) */
 #define MAX_MODULES 4096u
 #define MAX_ALLOCATORS 16u
+#define MAX_TENSOR_DEVICES 64 /* CUDA devices whose live tensor counts are kept (allocator/pluggable.c's bound) */
 #define MAX_BLOCK_BYTES (1ull << 40)
 
 /* ---- bounded per-metric bins ---- */
@@ -264,7 +265,7 @@ typedef struct module { char path[1024]; char build_id[129]; uint64_t file_size;
 
 enum { A_RSS, A_ANON, A_FILE, A_SHMEM, A_PSS, A_HEAP, A_HEAPN, A_CGROUP, A_DEVUSED,
        A_ST_ALLOC, A_ST_RES, A_ST_TENS, A_EV_ALLOC, A_EV_TENS, A_EV_RES, A_EV_DRV, A_OTHER,
-       A_PY_TENS, A_ST_ACTIVE, A_ST_SPLIT, A__N };
+       A_PY_TENS, A_ST_ACTIVE, A_ST_SPLIT, A_PY_TENS_CUDA, A__N };
 
 typedef struct side { agg_t a[A__N]; } side_t; /* one set keyed by step, one by time bucket */
 
@@ -292,6 +293,11 @@ typedef struct state {
     astat_t astats[MAX_ALLOCATORS];
     size_t n_astats;
     bool seen_stats, seen_alloc_src, seen_map, seen_drv, seen_active, seen_split, seen_py_tensors;
+    /* live torch.Tensor objects per CUDA device in the bootstrap's latest count (on_tensor_count) */
+    int64_t cuda_tensors[MAX_TENSOR_DEVICES];
+    bool cuda_pending, seen_cuda_tensors;
+    uint64_t cuda_step;      /* step and time of the pending count */
+    int64_t cuda_t;
     int64_t ev_alloc, ev_tens, ev_res, ev_drv;  /* running device totals from events */
     double last_reserved;    /* latest reserved bytes (stats or events), NAN unknown */
     pl_extract_proc_t *xp;
@@ -414,13 +420,49 @@ static int on_rss(state_t *s, const pl_trace_record_t *rec) {
 /* a counter of an alloc_stats record: NA (framework counters, include/plateau/step.h) reads as -1 */
 static int64_t stat_or(int64_t v) { return v == (int64_t)PL_TRACE_NA || v < 0 ? -1 : v; }
 
+/* The pending count's CUDA tensors, summed over devices, as one tensors.cuda point. */
+static int flush_cuda_tensors(state_t *s) {
+    if (!s->cuda_pending) return 0;
+    s->cuda_pending = false;
+    double sum = 0;
+    for (int d = 0; d < MAX_TENSOR_DEVICES; d++) sum += (double)s->cuda_tensors[d];
+    return put(s, A_PY_TENS_CUDA, s->cuda_step, s->cuda_t, sum) ? -ENOMEM : 0;
+}
+
+/* A new count at step/t: the devices it does not name hold no tensors. */
+static void start_cuda_count(state_t *s, uint64_t step, int64_t t) {
+    memset(s->cuda_tensors, 0, sizeof s->cuda_tensors);
+    s->cuda_pending = true;
+    s->cuda_step = step;
+    s->cuda_t = t;
+}
+
+/* Live tensors the bootstrap counted (docs/python.md "Live tensors"): a count sends device -1 (the host's, the
+ * `tensors` metric) first, then the CUDA devices holding tensors (tensors.cuda, their sum: one point per count,
+ * put when the next count starts or the trace ends). */
+static int on_tensor_count(state_t *s, const pl_trace_record_t *rec) {
+    const pl_rec_alloc_stats_t *q = &rec->u.alloc_stats;
+    if (stat_or(q->n_allocations) < 0) return 0;
+    if (q->device == -1) {
+        int rc = flush_cuda_tensors(s);
+        if (s->seen_cuda_tensors) start_cuda_count(s, q->step, rec->t_ns); /* 0 unless devices follow */
+        s->seen_py_tensors = true;
+        return rc | (put(s, A_PY_TENS, q->step, rec->t_ns, (double)q->n_allocations) ? -ENOMEM : 0);
+    }
+    if (q->device < 0 || q->device >= MAX_TENSOR_DEVICES) return 0;
+    if (!s->cuda_pending || q->step != s->cuda_step) { /* a count without its host record */
+        int rc = flush_cuda_tensors(s);
+        if (rc) return rc;
+        start_cuda_count(s, q->step, rec->t_ns);
+    }
+    s->seen_cuda_tensors = true;
+    s->cuda_tensors[q->device] = q->n_allocations;
+    return 0;
+}
+
 static int on_stats(state_t *s, const pl_trace_record_t *rec) {
     const pl_rec_alloc_stats_t *q = &rec->u.alloc_stats;
-    if (q->allocator_id == PL_ALLOC_ID_TORCH_TENSORS) { /* live tensors the bootstrap counted: the host's only */
-        if (q->device != -1 || stat_or(q->n_allocations) < 0) return 0;
-        s->seen_py_tensors = true;
-        return put(s, A_PY_TENS, q->step, rec->t_ns, (double)q->n_allocations) ? -ENOMEM : 0;
-    }
+    if (q->allocator_id == PL_ALLOC_ID_TORCH_TENSORS) return on_tensor_count(s, rec);
     astat_t *a = NULL;
     for (size_t i = 0; i < s->n_astats; i++)
         if (s->astats[i].id == q->allocator_id && s->astats[i].dev == q->device) a = &s->astats[i];
@@ -926,6 +968,7 @@ static int agg_to_series(pl_report_process_t *row, pl_metric_t m, const agg_t *a
 }
 
 static int finish(state_t *s, pl_report_process_t *row) {
+    if (flush_cuda_tensors(s)) return -ENOMEM;
     bool by_step = s->xp->n_steps > 0;
     side_t *sd = by_step ? &s->by_step : &s->by_time;
     int src[PL_METRIC__COUNT];
@@ -955,6 +998,7 @@ static int finish(state_t *s, pl_report_process_t *row) {
     if (s->seen_stats && s->seen_active) src[PL_METRIC_DEV_ACTIVE] = A_ST_ACTIVE;
     if (s->seen_stats && s->seen_split) src[PL_METRIC_DEV_INACTIVE_SPLIT] = A_ST_SPLIT;
     if (s->seen_py_tensors) src[PL_METRIC_TENSORS] = A_PY_TENS;
+    if (s->seen_cuda_tensors) src[PL_METRIC_TENSORS_CUDA] = A_PY_TENS_CUDA;
     for (size_t i = 0; i < s->n_astats; i++) {
         const astat_t *a = &s->astats[i];
         if (a->retries >= 0) row->dev_alloc_retries = (row->dev_alloc_retries < 0 ? 0 : row->dev_alloc_retries) +

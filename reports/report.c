@@ -12,13 +12,14 @@
 static const char *metric_names[PL_METRIC__COUNT] = {
     "rss", "rss.anon", "rss.file", "rss.shmem", "pss", "heap.bytes", "heap.count",
     "dev.allocated", "dev.reserved", "dev.tensors", "dev.other", "cgroup", "tensors", "dev.active",
-    "dev.inactive_split",
+    "dev.inactive_split", "tensors.cuda",
 };
 
 const char *pl_metric_name(pl_metric_t m) { return (unsigned)m < PL_METRIC__COUNT ? metric_names[m] : "?"; }
 
 bool pl_metric_is_bytes(pl_metric_t m) {
-    return m != PL_METRIC_HEAP_COUNT && m != PL_METRIC_DEV_TENSORS && m != PL_METRIC_TENSORS;
+    return m != PL_METRIC_HEAP_COUNT && m != PL_METRIC_DEV_TENSORS && m != PL_METRIC_TENSORS &&
+           m != PL_METRIC_TENSORS_CUDA;
 }
 
 static const char *pverdict_names[PL_PV__COUNT] = {"no-data", "no-leak", "slow-growth", "undecided", "leak"};
@@ -111,6 +112,7 @@ static double metric_limit(const pl_report_t *r, pl_metric_t m, const char **sou
     case PL_METRIC_HEAP_COUNT:
     case PL_METRIC_DEV_TENSORS:
     case PL_METRIC_TENSORS:
+    case PL_METRIC_TENSORS_CUDA:
         return 0;
     default:
         if (l->cgroup_bytes > 0 && (l->host_bytes <= 0 || l->cgroup_bytes < l->host_bytes)) {

@@ -35,6 +35,7 @@ typedef enum pl_metric {
     PL_METRIC_TENSORS,        /* live torch.Tensor objects on the host (Python bootstrap, counted every few steps) */
     PL_METRIC_DEV_ACTIVE,     /* device bytes in active blocks (torch's caching allocator) */
     PL_METRIC_DEV_INACTIVE_SPLIT, /* device bytes in inactive parts of split blocks: fragmentation */
+    PL_METRIC_TENSORS_CUDA,   /* live torch.Tensor objects on CUDA devices, summed over the process's devices */
     PL_METRIC__COUNT
 } pl_metric_t;
 
@@ -158,7 +159,8 @@ int pl_report_set_samples(pl_report_process_t *p, pl_metric_t m, const pl_sample
 int pl_report_analyze(pl_report_t *r);
 
 /* "rss", "rss.anon", "rss.file", "rss.shmem", "pss", "heap.bytes", "heap.count", "dev.allocated", "dev.reserved",
- * "dev.tensors", "dev.other", "cgroup", "tensors", "dev.active", "dev.inactive_split"; "?" out of range. */
+ * "dev.tensors", "dev.other", "cgroup", "tensors", "dev.active", "dev.inactive_split", "tensors.cuda"; "?" out of
+ * range. */
 const char *pl_metric_name(pl_metric_t m);
 /* false for counts (heap.count, dev.tensors). */
 bool pl_metric_is_bytes(pl_metric_t m);

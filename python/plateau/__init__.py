@@ -9,8 +9,10 @@ start-up, and every optimizer step becomes a step. For explicit control:
     plateau.mark("eval-begin") # a named point in time
     trainer = transformers.Trainer(..., callbacks=[plateau.TrainerCallback()])
     trainer = lightning.Trainer(..., callbacks=[plateau.LightningCallback()])
+    plateau.torch.use_allocator()  # torch >= 2.0 with a GPU: PyTorch allocates through plateau's allocator
 
-Outside `plateau run` (no tracer in the process) step() and mark() do nothing after one note on stderr.
+Outside `plateau run` (no tracer in the process) step(), mark() and plateau.torch.use_allocator() do nothing after
+one note on stderr.
 This file is what the bootstrap costs a program that never imports torch, so it imports nothing at start-up: it
 puts one entry at the front of sys.meta_path that answers only for the name "torch.optim" (one string comparison
 per import, bench/RESULTS.md "Python bootstrap"). When the program imports torch.optim, that entry wraps the real
@@ -48,6 +50,9 @@ def mark(label=""):
 
 
 def __getattr__(name):  # PEP 562: the callback classes are built on first use (they import their framework)
+    if name == "torch":  # plateau.torch: the allocator switch (imports nothing until called)
+        import importlib
+        return importlib.import_module(__name__ + ".torch")
     if name in ("TrainerCallback", "LightningCallback"):
         from . import _callbacks
         cls = getattr(_callbacks, "make_" + name)()

@@ -10,7 +10,9 @@ bootstrap (python/plateau/_torchstats.py) runs its real call path. The counters 
   flat     everything flat
   raises   torch._C._cuda_memoryStats raises (after the script's own first call): the program must not notice
 --tensors N: also keep N CPU tensors more per step (host live tensors grow), for the first --tensor-steps steps
-(default all: a leak; fewer: a cache that warms up, then a plateau). No plateau import.
+(default all: a leak; fewer: a cache that warms up, then a plateau). --cuda-tensors N: keep N stand-in CUDA tensors
+more per step on each of --devices devices, device d keeping N * (d + 1) (a torch.Tensor subclass whose
+get_device() says d: what the bootstrap's per-device count reads). No plateau import.
 """
 import argparse
 
@@ -21,6 +23,8 @@ p.add_argument("--steps", type=int, default=160)
 p.add_argument("--mode", default="flat", choices=["leak", "frag", "retries", "flat", "raises"])
 p.add_argument("--tensors", type=int, default=0)
 p.add_argument("--tensor-steps", type=int, default=-1)
+p.add_argument("--cuda-tensors", type=int, default=0)
+p.add_argument("--devices", type=int, default=1)
 args = p.parse_args()
 
 torch.manual_seed(0)
@@ -66,7 +70,21 @@ class Props:
 torch.cuda._initialized = True                      # what torch.cuda._lazy_init() sets once CUDA is up
 torch._C._cuda_memoryStats = scripted_stats
 torch.cuda._get_device_properties = lambda d: Props()  # what torch._C._cuda_init() defines on a GPU
-torch.cuda.device_count = lambda: 1
+torch.cuda.device_count = lambda: args.devices
+
+
+class CudaTensor(torch.Tensor):
+    """A tensor that says it lives on a CUDA device (only get_device(), what the live tensor count asks)."""
+    def get_device(self):
+        return self.device_index
+
+
+def cuda_tensor(d):
+    t = CudaTensor(1)  # not as_subclass: its alias keeps the plain tensor's Python object alive (a host tensor)
+    t.device_index = d
+    return t
+
+
 assert torch.cuda.is_initialized() and torch.cuda.memory_stats(0)["allocated_bytes.all.current"] == 100 * MiB
 
 model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8))  # (B,16) -> (B,8)
@@ -80,4 +98,5 @@ for it in range(args.steps):
     opt.step()
     if args.tensor_steps < 0 or it < args.tensor_steps:
         kept.extend(torch.zeros(1) for _ in range(args.tensors))
+        kept.extend(cuda_tensor(d) for d in range(args.devices) for _ in range(args.cuda_tensors * (d + 1)))
 print(f"cuda_standin.py: {args.steps} steps, mode {args.mode}, {len(kept)} tensors kept")

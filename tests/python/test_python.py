@@ -15,6 +15,9 @@ Usage: test_python.py MODE [ARGS]   (meson passes the paths in the environment, 
   torch_counters                     a scripted stand-in torch.cuda (tests/python/cuda_standin.py): allocated growing
                                      is a device leak, reserved growing with allocated flat fragmentation (tune
                                      hint), retries/OOMs said, flat counters nothing
+  torch_allocator                    plateau.torch.use_allocator() over a stand-in torch >= 2.0 (tests/python/torch2)
+                                     and the CUDA driver double: tensors through our entry points, memory_stats,
+                                     the report's device series, the refusals, outside plateau run, torch 1.13
   tensors                            live tensors per step (PLATEAU_TENSOR_BUDGET=1), a tensor leak found, the
                                      default budget counting rarely
   callbacks_real                     the callbacks are the real frameworks' types; a real transformers Trainer
@@ -410,6 +413,10 @@ STANDIN = os.path.join(SRC, "tests", "python", "cuda_standin.py")
 def run_report(tmp, name, cmd, env=None):
     """plateau run CMD, then the report's JSON row of its one Python process: (row, {metric name: metric})."""
     d, r = plateau_run(tmp, name, cmd, env=env)
+    return report_row(d, name)
+
+
+def report_row(d, name):
     j = d + ".json"
     rr = subprocess.run([PLATEAU, "report", d, "--json", j], capture_output=True, text=True, timeout=120)
     assert rr.returncode == 0, f"{name}: plateau report exited {rr.returncode}\n{rr.stderr}"
@@ -489,6 +496,18 @@ def mode_tensors(argv):
         assert "retained-tensors" in codes(row), codes(row)
         print("ok: 3 tensors kept per step: tensors leak +3/step, retained tensors")
 
+        # CUDA tensors, per device in the trace: 1 more per step on device 0, 2 on device 1: tensors.cuda +3/step
+        row, m, out = run_report(tmp, "cuda", [TORCH_PY, STANDIN, "--mode", "flat", "--steps", "160", "--devices",
+                                               "2", "--cuda-tensors", "1"], env=clean_env(PLATEAU_TENSOR_BUDGET="1"))
+        t = m["tensors.cuda"]
+        assert t["verdict"] == "leak" and t["leak"]["per_step"] == 3, (t["verdict"], t.get("leak"))
+        # the count at step 1 ran before the first CUDA tensor was kept: the series starts at step 2
+        assert [p[:2] for p in t["series"][:3]] == [[2, 3], [3, 6], [4, 9]] and t["last_value"] == 3 * 159, \
+            (t["series"][:3], t["last_value"])
+        assert m["tensors"]["verdict"] in ("flat", "plateau"), "CUDA tensors counted as the host's"
+        print("ok: CUDA tensors on 2 devices: tensors.cuda leak +3/step (their sum), host tensors "
+              + m["tensors"]["verdict"])
+
         row, m, out = run_report(tmp, "flatt", [TORCH_PY, STANDIN, "--mode", "flat", "--steps", "160"],
                                  env=clean_env(PLATEAU_TENSOR_BUDGET="1"))
         assert m["tensors"]["verdict"] in ("flat", "plateau"), m["tensors"]["verdict"]
@@ -508,6 +527,143 @@ def mode_tensors(argv):
         n = len(m["tensors"]["series"])
         assert 1 <= n < 200, n
         print(f"ok: default 1 % budget: tensors counted at {n} of 200 steps")
+
+
+# --------------------------------------------------------------------------------- plateau's allocator for torch
+
+TORCH2 = os.path.join(SRC, "tests", "python", "torch2")  # the stand-in torch >= 2.0
+ALLOC_STANDIN = os.path.join(SRC, "tests", "python", "allocator_standin.py")
+LIBCUDA = os.environ.get("PL_LIBCUDA", "")               # the CUDA driver test double
+
+
+def alloc_env(**extra):
+    env = dict(PYTHONPATH=TORCH2, PLATEAU_LIBCUDA=LIBCUDA, PLATEAU_ALLOC_CONF="", PYTORCH_CUDA_ALLOC_CONF="")
+    env.update(extra)
+    return clean_env(**env)
+
+
+def last_json(out):
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def refusals(r):
+    return [x for x in r.stderr.splitlines() if x.startswith("plateau: plateau.torch.use_allocator(): ")]
+
+
+FALLBACK = r"""import json, sys, torch
+import plateau.torch as pt
+from plateau import _torchstats as ts
+path = pt.library_path()
+pt._load(path)
+assert pt._observed is False, "no tracer in this process, yet the allocator counts as observed"
+mem = torch.cuda.memory
+mem.change_current_allocator(mem.CUDAPluggableAllocator(path, "plateau_torch_malloc", "plateau_torch_free"))
+pt._active = True
+kept = [mem.empty(3 << 20), mem.empty(1000)]
+gone = mem.empty(5 << 20)
+del gone
+sent = []
+n = ts.cuda_stats(lambda src, dev, arr, k: sent.append([src, dev] + list(arr[:k])))
+st = pt.memory_stats()
+pt._observed = True
+n_observed = ts.cuda_stats(lambda *a: sent.append("observed"))
+del kept
+before = pt.memory_stats(0)["reserved_bytes.all.current"]
+emptied = pt.empty_cache("cuda:0")
+print(json.dumps({"path": path, "n": n, "sent": sent, "stats": st, "n_observed": n_observed,
+                  "same": pt.memory_stats("cuda:0") == pt.memory_stats(0), "dev1": pt.memory_stats(1),
+                  "emptied": emptied, "reserved": [before, pt.memory_stats()["reserved_bytes.all.current"]]}))
+"""
+
+
+def mode_torch_allocator(argv):
+    """plateau.torch.use_allocator() and memory_stats() over a stand-in torch >= 2.0 (tests/python/torch2) whose
+    CUDAPluggableAllocator really loads libplateau_alloc.so and calls its entry points, over the CUDA driver test
+    double; the refusals; the no-op outside plateau run; Debian's real torch 1.13 refused."""
+    MiB = 1 << 20
+    py = TORCH_PY if os.path.exists(TORCH_PY) else sys.executable  # the stand-in needs no real torch
+    with tempfile.TemporaryDirectory(prefix="pl-py-alloc-") as tmp:
+        # under plateau run: switched, every tensor through our entry points, the tracer records the allocator
+        d, r = plateau_run(tmp, "leak", [py, ALLOC_STANDIN, "--steps", "160"], env=alloc_env())
+        row, m, out = report_row(d, "leak")
+        got = last_json(r.stdout)
+        assert got["switched"] and got["again"] and got["pluggable"] and got["native_live"] == 0, got
+        assert got["pluggable_calls"] == 160 * 9, got["pluggable_calls"]  # 5 mallocs and 4 frees per step
+        st = got["stats"]
+        want = {"allocated_bytes.all.current": 160 * MiB, "allocation.all.current": 160,
+                "allocation.all.allocated": 160 * 5, "allocation.all.freed": 160 * 4,
+                "allocated_bytes.small_pool.peak": 161 * MiB, "num_ooms": 0,
+                "plateau.capacity_bytes": 1 << 30}
+        bad = {k: (st.get(k), v) for k, v in want.items() if st.get(k) != v}
+        assert not bad and st["reserved_bytes.all.current"] >= 160 * MiB, f"memory_stats (got, want): {bad}"
+        assert not refusals(r), r.stderr
+        print(f"ok: use_allocator() under plateau run: {got['pluggable_calls']} mallocs/frees through "
+              f"plateau_torch_malloc/free, memory_stats() in torch's keys ({len(st)} of them)")
+        al = m["dev.allocated"]
+        assert al["verdict"] == "leak" and al["leak"]["per_step"] == MiB, (al["verdict"], al.get("leak"))
+        assert m["dev.tensors"]["verdict"] == "leak" and "retained-tensors" in codes(row), codes(row)
+        # the tracer records our allocator (events and stats); the bootstrap must not send them again as torch's
+        assert "dev.active" not in m and "dev.inactive_split" not in m, sorted(m)
+        print("ok: the tracer records the allocator: dev.allocated leak +1 MiB/step, retained tensors; the "
+              "bootstrap sends no second copy")
+        row, m, out = run_report(tmp, "flat", [py, ALLOC_STANDIN, "--steps", "160", "--keep", "0"],
+                                 env=alloc_env())
+        assert m["dev.allocated"]["verdict"] in ("flat", "plateau"), m["dev.allocated"]["verdict"]
+        assert not {"retained-tensors", "device-growth"} & set(codes(row)), codes(row)
+        print("ok: temporaries only: dev.allocated " + m["dev.allocated"]["verdict"])
+
+        # refusals: one line each, False, torch's own allocator serves the tensors
+        for name, args, env, text in [
+                ("initialised", ["--init-first"], alloc_env(), "CUDA is already initialised"),
+                ("nolib", [], alloc_env(PLATEAU_ALLOC_LIB=os.path.join(tmp, "none", "libplateau_alloc.so")),
+                 "libplateau_alloc.so not found"),
+                ("torch1", [], alloc_env(PL_STANDIN_TORCH_VERSION="1.13.1"), "needs torch >= 2.0"),
+        ]:
+            d, r = plateau_run(tmp, name, [py, ALLOC_STANDIN, "--steps", "3"] + args, env=env)
+            got, lines = last_json(r.stdout), refusals(r)
+            assert not got["switched"] and not got["pluggable"] and got["stats"] == {}, (name, got)
+            assert got["native_live"] == 3 + (name == "initialised"), (name, got)
+            assert len(lines) == 1 and text in lines[0], (name, r.stderr)
+            print(f"ok: refused ({name}): {lines[0]}")
+
+        # outside plateau run: one note, then nothing; output and status are the program's
+        r = subprocess.run([py, ALLOC_STANDIN, "--steps", "3"], capture_output=True, text=True, timeout=120,
+                           env=alloc_env(PYTHONPATH=PYDIR + ":" + TORCH2))
+        got = last_json(r.stdout)
+        assert r.returncode == 0 and not got["switched"] and not got["pluggable"] and got["stats"] == {}, got
+        assert r.stderr.count("\n") == 1 and "use_allocator() does nothing" in r.stderr, r.stderr
+        print("ok: outside plateau run: " + r.stderr.strip())
+
+        # the bootstrap's counters when the tracer does not record the allocator: ours, as torch's
+        r = subprocess.run([py, "-c", FALLBACK], capture_output=True, text=True, timeout=120,
+                           env=alloc_env(PYTHONPATH=PYDIR + ":" + TORCH2))
+        assert r.returncode == 0, r.stderr
+        got = last_json(r.stdout)
+        assert os.path.realpath(got["path"]).startswith(os.path.realpath(os.path.dirname(PYDIR))), got["path"]
+        st, (sent,) = got["stats"], got["sent"]
+        assert got["n"] == 1 and sent[:2] == [1, 0], got  # PLATEAU_STATS_TORCH_CUDA, device 0
+        assert sent[2:] == [st["allocated_bytes.all.current"], st["reserved_bytes.all.current"],
+                            st["active_bytes.all.current"], st["inactive_split_bytes.all.current"],
+                            st["num_alloc_retries"], st["num_ooms"], st["allocation.all.current"],
+                            st["segment.all.current"], st["allocated_bytes.all.peak"], st["reserved_bytes.all.peak"],
+                            st["requested_bytes.all.current"], st["plateau.capacity_bytes"]], (sent, st)
+        assert sent[2] == 3 * MiB + 1024 and sent[8] == 2 and sent[10] == 8 * MiB + 1024, sent
+        assert got["n_observed"] == 0 and got["same"] and got["dev1"] == {}, got
+        assert got["emptied"] and got["reserved"][1] < got["reserved"][0], got["reserved"]
+        print("ok: without the tracer's own records the bootstrap sends ours as torch's counters, values as "
+              "memory_stats(); empty_cache() gives back cached segments")
+
+    # Debian's torch 1.13: no pluggable API; refused, nothing loaded, CUDA untouched
+    need_torch()
+    prog = ("import torch, plateau.torch as pt\nr = pt.use_allocator()\n"
+            "print(r, torch.cuda.is_initialized(), 'libplateau_alloc' in open('/proc/self/maps').read(), "
+            "pt.memory_stats(), torch.__version__)\n")
+    with tempfile.TemporaryDirectory(prefix="pl-py-alloc-") as tmp:
+        d, r = plateau_run(tmp, "real", [TORCH_PY, "-c", prog])
+        words, lines = r.stdout.split(), refusals(r)
+        assert words[:4] == ["False", "False", "False", "{}"], r.stdout
+        assert len(lines) == 1 and "needs torch >= 2.0" in lines[0] and words[4] in lines[0], r.stderr
+        print("ok: real torch " + words[4] + ": " + lines[0])
 
 
 # ---------------------------------------------------------------------------------------------- package

@@ -1,0 +1,2 @@
+from . import optimizer
+from .optimizer import Optimizer, SGD
