@@ -200,12 +200,15 @@ static void host_rules(ctx_t *c) {
                          "problem by RSS, find it by the live heap.",
                          ratio, rate(c, rss_m, d, sizeof d));
         }
+        /* the Python line it was allocated at, when the sites name one: "..., 93% of it allocated at train.py:42" */
+        const char *sep = c->p->site_line[0] ? ", " : "", *site = c->p->site_line;
         if (leak(c, PL_METRIC_HEAP_BYTES) && leak(c, PL_METRIC_HEAP_COUNT))
-            say(c, PL_DX_HOST_LEAK, "Host leak: the live heap grows %s (%s allocations).%s",
-                rate(c, PL_METRIC_HEAP_BYTES, a, sizeof a), rate(c, PL_METRIC_HEAP_COUNT, b, sizeof b), amp);
-        else if (leak(c, PL_METRIC_HEAP_BYTES))
-            say(c, PL_DX_HOST_LEAK, "Host leak: the live heap grows %s.%s", rate(c, PL_METRIC_HEAP_BYTES, a, sizeof a),
+            say(c, PL_DX_HOST_LEAK, "Host leak: the live heap grows %s (%s allocations)%s%s.%s",
+                rate(c, PL_METRIC_HEAP_BYTES, a, sizeof a), rate(c, PL_METRIC_HEAP_COUNT, b, sizeof b), sep, site,
                 amp);
+        else if (leak(c, PL_METRIC_HEAP_BYTES))
+            say(c, PL_DX_HOST_LEAK, "Host leak: the live heap grows %s%s%s.%s",
+                rate(c, PL_METRIC_HEAP_BYTES, a, sizeof a), sep, site, amp);
         else
             say(c, PL_DX_HOST_LEAK, "Host leak: live allocations grow %s%s.",
                 rate(c, PL_METRIC_HEAP_COUNT, a, sizeof a),

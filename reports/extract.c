@@ -1013,6 +1013,7 @@ static int finish(state_t *s, pl_report_process_t *row) {
         if (rc) return rc;
     }
     find_sites(s, row, by_step);
+    pl_extract_site_sentence(s->xp, row->site_line, sizeof row->site_line);
     if (s->o->only_metric && s->o->metric != PL_METRIC_HEAP_BYTES && row->metrics[PL_METRIC_HEAP_BYTES].present) {
         pl_series_free(&row->metrics[PL_METRIC_HEAP_BYTES].series);
         row->metrics[PL_METRIC_HEAP_BYTES].present = false;

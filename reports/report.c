@@ -261,9 +261,13 @@ void pl_report_run_verdict(pl_report_t *r) {
         if (rv->kind == PL_PV_LEAK && rv->n_leaking > 1)
             snprintf(more_leaks, sizeof more_leaks, " (and %zu more process%s)", rv->n_leaking - 1,
                      rv->n_leaking > 2 ? "es" : "");
-        snprintf(rv->line, sizeof rv->line, "verdict: %s in pid %lld (%s)%s: %s of %s%s",
+        /* a live-heap leak names the Python line its growth was allocated at (the sites' top line) */
+        bool heap = v->metric == PL_METRIC_HEAP_BYTES || v->metric == PL_METRIC_HEAP_COUNT;
+        const char *site = heap && p->site_line[0] ? p->site_line : "";
+        snprintf(rv->line, sizeof rv->line, "verdict: %s in pid %lld (%s)%s: %s of %s%s%s%s",
                  rv->kind == PL_PV_LEAK ? "LEAK" : "no leak, slow growth", (long long)p->pid, p->name, more_leaks,
-                 pv_rate(v, a, sizeof a), v->metric >= 0 ? pl_metric_name((pl_metric_t)v->metric) : "?", oom);
+                 pv_rate(v, a, sizeof a), v->metric >= 0 ? pl_metric_name((pl_metric_t)v->metric) : "?", oom,
+                 site[0] ? "; " : "", site);
         break;
     }
     case PL_PV_UNDECIDED:

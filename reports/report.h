@@ -103,6 +103,9 @@ typedef struct pl_report_process {
     pl_finding_t findings[PL_REPORT_MAX_FINDINGS];
     size_t n_findings;
     bool heap_filtered;         /* live heap bytes were recorded but left out of this report (report --metric) */
+    char site_line[256];        /* the Python line the live heap's growth was allocated at, set by the front end
+                                 * before pl_report_analyze: "93% of it allocated at train.py:42 (`...`)"; "" none.
+                                 * The diagnosis and the run verdict name it when the live heap leaks. */
     pl_proc_verdict_t verdict;  /* valid after pl_report_analyze */
     /* torch's caching allocator (torch.cuda.memory_stats through the Python bootstrap): cumulative counters at the
      * last snapshot, summed over devices; -1 = not recorded. Set before pl_report_analyze. */
@@ -117,7 +120,7 @@ typedef struct pl_run_verdict {
     size_t n_slow;              /* processes whose verdict is slow growth */
     size_t n_workers;           /* processes judged as workers */
     size_t n_workers_quiet;     /* workers whose verdict is no leak, no data or undecided (folded) */
-    char line[320];             /* "verdict: LEAK in pid 12210 (python3 train.py): +2.00 MiB/step, OOM in ~49 min" */
+    char line[640];             /* "verdict: LEAK in pid 12210 (python3 train.py): +2.00 MiB/step, OOM in ~49 min" */
 } pl_run_verdict_t;
 
 /* Practical significance (docs/verdict.md §8): a statistically clear growth is a leak only when it would matter
