@@ -523,6 +523,9 @@ static void emit_process_start(uint32_t ppid, uint32_t exec_seq) {
     if (!alloc_name[0]) pl_heap_allocator(alloc_name, sizeof alloc_name, alloc_version, sizeof alloc_version);
     p->host_allocator = alloc_name;
     p->host_allocator_version = alloc_version;
+    static char node[64]; /* the host name: ranks of a multi-node job are (node, pid) (uname, no allocation) */
+    if (gethostname(node, sizeof node - 1)) node[0] = 0;
+    p->node = node;
     pl_emit(&r);
 }
 
