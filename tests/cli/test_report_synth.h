@@ -35,6 +35,9 @@ typedef struct synth_cfg {
     uint64_t lost_records;   /* > 0: one `lost` record of this many, halfway through */
     int64_t start_realtime_ns; /* trace start, CLOCK_REALTIME (0 = 2023-11-14) */
     const char *exe;         /* the process's executable (NULL = /usr/bin/python3) */
+    bool ranked;             /* a distributed rank: rank, local_rank below (else both -1) */
+    int32_t rank, local_rank;
+    const char *node;        /* host name in process_start (NULL = none, as in traces before 1.7) */
 } synth_cfg_t;
 
 static inline synth_cfg_t synth_default(void) {
@@ -69,7 +72,8 @@ static inline int synth_trace(const char *path, const synth_cfg_t *c) {
     memset(&r, 0, sizeof r);
     r.type = PL_REC_PROCESS_START;
     r.t_ns = t0;
-    r.u.process = (pl_rec_process_t){.pid = c->pid, .ppid = c->ppid, .rank = -1, .local_rank = -1,
+    r.u.process = (pl_rec_process_t){.pid = c->pid, .ppid = c->ppid, .rank = c->ranked ? c->rank : -1,
+                                     .local_rank = c->ranked ? c->local_rank : -1, .node = c->node,
                                      .sample_bytes = 0, .interval_ns = 100000000, .host_mem_bytes = 64ull << 30,
                                      .cgroup_max_bytes = PL_TRACE_NA, .start_realtime_ns = h.start_realtime_ns,
                                      .exe = c->exe ? c->exe : "/usr/bin/python3", .argc = 3, .n_argv = 3};
