@@ -1471,7 +1471,8 @@ static int add_path(pl_report_t *r, pl_extract_t *x, const char *path, const pl_
     if (stat(path, &sb)) {
         int rc = -errno;
         note_open_error(x, path, rc);
-        snprintf(x->first_error, sizeof x->first_error, "%s: %s", path, strerror(-rc));
+        if (!x->first_error[0] || x->n_files_failed <= 1)
+            snprintf(x->first_error, sizeof x->first_error, "%s: %s", path, strerror(-rc));
         return rc;
     }
     if (!S_ISDIR(sb.st_mode)) return extract_file(r, x, path, opts);
