@@ -350,6 +350,19 @@ static void stack_note(state_t *s, stack_t_ *st, int64_t t) {
 
 static void copy_str(char *dst, size_t cap, const char *src) { snprintf(dst, cap, "%s", src ? src : ""); }
 
+/* The argv index naming an interpreter's program, 0 when none: argv[1], or for Python the word after option flags
+ * that take no value ("python3 -u train.py": torchrun starts its workers so) or after -m (the module). */
+static uint32_t script_arg(const pl_rec_process_t *p, bool python) {
+    for (uint32_t i = 1; i < p->n_argv && i < PL_TRACE_MAX_ARGV && p->argv[i]; i++) {
+        const char *a = p->argv[i];
+        if (a[0] != '-') return a[0] ? i : 0;
+        if (!python) return 0;
+        if (!strcmp(a, "-m")) return i + 1 < p->n_argv && p->argv[i + 1] && p->argv[i + 1][0] ? i + 1 : 0;
+        if (a[1] == 0 || strspn(a + 1, "bBdEiIOqsSuvR") != strlen(a + 1)) return 0; /* -c, -X opt, -W arg, ... */
+    }
+    return 0;
+}
+
 static void on_process(state_t *s, const pl_rec_process_t *p) {
     pl_extract_proc_t *xp = s->xp;
     xp->pid = p->pid;
@@ -376,9 +389,11 @@ static void on_process(state_t *s, const pl_rec_process_t *p) {
     const char *b = a0 ? strrchr(a0, '/') : NULL;
     b = b ? b + 1 : (a0 ? a0 : "");
     char name[64];
-    if (p->n_argv > 1 && p->argv[1] && p->argv[1][0] != '-' && (!strncmp(b, "python", 6) || !strcmp(b, "node"))) {
-        const char *b1 = strrchr(p->argv[1], '/');
-        snprintf(name, sizeof name, "%s %s", b, b1 ? b1 + 1 : p->argv[1]);
+    uint32_t ai = script_arg(p, !strncmp(b, "python", 6));
+    if (ai && (!strncmp(b, "python", 6) || !strcmp(b, "node"))) {
+        const char *b1 = strrchr(p->argv[ai], '/');
+        snprintf(name, sizeof name, "%s %s%s", b, ai > 1 && !strcmp(p->argv[ai - 1], "-m") ? "-m " : "",
+                 b1 ? b1 + 1 : p->argv[ai]);
     } else {
         snprintf(name, sizeof name, "%s", b);
     }

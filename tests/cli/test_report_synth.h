@@ -38,6 +38,8 @@ typedef struct synth_cfg {
     bool ranked;             /* a distributed rank: rank, local_rank below (else both -1) */
     int32_t rank, local_rank;
     const char *node;        /* host name in process_start (NULL = none, as in traces before 1.7) */
+    const char *const *argv; /* NULL = python3 train.py --steps */
+    uint32_t n_argv;
 } synth_cfg_t;
 
 static inline synth_cfg_t synth_default(void) {
@@ -80,6 +82,10 @@ static inline int synth_trace(const char *path, const synth_cfg_t *c) {
     r.u.process.argv[0] = "python3";
     r.u.process.argv[1] = "train.py";
     r.u.process.argv[2] = "--steps";
+    if (c->argv) {
+        r.u.process.argc = r.u.process.n_argv = c->n_argv < PL_TRACE_MAX_ARGV ? c->n_argv : PL_TRACE_MAX_ARGV;
+        for (uint32_t i = 0; i < r.u.process.n_argv; i++) r.u.process.argv[i] = c->argv[i];
+    }
     EMIT();
     static const struct { uint64_t pc; uint32_t mod; const char *sym; } frames[] = {
         {0x7f0000001000ull, 1, "malloc"}, {0x401000, 2, "leaky_collect"}, {0x402000, 2, "scratch_buffer"},

@@ -629,6 +629,32 @@ static void test_extract_merge_nodes(void **state) {
     run_free(&u);
 }
 
+/* A row's name is the interpreter and its program, past the flags torchrun puts before it, or the module of -m. */
+static void test_extract_process_names(void **state) {
+    (void)state;
+    static const char *const u_script[] = {"/usr/bin/python3", "-u", "/work/train.py", "--lr", "1"};
+    static const char *const m_mod[] = {"/usr/bin/python3", "-m", "torch.distributed.run", "--standalone", "t.py"};
+    static const char *const c_code[] = {"python3", "-c", "import x"};
+    static const char *const x_opt[] = {"python3", "-X", "dev", "train.py"};
+    static const char *const shell[] = {"/bin/sh", "-c", "python3 train.py"};
+    static const struct { const char *const *argv; uint32_t n; const char *want; } cases[] = {
+        {u_script, 5, "python3 train.py"}, {m_mod, 5, "python3 -m torch.distributed.run"}, {c_code, 3, "python3"},
+        {x_opt, 4, "python3"}, {shell, 3, "sh"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char p[300];
+        snprintf(p, sizeof p, "%s/name%zu.pltrace", g_dir, i);
+        synth_cfg_t c = synth_default();
+        c.n_steps = 10;
+        c.argv = cases[i].argv;
+        c.n_argv = cases[i].n;
+        assert_int_equal(synth_trace(p, &c), 0);
+        run_t u;
+        run_file(&u, p);
+        assert_string_equal(u.r->procs[0]->name, cases[i].want);
+        run_free(&u);
+    }
+}
+
 static void test_extract_bad_inputs(void **state) {
     (void)state;
     char d[256], p[300];
@@ -1016,6 +1042,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_extract_ranks_one_leaks),
         cmocka_unit_test(test_extract_ranks_agree),
         cmocka_unit_test(test_extract_merge_nodes),
+        cmocka_unit_test(test_extract_process_names),
         cmocka_unit_test(test_extract_bad_inputs),
         cmocka_unit_test(test_extract_bounded_points),
         cmocka_unit_test(test_extract_hostile_values),
