@@ -1654,6 +1654,17 @@ static void json_rank(FILE *o, int32_t rank) {
     else fputs("null", o);
 }
 
+/* "rank": R, "local_rank": L, "node": N (null when unset) */
+static void json_rank_fields(FILE *o, const pl_extract_proc_t *p) {
+    fputs("\"rank\": ", o);
+    json_rank(o, p->rank);
+    fputs(", \"local_rank\": ", o);
+    json_rank(o, p->local_rank);
+    fputs(", \"node\": ", o);
+    if (p->node[0]) pl_format_json_str(o, p->node);
+    else fputs("null", o);
+}
+
 static void json_rank_list(FILE *o, const pl_extract_t *x, const size_t *ix, size_t n, pl_pverdict_t kind) {
     fputc('[', o);
     size_t k = 0;
@@ -1683,11 +1694,8 @@ static void ranks_json(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
     for (size_t k = 0; k < n; k++) {
         const pl_extract_proc_t *p = &x->procs[ix[k]];
         const pl_proc_verdict_t *v = &p->proc->verdict;
-        fprintf(o, "%s\n        {\"rank\": %d, \"local_rank\": ", k ? "," : "", p->rank);
-        json_rank(o, p->local_rank);
-        fputs(", \"node\": ", o);
-        if (p->node[0]) pl_format_json_str(o, p->node);
-        else fputs("null", o);
+        fprintf(o, "%s\n        {", k ? "," : "");
+        json_rank_fields(o, p);
         fprintf(o, ", \"pid\": %u, \"steps\": %llu, \"verdict\": ", p->pid, (unsigned long long)p->n_steps);
         pl_format_json_str(o, pl_pverdict_name(v->kind));
         bool grows = v->kind == PL_PV_LEAK || v->kind == PL_PV_SLOW_GROWTH;
@@ -1744,13 +1752,8 @@ static void run_json(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
         pl_format_json_str(o, p->cmdline);
         fputs(", \"role\": ", o);
         pl_format_json_str(o, p->proc->role == PL_ROLE_WORKER ? "worker" : "main");
-        fprintf(o, ", \"helper\": %s, \"rank\": ", p->proc->helper ? "true" : "false");
-        json_rank(o, p->rank);
-        fputs(", \"local_rank\": ", o);
-        json_rank(o, p->local_rank);
-        fputs(", \"node\": ", o);
-        if (p->node[0]) pl_format_json_str(o, p->node);
-        else fputs("null", o);
+        fprintf(o, ", \"helper\": %s, ", p->proc->helper ? "true" : "false");
+        json_rank_fields(o, p);
         fputs(", \"verdict\": ", o);
         pl_format_json_str(o, pl_pverdict_name(p->proc->verdict.kind));
         fprintf(o, ",\n       \"clean_end\": %s, \"damaged\": %s, \"error\": ", p->clean_end ? "true" : "false",
