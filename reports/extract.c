@@ -1190,13 +1190,16 @@ static void update_roles(pl_extract_t *x) {
 
 static int cmp_proc(const void *a, const void *b) {
     const pl_extract_proc_t *p = a, *q = b;
+    int nc = strcmp(p->node, q->node); /* CLOCK_MONOTONIC of different hosts cannot be compared: node by node */
+    if (nc) return nc < 0 ? -1 : 1;
     if (p->t0_ns != q->t0_ns) return p->t0_ns < q->t0_ns ? -1 : 1; /* started first (pids wrap around) */
     if (p->pid != q->pid) return p->pid < q->pid ? -1 : 1;
     return p->exec_seq < q->exec_seq ? -1 : p->exec_seq > q->exec_seq;
 }
 
 /* Processes in the order they started (trace start time), then by pid numerically (file names sort 10000 before
- * 9999, and pids wrap around: the trainer must come first), the report's rows in the same order. */
+ * 9999, and pids wrap around: the trainer must come first), the report's rows in the same order. A merged multi-node
+ * run is ordered node by node (by host name): start times of different hosts' monotonic clocks do not compare. */
 static void sort_procs(pl_report_t *r, pl_extract_t *x) {
     if (x->n_procs < 2 || x->n_procs != r->n_procs) return; /* other front ends' rows: keep their order */
     qsort(x->procs, x->n_procs, sizeof *x->procs, cmp_proc);

@@ -38,6 +38,7 @@ typedef struct synth_cfg {
     bool ranked;             /* a distributed rank: rank, local_rank below (else both -1) */
     int32_t rank, local_rank;
     const char *node;        /* host name in process_start (NULL = none, as in traces before 1.7) */
+    int64_t t0_ns;           /* CLOCK_MONOTONIC at trace start (0 = 1 s) */
     const char *const *argv; /* NULL = python3 train.py --steps */
     uint32_t n_argv;
 } synth_cfg_t;
@@ -59,7 +60,7 @@ static inline int synth_emit(pl_writer_t *w, pl_trace_record_t *r, int *since_fl
 
 /* Write the trace to path (must not exist). Returns 0 or a negative errno. */
 static inline int synth_trace(const char *path, const synth_cfg_t *c) {
-    const int64_t t0 = 1000000000LL, sec = 1000000000LL;
+    const int64_t t0 = c->t0_ns ? c->t0_ns : 1000000000LL, sec = 1000000000LL;
     pl_trace_header_t h = {.version = PL_TRACE_VERSION, .pid = c->pid, .ppid = c->ppid, .exec_seq = 0,
                            .start_realtime_ns = c->start_realtime_ns ? c->start_realtime_ns : 1700000000000000000LL,
                            .start_mono_ns = t0};

@@ -163,15 +163,16 @@ static bool find_rank(const char *d, int32_t rank, int32_t *local_rank, char *no
     return false;
 }
 
-/* issue 15: a rank's process_start carries its rank and local rank (torchrun's and Open MPI's variables) and the
- * host name (trace 1.7). */
+/* issue 15: a rank's process_start carries its rank and local rank (torchrun's, Open MPI's, Slurm's and MPICH's
+ * variables) and the host name (trace 1.7). */
 static void test_run_rank_and_node(void **state) {
     (void)state;
     char host[64] = "";
     assert_int_equal(gethostname(host, sizeof host - 1), 0);
     static const struct { const char *env; int32_t rank, local_rank; } cases[] = {
-        {"RANK=3 LOCAL_RANK=1", 3, 1}, {"OMPI_COMM_WORLD_RANK=5 OMPI_COMM_WORLD_LOCAL_RANK=2", 5, 2}};
-    for (size_t i = 0; i < 2; i++) {
+        {"RANK=3 LOCAL_RANK=1", 3, 1}, {"OMPI_COMM_WORLD_RANK=5 OMPI_COMM_WORLD_LOCAL_RANK=2", 5, 2},
+        {"SLURM_PROCID=6 SLURM_LOCALID=3", 6, 3}, {"PMI_RANK=7 MPI_LOCALRANKID=0", 7, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char out[300], cmd[200];
         snprintf(out, sizeof out, "%s/rank%zu", dir, i);
         snprintf(cmd, sizeof cmd, "%s exec /bin/true", cases[i].env);

@@ -590,6 +590,7 @@ static void test_extract_merge_nodes(void **state) {
     c.rank = 1;
     c.local_rank = 0;
     c.node = "node-b";
+    c.t0_ns = 500000000; /* node-b's monotonic clock reads less: no order across hosts by it */
     snprintf(p, sizeof p, "%s/101.0.pltrace", b);
     assert_int_equal(synth_trace(p, &c), 0);
     int32_t *ranks;
@@ -606,6 +607,9 @@ static void test_extract_merge_nodes(void **state) {
     assert_int_equal(pl_extract_paths(u.r, &u.x, paths, 2, NULL), 0);
     assert_int_equal(pl_report_analyze(u.r), 0);
     assert_int_equal(u.x.n_procs, 3);
+    assert_string_equal(u.x.procs[0].node, "node-a"); /* node by node: the launcher and rank 0, then node-b */
+    assert_int_equal(u.x.procs[0].pid, 100);
+    assert_string_equal(u.x.procs[2].node, "node-b");
     assert_int_equal(u.r->verdict.n_ranks, 2);
     assert_int_equal(u.r->verdict.n_nodes, 2);
     assert_non_null(strstr(u.r->verdict.line, "verdict: LEAK in rank 1 (pid 101, node node-b)"));
