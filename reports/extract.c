@@ -1961,7 +1961,11 @@ int pl_extract_render_text_all(const pl_report_t *r, const pl_extract_t *x, FILE
             fprintf(o, ": stacks and counts may be incomplete\n");
         }
         if (!p->n_sites || !proc_leaks(p->proc)) continue; /* growth during a warmup is not a finding */
-        fprintf(o, "call sites by live-byte growth (pid %u, sampled, since %s %lld):\n", p->pid,
+        char rk[128] = ""; /* in a run of ranks, pids of different nodes may be equal */
+        if (pl_report_is_rank(p->proc) && r->verdict.n_ranks >= 2)
+            snprintf(rk, sizeof rk, "rank %d%s%s, ", p->rank, p->node[0] ? " on " : "",
+                     p->node[0] ? pl_format_esc(p->node) : "");
+        fprintf(o, "call sites by live-byte growth (%spid %u, sampled, since %s %lld):\n", rk, p->pid,
                 p->n_steps ? "step" : "second", (long long)p->site_tail_step);
         char line[512];
         if (pl_extract_site_sentence(p, line, sizeof line)) fprintf(o, "  %s\n", line); /* the line to look at first */

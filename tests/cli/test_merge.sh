@@ -25,6 +25,7 @@ head -1 "$tmp/m.txt" | grep -q "^verdict: LEAK in rank 1 (pid 101, node node-b):
 grep -q "^ranks: 2 on 2 nodes: ranks disagree: rank 1 grows" "$tmp/m.txt" || fail "no rank disagreement"
 grep -Eq "^ +0 +0 node-a +101 +160  no-leak" "$tmp/m.txt" || fail "no row for rank 0"
 grep -Eq "^ +1 +1 node-b +101 +160  leak " "$tmp/m.txt" || fail "no row for rank 1"
+grep -q "^call sites by live-byte growth (rank 1 on node-b, pid 101," "$tmp/m.txt" || fail "the sites do not name the rank"
 
 # the same two directories compared on request: the comparison, no rank rows
 "$P" report --compare "$tmp/a" "$tmp/b" >"$tmp/c.txt" 2>&1 || fail "compare exit $?"
