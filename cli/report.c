@@ -45,13 +45,15 @@ static void usage(FILE *o) {
                "                     (default 24; slower: \"slow growth\", docs/verdict.md section 8)\n"
                "  --horizon-steps N  without step times or a limit: within N steps, or doubles within them\n"
                "                     (default 10000)\n"
-               "usage: plateau report --merge RUN_DIR RUN_DIR... [options above]\n"
-               "  one report of the run directories of the nodes of one job (each node's ranks, pids told apart by\n"
-               "  host name); three or more directories, or two holding distinct ranks, are merged without it\n"
+               "usage: plateau report [--merge] RUN_DIR RUN_DIR... [options above]\n"
+               "  one report of the run directories of the nodes of one job: a row per rank, the leaking rank, whether\n"
+               "  the ranks agree; processes are told apart by host name and pid (docs/verdict.md section 9)\n"
+               "  --merge      merge two directories (three or more, or two holding distinct ranks, merge without it)\n"
                "usage: plateau report RUN_A RUN_B [--json FILE] [--allocators A,B] [--since-step N] [--compare]\n"
                "  compare two runs of one program made with plateau run --host-allocator glibc and jemalloc:\n"
                "  allocator retention, a real leak, or growth outside the heap\n"
-               "  --allocators A,B  host allocator of each run (glibc or jemalloc), when the traces cannot tell\n");
+               "  --allocators A,B  host allocator of each run (glibc or jemalloc), when the traces cannot tell\n"
+               "  --compare    compare the two runs even when they hold distinct ranks\n");
 }
 
 typedef struct rendering {
