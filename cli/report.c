@@ -1,4 +1,6 @@
-/* cli/report: `plateau report RUN_DIR|TRACE [--json FILE] [--html FILE] [--metric NAME] [--since-step N]`, and
+/* cli/report: `plateau report RUN_DIR|TRACE [--json FILE] [--html FILE] [--metric NAME] [--since-step N]`,
+ * `plateau report --merge RUN_DIR...`: the run directories of a multi-node job in one report (reports/extract.h,
+ * pl_extract_paths; three or more, or two holding distinct ranks, merge without --merge), and
  * `plateau report RUN_A RUN_B [--json FILE] [--allocators A,B]`: the same program on two host allocators compared
  * (reports/compare.h).
  *
@@ -43,10 +45,15 @@ static void usage(FILE *o) {
                "                     (default 24; slower: \"slow growth\", docs/verdict.md section 8)\n"
                "  --horizon-steps N  without step times or a limit: within N steps, or doubles within them\n"
                "                     (default 10000)\n"
-               "usage: plateau report RUN_A RUN_B [--json FILE] [--allocators A,B] [--since-step N]\n"
+               "usage: plateau report [--merge] RUN_DIR RUN_DIR... [options above]\n"
+               "  one report of the run directories of the nodes of one job: a row per rank, the leaking rank, whether\n"
+               "  the ranks agree; processes are told apart by host name and pid (docs/verdict.md section 9)\n"
+               "  --merge      merge two directories (three or more, or two holding distinct ranks, merge without it)\n"
+               "usage: plateau report RUN_A RUN_B [--json FILE] [--allocators A,B] [--since-step N] [--compare]\n"
                "  compare two runs of one program made with plateau run --host-allocator glibc and jemalloc:\n"
                "  allocator retention, a real leak, or growth outside the heap\n"
-               "  --allocators A,B  host allocator of each run (glibc or jemalloc), when the traces cannot tell\n");
+               "  --allocators A,B  host allocator of each run (glibc or jemalloc), when the traces cannot tell\n"
+               "  --compare    compare the two runs even when they hold distinct ranks\n");
 }
 
 typedef struct rendering {
@@ -203,6 +210,20 @@ out:
     return status;
 }
 
+/* Auto-merge (docs/verdict.md §9): two paths that each hold at least one rank, and no rank in both, are the nodes
+ * of one job. Two runs of one job (the allocator comparison) hold the same
+ * ranks, and runs without ranks never merge by themselves. */
+static bool distinct_ranks(const char *a, const char *b) {
+    int32_t *ra = NULL, *rb = NULL;
+    size_t na = 0, nb = 0, ua, ub;
+    bool distinct = !pl_extract_scan_ranks(a, &ra, &na, &ua) && !pl_extract_scan_ranks(b, &rb, &nb, &ub) && na && nb;
+    for (size_t i = 0; distinct && i < na; i++)
+        for (size_t j = 0; distinct && j < nb; j++) distinct = ra[i] != rb[j];
+    free(ra);
+    free(rb);
+    return distinct;
+}
+
 int pl_cli_report(int argc, char **argv) {
     static const struct option longopts[] = {
         {"json", required_argument, NULL, 'j'},   {"html", required_argument, NULL, 'H'},
@@ -211,13 +232,14 @@ int pl_cli_report(int argc, char **argv) {
         {"allocators", required_argument, NULL, 'A'},
         {"slow-hours", required_argument, NULL, 'S'}, {"horizon-steps", required_argument, NULL, 'N'},
         {"fail-on-leak", no_argument, NULL, 'F'},     {"all-processes", no_argument, NULL, 'P'},
+        {"merge", no_argument, NULL, 'M'},            {"compare", no_argument, NULL, 'C'},
         {NULL, 0, NULL, 0},
     };
     const char *json = NULL, *html = NULL, *allocs = NULL;
     pl_extract_opts_t eo = {0};
     pl_render_text_opts_t to = {0};
     pl_practical_params_t pp = {.slow_hours = 24, .horizon_steps = 10000};
-    bool fail_on_leak = false;
+    bool fail_on_leak = false, merge = false, force_compare = false;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -228,6 +250,8 @@ int pl_cli_report(int argc, char **argv) {
         case 'F': fail_on_leak = true; break;
         case 'P': to.all_processes = true; break;
         case 'A': allocs = optarg; break;
+        case 'M': merge = true; break;
+        case 'C': force_compare = true; break;
         case 'm': {
             int k;
             for (k = 0; k < PL_METRIC__COUNT; k++)
@@ -282,7 +306,22 @@ int pl_cli_report(int argc, char **argv) {
         fprintf(stderr, "plateau report: --json - and --html - both ask for stdout: write one of them to a file\n");
         return 2;
     }
-    if (optind + 2 == argc) {
+    int n_paths = argc - optind;
+    if (merge && force_compare) {
+        fprintf(stderr, "plateau report: --merge and --compare exclude each other\n");
+        return 2;
+    }
+    if (force_compare && n_paths != 2) {
+        fprintf(stderr, "plateau report: --compare needs exactly two runs\n");
+        return 2;
+    }
+    if (n_paths == 2 && !merge && !force_compare && !allocs && distinct_ranks(argv[optind], argv[optind + 1])) {
+        fprintf(stderr, "plateau report: %s and %s hold distinct ranks of one job: merged into one report "
+                        "(--compare compares them instead)\n", pl_format_esc(argv[optind]), pl_format_esc(argv[optind + 1]));
+        merge = true;
+    }
+    if (n_paths > 2) merge = true; /* only two runs compare */
+    if (n_paths == 2 && !merge) {
         if (html || eo.only_metric) {
             fprintf(stderr, "plateau report: --html and --metric do not apply to a comparison of two runs\n");
             return 2;
@@ -297,13 +336,17 @@ int pl_cli_report(int argc, char **argv) {
         fprintf(stderr, "plateau report: --allocators needs two runs to compare\n");
         return 2;
     }
-    if (optind + 1 != argc) {
-        fprintf(stderr, "plateau report: expected one RUN_DIR or TRACE (or two runs to compare)\n");
+    if (n_paths < 1) {
+        fprintf(stderr, "plateau report: expected one RUN_DIR or TRACE, two runs to compare, or RUN_DIRs to merge\n");
         usage(stderr);
         return 2;
     }
     const char *path = argv[optind];
-    pl_report_t *r = pl_report_create(path);
+    const char *const *paths = (const char *const *)&argv[optind];
+    char source[256]; /* the report's source: the first path, and how many more were merged */
+    if (n_paths > 1) snprintf(source, sizeof source, "%s (+%d more run director%s merged)", path, n_paths - 1,
+                              n_paths > 2 ? "ies" : "y");
+    pl_report_t *r = pl_report_create(n_paths > 1 ? source : path);
     if (!r) {
         fprintf(stderr, "plateau report: out of memory\n");
         return 1;
@@ -312,7 +355,7 @@ int pl_cli_report(int argc, char **argv) {
     pl_extract_t x;
     pl_extract_init(&x);
     int status = 0;
-    int rc = pl_extract_path(r, &x, path, &eo);
+    int rc = n_paths > 1 ? pl_extract_paths(r, &x, paths, (size_t)n_paths, &eo) : pl_extract_path(r, &x, path, &eo);
     if (rc == -ENOMEM) {
         fprintf(stderr, "plateau report: out of memory reading %s\n", pl_format_esc(path));
         status = 1;

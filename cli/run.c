@@ -1,7 +1,7 @@
 /* plateau run: run a command under the tracer.
  *   plateau run [-o DIR] [--sample-bytes N] [--interval-ms N] [--steps-signal]
  *               [--host-allocator glibc|jemalloc] [--append] [--no-report] [--live|--no-live]
- *               [--fail-on-leak] [--stop-on-leak] [--run-steps N] -- CMD ARGS...
+ *               [--all-processes] [--fail-on-leak] [--stop-on-leak] [--run-steps N] -- CMD ARGS...
  * Wiring only: finds libplateau_preload.so (PLATEAU_PRELOAD, else next to this executable in a build tree,
  * else the install libdir, relative to this executable then absolute: config.h), makes the run directory, sets
  * LD_PRELOAD and PLATEAU_* (docs/env.md), runs CMD, relays signals (below), returns CMD's exit status (128 + signal if it was killed), and prints where the
@@ -68,7 +68,7 @@ static void write_status(const char *dir, pid_t pid, int status) {
 /* Print the report summary of the run directory (only judge it when !show). Runs in a child process so that a
  * failing report can never change `plateau run`'s exit status (the command's, or PL_EXIT_LEAK with --fail-on-leak).
  * Returns true when the report ran with fail_on_leak and found the run verdict to be a leak. */
-static bool print_report(const char *dir, const sigset_t *old_mask, bool show, bool fail_on_leak) {
+static bool print_report(const char *dir, const sigset_t *old_mask, bool show, bool fail_on_leak, bool all_processes) {
     if (!pl_cli_report) return false;
     fflush(NULL);
     pid_t pid = fork();
@@ -76,8 +76,12 @@ static bool print_report(const char *dir, const sigset_t *old_mask, bool show, b
     if (pid == 0) {
         sigprocmask(SIG_SETMASK, old_mask, NULL); /* Ctrl-C stops the report, not plateau's exit status */
         if (!show && !freopen("/dev/null", "w", stdout)) _exit(1);
-        char *argv[] = {"report", (char *)(uintptr_t)dir, fail_on_leak ? "--fail-on-leak" : NULL, NULL};
-        int rc = pl_cli_report(fail_on_leak ? 3 : 2, argv);
+        char *argv[5] = {"report", (char *)(uintptr_t)dir};
+        int n = 2;
+        if (fail_on_leak) argv[n++] = "--fail-on-leak";
+        if (all_processes) argv[n++] = "--all-processes";
+        argv[n] = NULL;
+        int rc = pl_cli_report(n, argv);
         fflush(NULL);
         _exit(rc);
     }
@@ -115,7 +119,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: plateau run [-o DIR] [--sample-bytes N] [--interval-ms N] [--steps-signal]\n"
             "                   [--host-allocator glibc|jemalloc] [--append] [--no-report] [--live|--no-live]\n"
-            "                   [--live-interval S] [--fail-on-leak] [--stop-on-leak] [--run-steps N] -- CMD ARGS...\n"
+            "                   [--all-processes] [--live-interval S] [--fail-on-leak] [--stop-on-leak] [--run-steps N] -- CMD ARGS...\n"
             "  -o DIR                 run directory for the traces (default ./plateau-run-<time>); made by\n"
             "                         plateau run, or an empty directory of yours that no one else can write\n"
             "  --append               DIR may hold an earlier run: add this one to it (reported together)\n"
@@ -125,6 +129,7 @@ static void usage(FILE *f) {
             "  --host-allocator A     glibc (default) or jemalloc: run the program on jemalloc, to tell\n"
             "                         glibc arena retention from a leak\n"
             "  --no-report            do not print the report summary when the command ends\n"
+            "  --all-processes        that report shows every process in full (plateau report --all-processes)\n"
             "  --live                 a live status line on stderr (step, rate, RSS, device; per metric: warming\n"
             "                         up / flat / leak suspected / LEAK, projected OOM) refreshed every 2 s;\n"
             "                         default: on when stderr is a terminal (docs/live.md)\n"
@@ -467,7 +472,7 @@ int pl_cli_run(int argc, char **argv) {
     const char *dir_arg = NULL, *allocator = "glibc";
     uint64_t sample_bytes = 0, interval_ms = 0;
     bool have_sample = false, have_interval = false, steps_signal = false, report = true, append = false;
-    bool live = isatty(STDERR_FILENO), fail_on_leak = false, stop_on_leak = false;
+    bool live = isatty(STDERR_FILENO), fail_on_leak = false, stop_on_leak = false, all_processes = false;
     uint64_t run_steps = 0;
     double live_interval_s = 2;
     int i = 1;
@@ -508,6 +513,8 @@ int pl_cli_run(int argc, char **argv) {
             append = true;
         } else if (!strcmp(a, "--no-report")) {
             report = false;
+        } else if (!strcmp(a, "--all-processes")) { /* passed to the report printed at the end */
+            all_processes = true;
         } else if (!strcmp(a, "--live")) {
             live = true;
         } else if (!strcmp(a, "--no-live")) {
@@ -731,7 +738,7 @@ int pl_cli_run(int argc, char **argv) {
     char stopped[PATH_MAX + 32];
     snprintf(stopped, sizeof stopped, "%s/run.stopped", abs_dir);
     if (!access(stopped, F_OK)) fprintf(stderr, "plateau: the command was stopped on a confirmed leak (--stop-on-leak)\n");
-    bool leak = (report || fail_on_leak) && n > 0 && print_report(abs_dir, &old_mask, report, fail_on_leak);
+    bool leak = (report || fail_on_leak) && n > 0 && print_report(abs_dir, &old_mask, report, fail_on_leak, all_processes);
     if (leak) {
         fprintf(stderr, "plateau: the run leaks: exit %d (--fail-on-leak; the command returned %d)\n", PL_EXIT_LEAK, rc);
         return PL_EXIT_LEAK;

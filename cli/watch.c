@@ -2,7 +2,8 @@
  * behind `plateau run`'s status line and --stop-on-leak (pl_cli_live_loop, run in a separate process).
  * Polls DIR's traces incrementally (reports/live.h) every interval and prints one status line: rewritten in place on
  * a terminal, else a new line whenever a metric's state changes (and at least every 30 s). Ends when the run has
- * ended (run.status written, or every trace closed) after printing the final state. docs/live.md. */
+ * ended (run.status written, or every trace closed) after printing the final state. A DIR that does not exist yet is
+ * waited for (one line on stderr says so): the watch may start before plateau run. docs/live.md. */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "reports/format.h"
 #include "reports/live.h"
 
 static volatile int quit; /* set by a signal handler (an int store is atomic here, as sig_atomic_t) */
@@ -120,7 +122,8 @@ static void usage(FILE *f) {
     fprintf(f, "usage: plateau watch [--interval S] [--once] RUN_DIR\n"
                "  the live verdict of a run in progress (started by plateau run or with PLATEAU_DIR): step, rate,\n"
                "  RSS, device memory, and per metric: warming up / flat / leak suspected / LEAK with the projected\n"
-               "  OOM. Reads the traces incrementally; ends when the run ends. docs/live.md\n"
+               "  OOM. Reads the traces incrementally; ends when the run ends; waits for a RUN_DIR that does not\n"
+               "  exist yet. docs/live.md\n"
                "  --interval S  seconds between refreshes (default 2)\n"
                "  --once        print the status once and exit\n");
 }
@@ -155,17 +158,23 @@ int pl_cli_watch(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_quit;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    /* a run not started yet (watch first, then plateau run -o DIR): wait for its directory, saying so once */
+    if (access(dir, F_OK) && errno == ENOENT) {
+        fprintf(stderr, "plateau watch: %s does not exist yet: waiting for it (Ctrl-C to stop)\n", pl_format_esc(dir));
+        while (!quit && access(dir, F_OK) && errno == ENOENT) sleep_s(o.interval_s);
+        if (quit) return 0;
+    }
     if (access(dir, R_OK | X_OK)) {
         fprintf(stderr, "plateau watch: cannot read %s: %s\n", dir, strerror(errno));
         return 1;
     }
     o.tty = isatty(STDOUT_FILENO);
     o.out = stdout;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_quit;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
     return pl_cli_live_loop(dir, &o);
 }
 

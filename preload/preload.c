@@ -526,6 +526,8 @@ static void emit_process_start(uint32_t ppid, uint32_t exec_seq) {
     if (p->rank < 0) p->rank = env_int("PMI_RANK");
     p->local_rank = env_int("LOCAL_RANK");
     if (p->local_rank < 0) p->local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK");
+    if (p->local_rank < 0) p->local_rank = env_int("SLURM_LOCALID");
+    if (p->local_rank < 0) p->local_rank = env_int("MPI_LOCALRANKID"); /* MPICH, Intel MPI */
     p->sample_bytes = pl_g.opt.sample_bytes;
     p->interval_ns = (uint64_t)pl_g.opt.interval_ms * 1000000;
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
@@ -547,6 +549,9 @@ static void emit_process_start(uint32_t ppid, uint32_t exec_seq) {
     if (!alloc_name[0]) pl_heap_allocator(alloc_name, sizeof alloc_name, alloc_version, sizeof alloc_version);
     p->host_allocator = alloc_name;
     p->host_allocator_version = alloc_version;
+    static char node[64]; /* the host name: ranks of a multi-node job are (node, pid) (uname, no allocation) */
+    if (gethostname(node, sizeof node - 1)) node[0] = 0;
+    p->node = node;
     pl_emit(&r);
 }
 

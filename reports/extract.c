@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "format.h"
 #include "pysites.h"
@@ -355,12 +356,27 @@ static void stack_note(state_t *s, stack_t_ *st, int64_t t) {
 
 static void copy_str(char *dst, size_t cap, const char *src) { snprintf(dst, cap, "%s", src ? src : ""); }
 
+/* The argv index naming an interpreter's program, 0 when none: argv[1], or for Python the word after option flags
+ * that take no value ("python3 -u train.py": torchrun starts its workers so) or after -m (the module). */
+static uint32_t script_arg(const pl_rec_process_t *p, bool python) {
+    for (uint32_t i = 1; i < p->n_argv && i < PL_TRACE_MAX_ARGV && p->argv[i]; i++) {
+        const char *a = p->argv[i];
+        if (a[0] != '-') return a[0] ? i : 0;
+        if (!python) return 0;
+        if (!strcmp(a, "-m")) return i + 1 < p->n_argv && p->argv[i + 1] && p->argv[i + 1][0] ? i + 1 : 0;
+        if (a[1] == 0 || strspn(a + 1, "bBdEiIOqsSuvR") != strlen(a + 1)) return 0; /* -c, -X opt, -W arg, ... */
+    }
+    return 0;
+}
+
 static void on_process(state_t *s, const pl_rec_process_t *p) {
     pl_extract_proc_t *xp = s->xp;
     xp->pid = p->pid;
     xp->ppid = p->ppid;
     xp->exec_seq = p->exec_seq;
     xp->rank = p->rank;
+    xp->local_rank = p->local_rank >= 0 ? p->local_rank : -1;
+    copy_str(xp->node, sizeof xp->node, p->node);
     s->sample_bytes = p->sample_bytes;
     s->start_realtime_ns = p->start_realtime_ns > 0 ? p->start_realtime_ns : 0;
     copy_str(xp->exe, sizeof xp->exe, p->exe);
@@ -379,15 +395,19 @@ static void on_process(state_t *s, const pl_rec_process_t *p) {
     const char *b = a0 ? strrchr(a0, '/') : NULL;
     b = b ? b + 1 : (a0 ? a0 : "");
     char name[64];
-    if (p->n_argv > 1 && p->argv[1] && p->argv[1][0] != '-' && (!strncmp(b, "python", 6) || !strcmp(b, "node"))) {
-        const char *b1 = strrchr(p->argv[1], '/');
-        snprintf(name, sizeof name, "%s %s", b, b1 ? b1 + 1 : p->argv[1]);
+    uint32_t ai = script_arg(p, !strncmp(b, "python", 6));
+    if (ai && (!strncmp(b, "python", 6) || !strcmp(b, "node"))) {
+        const char *b1 = strrchr(p->argv[ai], '/');
+        snprintf(name, sizeof name, "%s %s%s", b, ai > 1 && !strcmp(p->argv[ai - 1], "-m") ? "-m " : "",
+                 b1 ? b1 + 1 : p->argv[ai]);
     } else {
         snprintf(name, sizeof name, "%s", b);
     }
     pl_report_process_t *row = xp->proc;
     row->pid = p->pid;
     row->rank = p->rank;
+    row->local_rank = xp->local_rank;
+    copy_str(row->node, sizeof row->node, xp->node);
     copy_str(row->name, sizeof row->name, name);
     pl_report_limits_t *l = &s->r->limits;
     if (p->host_mem_bytes && !na(p->host_mem_bytes) && (double)p->host_mem_bytes > l->host_bytes)
@@ -1077,9 +1097,20 @@ static pl_extract_proc_t *new_proc(pl_extract_t *x) {
     }
     pl_extract_proc_t *p = &x->procs[x->n_procs++];
     memset(p, 0, sizeof *p);
-    p->rank = -1;
+    p->rank = p->local_rank = -1;
     p->site_tail_step = -1;
     return p;
+}
+
+/* Processes are keyed by (node, pid): the nodes of a merged multi-node run reuse each other's pids. */
+static bool same_node(const pl_extract_proc_t *a, const pl_extract_proc_t *b) { return !strcmp(a->node, b->node); }
+
+/* A process that ran on another host cannot be looked up in this one's /proc. */
+static bool on_this_node(const pl_extract_proc_t *p) {
+    char host[64];
+    if (!p->node[0] || gethostname(host, sizeof host - 1)) return true;
+    host[sizeof host - 1] = 0;
+    return !strcmp(host, p->node);
 }
 
 static int extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd, const char *file,
@@ -1140,7 +1171,7 @@ static int extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd
         else snprintf(xp->error, sizeof xp->error, "%s: offset %llu: %s", file ? file : "trace",
                       (unsigned long long)pl_trace_offset(rd), strerror(-nrc));
     }
-    xp->running = !xp->clean_end && pl_alive_same_process(xp->pid, xp->start_realtime_ns, xp->exe);
+    xp->running = !xp->clean_end && on_this_node(xp) && pl_alive_same_process(xp->pid, xp->start_realtime_ns, xp->exe);
     if (auto_steps && xp->n_steps) { /* --- period detection --- */
         xp->steps_auto = true;
         xp->auto_period_allocs = auto_steps->period_allocs;
@@ -1161,7 +1192,7 @@ out:
  * one, or any damaged trace, makes the run "cut short". */
 static bool is_root(const pl_extract_t *x, const pl_extract_proc_t *p) {
     for (size_t i = 0; i < x->n_procs; i++)
-        if (&x->procs[i] != p && x->procs[i].pid == p->ppid) return false;
+        if (&x->procs[i] != p && x->procs[i].pid == p->ppid && same_node(&x->procs[i], p)) return false;
     return true;
 }
 
@@ -1204,13 +1235,16 @@ static void update_roles(pl_extract_t *x) {
 
 static int cmp_proc(const void *a, const void *b) {
     const pl_extract_proc_t *p = a, *q = b;
+    int nc = strcmp(p->node, q->node); /* CLOCK_MONOTONIC of different hosts cannot be compared: node by node */
+    if (nc) return nc < 0 ? -1 : 1;
     if (p->t0_ns != q->t0_ns) return p->t0_ns < q->t0_ns ? -1 : 1; /* started first (pids wrap around) */
     if (p->pid != q->pid) return p->pid < q->pid ? -1 : 1;
     return p->exec_seq < q->exec_seq ? -1 : p->exec_seq > q->exec_seq;
 }
 
 /* Processes in the order they started (trace start time), then by pid numerically (file names sort 10000 before
- * 9999, and pids wrap around: the trainer must come first), the report's rows in the same order. */
+ * 9999, and pids wrap around: the trainer must come first), the report's rows in the same order. A merged multi-node
+ * run is ordered node by node (by host name): start times of different hosts' monotonic clocks do not compare. */
 static void sort_procs(pl_report_t *r, pl_extract_t *x) {
     if (x->n_procs < 2 || x->n_procs != r->n_procs) return; /* other front ends' rows: keep their order */
     qsort(x->procs, x->n_procs, sizeof *x->procs, cmp_proc);
@@ -1267,7 +1301,7 @@ static bool descends(const pl_extract_t *x, const pl_extract_proc_t *w, uint32_t
         if (pp == pid) return true;
         const pl_extract_proc_t *up = NULL;
         for (size_t i = 0; i < x->n_procs && !up; i++)
-            if (x->procs[i].pid == pp) up = &x->procs[i];
+            if (x->procs[i].pid == pp && same_node(&x->procs[i], w)) up = &x->procs[i];
         if (!up) return false;
         pp = up->ppid;
     }
@@ -1315,7 +1349,7 @@ static int build_pools(pl_report_t *r, pl_extract_t *x) {
             const pl_report_metric_t *wm = &w->proc->metrics[PL_METRIC_HEAP_BYTES];
             if (w->proc->role != PL_ROLE_WORKER || w->proc->helper || !wm->present || !wm->series.by_time ||
                 !wm->series.n_points ||
-                wm->series.bucket_ns <= 0 || !descends(x, w, tr->pid))
+                wm->series.bucket_ns <= 0 || !same_node(w, tr) || !descends(x, w, tr->pid))
                 continue;
             int64_t lo, hi;
             abs_span(w, &wm->series, &lo, &hi);
@@ -1492,16 +1526,19 @@ int pl_extract_mem(pl_report_t *r, pl_extract_t *x, const void *data, size_t len
     return rc;
 }
 
-int pl_extract_path(pl_report_t *r, pl_extract_t *x, const char *path, const pl_extract_opts_t *opts) {
-    if (!r || !x || !path) return -EINVAL;
+/* Read one path's traces into r and x (no finishing pass). *n_listed: *.pltrace names found in a directory (-1 for
+ * a file). */
+static int add_path(pl_report_t *r, pl_extract_t *x, const char *path, const pl_extract_opts_t *opts, long *n_listed) {
+    *n_listed = -1;
     struct stat sb;
     if (stat(path, &sb)) {
         int rc = -errno;
         note_open_error(x, path, rc);
-        snprintf(x->first_error, sizeof x->first_error, "%s: %s", path, strerror(-rc));
+        if (!x->first_error[0] || x->n_files_failed <= 1)
+            snprintf(x->first_error, sizeof x->first_error, "%s: %s", path, strerror(-rc));
         return rc;
     }
-    if (!S_ISDIR(sb.st_mode)) return pl_extract_file(r, x, path, opts);
+    if (!S_ISDIR(sb.st_mode)) return extract_file(r, x, path, opts);
     pl_trace_dir_t list; /* regular *.pltrace files only (tracer/rundir.c): a FIFO would block the open */
     int rc = pl_trace_dir_list(path, &list);
     if (rc) {
@@ -1515,22 +1552,79 @@ int pl_extract_path(pl_report_t *r, pl_extract_t *x, const char *path, const pl_
         snprintf(msg, sizeof msg, "%s/%s", path, list.skipped[i]);
         note_failed(x, msg);
     }
-    size_t before = x->n_procs;
     for (size_t i = 0; i < list.n_paths && !rc; i++) {
         int frc = extract_file(r, x, list.paths[i], opts);
         if (frc == -ENOMEM) rc = frc;
     }
-    size_t n = list.n_paths + list.n_skipped;
+    *n_listed = (long)(list.n_paths + list.n_skipped);
     pl_trace_dir_free(&list);
-    read_status(x, path);
+    return rc;
+}
+
+int pl_extract_path(pl_report_t *r, pl_extract_t *x, const char *path, const pl_extract_opts_t *opts) {
+    struct stat sb;
+    if (path && !stat(path, &sb) && !S_ISDIR(sb.st_mode) && r && x) return pl_extract_file(r, x, path, opts);
+    return pl_extract_paths(r, x, &path, 1, opts);
+}
+
+int pl_extract_paths(pl_report_t *r, pl_extract_t *x, const char *const *paths, size_t n_paths,
+                     const pl_extract_opts_t *opts) {
+    if (!r || !x || !paths || !n_paths) return -EINVAL;
+    size_t before = x->n_procs;
+    int rc = 0, last = 0;
+    long n_listed = -1;
+    for (size_t i = 0; i < n_paths && rc != -ENOMEM; i++) {
+        if (!paths[i]) return -EINVAL;
+        last = add_path(r, x, paths[i], opts, &n_listed);
+        if (last == -ENOMEM) rc = last;
+    }
+    if (n_paths == 1 && last && last != -ENOMEM && x->n_procs == before) return last; /* one file's own error */
+    struct stat sb; /* how the command ended: the first run directory's run.status */
+    if (!stat(paths[0], &sb) && S_ISDIR(sb.st_mode)) read_status(x, paths[0]);
     sort_procs(r, x);
     update_cut_short(r, x);
     if (!rc) rc = build_pools(r, x);
     if (rc) return rc;
     if (x->n_procs == before) {
-        if (!n) snprintf(x->first_error, sizeof x->first_error, "%s: no *.pltrace files in this directory", path);
+        if (n_paths == 1 && n_listed == 0)
+            snprintf(x->first_error, sizeof x->first_error, "%s: no *.pltrace files in this directory", paths[0]);
         return -ENOENT;
     }
+    return 0;
+}
+
+int pl_extract_scan_ranks(const char *path, int32_t **ranks, size_t *n_ranks, size_t *n_unranked) {
+    *ranks = NULL;
+    *n_ranks = *n_unranked = 0;
+    pl_trace_dir_t list = {0};
+    struct stat sb;
+    if (stat(path, &sb)) return -errno;
+    int rc = 0;
+    const char *one = path;
+    const char *const *files = &one;
+    size_t n_files = 1;
+    if (S_ISDIR(sb.st_mode)) {
+        if ((rc = pl_trace_dir_list(path, &list))) return rc;
+        files = (const char *const *)list.paths;
+        n_files = list.n_paths;
+    }
+    int32_t *out = malloc((n_files ? n_files : 1) * sizeof *out);
+    if (!out) {
+        pl_trace_dir_free(&list);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n_files; i++) {
+        pl_trace_reader_t *rd;
+        if (pl_trace_open(files[i], &rd)) continue; /* not a trace: the report says so */
+        pl_trace_record_t rec;
+        if (pl_trace_next(rd, &rec) > 0 && rec.type == PL_REC_PROCESS_START && rec.u.process.rank >= 0)
+            out[(*n_ranks)++] = rec.u.process.rank;
+        else
+            (*n_unranked)++;
+        pl_trace_close(rd);
+    }
+    pl_trace_dir_free(&list);
+    *ranks = out;
     return 0;
 }
 
@@ -1566,7 +1660,105 @@ double pl_extract_total_last(const pl_extract_t *x, pl_metric_t m) {
 
 /* ---- renderers of the extras ---- */
 
-static void run_json(const pl_extract_t *x, FILE *o) {
+/* indexes of the rank processes (pl_report_is_rank) sorted by rank then node; *n gets how many; NULL when none */
+static size_t *rank_rows(const pl_extract_t *x, size_t *n) {
+    *n = 0;
+    size_t *ix = malloc((x->n_procs ? x->n_procs : 1) * sizeof *ix);
+    if (!ix) return NULL;
+    for (size_t i = 0; i < x->n_procs; i++)
+        if (pl_report_is_rank(x->procs[i].proc)) {
+            size_t j = (*n)++;
+            for (; j > 0; j--) { /* insertion: ranks are few */
+                const pl_extract_proc_t *a = &x->procs[ix[j - 1]], *b = &x->procs[i];
+                if (a->rank < b->rank || (a->rank == b->rank && strcmp(a->node, b->node) <= 0)) break;
+                ix[j] = ix[j - 1];
+            }
+            ix[j] = i;
+        }
+    if (!*n) {
+        free(ix);
+        return NULL;
+    }
+    return ix;
+}
+
+/* "+1.00 MiB/step heap.bytes" of a leaking / slowly growing process, "-" otherwise */
+static const char *growth_text(const pl_report_process_t *p, char *buf, size_t size) {
+    const pl_proc_verdict_t *v = &p->verdict;
+    if ((v->kind != PL_PV_LEAK && v->kind != PL_PV_SLOW_GROWTH) || v->metric < 0) return "-";
+    char a[32];
+    bool bytes = pl_metric_is_bytes((pl_metric_t)v->metric);
+    if (v->by_time && v->bucket_s > 0)
+        snprintf(buf, size, "+%s/s %s", pl_format_value(v->per_step / v->bucket_s, bytes, a, sizeof a),
+                 pl_metric_name((pl_metric_t)v->metric));
+    else
+        snprintf(buf, size, "+%s/step %s", pl_format_value(v->per_step, bytes, a, sizeof a),
+                 pl_metric_name((pl_metric_t)v->metric));
+    return buf;
+}
+
+static void json_rank(FILE *o, int32_t rank) {
+    if (rank >= 0) fprintf(o, "%d", rank);
+    else fputs("null", o);
+}
+
+/* "rank": R, "local_rank": L, "node": N (null when unset) */
+static void json_rank_fields(FILE *o, const pl_extract_proc_t *p) {
+    fputs("\"rank\": ", o);
+    json_rank(o, p->rank);
+    fputs(", \"local_rank\": ", o);
+    json_rank(o, p->local_rank);
+    fputs(", \"node\": ", o);
+    if (p->node[0]) pl_format_json_str(o, p->node);
+    else fputs("null", o);
+}
+
+static void json_rank_list(FILE *o, const pl_extract_t *x, const size_t *ix, size_t n, pl_pverdict_t kind) {
+    fputc('[', o);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (x->procs[ix[i]].proc->verdict.kind == kind) fprintf(o, "%s%d", k++ ? ", " : "", x->procs[ix[i]].rank);
+    fputc(']', o);
+}
+
+/* "ranks": null without ranks, else the agreement and one row per rank (docs/report-schema.md) */
+static void ranks_json(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
+    size_t n, *ix = rank_rows(x, &n);
+    if (!n) {
+        fputs("null", o);
+        free(ix);
+        return;
+    }
+    const pl_run_verdict_t *rv = &r->verdict;
+    fprintf(o, "{\"n_ranks\": %zu, \"n_nodes\": %zu, \"agree\": %s, \"line\": ", n, rv->n_nodes,
+            rv->ranks_agree > 0 ? "true" : rv->ranks_agree == 0 ? "false" : "null");
+    if (rv->ranks_line[0]) pl_format_json_str(o, rv->ranks_line);
+    else fputs("null", o);
+    fputs(", \"leaking\": ", o);
+    json_rank_list(o, x, ix, n, PL_PV_LEAK);
+    fputs(", \"flat\": ", o);
+    json_rank_list(o, x, ix, n, PL_PV_NO_LEAK);
+    fputs(",\n      \"rows\": [", o);
+    for (size_t k = 0; k < n; k++) {
+        const pl_extract_proc_t *p = &x->procs[ix[k]];
+        const pl_proc_verdict_t *v = &p->proc->verdict;
+        fprintf(o, "%s\n        {", k ? "," : "");
+        json_rank_fields(o, p);
+        fprintf(o, ", \"pid\": %u, \"steps\": %llu, \"verdict\": ", p->pid, (unsigned long long)p->n_steps);
+        pl_format_json_str(o, pl_pverdict_name(v->kind));
+        bool grows = v->kind == PL_PV_LEAK || v->kind == PL_PV_SLOW_GROWTH;
+        fputs(", \"metric\": ", o);
+        if (grows && v->metric >= 0) pl_format_json_str(o, pl_metric_name((pl_metric_t)v->metric));
+        else fputs("null", o);
+        fprintf(o, ", \"by\": \"%s\", \"per_step\": ", v->by_time ? "time" : "step");
+        pl_format_json_num(o, grows ? v->per_step : NAN);
+        fputc('}', o);
+    }
+    fputs("\n      ]}", o);
+    free(ix);
+}
+
+static void run_json(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
     size_t n_leak;
     pl_extract_leaking(x, &n_leak);
     fprintf(o, "  \"run\": {\n    \"n_processes\": %zu,\n    \"files_failed\": %zu,\n    \"first_error\": ",
@@ -1594,7 +1786,9 @@ static void run_json(const pl_extract_t *x, FILE *o) {
     for (size_t i = 0; i < x->n_procs; i++)
         if (x->procs[i].proc->verdict.kind == PL_PV_SLOW_GROWTH)
             fprintf(o, "%s%lld", k++ ? ", " : "", (long long)x->procs[i].proc->pid);
-    fputs("],\n    \"processes\": [", o);
+    fputs("],\n    \"ranks\": ", o);
+    ranks_json(r, x, o);
+    fputs(",\n    \"processes\": [", o);
     for (size_t i = 0; i < x->n_procs; i++) {
         const pl_extract_proc_t *p = &x->procs[i];
         fprintf(o, "%s\n      {\"pid\": %u, \"ppid\": %u, \"exec_seq\": %u, \"file\": ", i ? "," : "", p->pid, p->ppid,
@@ -1606,6 +1800,8 @@ static void run_json(const pl_extract_t *x, FILE *o) {
         pl_format_json_str(o, p->cmdline);
         fputs(", \"role\": ", o);
         pl_format_json_str(o, p->proc->role == PL_ROLE_WORKER ? "worker" : "main");
+        fprintf(o, ", \"helper\": %s, ", p->proc->helper ? "true" : "false");
+        json_rank_fields(o, p);
         fputs(", \"verdict\": ", o);
         pl_format_json_str(o, pl_pverdict_name(p->proc->verdict.kind));
         fprintf(o, ",\n       \"clean_end\": %s, \"damaged\": %s, \"error\": ", p->clean_end ? "true" : "false",
@@ -1693,7 +1889,7 @@ int pl_extract_render_json(const pl_report_t *r, const pl_extract_t *x, FILE *ou
     fwrite(buf, 1, end, out);
     free(buf);
     fputs(",\n", out);
-    run_json(x, out);
+    run_json(r, x, out);
     fputs("}\n", out);
     return ferror(out) ? -EIO : 0;
 }
@@ -1711,6 +1907,27 @@ size_t pl_extract_site_sentence(const pl_extract_proc_t *p, char *buf, size_t n)
         return 0;
     }
     return (size_t)w < n ? (size_t)w : n - 1;
+}
+
+/* One row per rank (docs/verdict.md §9) and the sentence on whether the ranks agree, when the run has >= 2 ranks. */
+static void ranks_text(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
+    size_t n, *ix = rank_rows(x, &n);
+    if (n >= 2) {
+        const pl_run_verdict_t *rv = &r->verdict;
+        fprintf(o, "ranks: %zu on %zu node%s: %s\n", n, rv->n_nodes, rv->n_nodes == 1 ? "" : "s",
+                pl_format_esc(rv->ranks_line));
+        fprintf(o, "  %5s %5s %-16s %8s %7s  %-12s %s\n", "rank", "local", "node", "pid", "steps", "verdict", "growth");
+        for (size_t k = 0; k < n; k++) {
+            const pl_extract_proc_t *p = &x->procs[ix[k]];
+            char lr[16], g[64];
+            if (p->local_rank >= 0) snprintf(lr, sizeof lr, "%d", p->local_rank);
+            else snprintf(lr, sizeof lr, "-");
+            fprintf(o, "  %5d %5s %-16.64s %8u %7llu  %-12s %s\n", p->rank, lr, p->node[0] ? pl_format_esc(p->node) : "-",
+                    p->pid, (unsigned long long)p->n_steps, pl_pverdict_name(p->proc->verdict.kind),
+                    growth_text(p->proc, g, sizeof g));
+        }
+    }
+    free(ix);
 }
 
 int pl_extract_render_text(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
@@ -1760,11 +1977,15 @@ int pl_extract_render_text_all(const pl_report_t *r, const pl_extract_t *x, FILE
         fprintf(o, "leaking: ");
         size_t k = 0;
         for (size_t i = 0; i < x->n_procs; i++)
-            if (proc_leaks(x->procs[i].proc))
+            if (proc_leaks(x->procs[i].proc) && pl_report_is_rank(x->procs[i].proc) && r->verdict.n_ranks >= 2)
+                fprintf(o, "%srank %d (pid %u%s%s)", k++ ? ", " : "", x->procs[i].rank, x->procs[i].pid,
+                        x->procs[i].node[0] ? ", node " : "", pl_format_esc(x->procs[i].node));
+            else if (proc_leaks(x->procs[i].proc))
                 fprintf(o, "%spid %lld (%s)", k++ ? ", " : "", (long long)x->procs[i].proc->pid,
                         pl_format_esc(x->procs[i].proc->name));
         fputc('\n', o);
     }
+    ranks_text(r, x, o);
     for (size_t i = 0; i < x->n_procs; i++) {
         const pl_extract_proc_t *p = &x->procs[i];
         if (p->steps_auto) /* period detection */
@@ -1785,7 +2006,11 @@ int pl_extract_render_text_all(const pl_report_t *r, const pl_extract_t *x, FILE
             fprintf(o, ": stacks and counts may be incomplete\n");
         }
         if (!p->n_sites || !proc_leaks(p->proc)) continue; /* growth during a warmup is not a finding */
-        fprintf(o, "call sites by live-byte growth (pid %u, sampled, since %s %lld):\n", p->pid,
+        char rk[128] = ""; /* in a run of ranks, pids of different nodes may be equal */
+        if (pl_report_is_rank(p->proc) && r->verdict.n_ranks >= 2)
+            snprintf(rk, sizeof rk, "rank %d%s%s, ", p->rank, p->node[0] ? " on " : "",
+                     p->node[0] ? pl_format_esc(p->node) : "");
+        fprintf(o, "call sites by live-byte growth (%spid %u, sampled, since %s %lld):\n", rk, p->pid,
                 p->n_steps ? "step" : "second", (long long)p->site_tail_step);
         char line[512];
         if (pl_extract_site_sentence(p, line, sizeof line)) fprintf(o, "  %s\n", line); /* the line to look at first */

@@ -55,6 +55,8 @@ typedef struct pl_extract_proc {
     uint32_t pid, ppid, exec_seq;
     int64_t t0_ns;              /* CLOCK_MONOTONIC at trace start: series times are relative to it */
     int32_t rank;               /* -1 when unset */
+    int32_t local_rank;         /* -1 when unset */
+    char node[64];              /* host name (trace 1.7), "" unknown: processes are keyed by (node, pid) */
     char exe[256];
     char cmdline[512];          /* argv joined by spaces (truncated) */
     int64_t last_ns;            /* CLOCK_MONOTONIC of its last record (lifetime: last_ns - t0_ns) */
@@ -126,6 +128,19 @@ int pl_extract_mem(pl_report_t *r, pl_extract_t *x, const void *data, size_t len
  * that fail to open are counted and skipped. Returns 0 when at least one process row was added, -ENOENT when the
  * directory holds no readable trace, or the error of a single file. Sets r->limits from the traces. */
 int pl_extract_path(pl_report_t *r, pl_extract_t *x, const char *path, const pl_extract_opts_t *opts);
+
+/* Several paths (run directories or traces) of one job into one report: the run directories of the nodes of a
+ * multi-node run (`plateau report --merge`). Processes are keyed by (node, pid): equal pids of different nodes stay
+ * apart. How the command ended (run.status) comes from the first directory. Returns as pl_extract_path; with one
+ * path it is pl_extract_path. */
+int pl_extract_paths(pl_report_t *r, pl_extract_t *x, const char *const *paths, size_t n_paths,
+                     const pl_extract_opts_t *opts);
+
+/* The ranks of the traces at path (a run directory or one trace), from each trace's first record only (cheap):
+ * plateau report's choice between merging several run directories and comparing two. *ranks is malloc'd (caller
+ * frees), in file order, duplicates kept (workers inherit their rank's environment); *n_unranked counts traces
+ * without a rank; files that are not traces are left out. Returns 0 or -errno. */
+int pl_extract_scan_ranks(const char *path, int32_t **ranks, size_t *n_ranks, size_t *n_unranked);
 
 /* After pl_report_analyze: the process whose series leak ("which process leaks"), by index, or -1. The first one
  * when several do; n_leaking (may be NULL) gets how many. */

@@ -225,6 +225,36 @@ static const pl_extract_proc_t *extras_of(const pl_extract_t *x, const pl_report
     return NULL;
 }
 
+/* One row per rank, ordered by rank, and whether the ranks agree (docs/verdict.md §9). */
+static void ranks_html(FILE *o, const pl_report_t *r) {
+    const pl_run_verdict_t *rv = &r->verdict;
+    fprintf(o, "<h2>Ranks</h2>\n<p>%zu ranks on %zu node%s: ", rv->n_ranks, rv->n_nodes, rv->n_nodes == 1 ? "" : "s");
+    esc(o, rv->ranks_line);
+    fputs("</p>\n<table><tr><th>rank</th><th>local rank</th><th>node</th><th>pid</th><th>verdict</th></tr>\n", o);
+    for (int32_t last = -1;;) { /* ranks in order without sorting the report's rows: the next larger rank each time */
+        int32_t next = -1;
+        for (size_t i = 0; i < r->n_procs; i++)
+            if (pl_report_is_rank(r->procs[i]) && r->procs[i]->rank > last &&
+                (next < 0 || r->procs[i]->rank < next))
+                next = r->procs[i]->rank;
+        if (next < 0) break;
+        for (size_t i = 0; i < r->n_procs; i++) {
+            const pl_report_process_t *p = r->procs[i];
+            if (!pl_report_is_rank(p) || p->rank != next) continue;
+            bool leaks = p->verdict.kind == PL_PV_LEAK;
+            fprintf(o, "<tr><td class=\"num\">%d</td><td class=\"num\">", p->rank);
+            if (p->local_rank >= 0) fprintf(o, "%d", p->local_rank);
+            else fputs("-", o);
+            fputs("</td><td>", o);
+            esc(o, p->node[0] ? p->node : "-");
+            fprintf(o, "</td><td class=\"num\">%lld</td><td class=\"%s\">%s</td></tr>\n", (long long)p->pid,
+                    leaks ? "leak" : "flat", pl_pverdict_name(p->verdict.kind));
+        }
+        last = next;
+    }
+    fputs("</table>\n", o);
+}
+
 int pl_render_html(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
     if (!r || !o) return -EINVAL;
     char a[32], b[32];
@@ -243,6 +273,7 @@ int pl_render_html(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
         esc(o, r->cut_reason);
         fputs("</div>\n", o);
     }
+    if (r->verdict.n_ranks >= 2) ranks_html(o, r);
     if (x && x->n_procs > 1) {
         fprintf(o, "<h2>Processes</h2>\n<p>Total PSS %s (RSS %s): shared pages are counted once.</p>\n",
                 pl_format_bytes(pl_extract_total_last(x, PL_METRIC_PSS), a, sizeof a),
@@ -270,7 +301,13 @@ int pl_render_html(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
         const pl_extract_proc_t *xp = extras_of(x, p);
         fprintf(o, "<h2>Process %lld ", (long long)p->pid);
         esc(o, p->name);
-        if (p->rank >= 0) fprintf(o, " (rank %d)", p->rank);
+        if (p->rank >= 0 && p->node[0]) {
+            fprintf(o, " (rank %d, node ", p->rank);
+            esc(o, p->node);
+            fputs(")", o);
+        } else if (p->rank >= 0) {
+            fprintf(o, " (rank %d)", p->rank);
+        }
         fputs("</h2>\n", o);
         if (xp && xp->damaged) {
             fputs("<div class=\"cut\">Partial report: ", o);

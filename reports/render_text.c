@@ -166,7 +166,8 @@ int pl_render_text(const pl_report_t *r, FILE *out, const pl_render_text_opts_t 
         }
         fprintf(out, "process %lld", (long long)p->pid);
         if (p->name[0]) fprintf(out, " %s", pl_format_esc(p->name));
-        if (p->rank >= 0) fprintf(out, " (rank %d)", p->rank);
+        if (p->rank >= 0 && p->node[0]) fprintf(out, " (rank %d, node %s)", p->rank, pl_format_esc(p->node));
+        else if (p->rank >= 0) fprintf(out, " (rank %d)", p->rank);
         fputc('\n', out);
         for (int m = 0; m < PL_METRIC__COUNT; m++) {
             const pl_report_metric_t *mt = &p->metrics[m];

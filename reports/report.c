@@ -2,6 +2,7 @@
 #include "report.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +76,7 @@ pl_report_process_t *pl_report_add_process(pl_report_t *r, int64_t pid, int32_t 
     if (!p) return NULL;
     p->pid = pid;
     p->rank = rank;
+    p->local_rank = -1;
     snprintf(p->name, sizeof p->name, "%s", name ? name : "");
     p->dev_alloc_retries = p->dev_ooms = -1;
     r->procs[r->n_procs++] = p;
@@ -193,6 +195,145 @@ static bool worse(const pl_proc_verdict_t *a, const pl_proc_verdict_t *b) {
     return false;
 }
 
+bool pl_report_is_rank(const pl_report_process_t *p) {
+    return p && p->role == PL_ROLE_MAIN && p->rank >= 0 && !p->n_pool;
+}
+
+/* ---- ranks (docs/verdict.md §9) ---- */
+
+static int cmp_rank(const void *a, const void *b) {
+    const pl_report_process_t *p = *(const pl_report_process_t *const *)a, *q = *(const pl_report_process_t *const *)b;
+    if (p->rank != q->rank) return p->rank < q->rank ? -1 : 1;
+    return strcmp(p->node, q->node);
+}
+
+typedef enum { RK_LEAK, RK_FLAT, RK_SLOW, RK_UNDECIDED, RK_NO_DATA } rank_class_t;
+
+static rank_class_t rank_class(const pl_report_process_t *p) {
+    switch (p->verdict.kind) {
+    case PL_PV_LEAK: return RK_LEAK;
+    case PL_PV_NO_LEAK: return RK_FLAT;
+    case PL_PV_SLOW_GROWTH: return RK_SLOW;
+    case PL_PV_UNDECIDED: return RK_UNDECIDED;
+    default: return RK_NO_DATA;
+    }
+}
+
+/* "rank 1" / "ranks 0, 2 and 3" of the ranks in class k (at most 8 named, then "and N more"); returns how many */
+static size_t rank_list(pl_report_process_t *const *rk, size_t n, rank_class_t k, char *buf, size_t size) {
+    size_t m = 0, off = 0;
+    for (size_t i = 0; i < n; i++) m += rank_class(rk[i]) == k;
+    buf[0] = 0;
+    if (!m) return 0;
+    int w = snprintf(buf, size, "rank%s", m > 1 ? "s" : "");
+    off = w > 0 && (size_t)w < size ? (size_t)w : size - 1;
+    size_t j = 0;
+    for (size_t i = 0; i < n && off + 1 < size; i++) {
+        if (rank_class(rk[i]) != k) continue;
+        j++;
+        if (j > 8) {
+            w = snprintf(buf + off, size - off, " and %zu more", m - 8);
+            break;
+        }
+        w = snprintf(buf + off, size - off, "%s %d", j == 1 ? "" : j == m ? " and" : ",", rk[i]->rank);
+        off += w > 0 && (size_t)w < size - off ? (size_t)w : size - off - 1;
+    }
+    return m;
+}
+
+static const char *pv_rate(const pl_proc_verdict_t *v, char *buf, size_t size);
+
+/* append to a NUL-terminated buffer, cut at its size */
+static void cat(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void cat(char *buf, size_t size, const char *fmt, ...) {
+    size_t len = strnlen(buf, size);
+    if (len + 1 >= size) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + len, size - len, fmt, ap);
+    va_end(ap);
+}
+
+/* n_ranks, agreement and the sentence: one rank growing while the others are flat is a finding of its own (a
+ * rank-specific code path); all ranks leaking is said once; a rank not decided leaves the agreement open. */
+static void rank_summary(pl_report_t *r) {
+    pl_run_verdict_t *rv = &r->verdict;
+    rv->ranks_agree = -1;
+    pl_report_process_t **rk = malloc((r->n_procs ? r->n_procs : 1) * sizeof *rk);
+    if (!rk) return;
+    size_t n = 0;
+    for (size_t i = 0; i < r->n_procs; i++)
+        if (pl_report_is_rank(r->procs[i])) rk[n++] = r->procs[i];
+    qsort(rk, n, sizeof *rk, cmp_rank);
+    rv->n_ranks = n;
+    size_t n_cls[RK_NO_DATA + 1] = {0};
+    const pl_report_process_t *fastest = NULL; /* the leaking rank with the largest slope */
+    for (size_t i = 0; i < n; i++) {
+        rank_class_t k = rank_class(rk[i]);
+        n_cls[k]++;
+        if (k == RK_LEAK && (!fastest || rk[i]->verdict.per_step > fastest->verdict.per_step)) fastest = rk[i];
+        bool seen = false;
+        for (size_t j = 0; j < i && !seen; j++) seen = !strcmp(rk[j]->node, rk[i]->node);
+        rv->n_nodes += !seen;
+    }
+    rv->n_ranks_leaking = n_cls[RK_LEAK];
+    rv->n_ranks_flat = n_cls[RK_FLAT];
+    if (n < 2) {
+        free(rk);
+        return;
+    }
+    char leak[160], flat[160], slow[160], und[160], nod[160], rate[48] = "";
+    rank_list(rk, n, RK_LEAK, leak, sizeof leak);
+    rank_list(rk, n, RK_FLAT, flat, sizeof flat);
+    rank_list(rk, n, RK_SLOW, slow, sizeof slow);
+    rank_list(rk, n, RK_UNDECIDED, und, sizeof und);
+    rank_list(rk, n, RK_NO_DATA, nod, sizeof nod);
+    const char *metric = fastest && fastest->verdict.metric >= 0 ? pl_metric_name((pl_metric_t)fastest->verdict.metric)
+                                                                 : "?";
+    if (fastest) pv_rate(&fastest->verdict, rate, sizeof rate);
+    size_t n_open = n_cls[RK_SLOW] + n_cls[RK_UNDECIDED] + n_cls[RK_NO_DATA];
+    char *o = rv->ranks_line;
+    size_t on = sizeof rv->ranks_line;
+    o[0] = 0;
+    if (n_cls[RK_LEAK] && n_cls[RK_FLAT]) {
+        rv->ranks_agree = 0;
+        cat(o, on, "ranks disagree: %s grow%s %s (%s) while %s %s flat: a leak on %s only (a rank-specific code path: "
+                   "logging, metrics or evaluation on one rank?)",
+            leak, n_cls[RK_LEAK] > 1 ? " up to" : "s", rate, metric, flat, n_cls[RK_FLAT] > 1 ? "are" : "is",
+            n_cls[RK_LEAK] > 1 ? "some ranks" : "one rank");
+    } else if (n_open) {
+        cat(o, on, "cannot tell yet whether the ranks agree");
+        if (leak[0]) cat(o, on, "; %s leak%s", leak, n_cls[RK_LEAK] > 1 ? "" : "s");
+        if (flat[0]) cat(o, on, "; %s %s flat", flat, n_cls[RK_FLAT] > 1 ? "are" : "is");
+    } else if (n_cls[RK_LEAK] == n) {
+        rv->ranks_agree = 1;
+        cat(o, on, "ranks agree: all %zu ranks leak (up to %s of %s): code every rank runs, not one rank's path", n,
+            rate, metric);
+    } else {
+        rv->ranks_agree = 1;
+        cat(o, on, "ranks agree: all %zu ranks are flat", n);
+    }
+    /* the ranks the agreement cannot count on */
+    if (slow[0]) cat(o, on, "; %s grow%s slowly", slow, n_cls[RK_SLOW] > 1 ? "" : "s");
+    if (und[0]) cat(o, on, "; %s not decided yet", und);
+    if (nod[0]) cat(o, on, "; %s without data to judge", nod);
+    free(rk);
+}
+
+/* Named by its rank in a run of several ranks (a run of one rank is just its program). */
+static bool as_rank(const pl_report_t *r, const pl_report_process_t *p) {
+    return pl_report_is_rank(p) && r->verdict.n_ranks >= 2;
+}
+
+/* "pid 12210 (python3 train.py)", or for a rank "rank 1 (pid 12210, node gpu-3)" */
+static const char *who(const pl_report_t *r, const pl_report_process_t *p, char *buf, size_t size) {
+    if (as_rank(r, p))
+        snprintf(buf, size, "rank %d (pid %lld%s%s)", p->rank, (long long)p->pid, p->node[0] ? ", node " : "", p->node);
+    else
+        snprintf(buf, size, "pid %lld (%s)", (long long)p->pid, p->name);
+    return buf;
+}
+
 void pl_report_run_verdict(pl_report_t *r) {
     pl_run_verdict_t *rv = &r->verdict;
     memset(rv, 0, sizeof *rv);
@@ -218,6 +359,7 @@ void pl_report_run_verdict(pl_report_t *r) {
         if (rv->proc < 0 || worse(v, &r->procs[rv->proc]->verdict)) rv->proc = (long)i;
     }
     rv->kind = rv->proc >= 0 ? r->procs[rv->proc]->verdict.kind : PL_PV_NO_DATA;
+    rank_summary(r);
     const pl_report_process_t *p = rv->proc >= 0 ? r->procs[rv->proc] : NULL;
     const pl_proc_verdict_t *v = p ? &p->verdict : NULL;
     char a[48], d[32], tail[160] = "";
@@ -257,22 +399,27 @@ void pl_report_run_verdict(pl_report_t *r) {
             snprintf(oom, sizeof oom, ", OOM in ~%s", pl_format_duration(v->oom_seconds, d, sizeof d));
         else if (v->has_oom && !v->by_time)
             snprintf(oom, sizeof oom, ", OOM in ~%lld steps", (long long)v->steps_to_oom);
-        char more_leaks[48] = "";
+        char more_leaks[48] = "", name[160];
+        bool all_ranks = as_rank(r, p) && rv->n_ranks_leaking == rv->n_leaking; /* "(and 1 more rank)" */
         if (rv->kind == PL_PV_LEAK && rv->n_leaking > 1)
-            snprintf(more_leaks, sizeof more_leaks, " (and %zu more process%s)", rv->n_leaking - 1,
-                     rv->n_leaking > 2 ? "es" : "");
+            snprintf(more_leaks, sizeof more_leaks, " (and %zu more %s%s)", rv->n_leaking - 1,
+                     all_ranks ? "rank" : "process", rv->n_leaking > 2 ? (all_ranks ? "s" : "es") : "");
         /* a live-heap leak names the Python line its growth was allocated at (the sites' top line) */
         bool heap = v->metric == PL_METRIC_HEAP_BYTES || v->metric == PL_METRIC_HEAP_COUNT;
         const char *site = heap && p->site_line[0] ? p->site_line : "";
-        snprintf(rv->line, sizeof rv->line, "verdict: %s in pid %lld (%s)%s: %s of %s%s%s%s",
-                 rv->kind == PL_PV_LEAK ? "LEAK" : "no leak, slow growth", (long long)p->pid, p->name, more_leaks,
+        snprintf(rv->line, sizeof rv->line, "verdict: %s in %s%s: %s of %s%s%s%s",
+                 rv->kind == PL_PV_LEAK ? "LEAK" : "no leak, slow growth", who(r, p, name, sizeof name), more_leaks,
                  pv_rate(v, a, sizeof a), v->metric >= 0 ? pl_metric_name((pl_metric_t)v->metric) : "?", oom,
                  site[0] ? "; " : "", site);
         break;
     }
     case PL_PV_UNDECIDED:
-        snprintf(rv->line, sizeof rv->line, "verdict: not decided yet: %s (pid %lld, %s)%s", pv_more(v, a, sizeof a),
-                 (long long)p->pid, v->metric >= 0 ? pl_metric_name((pl_metric_t)v->metric) : "?", tail);
+    {
+        char rk[24] = "";
+        if (as_rank(r, p)) snprintf(rk, sizeof rk, "rank %d, ", p->rank);
+        snprintf(rv->line, sizeof rv->line, "verdict: not decided yet: %s (%spid %lld, %s)%s", pv_more(v, a, sizeof a),
+                 rk, (long long)p->pid, v->metric >= 0 ? pl_metric_name((pl_metric_t)v->metric) : "?", tail);
+    }
         break;
     case PL_PV_NO_LEAK:
         if (v->warmup_steps > 0)

@@ -93,6 +93,8 @@ typedef struct pl_proc_verdict {
 typedef struct pl_report_process {
     int64_t pid;
     int32_t rank;               /* -1 when not a distributed rank */
+    int32_t local_rank;         /* rank within its node, -1 when unset (set by the front end) */
+    char node[64];              /* host name the process ran on, "" unknown (traces before 1.7) */
     char name[64];
     pl_proc_role_t role;        /* set by the front end (reports/extract.c) before pl_report_analyze */
     bool helper;                /* a short helper (role worker): no steps, lived < 1 s, peak RSS < 64 MiB; folded into
@@ -120,7 +122,15 @@ typedef struct pl_run_verdict {
     size_t n_slow;              /* processes whose verdict is slow growth */
     size_t n_workers;           /* processes judged as workers */
     size_t n_workers_quiet;     /* workers whose verdict is no leak, no data or undecided (folded) */
-    char line[640];             /* "verdict: LEAK in pid 12210 (python3 train.py): +2.00 MiB/step, OOM in ~49 min" */
+    char line[640];             /* "verdict: LEAK in pid 12210 (python3 train.py): +2.00 MiB/step, OOM in ~49 min";
+                                 * for a rank: "verdict: LEAK in rank 1 (pid 12210, node gpu-3): +2.00 MiB/step ..." */
+    /* ranks (docs/verdict.md §9): main processes with a rank, one row each */
+    size_t n_ranks;             /* main processes with a rank */
+    size_t n_ranks_leaking, n_ranks_flat; /* of them: verdict leak; verdict no leak */
+    size_t n_nodes;             /* distinct node names among them ("" counts as one) */
+    int ranks_agree;            /* with >= 2 ranks: 1 all leak or all flat, 0 some leak while others are flat,
+                                 * -1 cannot tell (fewer than 2 ranks, or a rank is undecided / slow / no data) */
+    char ranks_line[400];       /* the sentence about the ranks, "" with fewer than 2 ranks */
 } pl_run_verdict_t;
 
 /* Practical significance (docs/verdict.md §8): a statistically clear growth is a leak only when it would matter
@@ -179,6 +189,9 @@ bool pl_report_program_metric(const pl_report_process_t *p, pl_metric_t m);
  * "leak" only for a program-memory metric growing fast enough to matter, "grows" for other metrics (RSS beside a
  * live heap, PSS, file pages: findings, not leaks), and "slow growth" when it would not matter (practical). */
 const char *pl_report_metric_label(const pl_report_t *r, const pl_report_process_t *p, pl_metric_t m);
+
+/* Is p one of the run's ranks: a main process (not a pool row) with a rank? */
+bool pl_report_is_rank(const pl_report_process_t *p);
 
 /* The run verdict from the processes' verdicts (called by pl_report_analyze; exposed for the tests). */
 void pl_report_run_verdict(pl_report_t *r);

@@ -99,6 +99,8 @@ static bool c_fields(codec_t *c, pl_trace_record_t *r) {
             p->host_allocator = "";
             p->host_allocator_version = "";
         }
+        if (c_more(c)) c_str(c, &p->node, 63); /* 1.7 */
+        else p->node = "";
         return true;
     }
     case PL_REC_PROCESS_END: return true;

@@ -29,13 +29,15 @@ extern "C" {
 #endif
 
 #define PL_TRACE_VERSION 1u
-#define PL_TRACE_VERSION_MINOR 6u  /* 1.1: module records carry build-id, file size and mtime (appended fields);
+#define PL_TRACE_VERSION_MINOR 7u  /* 1.1: module records carry build-id, file size and mtime (appended fields);
                                     * 1.2: process_start records carry the host allocator (appended fields);
                                     * 1.3: host_alloc records carry the thread's malloc-call ordinal (appended);
                                     * 1.4: the header carries the run id (formerly reserved bytes);
                                     * 1.5: stack records carry Python frame ids (appended); pyframe records;
                                     * 1.6: alloc_stats of allocator ids >= PL_ALLOC_ID_EXTERNAL (torch's
-                                    *      counters through plateau_alloc_stats), whose counters may be NA */
+                                    *      counters through plateau_alloc_stats), whose counters may be NA;
+                                    * 1.7: process_start records carry the host name (appended field), so the
+                                    *      ranks of a multi-node job are told apart by (node, pid) */
 #define PL_TRACE_MAX_CHUNK_BYTES (1u << 20)  /* largest chunk payload a reader accepts */
 #define PL_TRACE_MAX_FRAMES 128              /* frames per stack (native and Python together) */
 #define PL_TRACE_MAX_ARGV 32                 /* argv entries kept in a process record */
@@ -109,6 +111,9 @@ typedef struct pl_rec_process {
     /* since 1.2 (older traces decode as "", ""): the allocator that served malloc, seen by the tracer at start */
     const char *host_allocator;          /* "glibc", "jemalloc", "tcmalloc", "mimalloc", "other:<file>", "unknown" */
     const char *host_allocator_version;  /* e.g. "2.36" or "5.3.0-0-g54eaed1d8b56..."; "" unknown */
+    /* since 1.7 (older traces decode as ""): the host name (uname's nodename, at most 63 bytes), which tells the
+     * nodes of a multi-node job apart: pids of different nodes may be equal */
+    const char *node;
 } pl_rec_process_t;
 
 typedef struct pl_rec_step { uint64_t step; uint32_t source; } pl_rec_step_t;

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Integration (issue 15 parts 3-4): the CI gate and the live verdict, on tests/targets/warmleak.c (a warmup, then a
 # leak or a plateau; hand-off files let the test see each phase while the program runs, with no timing).
-#  1. plateau watch follows a run in progress: "warming up" during the warmup, then LEAK while the program still runs.
+#  1. plateau watch follows a run in progress: "warming up" during the warmup, then LEAK while the program still runs;
+#     started before the run's directory exists, it waits for it (one line), then follows the run to its end.
 #  2. --fail-on-leak: plateau run and plateau report exit 3 on the leaking run, 0 on the plateau; the report is
 #     printed either way.
 #  3. --stop-on-leak: the leaking program is stopped (SIGTERM: 143, or 3 with --fail-on-leak) long before its end,
@@ -37,6 +38,17 @@ done < <(timeout 120 "$P" watch --interval 0.2 "$d")
 [ $state = 2 ] || fail "watch never went from warming up to LEAK (state $state)"
 wait $runpid || fail "the watched run failed"
 "$P" watch --once "$d" | grep -q "run ended" || fail "watch --once on an ended run does not say so"
+
+# plateau watch on a directory that does not exist yet: one line says it waits, then it follows the run to its end
+w=$tmp/later
+timeout 120 "$P" watch --interval 0.1 "$w" >"$tmp/later.out" 2>"$tmp/later.err" &
+wpid=$!
+for _ in $(seq 1 300); do grep -q "waiting" "$tmp/later.err" && break; sleep 0.1; done  # hang guard, not a timing
+grep -q "^plateau watch: $w does not exist yet: waiting for it" "$tmp/later.err" || { cat "$tmp/later.err"; fail "watch on a missing directory does not wait"; }
+timeout 120 "$P" run --no-report --no-live -o "$w" -- "$W" 30 60 - - >/dev/null 2>&1 || fail "the later run failed"
+wait $wpid || fail "watch of the later run exited $?"
+grep -q "run ended" "$tmp/later.out" || { cat "$tmp/later.out" "$tmp/later.err"; fail "watch did not follow the later run"; }
+[ "$(grep -c waiting "$tmp/later.err")" = 1 ] || fail "more than one waiting line"
 
 # plateau run --live on a non-terminal: status lines on stderr (a line per change), none on stdout
 "$P" run --live --live-interval 0.2 --no-report -o "$tmp/livelines" -- "$W" 30 300 - - >"$tmp/ll.out" 2>"$tmp/ll.err" \

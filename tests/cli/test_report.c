@@ -228,7 +228,10 @@ static void test_report_bad_arguments(void **state) {
     assert_int_equal(report("x --metric nonsense"), 2);
     assert_non_null(strstr(err_buf, "unknown metric"));
     assert_int_equal(report("x --since-step -3"), 2);
-    assert_int_equal(report("a b c"), 2); /* one run, or two to compare */
+    assert_int_equal(report("a b c"), 1); /* three runs merge (issue 15): none of them exists */
+    assert_non_null(strstr(err_buf, "no usable trace"));
+    assert_int_equal(report("--merge --compare a b"), 2);
+    assert_int_equal(report("--compare a b c"), 2);
     assert_int_equal(report("a b"), 1);   /* a comparison of two runs that do not exist */
     assert_int_equal(report("a b --html x.html"), 2);
 }

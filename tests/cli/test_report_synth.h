@@ -35,6 +35,12 @@ typedef struct synth_cfg {
     uint64_t lost_records;   /* > 0: one `lost` record of this many, halfway through */
     int64_t start_realtime_ns; /* trace start, CLOCK_REALTIME (0 = 2023-11-14) */
     const char *exe;         /* the process's executable (NULL = /usr/bin/python3) */
+    bool ranked;             /* a distributed rank: rank, local_rank below (else both -1) */
+    int32_t rank, local_rank;
+    const char *node;        /* host name in process_start (NULL = none, as in traces before 1.7) */
+    int64_t t0_ns;           /* CLOCK_MONOTONIC at trace start (0 = 1 s) */
+    const char *const *argv; /* NULL = python3 train.py --steps */
+    uint32_t n_argv;
 } synth_cfg_t;
 
 static inline synth_cfg_t synth_default(void) {
@@ -54,7 +60,7 @@ static inline int synth_emit(pl_writer_t *w, pl_trace_record_t *r, int *since_fl
 
 /* Write the trace to path (must not exist). Returns 0 or a negative errno. */
 static inline int synth_trace(const char *path, const synth_cfg_t *c) {
-    const int64_t t0 = 1000000000LL, sec = 1000000000LL;
+    const int64_t t0 = c->t0_ns ? c->t0_ns : 1000000000LL, sec = 1000000000LL;
     pl_trace_header_t h = {.version = PL_TRACE_VERSION, .pid = c->pid, .ppid = c->ppid, .exec_seq = 0,
                            .start_realtime_ns = c->start_realtime_ns ? c->start_realtime_ns : 1700000000000000000LL,
                            .start_mono_ns = t0};
@@ -69,13 +75,18 @@ static inline int synth_trace(const char *path, const synth_cfg_t *c) {
     memset(&r, 0, sizeof r);
     r.type = PL_REC_PROCESS_START;
     r.t_ns = t0;
-    r.u.process = (pl_rec_process_t){.pid = c->pid, .ppid = c->ppid, .rank = -1, .local_rank = -1,
+    r.u.process = (pl_rec_process_t){.pid = c->pid, .ppid = c->ppid, .rank = c->ranked ? c->rank : -1,
+                                     .local_rank = c->ranked ? c->local_rank : -1, .node = c->node,
                                      .sample_bytes = 0, .interval_ns = 100000000, .host_mem_bytes = 64ull << 30,
                                      .cgroup_max_bytes = PL_TRACE_NA, .start_realtime_ns = h.start_realtime_ns,
                                      .exe = c->exe ? c->exe : "/usr/bin/python3", .argc = 3, .n_argv = 3};
     r.u.process.argv[0] = "python3";
     r.u.process.argv[1] = "train.py";
     r.u.process.argv[2] = "--steps";
+    if (c->argv) {
+        r.u.process.argc = r.u.process.n_argv = c->n_argv < PL_TRACE_MAX_ARGV ? c->n_argv : PL_TRACE_MAX_ARGV;
+        for (uint32_t i = 0; i < r.u.process.n_argv; i++) r.u.process.argv[i] = c->argv[i];
+    }
     EMIT();
     static const struct { uint64_t pc; uint32_t mod; const char *sym; } frames[] = {
         {0x7f0000001000ull, 1, "malloc"}, {0x401000, 2, "leaky_collect"}, {0x402000, 2, "scratch_buffer"},

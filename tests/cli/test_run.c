@@ -3,6 +3,7 @@
  * SIGTERM sent to plateau is forwarded, --host-allocator jemalloc puts the program on jemalloc, and bad
  * arguments fail with status 2. Env (set by meson): PL_PLATEAU, PL_TARGETS. */
 #include <dirent.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -143,6 +144,48 @@ static void test_run_host_allocator_jemalloc(void **state) {
     assert_int_equal(run(glibc), 1); /* grep -c finds nothing: exit 1 */
 }
 
+/* The first record (process_start) of the trace whose rank is `rank`, in d; false when none has it. */
+static bool find_rank(const char *d, int32_t rank, int32_t *local_rank, char *node, size_t node_size) {
+    char paths[8][600];
+    int n = traces_in(d, paths, 8);
+    for (int i = 0; i < n; i++) {
+        pl_trace_reader_t *r;
+        if (pl_trace_open(paths[i], &r)) continue;
+        pl_trace_record_t rec;
+        bool hit = pl_trace_next(r, &rec) > 0 && rec.type == PL_REC_PROCESS_START && rec.u.process.rank == rank;
+        if (hit) {
+            *local_rank = rec.u.process.local_rank;
+            snprintf(node, node_size, "%s", rec.u.process.node);
+        }
+        pl_trace_close(r);
+        if (hit) return true;
+    }
+    return false;
+}
+
+/* issue 15: a rank's process_start carries its rank and local rank (torchrun's, Open MPI's, Slurm's and MPICH's
+ * variables) and the host name (trace 1.7). */
+static void test_run_rank_and_node(void **state) {
+    (void)state;
+    char host[64] = "";
+    assert_int_equal(gethostname(host, sizeof host - 1), 0);
+    static const struct { const char *env; int32_t rank, local_rank; } cases[] = {
+        {"RANK=3 LOCAL_RANK=1", 3, 1}, {"OMPI_COMM_WORLD_RANK=5 OMPI_COMM_WORLD_LOCAL_RANK=2", 5, 2},
+        {"SLURM_PROCID=6 SLURM_LOCALID=3", 6, 3}, {"PMI_RANK=7 MPI_LOCALRANKID=0", 7, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char out[300], cmd[200];
+        snprintf(out, sizeof out, "%s/rank%zu", dir, i);
+        snprintf(cmd, sizeof cmd, "%s exec /bin/true", cases[i].env);
+        char *argv[] = {(char *)plateau, "run", "--no-report", "-o", out, "--", "/bin/sh", "-c", cmd, NULL};
+        assert_int_equal(run(argv), 0);
+        int32_t local_rank = -9;
+        char node[64] = "";
+        assert_true(find_rank(out, cases[i].rank, &local_rank, node, sizeof node));
+        assert_int_equal(local_rank, cases[i].local_rank);
+        assert_string_equal(node, host);
+    }
+}
+
 static void test_run_bad_arguments(void **state) {
     (void)state;
     char *none[] = {(char *)plateau, "run", NULL};
@@ -171,6 +214,7 @@ int main(void) {
         cmocka_unit_test(test_run_returns_the_command_status),
         cmocka_unit_test(test_run_forwards_sigterm),
         cmocka_unit_test(test_run_host_allocator_jemalloc),
+        cmocka_unit_test(test_run_rank_and_node),
         cmocka_unit_test(test_run_bad_arguments),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -1,11 +1,12 @@
 /* fuzz_report: the whole report path from bytes: trace reader -> extract -> analyze -> text, JSON and HTML.
  *
- * Two modes, chosen by the first byte. Odd: the rest is the trace file itself (pl_trace_open_mem), which mostly
+ * Two modes, chosen by the first byte (bit 1 set: the trace is read twice, as two processes). Odd: the rest is the trace file itself (pl_trace_open_mem), which mostly
  * exercises header and chunk validation. Even: the rest is record payload, framed here into a valid header and
  * checksummed chunks (record counts from the codec), so mutations reach record decoding, extraction, the address
  * maps and every renderer instead of dying at a CRC. Any crash, sanitizer report, leak or unbounded allocation is
  * a bug; the libFuzzer -rss_limit_mb bound (run-fuzzer.sh) catches runaway memory.
  */
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -66,7 +67,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     pl_extract_t x;
     pl_extract_init(&x);
     pl_extract_opts_t o = {.max_points = 64, .since_step = data[0] >> 5};
-    if (r && pl_extract_mem(r, &x, buf, len, "fuzz.pltrace", &o) == 0 && pl_report_analyze(r) == 0 && sink()) {
+    /* bit 1 of the mode byte: the same trace read twice, as two processes, so that ranked traces reach the rank
+     * rows and the agreement of ranks (docs/verdict.md section 9) */
+    bool twice = data[0] & 2;
+    if (r && pl_extract_mem(r, &x, buf, len, "fuzz.pltrace", &o) == 0 &&
+        (!twice || pl_extract_mem(r, &x, buf, len, "fuzz2.pltrace", &o) == 0) && pl_report_analyze(r) == 0 && sink()) {
         pl_render_text(r, sink(), NULL);
         pl_extract_render_text(r, &x, sink());
         pl_extract_render_json(r, &x, sink(), 32);

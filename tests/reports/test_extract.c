@@ -451,6 +451,214 @@ static void test_extract_run_directory(void **state) {
     run_free(&u);
 }
 
+/* ---- ranks (docs/verdict.md §9) ---- */
+
+/* a rank's trace: pid, parent, rank (local rank = rank % 2), node, host leak per step (0 = flat) */
+static void rank_trace(const char *dir, uint32_t pid, uint32_t ppid, int32_t rank, const char *node, uint64_t leak) {
+    char p[300];
+    synth_cfg_t c = synth_default();
+    c.pid = pid;
+    c.ppid = ppid;
+    c.leak_bytes = leak;
+    c.device = false;
+    c.ranked = rank >= 0;
+    c.rank = rank;
+    c.local_rank = rank % 2;
+    c.node = node;
+    snprintf(p, sizeof p, "%s/%u.0.pltrace", dir, pid);
+    assert_int_equal(synth_trace(p, &c), 0);
+}
+
+static char *render(const run_t *u, int kind) { /* 0 text, 1 JSON, 2 HTML */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    if (kind == 0) assert_int_equal(pl_extract_render_text(u->r, &u->x, f), 0);
+    if (kind == 1) assert_int_equal(pl_extract_render_json(u->r, &u->x, f, 0), 0);
+    if (kind == 2) assert_int_equal(pl_render_html(u->r, &u->x, f), 0);
+    fclose(f);
+    return buf;
+}
+
+/* A launcher and two ranks, only rank 1 leaks: the verdict names rank 1, the ranks disagree, one row per rank. */
+static void test_extract_ranks_one_leaks(void **state) {
+    (void)state;
+    char d[256];
+    tpath(d, sizeof d, "ranks1");
+    assert_int_equal(mkdir(d, 0700), 0);
+    synth_cfg_t c = synth_default(); /* the launcher: no rank, never steps */
+    c.pid = 100;
+    c.leak_bytes = 0;
+    c.device = false;
+    c.with_steps = false;
+    c.node = "node-a";
+    char p[300];
+    snprintf(p, sizeof p, "%s/100.0.pltrace", d);
+    assert_int_equal(synth_trace(p, &c), 0);
+    rank_trace(d, 101, 100, 0, "node-a", 0);
+    rank_trace(d, 102, 100, 1, "node-a", 1 << 20);
+    run_t u;
+    run_file(&u, d);
+    const pl_run_verdict_t *rv = &u.r->verdict;
+    assert_int_equal(rv->kind, PL_PV_LEAK);
+    assert_int_equal(rv->n_ranks, 2);
+    assert_int_equal(rv->n_nodes, 1);
+    assert_int_equal(rv->n_ranks_leaking, 1);
+    assert_int_equal(rv->ranks_agree, 0);
+    assert_non_null(strstr(rv->line, "verdict: LEAK in rank 1 (pid 102, node node-a): +1.00 MiB/step of heap.bytes"));
+    assert_non_null(strstr(rv->ranks_line, "ranks disagree: rank 1 grows +1.00 MiB/step (heap.bytes) while rank 0 is "
+                                           "flat: a leak on one rank only"));
+    char *t = render(&u, 0);
+    assert_non_null(strstr(t, "leaking: rank 1 (pid 102, node node-a)"));
+    assert_non_null(strstr(t, "ranks: 2 on 1 node: ranks disagree"));
+    const char *row0 = strstr(t, "      0     0 node-a                101");
+    const char *row1 = strstr(t, "      1     1 node-a                102");
+    assert_non_null(row0);
+    assert_non_null(row1);
+    assert_true(row0 < row1);
+    assert_non_null(strstr(row0, "no-leak"));
+    assert_non_null(strstr(row1, "leak         +1.00 MiB/step heap.bytes"));
+    free(t);
+    t = render(&u, 1);
+    assert_non_null(strstr(t, "\"ranks\": {\"n_ranks\": 2, \"n_nodes\": 1, \"agree\": false"));
+    assert_non_null(strstr(t, "\"leaking\": [1], \"flat\": [0]"));
+    assert_non_null(strstr(t, "{\"rank\": 1, \"local_rank\": 1, \"node\": \"node-a\", \"pid\": 102"));
+    assert_non_null(strstr(t, "\"role\": \"worker\", \"helper\": false, \"rank\": null, \"local_rank\": null, "
+                              "\"node\": \"node-a\""));
+    free(t);
+    t = render(&u, 2);
+    assert_non_null(strstr(t, "<h2>Ranks</h2>"));
+    assert_non_null(strstr(t, "<h2>Process 102 python3 train.py (rank 1, node node-a)</h2>"));
+    free(t);
+    run_free(&u);
+}
+
+/* Both ranks leak: said once, as an agreement; the verdict counts the other rank. Both flat: they agree too. */
+static void test_extract_ranks_agree(void **state) {
+    (void)state;
+    char d[256];
+    tpath(d, sizeof d, "ranks2");
+    assert_int_equal(mkdir(d, 0700), 0);
+    rank_trace(d, 201, 1, 0, "node-a", 1 << 20);
+    rank_trace(d, 202, 1, 1, "node-a", 1 << 20);
+    run_t u;
+    run_file(&u, d);
+    const pl_run_verdict_t *rv = &u.r->verdict;
+    assert_int_equal(rv->ranks_agree, 1);
+    assert_int_equal(rv->n_ranks_leaking, 2);
+    assert_non_null(strstr(rv->line, " (and 1 more rank): "));
+    assert_non_null(strstr(rv->ranks_line, "ranks agree: all 2 ranks leak"));
+    assert_null(strstr(rv->ranks_line, "disagree"));
+    run_free(&u);
+    tpath(d, sizeof d, "ranks3");
+    assert_int_equal(mkdir(d, 0700), 0);
+    rank_trace(d, 301, 1, 0, "node-a", 0);
+    rank_trace(d, 302, 1, 1, "node-a", 0);
+    run_file(&u, d);
+    assert_int_equal(u.r->verdict.kind, PL_PV_NO_LEAK);
+    assert_int_equal(u.r->verdict.ranks_agree, 1);
+    assert_string_equal(u.r->verdict.ranks_line, "ranks agree: all 2 ranks are flat");
+    run_free(&u);
+}
+
+/* Two nodes' run directories merged: pid 101 on both nodes stays two processes, and node-b's rank (whose parent pid
+ * 100 exists only on node-a) is a root without an end record there: the run is cut short. */
+static void test_extract_merge_nodes(void **state) {
+    (void)state;
+    char a[256], b[256];
+    tpath(a, sizeof a, "node-a");
+    tpath(b, sizeof b, "node-b");
+    assert_int_equal(mkdir(a, 0700), 0);
+    assert_int_equal(mkdir(b, 0700), 0);
+    synth_cfg_t c = synth_default();
+    c.pid = 100;
+    c.leak_bytes = 0;
+    c.device = false;
+    c.with_steps = false;
+    c.node = "node-a";
+    char p[300];
+    snprintf(p, sizeof p, "%s/100.0.pltrace", a);
+    assert_int_equal(synth_trace(p, &c), 0);
+    rank_trace(a, 101, 100, 0, "node-a", 0);
+    c.pid = 101; /* node-b's rank 1: same pid, parent 100 not traced on node-b, killed (no end record) */
+    c.ppid = 100;
+    c.leak_bytes = 1 << 20;
+    c.with_steps = true;
+    c.clean_end = false;
+    c.ranked = true;
+    c.rank = 1;
+    c.local_rank = 0;
+    c.node = "node-b";
+    c.t0_ns = 500000000; /* node-b's monotonic clock reads less: no order across hosts by it */
+    snprintf(p, sizeof p, "%s/101.0.pltrace", b);
+    assert_int_equal(synth_trace(p, &c), 0);
+    int32_t *ranks;
+    size_t n_ranks, n_unranked;
+    assert_int_equal(pl_extract_scan_ranks(a, &ranks, &n_ranks, &n_unranked), 0);
+    assert_int_equal(n_ranks, 1);
+    assert_int_equal(ranks[0], 0);
+    assert_int_equal(n_unranked, 1);
+    free(ranks);
+    run_t u;
+    u.r = pl_report_create("merged");
+    pl_extract_init(&u.x);
+    const char *paths[] = {a, b};
+    assert_int_equal(pl_extract_paths(u.r, &u.x, paths, 2, NULL), 0);
+    assert_int_equal(pl_report_analyze(u.r), 0);
+    assert_int_equal(u.x.n_procs, 3);
+    assert_string_equal(u.x.procs[0].node, "node-a"); /* node by node: the launcher and rank 0, then node-b */
+    assert_int_equal(u.x.procs[0].pid, 100);
+    assert_string_equal(u.x.procs[2].node, "node-b");
+    assert_int_equal(u.r->verdict.n_ranks, 2);
+    assert_int_equal(u.r->verdict.n_nodes, 2);
+    assert_non_null(strstr(u.r->verdict.line, "verdict: LEAK in rank 1 (pid 101, node node-b)"));
+    assert_int_equal(u.r->verdict.ranks_agree, 0);
+    assert_true(u.r->cut_short);
+    assert_non_null(strstr(u.r->cut_reason, "101.0.pltrace has no end record"));
+    char *t = render(&u, 0);
+    assert_non_null(strstr(t, "ranks: 2 on 2 nodes"));
+    free(t);
+    run_free(&u);
+    /* a path that does not exist: the error names it */
+    u.r = pl_report_create("merged");
+    pl_extract_init(&u.x);
+    char missing[300];
+    snprintf(missing, sizeof missing, "%s/none", g_dir);
+    const char *bad[] = {a, missing};
+    assert_int_equal(pl_extract_paths(u.r, &u.x, bad, 2, NULL), 0);
+    assert_int_equal(u.x.n_procs, 2);
+    assert_int_equal(u.x.n_files_failed, 1);
+    assert_non_null(strstr(u.x.failed[0], "none"));
+    run_free(&u);
+}
+
+/* A row's name is the interpreter and its program, past the flags torchrun puts before it, or the module of -m. */
+static void test_extract_process_names(void **state) {
+    (void)state;
+    static const char *const u_script[] = {"/usr/bin/python3", "-u", "/work/train.py", "--lr", "1"};
+    static const char *const m_mod[] = {"/usr/bin/python3", "-m", "torch.distributed.run", "--standalone", "t.py"};
+    static const char *const c_code[] = {"python3", "-c", "import x"};
+    static const char *const x_opt[] = {"python3", "-X", "dev", "train.py"};
+    static const char *const shell[] = {"/bin/sh", "-c", "python3 train.py"};
+    static const struct { const char *const *argv; uint32_t n; const char *want; } cases[] = {
+        {u_script, 5, "python3 train.py"}, {m_mod, 5, "python3 -m torch.distributed.run"}, {c_code, 3, "python3"},
+        {x_opt, 4, "python3"}, {shell, 3, "sh"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char p[300];
+        snprintf(p, sizeof p, "%s/name%zu.pltrace", g_dir, i);
+        synth_cfg_t c = synth_default();
+        c.n_steps = 10;
+        c.argv = cases[i].argv;
+        c.n_argv = cases[i].n;
+        assert_int_equal(synth_trace(p, &c), 0);
+        run_t u;
+        run_file(&u, p);
+        assert_string_equal(u.r->procs[0]->name, cases[i].want);
+        run_free(&u);
+    }
+}
+
 static void test_extract_bad_inputs(void **state) {
     (void)state;
     char d[256], p[300];
@@ -835,6 +1043,10 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_extract_roles_order_and_teardown),
         cmocka_unit_test(test_extract_worker_pool_on_trainer_steps),
         cmocka_unit_test(test_extract_run_directory),
+        cmocka_unit_test(test_extract_ranks_one_leaks),
+        cmocka_unit_test(test_extract_ranks_agree),
+        cmocka_unit_test(test_extract_merge_nodes),
+        cmocka_unit_test(test_extract_process_names),
         cmocka_unit_test(test_extract_bad_inputs),
         cmocka_unit_test(test_extract_bounded_points),
         cmocka_unit_test(test_extract_hostile_values),

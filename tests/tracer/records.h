@@ -18,7 +18,7 @@ static inline void rec_sample(pl_rec_type_t type, unsigned seed, pl_trace_record
                                           .host_mem_bytes = 1ull << 34, .cgroup_max_bytes = PL_TRACE_NA,
                                           .start_realtime_ns = 1700000000000000000LL, .exe = "/usr/bin/python3",
                                           .argc = 4, .n_argv = 4, .host_allocator = "jemalloc",
-                                          .host_allocator_version = "5.3.0-0-g54eaed1d8b56"};
+                                          .host_allocator_version = "5.3.0-0-g54eaed1d8b56", .node = "gpu-node-07"};
         for (int i = 0; i < 4; i++) r->u.process.argv[i] = argv[i];
         break;
     case PL_REC_PROCESS_END: break;

@@ -118,7 +118,8 @@ static void test_event_process_allocator_and_old_records(void **state) {
     assert_string_equal(out.u.process.host_allocator_version, "5.3.0-0-g54eaed1d8b56");
     assert_string_equal(out.u.process.argv[3], in.u.process.argv[3]);
     /* the 1.1 layout ends after the last argv string */
-    size_t old_len = n - (2 + strlen("jemalloc") + 1) - (2 + strlen("5.3.0-0-g54eaed1d8b56") + 1);
+    size_t old_len = n - (2 + strlen("jemalloc") + 1) - (2 + strlen("5.3.0-0-g54eaed1d8b56") + 1) -
+                     (2 + strlen(in.u.process.node) + 1); /* 1.7's node */
     uint16_t len16 = (uint16_t)old_len;
     memcpy(buf + 2, &len16, 2);
     assert_int_equal(pl_event_decode(buf, old_len, &out, &used), 0);
@@ -136,6 +137,42 @@ static void test_event_process_allocator_and_old_records(void **state) {
     n = pl_event_encode(&in, buf, sizeof buf);
     assert_int_equal(pl_event_decode(buf, n, &out, &used), 0);
     assert_string_equal(out.u.process.host_allocator, "");
+}
+
+/* 1.7: process_start appends the host name; a 1.6 process record (without it) decodes with "", and a name longer
+ * than 63 bytes is cut there. */
+static void test_event_process_node_and_old_records(void **state) {
+    (void)state;
+    pl_trace_record_t in, out;
+    rec_sample(PL_REC_PROCESS_START, 2, &in);
+    uint8_t buf[4096];
+    size_t n = pl_event_encode(&in, buf, sizeof buf), used;
+    assert_int_equal(pl_event_decode(buf, n, &out, &used), 0);
+    assert_string_equal(out.u.process.node, "gpu-node-07");
+    assert_string_equal(out.u.process.host_allocator, "jemalloc");
+    /* the 1.6 layout ends after host_allocator_version */
+    size_t old_len = n - (2 + strlen("gpu-node-07") + 1);
+    uint16_t len16 = (uint16_t)old_len;
+    memcpy(buf + 2, &len16, 2);
+    assert_int_equal(pl_event_decode(buf, old_len, &out, &used), 0);
+    assert_int_equal(used, old_len);
+    assert_string_equal(out.u.process.host_allocator_version, "5.3.0-0-g54eaed1d8b56");
+    assert_string_equal(out.u.process.node, "");
+    /* cut inside the appended field: malformed */
+    len16 = (uint16_t)(old_len + 1);
+    memcpy(buf + 2, &len16, 2);
+    assert_int_equal(pl_event_decode(buf, old_len + 1, &out, &used), -EBADMSG);
+    char longname[100];
+    memset(longname, 'n', sizeof longname - 1);
+    longname[sizeof longname - 1] = 0;
+    in.u.process.node = longname;
+    n = pl_event_encode(&in, buf, sizeof buf);
+    assert_int_equal(pl_event_decode(buf, n, &out, &used), 0);
+    assert_int_equal(strlen(out.u.process.node), 63);
+    in.u.process.node = NULL; /* unset: encoded as "" */
+    n = pl_event_encode(&in, buf, sizeof buf);
+    assert_int_equal(pl_event_decode(buf, n, &out, &used), 0);
+    assert_string_equal(out.u.process.node, "");
 }
 
 /* 1.3: host_alloc appends the thread's call ordinal; a 1.2 host_alloc record (without it) decodes with NA. */
@@ -269,6 +306,7 @@ int main(void) {
         cmocka_unit_test(test_event_decode_rejects_malformed),
         cmocka_unit_test(test_event_module_identity_and_old_records),
         cmocka_unit_test(test_event_process_allocator_and_old_records),
+        cmocka_unit_test(test_event_process_node_and_old_records),
         cmocka_unit_test(test_event_host_alloc_ordinal_and_old_records),
         cmocka_unit_test(test_event_stack_python_frames_and_old_records),
         cmocka_unit_test(test_event_long_frame_symbol_whole),
