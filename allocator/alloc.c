@@ -512,7 +512,8 @@ static void device_error(pl_alloc_t *a, size_t requested, int rc) {
     case EDEADLK: snprintf(why, sizeof why, "stream can never complete (EDEADLK)"); break;
     default: snprintf(why, sizeof why, "error %d", -rc); break;
     }
-    const char *call = pl_backend_cuda_last_error(a->be);
+    char call[512];
+    a->be->ops->last_error(a->be, call, sizeof call);
     set_error("plateau: device error on device %d while allocating %s: the %s backend failed with %s, which is not "
               "out of memory%s%s",
               a->be->device, s_req, a->be->ops->name, why, *call ? ": " : "", call);
