@@ -556,7 +556,7 @@ PL_API int pl_alloc_create(pl_backend_t *backend, const pl_alloc_config_t *cfg, 
     a->gc_on = c.garbage_collection_threshold > 0.0;
     a->stats.capacity_bytes = a->capacity_bytes;
     /* The observer (e.g. the preloaded tracer) gets every allocator; see alloc.h. */
-    void *sym = dlsym(RTLD_DEFAULT, "plateau_alloc_observer");
+    void *sym = dlsym(RTLD_DEFAULT, PL_ALLOC_OBSERVER_SYMBOL);
     if (sym) {
         pl_alloc_observer_fn fn;
         memcpy(&fn, &sym, sizeof fn);

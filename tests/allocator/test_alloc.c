@@ -2,6 +2,7 @@
  * max_split_size, record_stream, GC, OOM path, stats, snapshot, hook, observer, misuse). */
 #include "config.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -508,6 +509,19 @@ static void test_alloc_observer(void **state) {
     assert_int_equal(n_observed, before);
 }
 
+/* The names in alloc.h are the functions' real names: an observer that does not link the allocator finds them. */
+static void test_alloc_observer_symbol_names(void **state) {
+    (void)state;
+    void *obs = dlsym(RTLD_DEFAULT, PL_ALLOC_OBSERVER_SYMBOL), *hook = dlsym(RTLD_DEFAULT, PL_ALLOC_SET_HOOK_SYMBOL);
+    void *stats = dlsym(RTLD_DEFAULT, PL_ALLOC_GET_STATS_SYMBOL);
+    pl_alloc_observer_fn want_obs = plateau_alloc_observer;
+    void (*want_hook)(pl_alloc_t *, pl_alloc_hook_fn, void *) = pl_alloc_set_hook;
+    void (*want_stats)(pl_alloc_t *, pl_alloc_stats_t *) = pl_alloc_get_stats;
+    assert_memory_equal(&obs, &want_obs, sizeof obs);
+    assert_memory_equal(&hook, &want_hook, sizeof hook);
+    assert_memory_equal(&stats, &want_stats, sizeof stats);
+}
+
 static void test_alloc_free_unknown_pointer_aborts(void **state) {
     (void)state;
     /* deliberate misuse: a double free must stop the program, not corrupt the cache */
@@ -611,6 +625,7 @@ int main(void) {
         cmocka_unit_test(test_alloc_per_process_fraction),
         cmocka_unit_test(test_alloc_snapshot_json),
         cmocka_unit_test(test_alloc_observer),
+        cmocka_unit_test(test_alloc_observer_symbol_names),
         cmocka_unit_test(test_alloc_free_unknown_pointer_aborts),
         cmocka_unit_test(test_alloc_threads),
     };
