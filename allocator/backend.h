@@ -4,7 +4,7 @@
  * path used by expandable segments (cuMemAddressReserve, cuMemCreate, cuMemMap, cuMemSetAccess, cuMemUnmap,
  * cuMemRelease, cuMemAddressFree, cuMemGetAllocationGranularity). Stream ordering is expressed with events
  * (cuEventRecord/cuEventQuery/cuEventSynchronize). Implementations: backend_sim.c (host memory through mmap,
- * so expandable segments really run) and backend_cuda.c (the driver API, delivered by its own issue).
+ * so expandable segments really run) and backend_cuda.c (the driver API).
  *
  * Contract: every op returns 0 or a negative errno (-ENOMEM when the device is out of memory, -EINVAL for
  * misuse, -EBUSY from event_query while work is pending, -EDEADLK from event_synchronize / stream_synchronize

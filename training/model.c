@@ -377,7 +377,7 @@ static bool leak_fires(const pl_gpt2_t *m, pl_leak_kind_t kind) {
 /* Per-layer running statistics of the ln1 output (a framework's buffer, e.g. a quantiser's running mean).
  * Normal: one (C) buffer per layer, created at the first training forward, updated in place.
  * Leak stats: a new (C) tensor every forward holding 0.9*old + 0.1*batch, and the old one stays referenced
- * (the write-up's `self.running_min = self.running_min * 0.9 + x * 0.1`). */
+ * (the module pattern `self.running_min = self.running_min * 0.9 + x * 0.1`). */
 static void update_stats(pl_gpt2_t *m, int l, const pl_tensor_t *x, int BT) {
     const int C = m->cfg.n_embd;
     pl_tensor_t *batch_mean = ZEROS("stats.batch_mean", C, 0, 0, 0); /* temporary */
