@@ -55,6 +55,10 @@ test-main: build
 test-repeat: build
 	meson test -C $(BUILD) --print-errorlogs --suite repeat
 
+# debug_level=1: PL_ASSERT on (allocator/debug.h). Level 2 runs pl_alloc_check after every allocator operation, so
+# each event a tune test replays costs a whole-heap walk: the unit suite took 293 s instead of 85 s, with
+# tune.golden (3.6 s -> 216 s), tune.replay_determinism and tune.replay_paths past their timeouts. The stress tests
+# call pl_alloc_check after every operation themselves.
 test-asan: deps
 	[ -f build-asan/build.ninja ] || meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false \
 	  -Dbench=false -Ddebug_level=1

@@ -21,6 +21,7 @@
 
 #include "batch.h"
 #include "bins.h"
+#include "debug.h"
 #include "internal.h"
 
 static _Thread_local char last_error[640];
@@ -34,12 +35,6 @@ static void set_error(const char *fmt, ...) {
     va_end(ap);
 }
 
-static void require_fail(const char *what, const void *ptr) {
-    /* PL_REQUIRE: continuing would corrupt the heap. */
-    fprintf(stderr, "plateau allocator: %s %p\n", what, ptr);
-    abort();
-}
-
 void pl_alloc_emit(pl_alloc_t *a, pl_alloc_event_kind_t kind, uintptr_t addr, size_t size, size_t requested,
                    pl_stream_t stream, int pool) {
     if (kind == PL_ALLOC_EV_SEGMENT_MAP)
@@ -50,6 +45,14 @@ void pl_alloc_emit(pl_alloc_t *a, pl_alloc_event_kind_t kind, uintptr_t addr, si
     pl_alloc_event_t ev = {.kind = kind, .addr = addr, .size_bytes = size, .requested_bytes = requested,
                            .stream = stream, .pool = pool, .device = a->be->device};
     a->hook(a->hook_ctx, &ev);
+}
+
+/* PL_EXPENSIVE (debug level 2): the whole-heap walk after every malloc, free and empty_cache; a broken invariant
+ * stops the program there, next to the operation that broke it. a->mu held (or the handle API's single owner). */
+static inline void expensive_check(pl_alloc_t *a) {
+    if (!PL_EXPENSIVE) return;
+    char err[256];
+    if (pl_alloc_check_locked(a, err, sizeof err)) pl_debug_fail(__FILE__, __LINE__, "pl_alloc_check", err, NULL);
 }
 
 /* ---- segments and bins ---- */
@@ -179,11 +182,8 @@ static pl_block_t *take_block(pl_alloc_t *a, pl_block_t *b, size_t size) {
             rest->seg = b->seg;
             rest->in_expandable = b->in_expandable;
             rest->pool = b->pool;
-            rest->prev = b;
-            rest->next = b->next;
-            if (b->next) b->next->prev = rest;
-            b->next = rest;
             b->size_bytes = size;
+            pl_block_splice(b->seg, b, rest, b->next);
             if (bins_put(a, rest)) {
                 d_blocks++;
                 d_bytes += (int64_t)rest->size_bytes;
@@ -206,11 +206,7 @@ static void cache_block(pl_alloc_t *a, pl_block_t *b) {
             d_blocks--;
             d_bytes -= (int64_t)p->size_bytes;
         }
-        p->size_bytes += b->size_bytes;
-        p->next = n;
-        if (n) n->prev = p;
-        pl_slab_put(a, b);
-        b = p;
+        b = pl_block_merge(a, p, b);
     }
     if (n && n->state == PL_BLOCK_FREE) {
         pl_bins_remove(n->seg->bins, n);
@@ -218,10 +214,7 @@ static void cache_block(pl_alloc_t *a, pl_block_t *b) {
             d_blocks--;
             d_bytes -= (int64_t)n->size_bytes;
         }
-        b->size_bytes += n->size_bytes;
-        b->next = n->next;
-        if (n->next) n->next->prev = b;
-        pl_slab_put(a, n);
+        pl_block_merge(a, b, n);
     }
     if (bins_put(a, b)) {
         d_blocks++;
@@ -333,7 +326,8 @@ static pl_block_t *alloc_device(pl_alloc_t *a, pl_binset_t *bs, size_t size, boo
 static void release_plain(pl_alloc_t *a, pl_segment_t *seg) {
     pl_block_t *b = seg->first;
     pl_alloc_bins_remove(a, b);
-    if (a->be->ops->mem_free(a->be, seg->addr, seg->size_bytes)) require_fail("backend refused to free segment", (void *)seg->addr);
+    int rc = a->be->ops->mem_free(a->be, seg->addr, seg->size_bytes);
+    PL_REQUIRE(rc == 0, "backend refused to free segment", (void *)seg->addr);
     a->stats.num_device_free++;
     a->reserved_bytes -= seg->size_bytes;
     pl_stats_dec(a->stats.reserved_bytes, seg->pool, (int64_t)seg->size_bytes);
@@ -512,7 +506,8 @@ static void device_error(pl_alloc_t *a, size_t requested, int rc) {
     case EDEADLK: snprintf(why, sizeof why, "stream can never complete (EDEADLK)"); break;
     default: snprintf(why, sizeof why, "error %d", -rc); break;
     }
-    const char *call = pl_backend_cuda_last_error(a->be);
+    char call[512];
+    a->be->ops->last_error(a->be, call, sizeof call);
     set_error("plateau: device error on device %d while allocating %s: the %s backend failed with %s, which is not "
               "out of memory%s%s",
               a->be->device, s_req, a->be->ops->name, why, *call ? ": " : "", call);
@@ -555,7 +550,7 @@ PL_API int pl_alloc_create(pl_backend_t *backend, const pl_alloc_config_t *cfg, 
     a->gc_on = c.garbage_collection_threshold > 0.0;
     a->stats.capacity_bytes = a->capacity_bytes;
     /* The observer (e.g. the preloaded tracer) gets every allocator; see alloc.h. */
-    void *sym = dlsym(RTLD_DEFAULT, "plateau_alloc_observer");
+    void *sym = dlsym(RTLD_DEFAULT, PL_ALLOC_OBSERVER_SYMBOL);
     if (sym) {
         pl_alloc_observer_fn fn;
         memcpy(&fn, &sym, sizeof fn);
@@ -643,11 +638,15 @@ static inline pl_block_t *malloc_block(pl_alloc_t *a, size_t size, pl_stream_t s
         return NULL;
     }
     pl_block_t *b = get_free_block(a, bs, rounded);
-    if (!b && !(b = malloc_device(a, bs, size, rounded, stream, pool))) return NULL;
+    if (!b && !(b = malloc_device(a, bs, size, rounded, stream, pool))) {
+        expensive_check(a); /* the OOM path may have released cache */
+        return NULL;
+    }
     b = take_block(a, b, rounded);
     if (in_map && pl_blockmap_insert(&a->map, b)) {
         cache_block(a, b); /* give it back: the program never saw it */
         set_error("plateau: out of host memory for allocator metadata");
+        expensive_check(a);
         return NULL;
     }
     if (!in_map) b->by_handle = true; /* cleared by pl_alloc_free_block: FREE blocks never carry it */
@@ -660,6 +659,7 @@ static inline pl_block_t *malloc_block(pl_alloc_t *a, size_t size, pl_stream_t s
     }
     pl_stats_inc(a->stats.requested_bytes, pool, (int64_t)size);
     pl_alloc_emit(a, PL_ALLOC_EV_ALLOC, b->addr, b->size_bytes, size, stream, pool);
+    expensive_check(a);
     return b;
 }
 
@@ -673,6 +673,7 @@ static inline void free_allocated(pl_alloc_t *a, pl_block_t *b) {
         insert_events(a, b);
     else
         free_block(a, b);
+    expensive_check(a);
 }
 
 PL_API void *pl_alloc_malloc(pl_alloc_t *a, size_t size, pl_stream_t stream) {
@@ -687,10 +688,8 @@ PL_API void pl_alloc_free(pl_alloc_t *a, void *ptr) {
     if (!ptr) return;
     pthread_mutex_lock(&a->mu);
     pl_block_t *b = pl_blockmap_remove(&a->map, (uintptr_t)ptr);
-    if (!b) {
-        pthread_mutex_unlock(&a->mu);
-        require_fail("free of a pointer this allocator does not own (or double free):", ptr);
-    }
+    if (!b) pthread_mutex_unlock(&a->mu);
+    PL_REQUIRE(b, "free of a pointer this allocator does not own (or double free):", ptr);
     free_allocated(a, b);
     pthread_mutex_unlock(&a->mu);
 }
@@ -700,7 +699,8 @@ pl_block_t *pl_alloc_malloc_block(pl_alloc_t *a, size_t size, pl_stream_t stream
 }
 
 static inline void free_handle(pl_alloc_t *a, pl_block_t *b) {
-    if (b->state != PL_BLOCK_ALLOCATED || !b->by_handle) require_fail("free_block of a block that is not a live handle block:", b);
+    PL_REQUIRE(b->state == PL_BLOCK_ALLOCATED && b->by_handle, "free_block of a block that is not a live handle block:",
+               b);
     b->by_handle = false;
     free_allocated(a, b);
 }
@@ -772,6 +772,7 @@ out:
 PL_API void pl_alloc_empty_cache(pl_alloc_t *a) {
     pthread_mutex_lock(&a->mu);
     release_cached(a, true);
+    expensive_check(a);
     pthread_mutex_unlock(&a->mu);
 }
 

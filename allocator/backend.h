@@ -4,7 +4,7 @@
  * path used by expandable segments (cuMemAddressReserve, cuMemCreate, cuMemMap, cuMemSetAccess, cuMemUnmap,
  * cuMemRelease, cuMemAddressFree, cuMemGetAllocationGranularity). Stream ordering is expressed with events
  * (cuEventRecord/cuEventQuery/cuEventSynchronize). Implementations: backend_sim.c (host memory through mmap,
- * so expandable segments really run) and backend_cuda.c (the driver API, delivered by its own issue).
+ * so expandable segments really run) and backend_cuda.c (the driver API).
  *
  * Contract: every op returns 0 or a negative errno (-ENOMEM when the device is out of memory, -EINVAL for
  * misuse, -EBUSY from event_query while work is pending, -EDEADLK from event_synchronize / stream_synchronize
@@ -51,6 +51,10 @@ typedef struct pl_backend_ops {
     void (*event_destroy)(pl_backend_t *b, pl_event_t ev);
     /* cuStreamSynchronize: wait until the work queued on `stream` so far has completed. */
     int (*stream_synchronize)(pl_backend_t *b, pl_stream_t stream);
+    /* The backend's own account of its last failed op (cuda: the driver call, its arguments and the CUresult
+     * name), copied into buf (NUL-terminated, truncated to len); "" when nothing failed yet. The errno an op
+     * returns says what kind of failure it was; this says where, for messages. Never fails. */
+    void (*last_error)(pl_backend_t *b, char *buf, size_t len);
     void (*destroy)(pl_backend_t *b);
 } pl_backend_ops_t;
 

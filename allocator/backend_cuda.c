@@ -14,7 +14,7 @@
  *
  * Errors: CUDA_ERROR_OUT_OF_MEMORY -> -ENOMEM (the allocator's OOM path: free cache, retry); other failures map to
  * a negative errno. Every failure also leaves a message naming the driver call, its arguments and the CUresult
- * name in the backend's last-error string (pl_backend_cuda_last_error), since backend.h has no error channel.
+ * name in the backend's last-error string (the last_error op; pl_backend_cuda_last_error for programs).
  * The function table is written once at create and read-only afterwards; the last-error string has its own mutex.
  *
  * Built without CUDA's headers (-Dcuda=disabled), pl_backend_cuda_create returns -ENOTSUP with a message.
@@ -346,6 +346,14 @@ static void cuda_event_destroy(pl_backend_t *b, pl_event_t ev) {
     if (r != CUDA_SUCCESS) fail(c, r, "cuEventDestroy_v2");
 }
 
+static void cuda_last_error(pl_backend_t *b, char *buf, size_t len) {
+    cuda_backend_t *c = cuda_of(b);
+    if (!len) return;
+    pthread_mutex_lock(&c->err_mu);
+    snprintf(buf, len, "%s", c->last_error);
+    pthread_mutex_unlock(&c->err_mu);
+}
+
 static void cuda_destroy(pl_backend_t *b) {
     cuda_backend_t *c = cuda_of(b);
     if (c->ctx) c->fn.primary_ctx_release(c->dev);
@@ -372,6 +380,7 @@ static const pl_backend_ops_t cuda_ops = {
     .event_synchronize = cuda_event_synchronize,
     .event_destroy = cuda_event_destroy,
     .stream_synchronize = cuda_stream_synchronize,
+    .last_error = cuda_last_error,
     .destroy = cuda_destroy,
 };
 
@@ -477,11 +486,7 @@ PL_API int pl_backend_cuda_create(int device, pl_backend_t **out, char *err, siz
 PL_API const char *pl_backend_cuda_last_error(pl_backend_t *b) {
     static _Thread_local char copy[512];
     copy[0] = 0;
-    if (!b || b->ops != &cuda_ops) return copy;
-    cuda_backend_t *c = cuda_of(b);
-    pthread_mutex_lock(&c->err_mu);
-    memcpy(copy, c->last_error, sizeof copy);
-    pthread_mutex_unlock(&c->err_mu);
+    if (b && b->ops == &cuda_ops) cuda_last_error(b, copy, sizeof copy);
     return copy;
 }
 

@@ -14,13 +14,17 @@
  * Streams: events recorded on a held stream stay pending until the stream is released (record_stream tests);
  * stream_synchronize of a held stream returns -EDEADLK (it would never return).
  * Fault injection: the Nth mem_alloc / phys_create (fail_alloc_at) or the Nth map (fail_map_at) fails.
+ * last_error names the failures the sim decides itself (injected faults, capacity, held streams) with their
+ * arguments; misuse (-EINVAL) leaves it as it was.
  * Thread-safe: one mutex guards the counters, handles and stream table.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -57,6 +61,7 @@ typedef struct sim_backend {
      * guarded by mu */
     struct va_range { uint64_t lo, hi; } *va; /* [lo, hi) */
     size_t n_va, cap_va;
+    char last_error[192]; /* the last failure the sim decided (see top), guarded by mu */
 } sim_backend_t;
 
 static sim_backend_t *sim_of(pl_backend_t *b) { return (sim_backend_t *)b; }
@@ -138,11 +143,25 @@ static int va_release(sim_backend_t *s, uintptr_t addr, size_t size) {
     return rc;
 }
 
-/* Count one device allocation against fault injection and capacity; mu held. */
-static int charge(sim_backend_t *s, size_t size) {
+/* Records the failure of an op in last_error and returns rc; mu held. */
+static int note(sim_backend_t *s, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int note(sim_backend_t *s, int rc, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->last_error, sizeof s->last_error, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+/* Count one device allocation (op names it) against fault injection and capacity; mu held. */
+static int charge(sim_backend_t *s, const char *op, size_t size) {
     s->n_allocs++;
-    if (s->opt.fail_alloc_at && s->n_allocs == s->opt.fail_alloc_at) return -ENOMEM;
-    if (size > s->opt.capacity_bytes - s->used_bytes) return -ENOMEM;
+    if (s->opt.fail_alloc_at && s->n_allocs == s->opt.fail_alloc_at)
+        return note(s, -ENOMEM, "sim %s(%zu bytes): injected failure (fail_alloc_at:%llu)", op, size,
+                    (unsigned long long)s->opt.fail_alloc_at);
+    if (size > s->opt.capacity_bytes - s->used_bytes)
+        return note(s, -ENOMEM, "sim %s(%zu bytes): capacity %zu bytes, %zu in use", op, size,
+                    s->opt.capacity_bytes, s->used_bytes);
     s->used_bytes += size;
     return 0;
 }
@@ -151,7 +170,7 @@ static int sim_mem_alloc(pl_backend_t *b, size_t size, uintptr_t *out) {
     sim_backend_t *s = sim_of(b);
     if (size == 0) return -EINVAL;
     pthread_mutex_lock(&s->mu);
-    int rc = charge(s, size);
+    int rc = charge(s, "mem_alloc", size);
     pthread_mutex_unlock(&s->mu);
     if (rc) return rc;
     if (!s->opt.touch) {
@@ -204,7 +223,7 @@ static int sim_phys_create(pl_backend_t *b, size_t size, pl_phys_t *out) {
     sim_phys_t *h = calloc(1, sizeof *h);
     if (!h) return -ENOMEM;
     pthread_mutex_lock(&s->mu);
-    int rc = charge(s, size);
+    int rc = charge(s, "phys_create", size);
     pthread_mutex_unlock(&s->mu);
     if (rc) {
         free(h);
@@ -235,6 +254,9 @@ static int sim_map(pl_backend_t *b, uintptr_t addr, size_t size, pl_phys_t handl
     pthread_mutex_lock(&s->mu);
     s->n_maps++;
     bool fail = s->opt.fail_map_at && s->n_maps == s->opt.fail_map_at;
+    if (fail)
+        note(s, -ENOMEM, "sim map(0x%jx, %zu bytes): injected failure (fail_map_at:%llu)", (uintmax_t)addr, size,
+             (unsigned long long)s->opt.fail_map_at);
     pthread_mutex_unlock(&s->mu);
     if (fail) return -ENOMEM;
     if (s->opt.touch) {
@@ -317,7 +339,13 @@ static int sim_event_query(pl_backend_t *b, pl_event_t ev) {
 
 static int sim_event_synchronize(pl_backend_t *b, pl_event_t ev) {
     /* A held stream only completes when a test releases it: waiting would block forever. */
-    return sim_event_query(b, ev) ? -EDEADLK : 0;
+    if (!sim_event_query(b, ev)) return 0;
+    sim_backend_t *s = sim_of(b);
+    pthread_mutex_lock(&s->mu);
+    note(s, -EDEADLK, "sim event_synchronize: stream 0x%jx is held",
+         (uintmax_t)s->streams[((sim_event_t *)ev)->stream_idx].stream);
+    pthread_mutex_unlock(&s->mu);
+    return -EDEADLK;
 }
 
 static int sim_stream_synchronize(pl_backend_t *b, pl_stream_t stream) {
@@ -327,8 +355,17 @@ static int sim_stream_synchronize(pl_backend_t *b, pl_stream_t stream) {
     pthread_mutex_lock(&s->mu);
     for (uint32_t i = 0; i < s->n_streams; i++)
         if (s->streams[i].stream == stream) held = s->streams[i].held;
+    if (held) note(s, -EDEADLK, "sim stream_synchronize(stream 0x%jx): the stream is held", (uintmax_t)stream);
     pthread_mutex_unlock(&s->mu);
     return held ? -EDEADLK : 0;
+}
+
+static void sim_last_error(pl_backend_t *b, char *buf, size_t len) {
+    sim_backend_t *s = sim_of(b);
+    if (!len) return;
+    pthread_mutex_lock(&s->mu);
+    snprintf(buf, len, "%s", s->last_error);
+    pthread_mutex_unlock(&s->mu);
 }
 
 static void sim_event_destroy(pl_backend_t *b, pl_event_t ev) {
@@ -362,6 +399,7 @@ static const pl_backend_ops_t sim_ops = {
     .event_synchronize = sim_event_synchronize,
     .event_destroy = sim_event_destroy,
     .stream_synchronize = sim_stream_synchronize,
+    .last_error = sim_last_error,
     .destroy = sim_destroy,
 };
 

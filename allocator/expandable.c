@@ -140,19 +140,10 @@ pl_block_t *pl_expandable_grow(pl_alloc_t *a, pl_segment_t *seg, size_t size, in
         mb->size_bytes = best_m;
         u->size_bytes -= best_m;
         if (best_from_end) { /* u, mb */
-            mb->prev = u;
-            mb->next = u->next;
-            if (u->next) u->next->prev = mb;
-            u->next = mb;
+            pl_block_splice(seg, u, mb, u->next);
         } else { /* mb, u */
             u->addr += best_m;
-            mb->next = u;
-            mb->prev = u->prev;
-            if (u->prev)
-                u->prev->next = mb;
-            else
-                seg->first = mb;
-            u->prev = mb;
+            pl_block_splice(seg, u->prev, mb, u);
         }
     }
     *rc = 0;
@@ -164,20 +155,12 @@ pl_block_t *pl_expandable_grow(pl_alloc_t *a, pl_segment_t *seg, size_t size, in
     /* join FREE neighbours into one run */
     pl_block_t *p = mb->prev, *n = mb->next;
     if (p && p->state == PL_BLOCK_FREE) {
-        pl_alloc_bins_remove(a, p);
-        p->size_bytes += mb->size_bytes;
-        p->next = n;
-        if (n) n->prev = p;
-        pl_slab_put(a, mb);
-        mb = p;
-        mb->state = 0;
+        pl_alloc_bins_remove(a, p); /* leaves p's state 0, as mb's */
+        mb = pl_block_merge(a, p, mb);
     }
     if (n && n->state == PL_BLOCK_FREE) {
         pl_alloc_bins_remove(a, n);
-        mb->size_bytes += n->size_bytes;
-        mb->next = n->next;
-        if (n->next) n->next->prev = mb;
-        pl_slab_put(a, n);
+        pl_block_merge(a, mb, n);
     }
     return mb;
 }
@@ -186,14 +169,6 @@ size_t pl_expandable_releasable(const pl_alloc_t *a, const pl_block_t *b) {
     size_t g = a->gran_bytes;
     uintptr_t lo = round_up(b->addr, g), hi = (b->addr + b->size_bytes) / g * g;
     return hi > lo ? hi - lo : 0;
-}
-
-static pl_block_t *link_after(pl_block_t *b, pl_block_t *n) {
-    n->prev = b;
-    n->next = b->next;
-    if (b->next) b->next->prev = n;
-    b->next = n;
-    return n;
 }
 
 int pl_expandable_sync(pl_alloc_t *a, pl_segment_t *seg) {
@@ -225,44 +200,27 @@ size_t pl_expandable_release_block(pl_alloc_t *a, pl_block_t *b, pl_block_t **af
     pl_alloc_emit(a, PL_ALLOC_EV_SEGMENT_UNMAP, lo, hi - lo, 0, seg->stream, seg->pool);
     /* b becomes the unmapped middle; head and tail stay cached */
     pl_block_t *mid = b;
+    mid->addr = lo;
+    mid->size_bytes = hi - lo;
+    mid->state = PL_BLOCK_UNMAPPED;
     if (head) {
         pl_block_set_seg(head, seg);
         head->pool = seg->pool;
         head->addr = start;
         head->size_bytes = lo - start;
-        head->prev = b->prev;
-        head->next = b;
-        if (b->prev)
-            b->prev->next = head;
-        else
-            seg->first = head;
-        b->prev = head;
+        pl_block_splice(seg, mid->prev, head, mid);
     }
-    mid->addr = lo;
-    mid->size_bytes = hi - lo;
-    mid->state = PL_BLOCK_UNMAPPED;
     if (tail) {
         pl_block_set_seg(tail, seg);
         tail->pool = seg->pool;
         tail->addr = hi;
         tail->size_bytes = end - hi;
-        link_after(mid, tail);
+        pl_block_splice(seg, mid, tail, mid->next);
     }
     /* merge with unmapped neighbours (only possible where there is no head / tail) */
     pl_block_t *p = mid->prev, *n = mid->next;
-    if (p && p->state == PL_BLOCK_UNMAPPED) {
-        p->size_bytes += mid->size_bytes;
-        p->next = n;
-        if (n) n->prev = p;
-        pl_slab_put(a, mid);
-        mid = p;
-    }
-    if (n && n->state == PL_BLOCK_UNMAPPED) {
-        mid->size_bytes += n->size_bytes;
-        mid->next = n->next;
-        if (n->next) n->next->prev = mid;
-        pl_slab_put(a, n);
-    }
+    if (p && p->state == PL_BLOCK_UNMAPPED) mid = pl_block_merge(a, p, mid);
+    if (n && n->state == PL_BLOCK_UNMAPPED) pl_block_merge(a, mid, n);
     if (head) pl_alloc_bins_insert(a, head);
     if (tail) pl_alloc_bins_insert(a, tail);
     if (after) *after = (tail ? tail : mid)->next;

@@ -19,6 +19,7 @@
 #include <plateau/alloc.h>
 
 #include "backend.h"
+#include "debug.h"
 
 #define PL_MIN_BLOCK ((size_t)512)            /* all sizes round up to this */
 #define PL_SMALL_SIZE ((size_t)1 << 20)       /* largest request served by the small pool */
@@ -198,6 +199,44 @@ static inline void pl_block_set_seg(pl_block_t *b, pl_segment_t *seg) {
     b->in_expandable = seg->expandable;
 }
 
+/* The two ways a segment's block list changes shape; every split and merge in alloc.c and expandable.c goes
+ * through them (PyTorch's Block::splice and try_merge_blocks), and PL_ASSERT checks the neighbourhood each time.
+ *
+ * pl_block_splice: link n between address neighbours p and q (p NULL: n becomes seg's first block; q NULL: n is
+ * its last). The caller has already set n's and its neighbours' addresses and sizes so that p, n, q tile their
+ * range; n belongs to seg. */
+static inline void pl_block_splice(pl_segment_t *seg, pl_block_t *p, pl_block_t *n, pl_block_t *q) {
+    PL_ASSERT(p ? p->next == q && p->seg == seg : seg->first == q);
+    PL_ASSERT(!q || (q->prev == p && q->seg == seg));
+    PL_ASSERT(n->seg == seg && n->pool == seg->pool && n->in_expandable == seg->expandable && n->size_bytes > 0);
+    PL_ASSERT(!p || p->addr + p->size_bytes == n->addr);
+    PL_ASSERT(!q || n->addr + n->size_bytes == q->addr);
+    n->prev = p;
+    n->next = q;
+    if (p)
+        p->next = n;
+    else
+        seg->first = n;
+    if (q) q->prev = n;
+}
+
+/* pl_block_merge: l absorbs its next neighbour r, whose descriptor goes back to the slab; returns l. Neither block
+ * may be in the bins (the caller took a FREE one out first), r carries no stream uses or pending events, and a
+ * mapped block never absorbs an unmapped one or the other way round. */
+static inline pl_block_t *pl_block_merge(pl_alloc_t *a, pl_block_t *l, pl_block_t *r) {
+    PL_ASSERT(l->next == r && r->prev == l);
+    PL_ASSERT(l->seg == r->seg && l->pool == r->pool);
+    PL_ASSERT(l->addr + l->size_bytes == r->addr);
+    PL_ASSERT(l->state != PL_BLOCK_FREE && r->state != PL_BLOCK_FREE);
+    PL_ASSERT((l->state == PL_BLOCK_UNMAPPED) == (r->state == PL_BLOCK_UNMAPPED));
+    PL_ASSERT(r->event_count == 0 && r->n_uses == 0);
+    l->size_bytes += r->size_bytes;
+    l->next = r->next;
+    if (r->next) r->next->prev = l;
+    pl_slab_put(a, r);
+    return l;
+}
+
 /* stats.c. a->stats holds each counter triple s[PL_POOL_N] in an internal form that the hot path updates cheaply
  * (pl_stats_view gives the public one). Per pool: current, peak and freed as PyTorch's Stat; `allocated` holds the
  * base (current at the last reset), as allocated = current + freed - base. PL_POOL_ALL: only peak is kept (raised
@@ -260,3 +299,5 @@ void pl_alloc_free_block(pl_alloc_t *a, pl_block_t *b);
  * Takes the lock. For the allocator's tests (plateau_alloc_internal) and fuzz_alloc_config (the sources compiled
  * in); not exported. */
 int pl_alloc_check(pl_alloc_t *a, char *err, size_t err_len);
+/* The same walk with a->mu already held (or by the handle API's single owner): the PL_EXPENSIVE check. */
+int pl_alloc_check_locked(pl_alloc_t *a, char *err, size_t err_len);

@@ -105,9 +105,8 @@ static int cmp_seg(const void *x, const void *y) {
     return a < b ? -1 : a > b;
 }
 
-int pl_alloc_check(pl_alloc_t *a, char *err, size_t err_len) {
+int pl_alloc_check_locked(pl_alloc_t *a, char *err, size_t err_len) {
     int rc = 0;
-    pthread_mutex_lock(&a->mu);
     pl_segment_t **segs = calloc(a->n_segments + 1, sizeof *segs);
     size_t n_segs = 0;
     int64_t alloc_b[PL_POOL_N] = {0}, alloc_n[PL_POOL_N] = {0}, active_b[PL_POOL_N] = {0}, active_n[PL_POOL_N] = {0};
@@ -226,7 +225,13 @@ int pl_alloc_check(pl_alloc_t *a, char *err, size_t err_len) {
     CHECK(st->reserved_bytes[PL_POOL_ALL].current == total_reserved, "all-pool reserved stat");
     CHECK(a->reserved_bytes <= a->capacity_bytes, "reserved above capacity");
 out:
-    pthread_mutex_unlock(&a->mu);
     free(segs);
+    return rc;
+}
+
+int pl_alloc_check(pl_alloc_t *a, char *err, size_t err_len) {
+    pthread_mutex_lock(&a->mu);
+    int rc = pl_alloc_check_locked(a, err, err_len);
+    pthread_mutex_unlock(&a->mu);
     return rc;
 }

@@ -1,9 +1,9 @@
-/* cli/alloc_demo.c: plateau-alloc-demo, the allocator demo behind `make demo` until the training engine
- * and tracer take over. Replays the bundled training-like allocation sequence (allocator/workload.c: a
- * transformer's forward/backward, activations freed in reverse, logits buffers, parameters and AdamW state
- * kept) through the caching allocator on the sim device, under the config of PLATEAU_ALLOC_CONF (else
- * PYTORCH_CUDA_ALLOC_CONF) and the device of PLATEAU_SIM_DEVICE (default capacity:80GiB,touch:0), and prints
- * PyTorch-style memory stats.
+/* cli/alloc_demo.c: plateau-alloc-demo, the allocator alone, without the training engine or the tracer (the
+ * README's out-of-memory and expandable-segments example). Replays the bundled training-like allocation sequence
+ * (allocator/workload.c: a transformer's forward/backward, activations freed in reverse, logits buffers,
+ * parameters and AdamW state kept) through the caching allocator on the sim device, under the config of
+ * PLATEAU_ALLOC_CONF (else PYTORCH_CUDA_ALLOC_CONF) and the device of PLATEAU_SIM_DEVICE (default
+ * capacity:80GiB,touch:0), and prints PyTorch-style memory stats.
  *   plateau-alloc-demo [--steps N] [--layers N] [--fixed-seq] [--empty-cache-each-step]
  */
 #include "config.h"

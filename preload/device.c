@@ -82,7 +82,8 @@ PL_EXPORT void plateau_alloc_observer(pl_alloc_t *a, bool created) {
     pthread_mutex_lock(&dev.mu);
     if (created) {
         if (!dev.set_hook) {
-            void *h = dlsym(RTLD_DEFAULT, "pl_alloc_set_hook"), *g = dlsym(RTLD_DEFAULT, "pl_alloc_get_stats");
+            void *h = dlsym(RTLD_DEFAULT, PL_ALLOC_SET_HOOK_SYMBOL);
+            void *g = dlsym(RTLD_DEFAULT, PL_ALLOC_GET_STATS_SYMBOL);
             memcpy(&dev.set_hook, &h, sizeof h);
             memcpy(&dev.get_stats, &g, sizeof g);
         }

@@ -15,13 +15,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#ifndef PL_TRAIN_HAVE_CUDA_MODULE
-#define PL_TRAIN_HAVE_CUDA_MODULE 0
-#endif
-#ifndef PL_TRAIN_CUDA_MODULE_DIR
-#define PL_TRAIN_CUDA_MODULE_DIR ""
-#endif
-
 int pl_train_device_parse(const char *text, pl_device_kind_t *out) {
     if (!strcmp(text, "auto")) *out = PL_DEVICE_AUTO;
     else if (!strcmp(text, "cpu")) *out = PL_DEVICE_CPU;

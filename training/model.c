@@ -18,13 +18,38 @@
 
 #include "ops.h"
 
-enum { /* per-layer parameter slots */
-    P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTPROJW, P_ATTPROJB, P_LN2W, P_LN2B, P_FCW, P_FCB, P_FCPROJW, P_FCPROJB,
-    P_PER_LAYER
-};
-static const char *const layer_param_names[P_PER_LAYER] = {
-    "ln1.weight", "ln1.bias", "attn.qkv.weight", "attn.qkv.bias", "attn.proj.weight", "attn.proj.bias",
-    "ln2.weight", "ln2.bias", "mlp.fc.weight",   "mlp.fc.bias",   "mlp.proj.weight",  "mlp.proj.bias"};
+/* One transformer block's parameters (C channels), in checkpoint order. */
+typedef struct layer_params {
+    pl_tensor_t *ln1w, *ln1b;         /* (C), (C) */
+    pl_tensor_t *qkvw, *qkvb;         /* (3C,C), (3C) */
+    pl_tensor_t *attprojw, *attprojb; /* (C,C), (C) */
+    pl_tensor_t *ln2w, *ln2b;         /* (C), (C) */
+    pl_tensor_t *fcw, *fcb;           /* (4C,C), (4C) */
+    pl_tensor_t *fcprojw, *fcprojb;   /* (C,4C), (C) */
+} layer_params_t;
+
+typedef pl_tensor_t **param_slot_t; /* where one parameter's tensor pointer lives */
+
+/* The parameter tensors by name (llm.c's ParameterTensors), one tensor per weight or bias as a framework's
+ * nn.Module holds them. The same struct holds the gradients and the AdamW moments (fields NULL until created).
+ * slot[i] is the field of the i-th tensor in checkpoint order (llm.c's ptrs[]): what loops over every parameter
+ * walk; param_layout sets it up. */
+typedef struct param_tensors {
+    pl_tensor_t *wte;      /* (V,C) token embedding, also the tied output head */
+    pl_tensor_t *wpe;      /* (maxT,C) position embedding */
+    layer_params_t *layer; /* [L] */
+    pl_tensor_t *lnfw, *lnfb; /* (C), (C) final LayerNorm */
+    param_slot_t *slot;    /* [4 + 12L] */
+} param_tensors_t;
+
+typedef enum param_init { INIT_ZERO, INIT_ONE, INIT_NORMAL, INIT_NORMAL_RESID } param_init_t;
+
+typedef struct param_spec {
+    const char *name;
+    int rows, cols;    /* cols 0: a vector */
+    param_init_t init; /* GPT-2: matrices N(0, 0.02), residual projections scaled by 1/sqrt(2L); LayerNorm
+                          weights 1; biases 0 */
+} param_spec_t;
 
 typedef struct layer_tape {
     pl_tensor_t *ln1, *ln1_mean, *ln1_rstd; /* (B,T,C), (B,T), (B,T) */
@@ -45,10 +70,10 @@ struct pl_gpt2 {
     float *host_losses;       /* host copy of losses (B*T floats), grown as needed */
     size_t host_losses_n;
     int n_ptensors;           /* 4 + 12*L */
-    pl_tensor_t **params;     /* [n_ptensors] */
-    pl_tensor_t **grads;      /* [n_ptensors], NULL until backward reaches them */
-    pl_tensor_t **adam_m;     /* [n_ptensors], NULL until the first update */
-    pl_tensor_t **adam_v;
+    param_tensors_t params;
+    param_tensors_t grads;    /* NULL until backward reaches them */
+    param_tensors_t adam_m;   /* NULL until the first update */
+    param_tensors_t adam_v;
     pl_tensor_t **stats;      /* [L] running channel means of ln1 output, (C) */
     int step;                 /* optimizer steps done */
     /* tape of the last training forward */
@@ -139,36 +164,67 @@ int pl_gpt2_config_check(const pl_gpt2_config_t *cfg, char *err, size_t err_len)
     return 0;
 }
 
-static void param_shape(const pl_gpt2_config_t *cfg, int idx, int shape[2], const char **name) {
-    const int C = cfg->n_embd, L = cfg->n_layer;
-    shape[1] = 0;
-    if (idx == 0) { shape[0] = cfg->vocab; shape[1] = C; *name = "wte"; return; }
-    if (idx == 1) { shape[0] = cfg->max_seq; shape[1] = C; *name = "wpe"; return; }
-    if (idx == 2 + 12 * L) { shape[0] = C; *name = "lnf.weight"; return; }
-    if (idx == 3 + 12 * L) { shape[0] = C; *name = "lnf.bias"; return; }
-    int k = (idx - 2) % P_PER_LAYER;
-    *name = layer_param_names[k];
-    switch (k) {
-    case P_QKVW: shape[0] = 3 * C; shape[1] = C; break;
-    case P_QKVB: shape[0] = 3 * C; break;
-    case P_ATTPROJW: shape[0] = C; shape[1] = C; break;
-    case P_FCW: shape[0] = 4 * C; shape[1] = C; break;
-    case P_FCB: shape[0] = 4 * C; break;
-    case P_FCPROJW: shape[0] = C; shape[1] = 4 * C; break;
-    default: shape[0] = C; break;
+/* Every parameter in checkpoint order: wte, wpe, per layer the 12 of layer_params_t, lnfw, lnfb (llm.c's
+ * fill_in_parameter_sizes and ptrs[] in one walk). Each output is optional: slot[i] gets the field of p that holds
+ * the i-th tensor, spec[i] its name, shape and initialisation, *n_elems the total element count. Returns the
+ * number of tensors, 4 + 12L. */
+static int param_layout(const pl_gpt2_config_t *cfg, param_tensors_t *p, param_slot_t *slot, param_spec_t *spec,
+                        size_t *n_elems) {
+    const int C = cfg->n_embd;
+    int n = 0;
+    size_t elems = 0;
+#define PARAM(field, nm, r, c, how)                                                                    \
+    do {                                                                                               \
+        if (slot) slot[n] = &p->field;                                                                 \
+        if (spec) spec[n] = (param_spec_t){nm, r, c, how};                                             \
+        elems += (size_t)(r) * ((c) != 0 ? (size_t)(c) : 1);                                           \
+        n++;                                                                                           \
+    } while (0)
+    PARAM(wte, "wte", cfg->vocab, C, INIT_NORMAL);
+    PARAM(wpe, "wpe", cfg->max_seq, C, INIT_NORMAL);
+    for (int l = 0; l < cfg->n_layer; l++) {
+        PARAM(layer[l].ln1w, "ln1.weight", C, 0, INIT_ONE);
+        PARAM(layer[l].ln1b, "ln1.bias", C, 0, INIT_ZERO);
+        PARAM(layer[l].qkvw, "attn.qkv.weight", 3 * C, C, INIT_NORMAL);
+        PARAM(layer[l].qkvb, "attn.qkv.bias", 3 * C, 0, INIT_ZERO);
+        PARAM(layer[l].attprojw, "attn.proj.weight", C, C, INIT_NORMAL_RESID);
+        PARAM(layer[l].attprojb, "attn.proj.bias", C, 0, INIT_ZERO);
+        PARAM(layer[l].ln2w, "ln2.weight", C, 0, INIT_ONE);
+        PARAM(layer[l].ln2b, "ln2.bias", C, 0, INIT_ZERO);
+        PARAM(layer[l].fcw, "mlp.fc.weight", 4 * C, C, INIT_NORMAL);
+        PARAM(layer[l].fcb, "mlp.fc.bias", 4 * C, 0, INIT_ZERO);
+        PARAM(layer[l].fcprojw, "mlp.proj.weight", C, 4 * C, INIT_NORMAL_RESID);
+        PARAM(layer[l].fcprojb, "mlp.proj.bias", C, 0, INIT_ZERO);
     }
+    PARAM(lnfw, "lnf.weight", C, 0, INIT_ONE);
+    PARAM(lnfb, "lnf.bias", C, 0, INIT_ZERO);
+#undef PARAM
+    if (n_elems) *n_elems = elems;
+    return n;
 }
 
 static size_t count_params(const pl_gpt2_config_t *cfg) {
     size_t n = 0;
-    for (int i = 0; i < 4 + 12 * cfg->n_layer; i++) {
-        int s[2];
-        const char *nm;
-        param_shape(cfg, i, s, &nm);
-        n += (size_t)s[0] * (size_t)(s[1] ? s[1] : 1);
-    }
+    param_layout(cfg, NULL, NULL, NULL, &n);
     return n;
 }
+
+/* The layer array and slot table of an empty parameter set; -ENOMEM. */
+static int param_tensors_init(param_tensors_t *p, const pl_gpt2_config_t *cfg) {
+    p->layer = calloc((size_t)cfg->n_layer, sizeof *p->layer);
+    p->slot = calloc((size_t)param_layout(cfg, NULL, NULL, NULL, NULL), sizeof *p->slot);
+    if (!p->layer || !p->slot) {
+        free(p->layer);
+        free(p->slot);
+        *p = (param_tensors_t){0};
+        return -ENOMEM;
+    }
+    param_layout(cfg, p, p->slot, NULL, NULL);
+    return 0;
+}
+
+/* The i-th tensor of a set (checkpoint order); NULL when not created. */
+static pl_tensor_t *param_at(const param_tensors_t *p, int i) { return *p->slot[i]; }
 
 void pl_gpt2_budget(const pl_gpt2_config_t *cfg, int B, int T, pl_gpt2_budget_t *out) {
     const size_t C = (size_t)cfg->n_embd, BT = (size_t)B * T, L = (size_t)cfg->n_layer;
@@ -212,20 +268,22 @@ pl_gpt2_t *pl_gpt2_create_on(pl_alloc_t *a, const pl_train_ops_t *ops, const pl_
     m->cfg = *cfg;
     m->alloc = a;
     m->ops = ops;
-    m->n_ptensors = 4 + 12 * cfg->n_layer;
-    m->params = calloc((size_t)m->n_ptensors, sizeof *m->params);
-    m->grads = calloc((size_t)m->n_ptensors, sizeof *m->grads);
-    m->adam_m = calloc((size_t)m->n_ptensors, sizeof *m->adam_m);
-    m->adam_v = calloc((size_t)m->n_ptensors, sizeof *m->adam_v);
+    m->n_ptensors = param_layout(cfg, NULL, NULL, NULL, NULL);
     m->stats = calloc((size_t)cfg->n_layer, sizeof *m->stats);
     m->layers = calloc((size_t)cfg->n_layer, sizeof *m->layers);
-    if (!m->params || !m->grads || !m->adam_m || !m->adam_v || !m->stats || !m->layers) {
+    param_spec_t *spec = calloc((size_t)m->n_ptensors, sizeof *spec);
+    if (param_tensors_init(&m->params, cfg) || param_tensors_init(&m->grads, cfg) ||
+        param_tensors_init(&m->adam_m, cfg) || param_tensors_init(&m->adam_v, cfg) || !m->stats || !m->layers ||
+        !spec) {
+        free(spec);
         pl_gpt2_destroy(m);
         return NULL;
     }
+    param_layout(cfg, NULL, NULL, spec, NULL);
     if (ops->scratch_bytes) { /* device scratch of the table (e.g. the cuda sumsq result), persistent */
         m->scratch = pl_tensor_new(a, "ops.scratch", PL_F32, (int)((ops->scratch_bytes + 3) / 4), 0, 0, 0);
         if (!m->scratch) {
+            free(spec);
             pl_gpt2_destroy(m);
             return NULL;
         }
@@ -235,28 +293,26 @@ pl_gpt2_t *pl_gpt2_create_on(pl_alloc_t *a, const pl_train_ops_t *ops, const pl_
     if (!rs) rs = 1;
     const float resid_std = 0.02f / sqrtf(2.0f * (float)cfg->n_layer);
     for (int i = 0; i < m->n_ptensors; i++) {
-        int s[2];
-        const char *name;
-        param_shape(cfg, i, s, &name);
-        pl_tensor_t *t = pl_tensor_new(a, name, PL_F32, s[0], s[1], 0, 0);
+        const param_spec_t *ps = &spec[i];
+        pl_tensor_t *t = pl_tensor_new(a, ps->name, PL_F32, ps->rows, ps->cols, 0, 0);
         float *host = t ? malloc(t->bytes) : NULL; /* initialised on the host, then uploaded */
         if (!host) {
             pl_tensor_free(t);
+            free(spec);
             pl_gpt2_destroy(m);
             return NULL;
         }
-        m->params[i] = t;
-        int k = (i >= 2 && i < 2 + 12 * cfg->n_layer) ? (i - 2) % P_PER_LAYER : -1;
-        bool is_ln_weight = k == P_LN1W || k == P_LN2W || i == 2 + 12 * cfg->n_layer;
-        if (s[1]) { /* matrices: N(0, 0.02), residual projections scaled by 1/sqrt(2L) as GPT-2 */
-            float std = (k == P_ATTPROJW || k == P_FCPROJW) ? resid_std : 0.02f;
+        *m->params.slot[i] = t;
+        if (ps->init == INIT_NORMAL || ps->init == INIT_NORMAL_RESID) {
+            float std = ps->init == INIT_NORMAL_RESID ? resid_std : 0.02f;
             for (size_t j = 0; j < t->n; j++) host[j] = std * rng_normal(&rs);
         } else {
-            for (size_t j = 0; j < t->n; j++) host[j] = is_ln_weight ? 1.0f : 0.0f;
+            for (size_t j = 0; j < t->n; j++) host[j] = ps->init == INIT_ONE ? 1.0f : 0.0f;
         }
         ops->upload(t->p, host, t->bytes);
         free(host);
     }
+    free(spec);
     if (ops->last_error()) {
         pl_gpt2_destroy(m);
         return NULL;
@@ -288,20 +344,18 @@ void pl_gpt2_destroy(pl_gpt2_t *m) {
     if (m->layers) tape_clear(m);
     pl_tensor_list_clear(&m->leaked);
     for (int l = 0; m->stats && l < m->cfg.n_layer; l++) pl_tensor_free(m->stats[l]);
-    for (int i = m->n_ptensors - 1; i >= 0; i--) {
-        if (m->adam_v) pl_tensor_free(m->adam_v[i]);
-        if (m->adam_m) pl_tensor_free(m->adam_m[i]);
-        if (m->grads) pl_tensor_free(m->grads[i]);
-        if (m->params) pl_tensor_free(m->params[i]);
-    }
+    param_tensors_t *const sets[] = {&m->adam_v, &m->adam_m, &m->grads, &m->params}; /* per tensor, this order */
+    for (int i = m->n_ptensors - 1; i >= 0; i--)
+        for (size_t k = 0; k < sizeof sets / sizeof *sets; k++)
+            if (sets[k]->slot) pl_tensor_free(param_at(sets[k], i));
     pl_tensor_free(m->scratch);
     free(m->host_losses);
     free(m->layers);
     free(m->stats);
-    free(m->adam_v);
-    free(m->adam_m);
-    free(m->grads);
-    free(m->params);
+    for (size_t k = 0; k < sizeof sets / sizeof *sets; k++) {
+        free(sets[k]->slot);
+        free(sets[k]->layer);
+    }
     free(m);
 }
 
@@ -318,12 +372,12 @@ static bool leak_fires(const pl_gpt2_t *m, pl_leak_kind_t kind) {
 
 /* ---- forward ---- */
 
-#define PRM(l, k) (m->params[2 + 12 * (l) + (k)]->f)
+#define PRM(field) (m->params.field->f) /* a parameter's data by name: PRM(wte), PRM(layer[l].qkvw) */
 
 /* Per-layer running statistics of the ln1 output (a framework's buffer, e.g. a quantiser's running mean).
  * Normal: one (C) buffer per layer, created at the first training forward, updated in place.
  * Leak stats: a new (C) tensor every forward holding 0.9*old + 0.1*batch, and the old one stays referenced
- * (the write-up's `self.running_min = self.running_min * 0.9 + x * 0.1`). */
+ * (the module pattern `self.running_min = self.running_min * 0.9 + x * 0.1`). */
 static void update_stats(pl_gpt2_t *m, int l, const pl_tensor_t *x, int BT) {
     const int C = m->cfg.n_embd;
     pl_tensor_t *batch_mean = ZEROS("stats.batch_mean", C, 0, 0, 0); /* temporary */
@@ -360,7 +414,7 @@ float pl_gpt2_forward(pl_gpt2_t *m, const int *inputs, const int *targets, int B
     m->ops->upload(m->targets->p, targets, (size_t)B * T * sizeof(int));
 
     m->encoded = NEW("encoded", B, T, C, 0);
-    m->ops->encoder_forward(m->encoded->f, m->inputs->i, m->params[0]->f, m->params[1]->f, B, T, C);
+    m->ops->encoder_forward(m->encoded->f, m->inputs->i, PRM(wte), PRM(wpe), B, T, C);
     if (training && leak_fires(m, PL_LEAK_CACHE)) { /* per-step cache entry, never evicted */
         pl_tensor_t *entry = NEW("cache.embeddings", B, T, C, 0);
         m->ops->copy(entry->p, m->encoded->p, entry->bytes);
@@ -373,32 +427,32 @@ float pl_gpt2_forward(pl_gpt2_t *m, const int *inputs, const int *targets, int B
         lt->ln1 = NEW("ln1", B, T, C, 0);
         lt->ln1_mean = NEW("ln1.mean", B, T, 0, 0);
         lt->ln1_rstd = NEW("ln1.rstd", B, T, 0, 0);
-        m->ops->layernorm_forward(lt->ln1->f, lt->ln1_mean->f, lt->ln1_rstd->f, residual->f, PRM(l, P_LN1W),
-                                     PRM(l, P_LN1B), B, T, C);
+        m->ops->layernorm_forward(lt->ln1->f, lt->ln1_mean->f, lt->ln1_rstd->f, residual->f, PRM(layer[l].ln1w),
+                                     PRM(layer[l].ln1b), B, T, C);
         if (training) update_stats(m, l, lt->ln1, B * T);
         lt->qkv = NEW("qkv", B, T, 3 * C, 0);
-        m->ops->matmul_forward(lt->qkv->f, lt->ln1->f, PRM(l, P_QKVW), PRM(l, P_QKVB), B, T, C, 3 * C);
+        m->ops->matmul_forward(lt->qkv->f, lt->ln1->f, PRM(layer[l].qkvw), PRM(layer[l].qkvb), B, T, C, 3 * C);
         pl_tensor_t *preatt = NEW("attn.scores", B, NH, T, T); /* temporary */
         lt->att = NEW("attn.probs", B, NH, T, T);
         lt->atty = NEW("attn.out", B, T, C, 0);
         m->ops->attention_forward(lt->atty->f, preatt->f, lt->att->f, lt->qkv->f, B, T, C, NH);
         pl_tensor_free(preatt);
         pl_tensor_t *attproj = NEW("attn.proj", B, T, C, 0); /* consumed by the residual add only */
-        m->ops->matmul_forward(attproj->f, lt->atty->f, PRM(l, P_ATTPROJW), PRM(l, P_ATTPROJB), B, T, C, C);
+        m->ops->matmul_forward(attproj->f, lt->atty->f, PRM(layer[l].attprojw), PRM(layer[l].attprojb), B, T, C, C);
         lt->res2 = NEW("res2", B, T, C, 0);
         m->ops->residual_forward(lt->res2->f, residual->f, attproj->f, BTC);
         pl_tensor_free(attproj);
         lt->ln2 = NEW("ln2", B, T, C, 0);
         lt->ln2_mean = NEW("ln2.mean", B, T, 0, 0);
         lt->ln2_rstd = NEW("ln2.rstd", B, T, 0, 0);
-        m->ops->layernorm_forward(lt->ln2->f, lt->ln2_mean->f, lt->ln2_rstd->f, lt->res2->f, PRM(l, P_LN2W),
-                                     PRM(l, P_LN2B), B, T, C);
+        m->ops->layernorm_forward(lt->ln2->f, lt->ln2_mean->f, lt->ln2_rstd->f, lt->res2->f, PRM(layer[l].ln2w),
+                                     PRM(layer[l].ln2b), B, T, C);
         lt->fch = NEW("mlp.fc", B, T, 4 * C, 0);
-        m->ops->matmul_forward(lt->fch->f, lt->ln2->f, PRM(l, P_FCW), PRM(l, P_FCB), B, T, C, 4 * C);
+        m->ops->matmul_forward(lt->fch->f, lt->ln2->f, PRM(layer[l].fcw), PRM(layer[l].fcb), B, T, C, 4 * C);
         lt->fch_gelu = NEW("mlp.gelu", B, T, 4 * C, 0);
         m->ops->gelu_forward(lt->fch_gelu->f, lt->fch->f, BTC * 4);
         pl_tensor_t *fcproj = NEW("mlp.proj", B, T, C, 0); /* consumed by the residual add only */
-        m->ops->matmul_forward(fcproj->f, lt->fch_gelu->f, PRM(l, P_FCPROJW), PRM(l, P_FCPROJB), B, T, 4 * C, C);
+        m->ops->matmul_forward(fcproj->f, lt->fch_gelu->f, PRM(layer[l].fcprojw), PRM(layer[l].fcprojb), B, T, 4 * C, C);
         lt->res3 = NEW("res3", B, T, C, 0);
         m->ops->residual_forward(lt->res3->f, lt->res2->f, fcproj->f, BTC);
         pl_tensor_free(fcproj);
@@ -407,10 +461,10 @@ float pl_gpt2_forward(pl_gpt2_t *m, const int *inputs, const int *targets, int B
     m->lnf = NEW("lnf", B, T, C, 0);
     m->lnf_mean = NEW("lnf.mean", B, T, 0, 0);
     m->lnf_rstd = NEW("lnf.rstd", B, T, 0, 0);
-    m->ops->layernorm_forward(m->lnf->f, m->lnf_mean->f, m->lnf_rstd->f, residual->f, m->params[2 + 12 * L]->f,
-                                 m->params[3 + 12 * L]->f, B, T, C);
+    m->ops->layernorm_forward(m->lnf->f, m->lnf_mean->f, m->lnf_rstd->f, residual->f, PRM(lnfw), PRM(lnfb), B, T,
+                                 C);
     pl_tensor_t *logits = NEW("logits", B, T, V, 0); /* (B,T,V): the large-vocabulary tensor */
-    m->ops->matmul_forward(logits->f, m->lnf->f, m->params[0]->f, NULL, B, T, C, V); /* tied head: wte^T */
+    m->ops->matmul_forward(logits->f, m->lnf->f, PRM(wte), NULL, B, T, C, V); /* tied head: wte^T */
     m->probs = NEW("probs", B, T, V, 0);
     m->losses = NEW("losses", B, T, 0, 0);
     m->ops->crossentropy_forward(m->probs->f, m->losses->f, logits->f, m->targets->i, B, T, V);
@@ -441,14 +495,12 @@ float pl_gpt2_forward(pl_gpt2_t *m, const int *inputs, const int *targets, int B
 
 /* ---- backward ---- */
 
-static float *grad_of(pl_gpt2_t *m, int idx) { /* autograd's .grad: created zeroed on first use */
-    if (!m->grads[idx]) {
-        const pl_tensor_t *p = m->params[idx];
-        m->grads[idx] = tnew(m, "grad", PL_F32, p->shape[0], p->shape[1], 0, 0, true);
-    }
-    return m->grads[idx]->f;
+/* autograd's .grad of parameter p, kept in *g: created zeroed on first use */
+static float *grad_of(pl_gpt2_t *m, pl_tensor_t **g, const pl_tensor_t *p) {
+    if (!*g) *g = tnew(m, "grad", PL_F32, p->shape[0], p->shape[1], 0, 0, true);
+    return (*g)->f;
 }
-#define GRD(l, k) grad_of(m, 2 + 12 * (l) + (k))
+#define GRAD(field) grad_of(m, &m->grads.field, m->params.field) /* GRAD(wte), GRAD(layer[l].qkvw) */
 
 void pl_gpt2_backward(pl_gpt2_t *m) {
     if (!m->taped) {
@@ -467,13 +519,13 @@ void pl_gpt2_backward(pl_gpt2_t *m) {
     release(m, &m->probs);
     release(m, &m->losses);
     pl_tensor_t *dlnf = ZEROS("dlnf", B, T, C, 0);
-    m->ops->matmul_backward(dlnf->f, grad_of(m, 0), NULL, dlogits->f, m->lnf->f, m->params[0]->f, B, T, C, V);
+    m->ops->matmul_backward(dlnf->f, GRAD(wte), NULL, dlogits->f, m->lnf->f, PRM(wte), B, T, C, V);
     drop(&dlogits);
     release(m, &m->lnf);
     pl_tensor_t *dres = ZEROS("dresidual", B, T, C, 0); /* gradient of the residual stream, (B,T,C) */
     const pl_tensor_t *last = L > 0 ? m->layers[L - 1].res3 : m->encoded;
-    m->ops->layernorm_backward(dres->f, grad_of(m, 2 + 12 * L), grad_of(m, 3 + 12 * L), dlnf->f, last->f,
-                                  m->params[2 + 12 * L]->f, m->lnf_mean->f, m->lnf_rstd->f, B, T, C);
+    m->ops->layernorm_backward(dres->f, GRAD(lnfw), GRAD(lnfb), dlnf->f, last->f, PRM(lnfw), m->lnf_mean->f,
+                                  m->lnf_rstd->f, B, T, C);
     drop(&dlnf);
     release(m, &m->lnf_mean);
     release(m, &m->lnf_rstd);
@@ -488,8 +540,8 @@ void pl_gpt2_backward(pl_gpt2_t *m) {
         m->ops->residual_backward(dres2->f, dfcproj->f, dres->f, BTC);
         drop(&dres);
         pl_tensor_t *dfch_gelu = ZEROS("dmlp.gelu", B, T, 4 * C, 0);
-        m->ops->matmul_backward(dfch_gelu->f, GRD(l, P_FCPROJW), GRD(l, P_FCPROJB), dfcproj->f, lt->fch_gelu->f,
-                                   PRM(l, P_FCPROJW), B, T, 4 * C, C);
+        m->ops->matmul_backward(dfch_gelu->f, GRAD(layer[l].fcprojw), GRAD(layer[l].fcprojb), dfcproj->f, lt->fch_gelu->f,
+                                   PRM(layer[l].fcprojw), B, T, 4 * C, C);
         drop(&dfcproj);
         release(m, &lt->fch_gelu);
         pl_tensor_t *dfch = ZEROS("dmlp.fc", B, T, 4 * C, 0);
@@ -497,12 +549,12 @@ void pl_gpt2_backward(pl_gpt2_t *m) {
         drop(&dfch_gelu);
         release(m, &lt->fch);
         pl_tensor_t *dln2 = ZEROS("dln2", B, T, C, 0);
-        m->ops->matmul_backward(dln2->f, GRD(l, P_FCW), GRD(l, P_FCB), dfch->f, lt->ln2->f, PRM(l, P_FCW), B, T,
+        m->ops->matmul_backward(dln2->f, GRAD(layer[l].fcw), GRAD(layer[l].fcb), dfch->f, lt->ln2->f, PRM(layer[l].fcw), B, T,
                                    C, 4 * C);
         drop(&dfch);
         release(m, &lt->ln2);
-        m->ops->layernorm_backward(dres2->f, GRD(l, P_LN2W), GRD(l, P_LN2B), dln2->f, lt->res2->f,
-                                      PRM(l, P_LN2W), lt->ln2_mean->f, lt->ln2_rstd->f, B, T, C);
+        m->ops->layernorm_backward(dres2->f, GRAD(layer[l].ln2w), GRAD(layer[l].ln2b), dln2->f, lt->res2->f,
+                                      PRM(layer[l].ln2w), lt->ln2_mean->f, lt->ln2_rstd->f, B, T, C);
         drop(&dln2);
         release(m, &lt->ln2_mean);
         release(m, &lt->ln2_rstd);
@@ -513,8 +565,8 @@ void pl_gpt2_backward(pl_gpt2_t *m) {
         m->ops->residual_backward(dresidual->f, dattproj->f, dres2->f, BTC);
         drop(&dres2);
         pl_tensor_t *datty = ZEROS("dattn.out", B, T, C, 0);
-        m->ops->matmul_backward(datty->f, GRD(l, P_ATTPROJW), GRD(l, P_ATTPROJB), dattproj->f, lt->atty->f,
-                                   PRM(l, P_ATTPROJW), B, T, C, C);
+        m->ops->matmul_backward(datty->f, GRAD(layer[l].attprojw), GRAD(layer[l].attprojb), dattproj->f, lt->atty->f,
+                                   PRM(layer[l].attprojw), B, T, C, C);
         drop(&dattproj);
         release(m, &lt->atty);
         pl_tensor_t *dqkv = ZEROS("dqkv", B, T, 3 * C, 0);
@@ -526,19 +578,19 @@ void pl_gpt2_backward(pl_gpt2_t *m) {
         drop(&datty);
         release(m, &lt->att);
         pl_tensor_t *dln1 = ZEROS("dln1", B, T, C, 0);
-        m->ops->matmul_backward(dln1->f, GRD(l, P_QKVW), GRD(l, P_QKVB), dqkv->f, lt->ln1->f, PRM(l, P_QKVW), B,
+        m->ops->matmul_backward(dln1->f, GRAD(layer[l].qkvw), GRAD(layer[l].qkvb), dqkv->f, lt->ln1->f, PRM(layer[l].qkvw), B,
                                    T, C, 3 * C);
         drop(&dqkv);
         release(m, &lt->qkv);
         release(m, &lt->ln1);
-        m->ops->layernorm_backward(dresidual->f, GRD(l, P_LN1W), GRD(l, P_LN1B), dln1->f, residual->f,
-                                      PRM(l, P_LN1W), lt->ln1_mean->f, lt->ln1_rstd->f, B, T, C);
+        m->ops->layernorm_backward(dresidual->f, GRAD(layer[l].ln1w), GRAD(layer[l].ln1b), dln1->f, residual->f,
+                                      PRM(layer[l].ln1w), lt->ln1_mean->f, lt->ln1_rstd->f, B, T, C);
         drop(&dln1);
         release(m, &lt->ln1_mean);
         release(m, &lt->ln1_rstd);
         dres = dresidual;
     }
-    m->ops->encoder_backward(grad_of(m, 0), grad_of(m, 1), dres->f, m->inputs->i, B, T, C);
+    m->ops->encoder_backward(GRAD(wte), GRAD(wpe), dres->f, m->inputs->i, B, T, C);
     drop(&dres);
     release(m, &m->encoded);
     release(m, &m->targets);
@@ -553,28 +605,31 @@ static bool is_matrix(const pl_tensor_t *t) { return t->shape[1] != 0; }
 
 float pl_gpt2_update(pl_gpt2_t *m, const pl_adamw_config_t *opt) {
     double sumsq = 0;
-    for (int i = 0; i < m->n_ptensors; i++)
-        if (m->grads[i]) sumsq += m->ops->sumsq(m->grads[i]->f, m->grads[i]->n);
+    for (int i = 0; i < m->n_ptensors; i++) {
+        const pl_tensor_t *g = param_at(&m->grads, i);
+        if (g) sumsq += m->ops->sumsq(g->f, g->n);
+    }
     check_device(m, "gradient norm");
     float norm = (float)sqrt(sumsq);
     float scale = (opt->grad_clip > 0 && norm > opt->grad_clip) ? opt->grad_clip / norm : 1.0f;
     m->step++;
     for (int i = 0; i < m->n_ptensors; i++) {
-        pl_tensor_t *p = m->params[i], *g = m->grads[i];
+        pl_tensor_t *p = param_at(&m->params, i), *g = param_at(&m->grads, i);
+        pl_tensor_t **mom = m->adam_m.slot[i], **vel = m->adam_v.slot[i];
         if (!g) continue;
-        if (!m->adam_m[i]) { /* lazy optimizer state, as torch.optim creates it at the first step */
-            m->adam_m[i] = tnew(m, "adam.m", PL_F32, p->shape[0], p->shape[1], 0, 0, true);
-            m->adam_v[i] = tnew(m, "adam.v", PL_F32, p->shape[0], p->shape[1], 0, 0, true);
+        if (!*mom) { /* lazy optimizer state, as torch.optim creates it at the first step */
+            *mom = tnew(m, "adam.m", PL_F32, p->shape[0], p->shape[1], 0, 0, true);
+            *vel = tnew(m, "adam.v", PL_F32, p->shape[0], p->shape[1], 0, 0, true);
         }
         if (scale != 1.0f) m->ops->scale(g->f, g->n, scale);
-        m->ops->adamw_update(p->f, g->f, m->adam_m[i]->f, m->adam_v[i]->f, p->n, opt->lr, opt->beta1, opt->beta2,
-                                opt->eps, is_matrix(p) ? opt->weight_decay : 0.0f, m->step);
+        m->ops->adamw_update(p->f, g->f, (*mom)->f, (*vel)->f, p->n, opt->lr, opt->beta1, opt->beta2, opt->eps,
+                                is_matrix(p) ? opt->weight_decay : 0.0f, m->step);
     }
     return norm;
 }
 
 void pl_gpt2_zero_grad(pl_gpt2_t *m) {
-    for (int i = m->n_ptensors - 1; i >= 0; i--) drop(&m->grads[i]);
+    for (int i = m->n_ptensors - 1; i >= 0; i--) drop(m->grads.slot[i]);
 }
 
 /* ---- accessors ---- */
@@ -584,8 +639,8 @@ const pl_train_ops_t *pl_gpt2_ops(const pl_gpt2_t *m) { return m->ops; }
 int pl_gpt2_step(const pl_gpt2_t *m) { return m->step; }
 size_t pl_gpt2_num_params(const pl_gpt2_t *m) { return count_params(&m->cfg); }
 int pl_gpt2_num_param_tensors(const pl_gpt2_t *m) { return m->n_ptensors; }
-pl_tensor_t *pl_gpt2_param(pl_gpt2_t *m, int idx) { return m->params[idx]; }
-pl_tensor_t *pl_gpt2_grad(pl_gpt2_t *m, int idx) { return m->grads[idx]; }
+pl_tensor_t *pl_gpt2_param(pl_gpt2_t *m, int idx) { return param_at(&m->params, idx); }
+pl_tensor_t *pl_gpt2_grad(pl_gpt2_t *m, int idx) { return param_at(&m->grads, idx); }
 size_t pl_gpt2_leaked_bytes(const pl_gpt2_t *m) { return pl_tensor_list_bytes(&m->leaked); }
 size_t pl_gpt2_n_leaked(const pl_gpt2_t *m) { return m->leaked.n; }
 
@@ -603,11 +658,11 @@ int pl_gpt2_save(const pl_gpt2_t *m, const char *path, char *err, size_t err_len
         snprintf(err, err_len, "cannot create checkpoint %s: %s", path, strerror(errno));
         return -EIO;
     }
-    bool has_opt = m->adam_m[0] != NULL;
+    bool has_opt = m->adam_m.wte != NULL; /* the first tensor: moments are created for all at once */
     float *host = NULL; /* tensors are downloaded one at a time (device memory on cuda) */
     size_t host_n = 0;
     for (int i = 0; i < m->n_ptensors; i++)
-        if (m->params[i]->n > host_n) host_n = m->params[i]->n;
+        if (param_at(&m->params, i)->n > host_n) host_n = param_at(&m->params, i)->n;
     uint32_t version = CK_VERSION;
     int32_t hdr[CK_NFIELDS] = {m->cfg.n_layer, m->cfg.n_head, m->cfg.n_embd, m->cfg.vocab,
                                m->cfg.max_seq, m->step,       has_opt};
@@ -616,15 +671,16 @@ int pl_gpt2_save(const pl_gpt2_t *m, const char *path, char *err, size_t err_len
     host = malloc(host_n * sizeof *host);
     if (!host) ok = false;
     for (int i = 0; ok && i < m->n_ptensors; i++) {
-        m->ops->download(host, m->params[i]->p, m->params[i]->bytes);
-        ok = fwrite(host, 4, m->params[i]->n, f) == m->params[i]->n;
+        const pl_tensor_t *p = param_at(&m->params, i);
+        m->ops->download(host, p->p, p->bytes);
+        ok = fwrite(host, 4, p->n, f) == p->n;
     }
     for (int pass = 0; ok && has_opt && pass < 2; pass++) {
         for (int i = 0; ok && i < m->n_ptensors; i++) {
-            const pl_tensor_t *t = pass == 0 ? m->adam_m[i] : m->adam_v[i];
+            const pl_tensor_t *t = param_at(pass == 0 ? &m->adam_m : &m->adam_v, i);
             if (!t) { /* a parameter that never received a gradient: write zeros */
                 float z = 0;
-                for (size_t j = 0; ok && j < m->params[i]->n; j++) ok = fwrite(&z, 4, 1, f) == 1;
+                for (size_t j = 0; ok && j < param_at(&m->params, i)->n; j++) ok = fwrite(&z, 4, 1, f) == 1;
             } else {
                 m->ops->download(host, t->p, t->bytes);
                 ok = fwrite(host, 4, t->n, f) == t->n;
@@ -697,22 +753,23 @@ int pl_gpt2_load(pl_gpt2_t *m, const char *path, char *err, size_t err_len) {
     }
     size_t off = 0;
     for (int i = 0; i < m->n_ptensors; i++) {
-        m->ops->upload(m->params[i]->p, buf + off, m->params[i]->bytes);
-        off += m->params[i]->n;
+        pl_tensor_t *p = param_at(&m->params, i);
+        m->ops->upload(p->p, buf + off, p->bytes);
+        off += p->n;
     }
     for (int pass = 0; has_opt && pass < 2; pass++) {
         for (int i = 0; i < m->n_ptensors; i++) {
-            pl_tensor_t **slot = pass == 0 ? &m->adam_m[i] : &m->adam_v[i];
-            if (!*slot) *slot = tnew(m, pass == 0 ? "adam.m" : "adam.v", PL_F32, m->params[i]->shape[0],
-                                     m->params[i]->shape[1], 0, 0, false);
+            pl_tensor_t **slot = (pass == 0 ? &m->adam_m : &m->adam_v)->slot[i];
+            const pl_tensor_t *p = param_at(&m->params, i);
+            if (!*slot) *slot = tnew(m, pass == 0 ? "adam.m" : "adam.v", PL_F32, p->shape[0], p->shape[1], 0, 0, false);
             m->ops->upload((*slot)->p, buf + off, (*slot)->bytes);
             off += (*slot)->n;
         }
     }
     if (!has_opt) { /* the file has no optimizer state: start AdamW afresh, as a framework would */
         for (int i = 0; i < m->n_ptensors; i++) {
-            drop(&m->adam_m[i]);
-            drop(&m->adam_v[i]);
+            drop(m->adam_m.slot[i]);
+            drop(m->adam_v.slot[i]);
         }
     }
     if (m->ops->last_error()) {

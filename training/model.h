@@ -1,5 +1,5 @@
 /* GPT-2 model of the training engine: parameters, forward/backward with per-op tensor allocation, AdamW,
- * gradient clipping, checkpoints, and the leak scenarios that reproduce users' reports.
+ * gradient clipping, checkpoints, and the leak scenarios that reproduce how training memory climbs.
  *
  * Memory life cycle (what the allocator sees, as in PyTorch eager mode):
  *   create      parameters (one tensor per weight or bias: 4 + 12*L of them)
@@ -39,7 +39,7 @@ typedef struct pl_adamw_config {
     float grad_clip;                            /* global L2 norm; 0 = off */
 } pl_adamw_config_t;
 
-/* Leak scenarios (what the users' write-ups describe). A leak fires on training steps s >= start with
+/* Leak scenarios (common ways eager-mode training keeps memory alive). A leak fires on training steps s >= start with
  * (s - start) % every == 0 (steps are 1-based, counted as the step being computed). */
 typedef enum pl_leak_kind {
     PL_LEAK_NONE = 0,

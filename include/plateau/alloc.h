@@ -217,11 +217,18 @@ typedef void (*pl_alloc_hook_fn)(void *ctx, const pl_alloc_event_t *ev);
  * order. */
 PL_API void pl_alloc_set_hook(pl_alloc_t *a, pl_alloc_hook_fn fn, void *ctx);
 
-/* Process-wide observer: if a symbol named `plateau_alloc_observer` of type pl_alloc_observer_fn is defined
+/* Process-wide observer: if a symbol named PL_ALLOC_OBSERVER_SYMBOL of type pl_alloc_observer_fn is defined
  * in the process (the preloaded tracer defines it), pl_alloc_create calls it with each new allocator before
  * returning and pl_alloc_destroy calls it with created = false, so an observer can install a hook without
  * the program's cooperation. Looked up with dlsym(RTLD_DEFAULT) once per allocator. */
 typedef void (*pl_alloc_observer_fn)(pl_alloc_t *a, bool created);
+
+/* The names the allocator and an observer find each other by, through dlsym(RTLD_DEFAULT) (neither links the
+ * other): the observer the allocator looks up, and the two functions an observer that does not link
+ * libplateau_alloc looks up when it is first called. */
+#define PL_ALLOC_OBSERVER_SYMBOL "plateau_alloc_observer" /* pl_alloc_observer_fn */
+#define PL_ALLOC_SET_HOOK_SYMBOL "pl_alloc_set_hook"       /* pl_alloc_set_hook */
+#define PL_ALLOC_GET_STATS_SYMBOL "pl_alloc_get_stats"     /* pl_alloc_get_stats */
 
 #ifdef __cplusplus
 }

@@ -2,6 +2,7 @@
  * max_split_size, record_stream, GC, OOM path, stats, snapshot, hook, observer, misuse). */
 #include "config.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -319,17 +320,63 @@ static void test_alloc_fault_injection(void **state) {
     o.fail_alloc_at = 2;
     fixture_t f;
     fx_open_opts(&f, &o, "");
+    char why[256];
+    f.be->ops->last_error(f.be, why, sizeof why);
+    assert_string_equal(why, ""); /* nothing failed yet */
     void *a = pl_alloc_malloc(f.a, 30 * MiB, 0);
     assert_non_null(a);
     /* the 2nd device allocation fails; nothing is cached, so the retry (3rd call) succeeds */
     void *b = pl_alloc_malloc(f.a, 30 * MiB, 0);
     assert_non_null(b);
+    /* the backend's last_error op names the failed call; the retry's success does not clear it */
+    f.be->ops->last_error(f.be, why, sizeof why);
+    assert_non_null(strstr(why, f.cuda ? "cuMemAlloc_v2(31457280 bytes)" : "sim mem_alloc(31457280 bytes): injected "
+                                                                           "failure (fail_alloc_at:2)"));
     pl_alloc_stats_t s = fx_stats(&f);
     assert_int_equal(s.num_alloc_retries, 1); /* nothing cached to free: the retry after empty_cache succeeds */
     assert_int_equal(s.num_device_alloc, 2);
     pl_alloc_free(f.a, a);
     pl_alloc_free(f.a, b);
     fx_close(&f);
+}
+
+/* A backend whose plain allocations fail with a device error (not OOM) and which explains it through its
+ * last_error op: the sim with two ops replaced. */
+static int lost_mem_alloc(pl_backend_t *b, size_t size, uintptr_t *out) {
+    (void)b, (void)size, (void)out;
+    return -EIO;
+}
+static void lost_last_error(pl_backend_t *b, char *buf, size_t len) {
+    (void)b;
+    snprintf(buf, len, "lostdev: cuMemAlloc_v2 said the device fell off the bus");
+}
+
+static void test_alloc_device_error_names_backend_call(void **state) {
+    (void)state;
+    pl_sim_options_t o;
+    pl_sim_options_default(&o);
+    o.capacity_bytes = GiB;
+    pl_backend_t *be;
+    assert_int_equal(pl_backend_sim_create(&o, &be), 0);
+    static pl_backend_ops_t lost;
+    lost = *be->ops;
+    lost.name = "lostdev";
+    lost.mem_alloc = lost_mem_alloc;
+    lost.last_error = lost_last_error;
+    be->ops = &lost;
+    pl_alloc_config_t cfg;
+    pl_alloc_config_default(&cfg);
+    pl_alloc_t *a;
+    assert_int_equal(pl_alloc_create(be, &cfg, &a, NULL, 0), 0);
+    assert_null(pl_alloc_malloc(a, 4 * MiB, 0));
+    const char *msg = pl_alloc_last_error();
+    assert_non_null(strstr(msg, "the lostdev backend failed with device error (EIO), which is not out of memory: "
+                                "lostdev: cuMemAlloc_v2 said the device fell off the bus"));
+    pl_alloc_stats_t s;
+    pl_alloc_get_stats(a, &s);
+    assert_int_equal(s.num_ooms, 0);
+    pl_alloc_destroy(a);
+    pl_backend_destroy(be);
 }
 
 static void test_alloc_stats_releasable_and_fragmentation(void **state) {
@@ -462,6 +509,19 @@ static void test_alloc_observer(void **state) {
     assert_int_equal(n_observed, before);
 }
 
+/* The names in alloc.h are the functions' real names: an observer that does not link the allocator finds them. */
+static void test_alloc_observer_symbol_names(void **state) {
+    (void)state;
+    void *obs = dlsym(RTLD_DEFAULT, PL_ALLOC_OBSERVER_SYMBOL), *hook = dlsym(RTLD_DEFAULT, PL_ALLOC_SET_HOOK_SYMBOL);
+    void *stats = dlsym(RTLD_DEFAULT, PL_ALLOC_GET_STATS_SYMBOL);
+    pl_alloc_observer_fn want_obs = plateau_alloc_observer;
+    void (*want_hook)(pl_alloc_t *, pl_alloc_hook_fn, void *) = pl_alloc_set_hook;
+    void (*want_stats)(pl_alloc_t *, pl_alloc_stats_t *) = pl_alloc_get_stats;
+    assert_memory_equal(&obs, &want_obs, sizeof obs);
+    assert_memory_equal(&hook, &want_hook, sizeof hook);
+    assert_memory_equal(&stats, &want_stats, sizeof stats);
+}
+
 static void test_alloc_free_unknown_pointer_aborts(void **state) {
     (void)state;
     /* deliberate misuse: a double free must stop the program, not corrupt the cache */
@@ -560,10 +620,12 @@ int main(void) {
         cmocka_unit_test(test_alloc_oom_message_and_event),
         cmocka_unit_test(test_alloc_oom_releases_cache_and_retries),
         cmocka_unit_test(test_alloc_fault_injection),
+        cmocka_unit_test(test_alloc_device_error_names_backend_call),
         cmocka_unit_test(test_alloc_stats_releasable_and_fragmentation),
         cmocka_unit_test(test_alloc_per_process_fraction),
         cmocka_unit_test(test_alloc_snapshot_json),
         cmocka_unit_test(test_alloc_observer),
+        cmocka_unit_test(test_alloc_observer_symbol_names),
         cmocka_unit_test(test_alloc_free_unknown_pointer_aborts),
         cmocka_unit_test(test_alloc_threads),
     };

@@ -68,6 +68,63 @@ static float train_step(env_t *e, pl_gpt2_t *m, int B, int T, const pl_adamw_con
     return loss;
 }
 
+/* ---- the parameters: names, shapes and initial values in checkpoint order (what checkpoints and
+ * pl_gpt2_param index by) ---- */
+
+static void test_model_parameter_layout(void **state) {
+    env_t *e = *state;
+    pl_gpt2_config_t cfg = tiny();
+    pl_gpt2_t *m = pl_gpt2_create(e->alloc, &cfg, 11);
+    assert_non_null(m);
+    const int C = cfg.n_embd, L = cfg.n_layer;
+    static const struct { const char *name; int rows_c, cols_c; float init; } layer[12] = {
+        /* rows and columns in units of C (0: a vector); init: the value of every element, NAN = random */
+        {"ln1.weight", 1, 0, 1.0f},       {"ln1.bias", 1, 0, 0.0f},        {"attn.qkv.weight", 3, 1, NAN},
+        {"attn.qkv.bias", 3, 0, 0.0f},    {"attn.proj.weight", 1, 1, NAN}, {"attn.proj.bias", 1, 0, 0.0f},
+        {"ln2.weight", 1, 0, 1.0f},       {"ln2.bias", 1, 0, 0.0f},        {"mlp.fc.weight", 4, 1, NAN},
+        {"mlp.fc.bias", 4, 0, 0.0f},      {"mlp.proj.weight", 1, 4, NAN},  {"mlp.proj.bias", 1, 0, 0.0f}};
+    assert_int_equal(pl_gpt2_num_param_tensors(m), 4 + 12 * L);
+    size_t total = 0;
+    for (int i = 0; i < pl_gpt2_num_param_tensors(m); i++) {
+        const pl_tensor_t *p = pl_gpt2_param(m, i);
+        const char *name;
+        int rows, cols;
+        float init = NAN;
+        if (i == 0) {
+            name = "wte", rows = cfg.vocab, cols = C;
+        } else if (i == 1) {
+            name = "wpe", rows = cfg.max_seq, cols = C;
+        } else if (i >= 2 + 12 * L) {
+            name = i == 2 + 12 * L ? "lnf.weight" : "lnf.bias", rows = C, cols = 0;
+            init = i == 2 + 12 * L ? 1.0f : 0.0f;
+        } else {
+            int k = (i - 2) % 12;
+            name = layer[k].name, rows = layer[k].rows_c * C, cols = layer[k].cols_c * C, init = layer[k].init;
+        }
+        if (strcmp(p->name, name) || p->shape[0] != rows || p->shape[1] != cols)
+            fail_msg("parameter %d: %s (%d,%d), expected %s (%d,%d)", i, p->name, p->shape[0], p->shape[1], name, rows,
+                     cols);
+        size_t n_init = 0;
+        for (size_t j = 0; j < p->n; j++) n_init += isnan(init) ? p->f[j] != 0.0f : p->f[j] == init;
+        if (n_init != p->n) fail_msg("parameter %d (%s): %zu of %zu elements initialised as expected", i, name, n_init, p->n);
+        total += p->n;
+        assert_null(pl_gpt2_grad(m, i));
+    }
+    assert_int_equal(total, pl_gpt2_num_params(m));
+    /* one backward: every parameter has its gradient, of its own shape */
+    int in[2 * 8], tg[2 * 8];
+    pl_data_batch(&e->data, false, 2, 8, in, tg);
+    pl_gpt2_forward(m, in, tg, 2, 8, true);
+    pl_gpt2_backward(m);
+    for (int i = 0; i < pl_gpt2_num_param_tensors(m); i++) {
+        const pl_tensor_t *p = pl_gpt2_param(m, i), *g = pl_gpt2_grad(m, i);
+        assert_non_null(g);
+        assert_memory_equal(g->shape, p->shape, sizeof p->shape);
+    }
+    pl_gpt2_zero_grad(m);
+    pl_gpt2_destroy(m);
+}
+
 /* ---- gradients of the whole model (wiring: tied head, residual stream, per-layer order) ---- */
 
 static void test_model_gradient_matches_finite_differences(void **state) {
@@ -383,6 +440,7 @@ static void test_model_synthetic_vocab(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_model_parameter_layout),
         cmocka_unit_test(test_model_gradient_matches_finite_differences),
         cmocka_unit_test(test_model_loss_falls_on_builtin_corpus),
         cmocka_unit_test(test_model_default_plateaus),
