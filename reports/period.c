@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hash.h"
+
 #define SEQ_WINDOW 32768     /* events of the sequence detector (the middle of the stream) */
 #define SEQ_MAX_LAG 4096     /* longest period in allocations the sequence detector looks for */
 #define SEQ_TIE 0.05         /* lags whose match rate is within this of the best count as ties: the smallest wins */
@@ -78,12 +80,7 @@ static uint32_t canon_id(const pl_period_input_t *in, uint32_t stack_id) {
 static int add_stack(pl_period_input_t *in, const pl_rec_stack_t *st) {
     uint32_t id = st->stack_id;
     if (id == 0 || id >= MAX_CANON_STACK_ID) return 0;
-    uint64_t h = 0x9e3779b97f4a7c15ull ^ st->n_frames;
-    for (uint32_t i = 0; i < st->n_frames; i++) {
-        h ^= st->pcs[i];
-        h *= 0xff51afd7ed558ccdull;
-        h ^= h >> 33;
-    }
+    uint64_t h = pl_hash_pcs(st->pcs, st->n_frames);
     if (h == 0) h = 1;
     if ((in->nat_n + 1) * 2 > in->nat_cap) { /* grow and rehash */
         size_t nc = in->nat_cap ? in->nat_cap * 2 : 1024;
