@@ -1,7 +1,7 @@
-/* cli/alloc_demo.c: plateau-alloc-demo, the caching allocator on its own, without a tracer or a model (the
- * whole pipeline's demo is `make demo`, tools/demo.sh). Replays the bundled training-like allocation sequence (allocator/workload.c: a
- * transformer's forward/backward, activations freed in reverse, logits buffers, parameters and AdamW state
- * kept) through the caching allocator on the sim device, under the config of PLATEAU_ALLOC_CONF (else
+/* allocator/alloc_demo.c: plateau-alloc-demo, the caching allocator on its own, without a tracer or a model (the
+ * whole pipeline's demo is `make demo`, tools/demo.sh). Replays the bundled training-like allocation sequence
+ * (allocator/workload.c: a transformer's forward/backward, activations freed in reverse, logits buffers, parameters
+ * and AdamW state kept) through the caching allocator on the sim device, under the config of PLATEAU_ALLOC_CONF (else
  * PYTORCH_CUDA_ALLOC_CONF) and the device of PLATEAU_SIM_DEVICE (default capacity:80GiB,touch:0), and prints
  * PyTorch-style memory stats.
  *   plateau-alloc-demo [--steps N] [--layers N] [--fixed-seq] [--empty-cache-each-step]

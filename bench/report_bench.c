@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include "../tests/cli/test_report_synth.h"
-#include "reports/extract.h"
-#include "reports/render.h"
+#include "extract.h"
+#include "render.h"
 
 static double now_s(void) {
     struct timespec ts;

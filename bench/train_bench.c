@@ -24,9 +24,9 @@
 #include <plateau/alloc.h>
 
 #include "check.h"
-#include "training/data.h"
-#include "training/kernels.h"
-#include "training/model.h"
+#include "data.h"
+#include "kernels.h"
+#include "model.h"
 
 enum { L = 4, NH = 4, C = 256, V = 256, B = 4, T = 64 };
 

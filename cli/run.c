@@ -47,7 +47,7 @@
 #include <plateau/trace.h>
 
 #include "commands.h"
-#include "reports/format.h"
+#include "format.h"
 #include "units.h"
 
 /* DIR/run.status: how the command ended, for the report (a process killed by a signal leaves no end record, so its

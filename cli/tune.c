@@ -14,12 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/commands.h"
-#include "cli/output.h"
-#include "reports/format.h"
-#include "tune/replay.h"
-#include "tune/replay_input.h"
-#include "tune/tune.h"
+#include "commands.h"
+#include "output.h"
+#include "format.h"
+#include "replay.h"
+#include "replay_input.h"
+#include "tune.h"
 #include "units.h"
 
 static void usage(FILE *o) {

@@ -1,4 +1,4 @@
-/* reports/format: number formatting for text output (see format.h). Deterministic: goldens depend on it. */
+/* common/format: number formatting for text output (see format.h). Deterministic: goldens depend on it. */
 #include "format.h"
 
 #include <math.h>

@@ -6,7 +6,7 @@
  */
 #include "tune.h"
 
-#include "reports/format.h"
+#include "format.h"
 
 #include <errno.h>
 #include <math.h>

@@ -20,10 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "reports/report.h"
-#include "reports/series.h"
-#include "reports/seriesfile.h"
-#include "reports/verdict.h"
+#include "report.h"
+#include "series.h"
+#include "seriesfile.h"
+#include "verdict.h"
 
 static const char *g_dir;
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "reports/report.h"
+#include "report.h"
 #include "synth.h"
 
 enum { FLAT, PLATEAU, LEAK, GROWING_SHORT };

@@ -21,9 +21,9 @@
 #include <unistd.h>
 
 #include "../cli/test_report_synth.h"
-#include "reports/extract.h"
-#include "reports/render.h"
-#include "reports/render_html.h"
+#include "extract.h"
+#include "render.h"
+#include "render_html.h"
 
 static const char *g_golden_dir;
 static char g_dir[128];

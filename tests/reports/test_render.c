@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "reports/render.h"
+#include "render.h"
 #include "synth.h"
 
 static const char *g_dir;
