@@ -1,4 +1,4 @@
-/* bench/alloc_bench.c: the caching allocator's hot path and memory efficiency (issue 2's benchmark).
+/* bench/alloc_bench.c: the caching allocator's hot path and memory efficiency.
  *
  * Sequences: "training" = the bundled transformer forward/backward (allocator/workload.c: activations freed
  * in reverse, logits buffers, parameters and optimizer state kept); "mix" = batches of 64 sizes log-uniform in

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The README's allocator demo shows the fix working (issue 16): each `PLATEAU_SIM_DEVICE=... plateau-alloc-demo`
+# The README's allocator demo shows the fix working: each `PLATEAU_SIM_DEVICE=... plateau-alloc-demo`
 # line of README.md runs as written (build/cli/ replaced by this build's directory); the one commented "out of
 # memory" must run out of memory and say which setting to try, the one commented "fits" must finish.
 # usage: test_readme_demo.sh README.md PLATEAU_ALLOC_DEMO
