@@ -11,7 +11,7 @@ trap 'rm -f /tmp/readme-demo-$$.txt' EXIT
 n_oom=0 n_fit=0
 while IFS= read -r line; do
     cmd=${line%%#*} want=${line#*#}
-    # VAR=value ... build/cli/plateau-alloc-demo ARGS: run it with env, our demo binary in place of the path
+    # VAR=value ... build/allocator/plateau-alloc-demo ARGS: run it with env, our demo binary in place of the path
     set -- $cmd
     envs= args= seen=false
     for w in "$@"; do
