@@ -23,6 +23,7 @@
 #include "bins.h"
 #include "debug.h"
 #include "internal.h"
+#include "units.h"
 
 static _Thread_local char last_error[640];
 
@@ -450,18 +451,9 @@ out:
     free(cand);
 }
 
+/* sizes as PyTorch's OOM message prints them ("40.00 MiB", "512 bytes") */
 static void format_size(char *buf, size_t len, size_t bytes) {
-    static const char *units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
-    double v = (double)bytes;
-    int u = 0;
-    while (v >= 1024.0 && u < 4) {
-        v /= 1024.0;
-        u++;
-    }
-    if (u == 0)
-        snprintf(buf, len, "%zu bytes", bytes);
-    else
-        snprintf(buf, len, "%.2f %s", v, units[u]);
+    pl_units_format((double)bytes, PL_UNITS_TORCH, buf, len);
 }
 
 static void oom(pl_alloc_t *a, size_t requested, size_t rounded, pl_stream_t stream, int pool) {

@@ -18,6 +18,8 @@
 
 #include <plateau/alloc.h>
 
+#include "units.h"
+
 #define MIB ((size_t)1 << 20)
 
 static const char *const alloc_keys =
@@ -363,27 +365,12 @@ PL_API int pl_alloc_config_format(const pl_alloc_config_t *cfg, char *buf, size_
 
 /* ---- PLATEAU_SIM_DEVICE ---- */
 
+/* A size in the one grammar (common/units.h). */
 static int parse_size(const char *t, size_t *out) {
-    const char *q = t;
-    uint64_t v = 0;
-    if (*q < '0' || *q > '9') return -1;
-    while (*q >= '0' && *q <= '9') {
-        if (v > (UINT64_MAX - 9) / 10) return -1;
-        v = v * 10 + (uint64_t)(*q++ - '0');
-    }
-    static const struct {
-        const char *unit;
-        uint64_t mul;
-    } units[] = {{"", 1},          {"B", 1},           {"KiB", 1ull << 10}, {"MiB", 1ull << 20},
-                 {"GiB", 1ull << 30}, {"TiB", 1ull << 40}, {"KB", 1000ull},     {"MB", 1000000ull},
-                 {"GB", 1000000000ull}, {"TB", 1000000000000ull}};
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-        if (strcmp(q, units[i].unit)) continue;
-        if (v > UINT64_MAX / units[i].mul || v * units[i].mul > SIZE_MAX) return -1;
-        *out = (size_t)(v * units[i].mul);
-        return 0;
-    }
-    return -1;
+    uint64_t v;
+    if (pl_units_parse(t, &v) || v > SIZE_MAX) return -1;
+    *out = (size_t)v;
+    return 0;
 }
 
 PL_API int pl_sim_options_parse(const char *text, pl_sim_options_t *out, char *err, size_t err_len) {

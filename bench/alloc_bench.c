@@ -1,4 +1,4 @@
-/* bench/alloc_bench.c: the caching allocator's hot path and memory efficiency (issue 2's benchmark).
+/* bench/alloc_bench.c: the caching allocator's hot path and memory efficiency.
  *
  * Sequences: "training" = the bundled transformer forward/backward (allocator/workload.c: activations freed
  * in reverse, logits buffers, parameters and optimizer state kept); "mix" = batches of 64 sizes log-uniform in
@@ -24,15 +24,8 @@
 #include <plateau/alloc.h>
 
 #include "backend.h"
+#include "check.h"
 #include "workload.h"
-
-#define CHECK(expr)                                                                            \
-    do {                                                                                       \
-        if (!(expr)) {                                                                         \
-            fprintf(stderr, "alloc_bench: %s failed at %s:%d\n", #expr, __FILE__, __LINE__);  \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
 
 static inline int64_t now_ns(void) {
     struct timespec ts;
@@ -90,19 +83,19 @@ static timing_t time_impl(impl_t impl, const pl_workload_t *w, int repeats, int6
     pl_sim_options_t so;
     pl_sim_options_default(&so);
     so.touch = false;
-    CHECK(pl_backend_sim_create(&so, &c.be) == 0);
+    PL_CHECK(pl_backend_sim_create(&so, &c.be) == 0);
     if (impl == IMPL_PLATEAU) {
         pl_alloc_config_t cfg;
         pl_alloc_config_default(&cfg);
         char err[256];
-        CHECK(pl_alloc_create(c.be, &cfg, &c.a, err, sizeof err) == 0);
+        PL_CHECK(pl_alloc_create(c.be, &cfg, &c.a, err, sizeof err) == 0);
     }
     void **ptrs = calloc(w->n_ids, sizeof *ptrs);
     int64_t *t_alloc = calloc(w->n_ids, sizeof *t_alloc);
     c.naive_sizes = calloc(w->n_ids, sizeof *c.naive_sizes);
     size_t cap = (size_t)repeats * w->n_allocs;
     int64_t *pairs = malloc(cap * sizeof *pairs);
-    CHECK(ptrs && t_alloc && c.naive_sizes && pairs);
+    PL_CHECK(ptrs && t_alloc && c.naive_sizes && pairs);
     size_t n = 0;
     for (int r = 0; r <= repeats; r++) {
         for (size_t i = 0; i < w->n_ops; i++) {
@@ -111,7 +104,7 @@ static timing_t time_impl(impl_t impl, const pl_workload_t *w, int repeats, int6
                 int64_t t0 = now_ns();
                 ptrs[op->id] = do_malloc(&c, op->size_bytes, op->id);
                 t_alloc[op->id] = now_ns() - t0;
-                CHECK(ptrs[op->id]);
+                PL_CHECK(ptrs[op->id]);
             } else if (op->kind == PL_WORKLOAD_FREE) {
                 int64_t t0 = now_ns();
                 do_free(&c, ptrs[op->id], op->id);
@@ -171,15 +164,15 @@ static mem_result_t measure_config(const char *conf, const pl_workload_t *w) {
     pl_sim_options_default(&so);
     so.touch = false;
     pl_backend_t *be;
-    CHECK(pl_backend_sim_create(&so, &be) == 0);
+    PL_CHECK(pl_backend_sim_create(&so, &be) == 0);
     pl_alloc_config_t cfg;
     char err[512];
-    CHECK(pl_alloc_config_parse(conf, &cfg, err, sizeof err) == 0);
+    PL_CHECK(pl_alloc_config_parse(conf, &cfg, err, sizeof err) == 0);
     pl_alloc_t *a;
-    CHECK(pl_alloc_create(be, &cfg, &a, err, sizeof err) == 0);
+    PL_CHECK(pl_alloc_create(be, &cfg, &a, err, sizeof err) == 0);
     void **ptrs = calloc(w->n_ids, sizeof *ptrs);
-    CHECK(ptrs);
-    CHECK(pl_workload_replay(w, a, ptrs, 1, NULL) == 0);
+    PL_CHECK(ptrs);
+    PL_CHECK(pl_workload_replay(w, a, ptrs, 1, NULL) == 0);
     pl_alloc_stats_t s;
     pl_alloc_get_stats(a, &s);
     m.peak_reserved = s.reserved_bytes[PL_POOL_ALL].peak;
@@ -242,10 +235,10 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    CHECK(repeats > 0);
+    PL_CHECK(repeats > 0);
     pl_workload_t train, mix;
-    CHECK(pl_workload_generate(&wp, &train) == 0);
-    CHECK(make_mix(&mix, 200) == 0);
+    PL_CHECK(pl_workload_generate(&wp, &train) == 0);
+    PL_CHECK(make_mix(&mix, 200) == 0);
     int64_t tov = timer_overhead();
     const pl_workload_t *seqs[2] = {&train, &mix};
     const char *seq_names[2] = {"training", "mix"};

@@ -1,5 +1,5 @@
 #!/bin/bash
-# What the live verdict costs (issue 15 part 3). The watcher is a separate process that only reads the trace files,
+# What the live verdict costs. The watcher is a separate process that only reads the trace files,
 # so its cost to the traced program is the CPU it takes on a shared machine. Measured here, interleaved REPS times:
 #   off:   plateau run --no-live -- PROGRAM                 (no watcher)
 #   watch: the same, with `plateau watch --interval S DIR` running beside it from before the start to the end;

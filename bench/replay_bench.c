@@ -18,8 +18,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "tune/replay.h"
-#include "tune/tune.h"
+#include "replay.h"
+#include "tune.h"
 #include "workload.h"
 
 static double now_s(void) {

@@ -4,7 +4,7 @@
  * mebibytes with the tracer's writer (tests/cli/test_report_synth.h: about 440 bytes per step), then reads it back
  * through pl_extract_path + pl_report_analyze + the text renderer (to /dev/null), and prints wall time, throughput
  * and the growth of peak RSS during the report (getrusage ru_maxrss before and after). The trace is deleted.
- * Targets (issue 4): <= 10 s and <= 200 MB for 1 GB on the 2-core dev machine.
+ * Targets: <= 10 s and <= 200 MB for 1 GB on the 2-core dev machine.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include "../tests/cli/test_report_synth.h"
-#include "reports/extract.h"
-#include "reports/render.h"
+#include "extract.h"
+#include "render.h"
 
 static double now_s(void) {
     struct timespec ts;

@@ -16,13 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CHECK(x)                                                                       \
-    do {                                                                               \
-        if (!(x)) {                                                                    \
-            fprintf(stderr, "%s:%d: %s failed (%s)\n", __FILE__, __LINE__, #x, strerror(errno)); \
-            exit(1);                                                                   \
-        }                                                                              \
-    } while (0)
+#include "check.h"
 
 enum { PLAIN, TRACED, HEAPTRACK, N_MODES };
 static const char *mode_name[N_MODES] = {"untraced", "plateau", "heaptrack"};
@@ -63,7 +57,7 @@ static double run_once(char *const argv[], int mode, long *trace_bytes, double *
     char run_dir[300];
     snprintf(run_dir, sizeof run_dir, "%s/run", tmpdir);
     rm_rf(run_dir);
-    CHECK(mkdir(run_dir, 0700) == 0);
+    PL_CHECK(mkdir(run_dir, 0700) == 0);
     char *hargv[64];
     int k = 0;
     if (mode == HEAPTRACK) {
@@ -77,7 +71,7 @@ static double run_once(char *const argv[], int mode, long *trace_bytes, double *
     hargv[k] = NULL;
     double t0 = now_s();
     pid_t pid = fork();
-    CHECK(pid >= 0);
+    PL_CHECK(pid >= 0);
     if (pid == 0) {
         int null = open("/dev/null", O_WRONLY);
         dup2(null, 1);
@@ -92,7 +86,7 @@ static double run_once(char *const argv[], int mode, long *trace_bytes, double *
     }
     int st;
     struct rusage ru;
-    CHECK(wait4(pid, &st, 0, &ru) == pid);
+    PL_CHECK(wait4(pid, &st, 0, &ru) == pid);
     double t = now_s() - t0;
     *cpu_s = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
              (double)ru.ru_stime.tv_usec * 1e-6;
@@ -154,7 +148,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "trace_overhead: --preload, --storm and --train are required (see --help)\n");
         return 2;
     }
-    CHECK(mkdtemp(tmpdir));
+    PL_CHECK(mkdtemp(tmpdir));
     bool ht = access(heaptrack, X_OK) == 0;
     char iters_s[32], steps_s[32];
     snprintf(iters_s, sizeof iters_s, "%d", iters);

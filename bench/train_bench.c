@@ -23,17 +23,10 @@
 
 #include <plateau/alloc.h>
 
-#include "training/data.h"
-#include "training/kernels.h"
-#include "training/model.h"
-
-#define CHECK(cond)                                                                                              \
-    do {                                                                                                         \
-        if (!(cond)) {                                                                                           \
-            fprintf(stderr, "train_bench: %s failed at %s:%d\n", #cond, __FILE__, __LINE__);                      \
-            exit(1);                                                                                             \
-        }                                                                                                        \
-    } while (0)
+#include "check.h"
+#include "data.h"
+#include "kernels.h"
+#include "model.h"
 
 enum { L = 4, NH = 4, C = 256, V = 256, B = 4, T = 64 };
 
@@ -45,7 +38,7 @@ static double now_s(void) {
 
 static float *xcalloc(size_t n) {
     float *p = calloc(n, sizeof(float));
-    CHECK(p != NULL);
+    PL_CHECK(p != NULL);
     return p;
 }
 
@@ -94,7 +87,7 @@ static void ref_init(ref_t *r, pl_gpt2_t *model) {
     const size_t BT = (size_t)B * T, BTC = BT * C, ATT = (size_t)B * NH * T * T;
     r->inputs = calloc(BT, sizeof(int));
     r->targets = calloc(BT, sizeof(int));
-    CHECK(r->inputs && r->targets);
+    PL_CHECK(r->inputs && r->targets);
     r->encoded = xcalloc(BTC);
     for (int l = 0; l < L; l++) {
         ref_layer_t *a = &r->layer[l];
@@ -233,7 +226,7 @@ static void rec_hook(void *ctx, const pl_alloc_event_t *e) {
 
 int main(int argc, char **argv) {
     int steps = argc > 1 ? atoi(argv[1]) : 10, rounds = argc > 2 ? atoi(argv[2]) : 3;
-    CHECK(steps > 0 && rounds > 0);
+    PL_CHECK(steps > 0 && rounds > 0);
     pl_sim_options_t so;
     pl_sim_options_default(&so);
     pl_alloc_config_t acfg;
@@ -241,20 +234,20 @@ int main(int argc, char **argv) {
     pl_backend_t *backend;
     pl_alloc_t *alloc;
     char err[256];
-    CHECK(pl_backend_sim_create(&so, &backend) == 0);
-    CHECK(pl_alloc_create(backend, &acfg, &alloc, err, sizeof err) == 0);
+    PL_CHECK(pl_backend_sim_create(&so, &backend) == 0);
+    PL_CHECK(pl_alloc_create(backend, &acfg, &alloc, err, sizeof err) == 0);
     pl_gpt2_config_t cfg = {.n_layer = L, .n_head = NH, .n_embd = C, .vocab = V, .max_seq = T};
     pl_gpt2_t *model = pl_gpt2_create(alloc, &cfg, 1337);
-    CHECK(model != NULL);
+    PL_CHECK(model != NULL);
     ref_t ref;
     ref_init(&ref, model);
     pl_adamw_config_t opt;
     pl_adamw_config_default(&opt);
     pl_data_t data;
-    CHECK(pl_data_open_text(&data, NULL, 1) == 0);
+    PL_CHECK(pl_data_open_text(&data, NULL, 1) == 0);
     const int total = 2 + rounds * steps;
     int *inputs = malloc(sizeof(int) * B * T * (size_t)total), *targets = malloc(sizeof(int) * B * T * (size_t)total);
-    CHECK(inputs && targets);
+    PL_CHECK(inputs && targets);
     for (int s = 0; s < total; s++) pl_data_batch(&data, false, B, T, inputs + s * B * T, targets + s * B * T);
 
     /* two warmup steps each (the engine's optimizer state and allocator cache warm up), same batches */
@@ -265,13 +258,13 @@ int main(int argc, char **argv) {
         pl_gpt2_zero_grad(model);
         float lr = ref_step(&ref, inputs + s * B * T, targets + s * B * T, &opt);
         printf("warmup step %d: loss engine %.6f, reference %.6f\n", s + 1, le, lr);
-        CHECK(fabsf(le - lr) < 1e-4f * fabsf(lr) + 1e-5f);
+        PL_CHECK(fabsf(le - lr) < 1e-4f * fabsf(lr) + 1e-5f);
     }
     /* timed steps, interleaved one by one (who goes first alternates) so machine noise hits both loops alike;
      * the per-pair ratio's median is the headline, totals give tokens/s */
     const int n_timed = rounds * steps;
     double *ratio = malloc(sizeof(double) * (size_t)n_timed), sum_eng = 0, sum_ref = 0;
-    CHECK(ratio != NULL);
+    PL_CHECK(ratio != NULL);
     float last_e = 0, last_r = 0;
     for (int k = 0; k < n_timed; k++) {
         int s = 2 + k;
@@ -312,7 +305,7 @@ int main(int argc, char **argv) {
     pl_gpt2_zero_grad(model);
     pl_alloc_set_hook(alloc, NULL, NULL);
     void **slots = calloc((size_t)rec.n_slots + 1, sizeof(void *));
-    CHECK(slots != NULL);
+    PL_CHECK(slots != NULL);
     const int reps = 200;
     double t0 = now_s();
     for (int k = 0; k < reps; k++) {

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "commands.h"
-#include "reports/format.h"
+#include "format.h"
 
 typedef struct {
     const char *name;

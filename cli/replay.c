@@ -11,12 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/commands.h"
-#include "cli/output.h"
-#include "reports/format.h"
-#include "tune/replay.h"
-#include "tune/replay_input.h"
-#include "tune/tune.h"
+#include "commands.h"
+#include "output.h"
+#include "format.h"
+#include "replay.h"
+#include "replay_input.h"
+#include "tune.h"
+#include "units.h"
 
 static void usage(FILE *o) {
     fprintf(o, "usage: plateau replay RUN_DIR|TRACE|SNAPSHOT|RMM_LOG --conf STRING [--capacity SIZE] [--json FILE]\n"
@@ -58,17 +59,12 @@ int pl_cli_replay(int argc, char **argv) {
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
         case 'c': conf = optarg; break;
-        case 'C': {
-            char buf[128];
-            pl_sim_options_t so;
-            snprintf(buf, sizeof buf, "capacity:%s", optarg);
-            if (pl_sim_options_parse(buf, &so, err, sizeof err) != 0 || !so.capacity_bytes) {
+        case 'C':
+            if (pl_units_parse(optarg, &capacity) || capacity == 0 || capacity > SIZE_MAX) {
                 fprintf(stderr, "plateau replay: --capacity '%s' is not a size (e.g. 24GiB, 512MiB)\n", optarg);
                 return 2;
             }
-            capacity = so.capacity_bytes;
             break;
-        }
         case 'j': json = optarg; break;
         case 'm': {
             char *end;

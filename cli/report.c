@@ -18,13 +18,13 @@
 
 #include <plateau/trace.h>
 
-#include "cli/commands.h"
-#include "cli/output.h"
-#include "reports/compare.h"
-#include "reports/extract.h"
-#include "reports/format.h"
-#include "reports/render.h"
-#include "reports/render_html.h"
+#include "commands.h"
+#include "output.h"
+#include "compare.h"
+#include "extract.h"
+#include "format.h"
+#include "render.h"
+#include "render_html.h"
 
 static void usage(FILE *o) {
     fprintf(o, "usage: plateau report RUN_DIR|TRACE [--json FILE] [--html FILE] [--metric NAME] [--since-step N]"

@@ -47,7 +47,8 @@
 #include <plateau/trace.h>
 
 #include "commands.h"
-#include "reports/format.h"
+#include "format.h"
+#include "units.h"
 
 /* DIR/run.status: how the command ended, for the report (a process killed by a signal leaves no end record, so its
  * trace cannot say which signal): one line "pid P exit N" or "pid P signal N". Best effort: a failure only loses
@@ -337,21 +338,8 @@ static void python_bootstrap_env(void) {
     free(pp);
 }
 
-static bool parse_u64(const char *s, uint64_t *out) {
-    if (!s || !*s) return false;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || s[0] == '-') return false;
-    uint64_t mul = 1;
-    if (!strcmp(end, "K") || !strcmp(end, "KiB") || !strcmp(end, "k")) mul = 1024;
-    else if (!strcmp(end, "M") || !strcmp(end, "MiB")) mul = 1024 * 1024;
-    else if (!strcmp(end, "G") || !strcmp(end, "GiB")) mul = 1024 * 1024 * 1024;
-    else if (*end && strcmp(end, "B")) return false;
-    if (v > UINT64_MAX / mul) return false;
-    *out = v * mul;
-    return true;
-}
+/* A count or a size in the one grammar (common/units.h): digits, optionally with a unit. */
+static bool parse_u64(const char *s, uint64_t *out) { return pl_units_parse(s, out) == 0; }
 
 /* mkdir -p with mode 0700 for the last component. *made: the last component was created here. */
 static int make_dirs(const char *path, bool *made) {

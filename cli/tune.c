@@ -14,12 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/commands.h"
-#include "cli/output.h"
-#include "reports/format.h"
-#include "tune/replay.h"
-#include "tune/replay_input.h"
-#include "tune/tune.h"
+#include "commands.h"
+#include "output.h"
+#include "format.h"
+#include "replay.h"
+#include "replay_input.h"
+#include "tune.h"
+#include "units.h"
 
 static void usage(FILE *o) {
     fprintf(o, "usage: plateau tune RUN_DIR|TRACE|SNAPSHOT|RMM_LOG [--capacity SIZE] [--grid SPEC] [--json FILE]\n"
@@ -39,13 +40,12 @@ static void usage(FILE *o) {
             PL_REPLAY_DEFAULT_MAX_EVENTS);
 }
 
-/* Sizes as PLATEAU_SIM_DEVICE spells them (24GiB, 512MiB, 1e9 B as 1GB). */
+/* A size in the one grammar (common/units.h: 24GiB, 24G, 512MiB, 1e9 B as 1GB), more than 0 and at most what the
+ * sim device can address. */
 static int parse_capacity(const char *text, uint64_t *out) {
-    char buf[128], err[256];
-    pl_sim_options_t so;
-    snprintf(buf, sizeof buf, "capacity:%s", text);
-    if (pl_sim_options_parse(buf, &so, err, sizeof err) != 0 || !so.capacity_bytes) return -EINVAL;
-    *out = so.capacity_bytes;
+    uint64_t v;
+    if (pl_units_parse(text, &v) || v == 0 || v > SIZE_MAX) return -EINVAL;
+    *out = v;
     return 0;
 }
 

@@ -15,9 +15,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/commands.h"
-#include "reports/format.h"
-#include "reports/live.h"
+#include "commands.h"
+#include "live.h"
+#include "format.h"
 
 static volatile int quit; /* set by a signal handler (an int store is atomic here, as sig_atomic_t) */
 

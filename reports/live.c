@@ -365,7 +365,8 @@ static void judge(const pl_live_t *l, const bins_t *b, bool by_time, double limi
         case PL_UNDECIDED_SETTLING: ms->state = PL_LIVE_WARMING; break;
         default: { /* a short or noisy tail: growing at the threshold is a suspicion, anything else undecided */
             bool grows = v.slope_per_step >= v.threshold_per_step && v.slope_per_step > 0;
-            /* growth whose regime began within the warmup allowance may still be the warmup (seed 003: 90 steps) */
+            /* growth whose regime began within the warmup allowance may still be the warmup (a real one lasted 90
+             * steps: corpus seed003_run2) */
             bool early = v.tail_start_step - v.first_step < vp.warmup_allow_steps;
             ms->state = grows ? (early ? PL_LIVE_WARMING : PL_LIVE_SUSPECTED) : PL_LIVE_UNDECIDED;
             break;

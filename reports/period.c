@@ -19,6 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hash.h"
+#include "table.h"
+
 #define SEQ_WINDOW 32768     /* events of the sequence detector (the middle of the stream) */
 #define SEQ_MAX_LAG 4096     /* longest period in allocations the sequence detector looks for */
 #define SEQ_TIE 0.05         /* lags whose match rate is within this of the best count as ties: the smallest wins */
@@ -74,39 +77,18 @@ static uint32_t canon_id(const pl_period_input_t *in, uint32_t stack_id) {
 
 #define MAX_CANON_STACK_ID (1u << 24)
 
+/* A native-stack hash's first slot: the hash is already mixed. */
+static size_t nat_home(uint64_t h, size_t cap) { return (size_t)h & (cap - 1); }
+
 /* Remember a stack record's canonical id (see pl_period_input_t). Returns 0 or -ENOMEM. */
 static int add_stack(pl_period_input_t *in, const pl_rec_stack_t *st) {
     uint32_t id = st->stack_id;
     if (id == 0 || id >= MAX_CANON_STACK_ID) return 0;
-    uint64_t h = 0x9e3779b97f4a7c15ull ^ st->n_frames;
-    for (uint32_t i = 0; i < st->n_frames; i++) {
-        h ^= st->pcs[i];
-        h *= 0xff51afd7ed558ccdull;
-        h ^= h >> 33;
-    }
+    uint64_t h = pl_hash_pcs(st->pcs, st->n_frames);
     if (h == 0) h = 1;
-    if ((in->nat_n + 1) * 2 > in->nat_cap) { /* grow and rehash */
-        size_t nc = in->nat_cap ? in->nat_cap * 2 : 1024;
-        uint64_t *nh = calloc(nc, sizeof *nh);
-        uint32_t *ni = calloc(nc, sizeof *ni);
-        if (!nh || !ni) {
-            free(nh);
-            free(ni);
-            return -ENOMEM;
-        }
-        for (size_t i = 0; i < in->nat_cap; i++) {
-            if (!in->nat_hash[i]) continue;
-            size_t k = in->nat_hash[i] & (nc - 1);
-            while (nh[k]) k = (k + 1) & (nc - 1);
-            nh[k] = in->nat_hash[i];
-            ni[k] = in->nat_id[i];
-        }
-        free(in->nat_hash);
-        free(in->nat_id);
-        in->nat_hash = nh;
-        in->nat_id = ni;
-        in->nat_cap = nc;
-    }
+    if ((in->nat_n + 1) * 2 > in->nat_cap &&
+        pl_table_grow(&in->nat_hash, &in->nat_id, &in->nat_cap, 1024, 0, nat_home))
+        return -ENOMEM;
     size_t k = h & (in->nat_cap - 1);
     while (in->nat_hash[k] && in->nat_hash[k] != h) k = (k + 1) & (in->nat_cap - 1);
     if (!in->nat_hash[k]) {

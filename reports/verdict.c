@@ -1,9 +1,9 @@
 /* reports/verdict: the decision rules of docs/verdict.md §4 over one compacted series.
  *
  * Order of the rules matters and encodes the product's priorities: a false "leak" on a warmup is the worst error
- * (it sends users chasing ghosts, seed 003), so "leak" needs a confirmed regime, a long enough tail, a significant
- * Mann-Kendall test, a Sen interval above zero, a slope above the practical threshold and a rise clear of the
- * noise. Growth since the first step is warmup until it has lasted warmup_allow_steps; geometrically decelerating
+ * (it sends users chasing ghosts: corpus series seed003_*, a real run that grew for 90 steps, then stayed flat),
+ * so "leak" needs a confirmed regime, a long enough tail, a significant Mann-Kendall test, a Sen interval above
+ * zero, a slope above the practical threshold and a rise clear of the noise. Growth since the first step is warmup until it has lasted warmup_allow_steps; geometrically decelerating
  * growth is "settling", not a leak.
  */
 #include "verdict.h"

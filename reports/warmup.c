@@ -83,7 +83,7 @@ int pl_warmup_detect(const double *x, const double *y, size_t n, size_t min_tail
         /* A regime change needs the pre-tail to sit off the line by more than the band (4/3 of it: a margin over
          * the 3-sigma band keeps noise from faking one) and, when it has a slope, to grow at a clearly different
          * rate (a factor of 2): steady growth that merely accelerates a little is one regime, not a warmup that
-         * ended (seed 003's first run, sampled finely, must not become a "leak after warmup"). */
+         * ended (corpus series seed003_run1_every_step must not become a "leak after warmup"). */
         w.pre_slope = NAN;
         if (best >= 3) {
             pl_trend_t pre;

@@ -12,7 +12,7 @@ Header keys the acceptance test (tests/reports/test_corpus.c) reads:
              with no other regime it is the warmup allowance, 100 steps, see docs/verdict.md)
   rate_rel   leak slope per step / level at tail_from (leaks only)
   short      1 = run too short to decide by design (excluded from the recall target, must not be a false leak)
-  warmup_min, warmup_max   bounds on the reported warmup end step (seed 003 run 2)
+  warmup_min, warmup_max   bounds on the reported warmup end step (seed003_run2)
 
 Usage: tools/gen-series-corpus.py [OUT_DIR]   (default: tests/fixtures/series next to this script's repo)
 Re-running rewrites every file; review changes with `git diff --stat tests/fixtures/series`.
@@ -79,7 +79,7 @@ def main():
     def add(name, meta, rows):
         items.append((name, meta, rows))
 
-    # ---- seed 003 (third seed): the numbers from its production log, in MB -------------------------------------
+    # ---- a real warmup (series seed003_*): the numbers from a production log, in MB ------------------------------
     run1 = [5552, 7159, 8851, 10515, 12227, 13919, 15736]
     add("seed003_run1_cut_at_70", {"label": "warmup", "expect": "inconclusive", "unit": "bytes"},
         [(10 * (i + 1), v * 1_000_000) for i, v in enumerate(run1)])

@@ -4,7 +4,7 @@
  * opening a FIFO for reading blocks until a writer appears and a symbolic link can point anywhere. The check is
  * made with lstat semantics (fstatat AT_SYMLINK_NOFOLLOW) before any open; pl_trace_open repeats it on the
  * opened descriptor (O_NONBLOCK, fstat) so a file swapped in between cannot block a reader either.
- * Trust (issue 12): a trace is read only when the directory's owner owns it, and, when the directory holds a
+ * Trust: a trace is read only when the directory's owner owns it, and, when the directory holds a
  * run-id file (PL_TRACE_RUN_ID_FILE, written by `plateau run`, also owned by the directory's owner), only when its
  * header carries that run id: a file planted by another user, or left by another run, is skipped and named.
  * Directories without a run-id file (the tracer preloaded by hand, runs before trace 1.4) are read whole.

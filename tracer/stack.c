@@ -12,6 +12,8 @@
 
 #include <plateau/trace.h>
 
+#include "hash.h"
+
 typedef struct {
     uint64_t hash;
     uint64_t frame_off;   /* index into frames[] */
@@ -45,15 +47,6 @@ static uint32_t pow2_at_least(uint64_t n) {
     uint32_t p = 1;
     while (p < n && p < (1u << 30)) p <<= 1;
     return p;
-}
-
-static uint64_t mix(uint64_t h) {
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ull;
-    h ^= h >> 33;
-    return h;
 }
 
 int pl_stack_create(uint32_t max_stacks, uint32_t max_pcs, pl_stack_table_t **out) {
@@ -96,8 +89,7 @@ void pl_stack_destroy(pl_stack_table_t *t) {
 uint32_t pl_stack_intern(pl_stack_table_t *t, const uint64_t *pcs, uint32_t n, bool *is_new) {
     *is_new = false;
     if (n == 0 || n > PL_TRACE_MAX_FRAMES) return 0;
-    uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
-    for (uint32_t i = 0; i < n; i++) h = mix(h ^ pcs[i]);
+    uint64_t h = pl_hash_pcs(pcs, n);
     pthread_mutex_lock(&t->mu);
     uint32_t id = 0;
     for (uint32_t s = (uint32_t)h & t->slot_mask;; s = (s + 1) & t->slot_mask) {
@@ -138,7 +130,7 @@ uint32_t pl_stack_get(pl_stack_table_t *t, uint32_t id, const uint64_t **pcs) {
 bool pl_stack_pc_insert(pl_stack_table_t *t, uint64_t pc) {
     if (pc == 0) return false; /* 0 marks an empty slot */
     if ((uint64_t)t->n_pcs * 2 >= (uint64_t)t->pc_mask + 1) return false;
-    for (uint32_t s = (uint32_t)mix(pc) & t->pc_mask;; s = (s + 1) & t->pc_mask) {
+    for (uint32_t s = (uint32_t)pl_hash_mix64(pc) & t->pc_mask;; s = (s + 1) & t->pc_mask) {
         if (t->pcs[s] == pc) return false;
         if (t->pcs[s] == 0) {
             t->pcs[s] = pc;

@@ -13,6 +13,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "table.h"
+
 #define MAP_EMPTY UINT64_MAX
 
 uint64_t pl_replay_pick_capacity(const pl_replay_seq_t *s, uint64_t given, char *why, size_t why_len) {
@@ -59,28 +61,7 @@ static size_t map_hash(uint64_t addr, size_t cap) {
 }
 
 static int map_grow(pl_replay_seq_t *s) {
-    size_t cap = s->map_cap ? s->map_cap * 2 : 1024;
-    uint64_t *na = malloc(cap * sizeof *na);
-    uint32_t *ns = malloc(cap * sizeof *ns);
-    if (!na || !ns) {
-        free(na);
-        free(ns);
-        return -ENOMEM;
-    }
-    for (size_t i = 0; i < cap; i++) na[i] = MAP_EMPTY;
-    for (size_t i = 0; i < s->map_cap; i++) {
-        if (s->map_addr[i] == MAP_EMPTY) continue;
-        size_t j = map_hash(s->map_addr[i], cap);
-        while (na[j] != MAP_EMPTY) j = (j + 1) & (cap - 1);
-        na[j] = s->map_addr[i];
-        ns[j] = s->map_slot[i];
-    }
-    free(s->map_addr);
-    free(s->map_slot);
-    s->map_addr = na;
-    s->map_slot = ns;
-    s->map_cap = cap;
-    return 0;
+    return pl_table_grow(&s->map_addr, &s->map_slot, &s->map_cap, 1024, MAP_EMPTY, map_hash);
 }
 
 /* Index of addr in the map, or the empty position where it would go. */

@@ -22,7 +22,7 @@
 #include <plateau/alloc.h>
 #include <plateau/trace.h>
 
-#include "allocator/batch.h" /* the event layout: the fast replay hands the array to the allocator as is */
+#include "batch.h" /* the event layout: the fast replay hands the array to the allocator as is */
 
 #define PL_REPLAY_DEFAULT_MAX_EVENTS ((size_t)64 << 20) /* 64 Mi events = 1 GiB of event array */
 #define PL_REPLAY_MAX_STREAMS 1024

@@ -6,7 +6,7 @@
  */
 #include "tune.h"
 
-#include "reports/format.h"
+#include "format.h"
 
 #include <errno.h>
 #include <math.h>
@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "units.h"
 
 /* ---- grid ----------------------------------------------------------------------------------------------- */
 
@@ -235,18 +237,7 @@ int pl_tune_run(const pl_replay_seq_t *s, const pl_tune_grid_t *g, uint64_t capa
 /* ---- explanation and rendering -------------------------------------------------------------------------- */
 
 void pl_tune_format_bytes(double b, char *buf, size_t buf_len) {
-    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
-    double neg = b < 0 ? -1 : 1;
-    b *= neg;
-    while (b >= 1024.0 && u < 4) {
-        b /= 1024.0;
-        u++;
-    }
-    if (u == 0)
-        snprintf(buf, buf_len, "%.0f B", b * neg);
-    else
-        snprintf(buf, buf_len, "%.*f %s", b < 10 ? 2 : 1, b * neg, units[u]);
+    pl_units_format(b, PL_UNITS_TENTHS, buf, buf_len);
 }
 
 static bool oomed(const pl_replay_result_t *r) { return r->n_ooms > 0 || r->first_oom_event >= 0; }

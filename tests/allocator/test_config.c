@@ -196,6 +196,9 @@ static void test_config_sim_options(void **state) {
     assert_int_equal(pl_sim_options_parse("capacity:1GB", &o, err, sizeof err), 0);
     assert_int_equal(o.capacity_bytes, 1000000000);
     assert_true(o.touch);
+    assert_int_equal(pl_sim_options_parse("capacity:1G,granularity:64k", &o, err, sizeof err), 0);
+    assert_int_equal(o.capacity_bytes, (size_t)1 << 30);
+    assert_int_equal(o.granularity_bytes, 64 * KiB);
     assert_int_equal(pl_sim_options_parse("capacity:80XB", &o, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "capacity"));
     assert_int_equal(pl_sim_options_parse("granularity:3000", &o, err, sizeof err), -EINVAL);

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Integration: names from traces and directories never reach the terminal raw (issue 12). A program run with
+# Integration: names from traces and directories never reach the terminal raw. A program run with
 # argv[0] = ESC ] 0 ; PWNED BEL ESC [ 31 m EVIL (bash's exec -a), in a run directory whose name holds ESC [ 2 J,
 # beside a damaged trace whose file name holds ESC and a newline: neither plateau run's output (its report
 # included) nor plateau report's holds an ESC or BEL byte, and the names show escaped (\x1b, \x07, \n).

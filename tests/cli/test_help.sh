@@ -1,5 +1,5 @@
 #!/bin/sh
-# plateau help (issue 16): `plateau help` prints the usage on stdout and exits 0 like --help; `plateau help COMMAND`
+# plateau help: `plateau help` prints the usage on stdout and exits 0 like --help; `plateau help COMMAND`
 # prints that command's --help text; an unknown command is still refused with the usage on stderr.
 # usage: test_help.sh PLATEAU WORKDIR
 set -eu

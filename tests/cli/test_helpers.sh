@@ -1,5 +1,5 @@
 #!/bin/bash
-# Integration (issue 15 part 1): a run through a pyenv-like shim (a bash script that runs 50 helpers, then execs
+# Integration: a run through a pyenv-like shim (a bash script that runs 50 helpers, then execs
 # python3) reports on one screen and leads with the Python process; the helpers are one count-by-name line, every
 # process is still in the JSON (each short helper flagged "helper": true), and --all-processes shows each, in plateau
 # report and in the report plateau run prints. Usage: test_helpers.sh PLATEAU

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Hardening of the readers' inputs (issue 12), without the preload: plateau report, tune and replay on run
+# Hardening of the readers' inputs, without the preload: plateau report, tune and replay on run
 # directories holding things that are not traces. Every command runs under `timeout` as a hang guard only.
 #   - a FIFO named *.pltrace is never opened (it used to block every reader forever): skipped and named
 #   - a report written to a full disk (/dev/full) says "No space left on device" (it said "Input/output error")

@@ -1,5 +1,5 @@
 #!/bin/sh
-# --json - means stdout for every command (issue 16): report, report RUN_A RUN_B, tune and replay write the JSON
+# --json - means stdout for every command: report, report RUN_A RUN_B, tune and replay write the JSON
 # document alone on stdout (it parses whole) instead of the text, and no file named '-' appears. report --html -
 # writes the HTML to stdout; --json - with --html - is refused.
 # usage: test_json_stdout.sh PLATEAU REPORT_GEN TUNE_GEN WORKDIR

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Integration (issue 15 parts 3-4): the CI gate and the live verdict, on tests/targets/warmleak.c (a warmup, then a
+# Integration: the CI gate and the live verdict, on tests/targets/warmleak.c (a warmup, then a
 # leak or a plateau; hand-off files let the test see each phase while the program runs, with no timing).
 #  1. plateau watch follows a run in progress: "warming up" during the warmup, then LEAK while the program still runs;
 #     started before the run's directory exists, it waits for it (one line), then follows the run to its end.

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The README's allocator demo shows the fix working (issue 16): each `PLATEAU_SIM_DEVICE=... plateau-alloc-demo`
+# The README's allocator demo shows the fix working: each `PLATEAU_SIM_DEVICE=... plateau-alloc-demo`
 # line of README.md runs as written (build/cli/ replaced by this build's directory); the one commented "out of
 # memory" must run out of memory and say which setting to try, the one commented "fits" must finish.
 # usage: test_readme_demo.sh README.md PLATEAU_ALLOC_DEMO
@@ -11,7 +11,7 @@ trap 'rm -f /tmp/readme-demo-$$.txt' EXIT
 n_oom=0 n_fit=0
 while IFS= read -r line; do
     cmd=${line%%#*} want=${line#*#}
-    # VAR=value ... build/cli/plateau-alloc-demo ARGS: run it with env, our demo binary in place of the path
+    # VAR=value ... build/allocator/plateau-alloc-demo ARGS: run it with env, our demo binary in place of the path
     set -- $cmd
     envs= args= seen=false
     for w in "$@"; do

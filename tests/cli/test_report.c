@@ -97,7 +97,7 @@ static void test_report_metric_filter(void **state) {
 }
 
 /* --metric rss hides the live heap from the report, not from the recording: the diagnosis must not say the heap
- * was not recorded (issue 16), nor that its bytes stay flat under --metric heap.count. */
+ * was not recorded, nor that its bytes stay flat under --metric heap.count. */
 static void test_report_metric_filter_heap_recorded(void **state) {
     (void)state;
     synth_cfg_t c = synth_default();
@@ -147,7 +147,7 @@ static void test_report_run_dir(void **state) {
     assert_non_null(strstr(out_buf, "run cut short: 101.0.pltrace has no end record"));
 }
 
-/* A trace without an end record whose process is still running here is "still running" (issue 16): the pid
+/* A trace without an end record whose process is still running here is "still running": the pid
  * exists, started no later than the trace, and runs the trace's executable. This test process plays it. */
 static void test_report_still_running(void **state) {
     (void)state;

@@ -97,6 +97,29 @@ static void test_run_options_reach_the_trace(void **state) {
     assert_true(s.has_end);
 }
 
+/* --sample-bytes reads the one size grammar (common/units.h): 1GB is 10^9 bytes, 2g is 2 GiB. */
+static void test_run_sample_bytes_units(void **state) {
+    (void)state;
+    const struct {
+        const char *arg;
+        uint64_t want;
+    } cases[] = {{"1GB", 1000000000ull}, {"2g", 2ull << 30}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char out[300], target[300];
+        snprintf(out, sizeof out, "%s/units%zu", dir, i);
+        snprintf(target, sizeof target, "%s/target_leak", targets);
+        char *argv[] = {(char *)plateau, "run", "-o", out, "--sample-bytes", (char *)cases[i].arg, "--",
+                        target, "1", NULL};
+        assert_int_equal(run(argv), 0);
+        char paths[4][600];
+        assert_int_equal(traces_in(out, paths, 4), 1);
+        static summary_t s;
+        summarize(paths[0], "leak_function", &s);
+        assert_int_equal(s.rc, 0);
+        assert_true(s.sample_bytes == cases[i].want);
+    }
+}
+
 static void test_run_returns_the_command_status(void **state) {
     (void)state;
     char out[300];
@@ -211,6 +234,7 @@ int main(void) {
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_run_options_reach_the_trace),
+        cmocka_unit_test(test_run_sample_bytes_units),
         cmocka_unit_test(test_run_returns_the_command_status),
         cmocka_unit_test(test_run_forwards_sigterm),
         cmocka_unit_test(test_run_host_allocator_jemalloc),

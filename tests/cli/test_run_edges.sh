@@ -1,5 +1,5 @@
 #!/bin/sh
-# plateau run's rough edges (issue 16).
+# plateau run's rough edges.
 # - A command that cannot be run (/nonexistent/cmd) exits 127 (126: not executable) and leaves no run behind: the
 #   directory plateau run made is removed, an empty one of yours is left empty, an --append'ed run keeps its run id;
 #   a program that runs and exits 127 itself keeps its run.

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Integration (issue 12 F3): a command that dies by a signal is reported with that signal (run.status written by
+# Integration: a command that dies by a signal is reported with that signal (run.status written by
 # `plateau run`, read by `plateau report`), and a process that recorded nothing is "no data", never "no leak".
 # Usage: test_run_status.sh PLATEAU
 set -u

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Integration: plateau run's run directory is trusted only when it is ours (issue 12). plateau run makes the
+# Integration: plateau run's run directory is trusted only when it is ours. plateau run makes the
 # directory itself or takes an empty one of ours that no one else can write, never a symbolic link, and refuses a
 # non-empty one unless --append; every process of a run carries the run's id in its trace header (trace 1.4,
 # PLATEAU_RUN_ID, put back by the tracer when a program execs with an empty environment), and the report reads

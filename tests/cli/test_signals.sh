@@ -1,5 +1,5 @@
 #!/bin/sh
-# Integration: signals and plateau run (issue 12). plateau run runs in its own session (setsid), so its process
+# Integration: signals and plateau run. plateau run runs in its own session (setsid), so its process
 # group can be signalled as systemd, `kill 0` or job control would; target_graceful exits 0 after one SIGTERM and
 # 42 when a second one reaches it during its graceful shutdown. The waits give up after 20 s (hang guard only).
 #   - a signal sent to the process group reaches the program once (it used to be forwarded a second time)

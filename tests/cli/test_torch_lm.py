@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Integration (issue 17): an ordinary PyTorch script (tests/targets/torch_lm.py: 2-layer transformer LM, AdamW with
+"""Integration: an ordinary PyTorch script (tests/targets/torch_lm.py: 2-layer transformer LM, AdamW with
 LR warmup and gradient clipping, a persistent 2-worker train DataLoader, validation every 50 steps through a second
 2-worker DataLoader) under `plateau run`, judged by the run verdict and the process verdicts.
 

@@ -26,6 +26,16 @@ if [ "$mode" = synth ]; then
     "$plateau" tune "$work/frag.pltrace" --capacity 1GiB --grid 'expandable_segments=False|True' \
         --json "$work/t3.json" > /dev/null || fail "tune --capacity"
     [ "$(json "$work/t3.json" "d['baseline']['oom']")" = False ] || fail "capacity ignored"
+    # --capacity reads the one size grammar (common/units.h): 1G is 1 GiB, 1gb 10^9 bytes, 0 and 1.5G are no sizes
+    "$plateau" tune "$work/frag.pltrace" --capacity 1G --grid 'expandable_segments=False|True' \
+        --json "$work/t4.json" > /dev/null || fail "tune --capacity 1G"
+    [ "$(json "$work/t4.json" "d['capacity_bytes']")" = 1073741824 ] || fail "tune --capacity 1G"
+    "$plateau" replay "$work/frag.pltrace" --conf "" --capacity 1gb --json - > "$work/r0.json" || fail "replay 1gb"
+    [ "$(json "$work/r0.json" "d['result']['capacity_bytes']")" = 1000000000 ] || fail "replay --capacity 1gb"
+    for bad in 0 1.5G 1X; do
+        if "$plateau" tune "$work/frag.pltrace" --capacity "$bad" > /dev/null 2> "$work/err"; then fail "tune $bad"; fi
+        grep -q "is not a size" "$work/err" || fail "tune --capacity $bad: $(cat "$work/err")"
+    done
     # replay: full stats, default OOMs at event 45, expandable does not
     "$plateau" replay "$work/frag.pltrace" --conf "" > "$work/r1.txt" || fail "replay exit"
     grep -q '^first_oom: event 45 of 47' "$work/r1.txt" || { cat "$work/r1.txt"; fail "replay OOM"; }

@@ -6,8 +6,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "tune/pickle.h"
-#include "tune/torch_snapshot.h"
+#include "pickle.h"
+#include "torch_snapshot.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

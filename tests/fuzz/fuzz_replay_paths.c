@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tune/replay.h"
+#include "replay.h"
 #include "../common/replay_confs.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -14,9 +14,9 @@
 #include <string.h>
 
 #include "event.h"
-#include "reports/extract.h"
-#include "reports/render.h"
-#include "reports/render_html.h"
+#include "extract.h"
+#include "render.h"
+#include "render_html.h"
 
 #define FRAME_CHUNK 2048u
 

@@ -4,7 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tune/rmm_log.h"
+#include "rmm_log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -6,9 +6,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "reports/render.h"
-#include "reports/report.h"
-#include "reports/seriesfile.h"
+#include "render.h"
+#include "report.h"
+#include "seriesfile.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

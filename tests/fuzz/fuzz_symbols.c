@@ -10,7 +10,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "reports/symbols.h"
+#include "symbols.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Install and integrate (issue 16): `meson install` into a DESTDIR gives a C/C++ trainer what it needs, and the
+# Install and integrate: `meson install` into a DESTDIR gives a C/C++ trainer what it needs, and the
 # installed plateau works from there and from a copy moved elsewhere.
 # - headers <plateau/step.h>, <plateau/alloc.h> (each compiles alone as C11 and C++), plateau.pc: a trainer built
 #   with `pkg-config --cflags --libs plateau` runs untraced (the step API does nothing) and under the installed

@@ -29,7 +29,7 @@
 
 #include <plateau/trace.h>
 
-#include "reports/extract.h"
+#include "extract.h"
 
 #include "../common/spawn.h"
 #include "../common/tmpdir.h"

@@ -17,7 +17,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "reports/extract.h"
+#include "extract.h"
 #include "../common/spawn.h"
 #include "../common/tmpdir.h"
 

@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "reports/series.h"
+#include "series.h"
 
 typedef struct {
     uint64_t s;

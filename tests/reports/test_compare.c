@@ -14,9 +14,9 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "reports/compare.h"
-#include "reports/report.h"
-#include "tracer/writer.h"
+#include "compare.h"
+#include "report.h"
+#include "writer.h"
 
 #define N_STEPS 300
 

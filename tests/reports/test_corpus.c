@@ -1,10 +1,10 @@
 /* Acceptance test of the verdict on the labeled corpus (tests/fixtures/series/, tools/gen-series-corpus.py).
  *
- * Targets (issue 4): no plateau, flat or cut-off warmup series is called a leak; >= 95 % of the leaks that can be
+ * Targets: no plateau, flat or cut-off warmup series is called a leak; >= 95 % of the leaks that can be
  * decided (runs not marked short) are found; leaks of >= 0.1 % of the level per step are found within 50 steps of
- * their tail (the series truncated to tail_from + 50); seed 003's run 1 is inconclusive and its run 2 a plateau with
- * the warmup ending at step 80-90; every `expect=` holds. Prints the confusion matrix.
- * The same series also go through the whole report (issue 17): as a process's heap.bytes (heap.count for count
+ * their tail (the series truncated to tail_from + 50); the real warmup's run 1 (seed003_run1_*) is inconclusive
+ * and its run 2 a plateau with the warmup ending at step 80-90; every `expect=` holds. Prints the confusion matrix.
+ * The same series also go through the whole report: as a process's heap.bytes (heap.count for count
  * series), with the diagnosis, the process verdict and the run verdict: no plateau/flat/warmup series may give a
  * leaking process, a "LEAK" run verdict or a host-leak finding; a decidable leak must give all three. Prints the
  * process-verdict matrix too.
@@ -20,10 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "reports/report.h"
-#include "reports/series.h"
-#include "reports/seriesfile.h"
-#include "reports/verdict.h"
+#include "report.h"
+#include "series.h"
+#include "seriesfile.h"
+#include "verdict.h"
 
 static const char *g_dir;
 

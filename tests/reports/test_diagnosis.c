@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "reports/report.h"
+#include "report.h"
 #include "synth.h"
 
 enum { FLAT, PLATEAU, LEAK, GROWING_SHORT };
@@ -183,7 +183,7 @@ static void test_diagnosis_no_leak_undecided_cut_short(void **state) {
 }
 
 
-/* issue 17: RSS grows while the live heap is not decided: never "allocator retention" (an undecided series is not
+/* RSS grows while the live heap is not decided: never "allocator retention" (an undecided series is not
  * a flat one), and the process is "not decided", not "no leak" */
 static void test_diagnosis_undecided_heap_is_not_flat(void **state) {
     (void)state;
@@ -358,7 +358,7 @@ static void test_diagnosis_misuse(void **state) {
     pl_report_process_t *p = fresh(&r);
     assert_int_equal(pl_report_set_samples(p, PL_METRIC__COUNT, NULL, 0, NULL), -EINVAL);
     assert_int_equal(pl_report_analyze(NULL), -EINVAL);
-    /* an empty process (died before its first flush) is "no data", never "no leak" (issue 12 F3) */
+    /* an empty process (died before its first flush) is "no data", never "no leak" */
     assert_int_equal(pl_report_analyze(r), 0);
     assert_true(has(p, PL_DX_NO_DATA));
     assert_false(has(p, PL_DX_NO_LEAK));

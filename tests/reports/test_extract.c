@@ -21,9 +21,9 @@
 #include <unistd.h>
 
 #include "../cli/test_report_synth.h"
-#include "reports/extract.h"
-#include "reports/render.h"
-#include "reports/render_html.h"
+#include "extract.h"
+#include "render.h"
+#include "render_html.h"
 
 static const char *g_golden_dir;
 static char g_dir[128];
@@ -306,7 +306,7 @@ static void test_extract_truncated_partial(void **state) {
 }
 
 
-/* issue 17: processes in pid order (file names sort "10001" before "9999"); a process that never steps beside one
+/* processes in pid order (file names sort "10001" before "9999"); a process that never steps beside one
  * that does is a worker, folded into one line when quiet; a step-less process's teardown bucket is not its "last";
  * the leaking process is read off the process verdict */
 static void test_extract_roles_order_and_teardown(void **state) {
@@ -360,7 +360,7 @@ static void test_extract_roles_order_and_teardown(void **state) {
     run_free(&u);
 }
 
-/* issue 17: the trainer's long-lived workers, summed on its steps: two workers that each keep 1 MiB per second
+/* the trainer's long-lived workers, summed on its steps: two workers that each keep 1 MiB per second
  * (one trainer step per second) are a pool that leaks 2 MiB/step (64 GiB host: OOM in ~9 h), and the run says so */
 static void test_extract_worker_pool_on_trainer_steps(void **state) {
     (void)state;

@@ -13,8 +13,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "reports/live.h"
-#include "tracer/writer.h"
+#include "live.h"
+#include "writer.h"
 #include "../common/tmpdir.h"
 
 static char dir[256];

@@ -13,9 +13,9 @@
 #include <stdarg.h>
 #include <cmocka.h>
 
-#include "reports/extract.h"
-#include "reports/period.h"
-#include "reports/report.h"
+#include "extract.h"
+#include "period.h"
+#include "report.h"
 #include "writer.h"
 
 static uint64_t g_rng;

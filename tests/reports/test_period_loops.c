@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "reports/period.h"
+#include "period.h"
 
 static const char *g_plateau, *g_train, *g_py, *g_torch;
 

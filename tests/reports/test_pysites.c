@@ -16,9 +16,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "reports/extract.h"
-#include "reports/pysites.h"
-#include "reports/render_html.h"
+#include "extract.h"
+#include "pysites.h"
+#include "render_html.h"
 #include "writer.h"
 
 static char g_dir[128];

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "reports/render.h"
+#include "render.h"
 #include "synth.h"
 
 static const char *g_dir;
@@ -53,7 +53,7 @@ static pl_report_t *host_report(void) {
     put(p, PL_METRIC_RSS_FILE, 7, 240, synth_flat, (double[]){1e9}, 0.002, 1.5);
     put(p, PL_METRIC_HEAP_BYTES, 8, 240, synth_linear_then_flat, (double[]){2e9, 6e9, 40}, 0.002, 1.5);
     put(p, PL_METRIC_HEAP_COUNT, 9, 240, synth_linear_then_flat, (double[]){1e5, 3e5, 40}, 0.001, 1.5);
-    /* a dataloader worker: seed 003's first run, cut at step 70 while growing */
+    /* a dataloader worker: the real warmup's first run (corpus seed003_run1), cut at step 70 while growing */
     pl_report_process_t *w = pl_report_add_process(r, 177390, -1, "pt_data_worker");
     static const double mb[] = {5552, 7159, 8851, 10515, 12227, 13919, 15736};
     pl_sample_t s[7 * 8];

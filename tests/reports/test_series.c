@@ -9,7 +9,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "reports/series.h"
+#include "series.h"
 
 #define NS 1000000000LL
 

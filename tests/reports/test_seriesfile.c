@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "reports/seriesfile.h"
+#include "seriesfile.h"
 
 static int parse(const char *text, size_t max, pl_seriesfile_t *f, pl_parse_error_t *e) {
     return pl_seriesfile_parse(text, strlen(text), max, f, e);

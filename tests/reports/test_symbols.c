@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "reports/symbols.h"
+#include "symbols.h"
 
 static __attribute__((noinline, used)) int probe_static_fn(int x) { return x * 3 + 1; }
 

@@ -9,7 +9,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "reports/trend.h"
+#include "trend.h"
 #include "synth.h"
 
 static void fill(double *x, double *y, size_t n, uint64_t seed, double slope, double sd, double phi) {

@@ -10,7 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "reports/verdict.h"
+#include "verdict.h"
 #include "synth.h"
 
 static pl_verdict_t run(const pl_sample_t *s, size_t n, const pl_verdict_params_t *p) {

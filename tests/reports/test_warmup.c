@@ -9,7 +9,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "reports/warmup.h"
+#include "warmup.h"
 #include "synth.h"
 
 static void xy(const pl_sample_t *s, size_t n, double *x, double *y) {

@@ -23,8 +23,8 @@
 
 #include "../common/shell.h"
 
-#include "training/device.h"
-#include "training/ops.h"
+#include "device.h"
+#include "ops.h"
 
 #ifndef PL_TEST_CUDA_DOUBLE
 #define PL_TEST_CUDA_DOUBLE ""

@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "training/kernels.h"
+#include "kernels.h"
 
 enum { MAXIN = 3 };
 #define FD_H 1e-5

@@ -19,8 +19,8 @@
 
 #include <plateau/alloc.h>
 
-#include "training/data.h"
-#include "training/model.h"
+#include "data.h"
+#include "model.h"
 
 typedef struct env {
     pl_backend_t *backend;

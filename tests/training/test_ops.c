@@ -23,10 +23,10 @@
 
 #include <plateau/alloc.h>
 
-#include "training/data.h"
-#include "training/kernels.h"
-#include "training/model.h"
-#include "training/ops.h"
+#include "data.h"
+#include "kernels.h"
+#include "model.h"
+#include "ops.h"
 
 enum { RL = 2, RNH = 4, RC = 64, RV = 256, GB = 4, GT = 32, N_STEPS = 6, NP = 4 + 12 * RL };
 

@@ -18,7 +18,7 @@
 
 #include "../common/files.h"
 
-#include "tune/pickle.h"
+#include "pickle.h"
 
 static const char *fixture_dir;
 

@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "tune/replay.h"
+#include "replay.h"
 #include "test_replay_synth.h"
 
 static char tmp[512];

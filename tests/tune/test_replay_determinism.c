@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tune/replay.h"
-#include "tune/tune.h"
+#include "replay.h"
+#include "tune.h"
 
 static const char *traces_dir;
 

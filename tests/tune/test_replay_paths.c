@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tune/replay.h"
+#include "replay.h"
 #include "../common/replay_confs.h"
 
 #define MiB ((uint64_t)1 << 20)

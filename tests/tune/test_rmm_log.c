@@ -16,8 +16,8 @@
 
 #include "../common/files.h"
 
-#include "tune/rmm_log.h"
-#include "tune/tune.h"
+#include "rmm_log.h"
+#include "tune.h"
 
 static const char *fixture_dir;
 

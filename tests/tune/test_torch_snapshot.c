@@ -16,9 +16,9 @@
 
 #include "../common/files.h"
 
-#include "tune/replay_input.h"
-#include "tune/torch_snapshot.h"
-#include "tune/tune.h"
+#include "replay_input.h"
+#include "torch_snapshot.h"
+#include "tune.h"
 
 static const char *fixture_dir;
 

@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tune/replay.h"
-#include "tune/tune.h"
+#include "replay.h"
+#include "tune.h"
 #include "test_replay_synth.h"
 
 static char tmp[512];

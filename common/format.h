@@ -1,6 +1,6 @@
-/* reports/format: human-readable numbers shared by the diagnosis sentences and the text renderer (binary units:
- * KiB, MiB, GiB, TiB; 3 significant digits; pure functions writing into caller buffers), and the two JSON scalar
- * writers every JSON renderer uses. */
+/* common/format: human-readable numbers shared by the report's sentences and renderers, plateau tune and the cli
+ * (bytes in the report's style, common/units.h PL_UNITS_SIG3; counts; durations; pure functions writing into caller
+ * buffers), the terminal escape, and the two JSON scalar writers every JSON renderer uses. */
 #pragma once
 
 #include <stdbool.h>

@@ -1,4 +1,4 @@
-/* reports/format: the terminal escape (issue 12: names from traces and directories must not drive the terminal). */
+/* common/format: the terminal escape (names from traces and directories must not drive the terminal). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -6,7 +6,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "reports/format.h"
+#include "format.h"
 
 static void test_format_escape_controls(void **state) {
     (void)state;

@@ -1,9 +1,9 @@
-/* cli/alloc_demo.c: plateau-alloc-demo, the allocator alone, without the training engine or the tracer (the
- * README's out-of-memory and expandable-segments example). Replays the bundled training-like allocation sequence
- * (allocator/workload.c: a transformer's forward/backward, activations freed in reverse, logits buffers,
- * parameters and AdamW state kept) through the caching allocator on the sim device, under the config of
- * PLATEAU_ALLOC_CONF (else PYTORCH_CUDA_ALLOC_CONF) and the device of PLATEAU_SIM_DEVICE (default
- * capacity:80GiB,touch:0), and prints PyTorch-style memory stats.
+/* allocator/alloc_demo.c: plateau-alloc-demo, the caching allocator on its own, without a tracer or a model (the
+ * whole pipeline's demo is `make demo`, tools/demo.sh). Replays the bundled training-like allocation sequence
+ * (allocator/workload.c: a transformer's forward/backward, activations freed in reverse, logits buffers, parameters
+ * and AdamW state kept) through the caching allocator on the sim device, under the config of PLATEAU_ALLOC_CONF (else
+ * PYTORCH_CUDA_ALLOC_CONF) and the device of PLATEAU_SIM_DEVICE (default capacity:80GiB,touch:0), and prints
+ * PyTorch-style memory stats.
  *   plateau-alloc-demo [--steps N] [--layers N] [--fixed-seq] [--empty-cache-each-step]
  */
 #include "config.h"
@@ -15,27 +15,12 @@
 
 #include <plateau/alloc.h>
 
+#include "check.h"
+#include "units.h"
 #include "workload.h"
 
-#define CHECK(expr, hint)                                                                          \
-    do {                                                                                           \
-        if (!(expr)) {                                                                             \
-            fprintf(stderr, "plateau-alloc-demo: %s failed at %s:%d: %s\n", #expr, __FILE__, __LINE__, hint); \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
 static const char *human(char *buf, size_t len, double bytes) {
-    static const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int i = 0;
-    double v = bytes < 0 ? -bytes : bytes;
-    while (v >= 1024.0 && i < 4) {
-        v /= 1024.0;
-        i++;
-    }
-    snprintf(buf, len, "%s%.2f %s", bytes < 0 ? "-" : "", v, u[i]);
-    if (i == 0) snprintf(buf, len, "%.0f B", bytes);
-    return buf;
+    return pl_units_format(bytes, PL_UNITS_FIXED2, buf, len);
 }
 
 static void row(const char *name, const pl_stat_t s[PL_POOL_N], bool bytes) {
@@ -92,21 +77,21 @@ int main(int argc, char **argv) {
         return 2;
     }
     pl_backend_t *be;
-    CHECK(pl_backend_sim_create(&so, &be) == 0, "bad PLATEAU_SIM_DEVICE values");
+    PL_CHECK(pl_backend_sim_create(&so, &be) == 0, "bad PLATEAU_SIM_DEVICE values");
     pl_alloc_t *a;
     if (pl_alloc_create(be, NULL, &a, err, sizeof err)) {
         fprintf(stderr, "plateau-alloc-demo: %s\n", err);
         return 2;
     }
     pl_alloc_config_t cfg;
-    CHECK(pl_alloc_config_from_env(&cfg, err, sizeof err) == 0, err);
+    PL_CHECK(pl_alloc_config_from_env(&cfg, err, sizeof err) == 0, err);
     char conf[512];
     pl_alloc_config_format(&cfg, conf, sizeof conf);
 
     pl_workload_t w;
-    CHECK(pl_workload_generate(&wp, &w) == 0, "out of memory generating the workload");
+    PL_CHECK(pl_workload_generate(&wp, &w) == 0, "out of memory generating the workload");
     void **ptrs = calloc(w.n_ids, sizeof *ptrs);
-    CHECK(ptrs, "out of memory");
+    PL_CHECK(ptrs, "out of memory");
     char b1[32], b2[32];
     printf("plateau-alloc-demo: %d steps of a %d-layer transformer (C=%d, B=%d, T<=%d, V=%d): %zu allocations\n",
            wp.n_steps, wp.n_layers, wp.d_model, wp.batch, wp.max_seq, wp.vocab, w.n_allocs);

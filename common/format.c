@@ -1,28 +1,14 @@
-/* reports/format: number formatting for text output (see format.h). Deterministic: goldens depend on it. */
+/* common/format: number formatting for text output (see format.h). Deterministic: goldens depend on it. */
 #include "format.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "units.h"
+
 char *pl_format_bytes(double bytes, char *buf, size_t size) {
-    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-    if (!isfinite(bytes)) {
-        snprintf(buf, size, "?");
-        return buf;
-    }
-    double a = fabs(bytes);
-    int u = 0;
-    while (a >= 1024 && u < 5) {
-        a /= 1024;
-        u++;
-    }
-    const char *sign = bytes < 0 ? "-" : "";
-    if (u == 0) snprintf(buf, size, "%s%.0f B", sign, a);
-    else if (a >= 100) snprintf(buf, size, "%s%.0f %s", sign, a, units[u]);
-    else if (a >= 10) snprintf(buf, size, "%s%.1f %s", sign, a, units[u]);
-    else snprintf(buf, size, "%s%.2f %s", sign, a, units[u]);
-    return buf;
+    return pl_units_format(bytes, PL_UNITS_SIG3, buf, size);
 }
 
 char *pl_format_value(double v, bool is_bytes, char *buf, size_t size) {
