@@ -125,10 +125,6 @@ static void warn_line(const char *msg) {
     (void)!write(2, "\n", 1);
 }
 
-static void warn_once(atomic_bool *flag, const char *msg) {
-    if (!atomic_exchange(flag, true)) warn_line(msg);
-}
-
 static bool in_self(const void *p) {
     uint64_t a = (uint64_t)(uintptr_t)p;
     if (a >= pl_g.text_lo && a < pl_g.text_hi) return true;
@@ -178,8 +174,7 @@ static void *get_real(int s, const void *caller) {
     if (pl_cuda_real_dlsym) set_real(s, pl_cuda_real_dlsym(RTLD_NEXT, slot_info[s].sym));
     if (!atomic_load(&cu.real[s])) set_real(s, lookup_from_caller(caller, slot_info[s].sym));
     p = atomic_load(&cu.real[s]);
-    static atomic_bool warned;
-    if (!p) warn_once(&warned, "plateau: a CUDA driver entry point was called but the real one cannot be found");
+    if (!p) PL_WARN_ONCE("plateau: a CUDA driver entry point was called but the real one cannot be found");
     return p;
 }
 
@@ -658,8 +653,7 @@ static void *rt_get(int r, const void *caller) {
     }
     p = lookup_from_caller(caller, rt_names[r]);
     if (!p) {
-        static atomic_bool warned;
-        warn_once(&warned, "plateau: a CUDA runtime function was called but the real one cannot be found");
+        PL_WARN_ONCE("plateau: a CUDA runtime function was called but the real one cannot be found");
         return NULL;
     }
     /* Remember it for this call site when a slot is free (else just look it up again next time). */

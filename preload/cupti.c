@@ -59,7 +59,7 @@ typedef struct cupti_state {
 } cupti_state_t;
 static cupti_state_t cp;
 
-/* The one line (start() runs once per process; not pl_warn_once, whose flag another warning may have taken). */
+/* The one line (start() runs once per process; its own wording, not PL_WARN_ONCE). */
 static void line(const char *what, const char *detail) {
     char buf[640];
     int n = snprintf(buf, sizeof buf, "plateau: CUPTI unavailable: %s: %s; device hooks keep recording\n", what,

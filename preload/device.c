@@ -87,9 +87,9 @@ PL_EXPORT void plateau_alloc_observer(pl_alloc_t *a, bool created) {
             memcpy(&dev.get_stats, &g, sizeof g);
         }
         if (dev.n_ids >= MAX_ALLOCATORS) {
-            pl_warn_once("plateau: more than 64 allocators: device events of the rest are not recorded");
+            PL_WARN_ONCE("plateau: more than 64 allocators: device events of the rest are not recorded");
         } else if (!dev.set_hook) {
-            pl_warn_once("plateau: pl_alloc_set_hook not found: device events are not recorded");
+            PL_WARN_ONCE("plateau: pl_alloc_set_hook not found: device events are not recorded");
         } else {
             uint32_t id = ++dev.n_ids; /* ids are never reused within a trace */
             dev.live[id - 1] = a;

@@ -413,7 +413,7 @@ static pl_pset_t ps = PL_PSET_INITIALIZER;
 
 static bool ps_insert(uintptr_t p) {
     int rc = pl_pset_insert(&ps, p, PS_SLOTS_MAX >> pl_mem_shift());
-    if (rc < 0) pl_warn_once("plateau: cannot map the sampled-pointer table: stack sampling is off");
+    if (rc < 0) PL_WARN_ONCE("plateau: cannot map the sampled-pointer table: stack sampling is off");
     return rc > 0;
 }
 

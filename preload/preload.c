@@ -52,7 +52,6 @@ static struct {
     char ld_preload[2048];       /* LD_PRELOAD at start, re-added on exec when a program drops it */
     char exe[PATH_MAX];          /* /proc/self/exe */
     uint32_t pid;                /* the pid this image's trace belongs to */
-    atomic_bool warned;
     uint32_t tids[512];          /* threads whose name was recorded (sampler thread only) */
     uint32_t name_hash[512];
     unsigned n_tids;
@@ -71,14 +70,10 @@ uint32_t pl_tid(void) {
     return tl_tid;
 }
 
-static void write_stderr(const char *msg) {
+void pl_warn(const char *msg) {
     size_t n = strlen(msg);
     (void)!write(2, msg, n);
     if (n && msg[n - 1] != '\n') (void)!write(2, "\n", 1);
-}
-
-void pl_warn_once(const char *msg) {
-    if (!atomic_exchange(&st.warned, true)) write_stderr(msg);
 }
 
 void pl_emit(const pl_trace_record_t *rec) {
@@ -548,12 +543,12 @@ static void start_recording(uint32_t ppid) {
     if (!ensure_dir()) {
         snprintf(msg, sizeof msg, "plateau: cannot create the run directory '%s' (%s): not recording",
                  pl_g.opt.dir, strerror(errno));
-        write_stderr(msg);
+        pl_warn(msg);
         goto out;
     }
     unsigned k = pl_mem_shift();
     if (!pl_g.stacks && pl_stack_create((1u << 18) >> k, (1u << 20) >> k, &pl_g.stacks) < 0) {
-        write_stderr("plateau: cannot map the stack table: not recording");
+        pl_warn("plateau: cannot map the stack table: not recording");
         goto out;
     }
     pl_rss_init(&st.rss, NULL, NULL);
@@ -568,7 +563,7 @@ static void start_recording(uint32_t ppid) {
     pl_writer_options_default(&wo);
     wo.flush_ms = pl_g.opt.flush_ms;
     wo.buffer_bytes = pl_g.opt.buffer_bytes;
-    wo.log = write_stderr;
+    wo.log = pl_warn;
     wo.thread_start = writer_thread_start;
     wo.tick = resolve_frames;
     pl_writer_t *w = NULL;
@@ -581,7 +576,7 @@ static void start_recording(uint32_t ppid) {
     if (rc < 0) {
         snprintf(msg, sizeof msg, "plateau: cannot create trace file '%s' (%s): not recording", st.path,
                  strerror(-rc));
-        write_stderr(msg);
+        pl_warn(msg);
         goto out;
     }
     st.resolved_stacks = 0;
@@ -596,18 +591,18 @@ static void start_recording(uint32_t ppid) {
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    if (pl_writer_start(w) < 0) write_stderr("plateau: cannot start the writer thread: flushing only at exit");
+    if (pl_writer_start(w) < 0) pl_warn("plateau: cannot start the writer thread: flushing only at exit");
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, SAMPLER_STACK_BYTES); /* not the default 8 MiB of address space */
     st.sampler_started = pthread_create(&st.sampler, &attr, sampler_main, NULL) == 0;
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (!st.sampler_started) write_stderr("plateau: cannot start the sampler thread: no RSS samples");
+    if (!st.sampler_started) pl_warn("plateau: cannot start the sampler thread: no RSS samples");
     atomic_store(&pl_g.active, true);
     if (!pl_g.opt.quiet) {
         snprintf(msg, sizeof msg, "plateau: tracing pid %u into %s", h.pid, st.path);
-        write_stderr(msg);
+        pl_warn(msg);
     }
 out:
     pl_tl_guard--;
@@ -666,7 +661,7 @@ static void fork_child(void) {
 __attribute__((constructor)) static void pl_preload_init(void) {
     pl_heap_resolve();
     pl_options_default(&pl_g.opt);
-    pl_options_parse(&pl_g.opt, env_get, write_stderr);
+    pl_options_parse(&pl_g.opt, env_get, pl_warn);
     if (pl_g.opt.disable) return;
     const char *lp = getenv("LD_PRELOAD");
     if (lp) snprintf(st.ld_preload, sizeof st.ld_preload, "%s", lp);

@@ -33,7 +33,15 @@ extern PL_TLS int pl_tl_guard;       /* > 0 inside the tracer: no sampling, no r
 int64_t pl_now_ns(void);
 uint32_t pl_tid(void);
 void pl_emit(const pl_trace_record_t *rec);
-void pl_warn_once(const char *msg);  /* one line on stderr (async-signal-safe write) */
+void pl_warn(const char *msg);       /* one line on stderr (async-signal-safe write; the newline added if missing) */
+
+/* pl_warn at most once per call site: each use has its own atomic flag, so one warning never silences a later,
+ * unrelated one. Async-signal-safe (an atomic exchange and write(2)); the flag survives fork, like the condition. */
+#define PL_WARN_ONCE(msg)                                                                                       \
+    do {                                                                                                       \
+        static atomic_bool pl_warned_;                                                                         \
+        if (!atomic_exchange(&pl_warned_, true)) pl_warn(msg);                                                 \
+    } while (0)
 
 /* Capture the caller's stack (frames inside the preload skipped), intern it, emit PL_REC_STACK the first
  * time. Returns the id or 0. Call with pl_tl_guard raised. */
