@@ -292,7 +292,7 @@ static uint64_t live_take(uint64_t a) {
 static void emit_dev(pl_rec_type_t type, pl_device_source_t source, int32_t device, uint64_t addr, uint64_t size,
                      uint64_t stream) {
     if (pl_tl_guard > 0 || !atomic_load_explicit(&pl_g.active, memory_order_relaxed)) return;
-    pl_tl_guard++;
+    PL_GUARD_SCOPE();
     pl_trace_record_t r = {.type = type, .t_ns = pl_now_ns()};
     r.u.device = (pl_rec_device_t){.source = source, .device = device, .addr = addr, .size = size,
                                    .requested = size, .stream = stream, .tid = pl_tid()};
@@ -300,7 +300,6 @@ static void emit_dev(pl_rec_type_t type, pl_device_source_t source, int32_t devi
         r.u.device.stack_id = pl_stack_capture();
     pl_emit(&r);
     atomic_fetch_add(&cu.n_records, 1);
-    pl_tl_guard--;
 }
 
 /* Device used memory, read on the program's own thread right after one of its driver calls changed it (a

@@ -101,9 +101,8 @@ static int next_record(void *ctx, uint8_t *buf, size_t valid, void **cursor) {
 static void emit(void *ctx, const pl_trace_record_t *rec) {
     (void)ctx;
     if (!atomic_load_explicit(&pl_g.active, memory_order_relaxed)) return;
-    pl_tl_guard++;
+    PL_GUARD_SCOPE();
     pl_emit(rec);
-    pl_tl_guard--;
 }
 
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t *buf, size_t size, size_t valid) {
@@ -122,9 +121,8 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
 
 static void cupti_at_exit(void) {
     if (atomic_load(&cp.state) != ST_RUNNING || getpid() != cp.pid) return;
-    pl_tl_guard++;
+    PL_GUARD_SCOPE();
     cp.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-    pl_tl_guard--;
 }
 
 /* dlopen libcupti: the explicit path, else the soname, else the build's CUDA directories. NULL after printing
@@ -210,9 +208,11 @@ void pl_cupti_on_cuda_init(void) {
         return;
     }
     if (!atomic_compare_exchange_strong(&cp.state, &st, ST_STARTING)) return;
-    pl_tl_guard++; /* CUPTI's own allocations and driver calls are not the program's */
-    int rc = start();
-    pl_tl_guard--;
+    int rc;
+    {
+        PL_GUARD_SCOPE(); /* CUPTI's own allocations and driver calls are not the program's */
+        rc = start();
+    }
     atomic_store_explicit(&cp.state, rc == 0 ? ST_RUNNING : ST_FAILED, memory_order_release);
 }
 

@@ -481,15 +481,12 @@ static int64_t next_interval(void) {
 }
 
 __attribute__((noinline)) static void sample_alloc(void *p, size_t size, pl_host_kind_t kind) {
-    pl_tl_guard++;
+    PL_GUARD_SCOPE();
     if (!tl_countdown_ready) {
         /* A thread's first crossing: draw its first interval, counting the bytes it already allocated. */
         tl_countdown_ready = true;
         tl_countdown += next_interval();
-        if (tl_countdown > 0) {
-            pl_tl_guard--;
-            return;
-        }
+        if (tl_countdown > 0) return;
     }
     tl_countdown = next_interval();
     if (atomic_load_explicit(&pl_g.active, memory_order_relaxed) && ps_insert((uintptr_t)p)) {
@@ -504,15 +501,13 @@ __attribute__((noinline)) static void sample_alloc(void *p, size_t size, pl_host
                                                .tid = pl_tid(), .kind = kind, .call_ordinal = ordinal};
         pl_emit(&r);
     }
-    pl_tl_guard--;
 }
 
 __attribute__((noinline)) static void sample_free(void *p) {
-    pl_tl_guard++;
+    PL_GUARD_SCOPE();
     pl_trace_record_t r = {.type = PL_REC_HOST_FREE, .t_ns = pl_now_ns()};
     r.u.host_free = (pl_rec_host_free_t){.addr = (uintptr_t)p, .tid = pl_tid()};
     pl_emit(&r);
-    pl_tl_guard--;
 }
 
 /* One branch on the slot kind, then plain owner-only updates (the common case) or atomic RMW (shared slot). */

@@ -297,11 +297,10 @@ static atomic_bool step_explicit_seen;  /* plateau_step() has been called in thi
 static atomic_bool step_last_auto;      /* the last recorded step came from plateau_step_auto() */
 
 static void step_now(pl_step_source_t source) {
-    pl_tl_guard++;
+    PL_GUARD_SCOPE();
     do_step(source, pl_now_ns());
     atomic_store(&st.rss_requested, true);
     futex_wake(&st.wake);
-    pl_tl_guard--;
 }
 
 PL_EXPORT void plateau_step(void) {
@@ -320,11 +319,10 @@ PL_EXPORT void plateau_step_auto(void) {
 
 PL_EXPORT void plateau_mark(const char *label) {
     if (!atomic_load_explicit(&pl_g.active, memory_order_relaxed)) return;
-    pl_tl_guard++;
+    PL_GUARD_SCOPE();
     pl_trace_record_t r = {.type = PL_REC_MARK, .t_ns = pl_now_ns()};
     r.u.mark = (pl_rec_mark_t){.step = atomic_load(&pl_g.step), .label = label ? label : ""};
     pl_emit(&r);
-    pl_tl_guard--;
 }
 
 /* Counters a framework hands over (include/plateau/step.h): one alloc_stats record, allocator id 0x10000 + source,
@@ -337,7 +335,7 @@ static int64_t stat_at(const uint64_t *vals, int n, int i) {
 PL_EXPORT void plateau_alloc_stats(int source, int device, const uint64_t *vals, int n) {
     if (!atomic_load_explicit(&pl_g.active, memory_order_relaxed)) return;
     if (n < 0 || (n > 0 && !vals) || source < 1 || source > 0xffff) return;
-    pl_tl_guard++;
+    PL_GUARD_SCOPE();
     pl_trace_record_t r = {.type = PL_REC_ALLOC_STATS, .t_ns = pl_now_ns()};
     uint64_t cap = n > PLATEAU_STAT_CAPACITY_BYTES ? vals[PLATEAU_STAT_CAPACITY_BYTES] : PL_TRACE_NA;
     r.u.alloc_stats = (pl_rec_alloc_stats_t){
@@ -357,7 +355,6 @@ PL_EXPORT void plateau_alloc_stats(int source, int device, const uint64_t *vals,
         .largest_free_bytes = PL_TRACE_NA, .capacity_bytes = cap,
         .fragmentation = NAN};
     pl_emit(&r);
-    pl_tl_guard--;
 }
 
 static void on_sigusr2(int sig) {
@@ -538,18 +535,18 @@ static bool ensure_dir(void) {
 }
 
 static void start_recording(uint32_t ppid) {
-    pl_tl_guard++;
+    PL_GUARD_SCOPE();
     char msg[PATH_MAX + 128];
     if (!ensure_dir()) {
         snprintf(msg, sizeof msg, "plateau: cannot create the run directory '%s' (%s): not recording",
                  pl_g.opt.dir, strerror(errno));
         pl_warn(msg);
-        goto out;
+        return;
     }
     unsigned k = pl_mem_shift();
     if (!pl_g.stacks && pl_stack_create((1u << 18) >> k, (1u << 20) >> k, &pl_g.stacks) < 0) {
         pl_warn("plateau: cannot map the stack table: not recording");
-        goto out;
+        return;
     }
     pl_rss_init(&st.rss, NULL, NULL);
     for (int i = 0; i < PL_RSS_N_SLOTS; i++) pl_fd_register(pl_rss_slot(&st.rss, i));
@@ -577,7 +574,7 @@ static void start_recording(uint32_t ppid) {
         snprintf(msg, sizeof msg, "plateau: cannot create trace file '%s' (%s): not recording", st.path,
                  strerror(-rc));
         pl_warn(msg);
-        goto out;
+        return;
     }
     st.resolved_stacks = 0;
     st.pid = h.pid;
@@ -604,8 +601,6 @@ static void start_recording(uint32_t ppid) {
         snprintf(msg, sizeof msg, "plateau: tracing pid %u into %s", h.pid, st.path);
         pl_warn(msg);
     }
-out:
-    pl_tl_guard--;
 }
 
 static void stop_sampler(void) {
@@ -617,7 +612,7 @@ static void stop_sampler(void) {
 }
 
 static void fork_prepare(void) {
-    pl_tl_guard++;
+    pl_tl_guard++; /* lowered by fork_parent or fork_child */
     pl_device_fork_prepare();
     pl_heap_fork_prepare();
     pl_pyframes_fork_prepare();
@@ -683,7 +678,7 @@ __attribute__((constructor)) static void pl_preload_init(void) {
  * their records after this point are refused by the closed writer (memory stays mapped). */
 __attribute__((destructor)) static void pl_preload_fini(void) {
     if (!atomic_load(&pl_g.active)) return;
-    pl_tl_guard++;
+    PL_GUARD_SCOPE();
     stop_sampler();
     /* A step whose RSS sample the sampler had not taken yet gets it now. */
     if (atomic_exchange(&st.rss_requested, false)) emit_rss(atomic_load(&pl_g.step));
@@ -694,7 +689,6 @@ __attribute__((destructor)) static void pl_preload_fini(void) {
     atomic_store(&pl_g.active, false);
     pl_writer_t *w = atomic_load(&pl_g.writer);
     if (w) pl_writer_close(w);
-    pl_tl_guard--;
 }
 
 /* ------------------------------------------------------------------ exec */
@@ -712,14 +706,13 @@ static void before_exec(const char *path) {
     /* A vfork child (posix_spawn, Python's subprocess) shares our memory but is not this traced process:
      * it must not write into the parent's trace. */
     if ((uint32_t)getpid() != st.pid) return;
-    pl_tl_guard++;
+    PL_GUARD_SCOPE();
     pl_trace_record_t r = {.type = PL_REC_EXEC, .t_ns = pl_now_ns()};
     r.u.exec.path = path ? path : "";
     pl_emit(&r);
     emit_heap(pl_now_ns(), 0);
     pl_writer_t *w = atomic_load(&pl_g.writer);
     if (w) pl_writer_flush(w);
-    pl_tl_guard--;
 }
 
 PL_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
@@ -781,13 +774,12 @@ PL_EXPORT void _exit(int status) {
     static void (*real_exit)(int);
     if (!real_exit) next_sym(&real_exit, "_exit");
     if (atomic_load(&pl_g.active) && (uint32_t)getpid() == st.pid) {
-        pl_tl_guard++;
+        PL_GUARD_SCOPE();
         emit_heap(pl_now_ns(), 0);
         pl_trace_record_t r = {.type = PL_REC_PROCESS_END, .t_ns = pl_now_ns()};
         pl_emit(&r);
         pl_writer_t *w = atomic_load(&pl_g.writer);
         if (w) pl_writer_flush(w);
-        pl_tl_guard--;
     }
     if (real_exit) real_exit(status);
     syscall(SYS_exit_group, status);

@@ -30,6 +30,15 @@ typedef struct pl_preload {
 extern pl_preload_t pl_g;
 extern PL_TLS int pl_tl_guard;       /* > 0 inside the tracer: no sampling, no re-entry */
 
+static inline void pl_guard_leave_(int *unused) {
+    (void)unused;
+    pl_tl_guard--;
+}
+/* Raises pl_tl_guard from here to the end of the enclosing block, and lowers it however the block is left (return,
+ * break, or a C++ exception unwinding through: the preload is built with -fexceptions), so an early return cannot
+ * leave it raised. One per block; a raise that spans functions (fork_prepare/fork_parent) stays explicit. */
+#define PL_GUARD_SCOPE() __attribute__((cleanup(pl_guard_leave_), unused)) int pl_guard_scope_ = ++pl_tl_guard
+
 int64_t pl_now_ns(void);
 uint32_t pl_tid(void);
 void pl_emit(const pl_trace_record_t *rec);
