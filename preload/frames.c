@@ -1,0 +1,116 @@
+/* Frame and module resolution, on the writer thread's tick: every PC of a newly interned stack is resolved once
+ * (dladdr: module, offset, dynamic symbol) into PL_REC_FRAME, and every module once into PL_REC_MODULE with its
+ * GNU build-id (read from the loaded PT_NOTE segments: no file access, no allocation), size and mtime. Static
+ * functions, C++ demangling and long names are resolved offline (reports/symbols.c), never in the traced
+ * process. */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "preload.h"
+#include "pyframes.h"
+
+static uint32_t resolved_stacks; /* stacks whose PCs the writer tick has resolved (writer thread only) */
+
+/* The NT_GNU_BUILD_ID note of the loaded object containing `pc`, read from its PT_NOTE segments in memory (no file
+ * access, no allocation), as lowercase hex into hex[129]; "" when the object has none. */
+typedef struct { uint64_t pc; char *hex; } build_id_query_t;
+
+static int find_build_id(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    build_id_query_t *q = data;
+    bool here = false;
+    for (int i = 0; i < info->dlpi_phnum && !here; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uint64_t lo = info->dlpi_addr + ph->p_vaddr;
+        here = ph->p_type == PT_LOAD && q->pc >= lo && q->pc < lo + ph->p_memsz;
+    }
+    if (!here) return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_NOTE) continue;
+        const uint8_t *p = (const uint8_t *)(uintptr_t)(info->dlpi_addr + ph->p_vaddr), *end = p + ph->p_memsz;
+        while ((size_t)(end - p) >= sizeof(ElfW(Nhdr))) {
+            const ElfW(Nhdr) *n = (const void *)p;
+            size_t name_sz = (n->n_namesz + 3u) & ~3u, desc_sz = (n->n_descsz + 3u) & ~3u;
+            const uint8_t *name = p + sizeof *n, *desc = name + name_sz;
+            if (name_sz > (size_t)(end - name) || desc_sz > (size_t)(end - desc)) break;
+            if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && !memcmp(name, "GNU", 4) && n->n_descsz <= 64) {
+                static const char digits[] = "0123456789abcdef";
+                for (uint32_t k = 0; k < n->n_descsz; k++) {
+                    q->hex[2 * k] = digits[desc[k] >> 4];
+                    q->hex[2 * k + 1] = digits[desc[k] & 15];
+                }
+                q->hex[2 * n->n_descsz] = 0;
+                return 1;
+            }
+            p = desc + desc_sz;
+        }
+    }
+    return 1;
+}
+
+static void emit_module(uint32_t mid, uint64_t base, uint64_t pc, const char *path, int64_t t) {
+    char hex[129] = "";
+    build_id_query_t q = {.pc = pc, .hex = hex};
+    dl_iterate_phdr(find_build_id, &q);
+    struct stat sb;
+    pl_trace_record_t m = {.type = PL_REC_MODULE, .t_ns = t};
+    m.u.module = (pl_rec_module_t){.module_id = mid, .base = base, .path = path, .build_id = hex,
+                                   .file_size = PL_TRACE_NA, .file_mtime_ns = 0};
+    if (path[0] && stat(path, &sb) == 0) {
+        m.u.module.file_size = (uint64_t)sb.st_size;
+        m.u.module.file_mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+    }
+    pl_emit(&m);
+}
+
+/* Writer-thread tick: resolve every PC of stacks interned since the last tick, once per PC. Only what the
+ * running process knows is recorded (module, offset, dladdr's dynamic symbol, the module's build-id): static
+ * functions, C++ demangling and long names are resolved offline by reports/symbols.c from module path + offset,
+ * never in the traced process. */
+void pl_frames_tick(void *ctx) {
+    (void)ctx;
+    if (!pl_g.stacks) return;
+    uint32_t n = pl_stack_count(pl_g.stacks);
+    for (uint32_t id = resolved_stacks + 1; id <= n; id++) {
+        const uint64_t *pcs;
+        uint32_t nf = pl_stack_get(pl_g.stacks, id, &pcs);
+        for (uint32_t i = 0; i < nf; i++) {
+            uint64_t pc = pcs[i];
+            if ((pc & PL_PYFRAME_TAG) || !pl_stack_pc_insert(pl_g.stacks, pc)) continue; /* Python frame ids */
+            Dl_info info;
+            memset(&info, 0, sizeof info);
+            /* pc is a return address: look up pc - 1 so a call at the end of a function resolves to it. */
+            pl_trace_record_t r = {.type = PL_REC_FRAME, .t_ns = pl_now_ns()};
+            r.u.frame.pc = pc;
+            r.u.frame.symbol = "";
+            if (dladdr((void *)(uintptr_t)(pc - 1), &info) && info.dli_fbase) {
+                bool is_new;
+                uint64_t base = (uint64_t)(uintptr_t)info.dli_fbase;
+                uint32_t mid = pl_stack_module_id(pl_g.stacks, base, &is_new);
+                if (mid && is_new) {
+                    /* The main program's dli_fname is argv[0]-like: use the resolved executable path. */
+                    const char *path = info.dli_fname ? info.dli_fname : "";
+                    if (path[0] != '/' && pl_g.exe[0]) path = pl_g.exe;
+                    emit_module(mid, base, pc - 1, path, r.t_ns);
+                }
+                r.u.frame.module_id = mid;
+                r.u.frame.module_offset = pc - base;
+                if (info.dli_sname && info.dli_saddr) {
+                    r.u.frame.symbol = info.dli_sname;
+                    r.u.frame.symbol_offset = pc - (uint64_t)(uintptr_t)info.dli_saddr;
+                }
+            }
+            pl_emit(&r);
+        }
+    }
+    resolved_stacks = n;
+}
+
+void pl_frames_reset(void) { resolved_stacks = 0; }
