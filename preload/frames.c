@@ -12,13 +12,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "buildid.h"
 #include "preload.h"
 #include "pyframes.h"
 
 static uint32_t resolved_stacks; /* stacks whose PCs the writer tick has resolved (writer thread only) */
 
 /* The NT_GNU_BUILD_ID note of the loaded object containing `pc`, read from its PT_NOTE segments in memory (no file
- * access, no allocation), as lowercase hex into hex[129]; "" when the object has none. */
+ * access, no allocation; buildid.c), as lowercase hex into hex[129]; "" when the object has none. */
 typedef struct { uint64_t pc; char *hex; } build_id_query_t;
 
 static int find_build_id(struct dl_phdr_info *info, size_t size, void *data) {
@@ -34,23 +35,8 @@ static int find_build_id(struct dl_phdr_info *info, size_t size, void *data) {
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         if (ph->p_type != PT_NOTE) continue;
-        const uint8_t *p = (const uint8_t *)(uintptr_t)(info->dlpi_addr + ph->p_vaddr), *end = p + ph->p_memsz;
-        while ((size_t)(end - p) >= sizeof(ElfW(Nhdr))) {
-            const ElfW(Nhdr) *n = (const void *)p;
-            size_t name_sz = (n->n_namesz + 3u) & ~3u, desc_sz = (n->n_descsz + 3u) & ~3u;
-            const uint8_t *name = p + sizeof *n, *desc = name + name_sz;
-            if (name_sz > (size_t)(end - name) || desc_sz > (size_t)(end - desc)) break;
-            if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && !memcmp(name, "GNU", 4) && n->n_descsz <= 64) {
-                static const char digits[] = "0123456789abcdef";
-                for (uint32_t k = 0; k < n->n_descsz; k++) {
-                    q->hex[2 * k] = digits[desc[k] >> 4];
-                    q->hex[2 * k + 1] = digits[desc[k] & 15];
-                }
-                q->hex[2 * n->n_descsz] = 0;
-                return 1;
-            }
-            p = desc + desc_sz;
-        }
+        if (pl_buildid_from_notes((const void *)(uintptr_t)(info->dlpi_addr + ph->p_vaddr), ph->p_memsz, q->hex))
+            return 1;
     }
     return 1;
 }

@@ -8,8 +8,9 @@
  * needed for exact live bytes.
  * Sampling: Poisson by bytes (docs/trace-format.md). A sampled pointer goes into a set; free checks a small
  * counting filter first (one cached byte: almost every free stops there), then the set lock-free (seqlock over a
- * table that is only rebuilt, never resized in place) and emits host_free.
- * Anonymous mappings: a sorted range table (exact under partial munmap, mremap and MAP_FIXED replacement).
+ * table that is only rebuilt, never resized in place; pset.c) and emits host_free.
+ * Anonymous mappings: a sorted range table (exact under partial munmap, mremap and MAP_FIXED replacement;
+ * mranges.c), updated under mr.mu held across the real call.
  * Re-entrancy: dlsym during bootstrap may allocate: served from a static buffer. While pl_tl_guard is raised
  * (inside the tracer, or in its own threads) calls are still counted but never sampled, and the tracer's own
  * mmaps are not counted. All tracer memory here is static or mmap'd.
