@@ -108,7 +108,10 @@ static void test_mranges_full(void **state) {
     pl_mranges_t t;
     new_table(&t, 512);
     pl_mranges_delta_t d = {0, 0};
-    for (uint32_t i = 0; i < 512; i++) pl_mranges_add(&t, (uintptr_t)(2000 - 2 * i) * PG * 4, (uintptr_t)(2000 - 2 * i) * PG * 4 + 4 * PG, &d);
+    for (uint32_t i = 0; i < 512; i++) {
+        uintptr_t lo = (uintptr_t)(2000 - 2 * i) * 4 * PG; /* 4 pages, a 4-page gap below */
+        pl_mranges_add(&t, lo, lo + 4 * PG, &d);
+    }
     assert_int_equal(t.n, 512);
     assert_int_equal(d.count, 512);
     pl_mranges_delta_t e = {0, 0};
@@ -181,8 +184,9 @@ static void *mapper(void *arg) {
     for (uint32_t i = 0; i < OPS; i++) {
         pl_mranges_delta_t d = {0, 0};
         pthread_mutex_lock(&shared_mu);
-        pl_mranges_add(&shared_t, band + (uintptr_t)(i % 64) * 4 * PG, band + (uintptr_t)(i % 64) * 4 * PG + 3 * PG, &d);
-        if (i % 3 == 0) pl_mranges_cut(&shared_t, band + (uintptr_t)(i % 50) * 4 * PG + PG, band + (uintptr_t)(i % 50) * 4 * PG + 2 * PG, &d);
+        uintptr_t a = band + (uintptr_t)(i % 64) * 4 * PG, c = band + (uintptr_t)(i % 50) * 4 * PG;
+        pl_mranges_add(&shared_t, a, a + 3 * PG, &d);
+        if (i % 3 == 0) pl_mranges_cut(&shared_t, c + PG, c + 2 * PG, &d); /* a hole in another range */
         shared_bytes += d.bytes;
         shared_count += d.count;
         pthread_mutex_unlock(&shared_mu);
@@ -194,7 +198,8 @@ static void test_mranges_serialised_threads(void **state) {
     (void)state;
     new_table(&shared_t, 4096);
     pthread_t th[N_THREADS];
-    for (int i = 0; i < N_THREADS; i++) assert_int_equal(pthread_create(&th[i], NULL, mapper, (void *)(uintptr_t)i), 0);
+    for (int i = 0; i < N_THREADS; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, mapper, (void *)(uintptr_t)i), 0);
     for (int i = 0; i < N_THREADS; i++) pthread_join(th[i], NULL);
     check_invariants(&shared_t);
     assert_int_equal(shared_count, shared_t.n);
