@@ -32,6 +32,7 @@
 
 #include <cuda.h>
 
+#include "cuda_hooks.h"
 #include "preload.h"
 #if PL_HAVE_CUPTI
 #include "cupti_record.h"
@@ -41,11 +42,7 @@
 
 /* ------------------------------------------------------------------ slots */
 
-enum {
-    S_ALLOC, S_FREE, S_MANAGED, S_ALLOC_ASYNC, S_ALLOC_ASYNC_PTSZ, S_FREE_ASYNC, S_FREE_ASYNC_PTSZ, S_POOL_ASYNC,
-    S_POOL_ASYNC_PTSZ, S_CREATE, S_RELEASE, S_MAP, S_UNMAP, S_RESERVE, S_GPA, S_GPA_V2, S_INIT,
-    S_ALLOC_PITCH, S_HOST_ALLOC, S_ALLOC_HOST, S_FREE_HOST, S_N
-};
+enum { PL_CUDA_DRIVER_HOOKS(PL_CUDA_DRV_ENUM_) S_N };
 
 typedef struct slot_info {
     const char *sym;   /* exported symbol of this ABI */
@@ -55,33 +52,13 @@ typedef struct slot_info {
     bool ptsz;         /* the per-thread-default-stream variant */
 } slot_info_t;
 
-static const slot_info_t slot_info[S_N] = {
-    [S_ALLOC] = {"cuMemAlloc_v2", "cuMemAlloc", 3020, CUDA_VERSION, false},
-    [S_FREE] = {"cuMemFree_v2", "cuMemFree", 3020, CUDA_VERSION, false},
-    [S_MANAGED] = {"cuMemAllocManaged", "cuMemAllocManaged", 6000, CUDA_VERSION, false},
-    [S_ALLOC_ASYNC] = {"cuMemAllocAsync", "cuMemAllocAsync", 11020, CUDA_VERSION, false},
-    [S_ALLOC_ASYNC_PTSZ] = {"cuMemAllocAsync_ptsz", "cuMemAllocAsync", 11020, CUDA_VERSION, true},
-    [S_FREE_ASYNC] = {"cuMemFreeAsync", "cuMemFreeAsync", 11020, CUDA_VERSION, false},
-    [S_FREE_ASYNC_PTSZ] = {"cuMemFreeAsync_ptsz", "cuMemFreeAsync", 11020, CUDA_VERSION, true},
-    [S_POOL_ASYNC] = {"cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync", 11020, CUDA_VERSION, false},
-    [S_POOL_ASYNC_PTSZ] = {"cuMemAllocFromPoolAsync_ptsz", "cuMemAllocFromPoolAsync", 11020, CUDA_VERSION, true},
-    [S_CREATE] = {"cuMemCreate", "cuMemCreate", 10020, CUDA_VERSION, false},
-    [S_RELEASE] = {"cuMemRelease", "cuMemRelease", 10020, CUDA_VERSION, false},
-    [S_MAP] = {"cuMemMap", "cuMemMap", 10020, CUDA_VERSION, false},
-    [S_UNMAP] = {"cuMemUnmap", "cuMemUnmap", 10020, CUDA_VERSION, false},
-    [S_RESERVE] = {"cuMemAddressReserve", "cuMemAddressReserve", 10020, CUDA_VERSION, false},
-    [S_GPA] = {"cuGetProcAddress", "cuGetProcAddress", 11030, 11999, false},
-    [S_GPA_V2] = {"cuGetProcAddress_v2", "cuGetProcAddress", 12000, CUDA_VERSION, false},
-    [S_INIT] = {"cuInit", "cuInit", 2000, CUDA_VERSION, false},
-    [S_ALLOC_PITCH] = {"cuMemAllocPitch_v2", "cuMemAllocPitch", 3020, CUDA_VERSION, false},
-    [S_HOST_ALLOC] = {"cuMemHostAlloc", "cuMemHostAlloc", 2020, CUDA_VERSION, false},
-    [S_ALLOC_HOST] = {"cuMemAllocHost_v2", "cuMemAllocHost", 3020, CUDA_VERSION, false},
-    [S_FREE_HOST] = {"cuMemFreeHost", "cuMemFreeHost", 2000, CUDA_VERSION, false},
-};
+static const slot_info_t slot_info[S_N] = {PL_CUDA_DRIVER_HOOKS(PL_CUDA_DRV_INFO_)};
+
+/* The real functions' types (FN_fn) and the wrappers' prototypes, bound to the exported symbols. */
+PL_CUDA_DRIVER_HOOKS(PL_CUDA_DRV_TYPE_)
+PL_CUDA_DRIVER_HOOKS(PL_CUDA_DRV_PROTO_)
 
 typedef void *(*dlsym_fn)(void *, const char *);
-typedef CUresult (*gpa_fn)(const char *, void **, int, cuuint64_t);
-typedef CUresult (*gpa_v2_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
 typedef CUresult (*mem_get_info_fn)(size_t *, size_t *);
 typedef CUresult (*ctx_get_fn)(CUcontext *);
 typedef CUresult (*ctx_device_fn)(CUdevice *);
@@ -110,7 +87,7 @@ static PL_TLS int tl_depth;     /* > 0 inside a runtime wrapper: its driver call
 static PL_TLS int32_t tl_device; /* device of this thread's current context at its last device call, -1 unknown */
 
 typedef void (*any_fn)(void);
-static const any_fn wrapper_fns[S_N];
+static const any_fn wrapper_fns[S_N] = {PL_CUDA_DRIVER_HOOKS(PL_CUDA_DRV_WRAPPER_)};
 
 static void *wrapper(int s) {
     void *p;
@@ -123,10 +100,6 @@ static void *real_of(int s) { return atomic_load_explicit(&cu.real[s], memory_or
 static void warn_line(const char *msg) {
     (void)!write(2, msg, strlen(msg));
     (void)!write(2, "\n", 1);
-}
-
-static void warn_once(atomic_bool *flag, const char *msg) {
-    if (!atomic_exchange(flag, true)) warn_line(msg);
 }
 
 static bool in_self(const void *p) {
@@ -178,8 +151,7 @@ static void *get_real(int s, const void *caller) {
     if (pl_cuda_real_dlsym) set_real(s, pl_cuda_real_dlsym(RTLD_NEXT, slot_info[s].sym));
     if (!atomic_load(&cu.real[s])) set_real(s, lookup_from_caller(caller, slot_info[s].sym));
     p = atomic_load(&cu.real[s]);
-    static atomic_bool warned;
-    if (!p) warn_once(&warned, "plateau: a CUDA driver entry point was called but the real one cannot be found");
+    if (!p) PL_WARN_ONCE("plateau: a CUDA driver entry point was called but the real one cannot be found");
     return p;
 }
 
@@ -297,7 +269,7 @@ static uint64_t live_take(uint64_t a) {
 static void emit_dev(pl_rec_type_t type, pl_device_source_t source, int32_t device, uint64_t addr, uint64_t size,
                      uint64_t stream) {
     if (pl_tl_guard > 0 || !atomic_load_explicit(&pl_g.active, memory_order_relaxed)) return;
-    pl_tl_guard++;
+    PL_GUARD_SCOPE();
     pl_trace_record_t r = {.type = type, .t_ns = pl_now_ns()};
     r.u.device = (pl_rec_device_t){.source = source, .device = device, .addr = addr, .size = size,
                                    .requested = size, .stream = stream, .tid = pl_tid()};
@@ -305,7 +277,6 @@ static void emit_dev(pl_rec_type_t type, pl_device_source_t source, int32_t devi
         r.u.device.stack_id = pl_stack_capture();
     pl_emit(&r);
     atomic_fetch_add(&cu.n_records, 1);
-    pl_tl_guard--;
 }
 
 /* Device used memory, read on the program's own thread right after one of its driver calls changed it (a
@@ -362,23 +333,6 @@ void pl_cuda_sample(pl_rec_rss_t *out) {
         memcpy(&var, &p_, sizeof p_);                                                                          \
     }
 
-typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
-typedef CUresult (*free_fn)(CUdeviceptr);
-typedef CUresult (*managed_fn)(CUdeviceptr *, size_t, unsigned int);
-typedef CUresult (*alloc_async_fn)(CUdeviceptr *, size_t, CUstream);
-typedef CUresult (*free_async_fn)(CUdeviceptr, CUstream);
-typedef CUresult (*pool_async_fn)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
-typedef CUresult (*create_fn)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
-                              unsigned long long);
-typedef CUresult (*release_fn)(CUmemGenericAllocationHandle);
-typedef CUresult (*map_fn)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
-typedef CUresult (*unmap_fn)(CUdeviceptr, size_t);
-typedef CUresult (*init_fn)(unsigned int);
-typedef CUresult (*alloc_pitch_fn)(CUdeviceptr *, size_t *, size_t, size_t, unsigned int);
-typedef CUresult (*host_alloc_fn)(void **, size_t, unsigned int);
-typedef CUresult (*alloc_host_fn)(void **, size_t);
-typedef CUresult (*free_host_fn)(void *);
-typedef CUresult (*reserve_fn)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
 
 /* host: pinned host memory (cuMemHostAlloc, cuMemAllocHost_v2), recorded with device -1. */
 static void after_alloc_at(CUresult rc, const void *real, uint64_t addr, size_t size, CUstream stream, bool host) {
@@ -438,7 +392,6 @@ static void after_free_call(bool ok, const pending_free_t *f) {
 
 #define DRV(name) PL_EXPORT CUresult pl_cu_##name
 
-DRV(alloc)(CUdeviceptr *dptr, size_t size) __asm__("cuMemAlloc_v2");
 DRV(alloc)(CUdeviceptr *dptr, size_t size) {
     REAL(S_ALLOC, alloc_fn, real);
     CUresult rc = real(dptr, size);
@@ -446,13 +399,11 @@ DRV(alloc)(CUdeviceptr *dptr, size_t size) {
     return rc;
 }
 
-DRV(free)(CUdeviceptr p) __asm__("cuMemFree_v2");
 DRV(free)(CUdeviceptr p) {
     REAL(S_FREE, free_fn, real);
     DRIVER_FREE(S_FREE, p, NULL, real(p));
 }
 
-DRV(managed)(CUdeviceptr *dptr, size_t size, unsigned int flags) __asm__("cuMemAllocManaged");
 DRV(managed)(CUdeviceptr *dptr, size_t size, unsigned int flags) {
     REAL(S_MANAGED, managed_fn, real);
     CUresult rc = real(dptr, size, flags);
@@ -460,40 +411,35 @@ DRV(managed)(CUdeviceptr *dptr, size_t size, unsigned int flags) {
     return rc;
 }
 
-#define ALLOC_ASYNC(fname, slot, sym)                                                                          \
-    DRV(fname)(CUdeviceptr * dptr, size_t size, CUstream stream) __asm__(sym);                                 \
+#define ALLOC_ASYNC(fname, slot)                                                                               \
     DRV(fname)(CUdeviceptr * dptr, size_t size, CUstream stream) {                                             \
-        REAL(slot, alloc_async_fn, real);                                                                      \
+        REAL(slot, fname##_fn, real);                                                                      \
         CUresult rc = real(dptr, size, stream);                                                                \
         after_alloc(rc, real_of(slot), dptr, size, stream);                                      \
         return rc;                                                                                             \
     }
-ALLOC_ASYNC(alloc_async, S_ALLOC_ASYNC, "cuMemAllocAsync")
-ALLOC_ASYNC(alloc_async_ptsz, S_ALLOC_ASYNC_PTSZ, "cuMemAllocAsync_ptsz")
+ALLOC_ASYNC(alloc_async, S_ALLOC_ASYNC)
+ALLOC_ASYNC(alloc_async_ptsz, S_ALLOC_ASYNC_PTSZ)
 
-#define FREE_ASYNC(fname, slot, sym)                                                                           \
-    DRV(fname)(CUdeviceptr p, CUstream stream) __asm__(sym);                                                   \
+#define FREE_ASYNC(fname, slot)                                                                                \
     DRV(fname)(CUdeviceptr p, CUstream stream) {                                                               \
-        REAL(slot, free_async_fn, real);                                                                       \
+        REAL(slot, fname##_fn, real);                                                                       \
         DRIVER_FREE(slot, p, stream, real(p, stream));                                                         \
     }
-FREE_ASYNC(free_async, S_FREE_ASYNC, "cuMemFreeAsync")
-FREE_ASYNC(free_async_ptsz, S_FREE_ASYNC_PTSZ, "cuMemFreeAsync_ptsz")
+FREE_ASYNC(free_async, S_FREE_ASYNC)
+FREE_ASYNC(free_async_ptsz, S_FREE_ASYNC_PTSZ)
 
-#define POOL_ASYNC(fname, slot, sym)                                                                           \
-    DRV(fname)(CUdeviceptr * dptr, size_t size, CUmemoryPool pool, CUstream stream) __asm__(sym);              \
+#define POOL_ASYNC(fname, slot)                                                                                \
     DRV(fname)(CUdeviceptr * dptr, size_t size, CUmemoryPool pool, CUstream stream) {                          \
-        REAL(slot, pool_async_fn, real);                                                                       \
+        REAL(slot, fname##_fn, real);                                                                       \
         CUresult rc = real(dptr, size, pool, stream);                                                          \
         after_alloc(rc, real_of(slot), dptr, size, stream);                                      \
         return rc;                                                                                             \
     }
-POOL_ASYNC(pool_async, S_POOL_ASYNC, "cuMemAllocFromPoolAsync")
-POOL_ASYNC(pool_async_ptsz, S_POOL_ASYNC_PTSZ, "cuMemAllocFromPoolAsync_ptsz")
+POOL_ASYNC(pool_async, S_POOL_ASYNC)
+POOL_ASYNC(pool_async_ptsz, S_POOL_ASYNC_PTSZ)
 
 /* Pitched 2D: the block is pitch * height bytes (the pitch is the driver's answer). */
-DRV(alloc_pitch)(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned int elem)
-    __asm__("cuMemAllocPitch_v2");
 DRV(alloc_pitch)(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned int elem) {
     REAL(S_ALLOC_PITCH, alloc_pitch_fn, real);
     CUresult rc = real(dptr, pitch, width, height, elem);
@@ -502,7 +448,6 @@ DRV(alloc_pitch)(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, 
     return rc;
 }
 
-DRV(host_alloc)(void **pp, size_t size, unsigned int flags) __asm__("cuMemHostAlloc");
 DRV(host_alloc)(void **pp, size_t size, unsigned int flags) {
     REAL(S_HOST_ALLOC, host_alloc_fn, real);
     CUresult rc = real(pp, size, flags);
@@ -511,7 +456,6 @@ DRV(host_alloc)(void **pp, size_t size, unsigned int flags) {
     return rc;
 }
 
-DRV(alloc_host)(void **pp, size_t size) __asm__("cuMemAllocHost_v2");
 DRV(alloc_host)(void **pp, size_t size) {
     REAL(S_ALLOC_HOST, alloc_host_fn, real);
     CUresult rc = real(pp, size);
@@ -520,7 +464,6 @@ DRV(alloc_host)(void **pp, size_t size) {
     return rc;
 }
 
-DRV(free_host)(void *p) __asm__("cuMemFreeHost");
 DRV(free_host)(void *p) {
     REAL(S_FREE_HOST, free_host_fn, real);
     pending_free_t f_ = {0};
@@ -531,8 +474,6 @@ DRV(free_host)(void *p) {
 }
 
 DRV(create)(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
-            unsigned long long flags) __asm__("cuMemCreate");
-DRV(create)(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
             unsigned long long flags) {
     REAL(S_CREATE, create_fn, real);
     CUresult rc = real(h, size, prop, flags);
@@ -542,14 +483,11 @@ DRV(create)(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationP
     return rc;
 }
 
-DRV(release)(CUmemGenericAllocationHandle h) __asm__("cuMemRelease");
 DRV(release)(CUmemGenericAllocationHandle h) {
     REAL(S_RELEASE, release_fn, real);
     return real(h);
 }
 
-DRV(map)(CUdeviceptr p, size_t size, size_t offset, CUmemGenericAllocationHandle h, unsigned long long flags)
-    __asm__("cuMemMap");
 DRV(map)(CUdeviceptr p, size_t size, size_t offset, CUmemGenericAllocationHandle h, unsigned long long flags) {
     REAL(S_MAP, map_fn, real);
     CUresult rc = real(p, size, offset, h, flags);
@@ -560,7 +498,6 @@ DRV(map)(CUdeviceptr p, size_t size, size_t offset, CUmemGenericAllocationHandle
     return rc;
 }
 
-DRV(unmap)(CUdeviceptr p, size_t size) __asm__("cuMemUnmap");
 DRV(unmap)(CUdeviceptr p, size_t size) {
     REAL(S_UNMAP, unmap_fn, real);
     CUresult rc = real(p, size);
@@ -570,15 +507,12 @@ DRV(unmap)(CUdeviceptr p, size_t size) {
     return rc;
 }
 
-DRV(reserve)(CUdeviceptr *p, size_t size, size_t alignment, CUdeviceptr hint, unsigned long long flags)
-    __asm__("cuMemAddressReserve");
 DRV(reserve)(CUdeviceptr *p, size_t size, size_t alignment, CUdeviceptr hint, unsigned long long flags) {
     REAL(S_RESERVE, reserve_fn, real);
     return real(p, size, alignment, hint, flags);
 }
 
 /* cuInit: the program has initialised CUDA, the point where the CUPTI source may start (cupti.c). */
-DRV(init)(unsigned int flags) __asm__("cuInit");
 DRV(init)(unsigned int flags) {
     REAL(S_INIT, init_fn, real);
     CUresult rc = real(flags);
@@ -589,7 +523,6 @@ DRV(init)(unsigned int flags) {
 }
 
 /* cuGetProcAddress: the result is wrapped, including the driver's pointer to cuGetProcAddress itself. */
-DRV(gpa)(const char *sym, void **pfn, int version, cuuint64_t flags) __asm__("cuGetProcAddress");
 DRV(gpa)(const char *sym, void **pfn, int version, cuuint64_t flags) {
     REAL(S_GPA, gpa_fn, real);
     CUresult rc = real(sym, pfn, version, flags);
@@ -597,8 +530,6 @@ DRV(gpa)(const char *sym, void **pfn, int version, cuuint64_t flags) {
     return rc;
 }
 
-DRV(gpa_v2)(const char *sym, void **pfn, int version, cuuint64_t flags, CUdriverProcAddressQueryResult *status)
-    __asm__("cuGetProcAddress_v2");
 DRV(gpa_v2)(const char *sym, void **pfn, int version, cuuint64_t flags, CUdriverProcAddressQueryResult *status) {
     REAL(S_GPA_V2, gpa_v2_fn, real);
     CUresult rc = real(sym, pfn, version, flags, status);
@@ -606,28 +537,17 @@ DRV(gpa_v2)(const char *sym, void **pfn, int version, cuuint64_t flags, CUdriver
     return rc;
 }
 
-static const any_fn wrapper_fns[S_N] = {
-    [S_ALLOC] = (any_fn)pl_cu_alloc, [S_FREE] = (any_fn)pl_cu_free, [S_MANAGED] = (any_fn)pl_cu_managed,
-    [S_ALLOC_ASYNC] = (any_fn)pl_cu_alloc_async, [S_ALLOC_ASYNC_PTSZ] = (any_fn)pl_cu_alloc_async_ptsz,
-    [S_FREE_ASYNC] = (any_fn)pl_cu_free_async, [S_FREE_ASYNC_PTSZ] = (any_fn)pl_cu_free_async_ptsz,
-    [S_POOL_ASYNC] = (any_fn)pl_cu_pool_async, [S_POOL_ASYNC_PTSZ] = (any_fn)pl_cu_pool_async_ptsz,
-    [S_CREATE] = (any_fn)pl_cu_create, [S_RELEASE] = (any_fn)pl_cu_release, [S_MAP] = (any_fn)pl_cu_map,
-    [S_UNMAP] = (any_fn)pl_cu_unmap, [S_RESERVE] = (any_fn)pl_cu_reserve, [S_GPA] = (any_fn)pl_cu_gpa,
-    [S_GPA_V2] = (any_fn)pl_cu_gpa_v2, [S_INIT] = (any_fn)pl_cu_init,
-    [S_ALLOC_PITCH] = (any_fn)pl_cu_alloc_pitch, [S_HOST_ALLOC] = (any_fn)pl_cu_host_alloc,
-    [S_ALLOC_HOST] = (any_fn)pl_cu_alloc_host, [S_FREE_HOST] = (any_fn)pl_cu_free_host,
-};
-
 /* ------------------------------------------------------------------ runtime wrappers (libcudart linked dynamically) */
 
-enum {
-    R_MALLOC, R_FREE, R_MALLOC_ASYNC, R_FREE_ASYNC, R_MANAGED, R_HOST, R_HOST_ALLOC, R_FREE_HOST, R_MALLOC_ASYNC_PTSZ,
-    R_FREE_ASYNC_PTSZ, R_POOL_ASYNC, R_POOL_ASYNC_PTSZ, R_PITCH, R_3D, R_N
-};
-static const char *const rt_names[R_N] = {
-    "cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaFreeAsync", "cudaMallocManaged", "cudaMallocHost",
-    "cudaHostAlloc", "cudaFreeHost", "cudaMallocAsync_ptsz", "cudaFreeAsync_ptsz", "cudaMallocFromPoolAsync",
-    "cudaMallocFromPoolAsync_ptsz", "cudaMallocPitch", "cudaMalloc3D"};
+/* cudaMalloc3D(struct cudaPitchedPtr *, struct cudaExtent) without the runtime's headers (they would clash with
+ * the int-returning declarations below): the same layouts. */
+typedef struct { void *ptr; size_t pitch, xsize, ysize; } rt_pitched_ptr_t;
+typedef struct { size_t width, height, depth; } rt_extent_t;
+
+enum { PL_CUDA_RUNTIME_HOOKS(PL_CUDA_RT_ENUM_) R_N };
+static const char *const rt_names[R_N] = {PL_CUDA_RUNTIME_HOOKS(PL_CUDA_RT_NAME_)};
+PL_CUDA_RUNTIME_HOOKS(PL_CUDA_RT_TYPE_)
+PL_CUDA_RUNTIME_HOOKS(PL_CUDA_RT_PROTO_)
 static _Atomic(void *) rt_real[R_N];        /* found in the global scope: the same for every caller */
 
 /* Found in a caller's local scope (RTLD_LOCAL plugins): per call site, since two plugins may bundle different
@@ -658,8 +578,7 @@ static void *rt_get(int r, const void *caller) {
     }
     p = lookup_from_caller(caller, rt_names[r]);
     if (!p) {
-        static atomic_bool warned;
-        warn_once(&warned, "plateau: a CUDA runtime function was called but the real one cannot be found");
+        PL_WARN_ONCE("plateau: a CUDA runtime function was called but the real one cannot be found");
         return NULL;
     }
     /* Remember it for this call site when a slot is free (else just look it up again next time). */
@@ -673,10 +592,11 @@ static void *rt_get(int r, const void *caller) {
     return p;
 }
 
-#define RT_REAL(r, type, var)                                                                                  \
-    type var;                                                                                                  \
+/* The real `name` for this caller into `var` (its type rt_name_fn), or return cudaErrorUnknown. */
+#define RT_REAL(name, var)                                                                                     \
+    rt_##name##_fn var;                                                                                        \
     {                                                                                                          \
-        void *p_ = rt_get(r, __builtin_return_address(0));                                                     \
+        void *p_ = rt_get(R_##name, __builtin_return_address(0));                                             \
         if (!p_) return CUDA_ERROR_UNKNOWN_RT;                                                                 \
         memcpy(&var, &p_, sizeof p_);                                                                          \
     }
@@ -694,16 +614,9 @@ static void rt_after_alloc(int rc, void **ptr, size_t size, void *stream, int ho
     }
 }
 
-typedef int (*rt_malloc_fn)(void **, size_t);
-typedef int (*rt_free_fn)(void *);
-typedef int (*rt_malloc_async_fn)(void **, size_t, void *);
-typedef int (*rt_free_async_fn)(void *, void *);
-typedef int (*rt_malloc_flags_fn)(void **, size_t, unsigned int);
-typedef int (*rt_pool_async_fn)(void **, size_t, void *, void *);
-typedef int (*rt_malloc_pitch_fn)(void **, size_t *, size_t, size_t);
 
 PL_EXPORT int cudaMalloc(void **ptr, size_t size) {
-    RT_REAL(R_MALLOC, rt_malloc_fn, real);
+    RT_REAL(cudaMalloc, real);
     tl_device = -1;
     tl_depth++;
     int rc = real(ptr, size);
@@ -713,7 +626,7 @@ PL_EXPORT int cudaMalloc(void **ptr, size_t size) {
 }
 
 PL_EXPORT int cudaFree(void *p) {
-    RT_REAL(R_FREE, rt_free_fn, real);
+    RT_REAL(cudaFree, real);
     /* the device of this thread's last device call (pinned host memory: -1) */
     pending_free_t f = before_free(PL_DEV_SRC_RUNTIME, tl_device, (uint64_t)(uintptr_t)p, 0);
     tl_depth++;
@@ -725,9 +638,9 @@ PL_EXPORT int cudaFree(void *p) {
 
 /* cudaMallocAsync / cudaFreeAsync and their per-thread-default-stream variants (nvcc --default-stream
  * per-thread renames the calls to the _ptsz ones), and cudaMallocFromPoolAsync[_ptsz]. */
-#define RT_MALLOC_ASYNC(name, r)                                                                               \
+#define RT_MALLOC_ASYNC(name)                                                                                  \
     PL_EXPORT int name(void **ptr, size_t size, void *stream) {                                                \
-        RT_REAL(r, rt_malloc_async_fn, real);                                                                  \
+        RT_REAL(name, real);                                                                                   \
         tl_device = -1;                                                                                        \
         tl_depth++;                                                                                            \
         int rc = real(ptr, size, stream);                                                                      \
@@ -735,12 +648,12 @@ PL_EXPORT int cudaFree(void *p) {
         rt_after_alloc(rc, ptr, size, stream, 0);                                                              \
         return rc;                                                                                             \
     }
-RT_MALLOC_ASYNC(cudaMallocAsync, R_MALLOC_ASYNC)
-RT_MALLOC_ASYNC(cudaMallocAsync_ptsz, R_MALLOC_ASYNC_PTSZ)
+RT_MALLOC_ASYNC(cudaMallocAsync)
+RT_MALLOC_ASYNC(cudaMallocAsync_ptsz)
 
-#define RT_FREE_ASYNC(name, r)                                                                                 \
+#define RT_FREE_ASYNC(name)                                                                                    \
     PL_EXPORT int name(void *p, void *stream) {                                                                \
-        RT_REAL(r, rt_free_async_fn, real);                                                                    \
+        RT_REAL(name, real);                                                                                   \
         pending_free_t f = before_free(PL_DEV_SRC_RUNTIME, tl_device, (uint64_t)(uintptr_t)p,                  \
                                        (uint64_t)(uintptr_t)stream);                                           \
         tl_depth++;                                                                                            \
@@ -749,12 +662,12 @@ RT_MALLOC_ASYNC(cudaMallocAsync_ptsz, R_MALLOC_ASYNC_PTSZ)
         after_free_call(rc == 0, &f);                                                                          \
         return rc;                                                                                             \
     }
-RT_FREE_ASYNC(cudaFreeAsync, R_FREE_ASYNC)
-RT_FREE_ASYNC(cudaFreeAsync_ptsz, R_FREE_ASYNC_PTSZ)
+RT_FREE_ASYNC(cudaFreeAsync)
+RT_FREE_ASYNC(cudaFreeAsync_ptsz)
 
-#define RT_POOL_ASYNC(name, r)                                                                                 \
+#define RT_POOL_ASYNC(name)                                                                                    \
     PL_EXPORT int name(void **ptr, size_t size, void *pool, void *stream) {                                    \
-        RT_REAL(r, rt_pool_async_fn, real);                                                                    \
+        RT_REAL(name, real);                                                                                   \
         tl_device = -1;                                                                                        \
         tl_depth++;                                                                                            \
         int rc = real(ptr, size, pool, stream);                                                                \
@@ -762,12 +675,12 @@ RT_FREE_ASYNC(cudaFreeAsync_ptsz, R_FREE_ASYNC_PTSZ)
         rt_after_alloc(rc, ptr, size, stream, 0);                                                              \
         return rc;                                                                                             \
     }
-RT_POOL_ASYNC(cudaMallocFromPoolAsync, R_POOL_ASYNC)
-RT_POOL_ASYNC(cudaMallocFromPoolAsync_ptsz, R_POOL_ASYNC_PTSZ)
+RT_POOL_ASYNC(cudaMallocFromPoolAsync)
+RT_POOL_ASYNC(cudaMallocFromPoolAsync_ptsz)
 
 /* Pitched 2D: pitch * height bytes, the pitch being the runtime's answer. */
 PL_EXPORT int cudaMallocPitch(void **ptr, size_t *pitch, size_t width, size_t height) {
-    RT_REAL(R_PITCH, rt_malloc_pitch_fn, real);
+    RT_REAL(cudaMallocPitch, real);
     tl_device = -1;
     tl_depth++;
     int rc = real(ptr, pitch, width, height);
@@ -776,14 +689,10 @@ PL_EXPORT int cudaMallocPitch(void **ptr, size_t *pitch, size_t width, size_t he
     return rc;
 }
 
-/* cudaMalloc3D(struct cudaPitchedPtr *, struct cudaExtent) without the runtime's headers (they would clash with
- * the int-returning declarations above): the same layouts. The block is pitch * height * depth bytes. */
-typedef struct { void *ptr; size_t pitch, xsize, ysize; } rt_pitched_ptr_t;
-typedef struct { size_t width, height, depth; } rt_extent_t;
-typedef int (*rt_malloc_3d_fn)(rt_pitched_ptr_t *, rt_extent_t);
+/* cudaMalloc3D: the block is pitch * height * depth bytes. */
 
 PL_EXPORT int cudaMalloc3D(rt_pitched_ptr_t *out, rt_extent_t extent) {
-    RT_REAL(R_3D, rt_malloc_3d_fn, real);
+    RT_REAL(cudaMalloc3D, real);
     tl_device = -1;
     tl_depth++;
     int rc = real(out, extent);
@@ -794,7 +703,7 @@ PL_EXPORT int cudaMalloc3D(rt_pitched_ptr_t *out, rt_extent_t extent) {
 }
 
 PL_EXPORT int cudaMallocManaged(void **ptr, size_t size, unsigned int flags) {
-    RT_REAL(R_MANAGED, rt_malloc_flags_fn, real);
+    RT_REAL(cudaMallocManaged, real);
     tl_device = -1;
     tl_depth++;
     int rc = real(ptr, size, flags);
@@ -804,7 +713,7 @@ PL_EXPORT int cudaMallocManaged(void **ptr, size_t size, unsigned int flags) {
 }
 
 PL_EXPORT int cudaMallocHost(void **ptr, size_t size) {
-    RT_REAL(R_HOST, rt_malloc_fn, real);
+    RT_REAL(cudaMallocHost, real);
     tl_device = -1;
     tl_depth++;
     int rc = real(ptr, size);
@@ -814,7 +723,7 @@ PL_EXPORT int cudaMallocHost(void **ptr, size_t size) {
 }
 
 PL_EXPORT int cudaHostAlloc(void **ptr, size_t size, unsigned int flags) {
-    RT_REAL(R_HOST_ALLOC, rt_malloc_flags_fn, real);
+    RT_REAL(cudaHostAlloc, real);
     tl_device = -1;
     tl_depth++;
     int rc = real(ptr, size, flags);
@@ -824,7 +733,7 @@ PL_EXPORT int cudaHostAlloc(void **ptr, size_t size, unsigned int flags) {
 }
 
 PL_EXPORT int cudaFreeHost(void *p) {
-    RT_REAL(R_FREE_HOST, rt_free_fn, real);
+    RT_REAL(cudaFreeHost, real);
     pending_free_t f = before_free(PL_DEV_SRC_RUNTIME, -1, /* pinned host memory */ (uint64_t)(uintptr_t)p, 0);
     tl_depth++;
     int rc = real(p);

@@ -43,23 +43,33 @@
 
 enum { ST_IDLE = 0, ST_STARTING = 1, ST_RUNNING = 2, ST_OFF = -1, ST_FAILED = -2 };
 
+/* The libcupti functions used, one line each: X(FIELD, SYMBOL, OPTIONAL, PARAMS). The state's function pointers
+ * and resolve()'s look-up table are expanded from it (the same X-macro scheme as cuda_hooks.h); resolve() looks
+ * them up in this order, so the first missing one is the one reported. */
+#define PL_CUPTI_FUNCTIONS(X)                                                                                   \
+    X(result_string, "cuptiGetResultString", false, (CUptiResult, const char **))                              \
+    X(register_callbacks, "cuptiActivityRegisterCallbacks", false,                                              \
+      (CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc))                                    \
+    X(enable, "cuptiActivityEnable", false, (CUpti_ActivityKind))                                              \
+    X(disable, "cuptiActivityDisable", false, (CUpti_ActivityKind))                                            \
+    X(next_record, "cuptiActivityGetNextRecord", false, (uint8_t *, size_t, CUpti_Activity **))                \
+    X(flush_all, "cuptiActivityFlushAll", false, (uint32_t))                                                   \
+    X(flush_period, "cuptiActivityFlushPeriod", true, (uint32_t)) /* CUPTI 11.1 and later */                    \
+    X(timestamp, "cuptiGetTimestamp", false, (uint64_t *))
+
+#define PL_CUPTI_FIELD_(FIELD, SYM, OPTIONAL, PARAMS) CUptiResult(*FIELD) PARAMS;
+#define PL_CUPTI_LOOKUP_(FIELD, SYM, OPTIONAL, PARAMS) {SYM, offsetof(cupti_state_t, FIELD), OPTIONAL},
+
 typedef struct cupti_state {
     atomic_int state;
     pid_t pid;                    /* process that enabled CUPTI: a fork child must not flush */
     int64_t clock_offset_ns;      /* CLOCK_MONOTONIC - cuptiGetTimestamp */
-    CUptiResult (*register_callbacks)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc);
-    CUptiResult (*enable)(CUpti_ActivityKind);
-    CUptiResult (*disable)(CUpti_ActivityKind);
-    CUptiResult (*next_record)(uint8_t *, size_t, CUpti_Activity **);
-    CUptiResult (*flush_all)(uint32_t);
-    CUptiResult (*flush_period)(uint32_t); /* optional (CUPTI 11.1 and later) */
-    CUptiResult (*result_string)(CUptiResult, const char **);
-    CUptiResult (*timestamp)(uint64_t *);
+    PL_CUPTI_FUNCTIONS(PL_CUPTI_FIELD_)
     atomic_uint_fast64_t n_buffers, n_records, n_converted, n_errors;
 } cupti_state_t;
 static cupti_state_t cp;
 
-/* The one line (start() runs once per process; not pl_warn_once, whose flag another warning may have taken). */
+/* The one line (start() runs once per process; its own wording, not PL_WARN_ONCE). */
 static void line(const char *what, const char *detail) {
     char buf[640];
     int n = snprintf(buf, sizeof buf, "plateau: CUPTI unavailable: %s: %s; device hooks keep recording\n", what,
@@ -101,9 +111,8 @@ static int next_record(void *ctx, uint8_t *buf, size_t valid, void **cursor) {
 static void emit(void *ctx, const pl_trace_record_t *rec) {
     (void)ctx;
     if (!atomic_load_explicit(&pl_g.active, memory_order_relaxed)) return;
-    pl_tl_guard++;
+    PL_GUARD_SCOPE();
     pl_emit(rec);
-    pl_tl_guard--;
 }
 
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t *buf, size_t size, size_t valid) {
@@ -122,9 +131,8 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
 
 static void cupti_at_exit(void) {
     if (atomic_load(&cp.state) != ST_RUNNING || getpid() != cp.pid) return;
-    pl_tl_guard++;
+    PL_GUARD_SCOPE();
     cp.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-    pl_tl_guard--;
 }
 
 /* dlopen libcupti: the explicit path, else the soname, else the build's CUDA directories. NULL after printing
@@ -158,15 +166,7 @@ static void *load_library(char *path, size_t cap) {
 
 static bool resolve(void *h, const char *path) {
     static const struct { const char *name; size_t off; bool optional; } fns[] = {
-        {"cuptiGetResultString", offsetof(cupti_state_t, result_string), false},
-        {"cuptiActivityRegisterCallbacks", offsetof(cupti_state_t, register_callbacks), false},
-        {"cuptiActivityEnable", offsetof(cupti_state_t, enable), false},
-        {"cuptiActivityDisable", offsetof(cupti_state_t, disable), false},
-        {"cuptiActivityGetNextRecord", offsetof(cupti_state_t, next_record), false},
-        {"cuptiActivityFlushAll", offsetof(cupti_state_t, flush_all), false},
-        {"cuptiActivityFlushPeriod", offsetof(cupti_state_t, flush_period), true},
-        {"cuptiGetTimestamp", offsetof(cupti_state_t, timestamp), false},
-    };
+        PL_CUPTI_FUNCTIONS(PL_CUPTI_LOOKUP_)};
     for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
         void *p = dlsym(h, fns[i].name);
         if (!p && !fns[i].optional) {
@@ -210,9 +210,11 @@ void pl_cupti_on_cuda_init(void) {
         return;
     }
     if (!atomic_compare_exchange_strong(&cp.state, &st, ST_STARTING)) return;
-    pl_tl_guard++; /* CUPTI's own allocations and driver calls are not the program's */
-    int rc = start();
-    pl_tl_guard--;
+    int rc;
+    {
+        PL_GUARD_SCOPE(); /* CUPTI's own allocations and driver calls are not the program's */
+        rc = start();
+    }
     atomic_store_explicit(&cp.state, rc == 0 ? ST_RUNNING : ST_FAILED, memory_order_release);
 }
 

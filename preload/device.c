@@ -40,7 +40,7 @@ static void on_event(void *ctx, const pl_alloc_event_t *ev) {
     case PL_ALLOC_EV_OOM: type = PL_REC_DEVICE_OOM; break;
     default: return;
     }
-    pl_tl_guard++;
+    PL_GUARD_SCOPE();
     pl_trace_record_t r = {.type = type, .t_ns = pl_now_ns()};
     r.u.device = (pl_rec_device_t){.source = PL_DEV_SRC_ALLOCATOR, .device = ev->device, .pool = (uint32_t)ev->pool,
                                    .allocator_id = (uint32_t)(uintptr_t)ctx, .addr = ev->addr,
@@ -49,7 +49,6 @@ static void on_event(void *ctx, const pl_alloc_event_t *ev) {
     if ((type == PL_REC_DEVICE_ALLOC || type == PL_REC_DEVICE_OOM) && pl_g.opt.device_stacks)
         r.u.device.stack_id = pl_stack_capture();
     pl_emit(&r);
-    pl_tl_guard--;
 }
 
 /* One PL_REC_ALLOC_STATS for allocator id (index + 1); mu held. */
@@ -78,7 +77,7 @@ static void emit_stats_locked(uint32_t i, uint64_t step) {
 }
 
 PL_EXPORT void plateau_alloc_observer(pl_alloc_t *a, bool created) {
-    pl_tl_guard++;
+    PL_GUARD_SCOPE();
     pthread_mutex_lock(&dev.mu);
     if (created) {
         if (!dev.set_hook) {
@@ -88,9 +87,9 @@ PL_EXPORT void plateau_alloc_observer(pl_alloc_t *a, bool created) {
             memcpy(&dev.get_stats, &g, sizeof g);
         }
         if (dev.n_ids >= MAX_ALLOCATORS) {
-            pl_warn_once("plateau: more than 64 allocators: device events of the rest are not recorded");
+            PL_WARN_ONCE("plateau: more than 64 allocators: device events of the rest are not recorded");
         } else if (!dev.set_hook) {
-            pl_warn_once("plateau: pl_alloc_set_hook not found: device events are not recorded");
+            PL_WARN_ONCE("plateau: pl_alloc_set_hook not found: device events are not recorded");
         } else {
             uint32_t id = ++dev.n_ids; /* ids are never reused within a trace */
             dev.live[id - 1] = a;
@@ -106,7 +105,6 @@ PL_EXPORT void plateau_alloc_observer(pl_alloc_t *a, bool created) {
             }
     }
     pthread_mutex_unlock(&dev.mu);
-    pl_tl_guard--;
 }
 
 void pl_device_emit_stats(uint64_t step) {

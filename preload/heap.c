@@ -8,8 +8,9 @@
  * needed for exact live bytes.
  * Sampling: Poisson by bytes (docs/trace-format.md). A sampled pointer goes into a set; free checks a small
  * counting filter first (one cached byte: almost every free stops there), then the set lock-free (seqlock over a
- * table that is only rebuilt, never resized in place) and emits host_free.
- * Anonymous mappings: a sorted range table (exact under partial munmap, mremap and MAP_FIXED replacement).
+ * table that is only rebuilt, never resized in place; pset.c) and emits host_free.
+ * Anonymous mappings: a sorted range table (exact under partial munmap, mremap and MAP_FIXED replacement;
+ * mranges.c), updated under mr.mu held across the real call.
  * Re-entrancy: dlsym during bootstrap may allocate: served from a static buffer. While pl_tl_guard is raised
  * (inside the tracer, or in its own threads) calls are still counted but never sampled, and the tracer's own
  * mmaps are not counted. All tracer memory here is static or mmap'd.
@@ -40,7 +41,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mranges.h"
 #include "preload.h"
+#include "pset.h"
 
 /* ------------------------------------------------------------------ real functions and bootstrap */
 
@@ -403,196 +406,30 @@ void pl_heap_totals(pl_rec_heap_t *out) {
     *out = h;
 }
 
-/* ------------------------------------------------------------------ set of sampled live pointers */
+/* ------------------------------------------------------------------ set of sampled live pointers (pset.c) */
 
 #define PS_SLOTS_MAX (1u << 21)  /* 16 MiB of address space per table, touched lazily; fewer under RLIMIT_AS */
-#define PS_TOMB ((uintptr_t)1)
 
-static struct {
-    pthread_mutex_t mu;               /* guards writers, used, tombs */
-    uintptr_t *tabs[2];
-    _Atomic(uintptr_t *) cur;
-    atomic_uint seq;                  /* odd while the table is being rebuilt */
-    uint32_t used, tombs;
-    uint32_t slots;                   /* table size, a power of two, set by ps_init_locked */
-    atomic_long live;
-    atomic_bool failed;
-} ps = {.mu = PTHREAD_MUTEX_INITIALIZER};
-
-/* Filter in front of the set: a counting filter of live sampled pointers by a hash of their address bits. free()
- * probes the big set only when the pointer's counter is non-zero, so the common free (not sampled) reads one byte
- * of a 128 KiB array that stays in cache instead of a random line of the 16 MiB set. Counters change under ps.mu
- * (insert: +1, take: -1); 255 sticks (never decremented), so a counter is never zero while one of its pointers
- * is live: no false negatives. Visibility to a freeing thread follows the same argument as the set's: the sample
- * is inserted before malloc returns the pointer, and the program hands the pointer over with its own ordering. */
-#define PF_BITS 17
-static _Alignas(64) _Atomic uint8_t ps_filter[1u << PF_BITS];
-
-static inline uint32_t pf_hash(uintptr_t p) {
-    return (uint32_t)(((uint64_t)p >> 4) * 0xc2b2ae3d27d4eb4full >> (64 - PF_BITS));
-}
-
-static void pf_add_locked(uintptr_t p, int d) {
-    _Atomic uint8_t *c = &ps_filter[pf_hash(p)];
-    uint8_t v = atomic_load_explicit(c, memory_order_relaxed);
-    if (v == 255 || (d < 0 && v == 0)) return;
-    atomic_store_explicit(c, (uint8_t)(v + d), memory_order_relaxed);
-}
-
-static inline bool pf_maybe(uintptr_t p) {
-    return atomic_load_explicit(&ps_filter[pf_hash(p)], memory_order_relaxed) != 0;
-}
-
-static inline uint32_t ps_hash(uintptr_t p) {
-    uint64_t h = (uint64_t)p >> 4;
-    h *= 0x9e3779b97f4a7c15ull;
-    return (uint32_t)(h >> 40) & (ps.slots - 1);
-}
-
-static void *map_noreserve(size_t n) {
-    void *p = (void *)syscall(SYS_mmap, NULL, n, PROT_READ | PROT_WRITE,
-                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    return (intptr_t)p < 0 && (intptr_t)p > -4096 ? NULL : p;
-}
-
-static bool ps_init_locked(void) {
-    if (ps.tabs[0]) return true;
-    if (atomic_load(&ps.failed)) return false;
-    ps.slots = PS_SLOTS_MAX >> pl_mem_shift();
-    if (ps.slots < 1024) ps.slots = 1024;
-    ps.tabs[0] = map_noreserve(ps.slots * sizeof(uintptr_t));
-    ps.tabs[1] = map_noreserve(ps.slots * sizeof(uintptr_t));
-    if (!ps.tabs[0] || !ps.tabs[1]) {
-        atomic_store(&ps.failed, true);
-        pl_warn_once("plateau: cannot map the sampled-pointer table: stack sampling is off");
-        return false;
-    }
-    atomic_store(&ps.cur, ps.tabs[0]);
-    return true;
-}
-
-static bool ps_probe(const uintptr_t *t, uintptr_t p) {
-    for (uint32_t s = ps_hash(p), n = 0; n < ps.slots; s = (s + 1) & (ps.slots - 1), n++) {
-        uintptr_t k = __atomic_load_n(&t[s], __ATOMIC_RELAXED);
-        if (k == p) return true;
-        if (k == 0) return false;
-    }
-    return false;
-}
-
-/* Rebuild into the other table without tombstones; lock-free readers see seq change and retry. */
-static void ps_rebuild_locked(void) {
-    uintptr_t *from = atomic_load(&ps.cur), *to = from == ps.tabs[0] ? ps.tabs[1] : ps.tabs[0];
-    atomic_fetch_add(&ps.seq, 1);
-    if (syscall(SYS_mmap, to, ps.slots * sizeof(uintptr_t), PROT_READ | PROT_WRITE,
-                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == -1)
-        memset(to, 0, ps.slots * sizeof(uintptr_t));
-    uint32_t used = 0;
-    for (uint32_t i = 0; i < ps.slots; i++) {
-        uintptr_t k = from[i];
-        if (k <= PS_TOMB) continue;
-        uint32_t s = ps_hash(k);
-        while (to[s]) s = (s + 1) & (ps.slots - 1);
-        to[s] = k;
-        used++;
-    }
-    atomic_store(&ps.cur, to);
-    ps.used = used;
-    ps.tombs = 0;
-    atomic_fetch_add(&ps.seq, 1);
-}
+static pl_pset_t ps = PL_PSET_INITIALIZER;
 
 static bool ps_insert(uintptr_t p) {
-    pthread_mutex_lock(&ps.mu);
-    bool ok = ps_init_locked();
-    if (ok && (ps.used + ps.tombs + 1) * 2 > ps.slots) ps_rebuild_locked();
-    if (ok && (ps.used + 1) * 2 > ps.slots) ok = false; /* full of live samples: do not sample */
-    if (ok) {
-        uintptr_t *t = atomic_load(&ps.cur);
-        uint32_t s = ps_hash(p);
-        while (t[s] > PS_TOMB && t[s] != p) s = (s + 1) & (ps.slots - 1);
-        if (t[s] == PS_TOMB) ps.tombs--;
-        if (t[s] != p) {
-            ps.used++;
-            atomic_fetch_add(&ps.live, 1);
-            pf_add_locked(p, +1);
-        }
-        __atomic_store_n(&t[s], p, __ATOMIC_RELEASE);
-    }
-    pthread_mutex_unlock(&ps.mu);
-    return ok;
+    int rc = pl_pset_insert(&ps, p, PS_SLOTS_MAX >> pl_mem_shift());
+    if (rc < 0) PL_WARN_ONCE("plateau: cannot map the sampled-pointer table: stack sampling is off");
+    return rc > 0;
 }
 
-/* Remove p if it was sampled. The common case (not sampled) takes no lock. */
-static bool ps_take(uintptr_t p) {
-    if (atomic_load_explicit(&ps.live, memory_order_relaxed) == 0 || !pf_maybe(p)) return false;
-    bool maybe;
-    for (;;) {
-        unsigned s1 = atomic_load_explicit(&ps.seq, memory_order_acquire);
-        if (s1 & 1) {
-            maybe = true;
-            break;
-        }
-        uintptr_t *t = atomic_load_explicit(&ps.cur, memory_order_acquire);
-        maybe = t && ps_probe(t, p);
-        atomic_thread_fence(memory_order_acquire);
-        if (atomic_load_explicit(&ps.seq, memory_order_relaxed) == s1) break;
-    }
-    if (!maybe) return false;
-    bool found = false;
-    pthread_mutex_lock(&ps.mu);
-    uintptr_t *t = atomic_load(&ps.cur);
-    if (t) {
-        for (uint32_t s = ps_hash(p), n = 0; n < ps.slots; s = (s + 1) & (ps.slots - 1), n++) {
-            if (t[s] == 0) break;
-            if (t[s] == p) {
-                __atomic_store_n(&t[s], PS_TOMB, __ATOMIC_RELEASE);
-                ps.used--;
-                ps.tombs++;
-                atomic_fetch_sub(&ps.live, 1);
-                pf_add_locked(p, -1);
-                found = true;
-                break;
-            }
-        }
-    }
-    pthread_mutex_unlock(&ps.mu);
-    return found;
-}
+static inline bool ps_take(uintptr_t p) { return pl_pset_take(&ps, p); }
 
-void pl_heap_reset_sampling(void) {
-    pthread_mutex_init(&ps.mu, NULL);
-    if (!ps.tabs[0]) return;
-    for (int i = 0; i < 2; i++)
-        if (syscall(SYS_mmap, ps.tabs[i], ps.slots * sizeof(uintptr_t), PROT_READ | PROT_WRITE,
-                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == -1)
-            memset(ps.tabs[i], 0, ps.slots * sizeof(uintptr_t));
-    atomic_store(&ps.cur, ps.tabs[0]);
-    memset((void *)ps_filter, 0, sizeof ps_filter);
-    ps.used = ps.tombs = 0;
-    atomic_store(&ps.live, 0);
-    atomic_store(&ps.seq, 0);
-}
+void pl_heap_reset_sampling(void) { pl_pset_reset(&ps); }
 
-/* ------------------------------------------------------------------ live anonymous mappings */
+/* ------------------------------------------------------------------ live anonymous mappings (mranges.c) */
 
-/* Disjoint page-aligned ranges [lo, hi) of the program's live anonymous mappings, sorted by lo *descending*: the
- * kernel places new mappings below older ones, so the common insert is an append. A partial munmap trims or splits
- * a range, mremap moves or resizes it, a MAP_FIXED mapping replaces what it covers, so live bytes stay exact
- * (counted in whole pages, as the kernel maps them). `mmap_live_count` counts ranges: a hole punched in the middle
- * of a mapping makes two. mr.mu is held across the real mmap/munmap/mremap call and the table update, so two
- * threads' map operations on the same addresses are applied in the kernel's order. Storage is mmap'd (SYS_mmap)
- * on first use; when full, new mappings are not tracked (and not counted), and a split that finds no room drops
- * its lower piece from the count (live bytes then under-count, never go negative). */
 #define MR_MAX (1u << 17) /* ranges: twice the kernel's default vm.max_map_count; fewer under RLIMIT_AS */
-typedef struct { uintptr_t lo, hi; } mr_range_t;
 static struct {
-    pthread_mutex_t mu;
-    mr_range_t *r;   /* [MR_MAX], guarded by mu */
-    uint32_t n;      /* guarded by mu */
-    uint32_t max;    /* capacity of r, set when r is mapped */
-    bool failed;
+    pthread_mutex_t mu; /* held across the real mmap/munmap/mremap call and the table update */
+    pl_mranges_t t;     /* guarded by mu */
 } mr = {.mu = PTHREAD_MUTEX_INITIALIZER};
+typedef pl_mranges_delta_t mr_delta_t;
 
 static inline uintptr_t page_up(uintptr_t n) { return (n + 4095) & ~(uintptr_t)4095; }
 
@@ -612,72 +449,14 @@ static inline void mr_unlock(void) {
     tl_in_mr = 0;
 }
 
-/* First index whose range starts below x (ranges at lower indices start at or above x). mu held. */
-static uint32_t mr_below(uintptr_t x) {
-    uint32_t lo = 0, hi = mr.n;
-    while (lo < hi) {
-        uint32_t mid = (lo + hi) / 2;
-        if (mr.r[mid].lo >= x) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
+static void mr_cut_locked(uintptr_t lo, uintptr_t hi, mr_delta_t *d) { pl_mranges_cut(&mr.t, lo, hi, d); }
 
-typedef struct { int64_t bytes, count; } mr_delta_t;
-
-/* Forget [lo, hi) (unmapped or replaced): trims, splits or drops the ranges it overlaps. mu held. */
-static void mr_cut_locked(uintptr_t lo, uintptr_t hi, mr_delta_t *d) {
-    if (!mr.r || lo >= hi) return;
-    uint32_t i = mr_below(hi), j = i;
-    while (j < mr.n && mr.r[j].hi > lo) j++;
-    if (i == j) return;
-    mr_range_t keep[2];
-    uint32_t k = 0;
-    if (mr.r[i].hi > hi) keep[k++] = (mr_range_t){hi, mr.r[i].hi};          /* above the hole */
-    if (mr.r[j - 1].lo < lo) keep[k++] = (mr_range_t){mr.r[j - 1].lo, lo};  /* below the hole */
-    for (uint32_t x = i; x < j; x++) {
-        uintptr_t a = mr.r[x].lo > lo ? mr.r[x].lo : lo, b = mr.r[x].hi < hi ? mr.r[x].hi : hi;
-        d->bytes -= (int64_t)(b - a);
-    }
-    if (k > j - i && mr.n + k - (j - i) > mr.max) { /* no room to split: drop the lower piece from the count */
-        d->bytes -= (int64_t)(keep[1].hi - keep[1].lo);
-        k = 1;
-    }
-    memmove(&mr.r[i + k], &mr.r[j], (mr.n - j) * sizeof mr.r[0]);
-    memcpy(&mr.r[i], keep, k * sizeof keep[0]);
-    mr.n = mr.n + k - (j - i);
-    d->count += (int64_t)k - (int64_t)(j - i);
-}
-
-/* Track the new mapping [lo, hi) (after cutting whatever it replaced). mu held. */
 static void mr_add_locked(uintptr_t lo, uintptr_t hi, mr_delta_t *d) {
-    if (!mr.r && !mr.failed) {
-        mr.max = MR_MAX >> pl_mem_shift();
-        if (mr.max < 512) mr.max = 512;
-        mr.r = map_noreserve(mr.max * sizeof(mr_range_t));
-        mr.failed = !mr.r;
-    }
-    if (!mr.r || lo >= hi) return;
-    mr_cut_locked(lo, hi, d);
-    if (mr.n == mr.max) return;
-    uint32_t i = mr_below(lo);
-    memmove(&mr.r[i + 1], &mr.r[i], (mr.n - i) * sizeof mr.r[0]);
-    mr.r[i] = (mr_range_t){lo, hi};
-    mr.n++;
-    d->bytes += (int64_t)(hi - lo);
-    d->count++;
+    pl_mranges_map(&mr.t, MR_MAX >> pl_mem_shift()); /* storage on first use; the table size is fixed after */
+    pl_mranges_add(&mr.t, lo, hi, d);
 }
 
-/* Bytes of [lo, hi) that are tracked. mu held. */
-static uintptr_t mr_overlap_locked(uintptr_t lo, uintptr_t hi) {
-    if (!mr.r) return 0;
-    uintptr_t n = 0;
-    for (uint32_t x = mr_below(hi); x < mr.n && mr.r[x].hi > lo; x++) {
-        uintptr_t a = mr.r[x].lo > lo ? mr.r[x].lo : lo, b = mr.r[x].hi < hi ? mr.r[x].hi : hi;
-        n += b - a;
-    }
-    return n;
-}
+static uintptr_t mr_overlap_locked(uintptr_t lo, uintptr_t hi) { return pl_mranges_overlap(&mr.t, lo, hi); }
 
 /* ------------------------------------------------------------------ sampling */
 
@@ -703,15 +482,12 @@ static int64_t next_interval(void) {
 }
 
 __attribute__((noinline)) static void sample_alloc(void *p, size_t size, pl_host_kind_t kind) {
-    pl_tl_guard++;
+    PL_GUARD_SCOPE();
     if (!tl_countdown_ready) {
         /* A thread's first crossing: draw its first interval, counting the bytes it already allocated. */
         tl_countdown_ready = true;
         tl_countdown += next_interval();
-        if (tl_countdown > 0) {
-            pl_tl_guard--;
-            return;
-        }
+        if (tl_countdown > 0) return;
     }
     tl_countdown = next_interval();
     if (atomic_load_explicit(&pl_g.active, memory_order_relaxed) && ps_insert((uintptr_t)p)) {
@@ -726,15 +502,13 @@ __attribute__((noinline)) static void sample_alloc(void *p, size_t size, pl_host
                                                .tid = pl_tid(), .kind = kind, .call_ordinal = ordinal};
         pl_emit(&r);
     }
-    pl_tl_guard--;
 }
 
 __attribute__((noinline)) static void sample_free(void *p) {
-    pl_tl_guard++;
+    PL_GUARD_SCOPE();
     pl_trace_record_t r = {.type = PL_REC_HOST_FREE, .t_ns = pl_now_ns()};
     r.u.host_free = (pl_rec_host_free_t){.addr = (uintptr_t)p, .tid = pl_tid()};
     pl_emit(&r);
-    pl_tl_guard--;
 }
 
 /* One branch on the slot kind, then plain owner-only updates (the common case) or atomic RMW (shared slot). */
@@ -774,7 +548,7 @@ static inline void on_free(void *p) {
     if (__builtin_expect(tl_cxx == CXX_DELETE, 0)) return; /* the operator delete we are inside counted it */
     count_free(my_slot(), real.usable(p));
     /* the filter alone (no shared counter read): all zero while nothing sampled is live */
-    if (__builtin_expect(pf_maybe((uintptr_t)p), 0) && ps_take((uintptr_t)p) &&
+    if (__builtin_expect(pl_pset_maybe(&ps, (uintptr_t)p), 0) && ps_take((uintptr_t)p) &&
         atomic_load_explicit(&pl_g.active, memory_order_relaxed))
         sample_free(p);
 }
@@ -818,7 +592,7 @@ PL_EXPORT void *realloc(void *old, size_t n) {
     }
     if (!old) return malloc(n);
     size_t old_n = real.usable(old);
-    bool was_sampled = pf_maybe((uintptr_t)old) && ps_take((uintptr_t)old);
+    bool was_sampled = pl_pset_maybe(&ps, (uintptr_t)old) && ps_take((uintptr_t)old);
     IN_ALLOC(void *, p, real.realloc(old, n));
     if (!p && n != 0) {
         /* Failed: the old block is intact. Put it back in the sample set if it was there. */
@@ -1065,7 +839,7 @@ PL_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_
 
 PL_EXPORT int munmap(void *addr, size_t len) {
     if (__builtin_expect(!ready(), 0)) return (int)syscall(SYS_munmap, addr, len);
-    if (pl_tl_guard || tl_in_mr || tl_in_alloc || !mr.r) return real.munmap(addr, len);
+    if (pl_tl_guard || tl_in_mr || tl_in_alloc || !mr.t.r) return real.munmap(addr, len);
     mr_delta_t d = {0, 0};
     mr_lock();
     int rc = real.munmap(addr, len);
@@ -1088,7 +862,7 @@ PL_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...
         new_addr = va_arg(ap, void *);
         va_end(ap);
     }
-    if (__builtin_expect(!ready(), 0) || !real.mremap || pl_tl_guard || tl_in_mr || tl_in_alloc || !mr.r) {
+    if (__builtin_expect(!ready(), 0) || !real.mremap || pl_tl_guard || tl_in_mr || tl_in_alloc || !mr.t.r) {
         if (real.mremap) return real.mremap(old, old_len, new_len, flags, new_addr);
         return (void *)syscall(SYS_mremap, old, old_len, new_len, flags, new_addr);
     }

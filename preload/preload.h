@@ -1,9 +1,13 @@
-/* Internal state shared by the preload's files: preload.c (start/stop, options, steps, sampler thread,
- * fork/exec), heap.c (malloc family and mmap interposers, exact counters, sampled stacks) and device.c
- * (plateau allocator observer). Rules (STYLE.md): never crash or block the host program; on failure say so
+/* Internal state shared by the preload's files, one job each: preload.c (start and stop, options, process_start,
+ * fork), sampler.c (the sampler thread), step.c (the step and mark API, SIGUSR2), capture.c (stack capture),
+ * frames.c (frame and module resolution on the writer thread), threads.c (thread names), exec.c (exec and _exit),
+ * heap.c (malloc family and mmap interposers, exact counters, sampled stacks; its two structures in pset.c and
+ * mranges.c), device.c (plateau allocator observer), fd.c (the tracer's descriptors), pyframes.c (Python frames),
+ * cuda.c and cupti.c (device interception). Rules (STYLE.md): never crash or block the host program; on failure say so
  * once on stderr and switch the feature off; the tracer's memory never comes from the traced malloc. */
 #pragma once
 
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -12,6 +16,7 @@
 #include <plateau/trace.h>
 
 #include "options.h"
+#include "rss.h"
 #include "stack.h"
 #include "writer.h"
 
@@ -25,19 +30,68 @@ typedef struct pl_preload {
     atomic_bool active;              /* recording (sampling and emitting) */
     atomic_uint_fast64_t step;       /* steps completed */
     uint64_t text_lo, text_hi;       /* this library's code: frames inside it are not recorded */
+    pl_rss_ctx_t rss;                /* this image's /proc files: opened by start_recording, read by the sampler */
+    char exe[PATH_MAX];              /* /proc/self/exe, read when process_start is written */
+    uint32_t pid;                    /* the pid this image's trace belongs to (a vfork child is not it) */
 } pl_preload_t;
 
 extern pl_preload_t pl_g;
 extern PL_TLS int pl_tl_guard;       /* > 0 inside the tracer: no sampling, no re-entry */
 
+static inline void pl_guard_leave_(int *unused) {
+    (void)unused;
+    pl_tl_guard--;
+}
+/* Raises pl_tl_guard from here to the end of the enclosing block, and lowers it however the block is left (return,
+ * break, or a C++ exception unwinding through: the preload is built with -fexceptions), so an early return cannot
+ * leave it raised. One per block; a raise that spans functions (fork_prepare/fork_parent) stays explicit. */
+#define PL_GUARD_SCOPE() __attribute__((cleanup(pl_guard_leave_), unused)) int pl_guard_scope_ = ++pl_tl_guard
+
 int64_t pl_now_ns(void);
 uint32_t pl_tid(void);
 void pl_emit(const pl_trace_record_t *rec);
-void pl_warn_once(const char *msg);  /* one line on stderr (async-signal-safe write) */
+void pl_warn(const char *msg);       /* one line on stderr (async-signal-safe write; the newline added if missing) */
 
-/* Capture the caller's stack (frames inside the preload skipped), intern it, emit PL_REC_STACK the first
- * time. Returns the id or 0. Call with pl_tl_guard raised. */
+/* pl_warn at most once per call site: each use has its own atomic flag, so one warning never silences a later,
+ * unrelated one. Async-signal-safe (an atomic exchange and write(2)); the flag survives fork, like the condition. */
+#define PL_WARN_ONCE(msg)                                                                                       \
+    do {                                                                                                       \
+        static atomic_bool pl_warned_;                                                                         \
+        if (!atomic_exchange(&pl_warned_, true)) pl_warn(msg);                                                 \
+    } while (0)
+
+/* capture.c: capture the caller's stack (frames inside the preload skipped), intern it, emit PL_REC_STACK the
+ * first time. Returns the id or 0. Call with pl_tl_guard raised. pl_capture_init finds this library's code range
+ * (pl_g.text_lo/hi) once, at start. */
 uint32_t pl_stack_capture(void);
+void pl_capture_init(void);
+
+/* frames.c: the writer thread's tick (resolves the PCs of stacks interned since the last one); reset when a new
+ * trace starts (fork child). */
+void pl_frames_tick(void *ctx);
+void pl_frames_reset(void);
+
+/* sampler.c. start: with every signal blocked (the caller's mask is inherited); false when the thread could not
+ * be created. request_rss: an RSS sample soon (after a step). signal_step: one step for the sampler to record
+ * (async-signal-safe). final: the last RSS and heap samples, at exit after stop. */
+bool pl_sampler_start(void);
+void pl_sampler_stop(void);
+void pl_sampler_request_rss(void);
+void pl_sampler_signal_step(void);
+void pl_sampler_final(void);
+void pl_sampler_fork_child(void);
+void pl_emit_heap(int64_t t, uint64_t step);   /* one PL_REC_HEAP with the exact totals now */
+
+/* step.c: record one step (step record, heap totals, allocator stats) from `source`; the SIGUSR2 handler. */
+void pl_step_record(pl_step_source_t source, int64_t t);
+void pl_step_on_signal(int sig);
+
+/* threads.c: record new or renamed threads' names (sampler thread only); forget them in a fork child. */
+void pl_threads_scan(void);
+void pl_threads_fork_child(void);
+
+/* exec.c: remember LD_PRELOAD at start, to re-add it on exec. */
+void pl_exec_init(void);
 
 /* How many times the tracer halves its tables (stack table, sampled-pointer set, mmap range table) to stay far
  * below the program's RLIMIT_AS: 0 without a limit, else the smallest k that brings their ~122 MiB of reserved

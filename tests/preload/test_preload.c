@@ -755,6 +755,24 @@ static void test_preload_mmap_ranges_threads_balance(void **state) {
     assert_int_equal(sum.heap_at_step[2].mmap_live_count, sum.heap_at_step[1].mmap_live_count);
 }
 
+/* Warnings are rate-limited per call site, never process-wide: two unrelated failures, each hit twice, say two
+ * lines (preload/warn_target.c). */
+static void test_preload_each_warning_said_once(void **state) {
+    (void)state;
+    char *argv[] = {(char *)(uintptr_t)getenv("PL_WARN_TARGET"), NULL};
+    assert_non_null(argv[0]);
+    const char *env[] = {"PLATEAU_SAMPLE_BYTES=0", NULL};
+    assert_int_equal(run(argv, env), 0);
+    assert_non_null(strstr(out_buf, "done"));
+    static const char *const said[] = {"cannot map the sampled-pointer table", "pl_alloc_set_hook not found"};
+    for (int i = 0; i < 2; i++) {
+        const char *first = strstr(err_buf, said[i]);
+        if (!first) fprintf(stderr, "missing '%s' in:\n%s\n", said[i], err_buf);
+        assert_non_null(first);
+        assert_null(strstr(first + 1, said[i]));
+    }
+}
+
 int main(void) {
     preload = getenv("PL_PRELOAD");
     targets = getenv("PL_TARGETS");
@@ -783,6 +801,7 @@ int main(void) {
         cmocka_unit_test(test_preload_deep_frames_named_offline_only),
         cmocka_unit_test(test_preload_exit_with_threads_still_allocating),
         cmocka_unit_test(test_preload_full_disk_stops_recording_once),
+        cmocka_unit_test(test_preload_each_warning_said_once),
         cmocka_unit_test(test_preload_mmap_partial_unmap_and_mremap_exact),
         cmocka_unit_test(test_preload_mmap_ranges_threads_balance),
         cmocka_unit_test(test_preload_program_closing_all_fds_keeps_its_file),

@@ -1,0 +1,61 @@
+/* Native stack capture for sampled allocations: unw_backtrace on the calling thread, the preload's own frames
+ * skipped, this thread's Python frames appended (pyframes.c), interned in the stack table (tracer/stack.c) with a
+ * PL_REC_STACK record the first time. Called with pl_tl_guard raised, on the program's thread: no malloc, no
+ * locks beyond the stack table's. The frames are resolved later, on the writer thread (frames.c). */
+#include "config.h"
+
+#include <link.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
+#include "preload.h"
+#include "pyframes.h"
+
+uint32_t pl_stack_capture(void) {
+    if (!pl_g.stacks) return 0;
+    void *raw[PL_TRACE_MAX_FRAMES + 16];
+    int n = unw_backtrace(raw, (int)(sizeof raw / sizeof raw[0]));
+    /* Interned as one array: native PCs, then this thread's Python frames (PL_PYFRAME_TAG | id, pyframes.c);
+     * when both do not fit, the outermost native frames (interpreter and process start-up) give way. */
+    uint64_t pcs[PL_TRACE_MAX_FRAMES], py[PL_PYFRAMES_MAX_DEPTH];
+    uint32_t n_py = pl_pyframes_capture(py, PL_PYFRAMES_MAX_DEPTH);
+    uint32_t k = 0;
+    int i = 0;
+    while (i < n && (uint64_t)(uintptr_t)raw[i] >= pl_g.text_lo && (uint64_t)(uintptr_t)raw[i] < pl_g.text_hi) i++;
+    for (; i < n && k < PL_TRACE_MAX_FRAMES - n_py; i++) pcs[k++] = (uint64_t)(uintptr_t)raw[i];
+    memcpy(pcs + k, py, n_py * sizeof py[0]);
+    bool is_new;
+    uint32_t id = pl_stack_intern(pl_g.stacks, pcs, k + n_py, &is_new);
+    if (id && is_new) {
+        pl_trace_record_t r = {.type = PL_REC_STACK, .t_ns = pl_now_ns()};
+        r.u.stack.stack_id = id;
+        r.u.stack.n_frames = k;
+        memcpy(r.u.stack.pcs, pcs, k * sizeof pcs[0]);
+        r.u.stack.n_py = n_py;
+        for (uint32_t j = 0; j < n_py; j++) r.u.stack.py[j] = (uint32_t)py[j];
+        pl_emit(&r);
+    }
+    return id;
+}
+
+static int find_text(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    uint64_t probe = (uint64_t)(uintptr_t)data;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X)) continue;
+        uint64_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+        if (probe >= lo && probe < hi) {
+            pl_g.text_lo = lo;
+            pl_g.text_hi = hi;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void pl_capture_init(void) { dl_iterate_phdr(find_text, (void *)(uintptr_t)&pl_stack_capture); }
