@@ -23,6 +23,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "hash.h"
 #include "preload.h"
 
 /* Offsets (bytes) of the few CPython fields read, per minor version (x86-64 and aarch64: LP64). Measured with
@@ -202,18 +203,9 @@ int pl_pyframes_line(const uint8_t *t, size_t n, int firstlineno, int lasti) {
 
 /* ------------------------------------------------------------------ ids */
 
-static uint64_t mix(uint64_t h) {
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ull;
-    h ^= h >> 33;
-    return h;
-}
-
 static uint64_t hash_str(uint64_t h, const char *s) {
     while (*s) h = (h ^ (uint8_t)*s++) * 0x100000001b3ull;
-    return mix(h);
+    return pl_hash_mix64(h);
 }
 
 static size_t arena_put(const char *s) {
@@ -313,7 +305,7 @@ uint32_t pl_pyframes_capture(uint64_t *out, uint32_t cap) {
         if (owner != OWNER_GENERATOR && lasti < *(const int32_t *)(code + L->co_firsttraceable)) continue;
         uintptr_t filename = ld_ptr(code, L->co_filename), qualname = ld_ptr(code, L->co_qualname);
         int32_t first = *(const int32_t *)(code + L->co_firstlineno);
-        cache_ent_t *e = &py.cache[mix(code ^ ((uint64_t)(uint32_t)lasti << 48)) & (CACHE_SLOTS - 1)];
+        cache_ent_t *e = &py.cache[pl_hash_mix64(code ^ ((uint64_t)(uint32_t)lasti << 48)) & (CACHE_SLOTS - 1)];
         uint32_t id;
         if (e->id && e->code == code && e->lasti == lasti && e->filename == filename && e->qualname == qualname &&
             e->firstlineno == first) {
