@@ -61,6 +61,9 @@ typedef struct pl_export_torch_info {
  * trace open error. */
 int pl_export_torch_collect(const pl_extract_t *x, pl_export_torch_t **out, pl_export_torch_info_t *info);
 
+/* The same over one trace in memory (fuzzing, tests): *out NULL when it has no device allocations. */
+int pl_export_torch_collect_mem(const void *data, size_t len, pl_export_torch_t **out);
+
 /* Write the pickle (protocol 2: dicts, lists, str, int, bool, None):
  *   {'segments': [{'device', 'address', 'total_size', 'allocated_size', 'active_size', 'requested_size',
  *                  'stream', 'segment_type', 'segment_pool_id', 'is_expandable', 'frames',

@@ -179,11 +179,9 @@ static int side_record(side_t *s, bool allocator, pl_rec_type_t type, const pl_r
     return 0;
 }
 
-/* Read one trace into *alloc_side and *cuda_side. */
-static int read_trace(const char *file, side_t *as, side_t *cs) {
-    pl_trace_reader_t *rd;
-    int rc = pl_trace_open(file, &rd);
-    if (rc) return rc;
+/* Read one trace into *as (allocator source) and *cs (CUDA hooks); closes rd. */
+static int read_trace(pl_trace_reader_t *rd, side_t *as, side_t *cs) {
+    int rc = 0;
     const pl_trace_header_t *h = pl_trace_header(rd);
     int64_t shift = h && h->start_realtime_ns > 0 ? h->start_realtime_ns - h->start_mono_ns : 0;
     pl_trace_record_t rec;
@@ -211,7 +209,9 @@ int pl_export_torch_collect(const pl_extract_t *x, pl_export_torch_t **out, pl_e
     int rc = 0;
     for (size_t i = 0; i < x->n_procs; i++) {
         side_t as = {.max_device = -1}, cs = {.max_device = -1};
-        rc = read_trace(x->procs[i].file, &as, &cs);
+        pl_trace_reader_t *rd;
+        rc = x->procs[i].file[0] ? pl_trace_open(x->procs[i].file, &rd) : -ENOENT;
+        if (!rc) rc = read_trace(rd, &as, &cs);
         bool use_alloc = as.n_allocs > 0;
         side_t *keep = use_alloc ? &as : &cs;
         uint64_t n = keep->n_allocs;
@@ -247,6 +247,31 @@ int pl_export_torch_collect(const pl_extract_t *x, pl_export_torch_t **out, pl_e
     info->n_other_procs = n_with ? n_with - 1 : 0;
     *out = best;
     return 0;
+}
+
+int pl_export_torch_collect_mem(const void *data, size_t len, pl_export_torch_t **out) {
+    if (!out) return -EINVAL;
+    *out = NULL;
+    pl_trace_reader_t *rd;
+    int rc = pl_trace_open_mem(data, len, "mem", &rd);
+    if (rc) return rc;
+    side_t as = {.max_device = -1}, cs = {.max_device = -1};
+    rc = read_trace(rd, &as, &cs);
+    bool use_alloc = as.n_allocs > 0;
+    side_t *keep = use_alloc ? &as : &cs;
+    if (!rc && keep->n_allocs) {
+        pl_export_torch_t *t = calloc(1, sizeof *t);
+        if (!t) rc = -ENOMEM;
+        else {
+            t->s = *keep;
+            t->allocator = use_alloc;
+            memset(keep, 0, sizeof *keep);
+            *out = t;
+        }
+    }
+    side_free(&as);
+    side_free(&cs);
+    return rc;
 }
 
 void pl_export_torch_free(pl_export_torch_t *t) {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "export.h"
 #include "format.h"
 
 static void jkey(FILE *o, int indent, const char *k) {
@@ -176,7 +177,8 @@ static void marks_json(FILE *o, const pl_report_process_t *pr) {
         fprintf(o, "%s\n        {\"step\": %lld, \"t_seconds\": ", k ? "," : "", (long long)m->step);
         pl_format_json_num(o, (double)m->t_ns / 1e9);
         fputs(", \"label\": ", o);
-        pl_format_json_str(o, m->label);
+        char u[3 * sizeof m->label];
+        pl_format_json_str(o, pl_export_utf8(m->label, u, sizeof u)); /* a label cut inside a character */
         fputs("}", o);
     }
     fprintf(o, "%s]", pr->n_marks ? "\n      " : "");
