@@ -38,7 +38,8 @@ int pl_export_trace_events(const pl_report_t *r, const pl_extract_t *x, FILE *ou
 /* ---- PyTorch memory snapshot (export_torch.c) ---- */
 
 #define PL_EXPORT_TORCH_MAX_EVENTS (1u << 19) /* trace entries kept per process: the latest, as PyTorch's ring */
-#define PL_EXPORT_TORCH_MAX_DEVICES 64        /* device ordinals 0..63; records naming others are skipped */
+#define PL_EXPORT_TORCH_MAX_DEVICES 64        /* device ordinals 0..63 (-1, unknown, is shown as 0); records
+                                               * naming others are skipped */
 
 typedef struct pl_export_torch pl_export_torch_t;
 

@@ -138,10 +138,15 @@ static int side_event(side_t *s, int action, const pl_rec_device_t *q, int64_t t
 
 /* one device record into its side; returns 0 or -ENOMEM */
 static int side_record(side_t *s, bool allocator, pl_rec_type_t type, const pl_rec_device_t *q, int64_t t_ns) {
-    if (q->device < 0 || q->device >= PL_EXPORT_TORCH_MAX_DEVICES) {
-        s->n_skipped++; /* host memory (device -1) or a hostile ordinal */
+    if (q->device < -1 || q->device >= PL_EXPORT_TORCH_MAX_DEVICES) {
+        s->n_skipped++; /* a hostile ordinal */
         return 0;
     }
+    /* -1: the hooks could not tell the calling thread's device (or pinned host memory, which the report's device
+     * series counts too): shown on device 0, as the report counts it with the rest */
+    pl_rec_device_t d0 = *q;
+    if (d0.device < 0) d0.device = 0;
+    q = &d0;
     live_t v = {q->addr, q->size, q->requested ? q->requested : q->size, q->stream, q->device, q->pool};
     live_t old;
     int rc;

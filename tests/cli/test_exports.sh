@@ -3,12 +3,15 @@
 # output, each read back by its consumer's own parser: Python's csv, json and pickle, PyTorch's memory_viz
 # (Debian's torch, when installed) and plateau tune (our snapshot reader). From a fresh `plateau run` of
 # target_marks (marks and device events from plateau's allocator on the sim backend) and from the committed
-# fixture traces. A run without device events: one line, exit 1, no file. Two outputs on stdout: exit 2.
-# usage: test_exports.sh PLATEAU TARGETS_DIR FIXTURES_DIR
+# fixture traces; and, with the CUDA driver double, from target_cuda (runtime and driver hooks: each allocation a
+# segment of its own, one record per call). A run without device events: one line, exit 1, no file. Two outputs on
+# stdout: exit 2.
+# usage: test_exports.sh PLATEAU TARGETS_DIR FIXTURES_DIR [CUDA_DOUBLE_PATH]
 set -eu
 P=$1
 T=$2
 F=$3
+DOUBLE=${4:-}
 tmp=$(mktemp -d /tmp/pl-test-exports-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -131,4 +134,23 @@ done
 "$P" report "$F/traces/frag.pltrace" --torch-snapshot "$tmp/frag.pickle" >/dev/null || fail "frag snapshot"
 $PY -c 'import pickle,sys; s=pickle.load(open(sys.argv[1],"rb")); assert s["device_traces"] and s["segments"] is not None' \
     "$tmp/frag.pickle" || fail "frag snapshot does not load"
+# the CUDA hooks over the driver double: target_cuda's 14 allocations (a runtime call and the driver call under it
+# are one), 14 frees, 2 maps, 2 unmaps and 1 OOM (tests/preload/test_cuda.c counts the same from the driver's log)
+if [ -n "$DOUBLE" ] && [ -x "$T/target_cuda" ]; then
+    PLATEAU_LIBCUDA=$DOUBLE "$P" run --no-report -o "$tmp/cuda" -- "$T/target_cuda" 40 >/dev/null 2>&1 ||
+        fail "run target_cuda"
+    "$P" report "$tmp/cuda" --torch-snapshot "$tmp/cuda.pickle" >/dev/null || fail "cuda snapshot"
+    $PY - "$tmp/cuda.pickle" <<'PY' || fail "cuda snapshot content"
+import pickle, sys
+s = pickle.load(open(sys.argv[1], "rb"))
+(tr,) = s["device_traces"]
+n = {a: sum(e["action"] == a for e in tr) for a in {e["action"] for e in tr}}
+assert n == {"segment_alloc": 14, "alloc": 14, "free_completed": 14, "segment_free": 14, "segment_map": 2,
+             "segment_unmap": 2, "oom": 1}, n
+assert s["segments"] == [], s["segments"]  # everything was freed
+PY
+    "$P" tune "$tmp/cuda.pickle" --capacity 1GiB >/dev/null 2>&1 || fail "tune cannot read the cuda snapshot"
+else
+    echo "CUDA driver double not built: the hooks' snapshot is not checked"
+fi
 echo "ok"
