@@ -1,0 +1,252 @@
+/* reports.export: the exporters (reports/export*.c) on synthetic input, byte for byte where the format is ours
+ * to fix (CSV), through a parser where it is someone else's (the snapshot pickle, read by tune/pickle.c: the
+ * reader plateau tune uses; tests/cli/test_exports.sh reads every export with Python's own parsers). Marks in the
+ * text and JSON renderers. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "event.h"
+#include "reports/export.h"
+#include "reports/render.h"
+#include "tune/pickle.h"
+
+static void test_export_utf8(void **state) {
+    (void)state;
+    char b[64];
+    assert_string_equal(pl_export_utf8("caf\xc3\xa9 \xe2\x82\xac", b, sizeof b), "caf\xc3\xa9 \xe2\x82\xac");
+    /* a character cut at the end, a lone continuation byte, an overlong NUL, a surrogate, past U+10FFFF */
+    assert_string_equal(pl_export_utf8("ab\xc3", b, sizeof b), "ab\xef\xbf\xbd");
+    assert_string_equal(pl_export_utf8("\x80x", b, sizeof b), "\xef\xbf\xbdx");
+    assert_string_equal(pl_export_utf8("\xc0\x80", b, sizeof b), "\xef\xbf\xbd\xef\xbf\xbd");
+    assert_string_equal(pl_export_utf8("\xed\xa0\x80", b, sizeof b), "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
+    assert_string_equal(pl_export_utf8("\xf4\x90\x80\x80", b, sizeof b),
+                        "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
+    /* a buffer too small: cut before a whole character, never inside one */
+    assert_string_equal(pl_export_utf8("a\xc3\xa9z", b, 3), "a");
+    assert_string_equal(pl_export_utf8(NULL, b, sizeof b), "");
+}
+
+static void add_series(pl_report_process_t *p, pl_metric_t m, const int64_t *steps, const double *v, size_t n) {
+    pl_sample_t s[16];
+    for (size_t i = 0; i < n; i++) s[i] = (pl_sample_t){steps[i], steps[i] * 1000000000LL, v[i]};
+    assert_int_equal(pl_report_set_samples(p, m, s, n, NULL), 0);
+}
+
+/* Rows are the union of the metrics' and the marks' steps; a metric without a point leaves an empty cell; labels
+ * and names are quoted and made valid UTF-8. */
+static void test_export_csv_rows_and_quoting(void **state) {
+    (void)state;
+    pl_report_t *r = pl_report_create("synthetic");
+    pl_report_process_t *p = pl_report_add_process(r, 42, 3, "tr,ain\xc3");
+    add_series(p, PL_METRIC_RSS, (int64_t[]){1, 2, 3, 4}, (double[]){100, 200, 300, 400}, 4);
+    add_series(p, PL_METRIC_HEAP_BYTES, (int64_t[]){2, 4}, (double[]){10.5, 20}, 2);
+    assert_int_equal(pl_report_add_mark(p, 3, 3000000000LL, "eval \"x\", y"), 0);
+    assert_int_equal(pl_report_add_mark(p, 3, 3100000000LL, "two\nlines"), 0);
+    assert_int_equal(pl_report_add_mark(p, 6, 6000000000LL, "after"), 0);
+    pl_report_process_t *q = pl_report_add_process(r, 43, -1, "other");
+    add_series(q, PL_METRIC_RSS, (int64_t[]){1}, (double[]){5}, 1);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(pl_export_csv(r, f), 0);
+    fclose(f);
+    const char *want = "pid,rank,process,by,step,t_seconds,rss,heap.bytes,marks\r\n"
+                       "42,3,\"tr,ain\xef\xbf\xbd\",step,1,1,100,,\r\n"
+                       "42,3,\"tr,ain\xef\xbf\xbd\",step,2,2,200,10.5,\r\n"
+                       "42,3,\"tr,ain\xef\xbf\xbd\",step,3,3,300,,\"eval \"\"x\"\", y; two\nlines\"\r\n"
+                       "42,3,\"tr,ain\xef\xbf\xbd\",step,4,4,400,20,\r\n"
+                       "42,3,\"tr,ain\xef\xbf\xbd\",step,6,,,,after\r\n"
+                       "43,,other,step,1,1,5,,\r\n";
+    assert_string_equal(buf, want);
+    free(buf);
+    pl_report_destroy(r);
+}
+
+/* Marks: a line under the process's metrics in the text, a "marks" array in the JSON (absent without marks, so
+ * older reports are unchanged); labels escaped for the terminal; past PL_REPORT_MAX_MARKS only counted. */
+static void test_export_marks_in_text_and_json(void **state) {
+    (void)state;
+    pl_report_t *r = pl_report_create("synthetic");
+    pl_report_process_t *p = pl_report_add_process(r, 42, -1, "train");
+    add_series(p, PL_METRIC_RSS, (int64_t[]){1, 2, 3, 4}, (double[]){100, 200, 300, 400}, 4);
+    pl_report_process_t *q = pl_report_add_process(r, 43, -1, "quiet");
+    add_series(q, PL_METRIC_RSS, (int64_t[]){1, 2, 3, 4}, (double[]){1, 1, 1, 1}, 4);
+    assert_int_equal(pl_report_add_mark(p, 2, 2000000000LL, "eval\x1b[31m"), 0);
+    for (int i = 0; i < PL_REPORT_MAX_MARKS + 1; i++) assert_int_equal(pl_report_add_mark(p, 3, 3000000000LL, "m"), 0);
+    assert_int_equal(p->n_marks, PL_REPORT_MAX_MARKS);
+    assert_int_equal(p->n_marks_dropped, 2);
+    assert_int_equal(pl_report_analyze(r), 0);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    pl_render_text_opts_t to = {.all_processes = true};
+    assert_int_equal(pl_render_text(r, f, &to), 0);
+    fclose(f);
+    char want[160];
+    snprintf(want, sizeof want, "  marks: step 2 eval\\x1b[31m, step 3 m, step 3 m, step 3 m, step 3 m, step 3 m, "
+                                "step 3 m, step 3 m, and %d more\n", PL_REPORT_MAX_MARKS - 8 + 2);
+    assert_non_null(strstr(buf, want));
+    assert_null(strstr(strstr(buf, "process 43"), "marks:"));
+    free(buf);
+    f = open_memstream(&buf, &len);
+    assert_int_equal(pl_render_json(r, f, 0), 0);
+    fclose(f);
+    assert_non_null(strstr(buf, "\"marks\": [\n        {\"step\": 2, \"t_seconds\": 2, \"label\": \"eval\\u001b[31m\"},"));
+    assert_non_null(strstr(buf, "\"marks_dropped\": 2"));
+    const char *other = strstr(buf, "\"pid\": 43");
+    assert_non_null(other);
+    assert_null(strstr(other, "\"marks\""));
+    free(buf);
+    pl_report_destroy(r);
+}
+
+/* ---- the snapshot pickle ---- */
+
+static size_t put_rec(uint8_t *buf, size_t at, pl_rec_type_t type, int64_t t, pl_rec_device_t d) {
+    pl_trace_record_t r = {.type = type, .t_ns = t};
+    r.u.device = d;
+    size_t n = pl_event_encode(&r, buf + at, 4096);
+    assert_true(n > 0);
+    return at + n;
+}
+
+/* a trace in memory: header, then one chunk of the records in rec[0..n) */
+static uint8_t *mem_trace(const uint8_t *recs, size_t n, uint32_t n_recs, size_t *len) {
+    uint8_t *b = malloc(PL_TRACE_HEADER_BYTES + PL_CHUNK_HEADER_BYTES + n);
+    pl_trace_header_t h = {.version = PL_TRACE_VERSION, .pid = 7, .ppid = 1, .start_mono_ns = 1000,
+                           .start_realtime_ns = 5000000};
+    pl_event_header_encode(&h, b);
+    pl_event_chunk_header(b + PL_TRACE_HEADER_BYTES, recs, (uint32_t)n, n_recs, 0);
+    memcpy(b + PL_TRACE_HEADER_BYTES + PL_CHUNK_HEADER_BYTES, recs, n);
+    *len = PL_TRACE_HEADER_BYTES + PL_CHUNK_HEADER_BYTES + n;
+    return b;
+}
+
+static int64_t get_int(const pl_pickle_doc_t *d, pl_pickle_ref_t v, const char *k) {
+    int64_t x = -12345;
+    assert_int_equal(pl_pickle_int(d, pl_pickle_dict_get(d, v, k), &x), 0);
+    return x;
+}
+
+/* plateau's allocator: a 2 MiB segment with two blocks of which one is freed, a block outside any segment (its
+ * own segment), a device-1 block, a hostile ordinal and a CUPTI copy (both left out), one OOM. The segments'
+ * blocks fill them exactly (inactive gaps), the device traces are per device, in time order. */
+static void test_export_torch_snapshot_layout(void **state) {
+    (void)state;
+    static uint8_t recs[1 << 14];
+    size_t n = 0;
+    uint32_t k = 0;
+    pl_rec_device_t a = {.source = PL_DEV_SRC_ALLOCATOR, .device = 0, .pool = 2, .stream = 5};
+#define REC(type, t, ...)                                                 \
+    do {                                                                  \
+        pl_rec_device_t d_ = a;                                           \
+        struct { uint64_t addr, size; } f_ = {__VA_ARGS__};               \
+        d_.addr = f_.addr;                                                \
+        d_.size = f_.size;                                                \
+        n = put_rec(recs, n, type, t, d_);                                \
+        k++;                                                              \
+    } while (0)
+    REC(PL_REC_DEVICE_MAP, 2000, 0x100000, 2u << 20);
+    REC(PL_REC_DEVICE_ALLOC, 3000, 0x100000, 512u << 10);
+    REC(PL_REC_DEVICE_ALLOC, 4000, 0x180000, 256u << 10);
+    REC(PL_REC_DEVICE_FREE, 5000, 0x100000, 0);
+    REC(PL_REC_DEVICE_ALLOC, 6000, 0x7000000000, 4096);
+    a.source = PL_DEV_SRC_CUPTI;
+    REC(PL_REC_DEVICE_ALLOC, 6500, 0x9000000000, 4096);
+    a.source = PL_DEV_SRC_ALLOCATOR;
+    a.device = 99;
+    REC(PL_REC_DEVICE_ALLOC, 6600, 0xa000000000, 4096);
+    a.device = 1;
+    REC(PL_REC_DEVICE_ALLOC, 7000, 0x8000000000, 8192);
+    a.device = 0;
+    a.source = PL_DEV_SRC_DRIVER;
+    REC(PL_REC_DEVICE_OOM, 8000, 0, 1u << 30);
+#undef REC
+    size_t len;
+    uint8_t *trace = mem_trace(recs, n, k, &len);
+    pl_export_torch_t *t;
+    assert_int_equal(pl_export_torch_collect_mem(trace, len, &t), 0);
+    assert_non_null(t);
+    char *buf = NULL;
+    size_t blen = 0;
+    FILE *f = open_memstream(&buf, &blen);
+    assert_int_equal(pl_export_torch_write(t, f), 0);
+    fclose(f);
+    pl_export_torch_free(t);
+    free(trace);
+
+    pl_pickle_doc_t d;
+    char err[200];
+    assert_int_equal(pl_pickle_parse(buf, blen, NULL, &d, err, sizeof err), 0);
+    pl_pickle_ref_t segs = pl_pickle_dict_get(&d, d.root, "segments");
+    assert_int_equal(pl_pickle_len(&d, segs), 3);
+    /* the segment: inactive 512 KiB (freed), the live 256 KiB block, inactive to its end */
+    pl_pickle_ref_t s0 = pl_pickle_item(&d, segs, 0);
+    assert_int_equal(get_int(&d, s0, "address"), 0x100000);
+    assert_int_equal(get_int(&d, s0, "total_size"), 2 << 20);
+    assert_int_equal(get_int(&d, s0, "allocated_size"), 256 << 10);
+    assert_int_equal(get_int(&d, s0, "stream"), 5);
+    assert_true(pl_pickle_str_eq(&d, pl_pickle_dict_get(&d, s0, "segment_type"), "large"));
+    pl_pickle_ref_t bl = pl_pickle_dict_get(&d, s0, "blocks");
+    assert_int_equal(pl_pickle_len(&d, bl), 3);
+    const char *states[3] = {"inactive", "active_allocated", "inactive"};
+    const int64_t sizes[3] = {512 << 10, 256 << 10, (2 << 20) - (768 << 10)};
+    for (size_t i = 0; i < 3; i++) {
+        pl_pickle_ref_t b = pl_pickle_item(&d, bl, i);
+        assert_true(pl_pickle_str_eq(&d, pl_pickle_dict_get(&d, b, "state"), states[i]));
+        assert_int_equal(get_int(&d, b, "size"), sizes[i]);
+    }
+    /* the block outside any mapped segment is a segment of its own; then device 1's */
+    pl_pickle_ref_t s1 = pl_pickle_item(&d, segs, 1), s2 = pl_pickle_item(&d, segs, 2);
+    assert_int_equal(get_int(&d, s1, "address"), 0x7000000000);
+    assert_int_equal(get_int(&d, s1, "total_size"), 4096);
+    assert_int_equal(get_int(&d, s2, "device"), 1);
+    /* device traces: device 0 in time order (the CUPTI copy and device 99 left out), device 1 */
+    pl_pickle_ref_t dt = pl_pickle_dict_get(&d, d.root, "device_traces");
+    assert_int_equal(pl_pickle_len(&d, dt), 2);
+    pl_pickle_ref_t t0 = pl_pickle_item(&d, dt, 0);
+    const char *acts[] = {"segment_alloc", "alloc", "alloc", "free_completed", "alloc", "oom"};
+    assert_int_equal(pl_pickle_len(&d, t0), 6);
+    for (size_t i = 0; i < 6; i++)
+        assert_true(pl_pickle_str_eq(&d, pl_pickle_dict_get(&d, pl_pickle_item(&d, t0, i), "action"), acts[i]));
+    pl_pickle_ref_t fr = pl_pickle_item(&d, t0, 3);
+    assert_int_equal(get_int(&d, fr, "size"), 512 << 10); /* the free's size is the block's */
+    /* time_us on the wall clock: start_realtime_ns + (t - start_mono_ns), in microseconds */
+    assert_int_equal(get_int(&d, pl_pickle_item(&d, t0, 0), "time_us"), (5000000 + 2000 - 1000) / 1000);
+    assert_int_equal(pl_pickle_len(&d, pl_pickle_item(&d, dt, 1)), 1);
+    pl_pickle_doc_free(&d);
+    free(buf);
+}
+
+/* No device records: nothing to export (the CLI then says so and writes no file). */
+static void test_export_torch_nothing(void **state) {
+    (void)state;
+    uint8_t recs[256];
+    pl_trace_record_t r = {.type = PL_REC_STEP, .t_ns = 5};
+    r.u.step.step = 1;
+    size_t len, n = pl_event_encode(&r, recs, sizeof recs);
+    assert_true(n > 0);
+    uint8_t *trace = mem_trace(recs, n, 1, &len);
+    pl_export_torch_t *t = (pl_export_torch_t *)trace;
+    assert_int_equal(pl_export_torch_collect_mem(trace, len, &t), 0);
+    assert_null(t);
+    free(trace);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_export_utf8),
+        cmocka_unit_test(test_export_csv_rows_and_quoting),
+        cmocka_unit_test(test_export_marks_in_text_and_json),
+        cmocka_unit_test(test_export_torch_snapshot_layout),
+        cmocka_unit_test(test_export_torch_nothing),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
