@@ -33,9 +33,10 @@ static void test_export_utf8(void **state) {
     assert_string_equal(pl_export_utf8(NULL, b, sizeof b), "");
 }
 
+/* one sample per step; a step listed twice has two samples (the series keeps the first's time, the minimum) */
 static void add_series(pl_report_process_t *p, pl_metric_t m, const int64_t *steps, const double *v, size_t n) {
     pl_sample_t s[16];
-    for (size_t i = 0; i < n; i++) s[i] = (pl_sample_t){steps[i], steps[i] * 1000000000LL, v[i]};
+    for (size_t i = 0; i < n; i++) s[i] = (pl_sample_t){steps[i], steps[i] * 1000000000LL + (int64_t)i, v[i]};
     assert_int_equal(pl_report_set_samples(p, m, s, n, NULL), 0);
 }
 
@@ -45,7 +46,7 @@ static void test_export_csv_rows_and_quoting(void **state) {
     (void)state;
     pl_report_t *r = pl_report_create("synthetic");
     pl_report_process_t *p = pl_report_add_process(r, 42, 3, "tr,ain\xc3");
-    add_series(p, PL_METRIC_RSS, (int64_t[]){1, 2, 3, 4}, (double[]){100, 200, 300, 400}, 4);
+    add_series(p, PL_METRIC_RSS, (int64_t[]){1, 2, 2, 3, 4}, (double[]){100, 250, 200, 300, 400}, 5);
     add_series(p, PL_METRIC_HEAP_BYTES, (int64_t[]){2, 4}, (double[]){10.5, 20}, 2);
     assert_int_equal(pl_report_add_mark(p, 3, 3000000000LL, "eval \"x\", y"), 0);
     assert_int_equal(pl_report_add_mark(p, 3, 3100000000LL, "two\nlines"), 0);
@@ -60,8 +61,8 @@ static void test_export_csv_rows_and_quoting(void **state) {
     const char *want = "pid,rank,process,by,step,t_seconds,rss,heap.bytes,marks\r\n"
                        "42,3,\"tr,ain\xef\xbf\xbd\",step,1,1,100,,\r\n"
                        "42,3,\"tr,ain\xef\xbf\xbd\",step,2,2,200,10.5,\r\n"
-                       "42,3,\"tr,ain\xef\xbf\xbd\",step,3,3,300,,\"eval \"\"x\"\", y; two\nlines\"\r\n"
-                       "42,3,\"tr,ain\xef\xbf\xbd\",step,4,4,400,20,\r\n"
+                       "42,3,\"tr,ain\xef\xbf\xbd\",step,3,3.000000003,300,,\"eval \"\"x\"\", y; two\nlines\"\r\n"
+                       "42,3,\"tr,ain\xef\xbf\xbd\",step,4,4.000000001,400,20,\r\n"
                        "42,3,\"tr,ain\xef\xbf\xbd\",step,6,,,,after\r\n"
                        "43,,other,step,1,1,5,,\r\n";
     assert_string_equal(buf, want);
