@@ -226,6 +226,46 @@ static void test_export_torch_snapshot_layout(void **state) {
     free(buf);
 }
 
+/* The CUDA hooks: a range is a segment of one block; a second record of a live address (a runtime call and the
+ * driver call under it, should both be recorded) and a free of an address not live are left out; device -1 (the
+ * hooks could not tell) is device 0. */
+static void test_export_torch_cuda_hooks(void **state) {
+    (void)state;
+    uint8_t recs[1024];
+    size_t n = 0, len;
+    pl_rec_device_t rt = {.source = PL_DEV_SRC_RUNTIME, .device = -1, .addr = 0x5000, .size = 4096};
+    pl_rec_device_t drv = rt;
+    drv.source = PL_DEV_SRC_DRIVER;
+    n = put_rec(recs, n, PL_REC_DEVICE_ALLOC, 2000, rt);
+    n = put_rec(recs, n, PL_REC_DEVICE_ALLOC, 2001, drv);
+    n = put_rec(recs, n, PL_REC_DEVICE_FREE, 3000, rt);
+    n = put_rec(recs, n, PL_REC_DEVICE_FREE, 3001, drv);
+    uint8_t *trace = mem_trace(recs, n, 4, &len);
+    pl_export_torch_t *t;
+    assert_int_equal(pl_export_torch_collect_mem(trace, len, &t), 0);
+    assert_non_null(t);
+    char *buf = NULL;
+    size_t blen = 0;
+    FILE *f = open_memstream(&buf, &blen);
+    assert_int_equal(pl_export_torch_write(t, f), 0);
+    fclose(f);
+    pl_export_torch_free(t);
+    free(trace);
+    pl_pickle_doc_t d;
+    char err[200];
+    assert_int_equal(pl_pickle_parse(buf, blen, NULL, &d, err, sizeof err), 0);
+    assert_int_equal(pl_pickle_len(&d, pl_pickle_dict_get(&d, d.root, "segments")), 0);
+    pl_pickle_ref_t dt = pl_pickle_dict_get(&d, d.root, "device_traces");
+    assert_int_equal(pl_pickle_len(&d, dt), 1);
+    pl_pickle_ref_t t0 = pl_pickle_item(&d, dt, 0);
+    const char *acts[] = {"segment_alloc", "alloc", "free_completed", "segment_free"};
+    assert_int_equal(pl_pickle_len(&d, t0), 4);
+    for (size_t i = 0; i < 4; i++)
+        assert_true(pl_pickle_str_eq(&d, pl_pickle_dict_get(&d, pl_pickle_item(&d, t0, i), "action"), acts[i]));
+    pl_pickle_doc_free(&d);
+    free(buf);
+}
+
 /* No device records: nothing to export (the CLI then says so and writes no file). */
 static void test_export_torch_nothing(void **state) {
     (void)state;
@@ -247,6 +287,7 @@ int main(void) {
         cmocka_unit_test(test_export_csv_rows_and_quoting),
         cmocka_unit_test(test_export_marks_in_text_and_json),
         cmocka_unit_test(test_export_torch_snapshot_layout),
+        cmocka_unit_test(test_export_torch_cuda_hooks),
         cmocka_unit_test(test_export_torch_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
