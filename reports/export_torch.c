@@ -204,43 +204,54 @@ static int read_trace(pl_trace_reader_t *rd, side_t *as, side_t *cs) {
     return rc; /* a damaged trace gives what was read before the damage, as the report does */
 }
 
+/* One trace's device records (rd is closed): *out gets its allocator's view when it has one, else the hooks', and
+ * stays NULL without any device allocation. Returns 0, -ENOMEM, or the reader's error. */
+static int collect_reader(pl_trace_reader_t *rd, pl_export_torch_t **out) {
+    *out = NULL;
+    side_t as = {.max_device = -1}, cs = {.max_device = -1};
+    int rc = read_trace(rd, &as, &cs);
+    bool use_alloc = as.n_allocs > 0;
+    side_t *keep = use_alloc ? &as : &cs;
+    if (!rc && keep->n_allocs) {
+        pl_export_torch_t *t = calloc(1, sizeof *t);
+        if (!t) rc = -ENOMEM;
+        else {
+            t->s = *keep;
+            t->allocator = use_alloc;
+            memset(keep, 0, sizeof *keep);
+            *out = t;
+        }
+    }
+    side_free(&as);
+    side_free(&cs);
+    return rc;
+}
+
 int pl_export_torch_collect(const pl_extract_t *x, pl_export_torch_t **out, pl_export_torch_info_t *info) {
     if (!x || !out || !info) return -EINVAL;
     *out = NULL;
     memset(info, 0, sizeof *info);
     pl_export_torch_t *best = NULL;
-    uint64_t best_n = 0;
     size_t n_with = 0;
-    int rc = 0;
     for (size_t i = 0; i < x->n_procs; i++) {
-        side_t as = {.max_device = -1}, cs = {.max_device = -1};
         pl_trace_reader_t *rd;
-        rc = x->procs[i].file[0] ? pl_trace_open(x->procs[i].file, &rd) : -ENOENT;
-        if (!rc) rc = read_trace(rd, &as, &cs);
-        bool use_alloc = as.n_allocs > 0;
-        side_t *keep = use_alloc ? &as : &cs;
-        uint64_t n = keep->n_allocs;
-        if (!rc && n) n_with++;
-        if (!rc && n > best_n) {
-            pl_export_torch_t *t = calloc(1, sizeof *t);
-            if (!t) rc = -ENOMEM;
-            else {
-                t->s = *keep;
-                t->allocator = use_alloc;
-                memset(keep, 0, sizeof *keep);
-                pl_export_torch_free(best);
-                best = t;
-                best_n = n;
-                info->pid = x->procs[i].pid;
-                snprintf(info->file, sizeof info->file, "%s", x->procs[i].file);
-            }
-        }
-        side_free(&as);
-        side_free(&cs);
+        pl_export_torch_t *t = NULL;
+        int rc = x->procs[i].file[0] ? pl_trace_open(x->procs[i].file, &rd) : -ENOENT;
+        if (!rc) rc = collect_reader(rd, &t);
         if (rc) {
             pl_export_torch_free(best);
             return rc;
         }
+        if (!t) continue;
+        n_with++;
+        if (best && t->s.n_allocs <= best->s.n_allocs) {
+            pl_export_torch_free(t);
+            continue;
+        }
+        pl_export_torch_free(best);
+        best = t;
+        info->pid = x->procs[i].pid;
+        snprintf(info->file, sizeof info->file, "%s", x->procs[i].file);
     }
     if (!best) return 0;
     info->source = best->allocator ? "allocator" : "cuda";
@@ -259,24 +270,7 @@ int pl_export_torch_collect_mem(const void *data, size_t len, pl_export_torch_t 
     *out = NULL;
     pl_trace_reader_t *rd;
     int rc = pl_trace_open_mem(data, len, "mem", &rd);
-    if (rc) return rc;
-    side_t as = {.max_device = -1}, cs = {.max_device = -1};
-    rc = read_trace(rd, &as, &cs);
-    bool use_alloc = as.n_allocs > 0;
-    side_t *keep = use_alloc ? &as : &cs;
-    if (!rc && keep->n_allocs) {
-        pl_export_torch_t *t = calloc(1, sizeof *t);
-        if (!t) rc = -ENOMEM;
-        else {
-            t->s = *keep;
-            t->allocator = use_alloc;
-            memset(keep, 0, sizeof *keep);
-            *out = t;
-        }
-    }
-    side_free(&as);
-    side_free(&cs);
-    return rc;
+    return rc ? rc : collect_reader(rd, out);
 }
 
 void pl_export_torch_free(pl_export_torch_t *t) {

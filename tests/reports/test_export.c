@@ -130,6 +130,21 @@ static uint8_t *mem_trace(const uint8_t *recs, size_t n, uint32_t n_recs, size_t
     return b;
 }
 
+/* the snapshot of a trace in memory, parsed by tune's pickle reader; the trace is freed */
+static void snapshot_doc(uint8_t *trace, size_t len, pl_pickle_doc_t *d, char **buf) {
+    pl_export_torch_t *t;
+    assert_int_equal(pl_export_torch_collect_mem(trace, len, &t), 0);
+    assert_non_null(t);
+    size_t blen = 0;
+    FILE *f = open_memstream(buf, &blen);
+    assert_int_equal(pl_export_torch_write(t, f), 0);
+    fclose(f);
+    pl_export_torch_free(t);
+    free(trace);
+    char err[200];
+    assert_int_equal(pl_pickle_parse(*buf, blen, NULL, d, err, sizeof err), 0);
+}
+
 static int64_t get_int(const pl_pickle_doc_t *d, pl_pickle_ref_t v, const char *k) {
     int64_t x = -12345;
     assert_int_equal(pl_pickle_int(d, pl_pickle_dict_get(d, v, k), &x), 0);
@@ -171,21 +186,10 @@ static void test_export_torch_snapshot_layout(void **state) {
     REC(PL_REC_DEVICE_OOM, 8000, 0, 1u << 30);
 #undef REC
     size_t len;
-    uint8_t *trace = mem_trace(recs, n, k, &len);
-    pl_export_torch_t *t;
-    assert_int_equal(pl_export_torch_collect_mem(trace, len, &t), 0);
-    assert_non_null(t);
-    char *buf = NULL;
-    size_t blen = 0;
-    FILE *f = open_memstream(&buf, &blen);
-    assert_int_equal(pl_export_torch_write(t, f), 0);
-    fclose(f);
-    pl_export_torch_free(t);
-    free(trace);
-
     pl_pickle_doc_t d;
-    char err[200];
-    assert_int_equal(pl_pickle_parse(buf, blen, NULL, &d, err, sizeof err), 0);
+    char *buf = NULL;
+    uint8_t *trace = mem_trace(recs, n, k, &len);
+    snapshot_doc(trace, len, &d, &buf);
     pl_pickle_ref_t segs = pl_pickle_dict_get(&d, d.root, "segments");
     assert_int_equal(pl_pickle_len(&d, segs), 3);
     /* the segment: inactive 512 KiB (freed), the live 256 KiB block, inactive to its end */
@@ -240,20 +244,10 @@ static void test_export_torch_cuda_hooks(void **state) {
     n = put_rec(recs, n, PL_REC_DEVICE_ALLOC, 2001, drv);
     n = put_rec(recs, n, PL_REC_DEVICE_FREE, 3000, rt);
     n = put_rec(recs, n, PL_REC_DEVICE_FREE, 3001, drv);
-    uint8_t *trace = mem_trace(recs, n, 4, &len);
-    pl_export_torch_t *t;
-    assert_int_equal(pl_export_torch_collect_mem(trace, len, &t), 0);
-    assert_non_null(t);
-    char *buf = NULL;
-    size_t blen = 0;
-    FILE *f = open_memstream(&buf, &blen);
-    assert_int_equal(pl_export_torch_write(t, f), 0);
-    fclose(f);
-    pl_export_torch_free(t);
-    free(trace);
     pl_pickle_doc_t d;
-    char err[200];
-    assert_int_equal(pl_pickle_parse(buf, blen, NULL, &d, err, sizeof err), 0);
+    char *buf = NULL;
+    uint8_t *trace = mem_trace(recs, n, 4, &len);
+    snapshot_doc(trace, len, &d, &buf);
     assert_int_equal(pl_pickle_len(&d, pl_pickle_dict_get(&d, d.root, "segments")), 0);
     pl_pickle_ref_t dt = pl_pickle_dict_get(&d, d.root, "device_traces");
     assert_int_equal(pl_pickle_len(&d, dt), 1);
