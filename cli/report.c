@@ -5,9 +5,9 @@
  *
  * Reads the trace(s) (reports/extract.h), classifies every series, prints the text report to stdout and writes the
  * JSON / HTML reports and the exports (--csv, --trace-events, --torch-snapshot: reports/export.h, docs/export.md)
- * to the files asked for; --torch-snapshot of a run without device allocations is an unusable input (exit 1). Exit status: 0 when a report was produced (leaks or not, also a
- * partial one from a damaged trace), 1 when the input is unusable (nothing readable) or an output cannot be
- * written, 2 on bad arguments, PL_EXIT_LEAK (3) with --fail-on-leak when the run verdict is a leak (the report is
+ * to the files asked for. Exit status: 0 when a report was produced (leaks or not, also a partial one from a damaged
+ * trace), 1 when the input is unusable (nothing readable; for --torch-snapshot, no device allocation) or an output
+ * cannot be written, 2 on bad arguments, PL_EXIT_LEAK (3) with --fail-on-leak when the run verdict is a leak (the report is
  * printed all the same).
  */
 #include <errno.h>
