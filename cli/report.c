@@ -7,8 +7,8 @@
  * JSON / HTML reports and the exports (--csv, --trace-events, --torch-snapshot: reports/export.h, docs/export.md)
  * to the files asked for. Exit status: 0 when a report was produced (leaks or not, also a partial one from a damaged
  * trace), 1 when the input is unusable (nothing readable; for --torch-snapshot, no device allocation) or an output
- * cannot be written, 2 on bad arguments, PL_EXIT_LEAK (3) with --fail-on-leak when the run verdict is a leak (the report is
- * printed all the same).
+ * cannot be written, 2 on bad arguments, PL_EXIT_LEAK (3) with --fail-on-leak when the run verdict is a leak (the
+ * report is printed all the same).
  */
 #include <errno.h>
 #include <getopt.h>
