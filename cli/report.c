@@ -36,7 +36,8 @@ static void usage(FILE *o) {
                "  --csv FILE   also write every process's per-step series as CSV (one row per process and step);\n"
                "               '-' = stdout instead of the text\n"
                "  --trace-events FILE  also write Chrome/Perfetto trace-event JSON (ui.perfetto.dev,\n"
-               "               chrome://tracing): counters per metric, steps and marks; '-' = stdout instead of the text\n"
+               "               chrome://tracing): counters per metric, steps and marks; '-' = stdout instead of\n"
+               "               the text\n"
                "  --torch-snapshot FILE  also write the device allocations as a PyTorch memory snapshot pickle\n"
                "               (torch.cuda.memory._snapshot() layout, for memory_viz); exit 1 when the run has none\n"
                "  --metric M   only this metric: rss rss.anon rss.file rss.shmem pss heap.bytes heap.count\n"
@@ -342,8 +343,8 @@ int pl_cli_report(int argc, char **argv) {
     }
     if (optind + 2 == argc) {
         if (html || eo.only_metric || csv || tev || torch) {
-            fprintf(stderr, "plateau report: --html, --metric and the exports (--csv, --trace-events, --torch-snapshot) "
-                            "do not apply to a comparison of two runs\n");
+            fprintf(stderr, "plateau report: --html, --metric and the exports (--csv, --trace-events, "
+                            "--torch-snapshot) do not apply to a comparison of two runs\n");
             return 2;
         }
         if (fail_on_leak) {

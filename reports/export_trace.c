@@ -148,7 +148,8 @@ int pl_export_trace_events(const pl_report_t *r, const pl_extract_t *x, FILE *o)
     pl_format_json_str(o, "plateau " PL_VERSION);
     fputs(", \"source\": ", o);
     jstr(o, r->source);
-    fprintf(o, ", \"clock\": \"%s\", \"verdict\": ", realtime ? "realtime" : "monotonic (some traces lack a start time)");
+    fprintf(o, ", \"clock\": \"%s\", \"verdict\": ",
+            realtime ? "realtime" : "monotonic (some traces lack a start time)");
     jstr(o, r->verdict.line);
     fputs("}}\n", o);
     return ferror(o) ? -EIO : 0;

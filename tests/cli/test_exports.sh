@@ -76,7 +76,8 @@ snap = pickle.load(open(f"{d}/r.pickle", "rb"))
 assert set(snap) >= {"segments", "device_traces"}, snap.keys()
 (trace,) = snap["device_traces"]
 acts = [e["action"] for e in trace]
-assert acts.count("alloc") == 12 * 5 and acts.count("free_completed") == 12 * 4, (acts.count("alloc"), acts.count("free_completed"))
+n = (acts.count("alloc"), acts.count("free_completed"))
+assert n == (12 * 5, 12 * 4), n
 live = [b for s in snap["segments"] for b in s["blocks"] if b["state"] == "active_allocated"]
 assert len(live) == 12 and all(b["size"] == 256 << 10 for b in live), live
 for s in snap["segments"]:
@@ -93,7 +94,8 @@ else:
     assert flame.count("active_allocated") == 12, flame
     print("memory_viz: stats and segments read the snapshot")
 PY
-"$P" tune "$tmp/r.pickle" >"$tmp/tune.txt" 2>&1 || { cat "$tmp/tune.txt"; fail "plateau tune cannot read the snapshot"; }
+"$P" tune "$tmp/r.pickle" >"$tmp/tune.txt" 2>&1 ||
+    { cat "$tmp/tune.txt"; fail "plateau tune cannot read the snapshot"; }
 grep -q "60 alloc, 0 free_requested, 48 free_completed" "$tmp/tune.txt" || { cat "$tmp/tune.txt"; fail "tune counts"; }
 
 # stdout: '-' for the CSV and the trace events (instead of the text); two on stdout is an error
@@ -132,7 +134,7 @@ for p in rep["processes"]:
 PY
 done
 "$P" report "$F/traces/frag.pltrace" --torch-snapshot "$tmp/frag.pickle" >/dev/null || fail "frag snapshot"
-$PY -c 'import pickle,sys; s=pickle.load(open(sys.argv[1],"rb")); assert s["device_traces"] and s["segments"] is not None' \
+$PY -c 'import pickle, sys; s = pickle.load(open(sys.argv[1], "rb")); assert s["device_traces"]' \
     "$tmp/frag.pickle" || fail "frag snapshot does not load"
 # the CUDA hooks over the driver double: target_cuda's 14 allocations (a runtime call and the driver call under it
 # are one), 14 frees, 2 maps, 2 unmaps and 1 OOM (tests/preload/test_cuda.c counts the same from the driver's log)

@@ -99,7 +99,8 @@ static void test_export_marks_in_text_and_json(void **state) {
     f = open_memstream(&buf, &len);
     assert_int_equal(pl_render_json(r, f, 0), 0);
     fclose(f);
-    assert_non_null(strstr(buf, "\"marks\": [\n        {\"step\": 2, \"t_seconds\": 2, \"label\": \"eval\\u001b[31m\"},"));
+    assert_non_null(
+        strstr(buf, "\"marks\": [\n        {\"step\": 2, \"t_seconds\": 2, \"label\": \"eval\\u001b[31m\"},"));
     assert_non_null(strstr(buf, "\"marks_dropped\": 2"));
     const char *other = strstr(buf, "\"pid\": 43");
     assert_non_null(other);
