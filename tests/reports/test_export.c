@@ -11,8 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "event.h"
+#include "writer.h"
 #include "reports/export.h"
 #include "reports/render.h"
 #include "tune/pickle.h"
@@ -261,6 +263,98 @@ static void test_export_torch_cuda_hooks(void **state) {
     free(buf);
 }
 
+/* A rank's trace file: process start (rank, realtime start), 6 steps with an RSS sample each, a mark, and n_dev
+ * device allocations from plateau's allocator. */
+static void write_rank_trace(const char *path, uint32_t pid, int32_t rank, int n_dev) {
+    pl_trace_header_t h = {.version = PL_TRACE_VERSION, .pid = pid, .ppid = 1, .start_mono_ns = 1000,
+                           .start_realtime_ns = 1700000000000000000LL + rank};
+    pl_writer_t *w;
+    assert_int_equal(pl_writer_open(path, &h, NULL, &w), 0);
+    pl_trace_record_t r = {.type = PL_REC_PROCESS_START, .t_ns = 1000};
+    r.u.process = (pl_rec_process_t){.pid = pid, .ppid = 1, .rank = rank, .local_rank = rank, .exe = "/bin/train",
+                                     .cgroup_max_bytes = PL_TRACE_NA, .host_allocator = "glibc",
+                                     .host_allocator_version = ""};
+    assert_int_equal(pl_writer_emit(w, &r), 0);
+    for (int i = 0; i < n_dev; i++) {
+        r = (pl_trace_record_t){.type = PL_REC_DEVICE_ALLOC, .t_ns = 1500 + i};
+        r.u.device = (pl_rec_device_t){.source = PL_DEV_SRC_ALLOCATOR, .addr = 0x10000u * (i + 1), .size = 4096};
+        assert_int_equal(pl_writer_emit(w, &r), 0);
+    }
+    for (uint64_t k = 1; k <= 6; k++) {
+        r = (pl_trace_record_t){.type = PL_REC_RSS, .t_ns = 1000 + (int64_t)k * 1000000};
+        r.u.rss = (pl_rec_rss_t){.step = k, .rss_anon = 1000 * k, .rss_file = 0, .rss_shmem = 0, .pss = PL_TRACE_NA,
+                                 .cgroup_current = PL_TRACE_NA, .device_used = PL_TRACE_NA,
+                                 .device_total = PL_TRACE_NA};
+        assert_int_equal(pl_writer_emit(w, &r), 0);
+        if (k == 3) {
+            r = (pl_trace_record_t){.type = PL_REC_MARK, .t_ns = 1000 + (int64_t)k * 1000000 + 5};
+            r.u.mark = (pl_rec_mark_t){.step = k, .label = rank ? "eval r1" : "eval r0"};
+            assert_int_equal(pl_writer_emit(w, &r), 0);
+        }
+        r = (pl_trace_record_t){.type = PL_REC_STEP, .t_ns = 1000 + (int64_t)k * 1000000 + 10};
+        r.u.step = (pl_rec_step_t){.step = k};
+        assert_int_equal(pl_writer_emit(w, &r), 0);
+    }
+    r = (pl_trace_record_t){.type = PL_REC_PROCESS_END, .t_ns = 9000000};
+    assert_int_equal(pl_writer_emit(w, &r), 0);
+    assert_int_equal(pl_writer_flush(w), 0);
+    pl_writer_close(w);
+    pl_writer_destroy(w);
+}
+
+/* Two ranks in one run directory: the snapshot takes the process with more device allocations and counts the
+ * other; the trace events name each process with its rank, sort ranks in rank order, and put each mark in its
+ * process on the wall clock. */
+static void test_export_two_ranks(void **state) {
+    (void)state;
+    char dir[] = "/tmp/pl-test-export-XXXXXX", p0[64], p1[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(p0, sizeof p0, "%s/a.pltrace", dir);
+    snprintf(p1, sizeof p1, "%s/b.pltrace", dir);
+    write_rank_trace(p0, 101, 1, 2);
+    write_rank_trace(p1, 102, 0, 5);
+    pl_report_t *r = pl_report_create(dir);
+    pl_extract_t x;
+    pl_extract_init(&x);
+    assert_int_equal(pl_extract_path(r, &x, dir, NULL), 0);
+    assert_int_equal(x.n_procs, 2);
+    assert_int_equal(pl_report_analyze(r), 0);
+
+    pl_export_torch_t *t;
+    pl_export_torch_info_t info;
+    assert_int_equal(pl_export_torch_collect(&x, &t, &info), 0);
+    assert_non_null(t);
+    assert_int_equal(info.pid, 102);
+    assert_int_equal(info.n_other_procs, 1);
+    assert_int_equal(info.n_events, 5);
+    assert_string_equal(info.source, "allocator");
+    pl_export_torch_free(t);
+
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(pl_export_trace_events(r, &x, f), 0);
+    fclose(f);
+    assert_non_null(strstr(buf, "{\"ph\": \"M\", \"pid\": 101, \"tid\": 101, \"name\": \"process_name\", "
+                                "\"args\": {\"name\": \"train (pid 101, rank 1)\"}}"));
+    assert_non_null(strstr(buf, "\"pid\": 102, \"tid\": 102, \"name\": \"process_sort_index\", \"args\": "
+                                "{\"sort_index\": 0}}"));
+    assert_non_null(strstr(buf, "\"pid\": 101, \"tid\": 101, \"name\": \"process_sort_index\", \"args\": "
+                                "{\"sort_index\": 1}}"));
+    /* the mark of rank 1 at realtime start + 1 + (3 ms + 5 ns - 0) after its trace start: in microseconds */
+    assert_non_null(strstr(buf, "{\"ph\": \"i\", \"pid\": 101, \"tid\": 101, \"name\": \"eval r1\", "
+                                "\"cat\": \"plateau.mark\", \"s\": \"t\", \"ts\": 1700000000003000.006, "
+                                "\"args\": {\"step\": 3}}"));
+    assert_non_null(strstr(buf, "\"name\": \"eval r0\""));
+    assert_non_null(strstr(buf, "\"clock\": \"realtime\""));
+    free(buf);
+    pl_extract_free(&x);
+    pl_report_destroy(r);
+    unlink(p0);
+    unlink(p1);
+    rmdir(dir);
+}
+
 /* No device records: nothing to export (the CLI then says so and writes no file). */
 static void test_export_torch_nothing(void **state) {
     (void)state;
@@ -284,6 +378,7 @@ int main(void) {
         cmocka_unit_test(test_export_torch_snapshot_layout),
         cmocka_unit_test(test_export_torch_cuda_hooks),
         cmocka_unit_test(test_export_torch_nothing),
+        cmocka_unit_test(test_export_two_ranks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
