@@ -322,7 +322,7 @@ int pl_render_html(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
         }
         fprintf(o, "</table>\n<p class=\"legend\">Charts: green = per-step baseline (minimum), grey = per-step peak, "
               "yellow = warmup, blue = judged tail, red dashes = fitted tail slope (Theil-Sen)%s.</p>\n",
-              p->n_marks ? ", purple dots = plateau_mark() points" : "");
+              p->n_marks ? ", purple dotted lines = plateau_mark() points" : "");
         for (int m = 0; m < PL_METRIC__COUNT; m++) {
             const pl_report_metric_t *mt = &p->metrics[m];
             if (!mt->present) continue;
