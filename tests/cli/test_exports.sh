@@ -25,6 +25,7 @@ cat "$tmp/r.txt"
 grep -q '^  marks: step 1 start, step 4 eval, "every 4", step 6 Z*\\xc3, step 8 eval' "$tmp/r.txt" ||
     fail "text: no marks line (or the cut label is not escaped)"
 grep -q '<title>mark eval, &quot;every 4&quot;</title>' "$tmp/r.html" || fail "html: no mark line on the charts"
+$PY -c 'import sys; open(sys.argv[1], encoding="utf-8").read()' "$tmp/r.html" || fail "html: not UTF-8 (the cut label)"
 $PY - "$tmp" <<'PY' || fail "exports do not read back"
 import csv, json, pickle, sys
 d = sys.argv[1]
