@@ -82,7 +82,7 @@ static int render_text(const void *ctx, FILE *o) {
 }
 static int render_csv(const void *ctx, FILE *o) {
     const rendering_t *g = ctx;
-    return pl_export_csv(g->r, o);
+    return pl_export_csv(g->r, g->x, o);
 }
 static int render_trace_events(const void *ctx, FILE *o) {
     const rendering_t *g = ctx;

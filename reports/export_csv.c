@@ -63,7 +63,7 @@ static void marks_cell(const pl_report_process_t *p, int64_t key, bool by_time, 
     }
 }
 
-static int proc_rows(FILE *o, const pl_report_process_t *p, const bool *cols) {
+static int proc_rows(FILE *o, const pl_report_process_t *p, const pl_extract_proc_t *xp, const bool *cols) {
     size_t at[PL_METRIC__COUNT] = {0};
     bool by_time = proc_by_time(p);
     size_t next_mark = 0; /* marks are in trace order, so their keys never decrease */
@@ -88,6 +88,8 @@ static int proc_rows(FILE *o, const pl_report_process_t *p, const bool *cols) {
                 t = s->points[at[m]].t_ns;
         }
         fprintf(o, "%lld,", (long long)p->pid);
+        if (xp) fprintf(o, "%u", (unsigned)xp->exec_seq);
+        fputc(',', o);
         if (p->rank >= 0) fprintf(o, "%d", p->rank);
         fputc(',', o);
         csv_str(o, name);
@@ -110,17 +112,20 @@ static int proc_rows(FILE *o, const pl_report_process_t *p, const bool *cols) {
     }
 }
 
-int pl_export_csv(const pl_report_t *r, FILE *o) {
+int pl_export_csv(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
     if (!r || !o) return -EINVAL;
     bool cols[PL_METRIC__COUNT] = {false};
     for (size_t i = 0; i < r->n_procs; i++)
         for (int m = 0; m < PL_METRIC__COUNT; m++) cols[m] |= r->procs[i]->metrics[m].present;
-    fputs("pid,rank,process,by,step,t_seconds", o);
+    fputs("pid,exec,rank,process,by,step,t_seconds", o);
     for (int m = 0; m < PL_METRIC__COUNT; m++)
         if (cols[m]) fprintf(o, ",%s", pl_metric_name((pl_metric_t)m));
     fputs(",marks\r\n", o);
     for (size_t i = 0; i < r->n_procs; i++) {
-        int rc = proc_rows(o, r->procs[i], cols);
+        const pl_extract_proc_t *xp = NULL; /* the trace behind the row (none for a pool) */
+        for (size_t j = 0; x && j < x->n_procs && !xp; j++)
+            if (x->procs[j].proc == r->procs[i]) xp = &x->procs[j];
+        int rc = proc_rows(o, r->procs[i], xp, cols);
         if (rc) return rc;
     }
     return ferror(o) ? -EIO : 0;

@@ -42,7 +42,7 @@ steps = sorted(set().union(*[set(v) for v in series.values()]))
 # CSV: one row per step of the process, values equal to the JSON report's series, marks in their step's row
 rows = [r for r in csv.DictReader(open(f"{d}/r.csv", newline="", encoding="utf-8")) if r["process"] == "target_marks"]
 assert [int(r["step"]) for r in rows] == steps, ([r["step"] for r in rows], steps)
-assert all(r["by"] == "step" and r["pid"] == str(proc["pid"]) for r in rows)
+assert all(r["by"] == "step" and r["pid"] == str(proc["pid"]) and r["exec"] == "0" for r in rows)
 for name, pts in series.items():
     for r in rows:
         s = int(r["step"])
@@ -101,11 +101,22 @@ grep -q "60 alloc, 0 free_requested, 48 free_completed" "$tmp/tune.txt" || { cat
 
 # stdout: '-' for the CSV and the trace events (instead of the text); two on stdout is an error
 "$P" report "$tmp/run" --csv - >"$tmp/o.csv" || fail "--csv -"
-head -1 "$tmp/o.csv" | grep -q '^pid,rank,process,by,step,t_seconds,' || fail "--csv - is not the CSV"
+head -1 "$tmp/o.csv" | grep -q '^pid,exec,rank,process,by,step,t_seconds,' || fail "--csv - is not the CSV"
 cmp -s "$tmp/o.csv" "$tmp/r.csv" || fail "--csv - differs from the file"
 "$P" report "$tmp/run" --trace-events - | $PY -c 'import json,sys; json.load(sys.stdin)' || fail "--trace-events -"
 if "$P" report "$tmp/run" --csv - --json - >/dev/null 2>"$tmp/err"; then fail "two stdout outputs accepted"; fi
 grep -q "asks for stdout" "$tmp/err" || fail "two stdout outputs: no message"
+
+# a program that forks and execs: one pid has two images; (pid, exec, step) keys every row
+"$P" run --no-report -o "$tmp/fx" -- "$T/target_forkexec" >/dev/null 2>&1 || fail "run target_forkexec"
+"$P" report "$tmp/fx" --csv "$tmp/fx.csv" >/dev/null || fail "report forkexec"
+$PY - "$tmp/fx.csv" <<'PY' || fail "forkexec rows are not keyed by (pid, exec, step)"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1], newline="")))
+keys = [(r["pid"], r["exec"], r["step"]) for r in rows]
+assert len(keys) == len(set(keys)), keys
+assert {r["exec"] for r in rows} == {"0", "1"}, {r["exec"] for r in rows}
+PY
 
 # a run without device events: one clear line, exit 1, no file
 "$P" run --no-report -o "$tmp/host" -- "$T/target_leak" 20 >/dev/null 2>&1 || fail "run target_leak"

@@ -73,7 +73,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         pl_extract_render_text(r, &x, sink());
         pl_extract_render_json(r, &x, sink(), 32);
         pl_render_html(r, &x, sink());
-        pl_export_csv(r, sink());
+        pl_export_csv(r, &x, sink());
         pl_export_trace_events(r, &x, sink());
         pl_export_torch_t *t = NULL;
         if (pl_export_torch_collect_mem(buf, len, &t) == 0 && t) pl_export_torch_write(t, sink());

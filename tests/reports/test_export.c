@@ -58,15 +58,15 @@ static void test_export_csv_rows_and_quoting(void **state) {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    assert_int_equal(pl_export_csv(r, f), 0);
+    assert_int_equal(pl_export_csv(r, NULL, f), 0);
     fclose(f);
-    const char *want = "pid,rank,process,by,step,t_seconds,rss,heap.bytes,marks\r\n"
-                       "42,3,\"tr,ain\xef\xbf\xbd\",step,1,1,100,,\r\n"
-                       "42,3,\"tr,ain\xef\xbf\xbd\",step,2,2,200,10.5,\r\n"
-                       "42,3,\"tr,ain\xef\xbf\xbd\",step,3,3.000000003,300,,\"eval \"\"x\"\", y; two\nlines\"\r\n"
-                       "42,3,\"tr,ain\xef\xbf\xbd\",step,4,4.000000001,400,20,\r\n"
-                       "42,3,\"tr,ain\xef\xbf\xbd\",step,6,,,,after\r\n"
-                       "43,,other,step,1,1,5,,\r\n";
+    const char *want = "pid,exec,rank,process,by,step,t_seconds,rss,heap.bytes,marks\r\n"
+                       "42,,3,\"tr,ain\xef\xbf\xbd\",step,1,1,100,,\r\n"
+                       "42,,3,\"tr,ain\xef\xbf\xbd\",step,2,2,200,10.5,\r\n"
+                       "42,,3,\"tr,ain\xef\xbf\xbd\",step,3,3.000000003,300,,\"eval \"\"x\"\", y; two\nlines\"\r\n"
+                       "42,,3,\"tr,ain\xef\xbf\xbd\",step,4,4.000000001,400,20,\r\n"
+                       "42,,3,\"tr,ain\xef\xbf\xbd\",step,6,,,,after\r\n"
+                       "43,,,other,step,1,1,5,,\r\n";
     assert_string_equal(buf, want);
     free(buf);
     pl_report_destroy(r);
