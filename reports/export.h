@@ -69,10 +69,13 @@ int pl_export_torch_collect_mem(const void *data, size_t len, pl_export_torch_t 
 /* Write the pickle (protocol 2: dicts, lists, str, int, bool, None):
  *   {'segments': [{'device', 'address', 'total_size', 'allocated_size', 'active_size', 'requested_size',
  *                  'stream', 'segment_type', 'segment_pool_id', 'is_expandable', 'frames',
- *                  'blocks': [{'address', 'size', 'requested_size', 'state', 'frames'}]}],
+ *                  'blocks': [{'address', 'size', 'requested_size', 'state', 'frames', 'history'}]}],
  *    'device_traces': [[{'action', 'addr', 'size', 'stream', 'time_us', 'frames'}], ...],
  *    'allocator_settings': {}}
- * Frames are empty lists (the trace's stacks are not resolved here). */
+ * frames: [{'filename', 'line', 'name'}], innermost first, from the trace's stack of the allocation: its Python
+ * frames when it has some, else its native frames (module path, line 0, symbol) without the tracer's own; empty
+ * for frees and segment events. An allocated block's 'history' is [{'addr', 'real_size', 'frames'}] (older
+ * viewers read frames there). */
 int pl_export_torch_write(const pl_export_torch_t *t, FILE *out);
 void pl_export_torch_free(pl_export_torch_t *t);
 

@@ -12,9 +12,11 @@
  * Memory: at most PL_EXPORT_TORCH_MAX_EVENTS trace entries (the latest, as PyTorch's ring keeps them) and one
  * table entry per live block and segment.
  *
+ * Frames come from the trace's stack, frame, module and Python frame records of the same process (bounded tables).
+ *
  * The pickle is protocol 2, written by hand: EMPTY_DICT/EMPTY_LIST, MARK ... SETITEMS/APPENDS, BININT/LONG1,
- * BINUNICODE, NEWTRUE/NEWFALSE, BINPUT/BINGET for the repeated key strings, STOP (Python's pickletools documents
- * each opcode).
+ * BINUNICODE, NEWFALSE, TUPLE, BINPUT/BINGET for the repeated key strings and LONG_BINPUT/LONG_BINGET for a stack's
+ * frames list, written once; STOP (Python's pickletools documents each opcode).
  */
 #include "export.h"
 
@@ -33,6 +35,7 @@ typedef struct ev {
     int64_t t_ns;             /* CLOCK_REALTIME when known, else CLOCK_MONOTONIC */
     uint64_t addr, size, requested, stream;
     int32_t device;
+    uint32_t stack_id;        /* the allocation's stack (alloc, oom), 0 none */
     uint8_t action;
 } ev_t;
 
@@ -40,7 +43,38 @@ typedef struct live {         /* a live block or segment; addr 0 = empty slot, U
     uint64_t addr, size, requested, stream;
     int32_t device;
     uint32_t pool;            /* allocator pool: 1 small, 2 large; 0 unknown */
+    uint32_t stack_id;        /* a block's allocation stack, 0 none */
 } live_t;
+
+/* ---- the trace's stacks, for the snapshot's 'frames' ----
+ * A stack with Python frames is written as its Python frames (what PyTorch's snapshots show by default), else as
+ * its native frames without the tracer's own (module libplateau*): innermost first, {'filename', 'line', 'name'}.
+ * Bounded: what does not fit is left out, and its allocations get fewer or no frames. */
+#define ST_MAX_STACKS (1u << 16)
+#define ST_MAX_POOL (1u << 21)      /* pcs and Python frame ids of all stacks together */
+#define ST_MAX_FRAMES (1u << 16)    /* resolved pcs, and Python frames, each */
+#define ST_MAX_MODULES 4096u
+#define ST_MAX_STR_BYTES (32u << 20)
+
+typedef struct idmap {        /* u64 key -> u32 value, open addressing; keys stored + 1 (0 = empty) */
+    uint64_t *keys;
+    uint32_t *vals;
+    size_t cap, n;
+} idmap_t;
+
+typedef struct stk { uint32_t off, n_native, n_py; } stk_t;
+typedef struct nfr { uint32_t module; char *symbol; uint64_t symbol_offset, module_offset; } nfr_t;
+typedef struct pyf { char *file, *function; int32_t line; } pyf_t;
+
+typedef struct stacks {
+    idmap_t stack_ix, frame_ix, module_ix, pyf_ix;
+    stk_t *stacks;
+    uint64_t *pool;           /* per stack: its pcs, then its Python frame ids */
+    nfr_t *frames;
+    char **modules;
+    pyf_t *pyfs;
+    size_t n_stacks, n_pool, n_frames, n_modules, n_pyfs, str_bytes;
+} stacks_t;
 
 typedef struct table {
     live_t *slots;
@@ -59,6 +93,7 @@ typedef struct side {
 struct pl_export_torch {
     side_t s;
     bool allocator;           /* blocks from plateau's allocator (else the CUDA hooks) */
+    stacks_t st;
 };
 
 #define DELETED UINT64_MAX
@@ -124,7 +159,8 @@ static int side_event(side_t *s, int action, const pl_rec_device_t *q, int64_t t
         s->ring = nr;
         s->cap = nc;
     }
-    ev_t e = {t_ns, action == A_OOM ? 0 : q->addr, q->size, q->requested, q->stream, q->device, (uint8_t)action};
+    uint32_t stack = action == A_ALLOC || action == A_OOM ? q->stack_id : 0;
+    ev_t e = {t_ns, action == A_OOM ? 0 : q->addr, q->size, q->requested, q->stream, q->device, stack, (uint8_t)action};
     if (s->n < s->cap) {
         s->ring[s->n++] = e;
     } else { /* full: the oldest entry goes */
@@ -147,7 +183,7 @@ static int side_record(side_t *s, bool allocator, pl_rec_type_t type, const pl_r
     pl_rec_device_t d0 = *q;
     if (d0.device < 0) d0.device = 0;
     q = &d0;
-    live_t v = {q->addr, q->size, q->requested ? q->requested : q->size, q->stream, q->device, q->pool};
+    live_t v = {q->addr, q->size, q->requested ? q->requested : q->size, q->stream, q->device, q->pool, q->stack_id};
     live_t old;
     int rc;
     switch (type) {
@@ -184,15 +220,164 @@ static int side_record(side_t *s, bool allocator, pl_rec_type_t type, const pl_r
     return 0;
 }
 
-/* Read one trace into *as (allocator source) and *cs (CUDA hooks); closes rd. */
-static int read_trace(pl_trace_reader_t *rd, side_t *as, side_t *cs) {
+static const uint32_t *idmap_get(const idmap_t *m, uint64_t key) {
+    if (!m->cap) return NULL;
+    for (size_t i = slot_of(key + 1, m->cap);; i = (i + 1) & (m->cap - 1)) {
+        if (m->keys[i] == key + 1) return &m->vals[i];
+        if (!m->keys[i]) return NULL;
+    }
+}
+
+/* 0, -EEXIST (kept the first), -ENOMEM */
+static int idmap_put(idmap_t *m, uint64_t key, uint32_t val) {
+    if (idmap_get(m, key)) return -EEXIST;
+    if ((m->n + 1) * 2 > m->cap) {
+        size_t nc = m->cap ? m->cap * 2 : 256;
+        uint64_t *nk = calloc(nc, sizeof *nk);
+        uint32_t *nv = calloc(nc, sizeof *nv);
+        if (!nk || !nv) {
+            free(nk);
+            free(nv);
+            return -ENOMEM;
+        }
+        for (size_t i = 0; i < m->cap; i++) {
+            if (!m->keys[i]) continue;
+            size_t j = slot_of(m->keys[i], nc);
+            while (nk[j]) j = (j + 1) & (nc - 1);
+            nk[j] = m->keys[i];
+            nv[j] = m->vals[i];
+        }
+        free(m->keys);
+        free(m->vals);
+        m->keys = nk;
+        m->vals = nv;
+        m->cap = nc;
+    }
+    size_t i = slot_of(key + 1, m->cap);
+    while (m->keys[i]) i = (i + 1) & (m->cap - 1);
+    m->keys[i] = key + 1;
+    m->vals[i] = val;
+    m->n++;
+    return 0;
+}
+
+static void idmap_free(idmap_t *m) {
+    free(m->keys);
+    free(m->vals);
+}
+
+static void stacks_free(stacks_t *st) {
+    idmap_free(&st->stack_ix);
+    idmap_free(&st->frame_ix);
+    idmap_free(&st->module_ix);
+    idmap_free(&st->pyf_ix);
+    for (size_t i = 0; i < st->n_frames; i++) free(st->frames[i].symbol);
+    for (size_t i = 0; i < st->n_modules; i++) free(st->modules[i]);
+    for (size_t i = 0; i < st->n_pyfs; i++) {
+        free(st->pyfs[i].file);
+        free(st->pyfs[i].function);
+    }
+    free(st->stacks);
+    free(st->pool);
+    free(st->frames);
+    free(st->modules);
+    free(st->pyfs);
+    memset(st, 0, sizeof *st);
+}
+
+/* a copy of a trace string within the budget; NULL when over it or out of memory */
+static char *st_strdup(stacks_t *st, const char *s) {
+    size_t n = strlen(s ? s : "") + 1;
+    if (st->str_bytes + n > ST_MAX_STR_BYTES) return NULL;
+    char *c = malloc(n);
+    if (!c) return NULL;
+    memcpy(c, s ? s : "", n);
+    st->str_bytes += n;
+    return c;
+}
+
+/* grow *arr (elem bytes each) to hold max elements, allocated whole on first use */
+static int st_array(void *arr, size_t elem, size_t max) {
+    void **a = arr;
+    if (*a) return 0;
+    *a = malloc(elem * max);
+    return *a ? 0 : -ENOMEM;
+}
+
+/* one stack, frame, module or Python frame record; what does not fit the bounds is dropped */
+static int stacks_record(stacks_t *st, const pl_trace_record_t *rec) {
+    int rc = 0;
+    switch (rec->type) {
+    case PL_REC_STACK: {
+        const pl_rec_stack_t *q = &rec->u.stack;
+        uint32_t n_nat = q->n_frames < PL_TRACE_MAX_FRAMES ? q->n_frames : PL_TRACE_MAX_FRAMES;
+        uint32_t n_py = q->n_py <= PL_TRACE_MAX_FRAMES - n_nat ? q->n_py : PL_TRACE_MAX_FRAMES - n_nat;
+        if (st->n_stacks >= ST_MAX_STACKS || st->n_pool + n_nat + n_py > ST_MAX_POOL) return 0;
+        if ((rc = st_array(&st->stacks, sizeof *st->stacks, ST_MAX_STACKS)) ||
+            (rc = st_array(&st->pool, sizeof *st->pool, ST_MAX_POOL)))
+            return rc;
+        rc = idmap_put(&st->stack_ix, q->stack_id, (uint32_t)st->n_stacks);
+        if (rc) return rc == -EEXIST ? 0 : rc;
+        st->stacks[st->n_stacks++] = (stk_t){(uint32_t)st->n_pool, n_nat, n_py};
+        for (uint32_t i = 0; i < n_nat; i++) st->pool[st->n_pool++] = q->pcs[i];
+        for (uint32_t i = 0; i < n_py; i++) st->pool[st->n_pool++] = q->py[i];
+        return 0;
+    }
+    case PL_REC_FRAME: {
+        const pl_rec_frame_t *q = &rec->u.frame;
+        if (st->n_frames >= ST_MAX_FRAMES || idmap_get(&st->frame_ix, q->pc)) return 0;
+        if ((rc = st_array(&st->frames, sizeof *st->frames, ST_MAX_FRAMES))) return rc;
+        char *sym = st_strdup(st, q->symbol);
+        if (!sym) return 0;
+        if ((rc = idmap_put(&st->frame_ix, q->pc, (uint32_t)st->n_frames))) {
+            free(sym);
+            return rc;
+        }
+        st->frames[st->n_frames++] = (nfr_t){q->module_id, sym, q->symbol_offset, q->module_offset};
+        return 0;
+    }
+    case PL_REC_MODULE: {
+        const pl_rec_module_t *q = &rec->u.module;
+        if (st->n_modules >= ST_MAX_MODULES || idmap_get(&st->module_ix, q->module_id)) return 0;
+        if ((rc = st_array(&st->modules, sizeof *st->modules, ST_MAX_MODULES))) return rc;
+        char *path = st_strdup(st, q->path);
+        if (!path) return 0;
+        if ((rc = idmap_put(&st->module_ix, q->module_id, (uint32_t)st->n_modules))) {
+            free(path);
+            return rc;
+        }
+        st->modules[st->n_modules++] = path;
+        return 0;
+    }
+    case PL_REC_PYFRAME: {
+        const pl_rec_pyframe_t *q = &rec->u.pyframe;
+        if (st->n_pyfs >= ST_MAX_FRAMES || idmap_get(&st->pyf_ix, q->pyframe_id)) return 0;
+        if ((rc = st_array(&st->pyfs, sizeof *st->pyfs, ST_MAX_FRAMES))) return rc;
+        char *file = st_strdup(st, q->file), *fn = st_strdup(st, q->function);
+        if (!file || !fn || (rc = idmap_put(&st->pyf_ix, q->pyframe_id, (uint32_t)st->n_pyfs))) {
+            free(file);
+            free(fn);
+            return rc;
+        }
+        st->pyfs[st->n_pyfs++] = (pyf_t){file, fn, q->line};
+        return 0;
+    }
+    default: return 0;
+    }
+}
+
+/* Read one trace into *as (allocator source), *cs (CUDA hooks) and *st (its stacks); closes rd. */
+static int read_trace(pl_trace_reader_t *rd, side_t *as, side_t *cs, stacks_t *st) {
     int rc = 0;
     const pl_trace_header_t *h = pl_trace_header(rd);
     int64_t shift = h && h->start_realtime_ns > 0 ? h->start_realtime_ns - h->start_mono_ns : 0;
     pl_trace_record_t rec;
     int nrc;
     while ((nrc = pl_trace_next(rd, &rec)) > 0) {
-        if (rec.type < PL_REC_DEVICE_ALLOC || rec.type > PL_REC_DEVICE_OOM) continue;
+        if (rec.type < PL_REC_DEVICE_ALLOC || rec.type > PL_REC_DEVICE_OOM) {
+            if ((rc = stacks_record(st, &rec))) break;
+            continue;
+        }
         const pl_rec_device_t *q = &rec.u.device;
         if (q->source == PL_DEV_SRC_CUPTI) continue; /* repeats what the hooks saw */
         bool allocator = q->source == PL_DEV_SRC_ALLOCATOR;
@@ -209,7 +394,8 @@ static int read_trace(pl_trace_reader_t *rd, side_t *as, side_t *cs) {
 static int collect_reader(pl_trace_reader_t *rd, pl_export_torch_t **out) {
     *out = NULL;
     side_t as = {.max_device = -1}, cs = {.max_device = -1};
-    int rc = read_trace(rd, &as, &cs);
+    stacks_t st = {0};
+    int rc = read_trace(rd, &as, &cs, &st);
     bool use_alloc = as.n_allocs > 0;
     side_t *keep = use_alloc ? &as : &cs;
     if (!rc && keep->n_allocs) {
@@ -218,12 +404,15 @@ static int collect_reader(pl_trace_reader_t *rd, pl_export_torch_t **out) {
         else {
             t->s = *keep;
             t->allocator = use_alloc;
+            t->st = st;
             memset(keep, 0, sizeof *keep);
+            memset(&st, 0, sizeof st);
             *out = t;
         }
     }
     side_free(&as);
     side_free(&cs);
+    stacks_free(&st);
     return rc;
 }
 
@@ -276,6 +465,7 @@ int pl_export_torch_collect_mem(const void *data, size_t len, pl_export_torch_t 
 void pl_export_torch_free(pl_export_torch_t *t) {
     if (!t) return;
     side_free(&t->s);
+    stacks_free(&t->st);
     free(t);
 }
 
@@ -357,7 +547,12 @@ static int final_state(const pl_export_torch_t *t, seg_t **segs_out, size_t *n_s
 typedef struct pk {
     FILE *o;
     const char *memo[MEMO_MAX]; /* strings written once and then fetched by memo index (pointer identity) */
+    uint8_t memo_ix[MEMO_MAX];  /* their memo indexes */
     size_t n_memo;
+    const stacks_t *st;         /* the trace's stacks */
+    uint32_t *stack_memo;       /* per stack: memo index + 1 of its frames list once written (0: not yet) */
+    uint32_t next_memo;         /* the next memo index: numbered in order of use, as picklers do (a reader may
+                                 * refuse an index beyond the values read so far: tune/pickle.c does) */
 } pk_t;
 
 static void pk_u32le(FILE *o, uint32_t v) {
@@ -392,16 +587,17 @@ static void pk_str(pk_t *p, const char *s, bool constant) {
         for (size_t i = 0; i < p->n_memo; i++)
             if (p->memo[i] == s) {
                 fputc('h', p->o); /* BINGET */
-                fputc((int)i, p->o);
+                fputc(p->memo_ix[i], p->o);
                 return;
             }
     size_t n = strlen(s);
     fputc('X', p->o); /* BINUNICODE: 4-byte length, UTF-8 */
     pk_u32le(p->o, (uint32_t)n);
     fwrite(s, 1, n, p->o);
-    if (constant && p->n_memo < MEMO_MAX) {
+    if (constant && p->n_memo < MEMO_MAX && p->next_memo < 256) {
         fputc('q', p->o); /* BINPUT */
-        fputc((int)p->n_memo, p->o);
+        fputc((int)p->next_memo, p->o);
+        p->memo_ix[p->n_memo] = (uint8_t)p->next_memo++;
         p->memo[p->n_memo++] = s;
     }
 }
@@ -413,7 +609,76 @@ static void pk_list_open(pk_t *p) { fputs("](", p->o); }   /* EMPTY_LIST, MARK *
 static void pk_list_close(pk_t *p) { fputc('e', p->o); }   /* APPENDS */
 static void pk_empty_list(pk_t *p) { fputc(']', p->o); }
 
-static void block(pk_t *p, uint64_t addr, uint64_t size, uint64_t requested, const char *state) {
+static void pk_frame(pk_t *p, const char *file, int64_t line, const char *name) {
+    char u[1024];
+    pk_dict_open(p);
+    pk_key(p, "filename");
+    pk_str(p, pl_export_utf8(file, u, sizeof u), false);
+    pk_key(p, "line");
+    pk_int(p, line);
+    pk_key(p, "name");
+    pk_str(p, pl_export_utf8(name, u, sizeof u), false);
+    pk_dict_close(p);
+}
+
+/* a native frame's module path ("" unknown), and whether it is the tracer's own */
+static const char *frame_module(const stacks_t *st, const nfr_t *f, bool *own) {
+    const uint32_t *m = idmap_get(&st->module_ix, f->module);
+    const char *path = m ? st->modules[*m] : "", *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    *own = strlen(b) >= 10 && !memcmp(b, "libplateau", 10);
+    return path;
+}
+
+/* The frames list of a stack: written once, then fetched from the memo (LONG_BINPUT / LONG_BINGET) */
+static void pk_frames(pk_t *p, uint32_t stack_id) {
+    const stacks_t *st = p->st;
+    const uint32_t *ix = stack_id && st ? idmap_get(&st->stack_ix, stack_id) : NULL;
+    if (!ix) {
+        pk_empty_list(p);
+        return;
+    }
+    if (p->stack_memo && p->stack_memo[*ix]) {
+        fputc('j', p->o); /* LONG_BINGET */
+        pk_u32le(p->o, p->stack_memo[*ix] - 1);
+        return;
+    }
+    const stk_t *k = &st->stacks[*ix];
+    pk_list_open(p);
+    if (k->n_py) {
+        for (uint32_t i = 0; i < k->n_py; i++) {
+            const uint32_t *f = idmap_get(&st->pyf_ix, st->pool[k->off + k->n_native + i]);
+            if (f) pk_frame(p, st->pyfs[*f].file, st->pyfs[*f].line, st->pyfs[*f].function);
+        }
+    } else {
+        bool inner = true; /* still in the tracer's own innermost frames */
+        for (uint32_t i = 0; i < k->n_native; i++) {
+            uint64_t pc = st->pool[k->off + i];
+            const uint32_t *f = idmap_get(&st->frame_ix, pc);
+            char name[96];
+            bool own = false;
+            const char *mod = f ? frame_module(st, &st->frames[*f], &own) : "";
+            if (inner && own) continue;
+            inner = false;
+            if (f && st->frames[*f].symbol[0]) {
+                pk_frame(p, mod, 0, st->frames[*f].symbol);
+                continue;
+            }
+            snprintf(name, sizeof name, "0x%llx", (unsigned long long)(f ? st->frames[*f].module_offset : pc));
+            pk_frame(p, mod, 0, name);
+        }
+    }
+    pk_list_close(p);
+    if (p->stack_memo) {
+        p->stack_memo[*ix] = ++p->next_memo; /* memo index next_memo - 1 */
+        fputc('r', p->o); /* LONG_BINPUT */
+        pk_u32le(p->o, p->next_memo - 1);
+    }
+}
+
+/* A block; an allocated one also carries 'history' (one entry: its allocation), the field older viewers read its
+ * frames from (torch 1.13's memory_viz; later ones read it too) */
+static void block(pk_t *p, uint64_t addr, uint64_t size, uint64_t requested, const char *state, uint32_t stack_id) {
     pk_dict_open(p);
     pk_key(p, "address");
     pk_uint(p, addr);
@@ -424,7 +689,20 @@ static void block(pk_t *p, uint64_t addr, uint64_t size, uint64_t requested, con
     pk_key(p, "state");
     pk_str(p, state, true);
     pk_key(p, "frames");
-    pk_empty_list(p);
+    pk_frames(p, stack_id);
+    if (stack_id) {
+        pk_key(p, "history");
+        pk_list_open(p);
+        pk_dict_open(p);
+        pk_key(p, "addr");
+        pk_uint(p, addr);
+        pk_key(p, "real_size");
+        pk_uint(p, requested);
+        pk_key(p, "frames");
+        pk_frames(p, stack_id);
+        pk_dict_close(p);
+        pk_list_close(p);
+    }
     pk_dict_close(p);
 }
 
@@ -470,11 +748,11 @@ static void segment(pk_t *p, const pl_export_torch_t *t, const seg_t *g, const l
     for (size_t i = g->first; i < g->first + g->n; i++) {
         const live_t *b = &blocks[i];
         if (!placed(b, at)) continue;
-        if (b->addr > at) block(p, at, b->addr - at, 0, "inactive");
-        block(p, b->addr, b->size, b->requested <= b->size ? b->requested : b->size, "active_allocated");
+        if (b->addr > at) block(p, at, b->addr - at, 0, "inactive", 0);
+        block(p, b->addr, b->size, b->requested <= b->size ? b->requested : b->size, "active_allocated", b->stack_id);
         at = b->addr + b->size;
     }
-    if (at < end) block(p, at, end - at, 0, "inactive");
+    if (at < end) block(p, at, end - at, 0, "inactive", 0);
     pk_list_close(p);
     pk_dict_close(p);
     (void)t;
@@ -493,7 +771,7 @@ static void trace_entry(pk_t *p, const ev_t *e) {
     pk_key(p, "time_us");
     pk_int(p, e->t_ns / 1000);
     pk_key(p, "frames");
-    pk_empty_list(p);
+    pk_frames(p, e->stack_id);
     pk_dict_close(p);
 }
 
@@ -504,7 +782,12 @@ int pl_export_torch_write(const pl_export_torch_t *t, FILE *o) {
     size_t n_segs;
     int rc = final_state(t, &segs, &n_segs, &blocks);
     if (rc) return rc;
-    pk_t p = {.o = o};
+    pk_t p = {.o = o, .st = &t->st};
+    if (t->st.n_stacks && !(p.stack_memo = calloc(t->st.n_stacks, sizeof *p.stack_memo))) {
+        free(segs);
+        free(blocks);
+        return -ENOMEM;
+    }
     fputs("\x80\x02", o); /* PROTO 2 */
     pk_dict_open(&p);
     pk_key(&p, "segments");
@@ -527,6 +810,7 @@ int pl_export_torch_write(const pl_export_torch_t *t, FILE *o) {
     fputc('}', o);
     pk_dict_close(&p);
     fputc('.', o); /* STOP */
+    free(p.stack_memo);
     free(segs);
     free(blocks);
     return ferror(o) ? -EIO : 0;

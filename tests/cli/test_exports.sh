@@ -81,6 +81,12 @@ n = (acts.count("alloc"), acts.count("free_completed"))
 assert n == (12 * 5, 12 * 4), n
 live = [b for s in snap["segments"] for b in s["blocks"] if b["state"] == "active_allocated"]
 assert len(live) == 12 and all(b["size"] == 256 << 10 for b in live), live
+# frames: where each block was allocated (target_marks's main, native frames: no Python here)
+for b in live:
+    names = [(f["filename"].split("/")[-1], f["name"]) for f in b["frames"]]
+    assert ("target_marks", "main") in names, names
+    assert not any("libplateau" in f["filename"] for f in b["frames"]), b["frames"]
+assert all(e["frames"] for e in trace if e["action"] == "alloc"), "an alloc entry without frames"
 for s in snap["segments"]:
     assert s["total_size"] == sum(b["size"] for b in s["blocks"]), s
     assert s["allocated_size"] == sum(b["size"] for b in s["blocks"] if b["state"] == "active_allocated")
@@ -93,7 +99,9 @@ else:
     assert st["segments"] == len(snap["segments"]) and st["active_allocated"].value == 12 * (256 << 10), st
     flame = mv.segments(snap["segments"], format_flamegraph=lambda s: s)
     assert flame.count("active_allocated") == 12, flame
-    print("memory_viz: stats and segments read the snapshot")
+    flame = mv.memory(snap["segments"], format_flamegraph=lambda s: s)  # the frames, through 'history'
+    assert flame.count("target_marks:0:main") == 12, flame
+    print("memory_viz: stats, segments and memory read the snapshot")
 PY
 "$P" tune "$tmp/r.pickle" >"$tmp/tune.txt" 2>&1 ||
     { cat "$tmp/tune.txt"; fail "plateau tune cannot read the snapshot"; }

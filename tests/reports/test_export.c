@@ -263,6 +263,77 @@ static void test_export_torch_cuda_hooks(void **state) {
     free(buf);
 }
 
+/* Frames: a stack with Python frames is written as them, one without as its native frames less the tracer's own
+ * innermost ones; a second allocation of the same stack gets the same list (from the pickle's memo); a block that
+ * is live carries 'history' (the field torch 1.13's memory_viz reads frames from). */
+static void test_export_torch_frames(void **state) {
+    (void)state;
+    static uint8_t recs[1 << 14];
+    size_t n = 0, len;
+    uint32_t k = 0;
+    pl_trace_record_t r;
+#define EMIT()                                                 \
+    do {                                                       \
+        size_t w_ = pl_event_encode(&r, recs + n, sizeof recs - n); \
+        assert_true(w_ > 0);                                   \
+        n += w_;                                               \
+        k++;                                                   \
+    } while (0)
+    r = (pl_trace_record_t){.type = PL_REC_MODULE, .t_ns = 1100};
+    r.u.module = (pl_rec_module_t){.module_id = 1, .path = "/x/libplateau_preload.so", .build_id = ""};
+    EMIT();
+    r.u.module = (pl_rec_module_t){.module_id = 2, .path = "/x/train", .build_id = ""};
+    EMIT();
+    r = (pl_trace_record_t){.type = PL_REC_FRAME, .t_ns = 1100};
+    r.u.frame = (pl_rec_frame_t){.pc = 0x10, .module_id = 1, .symbol = "pl_hook"};
+    EMIT();
+    r.u.frame = (pl_rec_frame_t){.pc = 0x20, .module_id = 2, .symbol = "main"};
+    EMIT();
+    r = (pl_trace_record_t){.type = PL_REC_PYFRAME, .t_ns = 1100};
+    r.u.pyframe = (pl_rec_pyframe_t){.pyframe_id = 3, .line = 42, .file = "/t/train.py", .function = "step"};
+    EMIT();
+    r = (pl_trace_record_t){.type = PL_REC_STACK, .t_ns = 1100};
+    r.u.stack = (pl_rec_stack_t){.stack_id = 5, .n_frames = 2, .pcs = {0x10, 0x20}};
+    EMIT();
+    r.u.stack = (pl_rec_stack_t){.stack_id = 6, .n_frames = 1, .pcs = {0x10}, .n_py = 1, .py = {3}};
+    EMIT();
+    const uint32_t stacks[3] = {5, 5, 6};
+    for (int i = 0; i < 3; i++) {
+        r = (pl_trace_record_t){.type = PL_REC_DEVICE_ALLOC, .t_ns = 2000 + i};
+        r.u.device = (pl_rec_device_t){.source = PL_DEV_SRC_ALLOCATOR, .addr = 0x1000u * (i + 1), .size = 4096,
+                                       .stack_id = stacks[i]};
+        EMIT();
+    }
+#undef EMIT
+    pl_pickle_doc_t d;
+    char *buf = NULL;
+    uint8_t *trace = mem_trace(recs, n, k, &len);
+    snapshot_doc(trace, len, &d, &buf);
+    pl_pickle_ref_t t0 = pl_pickle_item(&d, pl_pickle_dict_get(&d, d.root, "device_traces"), 0);
+    assert_int_equal(pl_pickle_len(&d, t0), 3);
+    pl_pickle_ref_t f[3];
+    for (int i = 0; i < 3; i++) f[i] = pl_pickle_dict_get(&d, pl_pickle_item(&d, t0, (size_t)i), "frames");
+    assert_int_equal(pl_pickle_len(&d, f[0]), 1); /* pl_hook (libplateau_preload.so) left out */
+    pl_pickle_ref_t m = pl_pickle_item(&d, f[0], 0);
+    assert_true(pl_pickle_str_eq(&d, pl_pickle_dict_get(&d, m, "name"), "main"));
+    assert_true(pl_pickle_str_eq(&d, pl_pickle_dict_get(&d, m, "filename"), "/x/train"));
+    assert_int_equal(f[1], f[0]); /* the memo's list: the same value */
+    assert_int_equal(pl_pickle_len(&d, f[2]), 1);
+    pl_pickle_ref_t py = pl_pickle_item(&d, f[2], 0);
+    assert_true(pl_pickle_str_eq(&d, pl_pickle_dict_get(&d, py, "name"), "step"));
+    assert_true(pl_pickle_str_eq(&d, pl_pickle_dict_get(&d, py, "filename"), "/t/train.py"));
+    assert_int_equal(get_int(&d, py, "line"), 42);
+    /* the live blocks (3 segments of one block each: no map records) carry history with the same frames */
+    pl_pickle_ref_t segs = pl_pickle_dict_get(&d, d.root, "segments");
+    assert_int_equal(pl_pickle_len(&d, segs), 3);
+    pl_pickle_ref_t b2 = pl_pickle_item(&d, pl_pickle_dict_get(&d, pl_pickle_item(&d, segs, 2), "blocks"), 0);
+    pl_pickle_ref_t h = pl_pickle_item(&d, pl_pickle_dict_get(&d, b2, "history"), 0);
+    assert_int_equal(get_int(&d, h, "real_size"), 4096);
+    assert_int_equal(pl_pickle_dict_get(&d, h, "frames"), f[2]);
+    pl_pickle_doc_free(&d);
+    free(buf);
+}
+
 /* A rank's trace file: process start (rank, realtime start), 6 steps with an RSS sample each, a mark, and n_dev
  * device allocations from plateau's allocator. */
 static void write_rank_trace(const char *path, uint32_t pid, int32_t rank, int n_dev) {
@@ -377,6 +448,7 @@ int main(void) {
         cmocka_unit_test(test_export_marks_in_text_and_json),
         cmocka_unit_test(test_export_torch_snapshot_layout),
         cmocka_unit_test(test_export_torch_cuda_hooks),
+        cmocka_unit_test(test_export_torch_frames),
         cmocka_unit_test(test_export_torch_nothing),
         cmocka_unit_test(test_export_two_ranks),
     };
