@@ -24,9 +24,10 @@
 
 /* Header "pid,exec,rank,process,by,step,t_seconds,<metric>...,marks": the metrics present in any process, in
  * pl_metric_t order. exec: the process image's exec count (0 for the first image of a pid, 1 after its first
- * exec, ...; from x, empty when x is NULL or for a pool row), so (pid, exec, step) keys a row. Rows by process (report order), then step (or time bucket, by = "time"). A cell is empty where
- * that process has no point of that metric at that step; marks holds the labels of the marks in that step, joined
- * by "; ". Quoting per RFC 4180. t_seconds: the step's first sample, since the process's trace started. */
+ * exec, ...; from x, empty when x is NULL or for a pool row), so (pid, exec, step) keys a row. Rows by process
+ * (report order), then step (or time bucket, by = "time"). A cell is empty where that process has no point of
+ * that metric at that step; marks holds the labels of the marks in that step, joined by "; ". Quoting per RFC 4180.
+ * t_seconds: the step's first sample, since the process's trace started. */
 int pl_export_csv(const pl_report_t *r, const pl_extract_t *x, FILE *out);
 
 /* {"traceEvents": [...], "displayTimeUnit": "ms", "otherData": {...}}: per process with a trace (x->procs),
