@@ -376,10 +376,28 @@ static void write_rank_trace(const char *path, uint32_t pid, int32_t rank, int n
 /* Two ranks in one run directory: the snapshot takes the process with more device allocations and counts the
  * other; the trace events name each process with its rank, sort ranks in rank order, and put each mark in its
  * process on the wall clock. */
+static char g_dir[] = "/tmp/pl-test-export-XXXXXX";
+
+static int dir_setup(void **state) {
+    (void)state;
+    return mkdtemp(g_dir) ? 0 : -1;
+}
+
+/* also after a failed assertion, which skips the rest of the test */
+static int dir_teardown(void **state) {
+    (void)state;
+    char p[96];
+    snprintf(p, sizeof p, "%s/a.pltrace", g_dir);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/b.pltrace", g_dir);
+    unlink(p);
+    return rmdir(g_dir);
+}
+
 static void test_export_two_ranks(void **state) {
     (void)state;
-    char dir[] = "/tmp/pl-test-export-XXXXXX", p0[64], p1[64];
-    assert_non_null(mkdtemp(dir));
+    const char *dir = g_dir;
+    char p0[64], p1[64];
     snprintf(p0, sizeof p0, "%s/a.pltrace", dir);
     snprintf(p1, sizeof p1, "%s/b.pltrace", dir);
     write_rank_trace(p0, 101, 1, 2);
@@ -421,9 +439,6 @@ static void test_export_two_ranks(void **state) {
     free(buf);
     pl_extract_free(&x);
     pl_report_destroy(r);
-    unlink(p0);
-    unlink(p1);
-    rmdir(dir);
 }
 
 /* No device records: nothing to export (the CLI then says so and writes no file). */
@@ -450,7 +465,7 @@ int main(void) {
         cmocka_unit_test(test_export_torch_cuda_hooks),
         cmocka_unit_test(test_export_torch_frames),
         cmocka_unit_test(test_export_torch_nothing),
-        cmocka_unit_test(test_export_two_ranks),
+        cmocka_unit_test_setup_teardown(test_export_two_ranks, dir_setup, dir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
