@@ -1,14 +1,16 @@
 /* cli/report: `plateau report RUN_DIR|TRACE [--json FILE] [--html FILE] [--metric NAME] [--since-step N]`,
+ * [--csv FILE] [--trace-events FILE] [--torch-snapshot FILE],
  * `plateau report --merge RUN_DIR...`: the run directories of a multi-node job in one report (reports/extract.h,
  * pl_extract_paths; three or more, or two holding distinct ranks, merge without --merge), and
  * `plateau report RUN_A RUN_B [--json FILE] [--allocators A,B]`: the same program on two host allocators compared
  * (reports/compare.h).
  *
  * Reads the trace(s) (reports/extract.h), classifies every series, prints the text report to stdout and writes the
- * JSON / HTML reports to the files asked for. Exit status: 0 when a report was produced (leaks or not, also a
- * partial one from a damaged trace), 1 when the input is unusable (nothing readable) or an output cannot be
- * written, 2 on bad arguments, PL_EXIT_LEAK (3) with --fail-on-leak when the run verdict is a leak (the report is
- * printed all the same).
+ * JSON / HTML reports and the exports (--csv, --trace-events, --torch-snapshot: reports/export.h, docs/export.md)
+ * to the files asked for. Exit status: 0 when a report was produced (leaks or not, also a partial one from a damaged
+ * trace), 1 when the input is unusable (nothing readable; for --torch-snapshot, no device allocation) or an output
+ * cannot be written, 2 on bad arguments, PL_EXIT_LEAK (3) with --fail-on-leak when the run verdict is a leak (the
+ * report is printed all the same).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -21,17 +23,25 @@
 #include "commands.h"
 #include "output.h"
 #include "compare.h"
+#include "export.h"
 #include "extract.h"
 #include "format.h"
 #include "render.h"
 #include "render_html.h"
 
 static void usage(FILE *o) {
-    fprintf(o, "usage: plateau report RUN_DIR|TRACE [--json FILE] [--html FILE] [--metric NAME] [--since-step N]"
-               " [--ascii]\n"
+    fprintf(o, "usage: plateau report RUN_DIR|TRACE [--json FILE] [--html FILE] [--csv FILE] [--trace-events FILE]"
+               " [--torch-snapshot FILE] [--metric NAME] [--since-step N] [--ascii]\n"
                "  RUN_DIR      a directory written by plateau run (every regular *.pltrace file in it), or one trace file\n"
                "  --json FILE  also write the JSON report (docs/report-schema.md); '-' = stdout instead of the text\n"
                "  --html FILE  also write a self-contained HTML report with charts; '-' = stdout instead of the text\n"
+               "  --csv FILE   also write every process's per-step series as CSV (one row per process and step);\n"
+               "               '-' = stdout instead of the text\n"
+               "  --trace-events FILE  also write Chrome/Perfetto trace-event JSON (ui.perfetto.dev,\n"
+               "               chrome://tracing): counters per metric, steps and marks; '-' = stdout instead of\n"
+               "               the text\n"
+               "  --torch-snapshot FILE  also write the device allocations as a PyTorch memory snapshot pickle\n"
+               "               (torch.cuda.memory._snapshot() layout, for memory_viz); exit 1 when the run has none\n"
                "  --metric M   only this metric: rss rss.anon rss.file rss.shmem pss heap.bytes heap.count\n"
                "               dev.allocated dev.reserved dev.tensors dev.other cgroup tensors dev.active\n"
                "               dev.inactive_split\n"
@@ -61,6 +71,7 @@ typedef struct rendering {
     const pl_extract_t *x;
     const pl_render_text_opts_t *to;
     const pl_compare_t *c;
+    const pl_export_torch_t *t;
 } rendering_t;
 
 static int render_html(const void *ctx, FILE *o) {
@@ -76,6 +87,18 @@ static int render_text(const void *ctx, FILE *o) {
     int rc = pl_render_text(g->r, o, g->to);
     return rc ? rc : pl_extract_render_text_all(g->r, g->x, o, g->to->all_processes);
 }
+static int render_csv(const void *ctx, FILE *o) {
+    const rendering_t *g = ctx;
+    return pl_export_csv(g->r, g->x, o);
+}
+static int render_trace_events(const void *ctx, FILE *o) {
+    const rendering_t *g = ctx;
+    return pl_export_trace_events(g->r, g->x, o);
+}
+static int render_torch(const void *ctx, FILE *o) {
+    const rendering_t *g = ctx;
+    return pl_export_torch_write(g->t, o);
+}
 static int render_compare_json(const void *ctx, FILE *o) {
     const rendering_t *g = ctx;
     return pl_compare_render_json(g->c, o);
@@ -85,17 +108,42 @@ static int render_compare_json(const void *ctx, FILE *o) {
 static bool is_stdout(const char *path) { return path && !strcmp(path, "-"); }
 
 /* Written whole through cli/output.c: a full disk reads "No space left on device", not an I/O error. */
-static int write_file(const char *path, const char *what, const pl_report_t *r, const pl_extract_t *x, bool html) {
-    rendering_t g = {.r = r, .x = x};
+static int write_file(const char *path, const char *what, const rendering_t *g, pl_cli_render_fn fn) {
     bool out = is_stdout(path);
-    int rc = pl_cli_output(out ? NULL : path, html ? render_html : render_json, &g);
+    int rc = pl_cli_output(out ? NULL : path, fn, g);
     if (rc) {
-        fprintf(stderr, "plateau report: writing %s report to %s failed: %s\n", what,
-                out ? "stdout" : pl_format_esc(path), strerror(-rc));
+        fprintf(stderr, "plateau report: writing %s to %s failed: %s\n", what, out ? "stdout" : pl_format_esc(path),
+                strerror(-rc));
         return -1;
     }
-    if (!out) printf("%s report: %s\n", what, pl_format_esc(path));
+    if (!out) printf("%s: %s\n", what, pl_format_esc(path));
     return 0;
+}
+
+/* --torch-snapshot: the device events are read again from the traces (the report keeps only their series) */
+static int write_torch(const char *path, const pl_extract_t *x) {
+    pl_export_torch_t *t = NULL;
+    pl_export_torch_info_t info;
+    int rc = pl_export_torch_collect(x, &t, &info);
+    if (rc) {
+        fprintf(stderr, "plateau report: reading device events for --torch-snapshot failed: %s\n", strerror(-rc));
+        return -1;
+    }
+    if (!t) {
+        fprintf(stderr, "plateau report: --torch-snapshot: the run recorded no device allocations (no CUDA or "
+                        "plateau allocator events in its traces); no file written\n");
+        return -1;
+    }
+    rendering_t g = {.t = t};
+    rc = write_file(path, "PyTorch memory snapshot", &g, render_torch);
+    if (!rc && info.n_other_procs)
+        printf("  (pid %u, %llu trace entries; %zu other process%s with device events left out)\n", info.pid,
+               (unsigned long long)info.n_events, info.n_other_procs, info.n_other_procs > 1 ? "es" : "");
+    if (!rc && info.n_dropped)
+        printf("  (the oldest %llu trace entries left out: %u kept, as PyTorch's history keeps the latest)\n",
+               (unsigned long long)info.n_dropped, PL_EXPORT_TORCH_MAX_EVENTS);
+    pl_export_torch_free(t);
+    return rc;
 }
 
 /* ---- plateau report RUN_A RUN_B ---- */
@@ -233,9 +281,11 @@ int pl_cli_report(int argc, char **argv) {
         {"slow-hours", required_argument, NULL, 'S'}, {"horizon-steps", required_argument, NULL, 'N'},
         {"fail-on-leak", no_argument, NULL, 'F'},     {"all-processes", no_argument, NULL, 'P'},
         {"merge", no_argument, NULL, 'M'},            {"compare", no_argument, NULL, 'C'},
+        {"csv", required_argument, NULL, 'V'},        {"trace-events", required_argument, NULL, 'T'},
+        {"torch-snapshot", required_argument, NULL, 'Y'},
         {NULL, 0, NULL, 0},
     };
-    const char *json = NULL, *html = NULL, *allocs = NULL;
+    const char *json = NULL, *html = NULL, *allocs = NULL, *csv = NULL, *tev = NULL, *torch = NULL;
     pl_extract_opts_t eo = {0};
     pl_render_text_opts_t to = {0};
     pl_practical_params_t pp = {.slow_hours = 24, .horizon_steps = 10000};
@@ -246,6 +296,9 @@ int pl_cli_report(int argc, char **argv) {
         switch (c) {
         case 'j': json = optarg; break;
         case 'H': html = optarg; break;
+        case 'V': csv = optarg; break;
+        case 'T': tev = optarg; break;
+        case 'Y': torch = optarg; break;
         case 'a': to.ascii = true; break;
         case 'F': fail_on_leak = true; break;
         case 'P': to.all_processes = true; break;
@@ -302,8 +355,14 @@ int pl_cli_report(int argc, char **argv) {
         default: usage(stderr); return 2;
         }
     }
-    if (is_stdout(json) && is_stdout(html)) {
-        fprintf(stderr, "plateau report: --json - and --html - both ask for stdout: write one of them to a file\n");
+    int n_stdout = is_stdout(json) + is_stdout(html) + is_stdout(csv) + is_stdout(tev);
+    if (n_stdout > 1) {
+        fprintf(stderr, "plateau report: more than one of --json, --html, --csv, --trace-events asks for stdout ('-'): "
+                        "write all but one to a file\n");
+        return 2;
+    }
+    if (is_stdout(torch)) {
+        fprintf(stderr, "plateau report: --torch-snapshot wants a file (a pickle is binary), not stdout\n");
         return 2;
     }
     int n_paths = argc - optind;
@@ -322,8 +381,9 @@ int pl_cli_report(int argc, char **argv) {
     }
     if (n_paths > 2) merge = true; /* only two runs compare */
     if (n_paths == 2 && !merge) {
-        if (html || eo.only_metric) {
-            fprintf(stderr, "plateau report: --html and --metric do not apply to a comparison of two runs\n");
+        if (html || eo.only_metric || csv || tev || torch) {
+            fprintf(stderr, "plateau report: --html, --metric and the exports (--csv, --trace-events, "
+                            "--torch-snapshot) do not apply to a comparison of two runs\n");
             return 2;
         }
         if (fail_on_leak) {
@@ -376,12 +436,15 @@ int pl_cli_report(int argc, char **argv) {
         if (x.procs[i].damaged)
             fprintf(stderr, "plateau report: warning: %s (partial report)\n", pl_format_esc(x.procs[i].error));
     rendering_t g = {.r = r, .x = &x, .to = &to};
-    if (!is_stdout(json) && !is_stdout(html) && (rc = pl_cli_output(NULL, render_text, &g))) {
+    if (!n_stdout && (rc = pl_cli_output(NULL, render_text, &g))) {
         fprintf(stderr, "plateau report: writing the report to stdout failed: %s\n", strerror(-rc));
         status = 1;
     }
-    if (json && write_file(json, "JSON", r, &x, false)) status = 1;
-    if (html && write_file(html, "HTML", r, &x, true)) status = 1;
+    if (json && write_file(json, "JSON report", &g, render_json)) status = 1;
+    if (html && write_file(html, "HTML report", &g, render_html)) status = 1;
+    if (csv && write_file(csv, "CSV series", &g, render_csv)) status = 1;
+    if (tev && write_file(tev, "trace events", &g, render_trace_events)) status = 1;
+    if (torch && write_torch(torch, &x)) status = 1;
     if (fail_on_leak && status == 0 && r->verdict.kind == PL_PV_LEAK) status = PL_EXIT_LEAK;
     fflush(stdout);
 out:

@@ -702,6 +702,11 @@ static int on_record(state_t *s, const pl_trace_record_t *rec) {
         s->xp->n_steps++;
         return 0;
     }
+    case PL_REC_MARK: { /* in the step in progress, as put() keys a sample without a step; --since-step alike */
+        int64_t k = s->cur_step < MAX_KEY ? s->cur_step + 1 : MAX_KEY;
+        if (s->o->since_step > 0 && k < s->o->since_step) return 0;
+        return pl_report_add_mark(s->xp->proc, k, rel_t(s, rec->t_ns), rec->u.mark.label);
+    }
     case PL_REC_RSS: return on_rss(s, rec);
     case PL_REC_HEAP: {
         const pl_rec_heap_t *q = &rec->u.heap;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "export.h"
 #include "format.h"
 
 #define CHART_W 720.0
@@ -57,7 +58,45 @@ static double ys(double v, double lo, double hi) {
     return y;
 }
 
-static int chart(FILE *o, pl_metric_t m, const pl_report_metric_t *mt) {
+/* The process's plateau_mark() points inside the chart's range [s0, s1] (steps, or time buckets): a purple dotted
+ * vertical line each with its label (escaped) as a tooltip, and as text at the top in the first of MARK_ROWS rows
+ * where it does not overlap the label before it (cut to MARK_TEXT_CHARS characters; none when every row is taken:
+ * the tooltip still names it). Widths are estimated at 5.5 user units a character (font-size 10). */
+#define MARK_ROWS 3
+#define MARK_TEXT_CHARS 18
+static void chart_marks(FILE *o, const pl_report_process_t *p, const pl_series_t *s, double s0, double s1) {
+    double row_end[MARK_ROWS];
+    for (int i = 0; i < MARK_ROWS; i++) row_end[i] = -HUGE_VAL;
+    for (size_t i = 0; i < p->n_marks; i++) {
+        const pl_report_mark_t *k = &p->marks[i];
+        double at = s->by_time ? (s->bucket_ns > 0 ? (double)k->t_ns / (double)s->bucket_ns : NAN) : (double)k->step;
+        if (!(at >= s0 && at <= s1)) continue;
+        double x = xs(at, s0, s1);
+        char label[3 * sizeof k->label];
+        pl_export_utf8(k->label, label, sizeof label); /* a label cut inside a character */
+        fprintf(o, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#84c\" stroke-width=\"1\" "
+                   "stroke-dasharray=\"2,2\"><title>mark ", x, PAD_T, x, CHART_H - PAD_B);
+        esc(o, label);
+        fputs("</title></line>\n", o);
+        size_t n_chars = 0, cut = 0; /* cut: bytes of the first MARK_TEXT_CHARS characters */
+        for (const unsigned char *c = (const unsigned char *)label; *c; c++)
+            if ((*c & 0xc0) != 0x80 && n_chars++ == MARK_TEXT_CHARS) cut = (size_t)((const char *)c - label);
+        if (cut) memcpy(label + cut, "\xe2\x80\xa6", 4); /* ... */
+        double width = 5.5 * (double)(n_chars > MARK_TEXT_CHARS ? MARK_TEXT_CHARS + 1 : n_chars);
+        bool left = x + 2 + width > CHART_W - PAD_R; /* at the right edge: the text ends at the line */
+        double x0 = left ? x - 2 - width : x + 2;
+        int row = 0;
+        while (row < MARK_ROWS && x0 < row_end[row] + 4) row++;
+        if (row == MARK_ROWS) continue;
+        row_end[row] = x0 + width;
+        fprintf(o, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" fill=\"#84c\"%s>", left ? x - 2 : x + 2,
+                PAD_T + 9 + 10.0 * row, left ? " text-anchor=\"end\"" : "");
+        esc(o, label);
+        fputs("</text>\n", o);
+    }
+}
+
+static int chart(FILE *o, const pl_report_process_t *p, pl_metric_t m, const pl_report_metric_t *mt) {
     const pl_series_t *s = &mt->series;
     const pl_verdict_t *v = &mt->verdict;
     if (s->n_points == 0) {
@@ -125,6 +164,7 @@ static int chart(FILE *o, pl_metric_t m, const pl_report_metric_t *mt) {
         if (isfinite(c.points[i].base))
             fprintf(o, "%.1f,%.1f ", xs((double)c.points[i].step, s0, s1), ys(c.points[i].base, lo, hi));
     fputs("\"><title>baseline per step</title></polyline>\n", o);
+    chart_marks(o, p, s, s0, s1);
     /* the tail's Theil-Sen line, through the tail's median level at the tail's middle step */
     if (v->tail_steps > 0 && isfinite(v->slope_per_step) && isfinite(v->level) &&
         v->undecided != PL_UNDECIDED_NO_DATA) {
@@ -334,15 +374,16 @@ int pl_render_html(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
             verdict_cell(o, r, p, (pl_metric_t)m, bytes);
             fputs("</tr>\n", o);
         }
-        fputs("</table>\n<p class=\"legend\">Charts: green = per-step baseline (minimum), grey = per-step peak, "
-              "yellow = warmup, blue = judged tail, red dashes = fitted tail slope (Theil-Sen).</p>\n", o);
+        fprintf(o, "</table>\n<p class=\"legend\">Charts: green = per-step baseline (minimum), grey = per-step peak, "
+              "yellow = warmup, blue = judged tail, red dashes = fitted tail slope (Theil-Sen)%s.</p>\n",
+              p->n_marks ? ", purple dotted lines = plateau_mark() points" : "");
         for (int m = 0; m < PL_METRIC__COUNT; m++) {
             const pl_report_metric_t *mt = &p->metrics[m];
             if (!mt->present) continue;
             const char *label = pl_report_metric_label(r, p, (pl_metric_t)m);
             fprintf(o, "<h3>%s: <span class=\"%s\">%s</span></h3>\n", pl_metric_name((pl_metric_t)m),
                     label_class(label), label);
-            int rc = chart(o, (pl_metric_t)m, mt);
+            int rc = chart(o, p, (pl_metric_t)m, mt);
             if (rc) return rc;
         }
         if (xp) sites(o, xp);

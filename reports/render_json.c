@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "export.h"
 #include "format.h"
 
 static void jkey(FILE *o, int indent, const char *k) {
@@ -167,6 +168,23 @@ static void run_verdict_json(FILE *o, const pl_report_t *r) {
     fprintf(o, ", \"horizon_steps\": %lld}}", (long long)r->practical.horizon_steps);
 }
 
+/* ",\n      \"marks\": [...]" for a process with plateau_mark() points; nothing without (older reports unchanged). */
+static void marks_json(FILE *o, const pl_report_process_t *pr) {
+    if (!pr->n_marks && !pr->n_marks_dropped) return;
+    fputs(",\n      \"marks\": [", o);
+    for (size_t k = 0; k < pr->n_marks; k++) {
+        const pl_report_mark_t *m = &pr->marks[k];
+        fprintf(o, "%s\n        {\"step\": %lld, \"t_seconds\": ", k ? "," : "", (long long)m->step);
+        pl_format_json_num(o, (double)m->t_ns / 1e9);
+        fputs(", \"label\": ", o);
+        char u[3 * sizeof m->label];
+        pl_format_json_str(o, pl_export_utf8(m->label, u, sizeof u)); /* a label cut inside a character */
+        fputs("}", o);
+    }
+    fprintf(o, "%s]", pr->n_marks ? "\n      " : "");
+    if (pr->n_marks_dropped) fprintf(o, ",\n      \"marks_dropped\": %llu", (unsigned long long)pr->n_marks_dropped);
+}
+
 int pl_render_json(const pl_report_t *r, FILE *o, size_t max_points) {
     if (!r || !o) return -EINVAL;
     if (max_points == 0) max_points = 256;
@@ -227,7 +245,9 @@ int pl_render_json(const pl_report_t *r, FILE *o, size_t max_points) {
             pl_format_json_str(o, pr->findings[k].text);
             fputs("}", o);
         }
-        fprintf(o, "%s]\n    }%s\n", pr->n_findings ? "\n      " : "", i + 1 < r->n_procs ? "," : "");
+        fprintf(o, "%s]", pr->n_findings ? "\n      " : "");
+        marks_json(o, pr);
+        fprintf(o, "\n    }%s\n", i + 1 < r->n_procs ? "," : "");
     }
     fputs("  ]\n}\n", o);
     return ferror(o) ? -EIO : 0;

@@ -100,6 +100,27 @@ static void details(FILE *out, const pl_report_metric_t *m, bool bytes, bool oom
     }
 }
 
+/* "  marks: step 3 eval-begin, step 9 \"epoch 2\"" under the metric lines: the first MARKS_SHOWN of them (the
+ * JSON and the exports have all), by time ("at 12 s") for a process without steps. */
+#define MARKS_SHOWN 8
+static void marks_line(FILE *out, const pl_report_process_t *p) {
+    if (!p->n_marks) return;
+    bool by_time = true;
+    for (int m = 0; m < PL_METRIC__COUNT; m++)
+        if (p->metrics[m].present && !p->metrics[m].series.by_time) by_time = false;
+    fputs("  marks:", out);
+    for (size_t i = 0; i < p->n_marks && i < MARKS_SHOWN; i++) {
+        const pl_report_mark_t *k = &p->marks[i];
+        char d[32];
+        if (by_time) fprintf(out, "%s at %s ", i ? "," : "", pl_format_duration((double)k->t_ns / 1e9, d, sizeof d));
+        else fprintf(out, "%s step %lld ", i ? "," : "", (long long)k->step);
+        fputs(k->label[0] ? pl_format_esc(k->label) : "(no label)", out);
+    }
+    uint64_t more = (uint64_t)(p->n_marks > MARKS_SHOWN ? p->n_marks - MARKS_SHOWN : 0) + p->n_marks_dropped;
+    if (more) fprintf(out, ", and %llu more", (unsigned long long)more);
+    fputc('\n', out);
+}
+
 /* A worker whose verdict says nothing grows: folded into one line instead of a block of metric rows. */
 static bool folded_worker(const pl_report_process_t *p) {
     return p->role == PL_ROLE_WORKER && p->verdict.kind != PL_PV_LEAK && p->verdict.kind != PL_PV_SLOW_GROWTH;
@@ -182,6 +203,7 @@ int pl_render_text(const pl_report_t *r, FILE *out, const pl_render_text_opts_t 
             details(out, mt, bytes, m != PL_METRIC_PSS, !strcmp(label, "slow growth"));
             fputc('\n', out);
         }
+        marks_line(out, p);
         if (p->n_findings) fprintf(out, "diagnosis:\n");
         for (size_t k = 0; k < p->n_findings; k++) fprintf(out, "  - %s\n", pl_format_esc(p->findings[k].text));
     }

@@ -42,6 +42,7 @@ void pl_report_destroy(pl_report_t *r) {
     if (!r) return;
     for (size_t i = 0; i < r->n_procs; i++) {
         for (int m = 0; m < PL_METRIC__COUNT; m++) pl_series_free(&r->procs[i]->metrics[m].series);
+        free(r->procs[i]->marks);
         free(r->procs[i]);
     }
     free(r->procs);
@@ -81,6 +82,26 @@ pl_report_process_t *pl_report_add_process(pl_report_t *r, int64_t pid, int32_t 
     p->dev_alloc_retries = p->dev_ooms = -1;
     r->procs[r->n_procs++] = p;
     return p;
+}
+
+int pl_report_add_mark(pl_report_process_t *p, int64_t step, int64_t t_ns, const char *label) {
+    if (!p) return -EINVAL;
+    if (p->n_marks >= PL_REPORT_MAX_MARKS) {
+        p->n_marks_dropped++;
+        return 0;
+    }
+    if (p->n_marks == p->cap_marks) {
+        size_t nc = p->cap_marks ? p->cap_marks * 2 : 8;
+        pl_report_mark_t *nm = realloc(p->marks, nc * sizeof *nm);
+        if (!nm) return -ENOMEM;
+        p->marks = nm;
+        p->cap_marks = nc;
+    }
+    pl_report_mark_t *k = &p->marks[p->n_marks++];
+    k->step = step;
+    k->t_ns = t_ns;
+    snprintf(k->label, sizeof k->label, "%s", label ? label : "");
+    return 0;
 }
 
 int pl_report_set_samples(pl_report_process_t *p, pl_metric_t m, const pl_sample_t *samples, size_t n,

@@ -18,6 +18,7 @@
 
 #define PL_REPORT_SCHEMA_VERSION 1
 #define PL_REPORT_MAX_FINDINGS 8
+#define PL_REPORT_MAX_MARKS 1024 /* plateau_mark() points kept per process; later ones are counted */
 
 typedef enum pl_metric {
     PL_METRIC_RSS = 0,        /* host resident set, bytes */
@@ -90,6 +91,14 @@ typedef struct pl_proc_verdict {
     double other_oom_seconds;   /* NAN when unknown */
 } pl_proc_verdict_t;
 
+/* A plateau_mark(label) point: where it falls in the process's series (step key, as series.h numbers steps: the
+ * step in progress when it was marked, steps completed + 1) and when (since the process's trace started). */
+typedef struct pl_report_mark {
+    int64_t step;               /* series step key; by time: unused, t_ns places it */
+    int64_t t_ns;               /* since the trace start (the time origin of the series) */
+    char label[64];             /* as recorded (<= 63 bytes, may hold any byte: escape when rendering) */
+} pl_report_mark_t;
+
 typedef struct pl_report_process {
     int64_t pid;
     int32_t rank;               /* -1 when not a distributed rank */
@@ -112,6 +121,9 @@ typedef struct pl_report_process {
     /* torch's caching allocator (torch.cuda.memory_stats through the Python bootstrap): cumulative counters at the
      * last snapshot, summed over devices; -1 = not recorded. Set before pl_report_analyze. */
     int64_t dev_alloc_retries, dev_ooms;
+    pl_report_mark_t *marks;    /* n_marks in trace order, owned (pl_report_add_mark) */
+    size_t n_marks, cap_marks;
+    uint64_t n_marks_dropped;   /* marks past PL_REPORT_MAX_MARKS, counted only */
 } pl_report_process_t;
 
 /* The run's verdict: the most severe of its main processes' verdicts, and of its workers' leaks. */
@@ -162,6 +174,10 @@ void pl_report_set_cut_short(pl_report_t *r, const char *reason);
 
 /* A new process row, owned by r, stable until pl_report_destroy. NULL on allocation failure. */
 pl_report_process_t *pl_report_add_process(pl_report_t *r, int64_t pid, int32_t rank, const char *name);
+
+/* Append a mark to p (label copied, cut at 63 bytes; NULL = ""). Past PL_REPORT_MAX_MARKS it is only counted
+ * (n_marks_dropped). Returns 0, -EINVAL, -ENOMEM. */
+int pl_report_add_mark(pl_report_process_t *p, int64_t step, int64_t t_ns, const char *label);
 
 /* Build the metric's series from samples (replacing any previous one). Returns 0, -EINVAL, -ENOMEM. */
 int pl_report_set_samples(pl_report_process_t *p, pl_metric_t m, const pl_sample_t *samples, size_t n,

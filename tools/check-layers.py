@@ -29,8 +29,9 @@ ALLOWED = {
     "cli": {"reports", "tune"},
 }
 # Tests may include the private headers of the component they test (and what it reaches), and these besides: the
-# preload's site and CUDA tests check what the report makes of a trace the preload recorded.
-TESTS_ALSO = {"preload": {"reports"}}
+# preload's site and CUDA tests check what the report makes of a trace the preload recorded; the report's export
+# tests read the PyTorch snapshot they write back through tune's pickle reader (the consumer's parser).
+TESTS_ALSO = {"preload": {"reports"}, "reports": {"tune"}}
 HEADER_EXT = (".h", ".cuh")
 SOURCE_EXT = (".c", ".h", ".cuh", ".cu")
 

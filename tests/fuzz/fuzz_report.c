@@ -1,4 +1,5 @@
-/* fuzz_report: the whole report path from bytes: trace reader -> extract -> analyze -> text, JSON and HTML.
+/* fuzz_report: the whole report path from bytes: trace reader -> extract -> analyze -> text, JSON and HTML, and the
+ * exports (CSV, trace events, PyTorch snapshot pickle).
  *
  * Two modes, chosen by the first byte (bit 1 set: the trace is read twice, as two processes). Odd: the rest is the trace file itself (pl_trace_open_mem), which mostly
  * exercises header and chunk validation. Even: the rest is record payload, framed here into a valid header and
@@ -14,6 +15,7 @@
 #include <string.h>
 
 #include "event.h"
+#include "export.h"
 #include "extract.h"
 #include "render.h"
 #include "render_html.h"
@@ -76,6 +78,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         pl_extract_render_text(r, &x, sink());
         pl_extract_render_json(r, &x, sink(), 32);
         pl_render_html(r, &x, sink());
+        pl_export_csv(r, &x, sink());
+        pl_export_trace_events(r, &x, sink());
+        pl_export_torch_t *t = NULL;
+        if (pl_export_torch_collect_mem(buf, len, &t) == 0 && t) pl_export_torch_write(t, sink());
+        pl_export_torch_free(t);
     }
     pl_extract_free(&x);
     pl_report_destroy(r);
