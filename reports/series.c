@@ -92,7 +92,9 @@ int pl_series_build(const pl_sample_t *samples, size_t n, const pl_series_opts_t
             continue;
         }
         if (any_step) {
-            if (x->step < 0) {
+            /* beyond 2^53 a step is not exact as a double, which the trend maths works in, and no run gets there:
+             * a hostile or corrupt trace; the verdict's step arithmetic stays far from int64 overflow */
+            if (x->step < 0 || x->step > PL_SERIES_MAX_STEP) {
                 s.n_dropped++;
                 continue;
             }

@@ -13,6 +13,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Samples with a larger step are dropped (counted in n_dropped): see pl_series_build. */
+#define PL_SERIES_MAX_STEP (INT64_C(1) << 53)
+
 typedef struct pl_sample {
     int64_t step;  /* step index, < 0 when unknown */
     int64_t t_ns;  /* time since run start, < 0 when unknown */

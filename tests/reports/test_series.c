@@ -46,6 +46,19 @@ static void test_series_drops_stepless_and_nonfinite(void **state) {
     pl_series_free(&out);
 }
 
+/* A step beyond 2^53 (a hostile or corrupt trace) is dropped: the verdict's step arithmetic then cannot overflow
+ * (UBSan found a signed overflow in pl_verdict_classify on fuzzed traces before). */
+static void test_series_drops_absurd_steps(void **state) {
+    (void)state;
+    pl_sample_t s[] = {{1, -1, 5}, {INT64_MAX, -1, 6}, {PL_SERIES_MAX_STEP + 1, -1, 7}, {PL_SERIES_MAX_STEP, -1, 8}};
+    pl_series_t out;
+    assert_int_equal(pl_series_build(s, 4, NULL, &out), 0);
+    assert_int_equal(out.n_points, 2);
+    assert_int_equal(out.n_dropped, 2);
+    assert_int_equal(out.points[1].step, PL_SERIES_MAX_STEP);
+    pl_series_free(&out);
+}
+
 static void test_series_time_buckets_without_steps(void **state) {
     (void)state;
     pl_sample_t s[40];
@@ -111,6 +124,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_series_baseline_is_step_minimum),
         cmocka_unit_test(test_series_drops_stepless_and_nonfinite),
+        cmocka_unit_test(test_series_drops_absurd_steps),
         cmocka_unit_test(test_series_time_buckets_without_steps),
         cmocka_unit_test(test_series_order_fallback_and_empty),
         cmocka_unit_test(test_series_compact_keeps_min_and_max),
