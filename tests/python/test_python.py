@@ -21,8 +21,11 @@ Usage: test_python.py MODE [ARGS]   (meson passes the paths in the environment, 
   tensors                            live tensors per step (PLATEAU_TENSOR_BUDGET=1), a tensor leak found, the
                                      default budget counting rarely
   callbacks_real                     the callbacks are the real frameworks' types; a real transformers Trainer
-                                     (tests/python/hf_trainer.py) gets exact steps and marks (skips when neither
-                                     framework imports; PL_FRAMEWORK_PYTHON picks another interpreter)
+                                     (tests/python/hf_trainer.py) gets exact steps and marks
+                                     The *_real tests run the interpreter PL_FRAMEWORK_PYTHON names, else the venv
+                                     `make framework-venv` makes (PL_FRAMEWORK_VENV, tests/python/frameworks.txt),
+                                     else Debian's python3; they skip, with the reason, where the framework does
+                                     not import there
 Exit 77 = skipped (the reason is printed).
 """
 import glob
@@ -738,6 +741,20 @@ def mode_package(argv):
         print(f"ok: callbacks under plateau run: {row['steps_api']} steps, marks {row['marks']}")
 
 
+def framework_python():
+    """The interpreter for the *_real tests and, when it is not the framework venv, why that venv is not used."""
+    if os.environ.get("PL_FRAMEWORK_PYTHON"):
+        return os.environ["PL_FRAMEWORK_PYTHON"], ""
+    venv = os.environ.get("PL_FRAMEWORK_VENV", "")
+    if venv and os.path.exists(os.path.join(venv, ".stamp")):
+        return os.path.join(venv, "bin", "python"), ""
+    why = f"no framework venv at {venv} (make framework-venv makes it)"
+    if venv and os.path.exists(venv + ".failed"):
+        with open(venv + ".failed") as f:
+            why = f.read().strip()
+    return TORCH_PY, why
+
+
 REAL = r"""import sys
 import plateau
 ok = []
@@ -765,15 +782,13 @@ print("real:", " ".join(ok))
 
 
 def mode_callbacks_real(argv):
-    # PL_FRAMEWORK_PYTHON: an interpreter with transformers / Lightning (by hand: a venv over Debian's torch 1.13
-    # with transformers 4.30.2 and accelerate 0.20.3, the last that import with it); default the torch one
-    py = os.environ.get("PL_FRAMEWORK_PYTHON") or TORCH_PY
+    py, why = framework_python()
     r = subprocess.run([py, "-c", REAL], capture_output=True, text=True, env=clean_env(PYTHONPATH=PYDIR))
     assert r.returncode == 0, r.stdout + r.stderr
     print(r.stdout.strip())
     if r.stdout.strip().endswith("real:"):
-        print("skip: neither transformers nor Lightning imports with this interpreter's torch (PyPI's current "
-              "versions need torch >= 2; Debian's is 1.13); the duck-typed tests (python.package) still ran")
+        print(f"skip: neither transformers nor Lightning imports with {py} (PyPI's current versions need torch >= 2; "
+              f"Debian's is 1.13); {why or 'the venv lacks them'}; the duck-typed tests (python.package) still ran")
         sys.exit(SKIP)
     if "transformers" not in r.stdout.split("real:")[-1]:
         return
