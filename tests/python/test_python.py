@@ -22,6 +22,9 @@ Usage: test_python.py MODE [ARGS]   (meson passes the paths in the environment, 
                                      default budget counting rarely
   callbacks_real                     the callbacks are the real frameworks' types; a real transformers Trainer
                                      (tests/python/hf_trainer.py) gets exact steps and marks
+  lightning_real                     a real pytorch_lightning Trainer (tests/python/lightning_trainer.py), with and
+                                     without accumulate_grad_batches: exact steps from the bootstrap alone; with
+                                     plateau.LightningCallback() the same steps and marks around each validation
                                      The *_real tests run the interpreter PL_FRAMEWORK_PYTHON names, else the venv
                                      `make framework-venv` makes (PL_FRAMEWORK_VENV, tests/python/frameworks.txt),
                                      else Debian's python3; they skip, with the reason, where the framework does
@@ -755,7 +758,22 @@ def framework_python():
     return TORCH_PY, why
 
 
+def framework_imports(py, module):
+    """Skips the test, with the reason, when `module` does not import with `py` (the compat shim of
+    tests/python/torch113_compat.py installed first, as the framework scripts do)."""
+    probe = ("import sys; sys.path.insert(0, %r); import torch113_compat; torch113_compat.install(); import %s" %
+             (os.path.join(SRC, "tests", "python"), module))
+    r = subprocess.run([py, "-c", probe], capture_output=True, text=True, env=clean_env())
+    if r.returncode != 0:
+        print(f"skip: {module} does not import with {py}: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
+        print(f"skip: {framework_python()[1] or 'PL_FRAMEWORK_PYTHON / the framework venv lacks it'}")
+        sys.exit(SKIP)
+
+
 REAL = r"""import sys
+sys.path.insert(0, sys.argv[1])
+import torch113_compat
+torch113_compat.install()
 import plateau
 ok = []
 try:
@@ -783,7 +801,8 @@ print("real:", " ".join(ok))
 
 def mode_callbacks_real(argv):
     py, why = framework_python()
-    r = subprocess.run([py, "-c", REAL], capture_output=True, text=True, env=clean_env(PYTHONPATH=PYDIR))
+    r = subprocess.run([py, "-c", REAL, os.path.join(SRC, "tests", "python")], capture_output=True, text=True,
+                       env=clean_env(PYTHONPATH=PYDIR))
     assert r.returncode == 0, r.stdout + r.stderr
     print(r.stdout.strip())
     if r.stdout.strip().endswith("real:"):
@@ -804,6 +823,46 @@ def mode_callbacks_real(argv):
         assert row["marks"] == ["epoch 0", "evaluate at step 3", "evaluate at step 6"], row["marks"]
         print(f"ok: a real transformers Trainer: 6 steps with the bootstrap alone and with the callback, marks "
               f"{row['marks']}")
+
+
+def run_steps(tmp, name, cmd, script, n):
+    """cmd under plateau run: the report's steps and the trace's (optimizer, api) steps for `script`; no detection."""
+    d, r = plateau_run(tmp, name, cmd)
+    out = [line for line in r.stdout.splitlines() if line.startswith(script + ":")]
+    steps, detected = report_steps(tmp, d, script)
+    assert not detected, f"{name}: the report fell back to period detection"
+    assert steps == n, f"{name}: the report has {steps} steps, the framework made {n} optimizer steps: {out}"
+    (row,) = traces(d, script)
+    return row, out
+
+
+def framework_script(module, script):
+    """The framework interpreter (skipping the test where `module` does not import with it) and the script's path."""
+    py, _ = framework_python()
+    framework_imports(py, module)
+    return py, os.path.join(SRC, "tests", "python", script)
+
+
+def mode_lightning_real(argv):
+    py, script = framework_script("pytorch_lightning", "lightning_trainer.py")
+    with tempfile.TemporaryDirectory(prefix="pl-py-lightning-") as tmp:
+        # the bootstrap alone: one step per optimizer step, with and without accumulate_grad_batches
+        for n, accum in ((5, 1), (4, 3)):
+            name = f"lightning_accum{accum}"
+            row, out = run_steps(tmp, name, [py, script, "--steps", str(n), "--accum", str(accum)],
+                                 "lightning_trainer.py", n)
+            assert out and out[0].startswith(f"lightning_trainer.py: global_step {n} "), f"{name}: {out}"
+            assert row["steps_optimizer"] == n and row["steps_api"] == 0 and not row["marks"], f"{name}: {row}"
+            print(f"ok: a real Lightning Trainer, {n} optimizer steps of {accum} batches, bootstrap only: {n} steps")
+        # with the callback: the first explicit step joins the first optimizer step, then the callback's own steps;
+        # 12 batches of 2, validation every 4 batches: 3 validations, each between a begin and an end mark
+        row, out = run_steps(tmp, "lightning_cb", [py, script, "--steps", "6", "--accum", "2", "--callback"],
+                             "lightning_trainer.py", 6)
+        assert out == ["lightning_trainer.py: global_step 6 validations 3"], out
+        assert row["steps_optimizer"] == 1 and row["steps_api"] == 5, f"Lightning + callback: {row}"
+        assert row["marks"] == ["epoch 0"] + ["validation-begin", "validation-end"] * 3, row["marks"]
+        print(f"ok: a real Lightning Trainer + plateau.LightningCallback(): 6 steps, marks {row['marks']}")
+
 
 
 if __name__ == "__main__":
