@@ -25,6 +25,8 @@ Usage: test_python.py MODE [ARGS]   (meson passes the paths in the environment, 
   lightning_real                     a real pytorch_lightning Trainer (tests/python/lightning_trainer.py), with and
                                      without accumulate_grad_batches: exact steps from the bootstrap alone; with
                                      plateau.LightningCallback() the same steps and marks around each validation
+  accelerate_real                    a single-process accelerate loop (tests/python/accelerate_train.py), with and
+                                     without gradient accumulation: exact steps from the bootstrap alone
                                      The *_real tests run the interpreter PL_FRAMEWORK_PYTHON names, else the venv
                                      `make framework-venv` makes (PL_FRAMEWORK_VENV, tests/python/frameworks.txt),
                                      else Debian's python3; they skip, with the reason, where the framework does
@@ -863,6 +865,19 @@ def mode_lightning_real(argv):
         assert row["marks"] == ["epoch 0"] + ["validation-begin", "validation-end"] * 3, row["marks"]
         print(f"ok: a real Lightning Trainer + plateau.LightningCallback(): 6 steps, marks {row['marks']}")
 
+
+def mode_accelerate_real(argv):
+    py, script = framework_script("accelerate", "accelerate_train.py")
+    with tempfile.TemporaryDirectory(prefix="pl-py-accelerate-") as tmp:
+        # accelerate's optimizer wrapper skips the inner step on accumulating batches: 12 batches of 4 are 3 steps
+        for batches, accum in ((6, 1), (12, 4)):
+            n = batches // accum
+            name = f"accelerate_accum{accum}"
+            row, out = run_steps(tmp, name, [py, script, "--batches", str(batches), "--accum", str(accum)],
+                                 "accelerate_train.py", n)
+            assert out == [f"accelerate_train.py: optimizer steps {n}"], f"{name}: {out}"
+            assert row["steps_optimizer"] == n and row["steps_api"] == 0, f"{name}: {row}"
+            print(f"ok: accelerate, {batches} batches, accumulation {accum}, bootstrap only: {n} steps")
 
 
 if __name__ == "__main__":
