@@ -22,8 +22,8 @@ Usage: test_python.py MODE [ARGS]   (meson passes the paths in the environment, 
                                      default budget counting rarely
   callbacks_real                     the callbacks are the real frameworks' types; a real transformers Trainer
                                      (tests/python/hf_trainer.py) gets exact steps and marks
-  lightning_real                     a real pytorch_lightning Trainer (tests/python/lightning_trainer.py), with and
-                                     without accumulate_grad_batches: exact steps from the bootstrap alone; with
+  lightning_real                     a real Lightning Trainer, 1.x and 2.x (tests/python/lightning_trainer.py), with
+                                     and without accumulate_grad_batches: exact steps from the bootstrap alone; with
                                      plateau.LightningCallback() the same steps and marks around each validation
   accelerate_real                    a single-process accelerate loop (tests/python/accelerate_train.py), with and
                                      without gradient accumulation: exact steps from the bootstrap alone
@@ -760,16 +760,16 @@ def framework_python():
     return TORCH_PY, why
 
 
-def framework_imports(py, module):
-    """Skips the test, with the reason, when `module` does not import with `py` (the compat shim of
-    tests/python/torch113_compat.py installed first, as the framework scripts do)."""
+def framework_missing(py, module):
+    """Why `module` does not import with `py` (the compat shim of tests/python/torch113_compat.py installed first,
+    as the framework scripts do), or "" when it does."""
     probe = ("import sys; sys.path.insert(0, %r); import torch113_compat; torch113_compat.install(); import %s" %
              (os.path.join(SRC, "tests", "python"), module))
     r = subprocess.run([py, "-c", probe], capture_output=True, text=True, env=clean_env())
-    if r.returncode != 0:
-        print(f"skip: {module} does not import with {py}: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
-        print(f"skip: {framework_python()[1] or 'PL_FRAMEWORK_PYTHON / the framework venv lacks it'}")
-        sys.exit(SKIP)
+    if r.returncode == 0:
+        return ""
+    return (f"{module} does not import with {py}: {(r.stderr.strip().splitlines() or ['?'])[-1]}; "
+            f"{framework_python()[1] or 'PL_FRAMEWORK_PYTHON / the framework venv lacks it'}")
 
 
 REAL = r"""import sys
@@ -838,36 +838,50 @@ def run_steps(tmp, name, cmd, script, n):
     return row, out
 
 
-def framework_script(module, script):
-    """The framework interpreter (skipping the test where `module` does not import with it) and the script's path."""
+def framework_script(modules, script):
+    """The framework interpreter, those of `modules` that import with it (skipping the test, with the reasons, when
+    none does) and the script's path."""
     py, _ = framework_python()
-    framework_imports(py, module)
-    return py, os.path.join(SRC, "tests", "python", script)
+    ok = []
+    for module in modules:
+        why = framework_missing(py, module)
+        if why:
+            print(f"{'skip' if module == modules[-1] and not ok else 'not run'}: {why}")
+        else:
+            ok.append(module)
+    if not ok:
+        sys.exit(SKIP)
+    return py, ok, os.path.join(SRC, "tests", "python", script)
 
 
 def mode_lightning_real(argv):
-    py, script = framework_script("pytorch_lightning", "lightning_trainer.py")
+    # both Lightnings are in the framework venv: 1.x (pytorch_lightning) and 2.x (lightning.pytorch); each program
+    # imports one, and the callback must subclass that one's Callback (lightning_trainer.py checks)
+    py, packages, script = framework_script(["pytorch_lightning", "lightning.pytorch"], "lightning_trainer.py")
     with tempfile.TemporaryDirectory(prefix="pl-py-lightning-") as tmp:
-        # the bootstrap alone: one step per optimizer step, with and without accumulate_grad_batches
-        for n, accum in ((5, 1), (4, 3)):
-            name = f"lightning_accum{accum}"
-            row, out = run_steps(tmp, name, [py, script, "--steps", str(n), "--accum", str(accum)],
-                                 "lightning_trainer.py", n)
-            assert out and out[0].startswith(f"lightning_trainer.py: global_step {n} "), f"{name}: {out}"
-            assert row["steps_optimizer"] == n and row["steps_api"] == 0 and not row["marks"], f"{name}: {row}"
-            print(f"ok: a real Lightning Trainer, {n} optimizer steps of {accum} batches, bootstrap only: {n} steps")
-        # with the callback: the first explicit step joins the first optimizer step, then the callback's own steps;
-        # 12 batches of 2, validation every 4 batches: 3 validations, each between a begin and an end mark
-        row, out = run_steps(tmp, "lightning_cb", [py, script, "--steps", "6", "--accum", "2", "--callback"],
-                             "lightning_trainer.py", 6)
-        assert out == ["lightning_trainer.py: global_step 6 validations 3"], out
-        assert row["steps_optimizer"] == 1 and row["steps_api"] == 5, f"Lightning + callback: {row}"
-        assert row["marks"] == ["epoch 0"] + ["validation-begin", "validation-end"] * 3, row["marks"]
-        print(f"ok: a real Lightning Trainer + plateau.LightningCallback(): 6 steps, marks {row['marks']}")
+        for package in packages:
+            # the bootstrap alone: one step per optimizer step, with and without accumulate_grad_batches
+            for n, accum in ((5, 1), (4, 3)) if package == packages[0] else ((4, 3),):
+                name = f"{package}_accum{accum}"
+                row, out = run_steps(tmp, name, [py, script, "--package", package, "--steps", str(n), "--accum",
+                                                 str(accum)], "lightning_trainer.py", n)
+                assert out and out[0].startswith(f"lightning_trainer.py: global_step {n} "), f"{name}: {out}"
+                assert row["steps_optimizer"] == n and row["steps_api"] == 0 and not row["marks"], f"{name}: {row}"
+                print(f"ok: a real {package} Trainer, {n} optimizer steps of {accum} batches, bootstrap only: "
+                      f"{n} steps")
+            # with the callback: the first explicit step joins the first optimizer step, then the callback's own
+            # steps; 12 batches of 2, validation every 4 batches: 3 validations, each between a begin and an end mark
+            name = f"{package}_cb"
+            row, out = run_steps(tmp, name, [py, script, "--package", package, "--steps", "6", "--accum", "2",
+                                             "--callback"], "lightning_trainer.py", 6)
+            assert out == ["lightning_trainer.py: global_step 6 validations 3"], f"{name}: {out}"
+            assert row["steps_optimizer"] == 1 and row["steps_api"] == 5, f"{name}: {row}"
+            assert row["marks"] == ["epoch 0"] + ["validation-begin", "validation-end"] * 3, f"{name}: {row['marks']}"
+            print(f"ok: a real {package} Trainer + plateau.LightningCallback(): 6 steps, marks {row['marks']}")
 
 
 def mode_accelerate_real(argv):
-    py, script = framework_script("accelerate", "accelerate_train.py")
+    py, _, script = framework_script(["accelerate"], "accelerate_train.py")
     with tempfile.TemporaryDirectory(prefix="pl-py-accelerate-") as tmp:
         # accelerate's optimizer wrapper skips the inner step on accumulating batches: 12 batches of 4 are 3 steps
         for batches, accum in ((6, 1), (12, 4)):
