@@ -1,10 +1,11 @@
-"""Test-only: lets pytorch_lightning 1.9 run on Debian's torch 1.13 under Python 3.11 (tests/python/lightning_trainer.py).
+"""Test-only: lets Lightning (1.9 and 2.2) run on Debian's torch 1.13 under Python 3.11 (lightning_trainer.py).
 
 torch 1.13 predates Python 3.11. Its torch.distributed._shard.sharded_tensor.metadata declares a dataclass field
 with a dataclass instance as default, which 3.11 refuses ("mutable default ... use default_factory"; torch 2.0
-switched to default_factory). Lightning 1.6-1.9 import that module (FSDP support, sharded-tensor state-dict hooks),
-so `import pytorch_lightning` fails. install() loads that one module with default_factory instead; nothing else
-changes, and where the module already imports (another Python or torch) it does nothing.
+switched to default_factory). Lightning imports that module (pytorch_lightning 1.9 in its own import, for FSDP;
+lightning 2.2 when a LightningModule registers its sharded-tensor state-dict hooks), and fails. install() makes
+that one module load with default_factory instead. Nothing else changes; on a torch whose source lacks the line,
+or on Python < 3.11, it changes nothing.
 """
 import importlib.abc
 import importlib.machinery
