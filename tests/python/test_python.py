@@ -27,6 +27,9 @@ Usage: test_python.py MODE [ARGS]   (meson passes the paths in the environment, 
                                      plateau.LightningCallback() the same steps and marks around each validation
   accelerate_real                    a single-process accelerate loop (tests/python/accelerate_train.py), with and
                                      without gradient accumulation: exact steps from the bootstrap alone
+  framework_venv                     tests/python/framework-venv.sh without an index (no network) or without torch:
+                                     exit 0, no half venv, one line naming the problem; the *_real tests then skip
+                                     and print it
                                      The *_real tests run the interpreter PL_FRAMEWORK_PYTHON names, else the venv
                                      `make framework-venv` makes (PL_FRAMEWORK_VENV, tests/python/frameworks.txt),
                                      else Debian's python3; they skip, with the reason, where the framework does
@@ -892,6 +895,38 @@ def mode_accelerate_real(argv):
             assert out == [f"accelerate_train.py: optimizer steps {n}"], f"{name}: {out}"
             assert row["steps_optimizer"] == n and row["steps_api"] == 0, f"{name}: {row}"
             print(f"ok: accelerate, {batches} batches, accumulation {accum}, bootstrap only: {n} steps")
+
+
+def mode_framework_venv(argv):
+    script = os.path.join(SRC, "tests", "python", "framework-venv.sh")
+    with tempfile.TemporaryDirectory(prefix="pl-py-fwvenv-") as tmp:
+        links = os.path.join(tmp, "no-wheels")
+        os.mkdir(links)
+        no_torch = sys.executable  # the pyenv python3 meson runs this with; any interpreter without torch will do
+        if subprocess.run([no_torch, "-c", "import torch"], capture_output=True).returncode == 0:
+            no_torch = "/bin/false"
+        cases = [  # (name, extra environment, the reason expected in the one line)
+            ("no-torch", {"PL_FRAMEWORK_BASE_PYTHON": no_torch}, f"{no_torch} cannot import torch"),
+            ("no-index", {"PL_FRAMEWORK_BASE_PYTHON": TORCH_PY, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": links,
+                          "PIP_NO_CACHE_DIR": "1"}, "pip install -r tests/python/frameworks.txt failed (no network?)"),
+        ]
+        for name, extra, reason in cases:
+            if name == "no-index":
+                need_torch()
+            venv = os.path.join(tmp, name)
+            r = subprocess.run([script, venv], capture_output=True, text=True, timeout=200,
+                               env=clean_env(**extra))
+            assert r.returncode == 0, f"{name}: framework-venv.sh exited {r.returncode}\n{r.stderr}"
+            assert not os.path.exists(venv), f"{name}: a half venv was left: {os.listdir(venv)}"
+            with open(venv + ".failed") as f:
+                failed = f.read()
+            assert failed.count("\n") == 1 and reason in failed, f"{name}: {failed!r}"
+            assert r.stderr.startswith(failed), f"{name}: stderr does not open with the reason: {r.stderr}"
+            # the *_real tests skip with that reason
+            r = subprocess.run([sys.executable, __file__, "accelerate_real"], capture_output=True, text=True,
+                               env=clean_env(PL_FRAMEWORK_VENV=venv, PL_FRAMEWORK_PYTHON=""))
+            assert r.returncode == SKIP and failed.strip() in r.stdout, f"{name}: {r.returncode}\n{r.stdout}"
+            print(f"ok: framework-venv.sh, {name}: exit 0, no venv, the tests skip saying: {failed.strip()}")
 
 
 if __name__ == "__main__":
