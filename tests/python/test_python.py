@@ -818,16 +818,19 @@ def mode_callbacks_real(argv):
         return
     hf = os.path.join(SRC, "tests", "python", "hf_trainer.py")
     with tempfile.TemporaryDirectory(prefix="pl-py-hf-") as tmp:
-        # a real Trainer, 6 optimizer steps of 2 micro-batches: the bootstrap alone, then with the callback
-        d, r = plateau_run(tmp, "hf", [py, hf, "--steps", "6", "--accum", "2"])
-        (row,) = traces(d, "hf_trainer.py")
-        assert row["steps_optimizer"] == 6 and row["steps_api"] == 0, f"Trainer, bootstrap only: {row}"
+        # a real Trainer: the bootstrap alone, 5 optimizer steps of 1 batch and 6 of 2 micro-batches
+        for n, accum in ((5, 1), (6, 2)):
+            row, out = run_steps(tmp, f"hf_accum{accum}", [py, hf, "--steps", str(n), "--accum", str(accum)],
+                                 "hf_trainer.py", n)
+            assert out == [f"hf_trainer.py: global_step {n}"], out
+            assert row["steps_optimizer"] == n and row["steps_api"] == 0, f"Trainer, bootstrap only: {row}"
+        # then with the callback
         d, r = plateau_run(tmp, "hf_cb", [py, hf, "--steps", "6", "--accum", "2", "--callback"])
         (row,) = traces(d, "hf_trainer.py")
         assert row["steps_optimizer"] + row["steps_api"] == 6 and row["steps_api"] == 5, f"Trainer + callback: {row}"
         assert row["marks"] == ["epoch 0", "evaluate at step 3", "evaluate at step 6"], row["marks"]
-        print(f"ok: a real transformers Trainer: 6 steps with the bootstrap alone and with the callback, marks "
-              f"{row['marks']}")
+        print(f"ok: a real transformers Trainer: exact steps with the bootstrap alone (5 of 1 batch, 6 of 2) and with "
+              f"the callback (6 of 2), marks {row['marks']}")
 
 
 def run_steps(tmp, name, cmd, script, n):
