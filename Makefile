@@ -49,7 +49,7 @@ test: deps
 	exit $$rc
 
 # python.callbacks_real, .lightning_real, .accelerate_real: real transformers / Lightning / accelerate, pinned in
-# tests/python/frameworks.txt, pip-installed once into a venv over Debian's torch 1.13 (~19 MB of wheels). Without
+# tests/python/frameworks.txt, pip-installed once into a venv over Debian's torch 1.13 (~21 MB of wheels). Without
 # network the venv is not made and those tests skip with the reason; the tests find it in the build dir themselves.
 framework-venv: build
 	tests/python/framework-venv.sh $(BUILD)/frameworks-venv
