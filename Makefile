@@ -17,7 +17,7 @@ PKGS := meson ninja-build pkg-config gcc g++ clang libclang-rt-14-dev python3 \
         gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user \
         cmake groff-base
 
-.PHONY: all deps build demo test test-main test-repeat test-asan test-nocuda test-fuzz bench clean
+.PHONY: all deps build demo framework-venv test test-main test-repeat test-asan test-nocuda test-fuzz bench clean
 
 all: build
 
@@ -48,7 +48,13 @@ test: deps
 	if [ -s .test-status ]; then echo "failed stages: $$(tr '\n' ' ' < .test-status)"; rm -f .test-status; exit 1; fi; \
 	exit $$rc
 
-test-main: build
+# python.callbacks_real, .lightning_real, .accelerate_real: real transformers / Lightning / accelerate, pinned in
+# tests/python/frameworks.txt, pip-installed once into a venv over Debian's torch 1.13 (~21 MB of wheels). Without
+# network the venv is not made and those tests skip with the reason; the tests find it in the build dir themselves.
+framework-venv: build
+	tests/python/framework-venv.sh $(BUILD)/frameworks-venv
+
+test-main: build framework-venv
 	meson test -C $(BUILD) --print-errorlogs --num-processes 2 --no-suite repeat
 
 # The repeated runs of issue 17's PyTorch script (10 x 4 variants, ~40 min): not in `make test`.

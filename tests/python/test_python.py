@@ -21,8 +21,19 @@ Usage: test_python.py MODE [ARGS]   (meson passes the paths in the environment, 
   tensors                            live tensors per step (PLATEAU_TENSOR_BUDGET=1), a tensor leak found, the
                                      default budget counting rarely
   callbacks_real                     the callbacks are the real frameworks' types; a real transformers Trainer
-                                     (tests/python/hf_trainer.py) gets exact steps and marks (skips when neither
-                                     framework imports; PL_FRAMEWORK_PYTHON picks another interpreter)
+                                     (tests/python/hf_trainer.py) gets exact steps and marks
+  lightning_real                     a real Lightning Trainer, 1.x and 2.x (tests/python/lightning_trainer.py), with
+                                     and without accumulate_grad_batches: exact steps from the bootstrap alone; with
+                                     plateau.LightningCallback() the same steps and marks around each validation
+  accelerate_real                    a single-process accelerate loop (tests/python/accelerate_train.py), with and
+                                     without gradient accumulation: exact steps from the bootstrap alone
+  framework_venv                     tests/python/framework-venv.sh without an index (no network) or without torch:
+                                     exit 0, no half venv, one line naming the problem; the *_real tests then skip
+                                     and print it
+                                     The *_real tests run the interpreter PL_FRAMEWORK_PYTHON names, else the venv
+                                     `make framework-venv` makes (PL_FRAMEWORK_VENV, tests/python/frameworks.txt),
+                                     else Debian's python3; they skip, with the reason, where the framework does
+                                     not import there
 Exit 77 = skipped (the reason is printed).
 """
 import glob
@@ -738,7 +749,36 @@ def mode_package(argv):
         print(f"ok: callbacks under plateau run: {row['steps_api']} steps, marks {row['marks']}")
 
 
+def framework_python():
+    """The interpreter for the *_real tests and, when it is not the framework venv, why that venv is not used."""
+    if os.environ.get("PL_FRAMEWORK_PYTHON"):
+        return os.environ["PL_FRAMEWORK_PYTHON"], ""
+    venv = os.environ.get("PL_FRAMEWORK_VENV", "")
+    if venv and os.path.exists(os.path.join(venv, ".stamp")):
+        return os.path.join(venv, "bin", "python"), ""
+    why = f"no framework venv at {venv} (make framework-venv makes it)"
+    if venv and os.path.exists(venv + ".failed"):
+        with open(venv + ".failed") as f:
+            why = f.read().strip()
+    return TORCH_PY, why
+
+
+def framework_missing(py, module):
+    """Why `module` does not import with `py` (the compat shim of tests/python/torch113_compat.py installed first,
+    as the framework scripts do), or "" when it does."""
+    probe = ("import sys; sys.path.insert(0, %r); import torch113_compat; torch113_compat.install(); import %s" %
+             (os.path.join(SRC, "tests", "python"), module))
+    r = subprocess.run([py, "-c", probe], capture_output=True, text=True, env=clean_env())
+    if r.returncode == 0:
+        return ""
+    return (f"{module} does not import with {py}: {(r.stderr.strip().splitlines() or ['?'])[-1]}; "
+            f"{framework_python()[1] or 'PL_FRAMEWORK_PYTHON / the framework venv lacks it'}")
+
+
 REAL = r"""import sys
+sys.path.insert(0, sys.argv[1])
+import torch113_compat
+torch113_compat.install()
 import plateau
 ok = []
 try:
@@ -765,30 +805,131 @@ print("real:", " ".join(ok))
 
 
 def mode_callbacks_real(argv):
-    # PL_FRAMEWORK_PYTHON: an interpreter with transformers / Lightning (by hand: a venv over Debian's torch 1.13
-    # with transformers 4.30.2 and accelerate 0.20.3, the last that import with it); default the torch one
-    py = os.environ.get("PL_FRAMEWORK_PYTHON") or TORCH_PY
-    r = subprocess.run([py, "-c", REAL], capture_output=True, text=True, env=clean_env(PYTHONPATH=PYDIR))
+    py, why = framework_python()
+    r = subprocess.run([py, "-c", REAL, os.path.join(SRC, "tests", "python")], capture_output=True, text=True,
+                       env=clean_env(PYTHONPATH=PYDIR))
     assert r.returncode == 0, r.stdout + r.stderr
     print(r.stdout.strip())
     if r.stdout.strip().endswith("real:"):
-        print("skip: neither transformers nor Lightning imports with this interpreter's torch (PyPI's current "
-              "versions need torch >= 2; Debian's is 1.13); the duck-typed tests (python.package) still ran")
+        print(f"skip: neither transformers nor Lightning imports with {py} (PyPI's current versions need torch >= 2; "
+              f"Debian's is 1.13); {why or 'the venv lacks them'}; the duck-typed tests (python.package) still ran")
         sys.exit(SKIP)
     if "transformers" not in r.stdout.split("real:")[-1]:
         return
     hf = os.path.join(SRC, "tests", "python", "hf_trainer.py")
     with tempfile.TemporaryDirectory(prefix="pl-py-hf-") as tmp:
-        # a real Trainer, 6 optimizer steps of 2 micro-batches: the bootstrap alone, then with the callback
-        d, r = plateau_run(tmp, "hf", [py, hf, "--steps", "6", "--accum", "2"])
-        (row,) = traces(d, "hf_trainer.py")
-        assert row["steps_optimizer"] == 6 and row["steps_api"] == 0, f"Trainer, bootstrap only: {row}"
+        # a real Trainer: the bootstrap alone, 5 optimizer steps of 1 batch and 6 of 2 micro-batches
+        for n, accum in ((5, 1), (6, 2)):
+            row, out = run_steps(tmp, f"hf_accum{accum}", [py, hf, "--steps", str(n), "--accum", str(accum)],
+                                 "hf_trainer.py", n)
+            assert out == [f"hf_trainer.py: global_step {n}"], out
+            assert row["steps_optimizer"] == n and row["steps_api"] == 0, f"Trainer, bootstrap only: {row}"
+        # then with the callback
         d, r = plateau_run(tmp, "hf_cb", [py, hf, "--steps", "6", "--accum", "2", "--callback"])
         (row,) = traces(d, "hf_trainer.py")
         assert row["steps_optimizer"] + row["steps_api"] == 6 and row["steps_api"] == 5, f"Trainer + callback: {row}"
         assert row["marks"] == ["epoch 0", "evaluate at step 3", "evaluate at step 6"], row["marks"]
-        print(f"ok: a real transformers Trainer: 6 steps with the bootstrap alone and with the callback, marks "
-              f"{row['marks']}")
+        print(f"ok: a real transformers Trainer: exact steps with the bootstrap alone (5 of 1 batch, 6 of 2) and with "
+              f"the callback (6 of 2), marks {row['marks']}")
+
+
+def run_steps(tmp, name, cmd, script, n):
+    """cmd under plateau run: the report's steps and the trace's (optimizer, api) steps for `script`; no detection."""
+    d, r = plateau_run(tmp, name, cmd)
+    out = [line for line in r.stdout.splitlines() if line.startswith(script + ":")]
+    steps, detected = report_steps(tmp, d, script)
+    assert not detected, f"{name}: the report fell back to period detection"
+    assert steps == n, f"{name}: the report has {steps} steps, the framework made {n} optimizer steps: {out}"
+    (row,) = traces(d, script)
+    return row, out
+
+
+def framework_script(modules, script):
+    """The framework interpreter, those of `modules` that import with it (skipping the test, with the reasons, when
+    none does) and the script's path."""
+    py, _ = framework_python()
+    ok = []
+    for module in modules:
+        why = framework_missing(py, module)
+        if why:
+            print(f"{'skip' if module == modules[-1] and not ok else 'not run'}: {why}")
+        else:
+            ok.append(module)
+    if not ok:
+        sys.exit(SKIP)
+    return py, ok, os.path.join(SRC, "tests", "python", script)
+
+
+def mode_lightning_real(argv):
+    # both Lightnings are in the framework venv: 1.x (pytorch_lightning) and 2.x (lightning.pytorch); each program
+    # imports one, and the callback must subclass that one's Callback (lightning_trainer.py checks)
+    py, packages, script = framework_script(["pytorch_lightning", "lightning.pytorch"], "lightning_trainer.py")
+    with tempfile.TemporaryDirectory(prefix="pl-py-lightning-") as tmp:
+        for package in packages:
+            # the bootstrap alone: one step per optimizer step, with and without accumulate_grad_batches
+            for n, accum in ((5, 1), (4, 3)) if package == packages[0] else ((4, 3),):
+                name = f"{package}_accum{accum}"
+                row, out = run_steps(tmp, name, [py, script, "--package", package, "--steps", str(n), "--accum",
+                                                 str(accum)], "lightning_trainer.py", n)
+                assert out and out[0].startswith(f"lightning_trainer.py: global_step {n} "), f"{name}: {out}"
+                assert row["steps_optimizer"] == n and row["steps_api"] == 0 and not row["marks"], f"{name}: {row}"
+                print(f"ok: a real {package} Trainer, {n} optimizer steps of {accum} batches, bootstrap only: "
+                      f"{n} steps")
+            # with the callback: the first explicit step joins the first optimizer step, then the callback's own
+            # steps; 12 batches of 2, validation every 4 batches: 3 validations, each between a begin and an end mark
+            name = f"{package}_cb"
+            row, out = run_steps(tmp, name, [py, script, "--package", package, "--steps", "6", "--accum", "2",
+                                             "--callback"], "lightning_trainer.py", 6)
+            assert out == ["lightning_trainer.py: global_step 6 validations 3"], f"{name}: {out}"
+            assert row["steps_optimizer"] == 1 and row["steps_api"] == 5, f"{name}: {row}"
+            assert row["marks"] == ["epoch 0"] + ["validation-begin", "validation-end"] * 3, f"{name}: {row['marks']}"
+            print(f"ok: a real {package} Trainer + plateau.LightningCallback(): 6 steps, marks {row['marks']}")
+
+
+def mode_accelerate_real(argv):
+    py, _, script = framework_script(["accelerate"], "accelerate_train.py")
+    with tempfile.TemporaryDirectory(prefix="pl-py-accelerate-") as tmp:
+        # accelerate's optimizer wrapper skips the inner step on accumulating batches: 12 batches of 4 are 3 steps
+        for batches, accum in ((6, 1), (12, 4)):
+            n = batches // accum
+            name = f"accelerate_accum{accum}"
+            row, out = run_steps(tmp, name, [py, script, "--batches", str(batches), "--accum", str(accum)],
+                                 "accelerate_train.py", n)
+            assert out == [f"accelerate_train.py: optimizer steps {n}"], f"{name}: {out}"
+            assert row["steps_optimizer"] == n and row["steps_api"] == 0, f"{name}: {row}"
+            print(f"ok: accelerate, {batches} batches, accumulation {accum}, bootstrap only: {n} steps")
+
+
+def mode_framework_venv(argv):
+    script = os.path.join(SRC, "tests", "python", "framework-venv.sh")
+    with tempfile.TemporaryDirectory(prefix="pl-py-fwvenv-") as tmp:
+        links = os.path.join(tmp, "no-wheels")
+        os.mkdir(links)
+        no_torch = sys.executable  # the pyenv python3 meson runs this with; any interpreter without torch will do
+        if subprocess.run([no_torch, "-c", "import torch"], capture_output=True).returncode == 0:
+            no_torch = "/bin/false"
+        cases = [  # (name, extra environment, the reason expected in the one line)
+            ("no-torch", {"PL_FRAMEWORK_BASE_PYTHON": no_torch}, f"{no_torch} cannot import torch"),
+            ("no-index", {"PL_FRAMEWORK_BASE_PYTHON": TORCH_PY, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": links,
+                          "PIP_NO_CACHE_DIR": "1"}, "pip install -r tests/python/frameworks.txt failed (no network?)"),
+        ]
+        for name, extra, reason in cases:
+            if name == "no-index":
+                need_torch()
+            venv = os.path.join(tmp, name)
+            r = subprocess.run([script, venv], capture_output=True, text=True, timeout=200,
+                               env=clean_env(**extra))
+            assert r.returncode == 0, f"{name}: framework-venv.sh exited {r.returncode}\n{r.stderr}"
+            assert not os.path.exists(venv), f"{name}: a half venv was left: {os.listdir(venv)}"
+            with open(venv + ".failed") as f:
+                failed = f.read()
+            assert failed.count("\n") == 1 and reason in failed, f"{name}: {failed!r}"
+            assert r.stderr.startswith(failed), f"{name}: stderr does not open with the reason: {r.stderr}"
+            # the *_real tests skip with that reason
+            r = subprocess.run([sys.executable, __file__, "accelerate_real"], capture_output=True, text=True,
+                               env=clean_env(PL_FRAMEWORK_VENV=venv, PL_FRAMEWORK_PYTHON=""))
+            assert r.returncode == SKIP and failed.strip() in r.stdout, f"{name}: {r.returncode}\n{r.stdout}"
+            print(f"ok: framework-venv.sh, {name}: exit 0, no venv, the tests skip saying: {failed.strip()}")
 
 
 if __name__ == "__main__":
