@@ -9,13 +9,14 @@ FUZZ_SECONDS ?= 20
 
 # Debian packages the build and the tests need.
 # cmake, groff-base: the install test builds a trainer with CMake's find_package(plateau) and renders the man pages.
+# python3-venv: the venv of pinned transformers / Lightning / accelerate over Debian's torch (make framework-venv).
 # gcc-aarch64-linux-gnu, libc6-dev-arm64-cross, qemu-user: the preload's aarch64 dlsym trampoline is cross-built and
 # run under qemu (preload.dlsym_trampoline_aarch64).
 PKGS := meson ninja-build pkg-config gcc g++ clang libclang-rt-14-dev python3 \
         libcmocka-dev libunwind-dev libjemalloc-dev \
         chromium fonts-liberation python3-torch \
         gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user \
-        cmake groff-base
+        cmake groff-base python3-venv
 
 .PHONY: all deps build demo framework-venv test test-main test-repeat test-asan test-nocuda test-fuzz bench clean
 
