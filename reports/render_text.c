@@ -153,7 +153,7 @@ int pl_render_text(const pl_report_t *r, FILE *out, const pl_render_text_opts_t 
     size_t n_folded = 0, n_nodata = 0, n_undecided = 0, n_helpers = 0;
     for (size_t i = 0; i < r->n_procs; i++) {
         const pl_report_process_t *p = r->procs[i];
-        if (folded(p) && p->n_pool) continue; /* said on the workers' line */
+        if (folded(p) && (p->n_pool || p->n_gen)) continue; /* said on the workers' lines */
         if (folded(p) && p->helper) {
             n_helpers++;
             continue;
@@ -189,7 +189,7 @@ int pl_render_text(const pl_report_t *r, FILE *out, const pl_render_text_opts_t 
         fprintf(out, "workers (%zu process%s that never step", n_folded, n_folded > 1 ? "es" : "");
         int64_t lo = INT64_MAX, hi = INT64_MIN;
         for (size_t i = 0; i < r->n_procs; i++)
-            if (folded(r->procs[i]) && !r->procs[i]->n_pool && !r->procs[i]->helper) {
+            if (folded(r->procs[i]) && !r->procs[i]->n_pool && !r->procs[i]->n_gen && !r->procs[i]->helper) {
                 if (r->procs[i]->pid < lo) lo = r->procs[i]->pid;
                 if (r->procs[i]->pid > hi) hi = r->procs[i]->pid;
             }
@@ -210,6 +210,9 @@ int pl_render_text(const pl_report_t *r, FILE *out, const pl_render_text_opts_t 
         details(out, mt, true, true, false);
         fputs("\n", out);
     }
+    for (size_t i = 0; i < r->n_procs; i++) /* quiet generations of short-lived workers: their one finding */
+        if (r->procs[i]->n_gen && folded(r->procs[i]) && r->procs[i]->n_findings)
+            fprintf(out, "generations: %s\n", pl_format_esc(r->procs[i]->findings[0].text));
 #undef folded
     return ferror(out) ? -EIO : 0;
 }

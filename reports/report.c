@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "format.h"
+#include "generations.h"
 
 static const char *metric_names[PL_METRIC__COUNT] = {
     "rss", "rss.anon", "rss.file", "rss.shmem", "pss", "heap.bytes", "heap.count",
@@ -130,6 +131,11 @@ int pl_report_analyze(pl_report_t *r) {
     if (!r) return -EINVAL;
     for (size_t i = 0; i < r->n_procs; i++) {
         pl_report_process_t *p = r->procs[i];
+        if (p->n_gen) { /* generations of short-lived workers: a rule of their own (docs/verdict.md §8) */
+            int rc = pl_generations_judge(r, p);
+            if (rc) return rc;
+            continue;
+        }
         for (int m = 0; m < PL_METRIC__COUNT; m++) {
             pl_report_metric_t *mt = &p->metrics[m];
             if (!mt->present) continue;
@@ -196,7 +202,7 @@ static bool worse(const pl_proc_verdict_t *a, const pl_proc_verdict_t *b) {
 }
 
 bool pl_report_is_rank(const pl_report_process_t *p) {
-    return p && p->role == PL_ROLE_MAIN && p->rank >= 0 && !p->n_pool;
+    return p && p->role == PL_ROLE_MAIN && p->rank >= 0 && !p->n_pool && !p->n_gen;
 }
 
 /* ---- ranks (docs/verdict.md §9) ---- */

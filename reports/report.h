@@ -101,6 +101,11 @@ typedef struct pl_report_process {
                                  * one count-by-name line of the text report (reports/extract.c, docs/verdict.md) */
     size_t n_pool;              /* > 0: not a process but the pool of n_pool long-lived workers of process pid,
                                  * their summed live heap on its steps (role worker) */
+    size_t n_gen;               /* > 0: not a process but n_gen generations of short-lived workers of process pid
+                                 * (a validation loader's: started together, exited after the pass), one point per
+                                 * generation on its steps, judged by reports/generations.c (role worker) */
+    size_t n_gen_workers;       /* workers in those generations */
+    int64_t gen_every_steps;    /* median trainer steps between two generations' starts, 0 unknown */
     pl_report_metric_t metrics[PL_METRIC__COUNT];
     pl_finding_t findings[PL_REPORT_MAX_FINDINGS];
     size_t n_findings;
