@@ -1497,7 +1497,7 @@ static int build_generations_of(pl_report_t *r, pl_extract_t *x, const pl_extrac
     for (size_t j = 0; j < x->n_procs && n < GEN_MAX_WORKERS; j++) {
         const pl_extract_proc_t *w = &x->procs[j];
         if (w->ppid == tr->pid && heap_worker_of(x, tr, w) && !pool_member(x, tr, tlo, thi, w) && w->t0_ns >= tlo &&
-            w->t0_ns < thi)
+            (w->t0_ns < thi || w->t0_ns <= tr->last_ns)) /* a pass after the last step is the trainer's too */
             c[n++] = (genw_t){w, 0};
     }
     qsort(c, n, sizeof *c, cmp_genw);

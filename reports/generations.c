@@ -50,13 +50,26 @@ double pl_generations_mk_p(size_t n, double s) {
 
 static int sign_band(double a, double b, double band) { return b - a > band ? 1 : a - b > band ? -1 : 0; }
 
-static double range_of(const pl_point_t *pt, size_t n) {
-    double lo = HUGE_VAL, hi = -HUGE_VAL;
-    for (size_t i = 0; i < n; i++) {
-        if (pt[i].base < lo) lo = pt[i].base;
-        if (pt[i].base > hi) hi = pt[i].base;
+/* Theil-Sen slope per step, median and median absolute deviation of m generations. Returns 0 or -ENOMEM. */
+static int recent_fit(const pl_point_t *pt, size_t m, double *slope, double *level, double *mad) {
+    double *a = malloc((m * (m - 1) / 2 + 1) * sizeof *a), *b = malloc(m * sizeof *b);
+    if (!a || !b) {
+        free(a);
+        free(b);
+        return -ENOMEM;
     }
-    return n ? hi - lo : 0;
+    size_t k = 0;
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = i + 1; j < m; j++)
+            if (pt[j].step > pt[i].step) a[k++] = (pt[j].base - pt[i].base) / (double)(pt[j].step - pt[i].step);
+    *slope = k ? pl_trend_median(a, k) : 0;
+    for (size_t i = 0; i < m; i++) b[i] = pt[i].base;
+    *level = pl_trend_median(b, m);
+    for (size_t i = 0; i < m; i++) b[i] = fabs(pt[i].base - *level);
+    *mad = pl_trend_median(b, m);
+    free(a);
+    free(b);
+    return 0;
 }
 
 int pl_generations_classify(const pl_series_t *s, double alpha, pl_verdict_t *out) {
@@ -135,22 +148,30 @@ int pl_generations_classify(const pl_series_t *s, double alpha, pl_verdict_t *ou
         *out = v;
         return 0;
     }
-    /* flat: the most recent half (at least 3) within two bands; a plateau when earlier generations sat lower */
+    /* flat: over the most recent half (at least 3 generations) no visible trend (Theil-Sen rise within one band:
+     * one odd generation cannot tilt it) and most generations within a band of their median (MAD); a plateau when
+     * earlier generations sat more than two bands lower (the first pass warmed something up) */
     size_t m = n / 2 > PL_GEN_MIN_GENERATIONS ? n / 2 : PL_GEN_MIN_GENERATIONS;
     const pl_point_t *rec = pt + (n - m);
-    if (range_of(rec, m) <= 2 * band) {
+    double rec_slope, rec_level, rec_mad;
+    int rc = recent_fit(rec, m, &rec_slope, &rec_level, &rec_mad);
+    if (rc) return rc;
+    if (fabs(rec_slope) * (double)(rec[m - 1].step - rec[0].step) <= band && rec_mad <= band) {
         v.undecided = PL_UNDECIDED_NONE;
         v.tail_start_step = rec[0].step;
         v.tail_steps = v.last_step - rec[0].step;
         v.tail_points = m;
-        if (range_of(pt, n) <= 2 * band) {
-            v.kind = PL_VERDICT_FLAT;
-        } else {
+        v.slope_per_step = rec_slope;
+        double lo = HUGE_VAL;
+        for (size_t i = 0; i + m < n; i++) lo = fmin(lo, pt[i].base);
+        if (rec_level - lo > 2 * band) {
             v.kind = PL_VERDICT_PLATEAU;
             v.has_warmup = true;
             v.warmup_end_step = rec[0].step;
             v.warmup_steps = rec[0].step - v.first_step;
-            v.warmup_size = rec[0].base - pt[0].base;
+            v.warmup_size = rec_level - pt[0].base;
+        } else {
+            v.kind = PL_VERDICT_FLAT;
         }
         *out = v;
         return 0;
@@ -209,8 +230,13 @@ int pl_generations_judge(const pl_report_t *r, pl_report_process_t *p) {
         pv->warmup_steps = v->has_warmup ? v->warmup_steps : 0;
         pv->metric_warmup = v->has_warmup ? PL_METRIC_HEAP_BYTES : -1;
         f->code = PL_DX_NO_LEAK;
-        snprintf(f->text, sizeof f->text, "%s: flat from one generation to the next (within %s over the last %zu)",
-                 who, pl_format_bytes(2 * v->noise, a, sizeof a), v->tail_points);
+        if (v->has_warmup)
+            snprintf(f->text, sizeof f->text, "%s: flat from one generation to the next since step %lld (the last %zu "
+                     "within +-%s; earlier ones held up to %s less)", who, (long long)v->warmup_end_step,
+                     v->tail_points, pl_format_bytes(v->noise, a, sizeof a), pl_format_bytes(v->warmup_size, b, sizeof b));
+        else
+            snprintf(f->text, sizeof f->text, "%s: flat from one generation to the next (the last %zu within +-%s)",
+                     who, v->tail_points, pl_format_bytes(v->noise, a, sizeof a));
         break;
     default:
         pv->kind = v->undecided == PL_UNDECIDED_NO_DATA ? PL_PV_NO_DATA : PL_PV_UNDECIDED;
