@@ -200,3 +200,13 @@ bool pl_report_is_rank(const pl_report_process_t *p);
 
 /* The run verdict from the processes' verdicts (called by pl_report_analyze; exposed for the tests). */
 void pl_report_run_verdict(pl_report_t *r);
+
+/* A worker row (process, pool or generations) whose verdict says nothing grows: the text report folds it into one
+ * line, the HTML report into a collapsed section. */
+bool pl_report_quiet_worker(const pl_report_process_t *p);
+
+/* The line that sums up the quiet worker processes (not pools, generations or short helpers): "workers (14
+ * processes that never step, pids 13502..14439): none leaks; 0 flat, 2 not decided on their own (short-lived or
+ * noisy), 12 too brief to judge". Writes at most size bytes (cut, NUL-terminated); "" when there is none. Returns how
+ * many processes it sums up. */
+size_t pl_report_workers_line(const pl_report_t *r, char *buf, size_t size);

@@ -437,6 +437,21 @@ static const pl_report_process_t *gen_row_of(const run_t *u) {
     return g;
 }
 
+static char *render_html_buf(const run_t *u) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(pl_render_html(u->r, &u->x, f), 0);
+    fclose(f);
+    return buf;
+}
+
+/* where needle starts in hay, or (size_t)-1 */
+static size_t at(const char *hay, const char *needle) {
+    const char *p = strstr(hay, needle);
+    return p ? (size_t)(p - hay) : (size_t)-1;
+}
+
 static char *render_all_text(const run_t *u) {
     char *buf = NULL;
     size_t len = 0;
@@ -475,6 +490,15 @@ static void test_extract_generations_leak(void **state) {
     assert_non_null(strstr(buf, "each generation holds more live heap than the last, +3.99 MiB per generation"));
     assert_null(strstr(buf, "generations: "));
     free(buf);
+    /* HTML: the leaking generations in full before the workers' section; the quiet workers collapsed in it */
+    buf = render_html_buf(&u);
+    size_t gen = at(buf, "<h2>Process 500 14 workers in 7 generations of 2</h2>"), wk = at(buf, "<h2>Workers</h2>");
+    size_t det = at(buf, "<details class=\"workers\"><summary>workers (14 processes that never step, pids 602..615)");
+    assert_true(gen != (size_t)-1 && wk != (size_t)-1 && det != (size_t)-1);
+    assert_true(gen < wk && wk < det);
+    assert_true(det < at(buf, "<h2>Process 602 ") && at(buf, "<h2>Process 615 ") < at(buf, "</details>"));
+    assert_null(strstr(buf, "<details class=\"generations\">"));
+    free(buf);
     run_free(&u);
 }
 
@@ -494,6 +518,14 @@ static void test_extract_generations_flat(void **state) {
     assert_non_null(strstr(buf, "generations: 14 workers of pid 500 in 7 generations (2 each, started every ~20 "
                                 "steps): flat from one generation to the next (the last 3 within +-256 KiB)"));
     assert_null(strstr(buf, "process 500 14 workers"));
+    free(buf);
+    /* HTML: the trainer in full, then the workers and the generations collapsed, each under its line */
+    buf = render_html_buf(&u);
+    size_t tr = at(buf, "<h2>Process 500 python3 train.py</h2>"), wk = at(buf, "<h2>Workers</h2>");
+    size_t gen = at(buf, "<details class=\"generations\"><summary>generations: 14 workers of pid 500 in 7 generations");
+    assert_true(tr != (size_t)-1 && wk != (size_t)-1 && gen != (size_t)-1);
+    assert_true(tr < wk && wk < at(buf, "<details class=\"workers\">") && at(buf, "<details class=\"workers\">") < gen);
+    assert_true(gen < at(buf, "<h2>Process 500 14 workers in 7 generations of 2</h2>"));
     free(buf);
     run_free(&u);
 }
