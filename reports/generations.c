@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,11 @@ double pl_generations_mk_p(size_t n, double s) {
     return sum > 1 ? 1 : sum;
 }
 
+/* steps from a to b, in double: steps come from traces and may be anything an int64 holds */
+static double dsteps(int64_t a, int64_t b) { return (double)b - (double)a; }
+
+static int64_t clamp_i64(double v) { return v >= 9.2e18 ? INT64_MAX : v <= -9.2e18 ? INT64_MIN : (int64_t)v; }
+
 static int sign_band(double a, double b, double band) { return b - a > band ? 1 : a - b > band ? -1 : 0; }
 
 /* Theil-Sen slope per step, median and median absolute deviation of m generations. Returns 0 or -ENOMEM. */
@@ -61,7 +67,7 @@ static int recent_fit(const pl_point_t *pt, size_t m, double *slope, double *lev
     size_t k = 0;
     for (size_t i = 0; i < m; i++)
         for (size_t j = i + 1; j < m; j++)
-            if (pt[j].step > pt[i].step) a[k++] = (pt[j].base - pt[i].base) / (double)(pt[j].step - pt[i].step);
+            if (pt[j].step > pt[i].step) a[k++] = (pt[j].base - pt[i].base) / dsteps(pt[i].step, pt[j].step);
     *slope = k ? pl_trend_median(a, k) : 0;
     for (size_t i = 0; i < m; i++) b[i] = pt[i].base;
     *level = pl_trend_median(b, m);
@@ -93,7 +99,7 @@ int pl_generations_classify(const pl_series_t *s, double alpha, pl_verdict_t *ou
     if (n >= 2) {
         double *gap = malloc((n - 1) * sizeof *gap);
         if (!gap) return -ENOMEM;
-        for (size_t i = 0; i + 1 < n; i++) gap[i] = (double)(pt[i + 1].step - pt[i].step);
+        for (size_t i = 0; i + 1 < n; i++) gap[i] = dsteps(pt[i].step, pt[i + 1].step);
         every = pl_trend_median(gap, n - 1);
         free(gap);
     }
@@ -103,7 +109,7 @@ int pl_generations_classify(const pl_series_t *s, double alpha, pl_verdict_t *ou
         v.last_value = pt[n - 1].base;
     }
     if (n < PL_GEN_MIN_GENERATIONS) {
-        v.more_steps = (int64_t)((double)(PL_GEN_MIN_GENERATIONS - n) * (every > 0 ? every : 1));
+        v.more_steps = clamp_i64((double)(PL_GEN_MIN_GENERATIONS - n) * (every > 0 ? every : 1));
         *out = v;
         return 0;
     }
@@ -136,11 +142,11 @@ int pl_generations_classify(const pl_series_t *s, double alpha, pl_verdict_t *ou
     v.p_up = pl_generations_mk_p(n, S);
     if (!isfinite(v.p_up)) return -ENOMEM;
     v.tail_start_step = v.first_step;
-    v.tail_steps = v.last_step - v.first_step;
+    v.tail_steps = clamp_i64(dsteps(v.first_step, v.last_step));
     v.tail_points = n;
     v.threshold_per_step = v.tail_steps > 0 ? 2 * band / (double)v.tail_steps : 0;
     if (s->step_ns > 0 && isfinite(v.slope_per_step)) v.per_hour = v.slope_per_step * 3600e9 / s->step_ns;
-    double rise = v.slope_per_step * (double)v.tail_steps;
+    double rise = v.slope_per_step * dsteps(v.first_step, v.last_step);
     if (v.p_up < alpha && v.slope_per_step > 0 && rise >= 2 * band &&
         sign_band(pt[0].base, pt[n - 1].base, band) > 0) {
         v.kind = PL_VERDICT_LEAK;
@@ -148,18 +154,18 @@ int pl_generations_classify(const pl_series_t *s, double alpha, pl_verdict_t *ou
         *out = v;
         return 0;
     }
-    /* flat: over the most recent half (at least 3 generations) no visible trend (Theil-Sen rise within one band:
-     * one odd generation cannot tilt it) and most generations within a band of their median (MAD); a plateau when
-     * earlier generations sat more than two bands lower (the first pass warmed something up) */
-    size_t m = n / 2 > PL_GEN_MIN_GENERATIONS ? n / 2 : PL_GEN_MIN_GENERATIONS;
+    /* flat: over the most recent two thirds (at least 3 generations) no visible trend (Theil-Sen rise within one
+     * band: an odd generation cannot tilt it) and most generations within a band of their median (MAD); a plateau
+     * when earlier generations sat more than two bands lower (the first passes warmed something up) */
+    size_t m = (2 * n + 2) / 3 > PL_GEN_MIN_GENERATIONS ? (2 * n + 2) / 3 : PL_GEN_MIN_GENERATIONS;
     const pl_point_t *rec = pt + (n - m);
     double rec_slope, rec_level, rec_mad;
     int rc = recent_fit(rec, m, &rec_slope, &rec_level, &rec_mad);
     if (rc) return rc;
-    if (fabs(rec_slope) * (double)(rec[m - 1].step - rec[0].step) <= band && rec_mad <= band) {
+    if (fabs(rec_slope) * dsteps(rec[0].step, rec[m - 1].step) <= band && rec_mad <= band) {
         v.undecided = PL_UNDECIDED_NONE;
         v.tail_start_step = rec[0].step;
-        v.tail_steps = v.last_step - rec[0].step;
+        v.tail_steps = clamp_i64(dsteps(rec[0].step, v.last_step));
         v.tail_points = m;
         v.slope_per_step = rec_slope;
         double lo = HUGE_VAL;
@@ -168,7 +174,7 @@ int pl_generations_classify(const pl_series_t *s, double alpha, pl_verdict_t *ou
             v.kind = PL_VERDICT_PLATEAU;
             v.has_warmup = true;
             v.warmup_end_step = rec[0].step;
-            v.warmup_steps = rec[0].step - v.first_step;
+            v.warmup_steps = clamp_i64(dsteps(v.first_step, rec[0].step));
             v.warmup_size = rec_level - pt[0].base;
         } else {
             v.kind = PL_VERDICT_FLAT;
@@ -179,7 +185,7 @@ int pl_generations_classify(const pl_series_t *s, double alpha, pl_verdict_t *ou
     /* neither: two more generations at least, and five in all (the fewest that can be significant) */
     size_t more = n < 5 ? 5 - n : 2;
     v.undecided = PL_UNDECIDED_NOISY;
-    v.more_steps = (int64_t)((double)more * (every > 0 ? every : 1));
+    v.more_steps = clamp_i64((double)more * (every > 0 ? every : 1));
     *out = v;
     return 0;
 }

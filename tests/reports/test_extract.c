@@ -516,7 +516,7 @@ static void test_extract_generations_flat(void **state) {
     assert_int_not_equal(u.r->verdict.kind, PL_PV_LEAK);
     char *buf = render_all_text(&u);
     assert_non_null(strstr(buf, "generations: 14 workers of pid 500 in 7 generations (2 each, started every ~20 "
-                                "steps): flat from one generation to the next (the last 3 within +-256 KiB)"));
+                                "steps): flat from one generation to the next (the last 5 within +-256 KiB)"));
     assert_null(strstr(buf, "process 500 14 workers"));
     free(buf);
     /* HTML: the trainer in full, then the workers and the generations collapsed, each under its line */
