@@ -91,7 +91,7 @@ int pl_generations_classify(const pl_series_t *s, double alpha, pl_verdict_t *ou
     v.peak = s->n_points ? s->peak : NAN;
     v.peak_step = s->peak_step;
     size_t n = s->n_points, off = n > PL_GEN_MAX_GENERATIONS ? n - PL_GEN_MAX_GENERATIONS : 0;
-    const pl_point_t *pt = s->points + off;
+    const pl_point_t *pt = n ? s->points + off : NULL; /* an empty series may have no points array */
     n -= off;
     v.n_points = n;
     /* generations start every `every` trainer steps (median gap): more_steps is said in those */
