@@ -90,6 +90,9 @@ static void test_generations_plateau_and_noise(void **state) {
     assert_int_equal(v.kind, PL_VERDICT_PLATEAU);
     const double real2[] = {0.221, 2.226, 2.179, 3.170, 2.175, 2.177, 3.172, 2.172};
     assert_int_equal(judge(real2, 8).kind, PL_VERDICT_PLATEAU);
+    /* ... and when the odd one is the last (a slope through the window's ends would call that a trend) */
+    const double real3[] = {0.221, 2.226, 2.179, 2.170, 2.175, 2.177, 2.172, 3.172};
+    assert_int_equal(judge(real3, 8).kind, PL_VERDICT_PLATEAU);
     const double noisy[] = {10, 30, 12, 28, 11, 31};
     v = judge(noisy, 6);
     assert_int_equal(v.kind, PL_VERDICT_INCONCLUSIVE);
