@@ -508,6 +508,21 @@ static void test_extract_generations_flat(void **state) {
     char d[256];
     tpath(d, sizeof d, "gen-flat");
     write_generations(d, 0, 0);
+    /* and a worker of its own between two passes (a generation of one: no row), whose trace is damaged */
+    synth_cfg_t w = synth_default();
+    w.pid = 700;
+    w.ppid = 500;
+    w.n_steps = 40;
+    w.with_steps = false;
+    w.device = false;
+    w.leak_bytes = 0;
+    w.t0_ns = 131300000000LL;
+    char p[300];
+    snprintf(p, sizeof p, "%s/700.0.pltrace", d);
+    assert_int_equal(synth_trace(p, &w), 0);
+    struct stat sb;
+    assert_int_equal(stat(p, &sb), 0);
+    assert_int_equal(truncate(p, sb.st_size - 3000), 0);
     run_t u;
     run_file(&u, d);
     const pl_report_process_t *g = gen_row_of(&u);
@@ -526,6 +541,8 @@ static void test_extract_generations_flat(void **state) {
     assert_true(tr != (size_t)-1 && wk != (size_t)-1 && gen != (size_t)-1);
     assert_true(tr < wk && wk < at(buf, "<details class=\"workers\">") && at(buf, "<details class=\"workers\">") < gen);
     assert_true(gen < at(buf, "<h2>Process 500 14 workers in 7 generations of 2</h2>"));
+    /* the damaged worker stays expanded, before the workers' section */
+    assert_true(at(buf, "<h2>Process 700 ") < wk);
     free(buf);
     run_free(&u);
 }
