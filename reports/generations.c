@@ -146,14 +146,6 @@ int pl_generations_classify(const pl_series_t *s, double alpha, pl_verdict_t *ou
     v.tail_points = n;
     v.threshold_per_step = v.tail_steps > 0 ? 2 * band / (double)v.tail_steps : 0;
     if (s->step_ns > 0 && isfinite(v.slope_per_step)) v.per_hour = v.slope_per_step * 3600e9 / s->step_ns;
-    double rise = v.slope_per_step * dsteps(v.first_step, v.last_step);
-    if (v.p_up < alpha && v.slope_per_step > 0 && rise >= 2 * band &&
-        sign_band(pt[0].base, pt[n - 1].base, band) > 0) {
-        v.kind = PL_VERDICT_LEAK;
-        v.undecided = PL_UNDECIDED_NONE;
-        *out = v;
-        return 0;
-    }
     /* flat: over the most recent two thirds (at least 3 generations) no visible trend (Theil-Sen rise within one
      * band: an odd generation cannot tilt it) and most generations within a band of their median (MAD); a plateau
      * when earlier generations sat more than two bands lower (the first passes warmed something up) */
@@ -179,6 +171,15 @@ int pl_generations_classify(const pl_series_t *s, double alpha, pl_verdict_t *ou
         } else {
             v.kind = PL_VERDICT_FLAT;
         }
+        *out = v;
+        return 0;
+    }
+    /* growth, unless the recent generations are flat (above): never call a warmup a leak */
+    double rise = v.slope_per_step * dsteps(v.first_step, v.last_step);
+    if (v.p_up < alpha && v.slope_per_step > 0 && rise >= 2 * band &&
+        sign_band(pt[0].base, pt[n - 1].base, band) > 0) {
+        v.kind = PL_VERDICT_LEAK;
+        v.undecided = PL_UNDECIDED_NONE;
         *out = v;
         return 0;
     }

@@ -93,6 +93,12 @@ static void test_generations_plateau_and_noise(void **state) {
     /* ... and when the odd one is the last (a slope through the window's ends would call that a trend) */
     const double real3[] = {0.221, 2.226, 2.179, 2.170, 2.175, 2.177, 2.172, 3.172};
     assert_int_equal(judge(real3, 8).kind, PL_VERDICT_PLATEAU);
+    /* a long warmup (4 generations rising) then 6 equal ones: Mann-Kendall over all ten is significant, but the
+     * recent generations are flat: a plateau, never a leak */
+    const double long_warm[] = {2, 4, 6, 8, 10, 10.1, 10, 10.1, 10, 10.1};
+    v = judge(long_warm, 10);
+    assert_true(v.p_up < 0.01);
+    assert_int_equal(v.kind, PL_VERDICT_PLATEAU);
     const double noisy[] = {10, 30, 12, 28, 11, 31};
     v = judge(noisy, 6);
     assert_int_equal(v.kind, PL_VERDICT_INCONCLUSIVE);
