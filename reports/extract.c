@@ -1339,28 +1339,40 @@ static double value_at(const pl_extract_proc_t *p, const pl_series_t *s, int64_t
     return s->points[a].base;
 }
 
+/* A process that steps, with its live heap by step: a trainer whose workers can be judged on its steps. */
+static bool heap_trainer(const pl_extract_proc_t *tr) {
+    const pl_report_metric_t *m = &tr->proc->metrics[PL_METRIC_HEAP_BYTES];
+    return tr->n_steps && m->present && !m->series.by_time && m->series.n_points >= 2;
+}
+
+/* A worker of trainer tr with a live heap by time buckets (not a helper) that descends from it. */
+static bool heap_worker_of(const pl_extract_t *x, const pl_extract_proc_t *tr, const pl_extract_proc_t *w) {
+    const pl_report_metric_t *wm = &w->proc->metrics[PL_METRIC_HEAP_BYTES];
+    return w->proc->role == PL_ROLE_WORKER && !w->proc->helper && wm->present && wm->series.by_time &&
+           wm->series.n_points && wm->series.bucket_ns > 0 && same_node(w, tr) && descends(x, w, tr->pid);
+}
+
+/* A member of tr's pool: a worker alive over at least 80 % of [tlo, thi), the trainer's steps. */
+static bool pool_member(const pl_extract_t *x, const pl_extract_proc_t *tr, int64_t tlo, int64_t thi,
+                        const pl_extract_proc_t *w) {
+    if (!heap_worker_of(x, tr, w)) return false;
+    int64_t lo, hi;
+    abs_span(w, &w->proc->metrics[PL_METRIC_HEAP_BYTES].series, &lo, &hi);
+    int64_t lo2 = lo > tlo ? lo : tlo, hi2 = hi < thi ? hi : thi;
+    return hi2 > lo2 && (double)(hi2 - lo2) >= 0.8 * (double)(thi - tlo);
+}
+
 static int build_pools(pl_report_t *r, pl_extract_t *x) {
     for (size_t i = 0; i < x->n_procs; i++) {
         const pl_extract_proc_t *tr = &x->procs[i];
         const pl_series_t *ts = &tr->proc->metrics[PL_METRIC_HEAP_BYTES].series;
-        if (!tr->n_steps || !tr->proc->metrics[PL_METRIC_HEAP_BYTES].present || ts->by_time || ts->n_points < 2)
-            continue;
+        if (!heap_trainer(tr)) continue;
         int64_t tlo, thi;
         abs_span(tr, ts, &tlo, &thi);
         const pl_extract_proc_t *mem[64];
         size_t n = 0;
-        for (size_t j = 0; j < x->n_procs && n < 64; j++) {
-            const pl_extract_proc_t *w = &x->procs[j];
-            const pl_report_metric_t *wm = &w->proc->metrics[PL_METRIC_HEAP_BYTES];
-            if (w->proc->role != PL_ROLE_WORKER || w->proc->helper || !wm->present || !wm->series.by_time ||
-                !wm->series.n_points ||
-                wm->series.bucket_ns <= 0 || !same_node(w, tr) || !descends(x, w, tr->pid))
-                continue;
-            int64_t lo, hi;
-            abs_span(w, &wm->series, &lo, &hi);
-            int64_t lo2 = lo > tlo ? lo : tlo, hi2 = hi < thi ? hi : thi;
-            if (hi2 > lo2 && (double)(hi2 - lo2) >= 0.8 * (double)(thi - tlo)) mem[n++] = w;
-        }
+        for (size_t j = 0; j < x->n_procs && n < 64; j++)
+            if (pool_member(x, tr, tlo, thi, &x->procs[j])) mem[n++] = &x->procs[j];
         if (!n) continue;
         pl_sample_t *smp = malloc(ts->n_points * sizeof *smp);
         if (!smp) return -ENOMEM;
@@ -1383,6 +1395,151 @@ static int build_pools(pl_report_t *r, pl_extract_t *x) {
             rc = pl_report_set_samples(row, PL_METRIC_HEAP_BYTES, smp, k, NULL);
         }
         free(smp);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* ---- generations of short-lived workers (docs/verdict.md §8) ----
+ * The workers of one trainer that are not in its pool (a validation loader's, started at each pass and gone after
+ * it) are grouped into generations: children of the trainer that start within GEN_WINDOW_NS of the generation's
+ * first one and before any of its members ended. Generations of equal size are one loader's: each such series of at
+ * least 2 generations becomes one more row (role worker, n_gen > 0), one point per generation at the trainer's step
+ * when it started, valued at the live heap its workers added over what they inherited; reports/generations.c judges
+ * it. The workers keep their own rows (folded when quiet). */
+#define GEN_WINDOW_NS 2000000000LL
+#define GEN_MAX_WORKERS 4096
+
+typedef struct genw {
+    const pl_extract_proc_t *w;
+    size_t gen;     /* generation index, in start order */
+} genw_t;
+
+typedef struct gen {
+    size_t n;       /* workers */
+    int64_t step;   /* the trainer's step when the first one started */
+    int64_t t_ns;   /* that start, relative to the trainer's trace start */
+    double bytes;   /* live heap the workers added over what they inherited, summed */
+} gen_t;
+
+static int cmp_genw(const void *a, const void *b) {
+    const pl_extract_proc_t *p = ((const genw_t *)a)->w, *q = ((const genw_t *)b)->w;
+    if (p->t0_ns != q->t0_ns) return p->t0_ns < q->t0_ns ? -1 : 1;
+    return p->pid < q->pid ? -1 : p->pid > q->pid;
+}
+
+/* The trainer's baseline and step at absolute time t: its last step that started at or before t (its first step
+ * when t is earlier). */
+static double trainer_at(const pl_extract_proc_t *tr, const pl_series_t *ts, int64_t t, int64_t *step) {
+    size_t k = 0;
+    for (size_t i = 0; i < ts->n_points; i++)
+        if (ts->points[i].t_ns >= 0 && tr->t0_ns + ts->points[i].t_ns <= t) k = i;
+    *step = ts->points[k].step;
+    return ts->points[k].base;
+}
+
+/* What a worker added over what it inherited: its peak live heap, less its parent's baseline when it started if its
+ * first bucket shows that heap (a forked worker inherits its parent's heap and the tracer's counts; a spawned one
+ * starts from nothing). A trainer's own leak then stays the trainer's, not its validation workers'. */
+static double own_bytes(const pl_extract_proc_t *w, double parent_base) {
+    const pl_series_t *s = &w->proc->metrics[PL_METRIC_HEAP_BYTES].series;
+    bool inherited = parent_base > 0 && s->points[0].base >= 0.5 * parent_base;
+    return s->peak - (inherited ? parent_base : 0);
+}
+
+static int gen_row(pl_report_t *r, const pl_extract_proc_t *tr, const gen_t *g, size_t n_g, size_t size) {
+    pl_sample_t *smp = malloc(n_g * sizeof *smp);
+    int64_t *gap = malloc(n_g * sizeof *gap);
+    if (!smp || !gap) {
+        free(smp);
+        free(gap);
+        return -ENOMEM;
+    }
+    size_t k = 0, n_gap = 0, n_workers = 0;
+    for (size_t i = 0; i < n_g; i++) {
+        if (g[i].n != size) continue;
+        if (k) gap[n_gap++] = g[i].step - smp[k - 1].step;
+        smp[k++] = (pl_sample_t){g[i].step, g[i].t_ns, g[i].bytes};
+        n_workers += g[i].n;
+    }
+    int rc = 0;
+    if (k >= 2) {
+        for (size_t i = 1; i < n_gap; i++) /* insertion sort: the median gap */
+            for (size_t j = i; j > 0 && gap[j] < gap[j - 1]; j--) {
+                int64_t t = gap[j];
+                gap[j] = gap[j - 1];
+                gap[j - 1] = t;
+            }
+        char name[64];
+        snprintf(name, sizeof name, "%zu workers in %zu generations of %zu", n_workers, k, size);
+        pl_report_process_t *row = pl_report_add_process(r, tr->pid, -1, name);
+        if (!row) rc = -ENOMEM;
+        if (row) {
+            row->role = PL_ROLE_WORKER;
+            row->n_gen = k;
+            row->n_gen_workers = n_workers;
+            row->gen_every_steps = n_gap ? gap[n_gap / 2] : 0;
+            rc = pl_report_set_samples(row, PL_METRIC_HEAP_BYTES, smp, k, NULL);
+        }
+    }
+    free(smp);
+    free(gap);
+    return rc;
+}
+
+static int build_generations_of(pl_report_t *r, pl_extract_t *x, const pl_extract_proc_t *tr) {
+    const pl_series_t *ts = &tr->proc->metrics[PL_METRIC_HEAP_BYTES].series;
+    int64_t tlo, thi;
+    abs_span(tr, ts, &tlo, &thi);
+    genw_t *c = malloc((x->n_procs ? x->n_procs : 1) * sizeof *c);
+    gen_t *g = malloc((x->n_procs ? x->n_procs : 1) * sizeof *g);
+    if (!c || !g) {
+        free(c);
+        free(g);
+        return -ENOMEM;
+    }
+    size_t n = 0, n_g = 0;
+    for (size_t j = 0; j < x->n_procs && n < GEN_MAX_WORKERS; j++) {
+        const pl_extract_proc_t *w = &x->procs[j];
+        if (w->ppid == tr->pid && heap_worker_of(x, tr, w) && !pool_member(x, tr, tlo, thi, w) && w->t0_ns >= tlo &&
+            (w->t0_ns < thi || w->t0_ns <= tr->last_ns)) /* a pass after the last step is the trainer's too */
+            c[n++] = (genw_t){w, 0};
+    }
+    qsort(c, n, sizeof *c, cmp_genw);
+    int64_t first = 0, min_end = 0;
+    for (size_t i = 0; i < n; i++) {
+        const pl_extract_proc_t *w = c[i].w;
+        int64_t end = w->last_ns > w->t0_ns ? w->last_ns : w->t0_ns;
+        if (!n_g || w->t0_ns - first > GEN_WINDOW_NS || w->t0_ns >= min_end) { /* a new generation */
+            first = w->t0_ns;
+            min_end = end;
+            g[n_g] = (gen_t){0};
+            trainer_at(tr, ts, w->t0_ns, &g[n_g].step);
+            g[n_g].t_ns = w->t0_ns - tr->t0_ns;
+            n_g++;
+        }
+        if (end < min_end) min_end = end;
+        int64_t st;
+        g[n_g - 1].n++;
+        g[n_g - 1].bytes += own_bytes(w, trainer_at(tr, ts, w->t0_ns, &st));
+        c[i].gen = n_g - 1;
+    }
+    int rc = 0;
+    for (size_t i = 0; i < n_g && !rc; i++) { /* one row per generation size, in order of first appearance */
+        bool seen = false;
+        for (size_t j = 0; j < i && !seen; j++) seen = g[j].n == g[i].n;
+        if (!seen) rc = gen_row(r, tr, g, n_g, g[i].n);
+    }
+    free(c);
+    free(g);
+    return rc;
+}
+
+static int build_generations(pl_report_t *r, pl_extract_t *x) {
+    for (size_t i = 0; i < x->n_procs; i++) {
+        const pl_extract_proc_t *tr = &x->procs[i];
+        if (!heap_trainer(tr)) continue;
+        int rc = build_generations_of(r, x, tr);
         if (rc) return rc;
     }
     return 0;
@@ -1589,6 +1746,7 @@ int pl_extract_paths(pl_report_t *r, pl_extract_t *x, const char *const *paths, 
     sort_procs(r, x);
     update_cut_short(r, x);
     if (!rc) rc = build_pools(r, x);
+    if (!rc) rc = build_generations(r, x);
     if (rc) return rc;
     if (x->n_procs == before) {
         if (n_paths == 1 && n_listed == 0)

@@ -295,6 +295,127 @@ static void ranks_html(FILE *o, const pl_report_t *r) {
     fputs("</table>\n", o);
 }
 
+/* One row's section: heading, damage, diagnosis, the metric table, a chart per metric, the call sites. */
+static int section(FILE *o, const pl_report_t *r, const pl_extract_t *x, const pl_report_process_t *p) {
+    char a[32], b[32];
+    const pl_extract_proc_t *xp = extras_of(x, p);
+    fprintf(o, "<h2>Process %lld ", (long long)p->pid);
+    esc(o, p->name);
+    if (p->rank >= 0 && p->node[0]) {
+        fprintf(o, " (rank %d, node ", p->rank);
+        esc(o, p->node);
+        fputs(")", o);
+    } else if (p->rank >= 0) {
+        fprintf(o, " (rank %d)", p->rank);
+    }
+    fputs("</h2>\n", o);
+    if (xp && xp->damaged) {
+        fputs("<div class=\"cut\">Partial report: ", o);
+        esc(o, xp->error);
+        fputs("</div>\n", o);
+    }
+    if (p->n_findings) {
+        fputs("<h3>Diagnosis</h3>\n<ul class=\"dx\">\n", o);
+        for (size_t k = 0; k < p->n_findings; k++) {
+            fputs("<li>", o);
+            esc(o, p->findings[k].text);
+            fputs("</li>\n", o);
+        }
+        fputs("</ul>\n", o);
+    }
+    fputs("<table><tr><th>metric</th><th>last</th><th>peak</th><th>verdict</th><th>details</th></tr>\n", o);
+    for (int m = 0; m < PL_METRIC__COUNT; m++) {
+        const pl_report_metric_t *mt = &p->metrics[m];
+        if (!mt->present) continue;
+        bool bytes = pl_metric_is_bytes((pl_metric_t)m);
+        fprintf(o, "<tr><td>%s</td><td class=\"num\">%s</td><td class=\"num\">%s</td>", pl_metric_name((pl_metric_t)m),
+                pl_format_value(mt->verdict.last_value, bytes, a, sizeof a),
+                pl_format_value(mt->verdict.peak, bytes, b, sizeof b));
+        verdict_cell(o, r, p, (pl_metric_t)m, bytes);
+        fputs("</tr>\n", o);
+    }
+    fprintf(o, "</table>\n<p class=\"legend\">Charts: green = per-step baseline (minimum), grey = per-step peak, "
+               "yellow = warmup, blue = judged tail, red dashes = fitted tail slope (Theil-Sen)%s.</p>\n",
+            p->n_marks ? ", purple dotted lines = plateau_mark() points" : "");
+    for (int m = 0; m < PL_METRIC__COUNT; m++) {
+        const pl_report_metric_t *mt = &p->metrics[m];
+        if (!mt->present) continue;
+        const char *label = pl_report_metric_label(r, p, (pl_metric_t)m);
+        fprintf(o, "<h3>%s: <span class=\"%s\">%s</span></h3>\n", pl_metric_name((pl_metric_t)m),
+                label_class(label), label);
+        int rc = chart(o, p, (pl_metric_t)m, mt);
+        if (rc) return rc;
+    }
+    if (xp) sites(o, xp);
+    return 0;
+}
+
+/* Folded in the HTML as in the text report: a quiet worker row, unless its trace is damaged. */
+static bool folded(const pl_extract_t *x, const pl_report_process_t *p) {
+    const pl_extract_proc_t *xp = extras_of(x, p);
+    return pl_report_quiet_worker(p) && !(xp && xp->damaged);
+}
+
+typedef enum { FOLD_WORKERS, FOLD_HELPERS } fold_kind_t; /* the groups of plain rows (not pools, not generations) */
+
+static bool in_group(const pl_extract_t *x, const pl_report_process_t *p, fold_kind_t k) {
+    if (!folded(x, p) || p->n_pool || p->n_gen) return false;
+    return k == FOLD_HELPERS ? p->helper : !p->helper;
+}
+
+/* One collapsed group: <details class="CLS"><summary>SUMMARY</summary> the sections of its rows </details>. */
+static int fold_group(FILE *o, const pl_report_t *r, const pl_extract_t *x, fold_kind_t k, const char *cls,
+                      const char *summary) {
+    fprintf(o, "<details class=\"%s\"><summary>", cls);
+    esc(o, summary);
+    fputs("</summary>\n", o);
+    for (size_t i = 0; i < r->n_procs; i++) {
+        if (!in_group(x, r->procs[i], k)) continue;
+        int rc = section(o, r, x, r->procs[i]);
+        if (rc) return rc;
+    }
+    fputs("</details>\n", o);
+    return 0;
+}
+
+/* Quiet workers, short helpers, pools and generations, each group collapsed under the line the text report says;
+ * leaking, slowly growing or damaged workers were shown in full above. */
+static int workers_html(FILE *o, const pl_report_t *r, const pl_extract_t *x) {
+    size_t n_helpers = 0, n_rows = 0;
+    for (size_t i = 0; i < r->n_procs; i++) {
+        n_rows += folded(x, r->procs[i]);
+        n_helpers += in_group(x, r->procs[i], FOLD_HELPERS);
+    }
+    if (!n_rows) return 0;
+    fputs("<h2>Workers</h2>\n", o);
+    char line[480];
+    int rc = 0;
+    if (pl_report_workers_line(r, line, sizeof line)) rc = fold_group(o, r, x, FOLD_WORKERS, "workers", line);
+    if (!rc && n_helpers) {
+        snprintf(line, sizeof line, "%zu short helper process%s: none leaks (no steps, under 1 s, under 64 MiB RSS)",
+                 n_helpers, n_helpers > 1 ? "es" : "");
+        rc = fold_group(o, r, x, FOLD_HELPERS, "helpers", line);
+    }
+    for (size_t i = 0; i < r->n_procs && !rc; i++) { /* pools and generations: one collapsed section each */
+        const pl_report_process_t *p = r->procs[i];
+        if (!folded(x, p) || (!p->n_pool && !p->n_gen)) continue;
+        if (p->n_gen && p->n_findings)
+            snprintf(line, sizeof line, "generations: %s", p->findings[0].text);
+        else if (p->n_gen)
+            snprintf(line, sizeof line, "generations of the workers of pid %lld", (long long)p->pid);
+        else
+            snprintf(line, sizeof line, "workers of pid %lld as a pool (%zu that live through its steps), heap.bytes "
+                     "summed per step: %s", (long long)p->pid, p->n_pool,
+                     pl_report_metric_label(r, p, PL_METRIC_HEAP_BYTES));
+        fprintf(o, "<details class=\"%s\"><summary>", p->n_gen ? "generations" : "pool");
+        esc(o, line);
+        fputs("</summary>\n", o);
+        rc = section(o, r, x, p);
+        fputs("</details>\n", o);
+    }
+    return rc;
+}
+
 int pl_render_html(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
     if (!r || !o) return -EINVAL;
     char a[32], b[32];
@@ -337,57 +458,12 @@ int pl_render_html(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
         fputs("</table>\n", o);
     }
     for (size_t i = 0; i < r->n_procs; i++) {
-        const pl_report_process_t *p = r->procs[i];
-        const pl_extract_proc_t *xp = extras_of(x, p);
-        fprintf(o, "<h2>Process %lld ", (long long)p->pid);
-        esc(o, p->name);
-        if (p->rank >= 0 && p->node[0]) {
-            fprintf(o, " (rank %d, node ", p->rank);
-            esc(o, p->node);
-            fputs(")", o);
-        } else if (p->rank >= 0) {
-            fprintf(o, " (rank %d)", p->rank);
-        }
-        fputs("</h2>\n", o);
-        if (xp && xp->damaged) {
-            fputs("<div class=\"cut\">Partial report: ", o);
-            esc(o, xp->error);
-            fputs("</div>\n", o);
-        }
-        if (p->n_findings) {
-            fputs("<h3>Diagnosis</h3>\n<ul class=\"dx\">\n", o);
-            for (size_t k = 0; k < p->n_findings; k++) {
-                fputs("<li>", o);
-                esc(o, p->findings[k].text);
-                fputs("</li>\n", o);
-            }
-            fputs("</ul>\n", o);
-        }
-        fputs("<table><tr><th>metric</th><th>last</th><th>peak</th><th>verdict</th><th>details</th></tr>\n", o);
-        for (int m = 0; m < PL_METRIC__COUNT; m++) {
-            const pl_report_metric_t *mt = &p->metrics[m];
-            if (!mt->present) continue;
-            bool bytes = pl_metric_is_bytes((pl_metric_t)m);
-            fprintf(o, "<tr><td>%s</td><td class=\"num\">%s</td><td class=\"num\">%s</td>", pl_metric_name((pl_metric_t)m),
-                    pl_format_value(mt->verdict.last_value, bytes, a, sizeof a),
-                    pl_format_value(mt->verdict.peak, bytes, b, sizeof b));
-            verdict_cell(o, r, p, (pl_metric_t)m, bytes);
-            fputs("</tr>\n", o);
-        }
-        fprintf(o, "</table>\n<p class=\"legend\">Charts: green = per-step baseline (minimum), grey = per-step peak, "
-              "yellow = warmup, blue = judged tail, red dashes = fitted tail slope (Theil-Sen)%s.</p>\n",
-              p->n_marks ? ", purple dotted lines = plateau_mark() points" : "");
-        for (int m = 0; m < PL_METRIC__COUNT; m++) {
-            const pl_report_metric_t *mt = &p->metrics[m];
-            if (!mt->present) continue;
-            const char *label = pl_report_metric_label(r, p, (pl_metric_t)m);
-            fprintf(o, "<h3>%s: <span class=\"%s\">%s</span></h3>\n", pl_metric_name((pl_metric_t)m),
-                    label_class(label), label);
-            int rc = chart(o, p, (pl_metric_t)m, mt);
-            if (rc) return rc;
-        }
-        if (xp) sites(o, xp);
+        if (folded(x, r->procs[i])) continue;
+        int rc = section(o, r, x, r->procs[i]);
+        if (rc) return rc;
     }
+    int rc = workers_html(o, r, x);
+    if (rc) return rc;
     fputs("</body></html>\n", o);
     return ferror(o) ? -EIO : 0;
 }

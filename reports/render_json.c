@@ -224,8 +224,12 @@ int pl_render_json(const pl_report_t *r, FILE *o, size_t max_points) {
         fputs(",\n      \"name\": ", o);
         pl_format_json_str(o, pr->name);
         fputs(",\n      \"role\": ", o);
-        pl_format_json_str(o, pr->n_pool ? "pool" : pr->role == PL_ROLE_WORKER ? "worker" : "main");
+        pl_format_json_str(o, pr->n_pool ? "pool" : pr->n_gen ? "generations" : pr->role == PL_ROLE_WORKER ? "worker"
+                                                                                                    : "main");
         if (pr->n_pool) fprintf(o, ",\n      \"pool_workers\": %zu", pr->n_pool);
+        if (pr->n_gen)
+            fprintf(o, ",\n      \"generations\": %zu,\n      \"generation_workers\": %zu,\n      \"generation_every_steps\": %lld",
+                    pr->n_gen, pr->n_gen_workers, (long long)pr->gen_every_steps);
         fputs(",\n      \"verdict\": ", o);
         proc_verdict_json(o, &pr->verdict);
         fputs(",\n      \"metrics\": [\n", o);

@@ -122,9 +122,7 @@ static void marks_line(FILE *out, const pl_report_process_t *p) {
 }
 
 /* A worker whose verdict says nothing grows: folded into one line instead of a block of metric rows. */
-static bool folded_worker(const pl_report_process_t *p) {
-    return p->role == PL_ROLE_WORKER && p->verdict.kind != PL_PV_LEAK && p->verdict.kind != PL_PV_SLOW_GROWTH;
-}
+static bool folded_worker(const pl_report_process_t *p) { return pl_report_quiet_worker(p); }
 
 /* "78 short helper processes: bash 61, env 9, readlink 8; none leaks": counts by name, most frequent first (ties by
  * name), the first 8 names, then "N others". */
@@ -171,18 +169,16 @@ int pl_render_text(const pl_report_t *r, FILE *out, const pl_render_text_opts_t 
     if (r->cut_short) fprintf(out, "run cut short: %s\n", pl_format_esc(r->cut_reason));
     bool all = opts && opts->all_processes;
 #define folded(p) (!all && folded_worker(p))
-    size_t n_folded = 0, n_nodata = 0, n_undecided = 0, n_helpers = 0;
+    size_t n_folded = 0, n_helpers = 0;
     for (size_t i = 0; i < r->n_procs; i++) {
         const pl_report_process_t *p = r->procs[i];
-        if (folded(p) && p->n_pool) continue; /* said on the workers' line */
+        if (folded(p) && (p->n_pool || p->n_gen)) continue; /* said on the workers' lines */
         if (folded(p) && p->helper) {
             n_helpers++;
             continue;
         }
         if (folded(p)) {
             n_folded++;
-            n_nodata += p->verdict.kind == PL_PV_NO_DATA;
-            n_undecided += p->verdict.kind == PL_PV_UNDECIDED;
             continue;
         }
         fprintf(out, "process %lld", (long long)p->pid);
@@ -207,21 +203,8 @@ int pl_render_text(const pl_report_t *r, FILE *out, const pl_render_text_opts_t 
         if (p->n_findings) fprintf(out, "diagnosis:\n");
         for (size_t k = 0; k < p->n_findings; k++) fprintf(out, "  - %s\n", pl_format_esc(p->findings[k].text));
     }
-    if (n_folded) {
-        fprintf(out, "workers (%zu process%s that never step", n_folded, n_folded > 1 ? "es" : "");
-        int64_t lo = INT64_MAX, hi = INT64_MIN;
-        for (size_t i = 0; i < r->n_procs; i++)
-            if (folded(r->procs[i]) && !r->procs[i]->n_pool && !r->procs[i]->helper) {
-                if (r->procs[i]->pid < lo) lo = r->procs[i]->pid;
-                if (r->procs[i]->pid > hi) hi = r->procs[i]->pid;
-            }
-        if (lo == hi) fprintf(out, ", pid %lld", (long long)lo);
-        else fprintf(out, ", pids %lld..%lld", (long long)lo, (long long)hi);
-        fprintf(out, "): none leaks; %zu flat", n_folded - n_undecided - n_nodata);
-        if (n_undecided) fprintf(out, ", %zu not decided on their own (short-lived or noisy)", n_undecided);
-        if (n_nodata) fprintf(out, ", %zu too brief to judge", n_nodata);
-        fputs("\n", out);
-    }
+    char line[400];
+    if (n_folded && pl_report_workers_line(r, line, sizeof line)) fprintf(out, "%s\n", line);
     if (n_helpers) helpers_line(r, out, n_helpers);
     for (size_t i = 0; i < r->n_procs; i++) { /* quiet pools: one line each */
         const pl_report_process_t *p = r->procs[i];
@@ -232,6 +215,9 @@ int pl_render_text(const pl_report_t *r, FILE *out, const pl_render_text_opts_t 
         details(out, mt, true, true, false);
         fputs("\n", out);
     }
+    for (size_t i = 0; i < r->n_procs; i++) /* quiet generations of short-lived workers: their one finding */
+        if (r->procs[i]->n_gen && folded(r->procs[i]) && r->procs[i]->n_findings)
+            fprintf(out, "generations: %s\n", pl_format_esc(r->procs[i]->findings[0].text));
 #undef folded
     return ferror(out) ? -EIO : 0;
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "format.h"
+#include "generations.h"
 
 static const char *metric_names[PL_METRIC__COUNT] = {
     "rss", "rss.anon", "rss.file", "rss.shmem", "pss", "heap.bytes", "heap.count",
@@ -151,6 +152,11 @@ int pl_report_analyze(pl_report_t *r) {
     if (!r) return -EINVAL;
     for (size_t i = 0; i < r->n_procs; i++) {
         pl_report_process_t *p = r->procs[i];
+        if (p->n_gen) { /* generations of short-lived workers: a rule of their own (docs/verdict.md §8) */
+            int rc = pl_generations_judge(r, p);
+            if (rc) return rc;
+            continue;
+        }
         for (int m = 0; m < PL_METRIC__COUNT; m++) {
             pl_report_metric_t *mt = &p->metrics[m];
             if (!mt->present) continue;
@@ -217,7 +223,7 @@ static bool worse(const pl_proc_verdict_t *a, const pl_proc_verdict_t *b) {
 }
 
 bool pl_report_is_rank(const pl_report_process_t *p) {
-    return p && p->role == PL_ROLE_MAIN && p->rank >= 0 && !p->n_pool;
+    return p && p->role == PL_ROLE_MAIN && p->rank >= 0 && !p->n_pool && !p->n_gen;
 }
 
 /* ---- ranks (docs/verdict.md §9) ---- */
@@ -454,4 +460,32 @@ void pl_report_run_verdict(pl_report_t *r) {
                  r->n_procs ? "no process recorded enough of its memory to judge" : "no process recorded");
         break;
     }
+}
+
+bool pl_report_quiet_worker(const pl_report_process_t *p) {
+    return p && p->role == PL_ROLE_WORKER && p->verdict.kind != PL_PV_LEAK && p->verdict.kind != PL_PV_SLOW_GROWTH;
+}
+
+size_t pl_report_workers_line(const pl_report_t *r, char *buf, size_t size) {
+    if (!size) return 0;
+    buf[0] = 0;
+    size_t n = 0, n_nodata = 0, n_undecided = 0;
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (size_t i = 0; r && i < r->n_procs; i++) {
+        const pl_report_process_t *p = r->procs[i];
+        if (!pl_report_quiet_worker(p) || p->n_pool || p->n_gen || p->helper) continue;
+        n++;
+        n_nodata += p->verdict.kind == PL_PV_NO_DATA;
+        n_undecided += p->verdict.kind == PL_PV_UNDECIDED;
+        if (p->pid < lo) lo = p->pid;
+        if (p->pid > hi) hi = p->pid;
+    }
+    if (!n) return 0;
+    cat(buf, size, "workers (%zu process%s that never step", n, n > 1 ? "es" : "");
+    if (lo == hi) cat(buf, size, ", pid %lld", (long long)lo);
+    else cat(buf, size, ", pids %lld..%lld", (long long)lo, (long long)hi);
+    cat(buf, size, "): none leaks; %zu flat", n - n_undecided - n_nodata);
+    if (n_undecided) cat(buf, size, ", %zu not decided on their own (short-lived or noisy)", n_undecided);
+    if (n_nodata) cat(buf, size, ", %zu too brief to judge", n_nodata);
+    return n;
 }

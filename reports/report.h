@@ -110,6 +110,11 @@ typedef struct pl_report_process {
                                  * one count-by-name line of the text report (reports/extract.c, docs/verdict.md) */
     size_t n_pool;              /* > 0: not a process but the pool of n_pool long-lived workers of process pid,
                                  * their summed live heap on its steps (role worker) */
+    size_t n_gen;               /* > 0: not a process but n_gen generations of short-lived workers of process pid
+                                 * (a validation loader's: started together, exited after the pass), one point per
+                                 * generation on its steps, judged by reports/generations.c (role worker) */
+    size_t n_gen_workers;       /* workers in those generations */
+    int64_t gen_every_steps;    /* median trainer steps between two generations' starts, 0 unknown */
     pl_report_metric_t metrics[PL_METRIC__COUNT];
     pl_finding_t findings[PL_REPORT_MAX_FINDINGS];
     size_t n_findings;
@@ -211,3 +216,13 @@ bool pl_report_is_rank(const pl_report_process_t *p);
 
 /* The run verdict from the processes' verdicts (called by pl_report_analyze; exposed for the tests). */
 void pl_report_run_verdict(pl_report_t *r);
+
+/* A worker row (process, pool or generations) whose verdict says nothing grows: the text report folds it into one
+ * line, the HTML report into a collapsed section. */
+bool pl_report_quiet_worker(const pl_report_process_t *p);
+
+/* The line that sums up the quiet worker processes (not pools, generations or short helpers): "workers (14
+ * processes that never step, pids 13502..14439): none leaks; 0 flat, 2 not decided on their own (short-lived or
+ * noisy), 12 too brief to judge". Writes at most size bytes (cut, NUL-terminated); "" when there is none. Returns how
+ * many processes it sums up. */
+size_t pl_report_workers_line(const pl_report_t *r, char *buf, size_t size);

@@ -41,6 +41,7 @@ typedef struct synth_cfg {
     int64_t t0_ns;           /* CLOCK_MONOTONIC at trace start (0 = 1 s) */
     const char *const *argv; /* NULL = python3 train.py --steps */
     uint32_t n_argv;
+    int64_t base_bytes;      /* live heap before the leak (0 = 100 MB) */
 } synth_cfg_t;
 
 static inline synth_cfg_t synth_default(void) {
@@ -159,7 +160,8 @@ static inline int synth_trace(const char *path, const synth_cfg_t *c) {
         memset(&r, 0, sizeof r);
         r.type = PL_REC_HEAP;
         r.t_ns = t + 5000;
-        r.u.heap = (pl_rec_heap_t){.step = step, .live_bytes = 100000000 + (int64_t)leaked + wobble,
+        r.u.heap = (pl_rec_heap_t){.step = step,
+                                   .live_bytes = (c->base_bytes ? c->base_bytes : 100000000) + (int64_t)leaked + wobble,
                                    .live_count = 5000 + s * (c->leak_bytes ? 1 : 0), .n_alloc = (uint64_t)s * 2,
                                    .n_free = (uint64_t)s};
         EMIT();

@@ -398,6 +398,171 @@ static void test_extract_worker_pool_on_trainer_steps(void **state) {
     run_free(&u);
 }
 
+/* A trainer (pid 500, 160 steps of 1 s, flat heap unless trainer_leak) that starts 2 validation workers every 20
+ * steps (7 generations, each worker living 2 s, forked: its heap starts at the trainer's). Each worker of
+ * generation g holds gen_bytes * g more than the trainer's heap when it started. */
+static void write_generations(const char *d, int64_t gen_bytes, uint64_t trainer_leak) {
+    char p[300];
+    assert_int_equal(mkdir(d, 0700), 0);
+    synth_cfg_t c = synth_default();
+    c.pid = 500;
+    c.leak_bytes = trainer_leak;
+    snprintf(p, sizeof p, "%s/500.0.pltrace", d);
+    assert_int_equal(synth_trace(p, &c), 0);
+    for (int g = 1; g <= 7; g++)
+        for (uint32_t k = 0; k < 2; k++) {
+            synth_cfg_t w = synth_default();
+            w.pid = 600 + 2 * (uint32_t)g + k;
+            w.ppid = 500;
+            w.n_steps = 2;
+            w.with_steps = false;
+            w.device = false;
+            w.leak_bytes = 0;
+            /* forked at 1 s + (20 g + 0.5) s: the trainer's heap then is 100 MB + 20 g steps of its leak */
+            w.t0_ns = 1000000000LL + (20LL * g) * 1000000000LL + 500000000LL + (int64_t)k * 10000000;
+            w.base_bytes = 100000000 + (int64_t)(20 * g) * (int64_t)trainer_leak + g * gen_bytes;
+            snprintf(p, sizeof p, "%s/%u.0.pltrace", d, w.pid);
+            assert_int_equal(synth_trace(p, &w), 0);
+        }
+}
+
+static const pl_report_process_t *gen_row_of(const run_t *u) {
+    const pl_report_process_t *g = NULL;
+    for (size_t i = 0; i < u->r->n_procs; i++)
+        if (u->r->procs[i]->n_gen) {
+            assert_null(g); /* one loader: one row */
+            g = u->r->procs[i];
+        }
+    assert_non_null(g);
+    return g;
+}
+
+static char *render_html_buf(const run_t *u) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(pl_render_html(u->r, &u->x, f), 0);
+    fclose(f);
+    return buf;
+}
+
+/* where needle starts in hay, or (size_t)-1 */
+static size_t at(const char *hay, const char *needle) {
+    const char *p = strstr(hay, needle);
+    return p ? (size_t)(p - hay) : (size_t)-1;
+}
+
+static char *render_all_text(const run_t *u) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(pl_render_text(u->r, f, NULL), 0);
+    assert_int_equal(pl_extract_render_text(u->r, &u->x, f), 0);
+    fclose(f);
+    return buf;
+}
+
+/* validation workers whose generations each hold 2 MiB more per worker: a leak of the run, said per generation */
+static void test_extract_generations_leak(void **state) {
+    (void)state;
+    char d[256];
+    tpath(d, sizeof d, "gen-leak");
+    write_generations(d, 2 << 20, 0);
+    run_t u;
+    run_file(&u, d);
+    const pl_report_process_t *g = gen_row_of(&u);
+    assert_int_equal(g->pid, 500);
+    assert_int_equal(g->n_gen, 7);
+    assert_int_equal(g->n_gen_workers, 14);
+    assert_int_equal(g->gen_every_steps, 20);
+    assert_int_equal(g->role, PL_ROLE_WORKER);
+    const pl_report_metric_t *hb = &g->metrics[PL_METRIC_HEAP_BYTES];
+    assert_int_equal(hb->series.n_points, 7);
+    assert_int_equal(hb->series.points[0].step, 20);
+    assert_int_equal(hb->verdict.kind, PL_VERDICT_LEAK);
+    /* 2 workers x 2 MiB more per generation, every 20 steps: 4 MiB / 20 steps */
+    assert_true(fabs(hb->verdict.slope_per_step - 4.0 * (1 << 20) / 20) < 0.05 * 4.0 * (1 << 20) / 20);
+    assert_int_equal(g->verdict.kind, PL_PV_LEAK);
+    assert_int_equal(u.r->verdict.kind, PL_PV_LEAK);
+    assert_non_null(strstr(u.r->verdict.line, "14 workers in 7 generations of 2"));
+    char *buf = render_all_text(&u);
+    assert_non_null(strstr(buf, "process 500 14 workers in 7 generations of 2"));
+    assert_non_null(strstr(buf, "each generation holds more live heap than the last, +3.99 MiB per generation"));
+    assert_null(strstr(buf, "generations: "));
+    free(buf);
+    /* HTML: the leaking generations in full before the workers' section; the quiet workers collapsed in it */
+    buf = render_html_buf(&u);
+    size_t gen = at(buf, "<h2>Process 500 14 workers in 7 generations of 2</h2>"), wk = at(buf, "<h2>Workers</h2>");
+    size_t det = at(buf, "<details class=\"workers\"><summary>workers (14 processes that never step, pids 602..615)");
+    assert_true(gen != (size_t)-1 && wk != (size_t)-1 && det != (size_t)-1);
+    assert_true(gen < wk && wk < det);
+    assert_true(det < at(buf, "<h2>Process 602 ") && at(buf, "<h2>Process 615 ") < at(buf, "</details>"));
+    assert_null(strstr(buf, "<details class=\"generations\">"));
+    free(buf);
+    run_free(&u);
+}
+
+/* the same workers without the growth: flat, folded into one line, the run does not leak */
+static void test_extract_generations_flat(void **state) {
+    (void)state;
+    char d[256];
+    tpath(d, sizeof d, "gen-flat");
+    write_generations(d, 0, 0);
+    /* and a worker of its own between two passes (a generation of one: no row), whose trace is damaged */
+    synth_cfg_t w = synth_default();
+    w.pid = 700;
+    w.ppid = 500;
+    w.n_steps = 40;
+    w.with_steps = false;
+    w.device = false;
+    w.leak_bytes = 0;
+    w.t0_ns = 131300000000LL;
+    char p[300];
+    snprintf(p, sizeof p, "%s/700.0.pltrace", d);
+    assert_int_equal(synth_trace(p, &w), 0);
+    struct stat sb;
+    assert_int_equal(stat(p, &sb), 0);
+    assert_int_equal(truncate(p, sb.st_size - 3000), 0);
+    run_t u;
+    run_file(&u, d);
+    const pl_report_process_t *g = gen_row_of(&u);
+    assert_int_equal(g->metrics[PL_METRIC_HEAP_BYTES].verdict.kind, PL_VERDICT_FLAT);
+    assert_int_equal(g->verdict.kind, PL_PV_NO_LEAK);
+    assert_int_not_equal(u.r->verdict.kind, PL_PV_LEAK);
+    char *buf = render_all_text(&u);
+    assert_non_null(strstr(buf, "generations: 14 workers of pid 500 in 7 generations (2 each, started every ~20 "
+                                "steps): flat from one generation to the next (the last 5 within +-256 KiB)"));
+    assert_null(strstr(buf, "process 500 14 workers"));
+    free(buf);
+    /* HTML: the trainer in full, then the workers and the generations collapsed, each under its line */
+    buf = render_html_buf(&u);
+    size_t tr = at(buf, "<h2>Process 500 python3 train.py</h2>"), wk = at(buf, "<h2>Workers</h2>");
+    size_t gen = at(buf, "<details class=\"generations\"><summary>generations: 14 workers of pid 500 in 7 generations");
+    assert_true(tr != (size_t)-1 && wk != (size_t)-1 && gen != (size_t)-1);
+    assert_true(tr < wk && wk < at(buf, "<details class=\"workers\">") && at(buf, "<details class=\"workers\">") < gen);
+    assert_true(gen < at(buf, "<h2>Process 500 14 workers in 7 generations of 2</h2>"));
+    /* the damaged worker stays expanded, before the workers' section */
+    assert_true(at(buf, "<h2>Process 700 ") < wk);
+    free(buf);
+    run_free(&u);
+}
+
+/* a trainer that leaks 256 KiB/step forks workers that inherit its growing heap: the leak is the trainer's, the
+ * generations (what each worker adds) stay flat */
+static void test_extract_generations_inherited(void **state) {
+    (void)state;
+    char d[256];
+    tpath(d, sizeof d, "gen-inherit");
+    write_generations(d, 0, 256 * 1024);
+    run_t u;
+    run_file(&u, d);
+    const pl_report_process_t *g = gen_row_of(&u);
+    assert_int_equal(g->metrics[PL_METRIC_HEAP_BYTES].verdict.kind, PL_VERDICT_FLAT);
+    assert_int_equal(u.r->procs[0]->verdict.kind, PL_PV_LEAK);
+    assert_int_equal(u.r->verdict.n_leaking, 1);
+    run_free(&u);
+}
+
 static void test_extract_run_directory(void **state) {
     (void)state;
     char d[256], p[300];
@@ -1042,6 +1207,9 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_extract_lost_records_said),
         cmocka_unit_test(test_extract_roles_order_and_teardown),
         cmocka_unit_test(test_extract_worker_pool_on_trainer_steps),
+        cmocka_unit_test(test_extract_generations_leak),
+        cmocka_unit_test(test_extract_generations_flat),
+        cmocka_unit_test(test_extract_generations_inherited),
         cmocka_unit_test(test_extract_run_directory),
         cmocka_unit_test(test_extract_ranks_one_leaks),
         cmocka_unit_test(test_extract_ranks_agree),
