@@ -7,7 +7,8 @@
 #   buffers, so the writer keeps up). Per step: ~240 host_alloc + ~240 host_free, ~100 device_alloc + ~100
 #   device_free, heap/alloc_stats/step records; stack/frame/module records once per new call site. ~31 KB/step.
 # Then it times `plateau report TRACE` (extract + analyze + text render; stdout to /dev/null) with /usr/bin/time:
-# wall seconds, MB/s (trace bytes / 1e6 / wall), peak RSS (max resident set, KiB -> MB). With several plateau
+# wall seconds, MB/s (trace bytes / 1e6 / wall), peak RSS (max resident set, KiB -> MB), and CPU seconds (user + sys:
+# steadier than wall on a shared machine) with MB per CPU second. With several plateau
 # binaries (e.g. before and after a change) the runs are interleaved: A B A B ...
 # The lost-record count of the trace comes from the report's JSON (lost_records).
 #
@@ -55,10 +56,11 @@ PY
 for ((k = 1; k <= REPS; k++)); do
     for b in "${BINS[@]}"; do
         rc=0
-        $TIME -f "%e %M" -o "$tmp/t" "$b" report "$trace" >/dev/null 2>&1 || rc=$?
-        read -r wall rss <"$tmp/t" || true
+        $TIME -f "%e %M %U %S" -o "$tmp/t" "$b" report "$trace" >/dev/null 2>&1 || rc=$?
+        read -r wall rss usr sys <"$tmp/t" || true
         [ "$rc" -le 3 ] || { echo "ingest_bench: $b report failed (exit $rc)" >&2; exit 1; }
-        awk -v b="$b" -v k="$k" -v w="$wall" -v r="$rss" -v n="$bytes" \
-            'BEGIN { printf "run %d %s: %.2f s, %.1f MB/s, peak RSS %.1f MB\n", k, b, w, n / 1e6 / w, r / 1024 }'
+        awk -v b="$b" -v k="$k" -v w="$wall" -v r="$rss" -v n="$bytes" -v c="$usr" -v s="$sys" \
+            'BEGIN { printf "run %d %s: %.2f s, %.1f MB/s, peak RSS %.1f MB; CPU %.2f s (%.1f MB per CPU s)\n",
+                     k, b, w, n / 1e6 / w, r / 1024, c + s, n / 1e6 / (c + s) }'
     done
 done
