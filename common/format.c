@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "json.h"
 #include "units.h"
 
 char *pl_format_bytes(double bytes, char *buf, size_t size) {
@@ -97,15 +98,7 @@ const char *pl_format_esc(const char *s) {
 }
 
 void pl_format_json_str(FILE *o, const char *s) {
-    fputc('"', o);
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(o, "\\%c", *p);
-        else if (*p == '\n') fputs("\\n", o);
-        else if (*p == '\t') fputs("\\t", o);
-        else if (*p < 0x20 || *p == 0x7f) fprintf(o, "\\u%04x", *p);
-        else fputc(*p, o);
-    }
-    fputc('"', o);
+    pl_json_write_str(o, s); /* one escaper: common/json.c */
 }
 
 void pl_format_json_num(FILE *o, double v) {
