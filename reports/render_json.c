@@ -234,12 +234,14 @@ int pl_render_json_fields(const pl_report_t *r, pl_json_t *j, size_t max_points)
     pl_json_kuint(j, "min_tail_points", p->min_tail_points);
     pl_json_kint(j, "warmup_allow_steps", p->warmup_allow_steps);
     pl_json_end(j);
-    pl_json_key(j, "processes");
-    pl_json_array_block(j);
+    pl_json_key(j, "processes"); /* "[" and "]" on lines of their own even when empty */
+    pl_json_array(j);
     for (size_t i = 0; i < r->n_procs; i++) {
+        pl_json_break(j, 4);
         int rc = process_json(j, r->procs[i], max_points);
         if (rc) return rc;
     }
+    pl_json_break(j, 2);
     pl_json_end(j);
     return 0;
 }
