@@ -1,5 +1,5 @@
-/* Read a whole file from a test (fixtures, traces), and compare output with a golden file. Header-only (include by relative path). No cmocka here:
- * returns NULL on failure, callers assert. */
+/* Read a whole file from a test (fixtures, traces), and compare output with a golden file. Header-only (include
+ * by relative path). No cmocka here: returns NULL or false on failure, callers assert. */
 #pragma once
 
 #include <stdbool.h>
