@@ -88,7 +88,7 @@ void pl_json_end(pl_json_t *j) {
     else if (l->block && l->any) newline(j, l->close_indent);
     j->brk = -1;
     fputc(l->close, j->o);
-    if (j->depth == 0) fputc('\n', j->o);
+    if (j->depth == 0 && !(j->flags & PL_JSON_NO_NEWLINE)) fputc('\n', j->o);
 }
 
 void pl_json_break(pl_json_t *j, int n) {

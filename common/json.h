@@ -24,7 +24,8 @@
 #include <stdio.h>
 
 #define PL_JSON_MAX_DEPTH 16
-#define PL_JSON_COMPACT 1u /* "a":1,"b":2 rather than "a": 1, "b": 2 */
+#define PL_JSON_COMPACT 1u    /* "a":1,"b":2 rather than "a": 1, "b": 2 */
+#define PL_JSON_NO_NEWLINE 2u /* no newline after the document (a value handed back in a buffer) */
 
 typedef struct pl_json_level {
     char close;        /* '}' or ']' */
@@ -37,7 +38,7 @@ typedef struct pl_json_level {
 
 typedef struct pl_json {
     FILE *o;
-    unsigned flags;     /* PL_JSON_COMPACT */
+    unsigned flags;     /* PL_JSON_COMPACT, PL_JSON_NO_NEWLINE */
     int depth;          /* open containers; lv[depth - 1] is the innermost */
     int line_indent;    /* spaces that began the current output line */
     int brk;            /* pending pl_json_break indent, -1 for none */
@@ -57,7 +58,8 @@ void pl_json_object(pl_json_t *j);
 void pl_json_array(pl_json_t *j);
 void pl_json_object_block(pl_json_t *j);
 void pl_json_array_block(pl_json_t *j);
-/* Closes the innermost container. Closing the outermost one ends the document with a newline. */
+/* Closes the innermost container. Closing the outermost one ends the document with a newline (unless
+ * PL_JSON_NO_NEWLINE). */
 void pl_json_end(pl_json_t *j);
 /* The next item or closing bracket goes on a new line indented n spaces (n >= 0). */
 void pl_json_break(pl_json_t *j, int n);

@@ -64,6 +64,13 @@ static void test_json_inline_commas(void **state) {
     pl_json_end(&d.j);
     pl_json_end(&d.j);
     doc_check(&d, "{\"a\":1,\"b\":{\"c\":\"x\",\"d\":2}}\n", 0);
+
+    doc_open(&d, PL_JSON_COMPACT | PL_JSON_NO_NEWLINE);
+    pl_json_array(&d.j);
+    pl_json_int(&d.j, 1);
+    pl_json_int(&d.j, 2);
+    pl_json_end(&d.j);
+    doc_check(&d, "[1,2]", 0);
 }
 
 /* blocks indent two spaces past the line they opened on; empty blocks stay on one line */
