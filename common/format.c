@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "json.h"
 #include "units.h"
 
 char *pl_format_bytes(double bytes, char *buf, size_t size) {
@@ -95,13 +94,4 @@ const char *pl_format_esc(const char *s) {
     static _Thread_local unsigned next;
     char *b = ring[next++ % 8];
     return pl_format_escape(s, b, sizeof ring[0]);
-}
-
-void pl_format_json_str(FILE *o, const char *s) {
-    pl_json_write_str(o, s); /* one escaper: common/json.c */
-}
-
-void pl_format_json_num(FILE *o, double v) {
-    if (isfinite(v)) fprintf(o, "%.10g", v);
-    else fputs("null", o);
 }
