@@ -1,6 +1,7 @@
 #!/bin/bash
 # Regenerate the report goldens (tests/reports/golden/: renderers, extract, compare, trace events) from a configured
-# build dir, validate the JSON, and show what changed. Review the diff before committing: a golden change is a user-visible output change.
+# build dir, validate the JSON, and show what changed. Review the diff before committing: a golden change is a
+# user-visible output change.
 #   tools/regen-report-goldens.sh [BUILD_DIR]    (default: build)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
