@@ -1,5 +1,5 @@
 /* common/json: the one JSON emitter behind every JSON document plateau writes (the report, its "run" object, compare,
- * tune and replay, Chrome trace events). It tracks nesting: the comma between items, the ": " after a key, where a
+ * tune and replay, Chrome trace events, the allocator snapshot). It tracks nesting: the comma between items, the ": " after a key, where a
  * container's lines are indented, and that every container is closed. The idea is jemalloc's emitter.h (a writer
  * that owns the commas so callers never count items); the layout rules below are plateau's, chosen to reproduce
  * the documents byte for byte as they were written before (their goldens are the contract).
@@ -13,11 +13,12 @@
  * Scalars: strings escape '"', '\\', \n and \t as two characters and every other C0 control and DEL as \u00XX;
  * bytes >= 0x80 are copied as they are (callers that may hold cut or invalid UTF-8 repair it first, e.g.
  * pl_export_utf8). Numbers: pl_json_num prints %.10g and null when not finite (JSON has no NaN or infinity);
- * pl_json_numf prints any printf format for a number the document fixes otherwise ("%.6f", "%lld.%03lld").
+ * pl_json_numf prints any printf format for a number the document fixes otherwise ("%.6f", "%lld.%03lld") as it
+ * comes (keeping it a JSON number, e.g. finite for %f, is the caller's part).
  *
- * Not thread-safe: one emitter per document, on the caller's stack. Misuse (a value where a key is due, a key in
- * an array, more than PL_JSON_MAX_DEPTH levels, an end with nothing open) writes nothing more and is reported by
- * pl_json_done; so is a stream error. The emitter never allocates. */
+ * Not thread-safe: one emitter per document (one top-level value), on the caller's stack. Misuse (a value where a
+ * key is due, a key in an array, a second top-level value, more than PL_JSON_MAX_DEPTH levels, an end with nothing
+ * open) writes nothing more and is reported by pl_json_done; so is a stream error. The emitter never allocates. */
 #pragma once
 
 #include <stdbool.h>
