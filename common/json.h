@@ -1,8 +1,9 @@
 /* common/json: the one JSON emitter behind every JSON document plateau writes (the report, its "run" object, compare,
- * tune and replay, Chrome trace events, the allocator snapshot). It tracks nesting: the comma between items, the ": " after a key, where a
- * container's lines are indented, and that every container is closed. The idea is jemalloc's emitter.h (a writer
- * that owns the commas so callers never count items); the layout rules below are plateau's, chosen to reproduce
- * the documents byte for byte as they were written before (their goldens are the contract).
+ * tune and replay, Chrome trace events, the allocator snapshot). It tracks nesting: the comma between items, the
+ * ": " after a key, where a container's lines are indented, and that every container is closed. The idea is
+ * jemalloc's emitter.h (a writer that owns the commas so callers never count items); the layout rules below are
+ * plateau's, chosen to reproduce the documents byte for byte as they were written before (their goldens are the
+ * contract).
  *
  * Layout. A container is either inline (items on one line: `{"a": 1, "b": 2}`) or a block (`{`, then each item on
  * its own line indented two spaces deeper than the line the container opened on, then the closing bracket on a
