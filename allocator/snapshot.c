@@ -1,4 +1,4 @@
-/* allocator/snapshot.c: the machine-readable view of segments and blocks (JSON), and the invariant walk
+/* allocator/snapshot.c: the machine-readable view of segments and blocks (JSON, common/json.h), and the invariant walk
  * the stress tests run after every operation.
  *
  * Snapshot shape: see pl_alloc_snapshot_json in alloc.h. Expandable segments list only mapped blocks; their
@@ -8,45 +8,13 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bins.h"
 #include "internal.h"
-
-typedef struct buf {
-    char *p;
-    size_t n, cap;
-    bool oom;
-} buf_t;
-
-static void bput(buf_t *b, const char *fmt, ...) {
-    if (b->oom) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int k = vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
-        va_end(ap);
-        if (k < 0) {
-            b->oom = true;
-            return;
-        }
-        if ((size_t)k < b->cap - b->n) {
-            b->n += (size_t)k;
-            return;
-        }
-        size_t cap = 2 * b->cap + (size_t)k;
-        char *q = realloc(b->p, cap);
-        if (!q) {
-            b->oom = true;
-            return;
-        }
-        b->p = q;
-        b->cap = cap;
-    }
-}
+#include "json.h"
 
 static const char *state_name(const pl_block_t *b) {
     switch (b->state) {
@@ -56,38 +24,53 @@ static const char *state_name(const pl_block_t *b) {
     }
 }
 
+/* Written through the common JSON emitter into a memstream (its buffer is malloc'd: the caller frees it). */
 PL_API int pl_alloc_snapshot_json(pl_alloc_t *a, char **out, size_t *len) {
-    buf_t b = {.p = malloc(4096), .cap = 4096};
-    if (!b.p) return -ENOMEM;
-    b.p[0] = 0;
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *o = open_memstream(&buf, &n);
+    if (!o) return -ENOMEM;
+    pl_json_t j;
+    pl_json_init(&j, o, PL_JSON_COMPACT | PL_JSON_NO_NEWLINE);
     pthread_mutex_lock(&a->mu);
-    bput(&b, "{\"device\":%d,\"capacity\":%zu,\"reserved\":%zu,\"segments\":[", a->be->device, a->capacity_bytes,
-         a->reserved_bytes);
-    const char *ssep = "";
+    pl_json_object(&j);
+    pl_json_kint(&j, "device", a->be->device);
+    pl_json_kuint(&j, "capacity", a->capacity_bytes);
+    pl_json_kuint(&j, "reserved", a->reserved_bytes);
+    pl_json_key(&j, "segments");
+    pl_json_array(&j);
     for (pl_segment_t *s = a->segments; s; s = s->next_seg) {
-        bput(&b,
-             "%s{\"address\":%" PRIuPTR ",\"total_size\":%zu,\"reserved_address_space\":%zu,\"stream\":%" PRIuPTR
-             ",\"pool\":\"%s\",\"expandable\":%s,\"blocks\":[",
-             ssep, s->addr, s->mapped_bytes, s->size_bytes, s->stream, s->pool == PL_POOL_SMALL ? "small" : "large",
-             s->expandable ? "true" : "false");
-        const char *bsep = "";
+        pl_json_object(&j);
+        pl_json_kuint(&j, "address", s->addr);
+        pl_json_kuint(&j, "total_size", s->mapped_bytes);
+        pl_json_kuint(&j, "reserved_address_space", s->size_bytes);
+        pl_json_kuint(&j, "stream", s->stream);
+        pl_json_kstr(&j, "pool", s->pool == PL_POOL_SMALL ? "small" : "large");
+        pl_json_kbool(&j, "expandable", s->expandable);
+        pl_json_key(&j, "blocks");
+        pl_json_array(&j);
         for (pl_block_t *k = s->first; k; k = k->next) {
             if (k->state == PL_BLOCK_UNMAPPED) continue;
-            bput(&b, "%s{\"address\":%" PRIuPTR ",\"size\":%zu,\"requested_size\":%zu,\"state\":\"%s\"}", bsep, k->addr,
-                 k->size_bytes, k->requested_bytes, state_name(k));
-            bsep = ",";
+            pl_json_object(&j);
+            pl_json_kuint(&j, "address", k->addr);
+            pl_json_kuint(&j, "size", k->size_bytes);
+            pl_json_kuint(&j, "requested_size", k->requested_bytes);
+            pl_json_kstr(&j, "state", state_name(k));
+            pl_json_end(&j);
         }
-        bput(&b, "]}");
-        ssep = ",";
+        pl_json_end(&j);
+        pl_json_end(&j);
     }
-    bput(&b, "]}");
+    pl_json_end(&j);
+    pl_json_end(&j);
     pthread_mutex_unlock(&a->mu);
-    if (b.oom) {
-        free(b.p);
+    int rc = pl_json_done(&j);
+    if (fclose(o) || rc) { /* a memstream fails only for memory */
+        free(buf);
         return -ENOMEM;
     }
-    *out = b.p;
-    *len = b.n;
+    *out = buf;
+    *len = n;
     return 0;
 }
 

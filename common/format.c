@@ -95,20 +95,3 @@ const char *pl_format_esc(const char *s) {
     char *b = ring[next++ % 8];
     return pl_format_escape(s, b, sizeof ring[0]);
 }
-
-void pl_format_json_str(FILE *o, const char *s) {
-    fputc('"', o);
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(o, "\\%c", *p);
-        else if (*p == '\n') fputs("\\n", o);
-        else if (*p == '\t') fputs("\\t", o);
-        else if (*p < 0x20 || *p == 0x7f) fprintf(o, "\\u%04x", *p);
-        else fputc(*p, o);
-    }
-    fputc('"', o);
-}
-
-void pl_format_json_num(FILE *o, double v) {
-    if (isfinite(v)) fprintf(o, "%.10g", v);
-    else fputs("null", o);
-}

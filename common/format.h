@@ -1,6 +1,6 @@
 /* common/format: human-readable numbers shared by the report's sentences and renderers, plateau tune and the cli
  * (bytes in the report's style, common/units.h PL_UNITS_SIG3; counts; durations; pure functions writing into caller
- * buffers), the terminal escape, and the two JSON scalar writers every JSON renderer uses. */
+ * buffers) and the terminal escape. JSON is written by the emitter, common/json.h. */
 #pragma once
 
 #include <stdbool.h>
@@ -24,7 +24,3 @@ char *pl_format_duration(double seconds, char *buf, size_t size);
 char *pl_format_escape(const char *s, char *buf, size_t size);
 const char *pl_format_esc(const char *s);
 
-/* JSON: s as a string literal (quotes, backslashes and control characters escaped; NULL = ""), and v as a number
- * ("null" when not finite: JSON has no NaN or infinity). */
-void pl_format_json_str(FILE *o, const char *s);
-void pl_format_json_num(FILE *o, double v);

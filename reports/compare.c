@@ -15,6 +15,7 @@
 #include <plateau/trace.h>
 
 #include "format.h"
+#include "json.h"
 
 #define GUESS_MIN_SAMPLES 20 /* sampled host allocations needed to tell the allocator by usable sizes */
 
@@ -272,49 +273,56 @@ static const char *state_name(pl_compare_state_t s) {
 
 int pl_compare_render_json(const pl_compare_t *c, FILE *o) {
     if (!c || !o) return -EINVAL;
-    fprintf(o, "{\n  \"schema\": \"plateau.compare\",\n  \"schema_version\": %d,\n  \"runs\": [",
-            PL_COMPARE_SCHEMA_VERSION);
+    pl_json_t j;
+    pl_json_init(&j, o, 0);
+    pl_json_object_block(&j);
+    pl_json_kstr(&j, "schema", "plateau.compare");
+    pl_json_kint(&j, "schema_version", PL_COMPARE_SCHEMA_VERSION);
+    pl_json_key(&j, "runs");
+    pl_json_array(&j); /* "[{" ... "}, {" ... "}]": the runs are blocks inside an inline array */
     for (int i = 0; i < 2; i++) {
         const pl_compare_run_t *r = &c->run[i];
-        fputs(i ? ", {\n" : "{\n", o);
-        fputs("    \"source\": ", o);
-        pl_format_json_str(o, r->source);
-        fputs(",\n    \"allocator\": ", o);
-        pl_format_json_str(o, r->allocator);
-        fputs(",\n    \"allocator_from\": ", o);
-        if (r->allocator_from[0]) pl_format_json_str(o, r->allocator_from);
-        else fputs("null", o);
-        fprintf(o, ",\n    \"pid\": %lld,\n    \"name\": ", r->pid);
-        pl_format_json_str(o, r->name);
-        fprintf(o, ",\n    \"heap\": \"%s\",\n    \"rss\": \"%s\",\n    \"metrics\": [", state_name(r->heap),
-                state_name(r->rss));
-        bool first = true;
+        pl_json_object_block(&j);
+        pl_json_kstr(&j, "source", r->source);
+        pl_json_kstr(&j, "allocator", r->allocator);
+        pl_json_key(&j, "allocator_from");
+        pl_json_str_or_null(&j, r->allocator_from[0] ? r->allocator_from : NULL);
+        pl_json_kint(&j, "pid", r->pid);
+        pl_json_kstr(&j, "name", r->name);
+        pl_json_kstr(&j, "heap", state_name(r->heap));
+        pl_json_kstr(&j, "rss", state_name(r->rss));
+        pl_json_key(&j, "metrics");
+        pl_json_array_block(&j);
         for (size_t k = 0; k < N_TABLE; k++) {
             const pl_report_metric_t *m = metric(r->proc, table_metrics[k]);
             if (!m) continue;
             const pl_verdict_t *v = &m->verdict;
-            fprintf(o, "%s\n      {\"name\": \"%s\", \"unit\": \"%s\", \"verdict\": \"%s\", \"level\": ",
-                    first ? "" : ",", pl_metric_name(table_metrics[k]),
-                    pl_metric_is_bytes(table_metrics[k]) ? "bytes" : "count", pl_verdict_name(v->kind));
-            pl_format_json_num(o, v->level);
-            fputs(", \"slope_per_step\": ", o);
-            pl_format_json_num(o, v->slope_per_step);
-            fputs(", \"slope_ci\": [", o);
-            pl_format_json_num(o, v->slope_lo);
-            fputs(", ", o);
-            pl_format_json_num(o, v->slope_hi);
-            fprintf(o, "], \"more_steps\": %lld}", (long long)v->more_steps);
-            first = false;
+            pl_json_object(&j);
+            pl_json_kstr(&j, "name", pl_metric_name(table_metrics[k]));
+            pl_json_kstr(&j, "unit", pl_metric_is_bytes(table_metrics[k]) ? "bytes" : "count");
+            pl_json_kstr(&j, "verdict", pl_verdict_name(v->kind));
+            pl_json_knum(&j, "level", v->level);
+            pl_json_knum(&j, "slope_per_step", v->slope_per_step);
+            pl_json_key(&j, "slope_ci");
+            pl_json_array(&j);
+            pl_json_num(&j, v->slope_lo);
+            pl_json_num(&j, v->slope_hi);
+            pl_json_end(&j);
+            pl_json_kint(&j, "more_steps", v->more_steps);
+            pl_json_end(&j);
         }
-        fputs(first ? "]\n  }" : "\n    ]\n  }", o);
+        pl_json_end(&j);
+        pl_json_end(&j);
     }
-    fputs("],\n  \"conclusion\": {\"code\": ", o);
-    pl_format_json_str(o, pl_compare_kind_name(c->kind));
-    fputs(", \"growing_run\": ", o);
-    if (c->growing_run >= 0) fprintf(o, "%d", c->growing_run);
-    else fputs("null", o);
-    fputs(", \"text\": ", o);
-    pl_format_json_str(o, c->text);
-    fputs("}\n}\n", o);
-    return ferror(o) ? -EIO : 0;
+    pl_json_end(&j);
+    pl_json_key(&j, "conclusion");
+    pl_json_object(&j);
+    pl_json_kstr(&j, "code", pl_compare_kind_name(c->kind));
+    pl_json_key(&j, "growing_run");
+    if (c->growing_run >= 0) pl_json_int(&j, c->growing_run);
+    else pl_json_null(&j);
+    pl_json_kstr(&j, "text", c->text);
+    pl_json_end(&j);
+    pl_json_end(&j);
+    return pl_json_done(&j);
 }

@@ -16,59 +16,87 @@
 #include <string.h>
 
 #include "config.h"
-#include "format.h"
+#include "json.h"
 
 /* a JSON string from trace text: valid UTF-8 first (JSON readers reject anything else) */
-static void jstr(FILE *o, const char *s) {
+static void jstr(pl_json_t *j, const char *key, const char *s) {
     char u[1024];
-    pl_format_json_str(o, pl_export_utf8(s, u, sizeof u));
+    pl_json_kstr(j, key, pl_export_utf8(s, u, sizeof u));
 }
 
 typedef struct out {
-    FILE *o;
-    bool first;     /* no event written yet */
+    pl_json_t *j;
     bool realtime;  /* every process has its CLOCK_REALTIME start: the run is on the wall clock */
 } out_t;
 
-/* microseconds of a time since the process's trace start, on the run's clock, with nanosecond digits */
+/* "ts": microseconds of a time since the process's trace start, on the run's clock, with nanosecond digits */
 static void ts(out_t *c, const pl_extract_proc_t *xp, int64_t rel_ns) {
-    FILE *o = c->o;
     int64_t base = c->realtime ? xp->start_realtime_ns : xp->t0_ns;
     int64_t t = base + (rel_ns > 0 ? rel_ns : 0);
-    fprintf(o, "%lld.%03lld", (long long)(t / 1000), (long long)(t % 1000 < 0 ? -(t % 1000) : t % 1000));
+    pl_json_key(c->j, "ts");
+    pl_json_numf(c->j, "%lld.%03lld", (long long)(t / 1000), (long long)(t % 1000 < 0 ? -(t % 1000) : t % 1000));
 }
 
-static void event_head(out_t *c, const char *ph, const pl_extract_proc_t *xp) {
-    fprintf(c->o, "%s\n{\"ph\": \"%s\", \"pid\": %" PRIu32 ", \"tid\": %" PRIu32, c->first ? "" : ",", ph, xp->pid,
-            xp->pid);
-    c->first = false;
+/* opens an event on a line of its own: {"ph": PH, "pid": P, "tid": P, then the caller's fields */
+static void event_head(out_t *c, const char *ph, const pl_extract_proc_t *xp, const char *name) {
+    pl_json_t *j = c->j;
+    pl_json_break(j, 0);
+    pl_json_object(j);
+    pl_json_kstr(j, "ph", ph);
+    pl_json_kuint(j, "pid", xp->pid);
+    pl_json_kuint(j, "tid", xp->pid);
+    if (name) pl_json_kstr(j, "name", name);
+}
+
+/* a metadata event: "args": {KEY: VALUE} with a string value, or an integer one when s is NULL */
+static void meta(out_t *c, const pl_extract_proc_t *xp, const char *name, const char *key, const char *s,
+                 long long v) {
+    pl_json_t *j = c->j;
+    event_head(c, "M", xp, name);
+    pl_json_key(j, "args");
+    pl_json_object(j);
+    if (s) jstr(j, key, s);
+    else pl_json_kint(j, key, v);
+    pl_json_end(j);
+    pl_json_end(j);
 }
 
 static void proc_meta(out_t *c, const pl_extract_proc_t *xp, size_t index) {
-    FILE *o = c->o;
     const pl_report_process_t *p = xp->proc;
     char name[320], u[128];
     pl_export_utf8(p->name, u, sizeof u);
     if (p->rank >= 0) snprintf(name, sizeof name, "%s (pid %" PRIu32 ", rank %d)", u[0] ? u : "?", xp->pid, p->rank);
     else snprintf(name, sizeof name, "%s (pid %" PRIu32 ")", u[0] ? u : "?", xp->pid);
-    event_head(c, "M", xp);
-    fputs(", \"name\": \"process_name\", \"args\": {\"name\": ", o);
-    jstr(o, name);
-    fputs("}}", o);
+    meta(c, xp, "process_name", "name", name, 0);
     /* ranks in rank order, then the other processes in the order they were read */
-    event_head(c, "M", xp);
-    fprintf(o, ", \"name\": \"process_sort_index\", \"args\": {\"sort_index\": %lld}}",
-            p->rank >= 0 ? (long long)p->rank : 100000LL + (long long)index);
+    long long order = p->rank >= 0 ? (long long)p->rank : 100000LL + (long long)index;
+    meta(c, xp, "process_sort_index", "sort_index", NULL, order);
     if (p->rank >= 0) {
-        event_head(c, "M", xp);
-        fprintf(o, ", \"name\": \"process_labels\", \"args\": {\"labels\": \"rank %d\"}}", p->rank);
+        char label[32];
+        snprintf(label, sizeof label, "rank %d", p->rank);
+        meta(c, xp, "process_labels", "labels", label, 0);
     }
-    event_head(c, "M", xp);
-    fputs(", \"name\": \"thread_name\", \"args\": {\"name\": \"plateau steps and marks\"}}", o);
+    meta(c, xp, "thread_name", "name", "plateau steps and marks", 0);
+}
+
+/* an instant event on the process's thread track: NAME in CAT at t, "args": {"step": STEP} */
+static void instant(out_t *c, const pl_extract_proc_t *xp, const char *name, const char *cat, int64_t t,
+                    long long step) {
+    pl_json_t *j = c->j;
+    event_head(c, "i", xp, NULL);
+    jstr(j, "name", name);
+    pl_json_kstr(j, "cat", cat);
+    pl_json_kstr(j, "s", "t");
+    ts(c, xp, t);
+    pl_json_key(j, "args");
+    pl_json_object(j);
+    pl_json_kint(j, "step", step);
+    pl_json_end(j);
+    pl_json_end(j);
 }
 
 static void counters(out_t *c, const pl_extract_proc_t *xp) {
-    FILE *o = c->o;
+    pl_json_t *j = c->j;
     const pl_report_process_t *p = xp->proc;
     for (int m = 0; m < PL_METRIC__COUNT; m++) {
         const pl_series_t *s = &p->metrics[m].series;
@@ -77,19 +105,20 @@ static void counters(out_t *c, const pl_extract_proc_t *xp) {
             const pl_point_t *pt = &s->points[i];
             int64_t t = pt->t_ns >= 0 ? pt->t_ns : s->by_time ? pt->step * s->bucket_ns : -1;
             if (t < 0 || !isfinite(pt->base)) continue;
-            event_head(c, "C", xp);
-            fprintf(o, ", \"name\": \"%s\", \"cat\": \"plateau.memory\", \"ts\": ", pl_metric_name((pl_metric_t)m));
+            event_head(c, "C", xp, pl_metric_name((pl_metric_t)m));
+            pl_json_kstr(j, "cat", "plateau.memory");
             ts(c, xp, t);
-            fprintf(o, ", \"args\": {\"%s\": ", pl_metric_is_bytes((pl_metric_t)m) ? "bytes" : "count");
-            pl_format_json_num(o, pt->base);
-            fputs("}}", o);
+            pl_json_key(j, "args");
+            pl_json_object(j);
+            pl_json_knum(j, pl_metric_is_bytes((pl_metric_t)m) ? "bytes" : "count", pt->base);
+            pl_json_end(j);
+            pl_json_end(j);
         }
     }
 }
 
 /* "step N" at each step's first sample (over every metric): not drawn for a process reported by time buckets */
 static void steps(out_t *c, const pl_extract_proc_t *xp) {
-    FILE *o = c->o;
     const pl_report_process_t *p = xp->proc;
     size_t at[PL_METRIC__COUNT] = {0};
     for (;;) {
@@ -108,24 +137,17 @@ static void steps(out_t *c, const pl_extract_proc_t *xp) {
             at[m]++;
         }
         if (t < 0) continue;
-        event_head(c, "i", xp);
-        fprintf(o, ", \"name\": \"step %lld\", \"cat\": \"plateau.step\", \"s\": \"t\", \"ts\": ", (long long)key);
-        ts(c, xp, t);
-        fprintf(o, ", \"args\": {\"step\": %lld}}", (long long)key);
+        char name[32];
+        snprintf(name, sizeof name, "step %lld", (long long)key);
+        instant(c, xp, name, "plateau.step", t, key);
     }
 }
 
 static void marks(out_t *c, const pl_extract_proc_t *xp) {
-    FILE *o = c->o;
     const pl_report_process_t *p = xp->proc;
     for (size_t i = 0; i < p->n_marks; i++) {
         const pl_report_mark_t *k = &p->marks[i];
-        event_head(c, "i", xp);
-        fputs(", \"name\": ", o);
-        jstr(o, k->label);
-        fputs(", \"cat\": \"plateau.mark\", \"s\": \"t\", \"ts\": ", o);
-        ts(c, xp, k->t_ns);
-        fprintf(o, ", \"args\": {\"step\": %lld}}", (long long)k->step);
+        instant(c, xp, k->label, "plateau.mark", k->t_ns, k->step);
     }
 }
 
@@ -133,8 +155,12 @@ int pl_export_trace_events(const pl_report_t *r, const pl_extract_t *x, FILE *o)
     if (!r || !x || !o) return -EINVAL;
     bool realtime = x->n_procs > 0;
     for (size_t i = 0; i < x->n_procs; i++) realtime &= x->procs[i].start_realtime_ns > 0;
-    fputs("{\"traceEvents\": [", o);
-    out_t c = {.o = o, .first = true, .realtime = realtime};
+    pl_json_t j;
+    pl_json_init(&j, o, 0);
+    pl_json_object(&j);
+    pl_json_key(&j, "traceEvents");
+    pl_json_array(&j);
+    out_t c = {.j = &j, .realtime = realtime};
     for (size_t i = 0; i < x->n_procs; i++) {
         const pl_extract_proc_t *xp = &x->procs[i];
         if (!xp->proc) continue;
@@ -144,13 +170,18 @@ int pl_export_trace_events(const pl_report_t *r, const pl_extract_t *x, FILE *o)
         marks(&c, xp);
         if (ferror(o)) return -EIO;
     }
-    fputs("\n],\n\"displayTimeUnit\": \"ms\",\n\"otherData\": {\"producer\": ", o);
-    pl_format_json_str(o, "plateau " PL_VERSION);
-    fputs(", \"source\": ", o);
-    jstr(o, r->source);
-    fprintf(o, ", \"clock\": \"%s\", \"verdict\": ",
-            realtime ? "realtime" : "monotonic (some traces lack a start time)");
-    jstr(o, r->verdict.line);
-    fputs("}}\n", o);
-    return ferror(o) ? -EIO : 0;
+    pl_json_break(&j, 0);
+    pl_json_end(&j);
+    pl_json_break(&j, 0);
+    pl_json_kstr(&j, "displayTimeUnit", "ms");
+    pl_json_break(&j, 0);
+    pl_json_key(&j, "otherData");
+    pl_json_object(&j);
+    pl_json_kstr(&j, "producer", "plateau " PL_VERSION);
+    jstr(&j, "source", r->source);
+    pl_json_kstr(&j, "clock", realtime ? "realtime" : "monotonic (some traces lack a start time)");
+    jstr(&j, "verdict", r->verdict.line);
+    pl_json_end(&j);
+    pl_json_end(&j);
+    return pl_json_done(&j);
 }

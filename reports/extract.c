@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "format.h"
+#include "json.h"
 #include "pysites.h"
 #include "render.h"
 #include "symbols.h"
@@ -1907,201 +1908,203 @@ static const char *growth_text(const pl_report_process_t *p, char *buf, size_t s
     return buf;
 }
 
-static void json_rank(FILE *o, int32_t rank) {
-    if (rank >= 0) fprintf(o, "%d", rank);
-    else fputs("null", o);
+static void json_rank(pl_json_t *j, const char *key, int32_t rank) {
+    pl_json_key(j, key);
+    if (rank >= 0) pl_json_int(j, rank);
+    else pl_json_null(j);
 }
 
 /* "rank": R, "local_rank": L, "node": N (null when unset) */
-static void json_rank_fields(FILE *o, const pl_extract_proc_t *p) {
-    fputs("\"rank\": ", o);
-    json_rank(o, p->rank);
-    fputs(", \"local_rank\": ", o);
-    json_rank(o, p->local_rank);
-    fputs(", \"node\": ", o);
-    if (p->node[0]) pl_format_json_str(o, p->node);
-    else fputs("null", o);
+static void json_rank_fields(pl_json_t *j, const pl_extract_proc_t *p) {
+    json_rank(j, "rank", p->rank);
+    json_rank(j, "local_rank", p->local_rank);
+    pl_json_key(j, "node");
+    pl_json_str_or_null(j, p->node[0] ? p->node : NULL);
 }
 
-static void json_rank_list(FILE *o, const pl_extract_t *x, const size_t *ix, size_t n, pl_pverdict_t kind) {
-    fputc('[', o);
-    size_t k = 0;
+static void json_rank_list(pl_json_t *j, const char *key, const pl_extract_t *x, const size_t *ix, size_t n,
+                           pl_pverdict_t kind) {
+    pl_json_key(j, key);
+    pl_json_array(j);
     for (size_t i = 0; i < n; i++)
-        if (x->procs[ix[i]].proc->verdict.kind == kind) fprintf(o, "%s%d", k++ ? ", " : "", x->procs[ix[i]].rank);
-    fputc(']', o);
+        if (x->procs[ix[i]].proc->verdict.kind == kind) pl_json_int(j, x->procs[ix[i]].rank);
+    pl_json_end(j);
 }
 
 /* "ranks": null without ranks, else the agreement and one row per rank (docs/report-schema.md) */
-static void ranks_json(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
+static void ranks_json(const pl_report_t *r, const pl_extract_t *x, pl_json_t *j) {
     size_t n, *ix = rank_rows(x, &n);
+    pl_json_key(j, "ranks");
     if (!n) {
-        fputs("null", o);
+        pl_json_null(j);
         free(ix);
         return;
     }
     const pl_run_verdict_t *rv = &r->verdict;
-    fprintf(o, "{\"n_ranks\": %zu, \"n_nodes\": %zu, \"agree\": %s, \"line\": ", n, rv->n_nodes,
-            rv->ranks_agree > 0 ? "true" : rv->ranks_agree == 0 ? "false" : "null");
-    if (rv->ranks_line[0]) pl_format_json_str(o, rv->ranks_line);
-    else fputs("null", o);
-    fputs(", \"leaking\": ", o);
-    json_rank_list(o, x, ix, n, PL_PV_LEAK);
-    fputs(", \"flat\": ", o);
-    json_rank_list(o, x, ix, n, PL_PV_NO_LEAK);
-    fputs(",\n      \"rows\": [", o);
+    pl_json_object(j);
+    pl_json_kuint(j, "n_ranks", n);
+    pl_json_kuint(j, "n_nodes", rv->n_nodes);
+    pl_json_key(j, "agree");
+    if (rv->ranks_agree < 0) pl_json_null(j);
+    else pl_json_bool(j, rv->ranks_agree > 0);
+    pl_json_key(j, "line");
+    pl_json_str_or_null(j, rv->ranks_line[0] ? rv->ranks_line : NULL);
+    json_rank_list(j, "leaking", x, ix, n, PL_PV_LEAK);
+    json_rank_list(j, "flat", x, ix, n, PL_PV_NO_LEAK);
+    pl_json_break(j, 6);
+    pl_json_key(j, "rows");
+    pl_json_array_block(j);
     for (size_t k = 0; k < n; k++) {
         const pl_extract_proc_t *p = &x->procs[ix[k]];
         const pl_proc_verdict_t *v = &p->proc->verdict;
-        fprintf(o, "%s\n        {", k ? "," : "");
-        json_rank_fields(o, p);
-        fprintf(o, ", \"pid\": %u, \"steps\": %llu, \"verdict\": ", p->pid, (unsigned long long)p->n_steps);
-        pl_format_json_str(o, pl_pverdict_name(v->kind));
         bool grows = v->kind == PL_PV_LEAK || v->kind == PL_PV_SLOW_GROWTH;
-        fputs(", \"metric\": ", o);
-        if (grows && v->metric >= 0) pl_format_json_str(o, pl_metric_name((pl_metric_t)v->metric));
-        else fputs("null", o);
-        fprintf(o, ", \"by\": \"%s\", \"per_step\": ", v->by_time ? "time" : "step");
-        pl_format_json_num(o, grows ? v->per_step : NAN);
-        fputc('}', o);
+        pl_json_object(j);
+        json_rank_fields(j, p);
+        pl_json_kuint(j, "pid", p->pid);
+        pl_json_kuint(j, "steps", p->n_steps);
+        pl_json_kstr(j, "verdict", pl_pverdict_name(v->kind));
+        pl_json_key(j, "metric");
+        pl_json_str_or_null(j, grows && v->metric >= 0 ? pl_metric_name((pl_metric_t)v->metric) : NULL);
+        pl_json_kstr(j, "by", v->by_time ? "time" : "step");
+        pl_json_knum(j, "per_step", grows ? v->per_step : NAN);
+        pl_json_end(j);
     }
-    fputs("\n      ]}", o);
+    pl_json_end(j);
+    pl_json_end(j);
     free(ix);
 }
 
-static void run_json(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
-    size_t n_leak;
-    pl_extract_leaking(x, &n_leak);
-    fprintf(o, "  \"run\": {\n    \"n_processes\": %zu,\n    \"files_failed\": %zu,\n    \"first_error\": ",
-            x->n_procs, x->n_files_failed);
-    if (x->first_error[0]) pl_format_json_str(o, x->first_error);
-    else fputs("null", o);
-    fputs(",\n    \"failed_files\": [", o); /* the first PL_EXTRACT_FAILED_NAMED, each "FILE: why" */
-    for (size_t i = 0; i < x->n_failed_named; i++) {
-        if (i) fputs(", ", o);
-        pl_format_json_str(o, x->failed[i]);
+/* one process's "sites": null before a tail, else the growth metric and its top allocation sites */
+static void sites_json(pl_json_t *j, const pl_extract_proc_t *p) {
+    pl_json_key(j, "sites");
+    if (p->site_tail_step < 0) {
+        pl_json_null(j);
+        return;
     }
-    fputc(']', o);
-    fputs(",\n    \"total_pss_bytes\": ", o);
+    pl_json_object(j);
+    pl_json_key(j, "metric");
+    pl_json_str_or_null(j, p->site_metric);
+    pl_json_kint(j, "since", p->site_tail_step);
+    pl_json_key(j, "top");
+    pl_json_array_block(j);
+    for (size_t i = 0; i < p->n_sites; i++) {
+        const pl_extract_site_t *st = &p->sites[i];
+        pl_json_object(j);
+        pl_json_kuint(j, "stack_id", st->stack_id);
+        pl_json_knum(j, "growth_bytes", st->growth_bytes);
+        pl_json_knum(j, "live_bytes", st->live_bytes);
+        pl_json_kuint(j, "live_allocations", st->n_live);
+        pl_json_key(j, "frames");
+        pl_json_array(j);
+        for (size_t f = 0; f < st->n_frames; f++) pl_json_str(j, st->frames[f]);
+        pl_json_end(j);
+        if (st->py_name) { /* a Python site (docs/python-frames.md) */
+            pl_json_break(j, 10);
+            pl_json_key(j, "python");
+            pl_json_object(j);
+            pl_json_kstr(j, "name", st->py_name);
+            pl_json_kstr(j, "file", st->py_file ? st->py_file : "");
+            pl_json_kint(j, "line", st->py_line);
+            pl_json_key(j, "source");
+            pl_json_str_or_null(j, st->py_source);
+            pl_json_knum(j, "share", st->share);
+            pl_json_kuint(j, "merged_stacks", st->n_stacks);
+            pl_json_key(j, "frames");
+            pl_json_array(j);
+            for (size_t f = 0; f < st->n_py; f++) pl_json_str(j, st->py_frames[f]);
+            pl_json_end(j);
+            pl_json_end(j);
+        }
+        pl_json_end(j);
+    }
+    pl_json_end(j);
+    pl_json_end(j);
+}
+
+static void pid_list(pl_json_t *j, const char *key, const pl_extract_t *x, bool slow) {
+    pl_json_key(j, key);
+    pl_json_array(j);
+    for (size_t i = 0; i < x->n_procs; i++) {
+        const pl_report_process_t *pr = x->procs[i].proc;
+        if (slow ? pr->verdict.kind == PL_PV_SLOW_GROWTH : proc_leaks(pr)) pl_json_int(j, pr->pid);
+    }
+    pl_json_end(j);
+}
+
+/* the "run" object: what the files held, per process (docs/report-schema.md) */
+static void run_json(const pl_report_t *r, const pl_extract_t *x, pl_json_t *j) {
+    pl_json_key(j, "run");
+    pl_json_object_block(j);
+    pl_json_kuint(j, "n_processes", x->n_procs);
+    pl_json_kuint(j, "files_failed", x->n_files_failed);
+    pl_json_key(j, "first_error");
+    pl_json_str_or_null(j, x->first_error[0] ? x->first_error : NULL);
+    pl_json_key(j, "failed_files"); /* the first PL_EXTRACT_FAILED_NAMED, each "FILE: why" */
+    pl_json_array(j);
+    for (size_t i = 0; i < x->n_failed_named; i++) pl_json_str(j, x->failed[i]);
+    pl_json_end(j);
     double pss = pl_extract_total_last(x, PL_METRIC_PSS);
-    pl_format_json_num(o, pss > 0 ? pss : NAN);
-    fputs(",\n    \"total_rss_bytes\": ", o);
+    pl_json_knum(j, "total_pss_bytes", pss > 0 ? pss : NAN);
     double rss = pl_extract_total_last(x, PL_METRIC_RSS);
-    pl_format_json_num(o, rss > 0 ? rss : NAN);
-    fputs(",\n    \"leaking_pids\": [", o);
-    size_t k = 0;
-    for (size_t i = 0; i < x->n_procs; i++)
-        if (proc_leaks(x->procs[i].proc)) fprintf(o, "%s%lld", k++ ? ", " : "", (long long)x->procs[i].proc->pid);
-    fputs("],\n    \"slow_growth_pids\": [", o);
-    k = 0;
-    for (size_t i = 0; i < x->n_procs; i++)
-        if (x->procs[i].proc->verdict.kind == PL_PV_SLOW_GROWTH)
-            fprintf(o, "%s%lld", k++ ? ", " : "", (long long)x->procs[i].proc->pid);
-    fputs("],\n    \"ranks\": ", o);
-    ranks_json(r, x, o);
-    fputs(",\n    \"processes\": [", o);
+    pl_json_knum(j, "total_rss_bytes", rss > 0 ? rss : NAN);
+    pid_list(j, "leaking_pids", x, false);
+    pid_list(j, "slow_growth_pids", x, true);
+    ranks_json(r, x, j);
+    pl_json_key(j, "processes");
+    pl_json_array_block(j);
     for (size_t i = 0; i < x->n_procs; i++) {
         const pl_extract_proc_t *p = &x->procs[i];
-        fprintf(o, "%s\n      {\"pid\": %u, \"ppid\": %u, \"exec_seq\": %u, \"file\": ", i ? "," : "", p->pid, p->ppid,
-                p->exec_seq);
-        pl_format_json_str(o, p->file);
-        fputs(", \"exe\": ", o);
-        pl_format_json_str(o, p->exe);
-        fputs(", \"argv\": ", o);
-        pl_format_json_str(o, p->cmdline);
-        fputs(", \"role\": ", o);
-        pl_format_json_str(o, p->proc->role == PL_ROLE_WORKER ? "worker" : "main");
-        fprintf(o, ", \"helper\": %s, ", p->proc->helper ? "true" : "false");
-        json_rank_fields(o, p);
-        fputs(", \"verdict\": ", o);
-        pl_format_json_str(o, pl_pverdict_name(p->proc->verdict.kind));
-        fprintf(o, ",\n       \"clean_end\": %s, \"damaged\": %s, \"error\": ", p->clean_end ? "true" : "false",
-                p->damaged ? "true" : "false");
-        if (p->damaged) pl_format_json_str(o, p->error);
-        else fputs("null", o);
-        fprintf(o, ", \"records\": %llu, \"lost_records\": %llu, \"host_events\": %llu, \"lost_share\": ",
-                (unsigned long long)p->n_records, (unsigned long long)p->n_lost_records,
-                (unsigned long long)p->n_host_events);
-        if (p->n_host_events) pl_format_json_num(o, (double)p->n_lost_records / (double)p->n_host_events);
-        else fputs("null", o);
-        fprintf(o, ", \"steps\": %llu, \"untracked\": %llu,\n", (unsigned long long)p->n_steps,
-                (unsigned long long)p->n_untracked);
-        if (p->n_cupti_dev_allocs) /* only in traces with CUPTI records */
-            fprintf(o, "       \"device_crosscheck\": {\"hook_allocs\": %llu, \"hook_bytes\": %llu, \"cupti_allocs\": %llu, "
-                    "\"cupti_bytes\": %llu, \"agree\": %s},\n", (unsigned long long)p->n_hook_dev_allocs,
-                    (unsigned long long)p->hook_dev_alloc_bytes, (unsigned long long)p->n_cupti_dev_allocs,
-                    (unsigned long long)p->cupti_dev_alloc_bytes, crosscheck_agrees(p) ? "true" : "false");
-        fputs("       \"sites\": ", o);
-        if (p->site_tail_step < 0) {
-            fputs("null}", o);
-            continue;
+        pl_json_object(j);
+        pl_json_kuint(j, "pid", p->pid);
+        pl_json_kuint(j, "ppid", p->ppid);
+        pl_json_kuint(j, "exec_seq", p->exec_seq);
+        pl_json_kstr(j, "file", p->file);
+        pl_json_kstr(j, "exe", p->exe);
+        pl_json_kstr(j, "argv", p->cmdline);
+        pl_json_kstr(j, "role", p->proc->role == PL_ROLE_WORKER ? "worker" : "main");
+        pl_json_kbool(j, "helper", p->proc->helper);
+        json_rank_fields(j, p);
+        pl_json_kstr(j, "verdict", pl_pverdict_name(p->proc->verdict.kind));
+        pl_json_break(j, 7);
+        pl_json_kbool(j, "clean_end", p->clean_end);
+        pl_json_kbool(j, "damaged", p->damaged);
+        pl_json_key(j, "error");
+        pl_json_str_or_null(j, p->damaged ? p->error : NULL);
+        pl_json_kuint(j, "records", p->n_records);
+        pl_json_kuint(j, "lost_records", p->n_lost_records);
+        pl_json_kuint(j, "host_events", p->n_host_events);
+        pl_json_knum(j, "lost_share", p->n_host_events ? (double)p->n_lost_records / (double)p->n_host_events : NAN);
+        pl_json_kuint(j, "steps", p->n_steps);
+        pl_json_kuint(j, "untracked", p->n_untracked);
+        if (p->n_cupti_dev_allocs) { /* only in traces with CUPTI records */
+            pl_json_break(j, 7);
+            pl_json_key(j, "device_crosscheck");
+            pl_json_object(j);
+            pl_json_kuint(j, "hook_allocs", p->n_hook_dev_allocs);
+            pl_json_kuint(j, "hook_bytes", p->hook_dev_alloc_bytes);
+            pl_json_kuint(j, "cupti_allocs", p->n_cupti_dev_allocs);
+            pl_json_kuint(j, "cupti_bytes", p->cupti_dev_alloc_bytes);
+            pl_json_kbool(j, "agree", crosscheck_agrees(p));
+            pl_json_end(j);
         }
-        fputs("{\"metric\": ", o);
-        if (p->site_metric) pl_format_json_str(o, p->site_metric);
-        else fputs("null", o);
-        fprintf(o, ", \"since\": %lld, \"top\": [", (long long)p->site_tail_step);
-        for (size_t j = 0; j < p->n_sites; j++) {
-            const pl_extract_site_t *st = &p->sites[j];
-            fprintf(o, "%s\n         {\"stack_id\": %u, \"growth_bytes\": ", j ? "," : "", st->stack_id);
-            pl_format_json_num(o, st->growth_bytes);
-            fputs(", \"live_bytes\": ", o);
-            pl_format_json_num(o, st->live_bytes);
-            fprintf(o, ", \"live_allocations\": %llu, \"frames\": [", (unsigned long long)st->n_live);
-            for (size_t f = 0; f < st->n_frames; f++) {
-                if (f) fputs(", ", o);
-                pl_format_json_str(o, st->frames[f]);
-            }
-            fputs("]", o);
-            if (st->py_name) { /* a Python site (docs/python-frames.md) */
-                fputs(",\n          \"python\": {\"name\": ", o);
-                pl_format_json_str(o, st->py_name);
-                fputs(", \"file\": ", o);
-                pl_format_json_str(o, st->py_file ? st->py_file : "");
-                fprintf(o, ", \"line\": %d, \"source\": ", st->py_line);
-                if (st->py_source) pl_format_json_str(o, st->py_source);
-                else fputs("null", o);
-                fputs(", \"share\": ", o);
-                pl_format_json_num(o, st->share);
-                fprintf(o, ", \"merged_stacks\": %u, \"frames\": [", st->n_stacks);
-                for (size_t f = 0; f < st->n_py; f++) {
-                    if (f) fputs(", ", o);
-                    pl_format_json_str(o, st->py_frames[f]);
-                }
-                fputs("]}", o);
-            }
-            fputs("}", o);
-        }
-        fprintf(o, "%s]}}", p->n_sites ? "\n       " : "");
+        pl_json_break(j, 7);
+        sites_json(j, p);
+        pl_json_end(j);
     }
-    fprintf(o, "%s]\n  }\n", x->n_procs ? "\n    " : "");
+    pl_json_end(j);
+    pl_json_end(j);
 }
 
 int pl_extract_render_json(const pl_report_t *r, const pl_extract_t *x, FILE *out, size_t max_points) {
     if (!r || !x || !out) return -EINVAL;
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&buf, &len);
-    if (!m) return -ENOMEM;
-    int rc = pl_render_json(r, m, max_points);
-    if (fclose(m) && !rc) rc = -ENOMEM;
-    if (rc) {
-        free(buf);
-        return rc;
-    }
-    /* the base document ends "\n}\n": reopen the top-level object after its last field */
-    size_t end = len;
-    while (end > 0 && buf[end - 1] != '}') end--;
-    if (end == 0) {
-        free(buf);
-        return -EIO;
-    }
-    end--;
-    while (end > 0 && (buf[end - 1] == '\n' || buf[end - 1] == ' ')) end--;
-    fwrite(buf, 1, end, out);
-    free(buf);
-    fputs(",\n", out);
-    run_json(r, x, out);
-    fputs("}\n", out);
-    return ferror(out) ? -EIO : 0;
+    pl_json_t j;
+    pl_json_init(&j, out, 0);
+    pl_json_object_block(&j);
+    int rc = pl_render_json_fields(r, &j, max_points);
+    if (rc) return rc;
+    run_json(r, x, &j);
+    pl_json_end(&j);
+    return pl_json_done(&j);
 }
 
 size_t pl_extract_site_sentence(const pl_extract_proc_t *p, char *buf, size_t n) {

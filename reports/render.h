@@ -21,3 +21,9 @@ int pl_render_text(const pl_report_t *r, FILE *out, const pl_render_text_opts_t 
 
 /* max_points: series points per metric in the JSON (compacted by per-bin minimum; default 256 when 0). */
 int pl_render_json(const pl_report_t *r, FILE *out, size_t max_points);
+
+/* The report's top-level fields, "schema" to "processes", into the top-level block object j holds open (common/json.h):
+ * how pl_extract_render_json writes them and its "run" as one document. 0 or -ENOMEM; stream errors and misuse
+ * are pl_json_done's to report. */
+struct pl_json;
+int pl_render_json_fields(const pl_report_t *r, struct pl_json *j, size_t max_points);

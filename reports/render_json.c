@@ -1,5 +1,7 @@
-/* reports/render_json: the versioned JSON report (schema in docs/report-schema.md). Numbers are printed with %.10g;
- * non-finite numbers become null; strings are escaped per RFC 8259. Key order is fixed (golden tests). */
+/* reports/render_json: the versioned JSON report (schema in docs/report-schema.md), written through the common/json
+ * emitter (numbers %.10g, non-finite ones null, strings escaped per RFC 8259). Key order and layout are fixed
+ * (golden tests). pl_render_json_fields writes the top-level fields so that pl_extract_render_json can add "run" to
+ * the same document in one pass. */
 #include "render.h"
 
 #include <errno.h>
@@ -8,251 +10,249 @@
 
 #include "config.h"
 #include "export.h"
-#include "format.h"
+#include "json.h"
 
-static void jkey(FILE *o, int indent, const char *k) {
-    fprintf(o, "%*s", indent, "");
-    pl_format_json_str(o, k);
-    fputs(": ", o);
-}
-
-static void verdict_json(FILE *o, const pl_report_metric_t *m, int in) {
+static void verdict_json(pl_json_t *j, const pl_report_metric_t *m) {
     const pl_verdict_t *v = &m->verdict;
-    jkey(o, in, "verdict");
-    pl_format_json_str(o, pl_verdict_name(v->kind));
-    fputs(",\n", o);
-    jkey(o, in, "warmup");
+    pl_json_kstr(j, "verdict", pl_verdict_name(v->kind));
+    pl_json_key(j, "warmup");
     if (v->has_warmup) {
-        fprintf(o, "{\"end_step\": %lld, \"steps\": %lld, \"size\": ", (long long)v->warmup_end_step,
-                (long long)v->warmup_steps);
-        pl_format_json_num(o, v->warmup_size);
-        fputs("},\n", o);
+        pl_json_object(j);
+        pl_json_kint(j, "end_step", v->warmup_end_step);
+        pl_json_kint(j, "steps", v->warmup_steps);
+        pl_json_knum(j, "size", v->warmup_size);
+        pl_json_end(j);
     } else {
-        fputs("null,\n", o);
+        pl_json_null(j);
     }
-    jkey(o, in, "tail");
-    fprintf(o, "{\"start_step\": %lld, \"steps\": %lld, \"points\": %zu, \"level\": ", (long long)v->tail_start_step,
-            (long long)v->tail_steps, v->tail_points);
-    pl_format_json_num(o, v->level);
-    fputs(", \"slope_per_step\": ", o);
-    pl_format_json_num(o, v->slope_per_step);
-    fputs(", \"slope_ci\": [", o);
-    pl_format_json_num(o, v->slope_lo);
-    fputs(", ", o);
-    pl_format_json_num(o, v->slope_hi);
-    fputs("], \"p_value\": ", o);
-    pl_format_json_num(o, v->p_up);
-    fputs(", \"variance_factor\": ", o);
-    pl_format_json_num(o, v->var_factor);
-    fputs(", \"noise\": ", o);
-    pl_format_json_num(o, v->noise);
-    fputs(", \"threshold_per_step\": ", o);
-    pl_format_json_num(o, v->threshold_per_step);
-    fputs("},\n", o);
-    jkey(o, in, "leak");
+    pl_json_key(j, "tail");
+    pl_json_object(j);
+    pl_json_kint(j, "start_step", v->tail_start_step);
+    pl_json_kint(j, "steps", v->tail_steps);
+    pl_json_kuint(j, "points", v->tail_points);
+    pl_json_knum(j, "level", v->level);
+    pl_json_knum(j, "slope_per_step", v->slope_per_step);
+    pl_json_key(j, "slope_ci");
+    pl_json_array(j);
+    pl_json_num(j, v->slope_lo);
+    pl_json_num(j, v->slope_hi);
+    pl_json_end(j);
+    pl_json_knum(j, "p_value", v->p_up);
+    pl_json_knum(j, "variance_factor", v->var_factor);
+    pl_json_knum(j, "noise", v->noise);
+    pl_json_knum(j, "threshold_per_step", v->threshold_per_step);
+    pl_json_end(j);
+    pl_json_key(j, "leak");
     if (v->kind == PL_VERDICT_LEAK) {
-        fputs("{\"per_step\": ", o);
-        pl_format_json_num(o, v->slope_per_step);
-        fputs(", \"per_hour\": ", o);
-        pl_format_json_num(o, v->per_hour);
-        fputs(", \"oom\": ", o);
+        pl_json_object(j);
+        pl_json_knum(j, "per_step", v->slope_per_step);
+        pl_json_knum(j, "per_hour", v->per_hour);
+        pl_json_key(j, "oom");
         if (v->has_oom) {
-            fputs("{\"limit\": ", o);
-            pl_format_json_num(o, v->limit);
-            fputs(", \"limit_source\": ", o);
-            if (m->limit_source) pl_format_json_str(o, m->limit_source);
-            else fputs("null", o);
-            fputs(", \"spike\": ", o);
-            pl_format_json_num(o, v->spike);
-            fprintf(o, ", \"step\": %lld, \"seconds\": ", (long long)v->oom_step);
-            pl_format_json_num(o, v->oom_seconds);
-            fputs("}", o);
+            pl_json_object(j);
+            pl_json_knum(j, "limit", v->limit);
+            pl_json_key(j, "limit_source");
+            pl_json_str_or_null(j, m->limit_source);
+            pl_json_knum(j, "spike", v->spike);
+            pl_json_kint(j, "step", v->oom_step);
+            pl_json_knum(j, "seconds", v->oom_seconds);
+            pl_json_end(j);
         } else {
-            fputs("null", o);
+            pl_json_null(j);
         }
-        fputs("},\n", o);
+        pl_json_end(j);
     } else {
-        fputs("null,\n", o);
+        pl_json_null(j);
     }
-    jkey(o, in, "inconclusive");
+    pl_json_key(j, "inconclusive");
     if (v->kind == PL_VERDICT_INCONCLUSIVE) {
-        fputs("{\"reason\": ", o);
-        pl_format_json_str(o, pl_verdict_undecided_name(v->undecided));
-        fprintf(o, ", \"more_steps\": %lld},\n", (long long)v->more_steps);
+        pl_json_object(j);
+        pl_json_kstr(j, "reason", pl_verdict_undecided_name(v->undecided));
+        pl_json_kint(j, "more_steps", v->more_steps);
+        pl_json_end(j);
     } else {
-        fputs("null,\n", o);
+        pl_json_null(j);
     }
 }
 
-static int metric_json(FILE *o, pl_metric_t k, const pl_report_metric_t *m, size_t max_points, bool last) {
+/* one entry of "metrics": a block object, its series compacted to max_points */
+static int metric_json(pl_json_t *j, pl_metric_t k, const pl_report_metric_t *m, size_t max_points) {
     const pl_series_t *s = &m->series;
     const pl_verdict_t *v = &m->verdict;
-    int in = 8;
-    fprintf(o, "      {\n");
-    jkey(o, in, "name");
-    pl_format_json_str(o, pl_metric_name(k));
-    fputs(",\n", o);
-    jkey(o, in, "unit");
-    pl_format_json_str(o, pl_metric_is_bytes(k) ? "bytes" : "count");
-    fputs(",\n", o);
-    jkey(o, in, "by");
-    pl_format_json_str(o, s->by_time ? "time" : "step");
-    fputs(",\n", o);
-    jkey(o, in, "bucket_seconds");
-    if (s->by_time) pl_format_json_num(o, (double)s->bucket_ns / 1e9);
-    else fputs("null", o);
-    fputs(",\n", o);
-    jkey(o, in, "step_seconds");
-    if (s->step_ns > 0) pl_format_json_num(o, s->step_ns / 1e9);
-    else fputs("null", o);
-    fprintf(o, ",\n");
-    jkey(o, in, "first_step");
-    fprintf(o, "%lld,\n", (long long)v->first_step);
-    jkey(o, in, "last_step");
-    fprintf(o, "%lld,\n", (long long)v->last_step);
-    jkey(o, in, "last_value");
-    pl_format_json_num(o, v->last_value);
-    fputs(",\n", o);
-    jkey(o, in, "peak");
-    fputs("{\"value\": ", o);
-    pl_format_json_num(o, v->peak);
-    fprintf(o, ", \"step\": %lld},\n", (long long)v->peak_step);
-    verdict_json(o, m, in);
     pl_series_t c;
     if (pl_series_compact(s, max_points, &c)) return -ENOMEM;
-    jkey(o, in, "series");
-    fputs("[", o);
+    pl_json_object_block(j);
+    pl_json_kstr(j, "name", pl_metric_name(k));
+    pl_json_kstr(j, "unit", pl_metric_is_bytes(k) ? "bytes" : "count");
+    pl_json_kstr(j, "by", s->by_time ? "time" : "step");
+    pl_json_knum(j, "bucket_seconds", s->by_time ? (double)s->bucket_ns / 1e9 : NAN);
+    pl_json_knum(j, "step_seconds", s->step_ns > 0 ? s->step_ns / 1e9 : NAN);
+    pl_json_kint(j, "first_step", v->first_step);
+    pl_json_kint(j, "last_step", v->last_step);
+    pl_json_knum(j, "last_value", v->last_value);
+    pl_json_key(j, "peak");
+    pl_json_object(j);
+    pl_json_knum(j, "value", v->peak);
+    pl_json_kint(j, "step", v->peak_step);
+    pl_json_end(j);
+    verdict_json(j, m);
+    pl_json_key(j, "series");
+    pl_json_array(j);
     for (size_t i = 0; i < c.n_points; i++) {
-        fprintf(o, "%s[%lld, ", i ? ", " : "", (long long)c.points[i].step);
-        pl_format_json_num(o, c.points[i].base);
-        fputs(", ", o);
-        pl_format_json_num(o, c.points[i].peak);
-        fputs("]", o);
+        pl_json_array(j);
+        pl_json_int(j, c.points[i].step);
+        pl_json_num(j, c.points[i].base);
+        pl_json_num(j, c.points[i].peak);
+        pl_json_end(j);
     }
-    fputs("]\n", o);
+    pl_json_end(j);
+    pl_json_end(j);
     pl_series_free(&c);
-    fprintf(o, "      }%s\n", last ? "" : ",");
     return 0;
 }
 
-static void proc_verdict_json(FILE *o, const pl_proc_verdict_t *v) {
-    fputs("{\"kind\": ", o);
-    pl_format_json_str(o, pl_pverdict_name(v->kind));
-    fputs(", \"metric\": ", o);
-    if (v->metric >= 0) pl_format_json_str(o, pl_metric_name((pl_metric_t)v->metric));
-    else fputs("null", o);
-    fputs(", \"by\": ", o);
-    pl_format_json_str(o, v->by_time ? "time" : "step");
-    fputs(", \"per_step\": ", o);
-    pl_format_json_num(o, v->kind == PL_PV_LEAK || v->kind == PL_PV_SLOW_GROWTH ? v->per_step : NAN);
-    fputs(", \"oom_seconds\": ", o);
-    pl_format_json_num(o, v->has_oom ? v->oom_seconds : NAN);
-    fputs(", \"more_steps\": ", o);
-    if (v->kind == PL_PV_UNDECIDED) fprintf(o, "%lld", (long long)v->more_steps);
-    else fputs("null", o);
-    fprintf(o, ", \"warmup_steps\": %lld}", (long long)v->warmup_steps);
+static void proc_verdict_json(pl_json_t *j, const pl_proc_verdict_t *v) {
+    pl_json_object(j);
+    pl_json_kstr(j, "kind", pl_pverdict_name(v->kind));
+    pl_json_key(j, "metric");
+    pl_json_str_or_null(j, v->metric >= 0 ? pl_metric_name((pl_metric_t)v->metric) : NULL);
+    pl_json_kstr(j, "by", v->by_time ? "time" : "step");
+    pl_json_knum(j, "per_step", v->kind == PL_PV_LEAK || v->kind == PL_PV_SLOW_GROWTH ? v->per_step : NAN);
+    pl_json_knum(j, "oom_seconds", v->has_oom ? v->oom_seconds : NAN);
+    pl_json_key(j, "more_steps");
+    if (v->kind == PL_PV_UNDECIDED) pl_json_int(j, v->more_steps);
+    else pl_json_null(j);
+    pl_json_kint(j, "warmup_steps", v->warmup_steps);
+    pl_json_end(j);
 }
 
-static void run_verdict_json(FILE *o, const pl_report_t *r) {
+static void run_verdict_json(pl_json_t *j, const pl_report_t *r) {
     const pl_run_verdict_t *v = &r->verdict;
-    fputs("{\"kind\": ", o);
-    pl_format_json_str(o, pl_pverdict_name(v->kind));
-    fputs(", \"line\": ", o);
-    pl_format_json_str(o, v->line);
-    fputs(", \"pid\": ", o);
-    if (v->proc >= 0) fprintf(o, "%lld", (long long)r->procs[v->proc]->pid);
-    else fputs("null", o);
-    fprintf(o, ", \"leaking\": %zu, \"slow_growth\": %zu, \"workers\": %zu, \"workers_quiet\": %zu,\n    \"practical\": "
-            "{\"slow_hours\": ", v->n_leaking, v->n_slow, v->n_workers, v->n_workers_quiet);
-    pl_format_json_num(o, r->practical.slow_hours);
-    fprintf(o, ", \"horizon_steps\": %lld}}", (long long)r->practical.horizon_steps);
+    pl_json_object(j);
+    pl_json_kstr(j, "kind", pl_pverdict_name(v->kind));
+    pl_json_kstr(j, "line", v->line);
+    pl_json_key(j, "pid");
+    if (v->proc >= 0) pl_json_int(j, r->procs[v->proc]->pid);
+    else pl_json_null(j);
+    pl_json_kuint(j, "leaking", v->n_leaking);
+    pl_json_kuint(j, "slow_growth", v->n_slow);
+    pl_json_kuint(j, "workers", v->n_workers);
+    pl_json_kuint(j, "workers_quiet", v->n_workers_quiet);
+    pl_json_break(j, 4);
+    pl_json_key(j, "practical");
+    pl_json_object(j);
+    pl_json_knum(j, "slow_hours", r->practical.slow_hours);
+    pl_json_kint(j, "horizon_steps", r->practical.horizon_steps);
+    pl_json_end(j);
+    pl_json_end(j);
 }
 
-/* ",\n      \"marks\": [...]" for a process with plateau_mark() points; nothing without (older reports unchanged). */
-static void marks_json(FILE *o, const pl_report_process_t *pr) {
+/* "marks": [...] for a process with plateau_mark() points; nothing without (older reports unchanged). */
+static void marks_json(pl_json_t *j, const pl_report_process_t *pr) {
     if (!pr->n_marks && !pr->n_marks_dropped) return;
-    fputs(",\n      \"marks\": [", o);
+    pl_json_key(j, "marks");
+    pl_json_array_block(j);
     for (size_t k = 0; k < pr->n_marks; k++) {
         const pl_report_mark_t *m = &pr->marks[k];
-        fprintf(o, "%s\n        {\"step\": %lld, \"t_seconds\": ", k ? "," : "", (long long)m->step);
-        pl_format_json_num(o, (double)m->t_ns / 1e9);
-        fputs(", \"label\": ", o);
         char u[3 * sizeof m->label];
-        pl_format_json_str(o, pl_export_utf8(m->label, u, sizeof u)); /* a label cut inside a character */
-        fputs("}", o);
+        pl_json_object(j);
+        pl_json_kint(j, "step", m->step);
+        pl_json_knum(j, "t_seconds", (double)m->t_ns / 1e9);
+        pl_json_kstr(j, "label", pl_export_utf8(m->label, u, sizeof u)); /* a label cut inside a character */
+        pl_json_end(j);
     }
-    fprintf(o, "%s]", pr->n_marks ? "\n      " : "");
-    if (pr->n_marks_dropped) fprintf(o, ",\n      \"marks_dropped\": %llu", (unsigned long long)pr->n_marks_dropped);
+    pl_json_end(j);
+    if (pr->n_marks_dropped) pl_json_kuint(j, "marks_dropped", pr->n_marks_dropped);
+}
+
+static int process_json(pl_json_t *j, const pl_report_process_t *pr, size_t max_points) {
+    pl_json_object_block(j);
+    pl_json_kint(j, "pid", pr->pid);
+    pl_json_key(j, "rank");
+    if (pr->rank >= 0) pl_json_int(j, pr->rank);
+    else pl_json_null(j);
+    pl_json_kstr(j, "name", pr->name);
+    pl_json_kstr(j, "role", pr->n_pool ? "pool" : pr->n_gen ? "generations" : pr->role == PL_ROLE_WORKER ? "worker"
+                                                                                                        : "main");
+    if (pr->n_pool) pl_json_kuint(j, "pool_workers", pr->n_pool);
+    if (pr->n_gen) {
+        pl_json_kuint(j, "generations", pr->n_gen);
+        pl_json_kuint(j, "generation_workers", pr->n_gen_workers);
+        pl_json_kint(j, "generation_every_steps", pr->gen_every_steps);
+    }
+    pl_json_key(j, "verdict");
+    proc_verdict_json(j, &pr->verdict);
+    pl_json_key(j, "metrics"); /* one metric object per line at the keys' indent, "]" on its own line */
+    pl_json_array(j);
+    for (int m = 0; m < PL_METRIC__COUNT; m++) {
+        if (!pr->metrics[m].present) continue;
+        pl_json_break(j, 6);
+        int rc = metric_json(j, (pl_metric_t)m, &pr->metrics[m], max_points);
+        if (rc) return rc;
+    }
+    pl_json_break(j, 6);
+    pl_json_end(j);
+    pl_json_key(j, "diagnosis");
+    pl_json_array_block(j);
+    for (size_t k = 0; k < pr->n_findings; k++) {
+        pl_json_object(j);
+        pl_json_kstr(j, "code", pl_dx_name(pr->findings[k].code));
+        pl_json_kstr(j, "text", pr->findings[k].text);
+        pl_json_end(j);
+    }
+    pl_json_end(j);
+    marks_json(j, pr);
+    pl_json_end(j);
+    return 0;
+}
+
+int pl_render_json_fields(const pl_report_t *r, pl_json_t *j, size_t max_points) {
+    if (max_points == 0) max_points = 256;
+    if (max_points < 2) max_points = 2;
+    const pl_verdict_params_t *p = &r->params;
+    pl_json_kstr(j, "schema", "plateau.report");
+    pl_json_kint(j, "schema_version", PL_REPORT_SCHEMA_VERSION);
+    pl_json_kstr(j, "plateau_version", PL_VERSION);
+    pl_json_kstr(j, "source", r->source);
+    pl_json_key(j, "verdict");
+    run_verdict_json(j, r);
+    pl_json_kbool(j, "cut_short", r->cut_short);
+    pl_json_key(j, "cut_reason");
+    pl_json_str_or_null(j, r->cut_short ? r->cut_reason : NULL);
+    pl_json_key(j, "limits");
+    pl_json_object(j);
+    pl_json_knum(j, "device_bytes", r->limits.device_bytes > 0 ? r->limits.device_bytes : NAN);
+    pl_json_knum(j, "cgroup_bytes", r->limits.cgroup_bytes > 0 ? r->limits.cgroup_bytes : NAN);
+    pl_json_knum(j, "host_bytes", r->limits.host_bytes > 0 ? r->limits.host_bytes : NAN);
+    pl_json_end(j);
+    pl_json_key(j, "parameters");
+    pl_json_object(j);
+    pl_json_knum(j, "alpha", p->alpha);
+    pl_json_knum(j, "ci_level", p->ci_level);
+    pl_json_knum(j, "flat_rel_per_step", p->flat_rel_per_step);
+    pl_json_kint(j, "min_tail_steps", p->min_tail_steps);
+    pl_json_kuint(j, "min_tail_points", p->min_tail_points);
+    pl_json_kint(j, "warmup_allow_steps", p->warmup_allow_steps);
+    pl_json_end(j);
+    pl_json_key(j, "processes"); /* "[" and "]" on lines of their own even when empty */
+    pl_json_array(j);
+    for (size_t i = 0; i < r->n_procs; i++) {
+        pl_json_break(j, 4);
+        int rc = process_json(j, r->procs[i], max_points);
+        if (rc) return rc;
+    }
+    pl_json_break(j, 2);
+    pl_json_end(j);
+    return 0;
 }
 
 int pl_render_json(const pl_report_t *r, FILE *o, size_t max_points) {
     if (!r || !o) return -EINVAL;
-    if (max_points == 0) max_points = 256;
-    if (max_points < 2) max_points = 2;
-    const pl_verdict_params_t *p = &r->params;
-    fputs("{\n", o);
-    fprintf(o, "  \"schema\": \"plateau.report\",\n  \"schema_version\": %d,\n", PL_REPORT_SCHEMA_VERSION);
-    fputs("  \"plateau_version\": ", o);
-    pl_format_json_str(o, PL_VERSION);
-    fputs(",\n  \"source\": ", o);
-    pl_format_json_str(o, r->source);
-    fputs(",\n  \"verdict\": ", o);
-    run_verdict_json(o, r);
-    fprintf(o, ",\n  \"cut_short\": %s,\n  \"cut_reason\": ", r->cut_short ? "true" : "false");
-    if (r->cut_short) pl_format_json_str(o, r->cut_reason);
-    else fputs("null", o);
-    fputs(",\n  \"limits\": {\"device_bytes\": ", o);
-    pl_format_json_num(o, r->limits.device_bytes > 0 ? r->limits.device_bytes : NAN);
-    fputs(", \"cgroup_bytes\": ", o);
-    pl_format_json_num(o, r->limits.cgroup_bytes > 0 ? r->limits.cgroup_bytes : NAN);
-    fputs(", \"host_bytes\": ", o);
-    pl_format_json_num(o, r->limits.host_bytes > 0 ? r->limits.host_bytes : NAN);
-    fputs("},\n  \"parameters\": {\"alpha\": ", o);
-    pl_format_json_num(o, p->alpha);
-    fputs(", \"ci_level\": ", o);
-    pl_format_json_num(o, p->ci_level);
-    fputs(", \"flat_rel_per_step\": ", o);
-    pl_format_json_num(o, p->flat_rel_per_step);
-    fprintf(o, ", \"min_tail_steps\": %lld, \"min_tail_points\": %zu, \"warmup_allow_steps\": %lld},\n",
-            (long long)p->min_tail_steps, p->min_tail_points, (long long)p->warmup_allow_steps);
-    fputs("  \"processes\": [\n", o);
-    for (size_t i = 0; i < r->n_procs; i++) {
-        const pl_report_process_t *pr = r->procs[i];
-        fprintf(o, "    {\n      \"pid\": %lld,\n      \"rank\": ", (long long)pr->pid);
-        if (pr->rank >= 0) fprintf(o, "%d", pr->rank);
-        else fputs("null", o);
-        fputs(",\n      \"name\": ", o);
-        pl_format_json_str(o, pr->name);
-        fputs(",\n      \"role\": ", o);
-        pl_format_json_str(o, pr->n_pool ? "pool" : pr->n_gen ? "generations" : pr->role == PL_ROLE_WORKER ? "worker"
-                                                                                                    : "main");
-        if (pr->n_pool) fprintf(o, ",\n      \"pool_workers\": %zu", pr->n_pool);
-        if (pr->n_gen)
-            fprintf(o, ",\n      \"generations\": %zu,\n      \"generation_workers\": %zu,\n      \"generation_every_steps\": %lld",
-                    pr->n_gen, pr->n_gen_workers, (long long)pr->gen_every_steps);
-        fputs(",\n      \"verdict\": ", o);
-        proc_verdict_json(o, &pr->verdict);
-        fputs(",\n      \"metrics\": [\n", o);
-        int lastm = -1;
-        for (int m = 0; m < PL_METRIC__COUNT; m++)
-            if (pr->metrics[m].present) lastm = m;
-        for (int m = 0; m < PL_METRIC__COUNT; m++) {
-            if (!pr->metrics[m].present) continue;
-            int rc = metric_json(o, (pl_metric_t)m, &pr->metrics[m], max_points, m == lastm);
-            if (rc) return rc;
-        }
-        fputs("      ],\n      \"diagnosis\": [", o);
-        for (size_t k = 0; k < pr->n_findings; k++) {
-            fprintf(o, "%s\n        {\"code\": ", k ? "," : "");
-            pl_format_json_str(o, pl_dx_name(pr->findings[k].code));
-            fputs(", \"text\": ", o);
-            pl_format_json_str(o, pr->findings[k].text);
-            fputs("}", o);
-        }
-        fprintf(o, "%s]", pr->n_findings ? "\n      " : "");
-        marks_json(o, pr);
-        fprintf(o, "\n    }%s\n", i + 1 < r->n_procs ? "," : "");
-    }
-    fputs("  ]\n}\n", o);
-    return ferror(o) ? -EIO : 0;
+    pl_json_t j;
+    pl_json_init(&j, o, 0);
+    pl_json_object_block(&j);
+    int rc = pl_render_json_fields(r, &j, max_points);
+    if (rc) return rc;
+    pl_json_end(&j);
+    return pl_json_done(&j);
 }

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "json.h"
 #include "units.h"
 
 /* ---- grid ----------------------------------------------------------------------------------------------- */
@@ -420,62 +421,88 @@ int pl_tune_render_text(const pl_tune_t *t, const pl_replay_seq_t *s, size_t max
     return ferror(out) ? -EIO : 0;
 }
 
-static void json_result(FILE *out, const pl_replay_result_t *r) {
-    fprintf(out,
-            "{\"capacity_bytes\":%llu,\"oom\":%s,\"n_ooms\":%lld,\"first_oom_event\":%lld,\"first_oom_bytes\":%llu,"
-            "\"peak_allocated_bytes\":%lld,\"peak_reserved_bytes\":%lld,\"peak_requested_bytes\":%lld,"
-            "\"reserved_per_allocated\":%.6f,\"unallocated_at_peak_bytes\":%lld,\"n_device_alloc\":%lld,"
-            "\"n_device_free\":%lld,\"n_device_map\":%lld,\"n_device_unmap\":%lld,\"n_device_calls\":%lld,"
-            "\"n_map_events\":%lld,\"n_unmap_events\":%lld,\"n_alloc_retries\":%lld,\"n_failed_allocs\":%lld,\"end_allocated_bytes\":%lld,\"end_reserved_bytes\":%lld}",
-            (unsigned long long)r->capacity_bytes, oomed(r) ? "true" : "false", (long long)r->n_ooms,
-            (long long)r->first_oom_event, (unsigned long long)r->first_oom_bytes, (long long)r->peak_allocated_bytes,
-            (long long)r->peak_reserved_bytes, (long long)r->peak_requested_bytes, r->reserved_per_allocated,
-            (long long)r->unallocated_at_peak_bytes, (long long)r->n_device_alloc, (long long)r->n_device_free,
-            (long long)r->n_device_map, (long long)r->n_device_unmap, (long long)r->n_device_calls,
-            (long long)r->n_map_events, (long long)r->n_unmap_events, (long long)r->n_alloc_retries,
-            (long long)r->n_failed_allocs, (long long)r->end_allocated_bytes,
-            (long long)r->end_reserved_bytes);
+static void json_result(pl_json_t *j, const pl_replay_result_t *r) {
+    pl_json_object(j);
+    pl_json_kuint(j, "capacity_bytes", r->capacity_bytes);
+    pl_json_kbool(j, "oom", oomed(r));
+    pl_json_kint(j, "n_ooms", r->n_ooms);
+    pl_json_kint(j, "first_oom_event", r->first_oom_event);
+    pl_json_kuint(j, "first_oom_bytes", r->first_oom_bytes);
+    pl_json_kint(j, "peak_allocated_bytes", r->peak_allocated_bytes);
+    pl_json_kint(j, "peak_reserved_bytes", r->peak_reserved_bytes);
+    pl_json_kint(j, "peak_requested_bytes", r->peak_requested_bytes);
+    pl_json_key(j, "reserved_per_allocated");
+    pl_json_numf(j, "%.6f", r->reserved_per_allocated);
+    pl_json_kint(j, "unallocated_at_peak_bytes", r->unallocated_at_peak_bytes);
+    pl_json_kint(j, "n_device_alloc", r->n_device_alloc);
+    pl_json_kint(j, "n_device_free", r->n_device_free);
+    pl_json_kint(j, "n_device_map", r->n_device_map);
+    pl_json_kint(j, "n_device_unmap", r->n_device_unmap);
+    pl_json_kint(j, "n_device_calls", r->n_device_calls);
+    pl_json_kint(j, "n_map_events", r->n_map_events);
+    pl_json_kint(j, "n_unmap_events", r->n_unmap_events);
+    pl_json_kint(j, "n_alloc_retries", r->n_alloc_retries);
+    pl_json_kint(j, "n_failed_allocs", r->n_failed_allocs);
+    pl_json_kint(j, "end_allocated_bytes", r->end_allocated_bytes);
+    pl_json_kint(j, "end_reserved_bytes", r->end_reserved_bytes);
+    pl_json_end(j);
 }
 
-static void json_seq(FILE *out, const pl_replay_seq_t *s) {
-    fprintf(out, "{\"file\":");
-    pl_format_json_str(out, s->file);
-    fprintf(out, ",\"source\":\"%s\",\"allocator_id\":%u,\"device\":%d,\"n_events\":%zu,\"n_allocs\":%zu,"
-            "\"n_frees\":%zu,\"n_failed_requests\":%zu,\"n_unmatched_frees\":%zu,\"n_streams\":%zu,"
-            "\"n_other_alloc_records\":%zu,\"n_bad_records\":%zu,\"recorded_capacity_bytes\":%llu,\"n_map_records\":%llu,\"n_unmap_records\":%llu,\"damaged\":%s,\"error\":",
-            pl_replay_source_name(s->source), s->allocator_id, s->device, s->n_events, s->n_allocs, s->n_frees,
-            s->n_probes, s->n_unmatched_frees, s->n_streams, s->n_other_streams_records,
-            s->n_bad_records, (unsigned long long)s->capacity_bytes, (unsigned long long)s->n_map_records, (unsigned long long)s->n_unmap_records,
-            s->damaged ? "true" : "false");
-    pl_format_json_str(out, s->error);
-    fputc('}', out);
+/* "input": what was replayed */
+static void json_seq(pl_json_t *j, const pl_replay_seq_t *s) {
+    pl_json_key(j, "input");
+    pl_json_object(j);
+    pl_json_kstr(j, "file", s->file);
+    pl_json_kstr(j, "source", pl_replay_source_name(s->source));
+    pl_json_kuint(j, "allocator_id", s->allocator_id);
+    pl_json_kint(j, "device", s->device);
+    pl_json_kuint(j, "n_events", s->n_events);
+    pl_json_kuint(j, "n_allocs", s->n_allocs);
+    pl_json_kuint(j, "n_frees", s->n_frees);
+    pl_json_kuint(j, "n_failed_requests", s->n_probes);
+    pl_json_kuint(j, "n_unmatched_frees", s->n_unmatched_frees);
+    pl_json_kuint(j, "n_streams", s->n_streams);
+    pl_json_kuint(j, "n_other_alloc_records", s->n_other_streams_records);
+    pl_json_kuint(j, "n_bad_records", s->n_bad_records);
+    pl_json_kuint(j, "recorded_capacity_bytes", s->capacity_bytes);
+    pl_json_kuint(j, "n_map_records", s->n_map_records);
+    pl_json_kuint(j, "n_unmap_records", s->n_unmap_records);
+    pl_json_kbool(j, "damaged", s->damaged);
+    pl_json_kstr(j, "error", s->error);
+    pl_json_end(j);
 }
 
 int pl_tune_render_json(const pl_tune_t *t, const pl_replay_seq_t *s, FILE *out) {
     char expl[1024];
     pl_tune_explain(t, expl, sizeof expl);
-    fprintf(out, "{\"input\":");
-    json_seq(out, s);
-    fprintf(out, ",\"capacity_bytes\":%llu,\"capacity_source\":", (unsigned long long)t->capacity_bytes);
-    pl_format_json_str(out, t->capacity_why);
-    fprintf(out, ",\"best\":{\"PLATEAU_ALLOC_CONF\":");
-    pl_format_json_str(out, t->entries[0].conf);
-    fprintf(out, ",\"PYTORCH_CUDA_ALLOC_CONF\":");
-    pl_format_json_str(out, t->entries[0].conf);
-    fprintf(out, "},\"explanation\":");
-    pl_format_json_str(out, expl);
-    fprintf(out, ",\"baseline\":");
-    json_result(out, &t->baseline.res);
-    fprintf(out, ",\"configs\":[");
+    pl_json_t j;
+    pl_json_init(&j, out, PL_JSON_COMPACT);
+    pl_json_object(&j);
+    json_seq(&j, s);
+    pl_json_kuint(&j, "capacity_bytes", t->capacity_bytes);
+    pl_json_kstr(&j, "capacity_source", t->capacity_why);
+    pl_json_key(&j, "best");
+    pl_json_object(&j);
+    pl_json_kstr(&j, "PLATEAU_ALLOC_CONF", t->entries[0].conf);
+    pl_json_kstr(&j, "PYTORCH_CUDA_ALLOC_CONF", t->entries[0].conf);
+    pl_json_end(&j);
+    pl_json_kstr(&j, "explanation", expl);
+    pl_json_key(&j, "baseline");
+    json_result(&j, &t->baseline.res);
+    pl_json_key(&j, "configs");
+    pl_json_array(&j);
     for (size_t i = 0; i < t->n_entries; i++) {
-        fprintf(out, "%s\n{\"rank\":%zu,\"conf\":", i ? "," : "", i + 1);
-        pl_format_json_str(out, t->entries[i].conf);
-        fprintf(out, ",\"result\":");
-        json_result(out, &t->entries[i].res);
-        fputc('}', out);
+        pl_json_break(&j, 0); /* one config a line */
+        pl_json_object(&j);
+        pl_json_kuint(&j, "rank", i + 1);
+        pl_json_kstr(&j, "conf", t->entries[i].conf);
+        pl_json_key(&j, "result");
+        json_result(&j, &t->entries[i].res);
+        pl_json_end(&j);
     }
-    fprintf(out, "]}\n");
-    return ferror(out) ? -EIO : 0;
+    pl_json_end(&j);
+    pl_json_end(&j);
+    return pl_json_done(&j);
 }
 
 void pl_replay_render_text(const pl_replay_seq_t *s, const char *conf, const pl_replay_result_t *r,
@@ -528,25 +555,33 @@ void pl_replay_render_text(const pl_replay_seq_t *s, const char *conf, const pl_
 
 void pl_replay_render_json(const pl_replay_seq_t *s, const char *conf, const pl_replay_result_t *r,
                            const char *capacity_why, FILE *out) {
-    fprintf(out, "{\"input\":");
-    json_seq(out, s);
-    fprintf(out, ",\"capacity_source\":");
-    pl_format_json_str(out, capacity_why ? capacity_why : "");
-    fprintf(out, ",\"conf\":");
-    pl_format_json_str(out, conf ? conf : "");
-    fprintf(out, ",\"result\":");
-    json_result(out, r);
+    pl_json_t j;
+    pl_json_init(&j, out, PL_JSON_COMPACT);
+    pl_json_object(&j);
+    json_seq(&j, s);
+    pl_json_kstr(&j, "capacity_source", capacity_why ? capacity_why : "");
+    pl_json_kstr(&j, "conf", conf ? conf : "");
+    pl_json_key(&j, "result");
+    json_result(&j, r);
     if (s->have_stats && r->have_at_stats) {
         const pl_rec_alloc_stats_t *st = &s->last_stats;
-        fprintf(out, ",\"recorded\":{\"step\":%llu,\"allocated_bytes_peak\":%lld,\"reserved_bytes_peak\":%lld,"
-                "\"num_device_alloc\":%lld,\"num_device_free\":%lld,\"num_ooms\":%lld},\"replay_at_recorded\":{"
-                "\"allocated_bytes_peak\":%lld,\"reserved_bytes_peak\":%lld,\"num_device_alloc\":%lld,"
-                "\"num_device_free\":%lld,\"num_ooms\":%lld}",
-                (unsigned long long)st->step, (long long)st->allocated_bytes_peak, (long long)st->reserved_bytes_peak,
-                (long long)st->num_device_alloc, (long long)st->num_device_free, (long long)st->num_ooms,
-                (long long)r->at_stats_allocated_peak_bytes, (long long)r->at_stats_reserved_peak_bytes,
-                (long long)r->at_stats_n_device_alloc, (long long)r->at_stats_n_device_free,
-                (long long)r->at_stats_n_ooms);
+        pl_json_key(&j, "recorded");
+        pl_json_object(&j);
+        pl_json_kuint(&j, "step", st->step);
+        pl_json_kint(&j, "allocated_bytes_peak", st->allocated_bytes_peak);
+        pl_json_kint(&j, "reserved_bytes_peak", st->reserved_bytes_peak);
+        pl_json_kint(&j, "num_device_alloc", st->num_device_alloc);
+        pl_json_kint(&j, "num_device_free", st->num_device_free);
+        pl_json_kint(&j, "num_ooms", st->num_ooms);
+        pl_json_end(&j);
+        pl_json_key(&j, "replay_at_recorded");
+        pl_json_object(&j);
+        pl_json_kint(&j, "allocated_bytes_peak", r->at_stats_allocated_peak_bytes);
+        pl_json_kint(&j, "reserved_bytes_peak", r->at_stats_reserved_peak_bytes);
+        pl_json_kint(&j, "num_device_alloc", r->at_stats_n_device_alloc);
+        pl_json_kint(&j, "num_device_free", r->at_stats_n_device_free);
+        pl_json_kint(&j, "num_ooms", r->at_stats_n_ooms);
+        pl_json_end(&j);
     }
-    fprintf(out, "}\n");
+    pl_json_end(&j);
 }

@@ -18,6 +18,10 @@
 #include "report.h"
 #include "writer.h"
 
+#include "../common/files.h"
+
+static const char *g_golden_dir = "tests/reports/golden";
+
 #define N_STEPS 300
 
 /* kind of series: flat level, or a leak of `rate` per step from step 0 */
@@ -45,8 +49,9 @@ static pl_report_process_t *proc(pl_report_t *r, double rss_rate, double heap_ra
     return p;
 }
 
-static pl_compare_t run_case(double rss_a, double heap_a, double rss_b, double heap_b, const char *alloc_a,
-                             const char *alloc_b, bool short_rss_b) {
+/* json: when not NULL, the JSON rendering (malloc'd) */
+static pl_compare_t run_case_json(double rss_a, double heap_a, double rss_b, double heap_b, const char *alloc_a,
+                                  const char *alloc_b, bool short_rss_b, char **json) {
     pl_report_t *r = pl_report_create("synthetic");
     assert_non_null(r);
     pl_report_process_t *a = proc(r, rss_a, heap_a, false), *b = proc(r, rss_b, heap_b, short_rss_b);
@@ -59,9 +64,33 @@ static pl_compare_t run_case(double rss_a, double heap_a, double rss_b, double h
     assert_int_equal(pl_compare_render_text(&c, f), 0);
     assert_int_equal(pl_compare_render_json(&c, f), 0);
     fclose(f);
+    if (json) {
+        size_t len = 0;
+        f = open_memstream(json, &len);
+        assert_non_null(f);
+        assert_int_equal(pl_compare_render_json(&c, f), 0);
+        fclose(f);
+    }
     for (int i = 0; i < 2; i++) c.run[i].proc = NULL; /* the rows die with the report */
     pl_report_destroy(r);
     return c;
+}
+
+static pl_compare_t run_case(double rss_a, double heap_a, double rss_b, double heap_b, const char *alloc_a,
+                             const char *alloc_b, bool short_rss_b) {
+    return run_case_json(rss_a, heap_a, rss_b, heap_b, alloc_a, alloc_b, short_rss_b, NULL);
+}
+
+/* the JSON byte for byte: retention in run A (growing_run 0), and undecided with unknown allocators (nulls) */
+static void test_compare_golden_json(void **state) {
+    (void)state;
+    char *json = NULL;
+    run_case_json(100e3, 0, 0, 0, "glibc", "jemalloc", false, &json);
+    assert_true(pl_test_golden(g_golden_dir, "compare_retention.json", json, strlen(json)));
+    free(json);
+    run_case_json(100e3, 0, 0, 0, NULL, NULL, true, &json);
+    assert_true(pl_test_golden(g_golden_dir, "compare_unknown.json", json, strlen(json)));
+    free(json);
 }
 
 static void test_compare_retention(void **state) {
@@ -219,9 +248,10 @@ static void test_compare_recorded_allocator(void **state) {
     assert_true(pl_compare_trace_allocator("/nonexistent/x.pltrace", &a, &from) < 0);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (argc > 1) g_golden_dir = argv[1];
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_compare_retention),       cmocka_unit_test(test_compare_leak_both),
+        cmocka_unit_test(test_compare_golden_json),     cmocka_unit_test(test_compare_retention),       cmocka_unit_test(test_compare_leak_both),
         cmocka_unit_test(test_compare_outside_heap),    cmocka_unit_test(test_compare_no_growth),
         cmocka_unit_test(test_compare_undecided),       cmocka_unit_test(test_compare_guess_allocator),
         cmocka_unit_test(test_compare_recorded_allocator),
