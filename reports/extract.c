@@ -1119,28 +1119,58 @@ static bool on_this_node(const pl_extract_proc_t *p) {
     return !strcmp(host, p->node);
 }
 
+/* One pass over a trace (record handlers: extraction's on_record, and period detection's pl_period_add while no
+ * step record has been read).
+ *  - auto_steps: the second pass of a trace whose period was found: its step ends are delivered as step records.
+ *  - detect (not NULL): the first pass also collects the period detector's input. A step record ends that (a trace
+ *    with steps is never given synthetic ones), and so does the end of the trace without one when no period is
+ *    found: in both cases this pass's extraction is the one with auto_steps NULL, and it stands. When a period is
+ *    found, the pass is undone (row, xp and the report's limits back to their state before it; *detect holds the
+ *    period) and 1 is returned: the caller reads the trace again with auto_steps = detect, into the same row
+ *    (*again). Same results as detecting in a pass of its own first, with one read of the trace unless a period is
+ *    found (its boundaries must be known before the first sample is keyed by step).
+ *  - *again (not NULL on entry): the row and process of an undone pass to fill again; else a new row is added.
+ * Returns 0, 1 (read again) or -errno. */
 static int extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd, const char *file,
-                          const pl_extract_opts_t *opts, const pl_period_t *auto_steps) {
+                          const pl_extract_opts_t *opts, const pl_period_t *auto_steps, pl_period_t *detect,
+                          pl_extract_proc_t **again) {
     pl_extract_opts_t o = {0};
     if (opts) o = *opts;
     if (o.max_points == 0) o.max_points = 8192;
     if (o.max_points < 16) o.max_points = 16;
     const pl_trace_header_t *h = pl_trace_header(rd);
-    pl_report_process_t *row = pl_report_add_process(r, h ? h->pid : 0, -1, "");
-    if (!row) return -ENOMEM;
-    pl_extract_proc_t *xp = new_proc(x);
-    if (!xp) return -ENOMEM;
-    xp->proc = row;
-    copy_str(xp->file, sizeof xp->file, file);
-    if (h) {
-        xp->pid = h->pid;
-        xp->ppid = h->ppid;
-        xp->exec_seq = h->exec_seq;
-        xp->start_realtime_ns = h->start_realtime_ns;
-        xp->t0_ns = h->start_mono_ns;
+    pl_extract_proc_t *xp = again ? *again : NULL;
+    pl_report_process_t *row = xp ? xp->proc : NULL;
+    if (!xp) {
+        row = pl_report_add_process(r, h ? h->pid : 0, -1, "");
+        if (!row) return -ENOMEM;
+        xp = new_proc(x);
+        if (!xp) return -ENOMEM;
+        xp->proc = row;
+        copy_str(xp->file, sizeof xp->file, file);
+        if (h) {
+            xp->pid = h->pid;
+            xp->ppid = h->ppid;
+            xp->exec_seq = h->exec_seq;
+            xp->start_realtime_ns = h->start_realtime_ns;
+            xp->t0_ns = h->start_mono_ns;
+        }
+    }
+    /* --- period detection: what a pass that finds a period undoes (on_record writes only these) --- */
+    pl_report_process_t row0 = *row;
+    pl_extract_proc_t xp0 = *xp;
+    pl_report_limits_t limits0 = r->limits;
+    pl_period_input_t in;
+    bool scanning = detect != NULL;
+    if (detect) {
+        memset(detect, 0, sizeof *detect);
+        pl_period_input_init(&in);
     }
     state_t *s = calloc(1, sizeof *s);
-    if (!s) return -ENOMEM;
+    if (!s) {
+        if (scanning) pl_period_input_free(&in);
+        return -ENOMEM;
+    }
     s->t0 = h ? h->start_mono_ns : 0;
     s->r = r;
     s->o = &o;
@@ -1154,6 +1184,12 @@ static int extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd
     int rc, nrc;
     size_t next_bound = 0; /* period detection: synthetic step records of auto_steps not yet delivered */
     while ((nrc = pl_trace_next(rd, &rec)) > 0) {
+        if (scanning && rec.type == PL_REC_STEP) { /* --- period detection: a trace with steps keeps them --- */
+            pl_period_input_free(&in);
+            scanning = false;
+        } else if (scanning && (rc = pl_period_add(&in, &rec))) {
+            goto out;
+        }
         xp->n_records++;
         if (rec.t_ns > xp->last_ns) xp->last_ns = rec.t_ns;
         /* --- period detection (reports/period.c): a step record at each detected step end --- */
@@ -1177,6 +1213,22 @@ static int extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd
         else snprintf(xp->error, sizeof xp->error, "%s: offset %llu: %s", file ? file : "trace",
                       (unsigned long long)pl_trace_offset(rd), strerror(-nrc));
     }
+    if (scanning) { /* --- period detection: no step record in the whole trace --- */
+        rc = pl_period_detect(&in, NULL, detect);
+        pl_period_input_free(&in);
+        scanning = false;
+        if (rc) goto out;
+        if (detect->found) { /* undo this pass: the trace is read again with the detected steps */
+            free(row->marks);
+            *row = row0;
+            *xp = xp0;
+            r->limits = limits0;
+            if (again) *again = xp;
+            rc = 1;
+            goto out;
+        }
+        pl_period_free(detect);
+    }
     xp->running = !xp->clean_end && on_this_node(xp) && pl_alive_same_process(xp->pid, xp->start_realtime_ns, xp->exe);
     if (auto_steps && xp->n_steps) { /* --- period detection --- */
         xp->steps_auto = true;
@@ -1187,6 +1239,7 @@ static int extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd
     rc = finish(s, row);
     if (rc) goto out;
 out:
+    if (scanning) pl_period_input_free(&in);
     state_free(s);
     free(s);
     return rc;
@@ -1609,29 +1662,44 @@ static void note_open_error(pl_extract_t *x, const char *path, int rc) {
 int pl_extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd, const char *file,
                       const pl_extract_opts_t *opts) {
     if (!r || !x || !rd) return -EINVAL;
-    int rc = extract_reader(r, x, rd, file, opts, NULL);
+    int rc = extract_reader(r, x, rd, file, opts, NULL, NULL, NULL);
     update_cut_short(r, x);
     return rc;
 }
 
 /* --- period detection (reports/period.c, docs/period.md) ---
- * First pass over a trace: when it holds no step record (the scan stops at the first one), detect the loop's
- * period from its allocation records. *p is left "not found" when there are steps, too little data or too little
- * confidence; the caller then reads the trace by time buckets as before. Returns 0 or -ENOMEM. */
-static int detect_period(pl_trace_reader_t *rd, pl_period_t *p) {
-    memset(p, 0, sizeof *p);
-    pl_period_input_t in;
-    pl_period_input_init(&in);
-    pl_trace_record_t rec;
-    int rc = 0;
-    while (pl_trace_next(rd, &rec) > 0) {
-        if (rec.type == PL_REC_STEP) goto out;
-        if ((rc = pl_period_add(&in, &rec))) goto out;
+ * A trace is read once (extract_reader collects the detector's input beside extraction) and again only when it holds
+ * no step record and a period is found; reopen() opens the source again for that second pass. */
+typedef int (*reopen_fn)(const void *src, size_t len, const char *name, pl_trace_reader_t **out);
+
+static int reopen_file(const void *src, size_t len, const char *name, pl_trace_reader_t **out) {
+    (void)len;
+    (void)name;
+    return pl_trace_open(src, out);
+}
+
+static int reopen_mem(const void *src, size_t len, const char *name, pl_trace_reader_t **out) {
+    return pl_trace_open_mem(src, len, name ? name : "memory", out);
+}
+
+/* Extract the trace open in rd (closed here), with period detection. name: the file name given to extract_reader
+ * (NULL for an unnamed buffer); src, len: what reopen opens. */
+static int extract_detect(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd, const char *name,
+                          const pl_extract_opts_t *opts, reopen_fn reopen, const void *src, size_t len) {
+    pl_period_t per;
+    pl_extract_proc_t *again = NULL;
+    int rc = extract_reader(r, x, rd, name, opts, NULL, &per, &again);
+    pl_trace_close(rd);
+    if (rc != 1) return rc;
+    rc = reopen(src, len, name, &rd); /* a period was found: the second pass */
+    if (rc) {
+        pl_period_free(&per);
+        if (rc != -ENOMEM) note_open_error(x, name ? name : "memory", rc);
+        return rc;
     }
-    rc = pl_period_detect(&in, NULL, p);
-    if (!rc && !p->found) pl_period_free(p);
-out:
-    pl_period_input_free(&in);
+    rc = extract_reader(r, x, rd, name, opts, &per, NULL, &again);
+    pl_period_free(&per);
+    pl_trace_close(rd);
     return rc;
 }
 /* --- end period detection --- */
@@ -1643,19 +1711,7 @@ static int extract_file(pl_report_t *r, pl_extract_t *x, const char *path, const
         note_open_error(x, path, rc);
         return rc;
     }
-    pl_period_t per; /* period detection: a first pass, then the trace is read again */
-    rc = detect_period(rd, &per);
-    pl_trace_close(rd);
-    if (!rc) rc = pl_trace_open(path, &rd);
-    if (rc) {
-        pl_period_free(&per);
-        if (rc != -ENOMEM) note_open_error(x, path, rc);
-        return rc;
-    }
-    rc = extract_reader(r, x, rd, path, opts, per.found ? &per : NULL);
-    pl_period_free(&per);
-    pl_trace_close(rd);
-    return rc;
+    return extract_detect(r, x, rd, path, opts, reopen_file, path, 0);
 }
 
 int pl_extract_file(pl_report_t *r, pl_extract_t *x, const char *path, const pl_extract_opts_t *opts) {
@@ -1669,22 +1725,13 @@ int pl_extract_mem(pl_report_t *r, pl_extract_t *x, const void *data, size_t len
                    const pl_extract_opts_t *opts) {
     if (!r || !x || (!data && len)) return -EINVAL;
     pl_trace_reader_t *rd;
-    int rc = pl_trace_open_mem(data, len, name ? name : "memory", &rd);
+    const char *nm = name ? name : "memory";
+    int rc = pl_trace_open_mem(data, len, nm, &rd);
     if (rc) {
-        note_open_error(x, name ? name : "memory", rc);
+        note_open_error(x, nm, rc);
         return rc;
     }
-    pl_period_t per; /* period detection: a first pass, then the buffer is read again */
-    rc = detect_period(rd, &per);
-    pl_trace_close(rd);
-    if (!rc) rc = pl_trace_open_mem(data, len, name ? name : "memory", &rd);
-    if (rc) {
-        pl_period_free(&per);
-        return rc;
-    }
-    rc = extract_reader(r, x, rd, name, opts, per.found ? &per : NULL);
-    pl_period_free(&per);
-    pl_trace_close(rd);
+    rc = extract_detect(r, x, rd, name, opts, reopen_mem, data, len);
     update_cut_short(r, x);
     return rc;
 }

@@ -608,14 +608,10 @@ static void test_period_bad_args(void **state) {
     assert_string_equal(pl_period_method_name(PL_PERIOD_ORDINAL), "ordinal");
 }
 
-/* reports/extract.c: a trace without step records whose device allocations repeat every step gets synthetic
- * steps; the text report says so. */
-static void test_period_extract_auto_steps(void **state) {
-    (void)state;
-    char dir[] = "/tmp/plateau-test-period-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char path[256];
-    snprintf(path, sizeof path, "%s/1.0.pltrace", dir);
+/* Write a trace without step records whose 30 device allocations repeat every 200 ms step, 40 steps, heap growing
+ * 1 MiB per step; with_mark: a mark record in step 10. Returns the number of records written. */
+static uint64_t write_periodic_trace(const char *path, bool with_mark) {
+    uint64_t n = 0;
     pl_trace_header_t h = {.version = PL_TRACE_VERSION, .pid = 77, .ppid = 1, .start_mono_ns = 1000000000LL};
     pl_writer_options_t opt;
     pl_writer_options_default(&opt);
@@ -649,6 +645,14 @@ static void test_period_extract_auto_steps(void **state) {
                                        .live_count = 1000 + s, .n_alloc = (uint64_t)(s * 2 + q) * 500};
             assert_int_equal(pl_writer_emit(w, &r), 0);
         }
+        if (with_mark && s == 10) {
+            memset(&r, 0, sizeof r);
+            r.type = PL_REC_MARK;
+            r.t_ns = t + step_ns / 2;
+            r.u.mark = (pl_rec_mark_t){.label = "eval"};
+            assert_int_equal(pl_writer_emit(w, &r), 0);
+            n++;
+        }
         t += step_ns;
         assert_int_equal(pl_writer_flush(w), 0);
     }
@@ -658,6 +662,19 @@ static void test_period_extract_auto_steps(void **state) {
     assert_int_equal(pl_writer_emit(w, &r), 0);
     pl_writer_close(w);
     pl_writer_destroy(w);
+    return n + 2 + (uint64_t)n_steps * (per_step + 2);
+}
+
+/* reports/extract.c: a trace without step records whose device allocations repeat every step gets synthetic
+ * steps; the text report says so. */
+static void test_period_extract_auto_steps(void **state) {
+    (void)state;
+    char dir[] = "/tmp/plateau-test-period-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/1.0.pltrace", dir);
+    write_periodic_trace(path, false);
+    const int n_steps = 40, per_step = 30;
 
     pl_report_t *rep = pl_report_create(path);
     assert_non_null(rep);
@@ -687,6 +704,56 @@ static void test_period_extract_auto_steps(void **state) {
     rmdir(dir);
 }
 
+/* reports/extract.c reads a trace once and collects the period detector's input beside extraction; when a period is
+ * found it undoes that pass and reads again with the steps. Nothing of the undone pass may remain: the record count,
+ * the marks and the row are those of one pass, from a file and from memory alike. */
+static void test_period_extract_undone_pass_leaves_nothing(void **state) {
+    (void)state;
+    char dir[] = "/tmp/plateau-test-period-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/1.0.pltrace", dir);
+    uint64_t n_records = write_periodic_trace(path, true);
+    char *text[2] = {NULL, NULL};
+    for (int from_mem = 0; from_mem < 2; from_mem++) {
+        pl_report_t *rep = pl_report_create(path);
+        assert_non_null(rep);
+        pl_extract_t x;
+        pl_extract_init(&x);
+        if (from_mem) {
+            FILE *f = fopen(path, "rb");
+            assert_non_null(f);
+            static uint8_t buf[1 << 20];
+            size_t len = fread(buf, 1, sizeof buf, f);
+            fclose(f);
+            assert_true(len > 0 && len < sizeof buf);
+            assert_int_equal(pl_extract_mem(rep, &x, buf, len, path, NULL), 0);
+        } else {
+            assert_int_equal(pl_extract_file(rep, &x, path, NULL), 0);
+        }
+        assert_int_equal(pl_report_analyze(rep), 0);
+        assert_int_equal(x.n_procs, 1);
+        assert_int_equal(rep->n_procs, 1);
+        assert_true(x.procs[0].steps_auto);
+        assert_int_equal(x.procs[0].n_records, n_records);
+        assert_int_equal(rep->procs[0]->n_marks, 1);
+        assert_string_equal(rep->procs[0]->marks[0].label, "eval");
+        assert_true(x.procs[0].clean_end);
+        size_t len = 0;
+        FILE *f = open_memstream(&text[from_mem], &len);
+        assert_non_null(f);
+        assert_int_equal(pl_extract_render_text(rep, &x, f), 0);
+        fclose(f);
+        pl_extract_free(&x);
+        pl_report_destroy(rep);
+    }
+    assert_string_equal(text[0], text[1]);
+    free(text[0]);
+    free(text[1]);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_period_site_is_native_stack),
@@ -706,6 +773,7 @@ int main(void) {
         cmocka_unit_test(test_period_too_little),
         cmocka_unit_test(test_period_bad_args),
         cmocka_unit_test(test_period_extract_auto_steps),
+        cmocka_unit_test(test_period_extract_undone_pass_leaves_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
