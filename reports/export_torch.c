@@ -72,7 +72,7 @@ typedef struct stacks {
     stk_t *stacks;
     uint64_t *pool;           /* per stack: its pcs, then its Python frame ids */
     nfr_t *frames;
-    char **modules;
+    pl_sym_module_t *modules; /* path and identity, as the report's offline lookup takes them */
     pyf_t *pyfs;
     size_t n_stacks, n_pool, n_frames, n_modules, n_pyfs, str_bytes;
 } stacks_t;
@@ -273,7 +273,10 @@ static void stacks_free(stacks_t *st) {
     idmap_free(&st->module_ix);
     idmap_free(&st->pyf_ix);
     for (size_t i = 0; i < st->n_frames; i++) free(st->frames[i].symbol);
-    for (size_t i = 0; i < st->n_modules; i++) free(st->modules[i]);
+    for (size_t i = 0; i < st->n_modules; i++) {
+        free((char *)st->modules[i].path);
+        free((char *)st->modules[i].build_id);
+    }
     for (size_t i = 0; i < st->n_pyfs; i++) {
         free(st->pyfs[i].file);
         free(st->pyfs[i].function);
@@ -341,13 +344,17 @@ static int stacks_record(stacks_t *st, const pl_trace_record_t *rec) {
         const pl_rec_module_t *q = &rec->u.module;
         if (st->n_modules >= ST_MAX_MODULES || idmap_get(&st->module_ix, q->module_id)) return 0;
         if ((rc = st_array(&st->modules, sizeof *st->modules, ST_MAX_MODULES))) return rc;
-        char *path = st_strdup(st, q->path);
-        if (!path) return 0;
+        char *path = st_strdup(st, q->path), *bid = path ? st_strdup(st, q->build_id) : NULL;
+        if (!bid) {
+            free(path);
+            return 0;
+        }
         if ((rc = idmap_put(&st->module_ix, q->module_id, (uint32_t)st->n_modules))) {
             free(path);
+            free(bid);
             return rc;
         }
-        st->modules[st->n_modules++] = path;
+        st->modules[st->n_modules++] = (pl_sym_module_t){path, bid, q->file_size, q->file_mtime_ns};
         return 0;
     }
     case PL_REC_PYFRAME: {
@@ -623,13 +630,13 @@ static void pk_frame(pk_t *p, const char *file, int64_t line, const char *name) 
     pk_dict_close(p);
 }
 
-/* a native frame's module path ("" unknown), and whether it is the tracer's own */
-static const char *frame_module(const stacks_t *st, const nfr_t *f, bool *own) {
+/* a native frame's module (NULL unknown), and whether it is the tracer's own */
+static const pl_sym_module_t *frame_module(const stacks_t *st, const nfr_t *f, bool *own) {
     const uint32_t *m = idmap_get(&st->module_ix, f->module);
-    const char *path = m ? st->modules[*m] : "", *b = strrchr(path, '/');
+    const char *path = m ? st->modules[*m].path : "", *b = strrchr(path, '/');
     b = b ? b + 1 : path;
     *own = strlen(b) >= 10 && !memcmp(b, "libplateau", 10);
-    return path;
+    return m ? &st->modules[*m] : NULL;
 }
 
 /* The frames list of a stack: written once, then fetched from the memo (LONG_BINPUT / LONG_BINGET) */
@@ -659,16 +666,16 @@ static void pk_frames(pk_t *p, uint32_t stack_id) {
             const uint32_t *f = idmap_get(&st->frame_ix, pc);
             char name[96];
             bool own = false;
-            const char *mod = f ? frame_module(st, &st->frames[*f], &own) : "";
+            const pl_sym_module_t *md = f ? frame_module(st, &st->frames[*f], &own) : NULL;
+            const char *mod = md ? md->path : "";
             if (inner && own) continue;
             inner = false;
             /* the function named by the module file itself (the trace names only a stack's innermost frames:
              * preload/frames.c), else the trace's dynamic symbol, else the module offset */
             const char *fn = NULL;
             uint64_t off;
-            pl_sym_module_t q = {mod, NULL, UINT64_MAX, 0};
             if (f && mod[0] && !p->sy) p->sy = pl_symbols_new();
-            if (f && mod[0] && p->sy && pl_symbols_lookup(p->sy, &q, st->frames[*f].module_offset, &fn, &off) ==
+            if (f && mod[0] && p->sy && pl_symbols_lookup(p->sy, md, st->frames[*f].module_offset, &fn, &off) ==
                                             PL_SYM_OK && fn) {
                 pk_frame(p, mod, 0, fn);
                 continue;
