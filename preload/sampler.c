@@ -38,10 +38,13 @@ void pl_emit_heap(int64_t t, uint64_t step) {
     pl_emit(&r);
 }
 
-/* PSS comes from smaps_rollup, which walks every page table of the process: milliseconds in a PyTorch process.
- * Read every 100 ms in each of a DataLoader's processes it made a real script 1.7x slower, so it is read at most
- * every PSS_MIN_GAP_NS and, when a read is slow, PSS_GAP_PER_READ times its duration later (0.2% of a core at
- * most). PSS serves totals and shares, never a per-step verdict, so sparse samples are enough. */
+/* PSS comes from smaps_rollup, which walks every page table of the process (5-7 ms in a PyTorch process) and
+ * holds its mmap lock meanwhile. Read every 100 ms in each of a DataLoader's processes it made a real script 1.7x
+ * slower, so it is read at most every PSS_MIN_GAP_NS and, when a read is slow, PSS_GAP_PER_READ times its duration
+ * later (0.2% of a core at most). The first read comes PSS_MIN_GAP_NS after the process (or forked child) starts:
+ * a short-lived worker (a validation DataLoader's lives a second or two) has no PSS, and a process's PSS at its
+ * start says nothing. With a read at every start, PSS still cost bench/torch_overhead.sh 2.4% of its wall time
+ * (bench/RESULTS.md). PSS serves totals and shares, never a per-step verdict, so sparse samples are enough. */
 #define PSS_MIN_GAP_NS 5000000000LL
 #define PSS_GAP_PER_READ 500
 
@@ -108,7 +111,7 @@ static void *sampler_main(void *arg) {
 }
 
 bool pl_sampler_start(void) {
-    st.next_pss_ns = 0;
+    st.next_pss_ns = pl_now_ns() + PSS_MIN_GAP_NS;
     atomic_store(&st.quit, false);
     pthread_attr_t attr;
     pthread_attr_init(&attr);

@@ -707,7 +707,8 @@ static void test_preload_process_start_kept_with_small_buffers(void **state) {
 }
 
 /* PSS (a page-table walk: milliseconds in a large process) is read at most every 5 s, however often RSS is
- * sampled: a 1.2 s run sampled every 20 ms has one PSS value and dozens of RSS samples. */
+ * sampled, and first 5 s after the process starts: a 1.2 s run sampled every 20 ms has dozens of RSS samples and no
+ * PSS value; a 6.5 s run has one. */
 static void test_preload_pss_sampled_rarely(void **state) {
     (void)state;
     char data[400];
@@ -716,8 +717,14 @@ static void test_preload_pss_sampled_rarely(void **state) {
     const char *env[] = {"PLATEAU_INTERVAL_MS=20", NULL};
     assert_int_equal(run(argv, env), 0);
     summarize_only(NULL);
-    fprintf(stderr, "pss: %d of %d rss samples\n", sum.n_pss, sum.n_rss);
+    fprintf(stderr, "pss: %d of %d rss samples (1.2 s)\n", sum.n_pss, sum.n_rss);
     assert_true(sum.n_rss >= 30);
+    assert_int_equal(sum.n_pss, 0);
+    char *sleeper[] = {"/bin/sleep", "6.5", NULL};
+    assert_int_equal(run(sleeper, env), 0);
+    summarize_only(NULL);
+    fprintf(stderr, "pss: %d of %d rss samples (6.5 s)\n", sum.n_pss, sum.n_rss);
+    assert_true(sum.n_rss >= 150);
     assert_int_equal(sum.n_pss, 1);
 }
 
