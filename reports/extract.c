@@ -1859,14 +1859,31 @@ static double last_base(const pl_report_process_t *p, pl_metric_t m) {
     return p->metrics[m].present && s->n_points ? s->points[s->n_points - 1].base : NAN;
 }
 
-double pl_extract_total_last(const pl_extract_t *x, pl_metric_t m) {
+double pl_extract_total_last(const pl_extract_t *x, pl_metric_t m, size_t *n_with) {
     double t = 0;
+    size_t n = 0;
     for (size_t i = 0; x && i < x->n_procs; i++) {
         double v = last_base(x->procs[i].proc, m);
-        if (!isfinite(v) && m == PL_METRIC_PSS) v = last_base(x->procs[i].proc, PL_METRIC_RSS);
-        if (isfinite(v)) t += v;
+        if (isfinite(v)) t += v, n++;
     }
+    if (n_with) *n_with = n;
     return t;
+}
+
+int pl_extract_totals_phrase(const pl_extract_t *x, char *buf, size_t n) {
+    char a[32], b[32];
+    size_t n_pss;
+    double pss = pl_extract_total_last(x, PL_METRIC_PSS, &n_pss), rss = pl_extract_total_last(x, PL_METRIC_RSS, NULL);
+    size_t n_procs = x ? x->n_procs : 0;
+    pl_format_bytes(pss, a, sizeof a);
+    pl_format_bytes(rss, b, sizeof b);
+    if (n_pss == n_procs)
+        return snprintf(buf, n, "total PSS %s (RSS %s, shared pages counted once per process)", a, b);
+    if (n_pss == 0)
+        return snprintf(buf, n, "total RSS %s; no PSS sample (a process's first comes 5 s after it starts; "
+                                "PLATEAU_PSS=0 turns them off)", b);
+    return snprintf(buf, n, "total PSS %s over the %zu with a PSS sample (a process's first comes 5 s after it "
+                            "starts; RSS %s, shared pages counted once per process)", a, n_pss, b);
 }
 
 /* ---- renderers of the extras ---- */
@@ -2043,9 +2060,10 @@ static void run_json(const pl_report_t *r, const pl_extract_t *x, pl_json_t *j) 
     pl_json_array(j);
     for (size_t i = 0; i < x->n_failed_named; i++) pl_json_str(j, x->failed[i]);
     pl_json_end(j);
-    double pss = pl_extract_total_last(x, PL_METRIC_PSS);
-    pl_json_knum(j, "total_pss_bytes", pss > 0 ? pss : NAN);
-    double rss = pl_extract_total_last(x, PL_METRIC_RSS);
+    size_t n_pss;
+    double pss = pl_extract_total_last(x, PL_METRIC_PSS, &n_pss);
+    pl_json_knum(j, "total_pss_bytes", n_pss && pss > 0 ? pss : NAN);
+    double rss = pl_extract_total_last(x, PL_METRIC_RSS, NULL);
     pl_json_knum(j, "total_rss_bytes", rss > 0 ? rss : NAN);
     pid_list(j, "leaking_pids", x, false);
     pid_list(j, "slow_growth_pids", x, true);
@@ -2153,9 +2171,9 @@ int pl_extract_render_text_all(const pl_report_t *r, const pl_extract_t *x, FILE
     size_t n_leak;
     pl_extract_leaking(x, &n_leak);
     if (x->n_procs > 1) {
-        double pss = pl_extract_total_last(x, PL_METRIC_PSS), rss = pl_extract_total_last(x, PL_METRIC_RSS);
-        fprintf(o, "run: %zu processes, total PSS %s (RSS %s, shared pages counted once per process)\n", x->n_procs,
-                pl_format_bytes(pss, a, sizeof a), pl_format_bytes(rss, b, sizeof b));
+        char totals[256];
+        pl_extract_totals_phrase(x, totals, sizeof totals);
+        fprintf(o, "run: %zu processes, %s\n", x->n_procs, totals);
         fprintf(o, "  %8s %8s %5s %7s %10s  %-12s %s\n", "pid", "ppid", "rank", "steps", "PSS", "verdict", "command");
         size_t n_quiet = 0, n_helpers = 0;
         double quiet_pss = 0, helper_pss = 0;

@@ -146,9 +146,14 @@ int pl_extract_scan_ranks(const char *path, int32_t **ranks, size_t *n_ranks, si
  * when several do; n_leaking (may be NULL) gets how many. */
 long pl_extract_leaking(const pl_extract_t *x, size_t *n_leaking);
 
-/* Sum over processes of the last per-step baseline of metric m (0 when no process has it). With m = PSS this is the
- * run's total without double-counting shared pages; processes without PSS fall back to RSS. */
-double pl_extract_total_last(const pl_extract_t *x, pl_metric_t m);
+/* Sum over processes of the last per-step baseline of metric m (0 when no process has it); n_with (may be NULL)
+ * gets how many processes have it. With m = PSS this is the run's total without double-counting shared pages, over
+ * the processes that have a PSS sample (the first comes 5 s after a process starts: docs/env.md, PLATEAU_PSS). */
+double pl_extract_total_last(const pl_extract_t *x, pl_metric_t m, size_t *n_with);
+
+/* The run's memory totals as one phrase for the text report, e.g. "total PSS 613 MiB (RSS 1.57 GiB, shared pages
+ * counted once per process)", saying when some or all processes have no PSS sample. Returns what snprintf does. */
+int pl_extract_totals_phrase(const pl_extract_t *x, char *buf, size_t n);
 
 /* The JSON report (pl_render_json) with one more top-level field, "run" (docs/report-schema.md): per-process file,
  * ppid, argv, clean end, damage, call sites; totals; the leaking process. Returns 0, -EINVAL, -ENOMEM, -EIO. */

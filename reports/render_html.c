@@ -436,9 +436,19 @@ int pl_render_html(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
     }
     if (r->verdict.n_ranks >= 2) ranks_html(o, r);
     if (x && x->n_procs > 1) {
-        fprintf(o, "<h2>Processes</h2>\n<p>Total PSS %s (RSS %s): shared pages are counted once.</p>\n",
-                pl_format_bytes(pl_extract_total_last(x, PL_METRIC_PSS), a, sizeof a),
-                pl_format_bytes(pl_extract_total_last(x, PL_METRIC_RSS), b, sizeof b));
+        size_t n_pss;
+        double pss = pl_extract_total_last(x, PL_METRIC_PSS, &n_pss);
+        pl_format_bytes(pl_extract_total_last(x, PL_METRIC_RSS, NULL), b, sizeof b);
+        if (n_pss == x->n_procs)
+            fprintf(o, "<h2>Processes</h2>\n<p>Total PSS %s (RSS %s): shared pages are counted once.</p>\n",
+                    pl_format_bytes(pss, a, sizeof a), b);
+        else if (n_pss)
+            fprintf(o, "<h2>Processes</h2>\n<p>Total PSS %s over the %zu processes with a PSS sample (RSS %s): shared "
+                       "pages are counted once. A process's first PSS sample comes 5 s after it starts.</p>\n",
+                    pl_format_bytes(pss, a, sizeof a), n_pss, b);
+        else
+            fprintf(o, "<h2>Processes</h2>\n<p>Total RSS %s. No PSS sample: a process's first comes 5 s after it "
+                       "starts, and PLATEAU_PSS=0 turns them off.</p>\n", b);
         fputs("<table><tr><th>pid</th><th>ppid</th><th>rank</th><th>steps</th><th>verdict</th><th>command</th>"
               "<th>trace</th></tr>\n", o);
         for (size_t i = 0; i < x->n_procs; i++) {

@@ -42,6 +42,7 @@ typedef struct synth_cfg {
     const char *const *argv; /* NULL = python3 train.py --steps */
     uint32_t n_argv;
     int64_t base_bytes;      /* live heap before the leak (0 = 100 MB) */
+    bool no_pss;             /* no PSS in any RSS sample (a process that lived < 5 s, or PLATEAU_PSS=0) */
 } synth_cfg_t;
 
 static inline synth_cfg_t synth_default(void) {
@@ -169,7 +170,8 @@ static inline int synth_trace(const char *path, const synth_cfg_t *c) {
         r.type = PL_REC_RSS;
         r.t_ns = t + 6000;
         r.u.rss = (pl_rec_rss_t){.step = step, .rss_anon = 500000000ull + leaked + (uint64_t)wobble,
-                                 .rss_file = 200000000ull, .rss_shmem = 0, .pss = 690000000ull + leaked,
+                                 .rss_file = 200000000ull, .rss_shmem = 0,
+                                 .pss = c->no_pss ? PL_TRACE_NA : 690000000ull + leaked,
                                  .cgroup_current = PL_TRACE_NA, .device_used = PL_TRACE_NA,
                                  .device_total = PL_TRACE_NA};
         EMIT();

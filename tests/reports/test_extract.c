@@ -564,6 +564,44 @@ static void test_extract_generations_inherited(void **state) {
     run_free(&u);
 }
 
+/* A process without a PSS sample (it lived less than 5 s, or PSS was off) adds nothing to the run's total PSS, and
+ * the totals say over how many processes it is; with none, only RSS is totalled. */
+static void test_extract_total_pss_without_samples(void **state) {
+    (void)state;
+    static const char *const want[2] = {
+        "total PSS 658 MiB over the 1 with a PSS sample (a process's first comes 5 s after it starts; RSS 1.30 GiB, "
+        "shared pages counted once per process)",
+        "total RSS 1.30 GiB; no PSS sample (a process's first comes 5 s after it starts; PLATEAU_PSS=0 turns them "
+        "off)"};
+    for (int k = 0; k < 2; k++) {
+        char d[256], p[300];
+        tpath(d, sizeof d, k ? "run_nopss" : "run_somepss");
+        assert_int_equal(mkdir(d, 0700), 0);
+        synth_cfg_t c = synth_default();
+        c.pid = 100;
+        c.leak_bytes = 0;
+        c.no_pss = k == 1;
+        snprintf(p, sizeof p, "%s/100.0.pltrace", d);
+        assert_int_equal(synth_trace(p, &c), 0);
+        c.pid = 101;
+        c.ppid = 100;
+        c.no_pss = true;
+        snprintf(p, sizeof p, "%s/101.0.pltrace", d);
+        assert_int_equal(synth_trace(p, &c), 0);
+        run_t u;
+        run_file(&u, d);
+        assert_int_equal(u.x.n_procs, 2);
+        size_t n_pss;
+        double pss = pl_extract_total_last(&u.x, PL_METRIC_PSS, &n_pss);
+        assert_int_equal(n_pss, 1 - k);
+        assert_true(fabs(pss - (k ? 0 : 690000000.0)) < 1.0);
+        char totals[256];
+        pl_extract_totals_phrase(&u.x, totals, sizeof totals);
+        assert_string_equal(totals, want[k]);
+        run_free(&u);
+    }
+}
+
 static void test_extract_run_directory(void **state) {
     (void)state;
     char d[256], p[300];
@@ -595,7 +633,12 @@ static void test_extract_run_directory(void **state) {
     assert_int_equal(u.x.procs[1].pid, 101);
     assert_int_equal(u.x.procs[1].ppid, 100);
     double pss0 = 690000000.0, pss1 = 690000000.0 + 160 * 512.0 * 1024;
-    assert_true(fabs(pl_extract_total_last(&u.x, PL_METRIC_PSS) - (pss0 + pss1)) < 1.0);
+    size_t n_pss;
+    assert_true(fabs(pl_extract_total_last(&u.x, PL_METRIC_PSS, &n_pss) - (pss0 + pss1)) < 1.0);
+    assert_int_equal(n_pss, 2);
+    char totals[256];
+    pl_extract_totals_phrase(&u.x, totals, sizeof totals);
+    assert_string_equal(totals, "total PSS 1.36 GiB (RSS 1.38 GiB, shared pages counted once per process)");
     /* HTML: self-contained, one chart per metric, the processes table, the site */
     char *buf = NULL;
     size_t len = 0;
@@ -1234,6 +1277,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_extract_generations_flat),
         cmocka_unit_test(test_extract_generations_inherited),
         cmocka_unit_test(test_extract_run_directory),
+        cmocka_unit_test(test_extract_total_pss_without_samples),
         cmocka_unit_test(test_extract_ranks_one_leaks),
         cmocka_unit_test(test_extract_ranks_agree),
         cmocka_unit_test(test_extract_merge_nodes),
