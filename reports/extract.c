@@ -2175,17 +2175,21 @@ int pl_extract_render_text_all(const pl_report_t *r, const pl_extract_t *x, FILE
         pl_extract_totals_phrase(x, totals, sizeof totals);
         fprintf(o, "run: %zu processes, %s\n", x->n_procs, totals);
         fprintf(o, "  %8s %8s %5s %7s %10s  %-12s %s\n", "pid", "ppid", "rank", "steps", "PSS", "verdict", "command");
-        size_t n_quiet = 0, n_helpers = 0;
+        /* the PSS column: "-" for a process without a PSS sample (it lived < 5 s, or PSS was off); a folded row
+         * sums the PSS of those of its processes that have one */
+        size_t n_quiet = 0, n_helpers = 0, n_quiet_pss = 0, n_helper_pss = 0;
         double quiet_pss = 0, helper_pss = 0;
         for (size_t i = 0; i < x->n_procs; i++) {
             const pl_extract_proc_t *p = &x->procs[i];
             double v = last_base(p->proc, PL_METRIC_PSS);
-            if (!isfinite(v)) v = last_base(p->proc, PL_METRIC_RSS);
             if (!all && p->proc->role == PL_ROLE_WORKER && p->proc->verdict.kind != PL_PV_LEAK &&
                 p->proc->verdict.kind != PL_PV_SLOW_GROWTH && !p->damaged) {
                 if (p->proc->helper) n_helpers++;
                 else n_quiet++;
-                if (isfinite(v)) *(p->proc->helper ? &helper_pss : &quiet_pss) += v;
+                if (isfinite(v)) {
+                    *(p->proc->helper ? &helper_pss : &quiet_pss) += v;
+                    ++*(p->proc->helper ? &n_helper_pss : &n_quiet_pss);
+                }
                 continue;
             }
             char rank[16];
@@ -2198,10 +2202,11 @@ int pl_extract_render_text_all(const pl_report_t *r, const pl_extract_t *x, FILE
         }
         if (n_quiet)
             fprintf(o, "  %8s %8s %5s %7s %10s  %-12s %zu worker process%s that never step, none leaks\n", "...", "",
-                    "", "0", pl_format_bytes(quiet_pss, a, sizeof a), "no-leak", n_quiet, n_quiet > 1 ? "es" : "");
+                    "", "0", n_quiet_pss ? pl_format_bytes(quiet_pss, a, sizeof a) : "-", "no-leak", n_quiet,
+                    n_quiet > 1 ? "es" : "");
         if (n_helpers)
             fprintf(o, "  %8s %8s %5s %7s %10s  %-12s %zu short helper process%s, none leaks (--all-processes)\n",
-                    "...", "", "", "0", pl_format_bytes(helper_pss, a, sizeof a), "no-leak", n_helpers,
+                    "...", "", "", "0", n_helper_pss ? pl_format_bytes(helper_pss, a, sizeof a) : "-", "no-leak", n_helpers,
                     n_helpers > 1 ? "es" : "");
     }
     if (n_leak) {

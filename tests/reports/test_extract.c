@@ -598,6 +598,17 @@ static void test_extract_total_pss_without_samples(void **state) {
         char totals[256];
         pl_extract_totals_phrase(&u.x, totals, sizeof totals);
         assert_string_equal(totals, want[k]);
+        /* the process table's PSS column: "-" for the process without one (not its RSS) */
+        char *buf = NULL, row[128];
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        assert_int_equal(pl_extract_render_text(u.r, &u.x, f), 0);
+        fclose(f);
+        snprintf(row, sizeof row, "  %8u %8u %5s %7llu %10s  ", 101u, 100u, "-",
+                 (unsigned long long)u.x.procs[1].n_steps, "-");
+        if (!strstr(buf, row)) fprintf(stderr, "%s", buf);
+        assert_non_null(strstr(buf, row));
+        free(buf);
         run_free(&u);
     }
 }
