@@ -751,9 +751,9 @@ static bool is_alloc_frame(const state_t *s, const frame_t *f) {
     return false;
 }
 
-/* ---- [symbols hook, owner: preload/tracer helper] text of one frame, malloc'd (NULL on failure): the function
- * named by the module file itself (reports/symbols.c: static functions, demangled C++, never cut), else the trace's
- * dladdr name (demangled), else module+offset; ", changed since the run" when the file on disk was rebuilt ---- */
+/* Text of one frame, malloc'd (NULL on failure): the function named by the module file itself (reports/symbols.c:
+ * static functions, demangled C++, never cut), else the trace's dladdr name (demangled), else module+offset;
+ * ", changed since the run" when the file on disk was rebuilt. */
 static char *format_frame(const state_t *s, pl_symbols_t *sy, uint64_t pc) {
     char *out = NULL;
     int w;
@@ -786,7 +786,6 @@ static char *format_frame(const state_t *s, pl_symbols_t *sy, uint64_t pc) {
                      *note ? note + 2 : "", *note ? ")" : "");
     return w < 0 ? NULL : out;
 }
-/* ---- [end symbols hook] ---- */
 
 /* The last step the series report: a process that ended cleanly spends the time after its last step marker tearing
  * down (the model and its tensors are freed), which is not part of the training loop and whose minima would read as
