@@ -424,8 +424,9 @@ static int collect_reader(pl_trace_reader_t *rd, pl_export_torch_t **out) {
     return rc;
 }
 
-int pl_export_torch_collect(const pl_extract_t *x, pl_export_torch_t **out, pl_export_torch_info_t *info) {
-    if (!x || !out || !info) return -EINVAL;
+int pl_export_torch_collect(const pl_run_t *run, pl_export_torch_t **out, pl_export_torch_info_t *info) {
+    if (!run || !run->ext || !out || !info) return -EINVAL;
+    const pl_extract_t *x = run->ext;
     *out = NULL;
     memset(info, 0, sizeof *info);
     pl_export_torch_t *best = NULL;
