@@ -218,7 +218,7 @@ static int compare(const char *path_a, const char *path_b, const char *allocs, c
         } else {
             /* the allocator the tracer saw serve malloc; else the one plateau run was asked for (a jemalloc under
              * another file name is recorded as other:NAME); else a guess from usable sizes */
-            pl_compare_trace_allocator(x->procs[mp[i]].file, &alloc[i], &from[i]);
+            pl_compare_proc_allocator(&x->procs[mp[i]], &alloc[i], &from[i]);
             requested_allocator(x->procs[mp[i]].file, asked[i], sizeof asked[i]);
             bool seen = alloc[i] && !strcmp(from[i], "recorded") &&
                         (!strcmp(alloc[i], "glibc") || !strcmp(alloc[i], "jemalloc"));

@@ -585,6 +585,10 @@ static int on_device(state_t *s, const pl_trace_record_t *rec) {
 
 static int on_host_alloc(state_t *s, const pl_trace_record_t *rec) {
     const pl_rec_host_alloc_t *q = &rec->u.host_alloc;
+    if (q->kind != PL_HOST_MMAP && q->size > 16) { /* the usable sizes the host allocator is told by (compare.h) */
+        s->xp->n_usable_sizes++;
+        s->xp->n_usable_8mod16 += q->size % 16 == 8;
+    }
     stack_t_ *st = stack_get(s, q->stack_id, true);
     if (!st) { s->xp->n_untracked++; return 0; }
     double w = weight(s, q->size);
@@ -1160,6 +1164,8 @@ static int extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd
         } else if (scanning && (rc = pl_period_add(&in, &rec))) {
             goto out;
         }
+        if (!xp->n_records && rec.type == PL_REC_PROCESS_START) /* the host allocator, as recorded (compare.h) */
+            copy_str(xp->host_allocator, sizeof xp->host_allocator, rec.u.process.host_allocator);
         xp->n_records++;
         if (rec.t_ns > xp->last_ns) xp->last_ns = rec.t_ns;
         /* --- period detection (reports/period.c): a step record at each detected step end --- */

@@ -77,6 +77,11 @@ typedef struct pl_extract_proc {
     size_t n_sites;
     pl_extract_site_t sites[PL_EXTRACT_MAX_SITES];
     uint64_t n_untracked;       /* allocations not tracked because a bounded table was full */
+    /* the host allocator (reports/compare.c): as the tracer recorded it in the trace's first record, process_start
+     * (trace 1.2+: "glibc", "jemalloc", "other:<file>", "unknown"; "" when absent), and for traces that did not say,
+     * the sampled malloc-family allocations over 16 bytes and how many of their usable sizes are 8 mod 16 */
+    char host_allocator[64];
+    uint64_t n_usable_sizes, n_usable_8mod16;
     /* device allocation records by source, for the hooks-vs-CUPTI cross-check (docs/cuda-interception.md): the
      * runtime/driver hooks' and CUPTI memory activity's (CUPTI records never enter the device series) */
     uint64_t n_hook_dev_allocs, hook_dev_alloc_bytes, n_cupti_dev_allocs, cupti_dev_alloc_bytes;
