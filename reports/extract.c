@@ -20,6 +20,7 @@
 #include "pysites.h"
 #include "run.h"
 #include "symbols.h"
+#include "table.h"
 
 #define BUCKET_NS 1000000000LL       /* time bucket for processes without steps, before widening */
 #define MAX_KEY (INT64_MAX / 4)
@@ -119,82 +120,30 @@ static int agg_add(agg_t *a, int64_t key, int64_t t_ns, double v) {
     return 0;
 }
 
-/* ---- bounded u64 -> (u64, u32) map, linear probing with backward-shift deletion; key 0 is never stored ---- */
+/* ---- bounded address and id maps: common/table.h, a value of (u64, u32) per key; key 0 is never stored ---- */
 
-typedef struct slot { uint64_t key, val; uint32_t aux; } slot_t;
-typedef struct map { slot_t *s; size_t cap, n; } map_t;
+typedef struct slot { uint64_t val; uint32_t aux; } slot_t;
 
-static size_t mhash(uint64_t k, size_t cap) {
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    k ^= k >> 33;
-    return (size_t)k & (cap - 1);
-}
-
-static slot_t *map_find(const map_t *m, uint64_t key) {
-    if (!m->cap || !key) return NULL;
-    for (size_t i = mhash(key, m->cap);; i = (i + 1) & (m->cap - 1)) {
-        if (m->s[i].key == key) return &m->s[i];
-        if (!m->s[i].key) return NULL;
-    }
-}
+static void map_init(pl_table_t *m) { pl_table_init(m, sizeof(slot_t), MAP_MAX_ENTRIES); }
 
 /* 0 stored/updated, 1 full (not stored), -ENOMEM */
-static int map_put(map_t *m, uint64_t key, uint64_t val, uint32_t aux) {
-    if (!key) return 1;
-    slot_t *f = map_find(m, key);
-    if (f) {
-        f->val = val;
-        f->aux = aux;
-        return 0;
-    }
-    if (m->n >= MAP_MAX_ENTRIES) return 1;
-    if ((m->n + 1) * 2 > m->cap) {
-        size_t nc = m->cap ? m->cap * 2 : 256;
-        slot_t *ns = calloc(nc, sizeof *ns);
-        if (!ns) return -ENOMEM;
-        for (size_t i = 0; i < m->cap; i++) {
-            if (!m->s[i].key) continue;
-            size_t j = mhash(m->s[i].key, nc);
-            while (ns[j].key) j = (j + 1) & (nc - 1);
-            ns[j] = m->s[i];
-        }
-        free(m->s);
-        m->s = ns;
-        m->cap = nc;
-    }
-    size_t i = mhash(key, m->cap);
-    while (m->s[i].key) i = (i + 1) & (m->cap - 1);
-    m->s[i] = (slot_t){key, val, aux};
-    m->n++;
+static int map_put(pl_table_t *m, uint64_t key, uint64_t val, uint32_t aux) {
+    void *p;
+    int rc = pl_table_put(m, key, &p);
+    if (rc) return rc;
+    slot_t *v = p;
+    v->val = val;
+    v->aux = aux;
     return 0;
 }
 
-static bool map_take(map_t *m, uint64_t key, slot_t *out) {
-    slot_t *f = map_find(m, key);
+/* Remove key, its value into *out; false when absent. */
+static bool map_take(pl_table_t *m, uint64_t key, slot_t *out) {
+    slot_t *f = pl_table_get(m, key);
     if (!f) return false;
     *out = *f;
-    size_t mask = m->cap - 1, i = (size_t)(f - m->s), j = i;
-    m->s[i].key = 0;
-    for (;;) {
-        j = (j + 1) & mask;
-        if (!m->s[j].key) break;
-        size_t h = mhash(m->s[j].key, m->cap);
-        /* move j back to i when its home h is not cyclically in (i, j] */
-        bool stay = i <= j ? (i < h && h <= j) : (i < h || h <= j);
-        if (stay) continue;
-        m->s[i] = m->s[j];
-        m->s[j].key = 0;
-        i = j;
-    }
-    m->n--;
+    pl_table_del(m, f);
     return true;
-}
-
-static void map_free(map_t *m) {
-    free(m->s);
-    m->s = NULL;
-    m->cap = m->n = 0;
 }
 
 /* ---- stacks, frames, modules ---- */
@@ -277,16 +226,16 @@ typedef struct state {
     int64_t t0;              /* CLOCK_MONOTONIC at trace start */
     int64_t start_realtime_ns; /* CLOCK_REALTIME at process start (0 unknown): source files changed later are not quoted */
     uint64_t sample_bytes;
-    map_t host, blocks, segs, stack_ix, frame_ix;
+    pl_table_t host, blocks, segs, stack_ix, frame_ix;
     stack_t_ *stacks;
     size_t n_stacks;
     frame_t *frames;
     size_t frame_symbol_bytes; /* held by frames[].symbol */
     size_t n_frames;
-    map_t module_ix;
+    pl_table_t module_ix;
     module_t *modules;
     size_t n_modules;
-    map_t pyf_ix;            /* pyframe id + 1 -> index in pyfs */
+    pl_table_t pyf_ix;            /* pyframe id + 1 -> index in pyfs */
     pyf_t *pyfs;
     size_t n_pyfs;
     astat_t astats[MAX_ALLOCATORS];
@@ -333,7 +282,7 @@ static double weight(const state_t *s, uint64_t size) {
 }
 
 static stack_t_ *stack_get(state_t *s, uint32_t id, bool create) {
-    slot_t *f = map_find(&s->stack_ix, (uint64_t)id + 1);
+    slot_t *f = pl_table_get(&s->stack_ix, (uint64_t)id + 1);
     if (f) return &s->stacks[f->val];
     if (!create || s->n_stacks >= MAX_STACKS) return NULL;
     if (!s->stacks) {
@@ -630,7 +579,7 @@ static void on_stack(state_t *s, const pl_rec_stack_t *q) {
 }
 
 static int on_pyframe(state_t *s, const pl_rec_pyframe_t *q) {
-    if (map_find(&s->pyf_ix, (uint64_t)q->pyframe_id + 1) || s->n_pyfs >= MAX_PYFRAMES) return 0;
+    if (pl_table_get(&s->pyf_ix, (uint64_t)q->pyframe_id + 1) || s->n_pyfs >= MAX_PYFRAMES) return 0;
     if (!s->pyfs) {
         s->pyfs = malloc(MAX_PYFRAMES * sizeof *s->pyfs);
         if (!s->pyfs) return -ENOMEM;
@@ -647,7 +596,7 @@ static int on_pyframe(state_t *s, const pl_rec_pyframe_t *q) {
 }
 
 static int on_frame(state_t *s, const pl_rec_frame_t *q) {
-    if (map_find(&s->frame_ix, q->pc) || s->n_frames >= MAX_FRAMES) return 0;
+    if (pl_table_get(&s->frame_ix, q->pc) || s->n_frames >= MAX_FRAMES) return 0;
     if (!s->frames) {
         s->frames = malloc(MAX_FRAMES * sizeof *s->frames);
         if (!s->frames) return -ENOMEM;
@@ -674,7 +623,7 @@ static int on_frame(state_t *s, const pl_rec_frame_t *q) {
 }
 
 static int on_module(state_t *s, const pl_rec_module_t *q) {
-    if (map_find(&s->module_ix, (uint64_t)q->module_id + 1) || s->n_modules >= MAX_MODULES) return 0;
+    if (pl_table_get(&s->module_ix, (uint64_t)q->module_id + 1) || s->n_modules >= MAX_MODULES) return 0;
     if (!s->modules) {
         s->modules = malloc(MAX_MODULES * sizeof *s->modules);
         if (!s->modules) return -ENOMEM;
@@ -739,7 +688,7 @@ static bool is_alloc_frame(const state_t *s, const frame_t *f) {
                                              "_ZnwmRKSt9nothrow_t", "_ZnwmSt11align_val_t", "reallocarray"};
     for (size_t i = 0; i < sizeof alloc_syms / sizeof alloc_syms[0]; i++)
         if (!strcmp(f->symbol, alloc_syms[i])) return true;
-    slot_t *m = map_find(&s->module_ix, (uint64_t)f->module_id + 1);
+    slot_t *m = pl_table_get(&s->module_ix, (uint64_t)f->module_id + 1);
     if (m) {
         const char *path = s->modules[m->val].path, *b = strrchr(path, '/');
         b = b ? b + 1 : path;
@@ -754,7 +703,7 @@ static bool is_alloc_frame(const state_t *s, const frame_t *f) {
 static char *format_frame(const state_t *s, pl_symbols_t *sy, uint64_t pc) {
     char *out = NULL;
     int w;
-    slot_t *fi = map_find(&s->frame_ix, pc);
+    slot_t *fi = pl_table_get(&s->frame_ix, pc);
     if (!fi) {
         w = asprintf(&out, "0x%llx", (unsigned long long)pc);
         return w < 0 ? NULL : out;
@@ -763,7 +712,7 @@ static char *format_frame(const state_t *s, pl_symbols_t *sy, uint64_t pc) {
     const char *mod = "?", *name = NULL;
     uint64_t off = 0;
     pl_sym_status_t st = PL_SYM_NO_FILE;
-    slot_t *m = map_find(&s->module_ix, (uint64_t)f->module_id + 1);
+    slot_t *m = pl_table_get(&s->module_ix, (uint64_t)f->module_id + 1);
     if (m) {
         const module_t *md = &s->modules[m->val];
         const char *b = strrchr(md->path, '/');
@@ -811,7 +760,7 @@ static int64_t last_reported_key(const state_t *s, bool by_step) {
 static const pyf_t *naming_frame(const state_t *s, const stack_t_ *st) {
     const pyf_t *first = NULL;
     for (uint32_t i = 0; i < st->n_py; i++) {
-        slot_t *f = map_find(&s->pyf_ix, (uint64_t)st->py[i] + 1);
+        slot_t *f = pl_table_get(&s->pyf_ix, (uint64_t)st->py[i] + 1);
         if (!f) continue;
         const pyf_t *p = &s->pyfs[f->val];
         if (pl_pysite_is_user(p->file)) return p;
@@ -830,7 +779,7 @@ static void name_python_site(const state_t *s, const stack_t_ *st, pl_extract_si
     site->py_line = nf->line;
     site->py_source = pl_pysite_source(nf->file, nf->line, s->start_realtime_ns);
     for (uint32_t i = 0; i < st->n_py && site->n_py < PL_EXTRACT_SITE_PY_FRAMES; i++) {
-        slot_t *f = map_find(&s->pyf_ix, (uint64_t)st->py[i] + 1);
+        slot_t *f = pl_table_get(&s->pyf_ix, (uint64_t)st->py[i] + 1);
         char *t = NULL, *u = NULL;
         if (f) {
             const pyf_t *p = &s->pyfs[f->val];
@@ -881,7 +830,8 @@ static void find_sites(state_t *s, pl_report_process_t *row, bool by_step) {
      * through different native paths is one site), any other stack alone, as before Python frames existed. */
     typedef struct group { uint64_t key; double g, end, best_g; uint64_t n_live; uint32_t best_id, n; } group_t;
     group_t *groups = calloc(s->n_stacks, sizeof *groups);
-    map_t gix = {0};
+    pl_table_t gix;
+    map_init(&gix);
     size_t n_groups = 0;
     int64_t last_key = last_reported_key(s, by_step);
     /* Auto-detected steps (period detection) may close their last step after the interpreter's teardown began,
@@ -895,7 +845,7 @@ static void find_sites(state_t *s, pl_report_process_t *row, bool by_step) {
         double g = end - hist_at(h, tail - 1);
         const pyf_t *nf = naming_frame(s, st);
         uint64_t key = nf ? (1ull << 40) + (uint64_t)(nf - s->pyfs) : (uint64_t)st->id + 1;
-        slot_t *f = map_find(&gix, key);
+        slot_t *f = pl_table_get(&gix, key);
         group_t *gr;
         if (f) {
             gr = &groups[f->val];
@@ -937,7 +887,7 @@ static void find_sites(state_t *s, pl_report_process_t *row, bool by_step) {
         site->n_stacks = gr->n;
         site->n_frames = 0;
     }
-    map_free(&gix);
+    pl_table_free(&gix);
     free(groups);
     /* frames of the kept sites only (symbol files are opened for these alone) */
     pl_symbols_t *sy = xp->n_sites ? pl_symbols_new() : NULL;
@@ -950,7 +900,7 @@ static void find_sites(state_t *s, pl_report_process_t *row, bool by_step) {
         /* pcs: the frames, innermost first; skip the allocator's own frames at the top */
         uint32_t j = 0;
         while (j < st->n_pcs) {
-            slot_t *fi = map_find(&s->frame_ix, st->pcs[j]);
+            slot_t *fi = pl_table_get(&s->frame_ix, st->pcs[j]);
             if (!fi || !is_alloc_frame(s, &s->frames[fi->val])) break;
             j++;
         }
@@ -1049,13 +999,13 @@ static void state_free(state_t *s) {
         free(s->by_step.a[i].b);
         free(s->by_time.a[i].b);
     }
-    map_free(&s->host);
-    map_free(&s->blocks);
-    map_free(&s->segs);
-    map_free(&s->stack_ix);
-    map_free(&s->frame_ix);
-    map_free(&s->module_ix);
-    map_free(&s->pyf_ix);
+    pl_table_free(&s->host);
+    pl_table_free(&s->blocks);
+    pl_table_free(&s->segs);
+    pl_table_free(&s->stack_ix);
+    pl_table_free(&s->frame_ix);
+    pl_table_free(&s->module_ix);
+    pl_table_free(&s->pyf_ix);
     for (size_t i = 0; i < s->n_pyfs; i++) {
         free(s->pyfs[i].file);
         free(s->pyfs[i].func);
@@ -1146,6 +1096,8 @@ static int extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd
         return -ENOMEM;
     }
     s->t0 = h ? h->start_mono_ns : 0;
+    pl_table_t *maps[] = {&s->host, &s->blocks, &s->segs, &s->stack_ix, &s->frame_ix, &s->module_ix, &s->pyf_ix};
+    for (size_t i = 0; i < sizeof maps / sizeof maps[0]; i++) map_init(maps[i]);
     s->r = r;
     s->o = &o;
     s->xp = xp;
