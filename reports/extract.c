@@ -1,10 +1,12 @@
-/* reports/extract: streaming trace -> report model (see extract.h for the contract).
+/* reports/extract: ingest, one streaming pass of record handlers per trace -> a process row of the report and its
+ * extras (see extract.h for the contract); listing a run directory; the run they make is assembled by run.c.
  *
  * Invariants: per metric, bins are sorted by key and at most max_points; a key is a step (records with a step field
  * use it, periodic samples belong to the step in progress = last step record + 1) or, for a process without step
  * records, a time bucket of BUCKET_NS since the trace started. When the bins are full the bin width doubles and
  * neighbours merge (min of minima, max of maxima). Address maps (sampled host allocations, device blocks, device
- * segments) and the stack/frame/module tables are bounded; what does not fit is counted, never allocated.
+ * segments; common/table.h) and the stack/frame/module tables are bounded; what does not fit is counted, never
+ * allocated.
  */
 #include "extract.h"
 #include "alive.h"
