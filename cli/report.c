@@ -28,6 +28,7 @@
 #include "format.h"
 #include "render.h"
 #include "render_html.h"
+#include "run.h"
 
 static void usage(FILE *o) {
     fprintf(o, "usage: plateau report RUN_DIR|TRACE [--json FILE] [--html FILE] [--csv FILE] [--trace-events FILE]"
@@ -67,8 +68,7 @@ static void usage(FILE *o) {
 }
 
 typedef struct rendering {
-    const pl_report_t *r;
-    const pl_extract_t *x;
+    const pl_run_t *run;
     const pl_render_text_opts_t *to;
     const pl_compare_t *c;
     const pl_export_torch_t *t;
@@ -76,24 +76,23 @@ typedef struct rendering {
 
 static int render_html(const void *ctx, FILE *o) {
     const rendering_t *g = ctx;
-    return pl_render_html(g->r, g->x, o);
+    return pl_render_html(g->run, o);
 }
 static int render_json(const void *ctx, FILE *o) {
     const rendering_t *g = ctx;
-    return pl_extract_render_json(g->r, g->x, o, 0);
+    return pl_render_run_json(g->run, o, 0);
 }
 static int render_text(const void *ctx, FILE *o) {
     const rendering_t *g = ctx;
-    int rc = pl_render_text(g->r, o, g->to);
-    return rc ? rc : pl_extract_render_text_all(g->r, g->x, o, g->to->all_processes);
+    return pl_render_run_text(g->run, o, g->to);
 }
 static int render_csv(const void *ctx, FILE *o) {
     const rendering_t *g = ctx;
-    return pl_export_csv(g->r, g->x, o);
+    return pl_export_csv(g->run, o);
 }
 static int render_trace_events(const void *ctx, FILE *o) {
     const rendering_t *g = ctx;
-    return pl_export_trace_events(g->r, g->x, o);
+    return pl_export_trace_events(g->run, o);
 }
 static int render_torch(const void *ctx, FILE *o) {
     const rendering_t *g = ctx;
@@ -121,10 +120,10 @@ static int write_file(const char *path, const char *what, const rendering_t *g, 
 }
 
 /* --torch-snapshot: the device events are read again from the traces (the report keeps only their series) */
-static int write_torch(const char *path, const pl_extract_t *x) {
+static int write_torch(const char *path, const pl_run_t *run) {
     pl_export_torch_t *t = NULL;
     pl_export_torch_info_t info;
-    int rc = pl_export_torch_collect(x, &t, &info);
+    int rc = pl_export_torch_collect(run, &t, &info);
     if (rc) {
         fprintf(stderr, "plateau report: reading device events for --torch-snapshot failed: %s\n", strerror(-rc));
         return -1;
@@ -191,38 +190,36 @@ static int compare(const char *path_a, const char *path_b, const char *allocs, c
         return 2;
     }
     const char *paths[2] = {path_a, path_b};
-    pl_report_t *r[2] = {NULL, NULL};
-    pl_extract_t x[2];
-    pl_extract_init(&x[0]);
-    pl_extract_init(&x[1]);
+    pl_run_t run[2] = {{0}, {0}};
     int status = 1;
     size_t mp[2];
     const char *alloc[2] = {NULL, NULL}, *from[2] = {"", ""};
     char asked[2][16];
     for (int i = 0; i < 2; i++) {
-        if (!(r[i] = pl_report_create(paths[i]))) {
+        if (pl_run_create(&run[i], paths[i])) {
             fprintf(stderr, "plateau report: out of memory\n");
             goto out;
         }
-        int rc = pl_extract_path(r[i], &x[i], paths[i], eo);
-        if (rc == -ENOMEM || x[i].n_procs == 0) {
+        const pl_extract_t *x = run[i].ext;
+        int rc = pl_extract_path(run[i].report, run[i].ext, paths[i], eo);
+        if (rc == -ENOMEM || x->n_procs == 0) {
             fprintf(stderr, "plateau report: no usable trace in %s: %s\n", pl_format_esc(paths[i]),
-                    x[i].first_error[0] ? pl_format_esc(x[i].first_error) : strerror(-rc));
+                    x->first_error[0] ? pl_format_esc(x->first_error) : strerror(-rc));
             goto out;
         }
-        if ((rc = pl_report_analyze(r[i]))) {
+        if ((rc = pl_run_analyze(&run[i]))) {
             fprintf(stderr, "plateau report: analysis of %s failed: %s\n", pl_format_esc(paths[i]), strerror(-rc));
             goto out;
         }
-        mp[i] = main_proc(&x[i]);
+        mp[i] = main_proc(x);
         if (given[i][0]) {
             alloc[i] = given[i];
             from[i] = "given";
         } else {
             /* the allocator the tracer saw serve malloc; else the one plateau run was asked for (a jemalloc under
              * another file name is recorded as other:NAME); else a guess from usable sizes */
-            pl_compare_trace_allocator(x[i].procs[mp[i]].file, &alloc[i], &from[i]);
-            requested_allocator(x[i].procs[mp[i]].file, asked[i], sizeof asked[i]);
+            pl_compare_proc_allocator(&x->procs[mp[i]], &alloc[i], &from[i]);
+            requested_allocator(x->procs[mp[i]].file, asked[i], sizeof asked[i]);
             bool seen = alloc[i] && !strcmp(from[i], "recorded") &&
                         (!strcmp(alloc[i], "glibc") || !strcmp(alloc[i], "jemalloc"));
             if (asked[i][0] && !seen) {
@@ -236,7 +233,8 @@ static int compare(const char *path_a, const char *path_b, const char *allocs, c
         }
     }
     pl_compare_t c;
-    if (pl_compare_runs(x[0].procs[mp[0]].proc, alloc[0], paths[0], x[1].procs[mp[1]].proc, alloc[1], paths[1], &c))
+    if (pl_compare_runs(run[0].ext->procs[mp[0]].proc, alloc[0], paths[0], run[1].ext->procs[mp[1]].proc, alloc[1],
+                        paths[1], &c))
         goto out;
     for (int i = 0; i < 2; i++) snprintf(c.run[i].allocator_from, sizeof c.run[i].allocator_from, "%s", from[i]);
     status = is_stdout(json) ? 0 : pl_compare_render_text(&c, stdout) ? 1 : 0;
@@ -251,10 +249,7 @@ static int compare(const char *path_a, const char *path_b, const char *allocs, c
     }
     fflush(stdout);
 out:
-    for (int i = 0; i < 2; i++) {
-        pl_extract_free(&x[i]);
-        if (r[i]) pl_report_destroy(r[i]);
-    }
+    for (int i = 0; i < 2; i++) pl_run_destroy(&run[i]);
     return status;
 }
 
@@ -406,36 +401,37 @@ int pl_cli_report(int argc, char **argv) {
     char source[256]; /* the report's source: the first path, and how many more were merged */
     if (n_paths > 1) snprintf(source, sizeof source, "%s (+%d more run director%s merged)", path, n_paths - 1,
                               n_paths > 2 ? "ies" : "y");
-    pl_report_t *r = pl_report_create(n_paths > 1 ? source : path);
-    if (!r) {
+    pl_run_t run;
+    if (pl_run_create(&run, n_paths > 1 ? source : path)) {
         fprintf(stderr, "plateau report: out of memory\n");
         return 1;
     }
+    pl_report_t *r = run.report;
+    const pl_extract_t *x = run.ext;
     r->practical = pp;
-    pl_extract_t x;
-    pl_extract_init(&x);
     int status = 0;
-    int rc = n_paths > 1 ? pl_extract_paths(r, &x, paths, (size_t)n_paths, &eo) : pl_extract_path(r, &x, path, &eo);
+    int rc = n_paths > 1 ? pl_extract_paths(r, run.ext, paths, (size_t)n_paths, &eo)
+                         : pl_extract_path(r, run.ext, path, &eo);
     if (rc == -ENOMEM) {
         fprintf(stderr, "plateau report: out of memory reading %s\n", pl_format_esc(path));
         status = 1;
         goto out;
     }
-    if (x.n_procs == 0) {
+    if (x->n_procs == 0) {
         fprintf(stderr, "plateau report: no usable trace: %s\n",
-                x.first_error[0] ? pl_format_esc(x.first_error) : strerror(-rc));
+                x->first_error[0] ? pl_format_esc(x->first_error) : strerror(-rc));
         status = 1;
         goto out;
     }
-    if ((rc = pl_report_analyze(r))) {
+    if ((rc = pl_run_analyze(&run))) {
         fprintf(stderr, "plateau report: analysis failed: %s\n", strerror(-rc));
         status = 1;
         goto out;
     }
-    for (size_t i = 0; i < x.n_procs; i++)
-        if (x.procs[i].damaged)
-            fprintf(stderr, "plateau report: warning: %s (partial report)\n", pl_format_esc(x.procs[i].error));
-    rendering_t g = {.r = r, .x = &x, .to = &to};
+    for (size_t i = 0; i < x->n_procs; i++)
+        if (x->procs[i].damaged)
+            fprintf(stderr, "plateau report: warning: %s (partial report)\n", pl_format_esc(x->procs[i].error));
+    rendering_t g = {.run = &run, .to = &to};
     if (!n_stdout && (rc = pl_cli_output(NULL, render_text, &g))) {
         fprintf(stderr, "plateau report: writing the report to stdout failed: %s\n", strerror(-rc));
         status = 1;
@@ -444,11 +440,10 @@ int pl_cli_report(int argc, char **argv) {
     if (html && write_file(html, "HTML report", &g, render_html)) status = 1;
     if (csv && write_file(csv, "CSV series", &g, render_csv)) status = 1;
     if (tev && write_file(tev, "trace events", &g, render_trace_events)) status = 1;
-    if (torch && write_torch(torch, &x)) status = 1;
+    if (torch && write_torch(torch, &run)) status = 1;
     if (fail_on_leak && status == 0 && r->verdict.kind == PL_PV_LEAK) status = PL_EXIT_LEAK;
     fflush(stdout);
 out:
-    pl_extract_free(&x);
-    pl_report_destroy(r);
+    pl_run_destroy(&run);
     return status;
 }

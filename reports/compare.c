@@ -12,8 +12,6 @@
 #include <math.h>
 #include <string.h>
 
-#include <plateau/trace.h>
-
 #include "format.h"
 #include "json.h"
 
@@ -170,55 +168,29 @@ int pl_compare_runs(const pl_report_process_t *a, const char *alloc_a, const cha
     return 0;
 }
 
-int pl_compare_guess_allocator(const char *trace_path, const char **out) {
-    if (!trace_path || !out) return -EINVAL;
-    pl_trace_reader_t *rd;
-    int rc = pl_trace_open(trace_path, &rd);
-    if (rc) return rc;
+const char *pl_compare_guess_allocator(uint64_t n_sizes, uint64_t n_8mod16) {
     /* glibc's usable size of a heap chunk is its size (a multiple of 16) minus 8; jemalloc's are its size classes
-     * (8, then multiples of 16). Sizes of 16 and below say nothing. */
-    unsigned long long n = 0, n8 = 0;
-    pl_trace_record_t rec;
-    while (pl_trace_next(rd, &rec) > 0)
-        if (rec.type == PL_REC_HOST_ALLOC && rec.u.host_alloc.kind != PL_HOST_MMAP && rec.u.host_alloc.size > 16) {
-            n++;
-            n8 += rec.u.host_alloc.size % 16 == 8;
-        }
-    pl_trace_close(rd);
-    *out = NULL;
-    if (n >= GUESS_MIN_SAMPLES) {
-        if (n8 * 10 >= n * 9) *out = "glibc";
-        else if (n8 * 100 <= n) *out = "jemalloc";
-    }
-    return 0;
+     * (8, then multiples of 16). Sizes of 16 and below say nothing (extract.c counts only larger ones). */
+    if (n_sizes < GUESS_MIN_SAMPLES) return NULL;
+    if (n_8mod16 * 10 >= n_sizes * 9) return "glibc";
+    if (n_8mod16 * 100 <= n_sizes) return "jemalloc";
+    return NULL;
 }
 
-int pl_compare_trace_allocator(const char *trace_path, const char **alloc, const char **from) {
-    if (!trace_path || !alloc || !from) return -EINVAL;
+void pl_compare_proc_allocator(const pl_extract_proc_t *p, const char **alloc, const char **from) {
     *alloc = NULL;
     *from = "";
-    pl_trace_reader_t *rd;
-    int rc = pl_trace_open(trace_path, &rd);
-    if (rc) return rc;
+    if (!p) return;
     static const char *const known[] = {"glibc", "jemalloc", "tcmalloc", "mimalloc"};
-    const char *rec_alloc = NULL;
-    pl_trace_record_t rec;
-    /* process_start is the first record of every trace */
-    if (pl_trace_next(rd, &rec) > 0 && rec.type == PL_REC_PROCESS_START && rec.u.process.host_allocator &&
-        rec.u.process.host_allocator[0] && strcmp(rec.u.process.host_allocator, "unknown")) {
-        rec_alloc = "other";
+    if (p->host_allocator[0] && strcmp(p->host_allocator, "unknown")) {
+        *alloc = "other";
         for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
-            if (!strcmp(rec.u.process.host_allocator, known[i])) rec_alloc = known[i];
-    }
-    pl_trace_close(rd);
-    if (rec_alloc) {
-        *alloc = rec_alloc;
+            if (!strcmp(p->host_allocator, known[i])) *alloc = known[i];
         *from = "recorded";
-        return 0;
+        return;
     }
-    if ((rc = pl_compare_guess_allocator(trace_path, alloc))) return rc;
+    *alloc = pl_compare_guess_allocator(p->n_usable_sizes, p->n_usable_8mod16);
     if (*alloc) *from = "guessed";
-    return 0;
 }
 
 const char *pl_compare_kind_name(pl_compare_kind_t k) {

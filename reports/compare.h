@@ -3,18 +3,20 @@
  * malloc heap, nothing, or not decided yet (rules: docs/verdict.md, "Comparing two host allocators").
  *
  * Input: one process row of each analysed report (pl_report_analyze done), and each run's host allocator when known
- * ("glibc", "jemalloc", or NULL). pl_compare_trace_allocator reads it from a trace when plateau run did not say:
- * the tracer records it (format 1.2); for older traces pl_compare_guess_allocator infers it from
- * the malloc_usable_size values in its sampled host_alloc records (glibc chunks: 8 mod 16; jemalloc size classes:
- * multiples of 16). Pure functions over the model, plus one trace scan; no globals; thread-safe.
+ * ("glibc", "jemalloc", or NULL). pl_compare_proc_allocator takes it from the run model when plateau run did not
+ * say: the tracer records it (format 1.2), and extract.c keeps it; for older traces pl_compare_guess_allocator infers
+ * it from the malloc_usable_size values of the sampled host_alloc records, which extract.c counts (glibc chunks:
+ * 8 mod 16; jemalloc size classes: multiples of 16). Pure functions over the model; no globals; thread-safe.
  * Data flow: extract -> report (analysed) -> pl_compare_runs -> pl_compare_render_text / _json.
  */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
+#include "extract.h"
 #include "report.h"
 
 #define PL_COMPARE_SCHEMA_VERSION 1
@@ -55,15 +57,16 @@ typedef struct pl_compare {
 int pl_compare_runs(const pl_report_process_t *a, const char *alloc_a, const char *source_a,
                     const pl_report_process_t *b, const char *alloc_b, const char *source_b, pl_compare_t *out);
 
-/* Guess the host allocator from a trace's sampled host allocations: "glibc", "jemalloc", or NULL when the trace
- * has too few samples (20) or mixed evidence. Returns 0, or the open error (negative errno). */
-int pl_compare_guess_allocator(const char *trace_path, const char **out);
+/* Guess the host allocator from the usable sizes of sampled malloc-family allocations over 16 bytes (n_sizes of
+ * them, n_8mod16 of those 8 mod 16: extract.h counts both): "glibc", "jemalloc", or NULL with too few samples (20)
+ * or mixed evidence. */
+const char *pl_compare_guess_allocator(uint64_t n_sizes, uint64_t n_8mod16);
 
-/* The host allocator of a trace: the one the tracer recorded in its process_start record (trace format 1.2+;
- * "glibc", "jemalloc", "tcmalloc", "mimalloc" or "other"), *from = "recorded"; for an older trace, or one whose
- * tracer could not tell, the guess of pl_compare_guess_allocator, *from = "guessed"; *alloc NULL and *from ""
- * when neither says. The strings are static. Returns 0, or the open error (negative errno). */
-int pl_compare_trace_allocator(const char *trace_path, const char **alloc, const char **from);
+/* The host allocator of a process image: the one the tracer recorded in its trace (format 1.2+; "glibc",
+ * "jemalloc", "tcmalloc", "mimalloc" or "other"), *from = "recorded"; for an older trace, or one whose tracer could
+ * not tell, pl_compare_guess_allocator's guess, *from = "guessed"; *alloc NULL and *from "" when neither says (or p
+ * is NULL). Read from the model: the trace is not opened again. The strings are static. */
+void pl_compare_proc_allocator(const pl_extract_proc_t *p, const char **alloc, const char **from);
 
 /* "allocator-retention", "leak", "outside-heap", "no-growth", "inconclusive". */
 const char *pl_compare_kind_name(pl_compare_kind_t k);

@@ -11,7 +11,7 @@
  * All write to a caller-owned FILE, never modify the report, and give the same bytes for the same input. Strings
  * from the trace (process names, mark labels) are written as valid UTF-8 (a byte that is not is written as
  * U+FFFD) and escaped as each format needs. Return 0, -EINVAL, -ENOMEM, or -EIO when the stream reports an error.
- * Data flow: extract.h -> pl_report_analyze -> here. Not thread-safe per report.
+ * Data flow: the run model (run.h), analysed -> here. Not thread-safe per run.
  */
 #pragma once
 
@@ -19,23 +19,22 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "extract.h"
-#include "report.h"
+#include "run.h"
 
 /* Header "pid,exec,rank,process,by,step,t_seconds,<metric>...,marks": the metrics present in any process, in
  * pl_metric_t order. exec: the process image's exec count (0 for the first image of a pid, 1 after its first
- * exec, ...; from x, empty when x is NULL or for a pool row), so (pid, exec, step) keys a row. Rows by process
+ * exec, ...; from run->ext, empty when it is NULL or for a pool row), so (pid, exec, step) keys a row. Rows by process
  * (report order), then step (or time bucket, by = "time"). A cell is empty where that process has no point of
  * that metric at that step; marks holds the labels of the marks in that step, joined by "; ". Quoting per RFC 4180.
  * t_seconds: the step's first sample, since the process's trace started. */
-int pl_export_csv(const pl_report_t *r, const pl_extract_t *x, FILE *out);
+int pl_export_csv(const pl_run_t *run, FILE *out);
 
-/* {"traceEvents": [...], "displayTimeUnit": "ms", "otherData": {...}}: per process with a trace (x->procs),
+/* {"traceEvents": [...], "displayTimeUnit": "ms", "otherData": {...}}: per process with a trace (run->ext->procs),
  * process_name / process_sort_index / thread_name metadata, "C" events per metric point (args {"bytes"} or
  * {"count"}: the step's baseline at the step's first sample), "i" events "step N" at each step's first sample and
  * one per mark (category "plateau.mark", args {"step"}). Timestamps in microseconds on CLOCK_REALTIME when the
  * trace recorded its start there (as PyTorch's profiler traces are), else on CLOCK_MONOTONIC. */
-int pl_export_trace_events(const pl_report_t *r, const pl_extract_t *x, FILE *out);
+int pl_export_trace_events(const pl_run_t *run, FILE *out);
 
 /* ---- PyTorch memory snapshot (export_torch.c) ---- */
 
@@ -58,11 +57,11 @@ typedef struct pl_export_torch_info {
     size_t n_other_procs;     /* other processes of the run that had device events too (not exported) */
 } pl_export_torch_info_t;
 
-/* Read the device records of the run's traces (x->procs[].file, already listed by pl_extract_path) and keep those
+/* Read the device records of the run's traces (run->ext->procs[].file, listed when the run was read) and keep those
  * of the process with the most device allocation events. *out is NULL when no process has any (nothing to export:
  * returns 0). CUPTI activity records are left out (they repeat what the hooks saw). Returns 0, -ENOMEM, or the
  * trace open error. */
-int pl_export_torch_collect(const pl_extract_t *x, pl_export_torch_t **out, pl_export_torch_info_t *info);
+int pl_export_torch_collect(const pl_run_t *run, pl_export_torch_t **out, pl_export_torch_info_t *info);
 
 /* The same over one trace in memory (fuzzing, tests): *out NULL when it has no device allocations. */
 int pl_export_torch_collect_mem(const void *data, size_t len, pl_export_torch_t **out);

@@ -112,8 +112,10 @@ static int proc_rows(FILE *o, const pl_report_process_t *p, const pl_extract_pro
     }
 }
 
-int pl_export_csv(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
-    if (!r || !o) return -EINVAL;
+int pl_export_csv(const pl_run_t *run, FILE *o) {
+    if (!run || !run->report || !o) return -EINVAL;
+    const pl_report_t *r = run->report;
+    const pl_extract_t *x = run->ext;
     bool cols[PL_METRIC__COUNT] = {false};
     for (size_t i = 0; i < r->n_procs; i++)
         for (int m = 0; m < PL_METRIC__COUNT; m++) cols[m] |= r->procs[i]->metrics[m].present;

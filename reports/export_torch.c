@@ -20,6 +20,7 @@
  */
 #include "export.h"
 #include "symbols.h"
+#include "table.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -40,7 +41,8 @@ typedef struct ev {
     uint8_t action;
 } ev_t;
 
-typedef struct live {         /* a live block or segment; addr 0 = empty slot, UINT64_MAX = deleted */
+typedef struct live {         /* a live block or segment, the value of its address in a table (addr 0 and
+                               * UINT64_MAX are never stored) */
     uint64_t addr, size, requested, stream;
     int32_t device;
     uint32_t pool;            /* allocator pool: 1 small, 2 large; 0 unknown */
@@ -57,18 +59,12 @@ typedef struct live {         /* a live block or segment; addr 0 = empty slot, U
 #define ST_MAX_MODULES 4096u
 #define ST_MAX_STR_BYTES (32u << 20)
 
-typedef struct idmap {        /* u64 key -> u32 value, open addressing; keys stored + 1 (0 = empty) */
-    uint64_t *keys;
-    uint32_t *vals;
-    size_t cap, n;
-} idmap_t;
-
 typedef struct stk { uint32_t off, n_native, n_py; } stk_t;
 typedef struct nfr { uint32_t module; char *symbol; uint64_t symbol_offset, module_offset; } nfr_t;
 typedef struct pyf { char *file, *function; int32_t line; } pyf_t;
 
 typedef struct stacks {
-    idmap_t stack_ix, frame_ix, module_ix, pyf_ix;
+    pl_table_t stack_ix, frame_ix, module_ix, pyf_ix; /* id + 1 -> uint32_t index (common/table.h) */
     stk_t *stacks;
     uint64_t *pool;           /* per stack: its pcs, then its Python frame ids */
     nfr_t *frames;
@@ -77,17 +73,12 @@ typedef struct stacks {
     size_t n_stacks, n_pool, n_frames, n_modules, n_pyfs, str_bytes;
 } stacks_t;
 
-typedef struct table {
-    live_t *slots;
-    size_t cap, n, used;      /* used counts deleted slots too */
-} table_t;
-
 /* one source's view of one process */
 typedef struct side {
     ev_t *ring;
     size_t cap, n, head;      /* head: index of the oldest entry once the ring is full */
     uint64_t n_total, n_allocs, n_skipped;
-    table_t blocks, segs;
+    pl_table_t blocks, segs;  /* address -> live_t (common/table.h) */
     int32_t max_device;
 } side_t;
 
@@ -97,57 +88,36 @@ struct pl_export_torch {
     stacks_t st;
 };
 
-#define DELETED UINT64_MAX
+#define DELETED UINT64_MAX     /* an address the tables refuse (kept as before they shared common/table.h) */
 
-static size_t slot_of(uint64_t a, size_t cap) { return (size_t)((a * 0x9e3779b97f4a7c15ull) >> 17) & (cap - 1); }
-
-static live_t *table_find(const table_t *t, uint64_t addr) {
-    if (!t->cap || !addr || addr == DELETED) return NULL;
-    for (size_t i = slot_of(addr, t->cap), k = 0; k < t->cap; i = (i + 1) & (t->cap - 1), k++) {
-        if (t->slots[i].addr == addr) return &t->slots[i];
-        if (!t->slots[i].addr) return NULL;
-    }
-    return NULL;
-}
-
-static int table_put(table_t *t, const live_t *v) {
-    if ((t->used + 1) * 4 > t->cap * 3) { /* grow (or rehash away deleted slots) at 3/4 */
-        size_t nc = t->cap ? (t->n * 2 + 2 > t->cap ? t->cap * 2 : t->cap) : 64;
-        live_t *ns = calloc(nc, sizeof *ns);
-        if (!ns) return -ENOMEM;
-        for (size_t i = 0; i < t->cap; i++) {
-            live_t *o = &t->slots[i];
-            if (!o->addr || o->addr == DELETED) continue;
-            size_t j = slot_of(o->addr, nc);
-            while (ns[j].addr) j = (j + 1) & (nc - 1);
-            ns[j] = *o;
-        }
-        free(t->slots);
-        t->slots = ns;
-        t->cap = nc;
-        t->used = t->n;
-    }
-    size_t i = slot_of(v->addr, t->cap);
-    while (t->slots[i].addr && t->slots[i].addr != DELETED) i = (i + 1) & (t->cap - 1);
-    if (!t->slots[i].addr) t->used++;
-    t->slots[i] = *v;
-    t->n++;
+/* 0 or -ENOMEM (the tables are unbounded and never see address 0) */
+static int table_put(pl_table_t *t, const live_t *v) {
+    void *p;
+    int rc = pl_table_put(t, v->addr, &p);
+    if (rc) return rc < 0 ? rc : 0;
+    *(live_t *)p = *v;
     return 0;
 }
 
-static bool table_take(table_t *t, uint64_t addr, live_t *out) {
-    live_t *f = table_find(t, addr);
+static bool table_take(pl_table_t *t, uint64_t addr, live_t *out) {
+    live_t *f = pl_table_get(t, addr);
     if (!f) return false;
-    if (out) *out = *f;
-    f->addr = DELETED;
-    t->n--;
+    *out = *f;
+    pl_table_del(t, f);
     return true;
+}
+
+static void side_init(side_t *s) {
+    memset(s, 0, sizeof *s);
+    s->max_device = -1;
+    pl_table_init(&s->blocks, sizeof(live_t), 0);
+    pl_table_init(&s->segs, sizeof(live_t), 0);
 }
 
 static void side_free(side_t *s) {
     free(s->ring);
-    free(s->blocks.slots);
-    free(s->segs.slots);
+    pl_table_free(&s->blocks);
+    pl_table_free(&s->segs);
     memset(s, 0, sizeof *s);
 }
 
@@ -189,7 +159,7 @@ static int side_record(side_t *s, bool allocator, pl_rec_type_t type, const pl_r
     int rc;
     switch (type) {
     case PL_REC_DEVICE_ALLOC:
-        if (!q->addr || q->addr == DELETED || !q->size || table_find(&s->blocks, q->addr)) break;
+        if (!q->addr || q->addr == DELETED || !q->size || pl_table_get(&s->blocks, q->addr)) break;
         if ((rc = table_put(&s->blocks, &v))) return rc;
         s->n_allocs++;
         if (!allocator && (rc = side_event(s, A_SEG_ALLOC, q, t_ns))) return rc;
@@ -204,7 +174,7 @@ static int side_record(side_t *s, bool allocator, pl_rec_type_t type, const pl_r
         return allocator ? 0 : side_event(s, A_SEG_FREE, &f, t_ns);
     }
     case PL_REC_DEVICE_MAP:
-        if (!q->addr || q->addr == DELETED || !q->size || table_find(&s->segs, q->addr)) break;
+        if (!q->addr || q->addr == DELETED || !q->size || pl_table_get(&s->segs, q->addr)) break;
         if ((rc = table_put(&s->segs, &v))) return rc;
         return side_event(s, allocator ? A_SEG_ALLOC : A_SEG_MAP, q, t_ns);
     case PL_REC_DEVICE_UNMAP: {
@@ -221,57 +191,31 @@ static int side_record(side_t *s, bool allocator, pl_rec_type_t type, const pl_r
     return 0;
 }
 
-static const uint32_t *idmap_get(const idmap_t *m, uint64_t key) {
-    if (!m->cap) return NULL;
-    for (size_t i = slot_of(key + 1, m->cap);; i = (i + 1) & (m->cap - 1)) {
-        if (m->keys[i] == key + 1) return &m->vals[i];
-        if (!m->keys[i]) return NULL;
-    }
-}
+/* Ids in the stack tables are stored as id + 1, so that id 0 is a key; UINT64_MAX (a pc only a hostile trace holds)
+ * is neither stored nor found. */
+static const uint32_t *idmap_get(const pl_table_t *m, uint64_t key) { return pl_table_get(m, key + 1); }
 
-/* 0, -EEXIST (kept the first), -ENOMEM */
-static int idmap_put(idmap_t *m, uint64_t key, uint32_t val) {
+/* 0 (also for UINT64_MAX, not stored), -EEXIST (kept the first), -ENOMEM */
+static int idmap_put(pl_table_t *m, uint64_t key, uint32_t val) {
     if (idmap_get(m, key)) return -EEXIST;
-    if ((m->n + 1) * 2 > m->cap) {
-        size_t nc = m->cap ? m->cap * 2 : 256;
-        uint64_t *nk = calloc(nc, sizeof *nk);
-        uint32_t *nv = calloc(nc, sizeof *nv);
-        if (!nk || !nv) {
-            free(nk);
-            free(nv);
-            return -ENOMEM;
-        }
-        for (size_t i = 0; i < m->cap; i++) {
-            if (!m->keys[i]) continue;
-            size_t j = slot_of(m->keys[i], nc);
-            while (nk[j]) j = (j + 1) & (nc - 1);
-            nk[j] = m->keys[i];
-            nv[j] = m->vals[i];
-        }
-        free(m->keys);
-        free(m->vals);
-        m->keys = nk;
-        m->vals = nv;
-        m->cap = nc;
-    }
-    size_t i = slot_of(key + 1, m->cap);
-    while (m->keys[i]) i = (i + 1) & (m->cap - 1);
-    m->keys[i] = key + 1;
-    m->vals[i] = val;
-    m->n++;
+    void *p;
+    int rc = pl_table_put(m, key + 1, &p);
+    if (rc) return rc > 0 ? 0 : rc;
+    *(uint32_t *)p = val;
     return 0;
 }
 
-static void idmap_free(idmap_t *m) {
-    free(m->keys);
-    free(m->vals);
+static void stacks_init(stacks_t *st) {
+    memset(st, 0, sizeof *st);
+    pl_table_t *maps[] = {&st->stack_ix, &st->frame_ix, &st->module_ix, &st->pyf_ix};
+    for (size_t i = 0; i < sizeof maps / sizeof maps[0]; i++) pl_table_init(maps[i], sizeof(uint32_t), 0);
 }
 
 static void stacks_free(stacks_t *st) {
-    idmap_free(&st->stack_ix);
-    idmap_free(&st->frame_ix);
-    idmap_free(&st->module_ix);
-    idmap_free(&st->pyf_ix);
+    pl_table_free(&st->stack_ix);
+    pl_table_free(&st->frame_ix);
+    pl_table_free(&st->module_ix);
+    pl_table_free(&st->pyf_ix);
     for (size_t i = 0; i < st->n_frames; i++) free(st->frames[i].symbol);
     for (size_t i = 0; i < st->n_modules; i++) {
         free((char *)st->modules[i].path);
@@ -401,8 +345,11 @@ static int read_trace(pl_trace_reader_t *rd, side_t *as, side_t *cs, stacks_t *s
  * stays NULL without any device allocation. Returns 0, -ENOMEM, or the reader's error. */
 static int collect_reader(pl_trace_reader_t *rd, pl_export_torch_t **out) {
     *out = NULL;
-    side_t as = {.max_device = -1}, cs = {.max_device = -1};
-    stacks_t st = {0};
+    side_t as, cs;
+    stacks_t st;
+    side_init(&as);
+    side_init(&cs);
+    stacks_init(&st);
     int rc = read_trace(rd, &as, &cs, &st);
     bool use_alloc = as.n_allocs > 0;
     side_t *keep = use_alloc ? &as : &cs;
@@ -424,8 +371,9 @@ static int collect_reader(pl_trace_reader_t *rd, pl_export_torch_t **out) {
     return rc;
 }
 
-int pl_export_torch_collect(const pl_extract_t *x, pl_export_torch_t **out, pl_export_torch_info_t *info) {
-    if (!x || !out || !info) return -EINVAL;
+int pl_export_torch_collect(const pl_run_t *run, pl_export_torch_t **out, pl_export_torch_info_t *info) {
+    if (!run || !run->ext || !out || !info) return -EINVAL;
+    const pl_extract_t *x = run->ext;
     *out = NULL;
     memset(info, 0, sizeof *info);
     pl_export_torch_t *best = NULL;
@@ -492,10 +440,12 @@ static int cmp_live(const void *a, const void *b) {
 
 static int cmp_seg(const void *a, const void *b) { return cmp_live(&((const seg_t *)a)->s, &((const seg_t *)b)->s); }
 
-static size_t table_list(const table_t *t, live_t *out) {
+static size_t table_list(const pl_table_t *t, live_t *out) {
     size_t n = 0;
-    for (size_t i = 0; i < t->cap; i++)
-        if (t->slots[i].addr && t->slots[i].addr != DELETED) out[n++] = t->slots[i];
+    for (size_t i = 0; i < t->cap; i++) {
+        const live_t *v = pl_table_slot(t, i);
+        if (v) out[n++] = *v;
+    }
     return n;
 }
 

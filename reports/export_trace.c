@@ -151,8 +151,10 @@ static void marks(out_t *c, const pl_extract_proc_t *xp) {
     }
 }
 
-int pl_export_trace_events(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
-    if (!r || !x || !o) return -EINVAL;
+int pl_export_trace_events(const pl_run_t *run, FILE *o) {
+    if (!run || !run->report || !run->ext || !o) return -EINVAL;
+    const pl_report_t *r = run->report;
+    const pl_extract_t *x = run->ext;
     bool realtime = x->n_procs > 0;
     for (size_t i = 0; i < x->n_procs; i++) realtime &= x->procs[i].start_realtime_ns > 0;
     pl_json_t j;

@@ -1,10 +1,12 @@
-/* reports/extract: streaming trace -> report model (see extract.h for the contract).
+/* reports/extract: ingest, one streaming pass of record handlers per trace -> a process row of the report and its
+ * extras (see extract.h for the contract); listing a run directory; the run they make is assembled by run.c.
  *
  * Invariants: per metric, bins are sorted by key and at most max_points; a key is a step (records with a step field
  * use it, periodic samples belong to the step in progress = last step record + 1) or, for a process without step
  * records, a time bucket of BUCKET_NS since the trace started. When the bins are full the bin width doubles and
  * neighbours merge (min of minima, max of maxima). Address maps (sampled host allocations, device blocks, device
- * segments) and the stack/frame/module tables are bounded; what does not fit is counted, never allocated.
+ * segments; common/table.h) and the stack/frame/module tables are bounded; what does not fit is counted, never
+ * allocated.
  */
 #include "extract.h"
 #include "alive.h"
@@ -12,17 +14,15 @@
 
 #include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "format.h"
-#include "json.h"
 #include "pysites.h"
-#include "render.h"
+#include "run.h"
 #include "symbols.h"
+#include "table.h"
 
 #define BUCKET_NS 1000000000LL       /* time bucket for processes without steps, before widening */
 #define MAX_KEY (INT64_MAX / 4)
@@ -122,82 +122,30 @@ static int agg_add(agg_t *a, int64_t key, int64_t t_ns, double v) {
     return 0;
 }
 
-/* ---- bounded u64 -> (u64, u32) map, linear probing with backward-shift deletion; key 0 is never stored ---- */
+/* ---- bounded address and id maps: common/table.h, a value of (u64, u32) per key; key 0 is never stored ---- */
 
-typedef struct slot { uint64_t key, val; uint32_t aux; } slot_t;
-typedef struct map { slot_t *s; size_t cap, n; } map_t;
+typedef struct slot { uint64_t val; uint32_t aux; } slot_t;
 
-static size_t mhash(uint64_t k, size_t cap) {
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    k ^= k >> 33;
-    return (size_t)k & (cap - 1);
-}
-
-static slot_t *map_find(const map_t *m, uint64_t key) {
-    if (!m->cap || !key) return NULL;
-    for (size_t i = mhash(key, m->cap);; i = (i + 1) & (m->cap - 1)) {
-        if (m->s[i].key == key) return &m->s[i];
-        if (!m->s[i].key) return NULL;
-    }
-}
+static void map_init(pl_table_t *m) { pl_table_init(m, sizeof(slot_t), MAP_MAX_ENTRIES); }
 
 /* 0 stored/updated, 1 full (not stored), -ENOMEM */
-static int map_put(map_t *m, uint64_t key, uint64_t val, uint32_t aux) {
-    if (!key) return 1;
-    slot_t *f = map_find(m, key);
-    if (f) {
-        f->val = val;
-        f->aux = aux;
-        return 0;
-    }
-    if (m->n >= MAP_MAX_ENTRIES) return 1;
-    if ((m->n + 1) * 2 > m->cap) {
-        size_t nc = m->cap ? m->cap * 2 : 256;
-        slot_t *ns = calloc(nc, sizeof *ns);
-        if (!ns) return -ENOMEM;
-        for (size_t i = 0; i < m->cap; i++) {
-            if (!m->s[i].key) continue;
-            size_t j = mhash(m->s[i].key, nc);
-            while (ns[j].key) j = (j + 1) & (nc - 1);
-            ns[j] = m->s[i];
-        }
-        free(m->s);
-        m->s = ns;
-        m->cap = nc;
-    }
-    size_t i = mhash(key, m->cap);
-    while (m->s[i].key) i = (i + 1) & (m->cap - 1);
-    m->s[i] = (slot_t){key, val, aux};
-    m->n++;
+static int map_put(pl_table_t *m, uint64_t key, uint64_t val, uint32_t aux) {
+    void *p;
+    int rc = pl_table_put(m, key, &p);
+    if (rc) return rc;
+    slot_t *v = p;
+    v->val = val;
+    v->aux = aux;
     return 0;
 }
 
-static bool map_take(map_t *m, uint64_t key, slot_t *out) {
-    slot_t *f = map_find(m, key);
+/* Remove key, its value into *out; false when absent. */
+static bool map_take(pl_table_t *m, uint64_t key, slot_t *out) {
+    slot_t *f = pl_table_get(m, key);
     if (!f) return false;
     *out = *f;
-    size_t mask = m->cap - 1, i = (size_t)(f - m->s), j = i;
-    m->s[i].key = 0;
-    for (;;) {
-        j = (j + 1) & mask;
-        if (!m->s[j].key) break;
-        size_t h = mhash(m->s[j].key, m->cap);
-        /* move j back to i when its home h is not cyclically in (i, j] */
-        bool stay = i <= j ? (i < h && h <= j) : (i < h || h <= j);
-        if (stay) continue;
-        m->s[i] = m->s[j];
-        m->s[j].key = 0;
-        i = j;
-    }
-    m->n--;
+    pl_table_del(m, f);
     return true;
-}
-
-static void map_free(map_t *m) {
-    free(m->s);
-    m->s = NULL;
-    m->cap = m->n = 0;
 }
 
 /* ---- stacks, frames, modules ---- */
@@ -280,16 +228,16 @@ typedef struct state {
     int64_t t0;              /* CLOCK_MONOTONIC at trace start */
     int64_t start_realtime_ns; /* CLOCK_REALTIME at process start (0 unknown): source files changed later are not quoted */
     uint64_t sample_bytes;
-    map_t host, blocks, segs, stack_ix, frame_ix;
+    pl_table_t host, blocks, segs, stack_ix, frame_ix;
     stack_t_ *stacks;
     size_t n_stacks;
     frame_t *frames;
     size_t frame_symbol_bytes; /* held by frames[].symbol */
     size_t n_frames;
-    map_t module_ix;
+    pl_table_t module_ix;
     module_t *modules;
     size_t n_modules;
-    map_t pyf_ix;            /* pyframe id + 1 -> index in pyfs */
+    pl_table_t pyf_ix;            /* pyframe id + 1 -> index in pyfs */
     pyf_t *pyfs;
     size_t n_pyfs;
     astat_t astats[MAX_ALLOCATORS];
@@ -336,7 +284,7 @@ static double weight(const state_t *s, uint64_t size) {
 }
 
 static stack_t_ *stack_get(state_t *s, uint32_t id, bool create) {
-    slot_t *f = map_find(&s->stack_ix, (uint64_t)id + 1);
+    slot_t *f = pl_table_get(&s->stack_ix, (uint64_t)id + 1);
     if (f) return &s->stacks[f->val];
     if (!create || s->n_stacks >= MAX_STACKS) return NULL;
     if (!s->stacks) {
@@ -528,10 +476,6 @@ static int on_stats(state_t *s, const pl_trace_record_t *rec) {
     return rc ? -ENOMEM : 0;
 }
 
-/* The hooks and CUPTI saw the same device allocations (count and bytes). */
-static bool crosscheck_agrees(const pl_extract_proc_t *p) {
-    return p->n_hook_dev_allocs == p->n_cupti_dev_allocs && p->hook_dev_alloc_bytes == p->cupti_dev_alloc_bytes;
-}
 
 static int on_device(state_t *s, const pl_trace_record_t *rec) {
     const pl_rec_device_t *q = &rec->u.device;
@@ -592,6 +536,10 @@ static int on_device(state_t *s, const pl_trace_record_t *rec) {
 
 static int on_host_alloc(state_t *s, const pl_trace_record_t *rec) {
     const pl_rec_host_alloc_t *q = &rec->u.host_alloc;
+    if (q->kind != PL_HOST_MMAP && q->size > 16) { /* the usable sizes the host allocator is told by (compare.h) */
+        s->xp->n_usable_sizes++;
+        s->xp->n_usable_8mod16 += q->size % 16 == 8;
+    }
     stack_t_ *st = stack_get(s, q->stack_id, true);
     if (!st) { s->xp->n_untracked++; return 0; }
     double w = weight(s, q->size);
@@ -633,7 +581,7 @@ static void on_stack(state_t *s, const pl_rec_stack_t *q) {
 }
 
 static int on_pyframe(state_t *s, const pl_rec_pyframe_t *q) {
-    if (map_find(&s->pyf_ix, (uint64_t)q->pyframe_id + 1) || s->n_pyfs >= MAX_PYFRAMES) return 0;
+    if (pl_table_get(&s->pyf_ix, (uint64_t)q->pyframe_id + 1) || s->n_pyfs >= MAX_PYFRAMES) return 0;
     if (!s->pyfs) {
         s->pyfs = malloc(MAX_PYFRAMES * sizeof *s->pyfs);
         if (!s->pyfs) return -ENOMEM;
@@ -650,7 +598,7 @@ static int on_pyframe(state_t *s, const pl_rec_pyframe_t *q) {
 }
 
 static int on_frame(state_t *s, const pl_rec_frame_t *q) {
-    if (map_find(&s->frame_ix, q->pc) || s->n_frames >= MAX_FRAMES) return 0;
+    if (pl_table_get(&s->frame_ix, q->pc) || s->n_frames >= MAX_FRAMES) return 0;
     if (!s->frames) {
         s->frames = malloc(MAX_FRAMES * sizeof *s->frames);
         if (!s->frames) return -ENOMEM;
@@ -677,7 +625,7 @@ static int on_frame(state_t *s, const pl_rec_frame_t *q) {
 }
 
 static int on_module(state_t *s, const pl_rec_module_t *q) {
-    if (map_find(&s->module_ix, (uint64_t)q->module_id + 1) || s->n_modules >= MAX_MODULES) return 0;
+    if (pl_table_get(&s->module_ix, (uint64_t)q->module_id + 1) || s->n_modules >= MAX_MODULES) return 0;
     if (!s->modules) {
         s->modules = malloc(MAX_MODULES * sizeof *s->modules);
         if (!s->modules) return -ENOMEM;
@@ -742,7 +690,7 @@ static bool is_alloc_frame(const state_t *s, const frame_t *f) {
                                              "_ZnwmRKSt9nothrow_t", "_ZnwmSt11align_val_t", "reallocarray"};
     for (size_t i = 0; i < sizeof alloc_syms / sizeof alloc_syms[0]; i++)
         if (!strcmp(f->symbol, alloc_syms[i])) return true;
-    slot_t *m = map_find(&s->module_ix, (uint64_t)f->module_id + 1);
+    slot_t *m = pl_table_get(&s->module_ix, (uint64_t)f->module_id + 1);
     if (m) {
         const char *path = s->modules[m->val].path, *b = strrchr(path, '/');
         b = b ? b + 1 : path;
@@ -751,13 +699,13 @@ static bool is_alloc_frame(const state_t *s, const frame_t *f) {
     return false;
 }
 
-/* ---- [symbols hook, owner: preload/tracer helper] text of one frame, malloc'd (NULL on failure): the function
- * named by the module file itself (reports/symbols.c: static functions, demangled C++, never cut), else the trace's
- * dladdr name (demangled), else module+offset; ", changed since the run" when the file on disk was rebuilt ---- */
+/* Text of one frame, malloc'd (NULL on failure): the function named by the module file itself (reports/symbols.c:
+ * static functions, demangled C++, never cut), else the trace's dladdr name (demangled), else module+offset;
+ * ", changed since the run" when the file on disk was rebuilt. */
 static char *format_frame(const state_t *s, pl_symbols_t *sy, uint64_t pc) {
     char *out = NULL;
     int w;
-    slot_t *fi = map_find(&s->frame_ix, pc);
+    slot_t *fi = pl_table_get(&s->frame_ix, pc);
     if (!fi) {
         w = asprintf(&out, "0x%llx", (unsigned long long)pc);
         return w < 0 ? NULL : out;
@@ -766,7 +714,7 @@ static char *format_frame(const state_t *s, pl_symbols_t *sy, uint64_t pc) {
     const char *mod = "?", *name = NULL;
     uint64_t off = 0;
     pl_sym_status_t st = PL_SYM_NO_FILE;
-    slot_t *m = map_find(&s->module_ix, (uint64_t)f->module_id + 1);
+    slot_t *m = pl_table_get(&s->module_ix, (uint64_t)f->module_id + 1);
     if (m) {
         const module_t *md = &s->modules[m->val];
         const char *b = strrchr(md->path, '/');
@@ -786,7 +734,6 @@ static char *format_frame(const state_t *s, pl_symbols_t *sy, uint64_t pc) {
                      *note ? note + 2 : "", *note ? ")" : "");
     return w < 0 ? NULL : out;
 }
-/* ---- [end symbols hook] ---- */
 
 /* The last step the series report: a process that ended cleanly spends the time after its last step marker tearing
  * down (the model and its tensors are freed), which is not part of the training loop and whose minima would read as
@@ -815,7 +762,7 @@ static int64_t last_reported_key(const state_t *s, bool by_step) {
 static const pyf_t *naming_frame(const state_t *s, const stack_t_ *st) {
     const pyf_t *first = NULL;
     for (uint32_t i = 0; i < st->n_py; i++) {
-        slot_t *f = map_find(&s->pyf_ix, (uint64_t)st->py[i] + 1);
+        slot_t *f = pl_table_get(&s->pyf_ix, (uint64_t)st->py[i] + 1);
         if (!f) continue;
         const pyf_t *p = &s->pyfs[f->val];
         if (pl_pysite_is_user(p->file)) return p;
@@ -834,7 +781,7 @@ static void name_python_site(const state_t *s, const stack_t_ *st, pl_extract_si
     site->py_line = nf->line;
     site->py_source = pl_pysite_source(nf->file, nf->line, s->start_realtime_ns);
     for (uint32_t i = 0; i < st->n_py && site->n_py < PL_EXTRACT_SITE_PY_FRAMES; i++) {
-        slot_t *f = map_find(&s->pyf_ix, (uint64_t)st->py[i] + 1);
+        slot_t *f = pl_table_get(&s->pyf_ix, (uint64_t)st->py[i] + 1);
         char *t = NULL, *u = NULL;
         if (f) {
             const pyf_t *p = &s->pyfs[f->val];
@@ -885,7 +832,8 @@ static void find_sites(state_t *s, pl_report_process_t *row, bool by_step) {
      * through different native paths is one site), any other stack alone, as before Python frames existed. */
     typedef struct group { uint64_t key; double g, end, best_g; uint64_t n_live; uint32_t best_id, n; } group_t;
     group_t *groups = calloc(s->n_stacks, sizeof *groups);
-    map_t gix = {0};
+    pl_table_t gix;
+    map_init(&gix);
     size_t n_groups = 0;
     int64_t last_key = last_reported_key(s, by_step);
     /* Auto-detected steps (period detection) may close their last step after the interpreter's teardown began,
@@ -899,7 +847,7 @@ static void find_sites(state_t *s, pl_report_process_t *row, bool by_step) {
         double g = end - hist_at(h, tail - 1);
         const pyf_t *nf = naming_frame(s, st);
         uint64_t key = nf ? (1ull << 40) + (uint64_t)(nf - s->pyfs) : (uint64_t)st->id + 1;
-        slot_t *f = map_find(&gix, key);
+        slot_t *f = pl_table_get(&gix, key);
         group_t *gr;
         if (f) {
             gr = &groups[f->val];
@@ -941,7 +889,7 @@ static void find_sites(state_t *s, pl_report_process_t *row, bool by_step) {
         site->n_stacks = gr->n;
         site->n_frames = 0;
     }
-    map_free(&gix);
+    pl_table_free(&gix);
     free(groups);
     /* frames of the kept sites only (symbol files are opened for these alone) */
     pl_symbols_t *sy = xp->n_sites ? pl_symbols_new() : NULL;
@@ -954,7 +902,7 @@ static void find_sites(state_t *s, pl_report_process_t *row, bool by_step) {
         /* pcs: the frames, innermost first; skip the allocator's own frames at the top */
         uint32_t j = 0;
         while (j < st->n_pcs) {
-            slot_t *fi = map_find(&s->frame_ix, st->pcs[j]);
+            slot_t *fi = pl_table_get(&s->frame_ix, st->pcs[j]);
             if (!fi || !is_alloc_frame(s, &s->frames[fi->val])) break;
             j++;
         }
@@ -1039,7 +987,7 @@ static int finish(state_t *s, pl_report_process_t *row) {
         if (rc) return rc;
     }
     find_sites(s, row, by_step);
-    pl_extract_site_sentence(s->xp, row->site_line, sizeof row->site_line);
+    pl_run_site_sentence(s->xp, row->site_line, sizeof row->site_line);
     if (s->o->only_metric && s->o->metric != PL_METRIC_HEAP_BYTES && row->metrics[PL_METRIC_HEAP_BYTES].present) {
         pl_series_free(&row->metrics[PL_METRIC_HEAP_BYTES].series);
         row->metrics[PL_METRIC_HEAP_BYTES].present = false;
@@ -1053,13 +1001,13 @@ static void state_free(state_t *s) {
         free(s->by_step.a[i].b);
         free(s->by_time.a[i].b);
     }
-    map_free(&s->host);
-    map_free(&s->blocks);
-    map_free(&s->segs);
-    map_free(&s->stack_ix);
-    map_free(&s->frame_ix);
-    map_free(&s->module_ix);
-    map_free(&s->pyf_ix);
+    pl_table_free(&s->host);
+    pl_table_free(&s->blocks);
+    pl_table_free(&s->segs);
+    pl_table_free(&s->stack_ix);
+    pl_table_free(&s->frame_ix);
+    pl_table_free(&s->module_ix);
+    pl_table_free(&s->pyf_ix);
     for (size_t i = 0; i < s->n_pyfs; i++) {
         free(s->pyfs[i].file);
         free(s->pyfs[i].func);
@@ -1071,27 +1019,7 @@ static void state_free(state_t *s) {
     free(s->modules);
 }
 
-/* ---- public ---- */
-
-void pl_extract_init(pl_extract_t *x) { memset(x, 0, sizeof *x); }
-
-void pl_extract_free(pl_extract_t *x) {
-    if (!x) return;
-    for (size_t i = 0; i < x->n_procs; i++)
-        for (size_t j = 0; j < x->procs[i].n_sites; j++) {
-            pl_extract_site_t *st = &x->procs[i].sites[j];
-            for (size_t f = 0; f < st->n_frames; f++) free(st->frames[f]);
-            for (size_t f = 0; f < st->n_py; f++) {
-                free(st->py_frames[f]);
-                free(st->py_short[f]);
-            }
-            free(st->py_name);
-            free(st->py_file);
-            free(st->py_source);
-        }
-    free(x->procs);
-    memset(x, 0, sizeof *x);
-}
+/* ---- one trace: a new process row and its extras ---- */
 
 static pl_extract_proc_t *new_proc(pl_extract_t *x) {
     if (x->n_procs == x->cap_procs) {
@@ -1108,8 +1036,6 @@ static pl_extract_proc_t *new_proc(pl_extract_t *x) {
     return p;
 }
 
-/* Processes are keyed by (node, pid): the nodes of a merged multi-node run reuse each other's pids. */
-static bool same_node(const pl_extract_proc_t *a, const pl_extract_proc_t *b) { return !strcmp(a->node, b->node); }
 
 /* A process that ran on another host cannot be looked up in this one's /proc. */
 static bool on_this_node(const pl_extract_proc_t *p) {
@@ -1172,6 +1098,8 @@ static int extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd
         return -ENOMEM;
     }
     s->t0 = h ? h->start_mono_ns : 0;
+    pl_table_t *maps[] = {&s->host, &s->blocks, &s->segs, &s->stack_ix, &s->frame_ix, &s->module_ix, &s->pyf_ix};
+    for (size_t i = 0; i < sizeof maps / sizeof maps[0]; i++) map_init(maps[i]);
     s->r = r;
     s->o = &o;
     s->xp = xp;
@@ -1190,6 +1118,8 @@ static int extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd
         } else if (scanning && (rc = pl_period_add(&in, &rec))) {
             goto out;
         }
+        if (!xp->n_records && rec.type == PL_REC_PROCESS_START) /* the host allocator, as recorded (compare.h) */
+            copy_str(xp->host_allocator, sizeof xp->host_allocator, rec.u.process.host_allocator);
         xp->n_records++;
         if (rec.t_ns > xp->last_ns) xp->last_ns = rec.t_ns;
         /* --- period detection (reports/period.c): a step record at each detected step end --- */
@@ -1245,397 +1175,6 @@ out:
     return rc;
 }
 
-
-/* Is p the run's root (no other process image read is its parent)? Children of a traced process commonly end
- * without an end record (_exit in fork servers and dataloader workers, killed at shutdown), so only a root without
- * one, or any damaged trace, makes the run "cut short". */
-static bool is_root(const pl_extract_t *x, const pl_extract_proc_t *p) {
-    for (size_t i = 0; i < x->n_procs; i++)
-        if (&x->procs[i] != p && x->procs[i].pid == p->ppid && same_node(&x->procs[i], p)) return false;
-    return true;
-}
-
-/* Roles (docs/verdict.md §8): the processes that step are the main ones; when none steps, those that live at least
- * half as long as the longest-lived one. Every other process (DataLoader workers, helpers, shims) is a worker,
- * judged as a group and folded into one line when nothing of it grows. */
-static int64_t span_of(const pl_report_process_t *p) {
-    int64_t lo = INT64_MAX, hi = INT64_MIN;
-    for (int m = 0; m < PL_METRIC__COUNT; m++) {
-        const pl_series_t *s = &p->metrics[m].series;
-        if (!p->metrics[m].present || !s->n_points) continue;
-        int64_t a = s->points[0].t_ns, b = s->points[s->n_points - 1].t_ns;
-        if (s->by_time) {
-            a = s->points[0].step * s->bucket_ns;
-            b = (s->points[s->n_points - 1].step + 1) * s->bucket_ns;
-        }
-        if (a >= 0 && a < lo) lo = a;
-        if (b >= 0 && b > hi) hi = b;
-    }
-    return hi > lo ? hi - lo : 0;
-}
-
-static void update_roles(pl_extract_t *x) {
-    bool any_steps = false;
-    int64_t longest = 0;
-    for (size_t i = 0; i < x->n_procs; i++) {
-        any_steps |= x->procs[i].n_steps > 0;
-        int64_t sp = span_of(x->procs[i].proc);
-        if (sp > longest) longest = sp;
-    }
-    for (size_t i = 0; i < x->n_procs; i++) {
-        const pl_extract_proc_t *p = &x->procs[i];
-        bool main_proc = any_steps ? p->n_steps > 0 : 2 * span_of(p->proc) >= longest;
-        p->proc->role = main_proc ? PL_ROLE_MAIN : PL_ROLE_WORKER;
-        const pl_report_metric_t *rss = &p->proc->metrics[PL_METRIC_RSS];
-        p->proc->helper = !main_proc && !p->n_steps && p->last_ns - p->t0_ns < PL_EXTRACT_HELPER_NS &&
-                          (!rss->present || !(rss->series.peak >= PL_EXTRACT_HELPER_RSS_BYTES));
-    }
-}
-
-static int cmp_proc(const void *a, const void *b) {
-    const pl_extract_proc_t *p = a, *q = b;
-    int nc = strcmp(p->node, q->node); /* CLOCK_MONOTONIC of different hosts cannot be compared: node by node */
-    if (nc) return nc < 0 ? -1 : 1;
-    if (p->t0_ns != q->t0_ns) return p->t0_ns < q->t0_ns ? -1 : 1; /* started first (pids wrap around) */
-    if (p->pid != q->pid) return p->pid < q->pid ? -1 : 1;
-    return p->exec_seq < q->exec_seq ? -1 : p->exec_seq > q->exec_seq;
-}
-
-/* Processes in the order they started (trace start time), then by pid numerically (file names sort 10000 before
- * 9999, and pids wrap around: the trainer must come first), the report's rows in the same order. A merged multi-node
- * run is ordered node by node (by host name): start times of different hosts' monotonic clocks do not compare. */
-static void sort_procs(pl_report_t *r, pl_extract_t *x) {
-    if (x->n_procs < 2 || x->n_procs != r->n_procs) return; /* other front ends' rows: keep their order */
-    qsort(x->procs, x->n_procs, sizeof *x->procs, cmp_proc);
-    for (size_t i = 0; i < x->n_procs; i++) r->procs[i] = x->procs[i].proc;
-}
-
-/* "signal 11 (SIGSEGV)"; SIGKILL is also what the OOM killer sends */
-static const char *signal_text(int sig) {
-    static char buf[64];
-    static const struct { int n; const char *name; } names[] = {
-        {SIGSEGV, "SIGSEGV, a crash"}, {SIGABRT, "SIGABRT, an abort"}, {SIGBUS, "SIGBUS"}, {SIGFPE, "SIGFPE"},
-        {SIGILL, "SIGILL"}, {SIGKILL, "SIGKILL: the OOM killer or kill -9"}, {SIGTERM, "SIGTERM"}, {SIGINT, "SIGINT"},
-        {SIGHUP, "SIGHUP"}, {SIGQUIT, "SIGQUIT"}, {SIGPIPE, "SIGPIPE"},
-    };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (names[i].n == sig) {
-            snprintf(buf, sizeof buf, "signal %d (%s)", sig, names[i].name);
-            return buf;
-        }
-    snprintf(buf, sizeof buf, "signal %d", sig);
-    return buf;
-}
-
-/* DIR/run.status ("pid P signal N" / "pid P exit N", cli/run.c) into x; absent or malformed: no status. */
-static void read_status(pl_extract_t *x, const char *dir) {
-    char path[4096];
-    x->has_status = false;
-    if (snprintf(path, sizeof path, "%s/run.status", dir) >= (int)sizeof path) return;
-    FILE *f = fopen(path, "r");
-    if (!f) return;
-    unsigned pid;
-    char what[16];
-    int v;
-    if (fscanf(f, "pid %u %15s %d", &pid, what, &v) == 3 && v >= 0 && v < 256 &&
-        (!strcmp(what, "signal") || !strcmp(what, "exit"))) {
-        x->has_status = true;
-        x->status_pid = pid;
-        x->status_signal = !strcmp(what, "signal") ? v : 0;
-        x->status_exit = !strcmp(what, "exit") ? v : 0;
-    }
-    fclose(f);
-}
-
-/* ---- worker pools (docs/verdict.md §8) ----
- * The long-lived workers of a stepping process (DataLoader workers with persistent_workers) are judged together on
- * that process's steps: their live heaps are summed at each of its steps (the traces share CLOCK_MONOTONIC) into one
- * more row, role worker, n_pool = how many. Only workers alive over at least 80 % of the trainer's steps take part,
- * and only the steps at which all of them are alive are used: short-lived workers (validation loaders) would add and
- * remove whole processes, a sawtooth wider than a step; they are judged one by one. */
-
-static bool descends(const pl_extract_t *x, const pl_extract_proc_t *w, uint32_t pid) {
-    uint32_t pp = w->ppid;
-    for (size_t hops = 0; hops < x->n_procs; hops++) {
-        if (pp == pid) return true;
-        const pl_extract_proc_t *up = NULL;
-        for (size_t i = 0; i < x->n_procs && !up; i++)
-            if (x->procs[i].pid == pp && same_node(&x->procs[i], w)) up = &x->procs[i];
-        if (!up) return false;
-        pp = up->ppid;
-    }
-    return false;
-}
-
-/* absolute [lo, hi) of a series by time, or of a series by step (first/last point times) */
-static void abs_span(const pl_extract_proc_t *p, const pl_series_t *s, int64_t *lo, int64_t *hi) {
-    if (s->by_time) {
-        *lo = p->t0_ns + s->points[0].step * s->bucket_ns;
-        *hi = p->t0_ns + (s->points[s->n_points - 1].step + 1) * s->bucket_ns;
-    } else {
-        *lo = p->t0_ns + s->points[0].t_ns;
-        *hi = p->t0_ns + s->points[s->n_points - 1].t_ns + 1;
-    }
-}
-
-/* baseline of a series by time at absolute time t, NAN outside it */
-static double value_at(const pl_extract_proc_t *p, const pl_series_t *s, int64_t t) {
-    int64_t lo, hi;
-    abs_span(p, s, &lo, &hi);
-    if (t < lo || t >= hi) return NAN;
-    int64_t b = (t - p->t0_ns) / s->bucket_ns;
-    size_t a = 0, z = s->n_points; /* last point with step <= b */
-    while (z - a > 1) {
-        size_t m = (a + z) / 2;
-        if (s->points[m].step <= b) a = m;
-        else z = m;
-    }
-    return s->points[a].base;
-}
-
-/* A process that steps, with its live heap by step: a trainer whose workers can be judged on its steps. */
-static bool heap_trainer(const pl_extract_proc_t *tr) {
-    const pl_report_metric_t *m = &tr->proc->metrics[PL_METRIC_HEAP_BYTES];
-    return tr->n_steps && m->present && !m->series.by_time && m->series.n_points >= 2;
-}
-
-/* A worker of trainer tr with a live heap by time buckets (not a helper) that descends from it. */
-static bool heap_worker_of(const pl_extract_t *x, const pl_extract_proc_t *tr, const pl_extract_proc_t *w) {
-    const pl_report_metric_t *wm = &w->proc->metrics[PL_METRIC_HEAP_BYTES];
-    return w->proc->role == PL_ROLE_WORKER && !w->proc->helper && wm->present && wm->series.by_time &&
-           wm->series.n_points && wm->series.bucket_ns > 0 && same_node(w, tr) && descends(x, w, tr->pid);
-}
-
-/* A member of tr's pool: a worker alive over at least 80 % of [tlo, thi), the trainer's steps. */
-static bool pool_member(const pl_extract_t *x, const pl_extract_proc_t *tr, int64_t tlo, int64_t thi,
-                        const pl_extract_proc_t *w) {
-    if (!heap_worker_of(x, tr, w)) return false;
-    int64_t lo, hi;
-    abs_span(w, &w->proc->metrics[PL_METRIC_HEAP_BYTES].series, &lo, &hi);
-    int64_t lo2 = lo > tlo ? lo : tlo, hi2 = hi < thi ? hi : thi;
-    return hi2 > lo2 && (double)(hi2 - lo2) >= 0.8 * (double)(thi - tlo);
-}
-
-static int build_pools(pl_report_t *r, pl_extract_t *x) {
-    for (size_t i = 0; i < x->n_procs; i++) {
-        const pl_extract_proc_t *tr = &x->procs[i];
-        const pl_series_t *ts = &tr->proc->metrics[PL_METRIC_HEAP_BYTES].series;
-        if (!heap_trainer(tr)) continue;
-        int64_t tlo, thi;
-        abs_span(tr, ts, &tlo, &thi);
-        const pl_extract_proc_t *mem[64];
-        size_t n = 0;
-        for (size_t j = 0; j < x->n_procs && n < 64; j++)
-            if (pool_member(x, tr, tlo, thi, &x->procs[j])) mem[n++] = &x->procs[j];
-        if (!n) continue;
-        pl_sample_t *smp = malloc(ts->n_points * sizeof *smp);
-        if (!smp) return -ENOMEM;
-        size_t k = 0;
-        for (size_t q = 0; q < ts->n_points; q++) {
-            if (ts->points[q].t_ns < 0) continue;
-            int64_t t = tr->t0_ns + ts->points[q].t_ns;
-            double sum = 0;
-            for (size_t j = 0; j < n && isfinite(sum); j++)
-                sum += value_at(mem[j], &mem[j]->proc->metrics[PL_METRIC_HEAP_BYTES].series, t);
-            if (isfinite(sum)) smp[k++] = (pl_sample_t){ts->points[q].step, ts->points[q].t_ns, sum};
-        }
-        char name[64];
-        snprintf(name, sizeof name, "pool of %zu worker%s", n, n > 1 ? "s" : "");
-        pl_report_process_t *row = k ? pl_report_add_process(r, tr->pid, -1, name) : NULL;
-        int rc = k && !row ? -ENOMEM : 0;
-        if (row) {
-            row->role = PL_ROLE_WORKER;
-            row->n_pool = n;
-            rc = pl_report_set_samples(row, PL_METRIC_HEAP_BYTES, smp, k, NULL);
-        }
-        free(smp);
-        if (rc) return rc;
-    }
-    return 0;
-}
-
-/* ---- generations of short-lived workers (docs/verdict.md §8) ----
- * The workers of one trainer that are not in its pool (a validation loader's, started at each pass and gone after
- * it) are grouped into generations: children of the trainer that start within GEN_WINDOW_NS of the generation's
- * first one and before any of its members ended. Generations of equal size are one loader's: each such series of at
- * least 2 generations becomes one more row (role worker, n_gen > 0), one point per generation at the trainer's step
- * when it started, valued at the live heap its workers added over what they inherited; reports/generations.c judges
- * it. The workers keep their own rows (folded when quiet). */
-#define GEN_WINDOW_NS 2000000000LL
-#define GEN_MAX_WORKERS 4096
-
-typedef struct genw {
-    const pl_extract_proc_t *w;
-    size_t gen;     /* generation index, in start order */
-} genw_t;
-
-typedef struct gen {
-    size_t n;       /* workers */
-    int64_t step;   /* the trainer's step when the first one started */
-    int64_t t_ns;   /* that start, relative to the trainer's trace start */
-    double bytes;   /* live heap the workers added over what they inherited, summed */
-} gen_t;
-
-static int cmp_genw(const void *a, const void *b) {
-    const pl_extract_proc_t *p = ((const genw_t *)a)->w, *q = ((const genw_t *)b)->w;
-    if (p->t0_ns != q->t0_ns) return p->t0_ns < q->t0_ns ? -1 : 1;
-    return p->pid < q->pid ? -1 : p->pid > q->pid;
-}
-
-/* The trainer's baseline and step at absolute time t: its last step that started at or before t (its first step
- * when t is earlier). */
-static double trainer_at(const pl_extract_proc_t *tr, const pl_series_t *ts, int64_t t, int64_t *step) {
-    size_t k = 0;
-    for (size_t i = 0; i < ts->n_points; i++)
-        if (ts->points[i].t_ns >= 0 && tr->t0_ns + ts->points[i].t_ns <= t) k = i;
-    *step = ts->points[k].step;
-    return ts->points[k].base;
-}
-
-/* What a worker added over what it inherited: its peak live heap, less its parent's baseline when it started if its
- * first bucket shows that heap (a forked worker inherits its parent's heap and the tracer's counts; a spawned one
- * starts from nothing). A trainer's own leak then stays the trainer's, not its validation workers'. */
-static double own_bytes(const pl_extract_proc_t *w, double parent_base) {
-    const pl_series_t *s = &w->proc->metrics[PL_METRIC_HEAP_BYTES].series;
-    bool inherited = parent_base > 0 && s->points[0].base >= 0.5 * parent_base;
-    return s->peak - (inherited ? parent_base : 0);
-}
-
-static int gen_row(pl_report_t *r, const pl_extract_proc_t *tr, const gen_t *g, size_t n_g, size_t size) {
-    pl_sample_t *smp = malloc(n_g * sizeof *smp);
-    int64_t *gap = malloc(n_g * sizeof *gap);
-    if (!smp || !gap) {
-        free(smp);
-        free(gap);
-        return -ENOMEM;
-    }
-    size_t k = 0, n_gap = 0, n_workers = 0;
-    for (size_t i = 0; i < n_g; i++) {
-        if (g[i].n != size) continue;
-        if (k) gap[n_gap++] = g[i].step - smp[k - 1].step;
-        smp[k++] = (pl_sample_t){g[i].step, g[i].t_ns, g[i].bytes};
-        n_workers += g[i].n;
-    }
-    int rc = 0;
-    if (k >= 2) {
-        for (size_t i = 1; i < n_gap; i++) /* insertion sort: the median gap */
-            for (size_t j = i; j > 0 && gap[j] < gap[j - 1]; j--) {
-                int64_t t = gap[j];
-                gap[j] = gap[j - 1];
-                gap[j - 1] = t;
-            }
-        char name[64];
-        snprintf(name, sizeof name, "%zu workers in %zu generations of %zu", n_workers, k, size);
-        pl_report_process_t *row = pl_report_add_process(r, tr->pid, -1, name);
-        if (!row) rc = -ENOMEM;
-        if (row) {
-            row->role = PL_ROLE_WORKER;
-            row->n_gen = k;
-            row->n_gen_workers = n_workers;
-            row->gen_every_steps = n_gap ? gap[n_gap / 2] : 0;
-            rc = pl_report_set_samples(row, PL_METRIC_HEAP_BYTES, smp, k, NULL);
-        }
-    }
-    free(smp);
-    free(gap);
-    return rc;
-}
-
-static int build_generations_of(pl_report_t *r, pl_extract_t *x, const pl_extract_proc_t *tr) {
-    const pl_series_t *ts = &tr->proc->metrics[PL_METRIC_HEAP_BYTES].series;
-    int64_t tlo, thi;
-    abs_span(tr, ts, &tlo, &thi);
-    genw_t *c = malloc((x->n_procs ? x->n_procs : 1) * sizeof *c);
-    gen_t *g = malloc((x->n_procs ? x->n_procs : 1) * sizeof *g);
-    if (!c || !g) {
-        free(c);
-        free(g);
-        return -ENOMEM;
-    }
-    size_t n = 0, n_g = 0;
-    for (size_t j = 0; j < x->n_procs && n < GEN_MAX_WORKERS; j++) {
-        const pl_extract_proc_t *w = &x->procs[j];
-        if (w->ppid == tr->pid && heap_worker_of(x, tr, w) && !pool_member(x, tr, tlo, thi, w) && w->t0_ns >= tlo &&
-            (w->t0_ns < thi || w->t0_ns <= tr->last_ns)) /* a pass after the last step is the trainer's too */
-            c[n++] = (genw_t){w, 0};
-    }
-    qsort(c, n, sizeof *c, cmp_genw);
-    int64_t first = 0, min_end = 0;
-    for (size_t i = 0; i < n; i++) {
-        const pl_extract_proc_t *w = c[i].w;
-        int64_t end = w->last_ns > w->t0_ns ? w->last_ns : w->t0_ns;
-        if (!n_g || w->t0_ns - first > GEN_WINDOW_NS || w->t0_ns >= min_end) { /* a new generation */
-            first = w->t0_ns;
-            min_end = end;
-            g[n_g] = (gen_t){0};
-            trainer_at(tr, ts, w->t0_ns, &g[n_g].step);
-            g[n_g].t_ns = w->t0_ns - tr->t0_ns;
-            n_g++;
-        }
-        if (end < min_end) min_end = end;
-        int64_t st;
-        g[n_g - 1].n++;
-        g[n_g - 1].bytes += own_bytes(w, trainer_at(tr, ts, w->t0_ns, &st));
-        c[i].gen = n_g - 1;
-    }
-    int rc = 0;
-    for (size_t i = 0; i < n_g && !rc; i++) { /* one row per generation size, in order of first appearance */
-        bool seen = false;
-        for (size_t j = 0; j < i && !seen; j++) seen = g[j].n == g[i].n;
-        if (!seen) rc = gen_row(r, tr, g, n_g, g[i].n);
-    }
-    free(c);
-    free(g);
-    return rc;
-}
-
-static int build_generations(pl_report_t *r, pl_extract_t *x) {
-    for (size_t i = 0; i < x->n_procs; i++) {
-        const pl_extract_proc_t *tr = &x->procs[i];
-        if (!heap_trainer(tr)) continue;
-        int rc = build_generations_of(r, x, tr);
-        if (rc) return rc;
-    }
-    return 0;
-}
-
-static void update_cut_short(pl_report_t *r, pl_extract_t *x) {
-    update_roles(x);
-    r->cut_short = false;
-    r->cut_reason[0] = 0;
-    x->n_cut_short = 0;
-    for (size_t i = 0; i < x->n_procs; i++) {
-        const pl_extract_proc_t *p = &x->procs[i];
-        if (!p->damaged && (p->clean_end || !is_root(x, p))) continue;
-        x->n_cut_short++;
-        if (r->cut_short) continue;
-        char reason[512];
-        const char *b = strrchr(p->file, '/');
-        b = b ? b + 1 : (p->file[0] ? p->file : "trace");
-        int w;
-        /* the file by its base name (the directory is the report's): the reader's message is "FILE: offset N:
-         * what", which fits the report's reason whole; the full message is in x */
-        size_t fl = strlen(p->file);
-        const char *msg = fl && !strncmp(p->error, p->file, fl) && p->error[fl] == ':' ? p->error + fl : NULL;
-        if (p->running) /* first: a running process's trace has no end yet, and may end in a chunk being written */
-            w = snprintf(reason, sizeof reason, "%s has no end record yet: pid %u is still running", b, p->pid);
-        else if (p->damaged && msg)
-            w = snprintf(reason, sizeof reason, "damaged tail: %s%s", b, msg);
-        else if (p->damaged)
-            w = snprintf(reason, sizeof reason, "damaged tail: %s", p->error);
-        else if (x->has_status && x->status_pid == p->pid && x->status_signal > 0)
-            w = snprintf(reason, sizeof reason, "killed by %s", signal_text(x->status_signal));
-        else if (x->has_status && x->status_pid == p->pid)
-            w = snprintf(reason, sizeof reason, "%s has no end record, but the command exited with status %d", b,
-                         x->status_exit);
-        else
-            w = snprintf(reason, sizeof reason, "%s has no end record: ended by a signal (a crash, SIGKILL, the OOM "
-                         "killer) or still running", b);
-        if (w < 0) reason[0] = 0;
-        pl_report_set_cut_short(r, reason);
-    }
-}
-
 /* A file left out of the report, with the message saying why. */
 static void note_failed(pl_extract_t *x, const char *msg) {
     x->n_files_failed++;
@@ -1663,7 +1202,7 @@ int pl_extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd, co
                       const pl_extract_opts_t *opts) {
     if (!r || !x || !rd) return -EINVAL;
     int rc = extract_reader(r, x, rd, file, opts, NULL, NULL, NULL);
-    update_cut_short(r, x);
+    pl_run_update_cut_short(r, x);
     return rc;
 }
 
@@ -1717,7 +1256,7 @@ static int extract_file(pl_report_t *r, pl_extract_t *x, const char *path, const
 int pl_extract_file(pl_report_t *r, pl_extract_t *x, const char *path, const pl_extract_opts_t *opts) {
     if (!r || !x || !path) return -EINVAL;
     int rc = extract_file(r, x, path, opts);
-    update_cut_short(r, x);
+    pl_run_update_cut_short(r, x);
     return rc;
 }
 
@@ -1732,7 +1271,7 @@ int pl_extract_mem(pl_report_t *r, pl_extract_t *x, const void *data, size_t len
         return rc;
     }
     rc = extract_detect(r, x, rd, name, opts, reopen_mem, data, len);
-    update_cut_short(r, x);
+    pl_run_update_cut_short(r, x);
     return rc;
 }
 
@@ -1790,11 +1329,9 @@ int pl_extract_paths(pl_report_t *r, pl_extract_t *x, const char *const *paths, 
     }
     if (n_paths == 1 && last && last != -ENOMEM && x->n_procs == before) return last; /* one file's own error */
     struct stat sb; /* how the command ended: the first run directory's run.status */
-    if (!stat(paths[0], &sb) && S_ISDIR(sb.st_mode)) read_status(x, paths[0]);
-    sort_procs(r, x);
-    update_cut_short(r, x);
-    if (!rc) rc = build_pools(r, x);
-    if (!rc) rc = build_generations(r, x);
+    bool dir = !stat(paths[0], &sb) && S_ISDIR(sb.st_mode);
+    int arc = pl_run_assemble(r, x, dir ? paths[0] : NULL);
+    if (!rc) rc = arc;
     if (rc) return rc;
     if (x->n_procs == before) {
         if (n_paths == 1 && n_listed == 0)
@@ -1837,444 +1374,4 @@ int pl_extract_scan_ranks(const char *path, int32_t **ranks, size_t *n_ranks, si
     pl_trace_dir_free(&list);
     *ranks = out;
     return 0;
-}
-
-/* The process verdict (diagnosis.c), not "any metric": allocator retention, file pages and PSS never leak. */
-static bool proc_leaks(const pl_report_process_t *p) { return p->verdict.kind == PL_PV_LEAK; }
-
-long pl_extract_leaking(const pl_extract_t *x, size_t *n_leaking) {
-    long first = -1;
-    size_t n = 0;
-    for (size_t i = 0; x && i < x->n_procs; i++)
-        if (proc_leaks(x->procs[i].proc)) {
-            if (first < 0) first = (long)i;
-            n++;
-        }
-    if (n_leaking) *n_leaking = n;
-    return first;
-}
-
-static double last_base(const pl_report_process_t *p, pl_metric_t m) {
-    const pl_series_t *s = &p->metrics[m].series;
-    return p->metrics[m].present && s->n_points ? s->points[s->n_points - 1].base : NAN;
-}
-
-double pl_extract_total_last(const pl_extract_t *x, pl_metric_t m, size_t *n_with) {
-    double t = 0;
-    size_t n = 0;
-    for (size_t i = 0; x && i < x->n_procs; i++) {
-        double v = last_base(x->procs[i].proc, m);
-        if (isfinite(v)) t += v, n++;
-    }
-    if (n_with) *n_with = n;
-    return t;
-}
-
-int pl_extract_totals_phrase(const pl_extract_t *x, char *buf, size_t n) {
-    char a[32], b[32];
-    size_t n_pss;
-    double pss = pl_extract_total_last(x, PL_METRIC_PSS, &n_pss), rss = pl_extract_total_last(x, PL_METRIC_RSS, NULL);
-    size_t n_procs = x ? x->n_procs : 0;
-    pl_format_bytes(pss, a, sizeof a);
-    pl_format_bytes(rss, b, sizeof b);
-    if (n_pss == n_procs)
-        return snprintf(buf, n, "total PSS %s (RSS %s, shared pages counted once per process)", a, b);
-    if (n_pss == 0)
-        return snprintf(buf, n, "total RSS %s; no PSS sample (a process's first comes 5 s after it starts; "
-                                "PLATEAU_PSS=0 turns them off)", b);
-    return snprintf(buf, n, "total PSS %s over the %zu with a PSS sample (a process's first comes 5 s after it "
-                            "starts; RSS %s, shared pages counted once per process)", a, n_pss, b);
-}
-
-/* ---- renderers of the extras ---- */
-
-/* indexes of the rank processes (pl_report_is_rank) sorted by rank then node; *n gets how many; NULL when none */
-static size_t *rank_rows(const pl_extract_t *x, size_t *n) {
-    *n = 0;
-    size_t *ix = malloc((x->n_procs ? x->n_procs : 1) * sizeof *ix);
-    if (!ix) return NULL;
-    for (size_t i = 0; i < x->n_procs; i++)
-        if (pl_report_is_rank(x->procs[i].proc)) {
-            size_t j = (*n)++;
-            for (; j > 0; j--) { /* insertion: ranks are few */
-                const pl_extract_proc_t *a = &x->procs[ix[j - 1]], *b = &x->procs[i];
-                if (a->rank < b->rank || (a->rank == b->rank && strcmp(a->node, b->node) <= 0)) break;
-                ix[j] = ix[j - 1];
-            }
-            ix[j] = i;
-        }
-    if (!*n) {
-        free(ix);
-        return NULL;
-    }
-    return ix;
-}
-
-/* "+1.00 MiB/step heap.bytes" of a leaking / slowly growing process, "-" otherwise */
-static const char *growth_text(const pl_report_process_t *p, char *buf, size_t size) {
-    const pl_proc_verdict_t *v = &p->verdict;
-    if ((v->kind != PL_PV_LEAK && v->kind != PL_PV_SLOW_GROWTH) || v->metric < 0) return "-";
-    char a[32];
-    bool bytes = pl_metric_is_bytes((pl_metric_t)v->metric);
-    if (v->by_time && v->bucket_s > 0)
-        snprintf(buf, size, "+%s/s %s", pl_format_value(v->per_step / v->bucket_s, bytes, a, sizeof a),
-                 pl_metric_name((pl_metric_t)v->metric));
-    else
-        snprintf(buf, size, "+%s/step %s", pl_format_value(v->per_step, bytes, a, sizeof a),
-                 pl_metric_name((pl_metric_t)v->metric));
-    return buf;
-}
-
-static void json_rank(pl_json_t *j, const char *key, int32_t rank) {
-    pl_json_key(j, key);
-    if (rank >= 0) pl_json_int(j, rank);
-    else pl_json_null(j);
-}
-
-/* "rank": R, "local_rank": L, "node": N (null when unset) */
-static void json_rank_fields(pl_json_t *j, const pl_extract_proc_t *p) {
-    json_rank(j, "rank", p->rank);
-    json_rank(j, "local_rank", p->local_rank);
-    pl_json_key(j, "node");
-    pl_json_str_or_null(j, p->node[0] ? p->node : NULL);
-}
-
-static void json_rank_list(pl_json_t *j, const char *key, const pl_extract_t *x, const size_t *ix, size_t n,
-                           pl_pverdict_t kind) {
-    pl_json_key(j, key);
-    pl_json_array(j);
-    for (size_t i = 0; i < n; i++)
-        if (x->procs[ix[i]].proc->verdict.kind == kind) pl_json_int(j, x->procs[ix[i]].rank);
-    pl_json_end(j);
-}
-
-/* "ranks": null without ranks, else the agreement and one row per rank (docs/report-schema.md) */
-static void ranks_json(const pl_report_t *r, const pl_extract_t *x, pl_json_t *j) {
-    size_t n, *ix = rank_rows(x, &n);
-    pl_json_key(j, "ranks");
-    if (!n) {
-        pl_json_null(j);
-        free(ix);
-        return;
-    }
-    const pl_run_verdict_t *rv = &r->verdict;
-    pl_json_object(j);
-    pl_json_kuint(j, "n_ranks", n);
-    pl_json_kuint(j, "n_nodes", rv->n_nodes);
-    pl_json_key(j, "agree");
-    if (rv->ranks_agree < 0) pl_json_null(j);
-    else pl_json_bool(j, rv->ranks_agree > 0);
-    pl_json_key(j, "line");
-    pl_json_str_or_null(j, rv->ranks_line[0] ? rv->ranks_line : NULL);
-    json_rank_list(j, "leaking", x, ix, n, PL_PV_LEAK);
-    json_rank_list(j, "flat", x, ix, n, PL_PV_NO_LEAK);
-    pl_json_break(j, 6);
-    pl_json_key(j, "rows");
-    pl_json_array_block(j);
-    for (size_t k = 0; k < n; k++) {
-        const pl_extract_proc_t *p = &x->procs[ix[k]];
-        const pl_proc_verdict_t *v = &p->proc->verdict;
-        bool grows = v->kind == PL_PV_LEAK || v->kind == PL_PV_SLOW_GROWTH;
-        pl_json_object(j);
-        json_rank_fields(j, p);
-        pl_json_kuint(j, "pid", p->pid);
-        pl_json_kuint(j, "steps", p->n_steps);
-        pl_json_kstr(j, "verdict", pl_pverdict_name(v->kind));
-        pl_json_key(j, "metric");
-        pl_json_str_or_null(j, grows && v->metric >= 0 ? pl_metric_name((pl_metric_t)v->metric) : NULL);
-        pl_json_kstr(j, "by", v->by_time ? "time" : "step");
-        pl_json_knum(j, "per_step", grows ? v->per_step : NAN);
-        pl_json_end(j);
-    }
-    pl_json_end(j);
-    pl_json_end(j);
-    free(ix);
-}
-
-/* one process's "sites": null before a tail, else the growth metric and its top allocation sites */
-static void sites_json(pl_json_t *j, const pl_extract_proc_t *p) {
-    pl_json_key(j, "sites");
-    if (p->site_tail_step < 0) {
-        pl_json_null(j);
-        return;
-    }
-    pl_json_object(j);
-    pl_json_key(j, "metric");
-    pl_json_str_or_null(j, p->site_metric);
-    pl_json_kint(j, "since", p->site_tail_step);
-    pl_json_key(j, "top");
-    pl_json_array_block(j);
-    for (size_t i = 0; i < p->n_sites; i++) {
-        const pl_extract_site_t *st = &p->sites[i];
-        pl_json_object(j);
-        pl_json_kuint(j, "stack_id", st->stack_id);
-        pl_json_knum(j, "growth_bytes", st->growth_bytes);
-        pl_json_knum(j, "live_bytes", st->live_bytes);
-        pl_json_kuint(j, "live_allocations", st->n_live);
-        pl_json_key(j, "frames");
-        pl_json_array(j);
-        for (size_t f = 0; f < st->n_frames; f++) pl_json_str(j, st->frames[f]);
-        pl_json_end(j);
-        if (st->py_name) { /* a Python site (docs/python-frames.md) */
-            pl_json_break(j, 10);
-            pl_json_key(j, "python");
-            pl_json_object(j);
-            pl_json_kstr(j, "name", st->py_name);
-            pl_json_kstr(j, "file", st->py_file ? st->py_file : "");
-            pl_json_kint(j, "line", st->py_line);
-            pl_json_key(j, "source");
-            pl_json_str_or_null(j, st->py_source);
-            pl_json_knum(j, "share", st->share);
-            pl_json_kuint(j, "merged_stacks", st->n_stacks);
-            pl_json_key(j, "frames");
-            pl_json_array(j);
-            for (size_t f = 0; f < st->n_py; f++) pl_json_str(j, st->py_frames[f]);
-            pl_json_end(j);
-            pl_json_end(j);
-        }
-        pl_json_end(j);
-    }
-    pl_json_end(j);
-    pl_json_end(j);
-}
-
-static void pid_list(pl_json_t *j, const char *key, const pl_extract_t *x, bool slow) {
-    pl_json_key(j, key);
-    pl_json_array(j);
-    for (size_t i = 0; i < x->n_procs; i++) {
-        const pl_report_process_t *pr = x->procs[i].proc;
-        if (slow ? pr->verdict.kind == PL_PV_SLOW_GROWTH : proc_leaks(pr)) pl_json_int(j, pr->pid);
-    }
-    pl_json_end(j);
-}
-
-/* the "run" object: what the files held, per process (docs/report-schema.md) */
-static void run_json(const pl_report_t *r, const pl_extract_t *x, pl_json_t *j) {
-    pl_json_key(j, "run");
-    pl_json_object_block(j);
-    pl_json_kuint(j, "n_processes", x->n_procs);
-    pl_json_kuint(j, "files_failed", x->n_files_failed);
-    pl_json_key(j, "first_error");
-    pl_json_str_or_null(j, x->first_error[0] ? x->first_error : NULL);
-    pl_json_key(j, "failed_files"); /* the first PL_EXTRACT_FAILED_NAMED, each "FILE: why" */
-    pl_json_array(j);
-    for (size_t i = 0; i < x->n_failed_named; i++) pl_json_str(j, x->failed[i]);
-    pl_json_end(j);
-    size_t n_pss;
-    double pss = pl_extract_total_last(x, PL_METRIC_PSS, &n_pss);
-    pl_json_knum(j, "total_pss_bytes", n_pss && pss > 0 ? pss : NAN);
-    double rss = pl_extract_total_last(x, PL_METRIC_RSS, NULL);
-    pl_json_knum(j, "total_rss_bytes", rss > 0 ? rss : NAN);
-    pid_list(j, "leaking_pids", x, false);
-    pid_list(j, "slow_growth_pids", x, true);
-    ranks_json(r, x, j);
-    pl_json_key(j, "processes");
-    pl_json_array_block(j);
-    for (size_t i = 0; i < x->n_procs; i++) {
-        const pl_extract_proc_t *p = &x->procs[i];
-        pl_json_object(j);
-        pl_json_kuint(j, "pid", p->pid);
-        pl_json_kuint(j, "ppid", p->ppid);
-        pl_json_kuint(j, "exec_seq", p->exec_seq);
-        pl_json_kstr(j, "file", p->file);
-        pl_json_kstr(j, "exe", p->exe);
-        pl_json_kstr(j, "argv", p->cmdline);
-        pl_json_kstr(j, "role", p->proc->role == PL_ROLE_WORKER ? "worker" : "main");
-        pl_json_kbool(j, "helper", p->proc->helper);
-        json_rank_fields(j, p);
-        pl_json_kstr(j, "verdict", pl_pverdict_name(p->proc->verdict.kind));
-        pl_json_break(j, 7);
-        pl_json_kbool(j, "clean_end", p->clean_end);
-        pl_json_kbool(j, "damaged", p->damaged);
-        pl_json_key(j, "error");
-        pl_json_str_or_null(j, p->damaged ? p->error : NULL);
-        pl_json_kuint(j, "records", p->n_records);
-        pl_json_kuint(j, "lost_records", p->n_lost_records);
-        pl_json_kuint(j, "host_events", p->n_host_events);
-        pl_json_knum(j, "lost_share", p->n_host_events ? (double)p->n_lost_records / (double)p->n_host_events : NAN);
-        pl_json_kuint(j, "steps", p->n_steps);
-        pl_json_kuint(j, "untracked", p->n_untracked);
-        if (p->n_cupti_dev_allocs) { /* only in traces with CUPTI records */
-            pl_json_break(j, 7);
-            pl_json_key(j, "device_crosscheck");
-            pl_json_object(j);
-            pl_json_kuint(j, "hook_allocs", p->n_hook_dev_allocs);
-            pl_json_kuint(j, "hook_bytes", p->hook_dev_alloc_bytes);
-            pl_json_kuint(j, "cupti_allocs", p->n_cupti_dev_allocs);
-            pl_json_kuint(j, "cupti_bytes", p->cupti_dev_alloc_bytes);
-            pl_json_kbool(j, "agree", crosscheck_agrees(p));
-            pl_json_end(j);
-        }
-        pl_json_break(j, 7);
-        sites_json(j, p);
-        pl_json_end(j);
-    }
-    pl_json_end(j);
-    pl_json_end(j);
-}
-
-int pl_extract_render_json(const pl_report_t *r, const pl_extract_t *x, FILE *out, size_t max_points) {
-    if (!r || !x || !out) return -EINVAL;
-    pl_json_t j;
-    pl_json_init(&j, out, 0);
-    pl_json_object_block(&j);
-    int rc = pl_render_json_fields(r, &j, max_points);
-    if (rc) return rc;
-    run_json(r, x, &j);
-    pl_json_end(&j);
-    return pl_json_done(&j);
-}
-
-size_t pl_extract_site_sentence(const pl_extract_proc_t *p, char *buf, size_t n) {
-    if (!n) return 0;
-    buf[0] = 0;
-    if (!p || !p->n_sites || !p->sites[0].py_name) return 0;
-    const pl_extract_site_t *top = &p->sites[0];
-    int w = snprintf(buf, n, "%.0f%% of it allocated at %s:%d%s%s%s", 100 * top->share,
-                     pl_pysite_short(top->py_file), top->py_line, top->py_source ? " (`" : "",
-                     top->py_source ? top->py_source : "", top->py_source ? "`)" : "");
-    if (w < 0) {
-        buf[0] = 0;
-        return 0;
-    }
-    return (size_t)w < n ? (size_t)w : n - 1;
-}
-
-/* One row per rank (docs/verdict.md §9) and the sentence on whether the ranks agree, when the run has >= 2 ranks. */
-static void ranks_text(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
-    size_t n, *ix = rank_rows(x, &n);
-    if (n >= 2) {
-        const pl_run_verdict_t *rv = &r->verdict;
-        fprintf(o, "ranks: %zu on %zu node%s: %s\n", n, rv->n_nodes, rv->n_nodes == 1 ? "" : "s",
-                pl_format_esc(rv->ranks_line));
-        fprintf(o, "  %5s %5s %-16s %8s %7s  %-12s %s\n", "rank", "local", "node", "pid", "steps", "verdict", "growth");
-        for (size_t k = 0; k < n; k++) {
-            const pl_extract_proc_t *p = &x->procs[ix[k]];
-            char lr[16], g[64];
-            if (p->local_rank >= 0) snprintf(lr, sizeof lr, "%d", p->local_rank);
-            else snprintf(lr, sizeof lr, "-");
-            fprintf(o, "  %5d %5s %-16.64s %8u %7llu  %-12s %s\n", p->rank, lr, p->node[0] ? pl_format_esc(p->node) : "-",
-                    p->pid, (unsigned long long)p->n_steps, pl_pverdict_name(p->proc->verdict.kind),
-                    growth_text(p->proc, g, sizeof g));
-        }
-    }
-    free(ix);
-}
-
-int pl_extract_render_text(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
-    return pl_extract_render_text_all(r, x, o, false);
-}
-
-int pl_extract_render_text_all(const pl_report_t *r, const pl_extract_t *x, FILE *o, bool all) {
-    if (!r || !x || !o) return -EINVAL;
-    char a[32], b[32];
-    size_t n_leak;
-    pl_extract_leaking(x, &n_leak);
-    if (x->n_procs > 1) {
-        char totals[256];
-        pl_extract_totals_phrase(x, totals, sizeof totals);
-        fprintf(o, "run: %zu processes, %s\n", x->n_procs, totals);
-        fprintf(o, "  %8s %8s %5s %7s %10s  %-12s %s\n", "pid", "ppid", "rank", "steps", "PSS", "verdict", "command");
-        /* the PSS column: "-" for a process without a PSS sample (it lived < 5 s, or PSS was off); a folded row
-         * sums the PSS of those of its processes that have one */
-        size_t n_quiet = 0, n_helpers = 0, n_quiet_pss = 0, n_helper_pss = 0;
-        double quiet_pss = 0, helper_pss = 0;
-        for (size_t i = 0; i < x->n_procs; i++) {
-            const pl_extract_proc_t *p = &x->procs[i];
-            double v = last_base(p->proc, PL_METRIC_PSS);
-            if (!all && p->proc->role == PL_ROLE_WORKER && p->proc->verdict.kind != PL_PV_LEAK &&
-                p->proc->verdict.kind != PL_PV_SLOW_GROWTH && !p->damaged) {
-                if (p->proc->helper) n_helpers++;
-                else n_quiet++;
-                if (isfinite(v)) {
-                    *(p->proc->helper ? &helper_pss : &quiet_pss) += v;
-                    ++*(p->proc->helper ? &n_helper_pss : &n_quiet_pss);
-                }
-                continue;
-            }
-            char rank[16];
-            if (p->rank >= 0) snprintf(rank, sizeof rank, "%d", p->rank);
-            else snprintf(rank, sizeof rank, "-");
-            fprintf(o, "  %8u %8u %5s %7llu %10s  %-12s %.60s%s\n", p->pid, p->ppid, rank,
-                    (unsigned long long)p->n_steps, isfinite(v) ? pl_format_bytes(v, a, sizeof a) : "-",
-                    pl_pverdict_name(p->proc->verdict.kind), pl_format_esc(p->cmdline[0] ? p->cmdline : p->proc->name),
-                    p->running ? "  [running]" : p->damaged ? "  [damaged]" : p->clean_end ? "" : "  [no end record]");
-        }
-        if (n_quiet)
-            fprintf(o, "  %8s %8s %5s %7s %10s  %-12s %zu worker process%s that never step, none leaks\n", "...", "",
-                    "", "0", n_quiet_pss ? pl_format_bytes(quiet_pss, a, sizeof a) : "-", "no-leak", n_quiet,
-                    n_quiet > 1 ? "es" : "");
-        if (n_helpers)
-            fprintf(o, "  %8s %8s %5s %7s %10s  %-12s %zu short helper process%s, none leaks (--all-processes)\n",
-                    "...", "", "", "0", n_helper_pss ? pl_format_bytes(helper_pss, a, sizeof a) : "-", "no-leak", n_helpers,
-                    n_helpers > 1 ? "es" : "");
-    }
-    if (n_leak) {
-        fprintf(o, "leaking: ");
-        size_t k = 0;
-        for (size_t i = 0; i < x->n_procs; i++)
-            if (proc_leaks(x->procs[i].proc) && pl_report_is_rank(x->procs[i].proc) && r->verdict.n_ranks >= 2)
-                fprintf(o, "%srank %d (pid %u%s%s)", k++ ? ", " : "", x->procs[i].rank, x->procs[i].pid,
-                        x->procs[i].node[0] ? ", node " : "", pl_format_esc(x->procs[i].node));
-            else if (proc_leaks(x->procs[i].proc))
-                fprintf(o, "%spid %lld (%s)", k++ ? ", " : "", (long long)x->procs[i].proc->pid,
-                        pl_format_esc(x->procs[i].proc->name));
-        fputc('\n', o);
-    }
-    ranks_text(r, x, o);
-    for (size_t i = 0; i < x->n_procs; i++) {
-        const pl_extract_proc_t *p = &x->procs[i];
-        if (p->steps_auto) /* period detection */
-            fprintf(o, "pid %u: steps auto-detected, period %.0f allocations / %.3g ms, confidence %.2f\n", p->pid,
-                    p->auto_period_allocs, p->auto_period_ms, p->auto_confidence);
-        if (p->n_cupti_dev_allocs) /* hooks vs CUPTI memory activity */
-            fprintf(o, "pid %u: device allocations: hooks %llu (%s), CUPTI %llu (%s): %s\n", p->pid,
-                    (unsigned long long)p->n_hook_dev_allocs, pl_format_bytes((double)p->hook_dev_alloc_bytes, a, sizeof a),
-                    (unsigned long long)p->n_cupti_dev_allocs,
-                    pl_format_bytes((double)p->cupti_dev_alloc_bytes, b, sizeof b),
-                    crosscheck_agrees(p) ? "agree" : "DIFFER (a hook missed calls, or CUPTI dropped records)");
-        if (p->damaged) fprintf(o, "damaged trace, partial report: %s\n", pl_format_esc(p->error));
-        if (p->n_lost_records) { /* the writer could not keep up (docs/env.md, PLATEAU_SAMPLE_BYTES) */
-            fprintf(o, "pid %u: the trace lost %llu records", p->pid, (unsigned long long)p->n_lost_records);
-            if (p->n_host_events)
-                fprintf(o, " (%.1f%% of host allocation events)",
-                        100.0 * (double)p->n_lost_records / (double)p->n_host_events);
-            fprintf(o, ": stacks and counts may be incomplete\n");
-        }
-        if (!p->n_sites || !proc_leaks(p->proc)) continue; /* growth during a warmup is not a finding */
-        char rk[128] = ""; /* in a run of ranks, pids of different nodes may be equal */
-        if (pl_report_is_rank(p->proc) && r->verdict.n_ranks >= 2)
-            snprintf(rk, sizeof rk, "rank %d%s%s, ", p->rank, p->node[0] ? " on " : "",
-                     p->node[0] ? pl_format_esc(p->node) : "");
-        fprintf(o, "call sites by live-byte growth (%spid %u, sampled, since %s %lld):\n", rk, p->pid,
-                p->n_steps ? "step" : "second", (long long)p->site_tail_step);
-        char line[512];
-        if (pl_extract_site_sentence(p, line, sizeof line)) fprintf(o, "  %s\n", line); /* the line to look at first */
-        for (size_t j = 0; j < p->n_sites; j++) {
-            const pl_extract_site_t *st = &p->sites[j];
-            fprintf(o, "  %zu. +%s (live %s)", j + 1, pl_format_bytes(st->growth_bytes, a, sizeof a),
-                    pl_format_bytes(st->live_bytes, b, sizeof b));
-            if (!st->py_name) {
-                fputc('\n', o);
-                for (size_t f = 0; f < st->n_frames; f++) fprintf(o, "       %s %s\n", f ? "<-" : "at", pl_format_esc(st->frames[f]));
-                continue;
-            }
-            /* a Python site: the user's line, its Python stack, then the first native frames (all in --json) */
-            fprintf(o, " %s", pl_format_esc(st->py_name));
-            if (st->py_source) fprintf(o, ": `%s`", pl_format_esc(st->py_source));
-            fputc('\n', o);
-            for (size_t f = 0; f < st->n_py; f++) fprintf(o, "       %s %s\n", f ? "<-" : "py", pl_format_esc(st->py_short[f]));
-            size_t shown = st->n_frames < 3 ? st->n_frames : 3;
-            for (size_t f = 0; f < shown; f++) fprintf(o, "       %s %s\n", f ? "<-" : "c ", pl_format_esc(st->frames[f]));
-            if (st->n_frames > shown)
-                fprintf(o, "       <- ... (%zu more native frames in --json)\n", st->n_frames - shown);
-        }
-    }
-    if (x->n_files_failed) { /* every one named, up to PL_EXTRACT_FAILED_NAMED, then counted */
-        fprintf(o, "skipped %zu file%s:", x->n_files_failed, x->n_files_failed == 1 ? "" : "s");
-        for (size_t i = 0; i < x->n_failed_named; i++) fprintf(o, "%s %s", i ? ";" : "", pl_format_esc(x->failed[i]));
-        if (x->n_files_failed > x->n_failed_named) fprintf(o, "; and %zu more", x->n_files_failed - x->n_failed_named);
-        fputc('\n', o);
-    }
-    return ferror(o) ? -EIO : 0;
 }

@@ -9,7 +9,11 @@
  * A truncated or corrupted file yields everything read before the damage and marks the report cut short with the
  * reader's "FILE: offset N: ..." message; so does a missing process_end record in the run's root process (children
  * often end through _exit without one: they are flagged per process, clean_end = false, not as a cut-short run).
- * Data flow: tracer reader -> pl_extract_* -> pl_report_analyze -> renderers. Not thread-safe per object.
+ * Reading a run directory lists it once (tracer/rundir.c) and reads each trace in one pass of record handlers (a
+ * second only when its loop period must be detected first: reports/period.c); the run-level facts are assembled by
+ * reports/run.c (run.h), which owns the run model the renderers read.
+ * Data flow: tracer reader -> pl_extract_* (ingest) -> pl_run_assemble -> pl_run_analyze -> renderers.
+ * Not thread-safe per object.
  */
 #pragma once
 
@@ -73,6 +77,11 @@ typedef struct pl_extract_proc {
     size_t n_sites;
     pl_extract_site_t sites[PL_EXTRACT_MAX_SITES];
     uint64_t n_untracked;       /* allocations not tracked because a bounded table was full */
+    /* the host allocator (reports/compare.c): as the tracer recorded it in the trace's first record, process_start
+     * (trace 1.2+: "glibc", "jemalloc", "other:<file>", "unknown"; "" when absent), and for traces that did not say,
+     * the sampled malloc-family allocations over 16 bytes and how many of their usable sizes are 8 mod 16 */
+    char host_allocator[64];
+    uint64_t n_usable_sizes, n_usable_8mod16;
     /* device allocation records by source, for the hooks-vs-CUPTI cross-check (docs/cuda-interception.md): the
      * runtime/driver hooks' and CUPTI memory activity's (CUPTI records never enter the device series) */
     uint64_t n_hook_dev_allocs, hook_dev_alloc_bytes, n_cupti_dev_allocs, cupti_dev_alloc_bytes;
@@ -108,6 +117,7 @@ typedef struct pl_extract_opts {
     pl_metric_t metric;
 } pl_extract_opts_t;
 
+/* An empty process table; pl_extract_free releases it and the sites' strings (reports/run.c, with the run model). */
 void pl_extract_init(pl_extract_t *x);
 void pl_extract_free(pl_extract_t *x);
 
@@ -141,35 +151,6 @@ int pl_extract_paths(pl_report_t *r, pl_extract_t *x, const char *const *paths, 
  * frees), in file order, duplicates kept (workers inherit their rank's environment); *n_unranked counts traces
  * without a rank; files that are not traces are left out. Returns 0 or -errno. */
 int pl_extract_scan_ranks(const char *path, int32_t **ranks, size_t *n_ranks, size_t *n_unranked);
-
-/* After pl_report_analyze: the process whose series leak ("which process leaks"), by index, or -1. The first one
- * when several do; n_leaking (may be NULL) gets how many. */
-long pl_extract_leaking(const pl_extract_t *x, size_t *n_leaking);
-
-/* Sum over processes of the last per-step baseline of metric m (0 when no process has it); n_with (may be NULL)
- * gets how many processes have it. With m = PSS this is the run's total without double-counting shared pages, over
- * the processes that have a PSS sample (the first comes 5 s after a process starts: docs/env.md, PLATEAU_PSS). */
-double pl_extract_total_last(const pl_extract_t *x, pl_metric_t m, size_t *n_with);
-
-/* The run's memory totals as one phrase for the text report, e.g. "total PSS 613 MiB (RSS 1.57 GiB, shared pages
- * counted once per process)", saying when some or all processes have no PSS sample. Returns what snprintf does. */
-int pl_extract_totals_phrase(const pl_extract_t *x, char *buf, size_t n);
-
-/* The JSON report (pl_render_json) with one more top-level field, "run" (docs/report-schema.md): per-process file,
- * ppid, argv, clean end, damage, call sites; totals; the leaking process. Returns 0, -EINVAL, -ENOMEM, -EIO. */
-int pl_extract_render_json(const pl_report_t *r, const pl_extract_t *x, FILE *out, size_t max_points);
-
-/* The sentence naming a process's top growing Python site, for a diagnosis line (docs/python-frames.md):
- * "93% of it allocated at train.py:42 (`epoch_logits.append(logits)`)" (no source part when the file could not be
- * read). Writes at most n bytes (NUL-terminated) and returns the length, or 0 (buf = "") when the top site has no
- * Python frames or there is no site. */
-size_t pl_extract_site_sentence(const pl_extract_proc_t *p, char *buf, size_t n);
-
-/* Text lines after pl_render_text: processes and totals (when several), call sites of leaking processes, damage.
- * Quiet workers and short helpers are summed up in one table row each; every process has its row with
- * all_processes (pl_extract_render_text_all). */
-int pl_extract_render_text(const pl_report_t *r, const pl_extract_t *x, FILE *out);
-int pl_extract_render_text_all(const pl_report_t *r, const pl_extract_t *x, FILE *out, bool all_processes);
 
 /* The helper rule (docs/verdict.md §8): a process that never steps, whose trace spans less than 1 s and whose RSS
  * never exceeded 64 MiB: shell helpers of a pyenv shim, `bash train.sh`, torchrun's launch. */

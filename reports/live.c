@@ -6,7 +6,6 @@
  * The labels from the classifier's verdict are in docs/live.md. */
 #include "live.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -264,20 +263,25 @@ static int follow(pl_live_t *l, proc_t *p) {
 }
 
 int pl_live_poll(pl_live_t *l) {
-    DIR *d = opendir(l->dir);
-    if (!d) return 0;
-    struct dirent *e;
-    int rc = 0;
-    while ((e = readdir(d))) {
-        size_t len = strlen(e->d_name);
-        if (!strcmp(e->d_name, "run.status")) l->status_file = true;
-        if (len < 9 || strcmp(e->d_name + len - 8, ".pltrace") || len >= sizeof l->procs[0].file) continue;
-        if (!find_or_add(l, e->d_name)) {
-            rc = l->n >= MAX_FILES ? 0 : -ENOMEM;
-            if (rc) break;
-        }
+    /* the run's traces as the report reads them (tracer/rundir.c: regular *.pltrace files of the directory's owner
+     * and, with a run-id file, of this run), listed again at each poll so that processes started since are followed
+     * too; a trace whose header is not written yet is listed, and retried by follow() */
+    pl_trace_dir_t list;
+    int rc = pl_trace_dir_list(l->dir, &list);
+    if (rc == -ENOMEM) return rc;
+    if (rc) return 0; /* no directory yet */
+    char status[sizeof l->dir + 16];
+    struct stat sb;
+    if (!l->status_file && snprintf(status, sizeof status, "%s/run.status", l->dir) < (int)sizeof status &&
+        !stat(status, &sb))
+        l->status_file = true;
+    size_t dir_len = strlen(l->dir) + 1; /* the listing's paths are DIR/NAME */
+    for (size_t i = 0; i < list.n_paths && !rc; i++) {
+        const char *name = list.paths[i] + dir_len;
+        if (strlen(name) >= sizeof l->procs[0].file) continue;
+        if (!find_or_add(l, name)) rc = l->n >= MAX_FILES ? 0 : -ENOMEM;
     }
-    closedir(d);
+    pl_trace_dir_free(&list);
     if (rc) return rc;
     for (size_t i = 0; i < l->n; i++) {
         if ((rc = follow(l, &l->procs[i]))) return rc;

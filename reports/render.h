@@ -1,4 +1,4 @@
-/* reports/render: text and JSON renderers over an analysed pl_report_t (report.h).
+/* reports/render: text and JSON renderers over an analysed run (run.h), and over a report alone (report.h).
  *
  * Both write to a caller-owned FILE (library code never picks stdout itself), never modify the report, and produce
  * byte-identical output for identical input (golden tests rely on it). The JSON schema is docs/report-schema.md,
@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "report.h"
+#include "run.h"
 
 typedef struct pl_render_text_opts {
     bool ascii;        /* sparklines from " .:-=+*#" instead of U+2581..U+2588 */
@@ -22,8 +23,15 @@ int pl_render_text(const pl_report_t *r, FILE *out, const pl_render_text_opts_t 
 /* max_points: series points per metric in the JSON (compacted by per-bin minimum; default 256 when 0). */
 int pl_render_json(const pl_report_t *r, FILE *out, size_t max_points);
 
-/* The report's top-level fields, "schema" to "processes", into the top-level block object j holds open (common/json.h):
- * how pl_extract_render_json writes them and its "run" as one document. 0 or -ENOMEM; stream errors and misuse
- * are pl_json_done's to report. */
-struct pl_json;
-int pl_render_json_fields(const pl_report_t *r, struct pl_json *j, size_t max_points);
+/* The text report of a run: the report's own section (pl_render_text), then the run's lines (pl_render_run_lines). */
+int pl_render_run_text(const pl_run_t *run, FILE *out, const pl_render_text_opts_t *opts);
+
+/* The run's lines after the report's section: processes and totals (when several), ranks, auto-detected steps,
+ * the hooks-vs-CUPTI cross-check, damage, lost records, call sites of leaking processes, files left out. Quiet
+ * workers and short helpers are summed up in one table row each unless all_processes. run->ext must be set. */
+int pl_render_run_lines(const pl_run_t *run, FILE *out, bool all_processes);
+
+/* The JSON report of a run: pl_render_json's fields and one more top-level field, "run" (docs/report-schema.md):
+ * per-process file, ppid, argv, clean end, damage, call sites; totals; the leaking process; the ranks. run->ext must
+ * be set. Returns 0, -EINVAL, -ENOMEM, -EIO. */
+int pl_render_run_json(const pl_run_t *run, FILE *out, size_t max_points);

@@ -416,8 +416,10 @@ static int workers_html(FILE *o, const pl_report_t *r, const pl_extract_t *x) {
     return rc;
 }
 
-int pl_render_html(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
-    if (!r || !o) return -EINVAL;
+int pl_render_html(const pl_run_t *run, FILE *o) {
+    if (!run || !run->report || !o) return -EINVAL;
+    const pl_report_t *r = run->report;
+    const pl_extract_t *x = run->ext;
     char a[32], b[32];
     fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
           "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
@@ -437,8 +439,8 @@ int pl_render_html(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
     if (r->verdict.n_ranks >= 2) ranks_html(o, r);
     if (x && x->n_procs > 1) {
         size_t n_pss;
-        double pss = pl_extract_total_last(x, PL_METRIC_PSS, &n_pss);
-        pl_format_bytes(pl_extract_total_last(x, PL_METRIC_RSS, NULL), b, sizeof b);
+        double pss = pl_run_total_last(x, PL_METRIC_PSS, &n_pss);
+        pl_format_bytes(pl_run_total_last(x, PL_METRIC_RSS, NULL), b, sizeof b);
         if (n_pss == x->n_procs)
             fprintf(o, "<h2>Processes</h2>\n<p>Total PSS %s (RSS %s): shared pages are counted once.</p>\n",
                     pl_format_bytes(pss, a, sizeof a), b);

@@ -1,4 +1,4 @@
-/* reports/render_html: one self-contained HTML page for an analysed report (no network, no scripts: inline CSS
+/* reports/render_html: one self-contained HTML page for an analysed run (run.h) (no network, no scripts: inline CSS
  * and inline SVG). Per process: a metric table, one chart per metric (per-step baseline, peaks, warmup and tail
  * shaded, the fitted tail line), the diagnosis, the call sites; a process table for multi-process runs.
  * Writes to a caller-owned FILE; byte-identical output for identical input. Returns 0, -EINVAL, -ENOMEM, -EIO.
@@ -7,8 +7,7 @@
 
 #include <stdio.h>
 
-#include "extract.h"
-#include "report.h"
+#include "run.h"
 
-/* x may be NULL (no processes table, no sites). */
-int pl_render_html(const pl_report_t *r, const pl_extract_t *x, FILE *out);
+/* run->ext may be NULL (no processes table, no sites). */
+int pl_render_html(const pl_run_t *run, FILE *out);

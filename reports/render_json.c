@@ -1,11 +1,12 @@
 /* reports/render_json: the versioned JSON report (schema in docs/report-schema.md), written through the common/json
  * emitter (numbers %.10g, non-finite ones null, strings escaped per RFC 8259). Key order and layout are fixed
- * (golden tests). pl_render_json_fields writes the top-level fields so that pl_extract_render_json can add "run" to
- * the same document in one pass. */
+ * (golden tests). render_fields writes the report's top-level fields, and pl_render_run_json the run's "run" object
+ * after them, in one document. */
 #include "render.h"
 
 #include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
@@ -206,7 +207,9 @@ static int process_json(pl_json_t *j, const pl_report_process_t *pr, size_t max_
     return 0;
 }
 
-int pl_render_json_fields(const pl_report_t *r, pl_json_t *j, size_t max_points) {
+/* The report's top-level fields, "schema" to "processes", into the top-level object j holds open. 0 or -ENOMEM;
+ * stream errors and misuse are pl_json_done's to report. */
+static int render_fields(const pl_report_t *r, pl_json_t *j, size_t max_points) {
     if (max_points == 0) max_points = 256;
     if (max_points < 2) max_points = 2;
     const pl_verdict_params_t *p = &r->params;
@@ -251,8 +254,211 @@ int pl_render_json(const pl_report_t *r, FILE *o, size_t max_points) {
     pl_json_t j;
     pl_json_init(&j, o, 0);
     pl_json_object_block(&j);
-    int rc = pl_render_json_fields(r, &j, max_points);
+    int rc = render_fields(r, &j, max_points);
     if (rc) return rc;
+    pl_json_end(&j);
+    return pl_json_done(&j);
+}
+
+/* ---- the run object: what the traces held beyond the series ---- */
+
+static void json_rank(pl_json_t *j, const char *key, int32_t rank) {
+    pl_json_key(j, key);
+    if (rank >= 0) pl_json_int(j, rank);
+    else pl_json_null(j);
+}
+
+/* "rank": R, "local_rank": L, "node": N (null when unset) */
+static void json_rank_fields(pl_json_t *j, const pl_extract_proc_t *p) {
+    json_rank(j, "rank", p->rank);
+    json_rank(j, "local_rank", p->local_rank);
+    pl_json_key(j, "node");
+    pl_json_str_or_null(j, p->node[0] ? p->node : NULL);
+}
+
+static void json_rank_list(pl_json_t *j, const char *key, const pl_extract_t *x, const size_t *ix, size_t n,
+                           pl_pverdict_t kind) {
+    pl_json_key(j, key);
+    pl_json_array(j);
+    for (size_t i = 0; i < n; i++)
+        if (x->procs[ix[i]].proc->verdict.kind == kind) pl_json_int(j, x->procs[ix[i]].rank);
+    pl_json_end(j);
+}
+
+/* "ranks": null without ranks, else the agreement and one row per rank (docs/report-schema.md) */
+static void ranks_json(const pl_report_t *r, const pl_extract_t *x, pl_json_t *j) {
+    size_t n, *ix = pl_run_rank_rows(x, &n);
+    pl_json_key(j, "ranks");
+    if (!n) {
+        pl_json_null(j);
+        free(ix);
+        return;
+    }
+    const pl_run_verdict_t *rv = &r->verdict;
+    pl_json_object(j);
+    pl_json_kuint(j, "n_ranks", n);
+    pl_json_kuint(j, "n_nodes", rv->n_nodes);
+    pl_json_key(j, "agree");
+    if (rv->ranks_agree < 0) pl_json_null(j);
+    else pl_json_bool(j, rv->ranks_agree > 0);
+    pl_json_key(j, "line");
+    pl_json_str_or_null(j, rv->ranks_line[0] ? rv->ranks_line : NULL);
+    json_rank_list(j, "leaking", x, ix, n, PL_PV_LEAK);
+    json_rank_list(j, "flat", x, ix, n, PL_PV_NO_LEAK);
+    pl_json_break(j, 6);
+    pl_json_key(j, "rows");
+    pl_json_array_block(j);
+    for (size_t k = 0; k < n; k++) {
+        const pl_extract_proc_t *p = &x->procs[ix[k]];
+        const pl_proc_verdict_t *v = &p->proc->verdict;
+        bool grows = v->kind == PL_PV_LEAK || v->kind == PL_PV_SLOW_GROWTH;
+        pl_json_object(j);
+        json_rank_fields(j, p);
+        pl_json_kuint(j, "pid", p->pid);
+        pl_json_kuint(j, "steps", p->n_steps);
+        pl_json_kstr(j, "verdict", pl_pverdict_name(v->kind));
+        pl_json_key(j, "metric");
+        pl_json_str_or_null(j, grows && v->metric >= 0 ? pl_metric_name((pl_metric_t)v->metric) : NULL);
+        pl_json_kstr(j, "by", v->by_time ? "time" : "step");
+        pl_json_knum(j, "per_step", grows ? v->per_step : NAN);
+        pl_json_end(j);
+    }
+    pl_json_end(j);
+    pl_json_end(j);
+    free(ix);
+}
+
+/* one process's "sites": null before a tail, else the growth metric and its top allocation sites */
+static void sites_json(pl_json_t *j, const pl_extract_proc_t *p) {
+    pl_json_key(j, "sites");
+    if (p->site_tail_step < 0) {
+        pl_json_null(j);
+        return;
+    }
+    pl_json_object(j);
+    pl_json_key(j, "metric");
+    pl_json_str_or_null(j, p->site_metric);
+    pl_json_kint(j, "since", p->site_tail_step);
+    pl_json_key(j, "top");
+    pl_json_array_block(j);
+    for (size_t i = 0; i < p->n_sites; i++) {
+        const pl_extract_site_t *st = &p->sites[i];
+        pl_json_object(j);
+        pl_json_kuint(j, "stack_id", st->stack_id);
+        pl_json_knum(j, "growth_bytes", st->growth_bytes);
+        pl_json_knum(j, "live_bytes", st->live_bytes);
+        pl_json_kuint(j, "live_allocations", st->n_live);
+        pl_json_key(j, "frames");
+        pl_json_array(j);
+        for (size_t f = 0; f < st->n_frames; f++) pl_json_str(j, st->frames[f]);
+        pl_json_end(j);
+        if (st->py_name) { /* a Python site (docs/python-frames.md) */
+            pl_json_break(j, 10);
+            pl_json_key(j, "python");
+            pl_json_object(j);
+            pl_json_kstr(j, "name", st->py_name);
+            pl_json_kstr(j, "file", st->py_file ? st->py_file : "");
+            pl_json_kint(j, "line", st->py_line);
+            pl_json_key(j, "source");
+            pl_json_str_or_null(j, st->py_source);
+            pl_json_knum(j, "share", st->share);
+            pl_json_kuint(j, "merged_stacks", st->n_stacks);
+            pl_json_key(j, "frames");
+            pl_json_array(j);
+            for (size_t f = 0; f < st->n_py; f++) pl_json_str(j, st->py_frames[f]);
+            pl_json_end(j);
+            pl_json_end(j);
+        }
+        pl_json_end(j);
+    }
+    pl_json_end(j);
+    pl_json_end(j);
+}
+
+static void pid_list(pl_json_t *j, const char *key, const pl_extract_t *x, bool slow) {
+    pl_json_key(j, key);
+    pl_json_array(j);
+    for (size_t i = 0; i < x->n_procs; i++) {
+        const pl_report_process_t *pr = x->procs[i].proc;
+        if (slow ? pr->verdict.kind == PL_PV_SLOW_GROWTH : pr->verdict.kind == PL_PV_LEAK) pl_json_int(j, pr->pid);
+    }
+    pl_json_end(j);
+}
+
+/* the "run" object: what the files held, per process (docs/report-schema.md) */
+static void run_json(const pl_report_t *r, const pl_extract_t *x, pl_json_t *j) {
+    pl_json_key(j, "run");
+    pl_json_object_block(j);
+    pl_json_kuint(j, "n_processes", x->n_procs);
+    pl_json_kuint(j, "files_failed", x->n_files_failed);
+    pl_json_key(j, "first_error");
+    pl_json_str_or_null(j, x->first_error[0] ? x->first_error : NULL);
+    pl_json_key(j, "failed_files"); /* the first PL_EXTRACT_FAILED_NAMED, each "FILE: why" */
+    pl_json_array(j);
+    for (size_t i = 0; i < x->n_failed_named; i++) pl_json_str(j, x->failed[i]);
+    pl_json_end(j);
+    size_t n_pss;
+    double pss = pl_run_total_last(x, PL_METRIC_PSS, &n_pss);
+    pl_json_knum(j, "total_pss_bytes", n_pss && pss > 0 ? pss : NAN);
+    double rss = pl_run_total_last(x, PL_METRIC_RSS, NULL);
+    pl_json_knum(j, "total_rss_bytes", rss > 0 ? rss : NAN);
+    pid_list(j, "leaking_pids", x, false);
+    pid_list(j, "slow_growth_pids", x, true);
+    ranks_json(r, x, j);
+    pl_json_key(j, "processes");
+    pl_json_array_block(j);
+    for (size_t i = 0; i < x->n_procs; i++) {
+        const pl_extract_proc_t *p = &x->procs[i];
+        pl_json_object(j);
+        pl_json_kuint(j, "pid", p->pid);
+        pl_json_kuint(j, "ppid", p->ppid);
+        pl_json_kuint(j, "exec_seq", p->exec_seq);
+        pl_json_kstr(j, "file", p->file);
+        pl_json_kstr(j, "exe", p->exe);
+        pl_json_kstr(j, "argv", p->cmdline);
+        pl_json_kstr(j, "role", p->proc->role == PL_ROLE_WORKER ? "worker" : "main");
+        pl_json_kbool(j, "helper", p->proc->helper);
+        json_rank_fields(j, p);
+        pl_json_kstr(j, "verdict", pl_pverdict_name(p->proc->verdict.kind));
+        pl_json_break(j, 7);
+        pl_json_kbool(j, "clean_end", p->clean_end);
+        pl_json_kbool(j, "damaged", p->damaged);
+        pl_json_key(j, "error");
+        pl_json_str_or_null(j, p->damaged ? p->error : NULL);
+        pl_json_kuint(j, "records", p->n_records);
+        pl_json_kuint(j, "lost_records", p->n_lost_records);
+        pl_json_kuint(j, "host_events", p->n_host_events);
+        pl_json_knum(j, "lost_share", p->n_host_events ? (double)p->n_lost_records / (double)p->n_host_events : NAN);
+        pl_json_kuint(j, "steps", p->n_steps);
+        pl_json_kuint(j, "untracked", p->n_untracked);
+        if (p->n_cupti_dev_allocs) { /* only in traces with CUPTI records */
+            pl_json_break(j, 7);
+            pl_json_key(j, "device_crosscheck");
+            pl_json_object(j);
+            pl_json_kuint(j, "hook_allocs", p->n_hook_dev_allocs);
+            pl_json_kuint(j, "hook_bytes", p->hook_dev_alloc_bytes);
+            pl_json_kuint(j, "cupti_allocs", p->n_cupti_dev_allocs);
+            pl_json_kuint(j, "cupti_bytes", p->cupti_dev_alloc_bytes);
+            pl_json_kbool(j, "agree", pl_run_crosscheck_agrees(p));
+            pl_json_end(j);
+        }
+        pl_json_break(j, 7);
+        sites_json(j, p);
+        pl_json_end(j);
+    }
+    pl_json_end(j);
+    pl_json_end(j);
+}
+
+int pl_render_run_json(const pl_run_t *run, FILE *out, size_t max_points) {
+    if (!run || !run->report || !run->ext || !out) return -EINVAL;
+    const pl_report_t *r = run->report;
+    pl_json_t j;
+    pl_json_init(&j, out, 0);
+    pl_json_object_block(&j);
+    int rc = render_fields(r, &j, max_points);
+    if (rc) return rc;
+    run_json(r, run->ext, &j);
     pl_json_end(&j);
     return pl_json_done(&j);
 }

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "format.h"
@@ -220,4 +221,167 @@ int pl_render_text(const pl_report_t *r, FILE *out, const pl_render_text_opts_t 
             fprintf(out, "generations: %s\n", pl_format_esc(r->procs[i]->findings[0].text));
 #undef folded
     return ferror(out) ? -EIO : 0;
+}
+
+/* ---- the run's lines: processes, ranks, sites, damage ---- */
+
+/* "+1.00 MiB/step heap.bytes" of a leaking / slowly growing process, "-" otherwise */
+static const char *growth_text(const pl_report_process_t *p, char *buf, size_t size) {
+    const pl_proc_verdict_t *v = &p->verdict;
+    if ((v->kind != PL_PV_LEAK && v->kind != PL_PV_SLOW_GROWTH) || v->metric < 0) return "-";
+    char a[32];
+    bool bytes = pl_metric_is_bytes((pl_metric_t)v->metric);
+    if (v->by_time && v->bucket_s > 0)
+        snprintf(buf, size, "+%s/s %s", pl_format_value(v->per_step / v->bucket_s, bytes, a, sizeof a),
+                 pl_metric_name((pl_metric_t)v->metric));
+    else
+        snprintf(buf, size, "+%s/step %s", pl_format_value(v->per_step, bytes, a, sizeof a),
+                 pl_metric_name((pl_metric_t)v->metric));
+    return buf;
+}
+
+/* The process verdict (diagnosis.c), not "any metric": allocator retention, file pages and PSS never leak. */
+static bool proc_leaks(const pl_report_process_t *p) { return p->verdict.kind == PL_PV_LEAK; }
+
+/* One row per rank (docs/verdict.md §9) and the sentence on whether the ranks agree, when the run has >= 2 ranks. */
+static void ranks_text(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
+    size_t n, *ix = pl_run_rank_rows(x, &n);
+    if (n >= 2) {
+        const pl_run_verdict_t *rv = &r->verdict;
+        fprintf(o, "ranks: %zu on %zu node%s: %s\n", n, rv->n_nodes, rv->n_nodes == 1 ? "" : "s",
+                pl_format_esc(rv->ranks_line));
+        fprintf(o, "  %5s %5s %-16s %8s %7s  %-12s %s\n", "rank", "local", "node", "pid", "steps", "verdict", "growth");
+        for (size_t k = 0; k < n; k++) {
+            const pl_extract_proc_t *p = &x->procs[ix[k]];
+            char lr[16], g[64];
+            if (p->local_rank >= 0) snprintf(lr, sizeof lr, "%d", p->local_rank);
+            else snprintf(lr, sizeof lr, "-");
+            fprintf(o, "  %5d %5s %-16.64s %8u %7llu  %-12s %s\n", p->rank, lr, p->node[0] ? pl_format_esc(p->node) : "-",
+                    p->pid, (unsigned long long)p->n_steps, pl_pverdict_name(p->proc->verdict.kind),
+                    growth_text(p->proc, g, sizeof g));
+        }
+    }
+    free(ix);
+}
+
+int pl_render_run_lines(const pl_run_t *run, FILE *o, bool all) {
+    if (!run || !run->report || !run->ext || !o) return -EINVAL;
+    const pl_report_t *r = run->report;
+    const pl_extract_t *x = run->ext;
+    char a[32], b[32];
+    size_t n_leak;
+    pl_run_leaking(x, &n_leak);
+    if (x->n_procs > 1) {
+        char totals[256];
+        pl_run_totals_phrase(x, totals, sizeof totals);
+        fprintf(o, "run: %zu processes, %s\n", x->n_procs, totals);
+        fprintf(o, "  %8s %8s %5s %7s %10s  %-12s %s\n", "pid", "ppid", "rank", "steps", "PSS", "verdict", "command");
+        /* the PSS column: "-" for a process without a PSS sample (it lived < 5 s, or PSS was off); a folded row
+         * sums the PSS of those of its processes that have one */
+        size_t n_quiet = 0, n_helpers = 0, n_quiet_pss = 0, n_helper_pss = 0;
+        double quiet_pss = 0, helper_pss = 0;
+        for (size_t i = 0; i < x->n_procs; i++) {
+            const pl_extract_proc_t *p = &x->procs[i];
+            double v = pl_run_last_base(p->proc, PL_METRIC_PSS);
+            if (!all && p->proc->role == PL_ROLE_WORKER && p->proc->verdict.kind != PL_PV_LEAK &&
+                p->proc->verdict.kind != PL_PV_SLOW_GROWTH && !p->damaged) {
+                if (p->proc->helper) n_helpers++;
+                else n_quiet++;
+                if (isfinite(v)) {
+                    *(p->proc->helper ? &helper_pss : &quiet_pss) += v;
+                    ++*(p->proc->helper ? &n_helper_pss : &n_quiet_pss);
+                }
+                continue;
+            }
+            char rank[16];
+            if (p->rank >= 0) snprintf(rank, sizeof rank, "%d", p->rank);
+            else snprintf(rank, sizeof rank, "-");
+            fprintf(o, "  %8u %8u %5s %7llu %10s  %-12s %.60s%s\n", p->pid, p->ppid, rank,
+                    (unsigned long long)p->n_steps, isfinite(v) ? pl_format_bytes(v, a, sizeof a) : "-",
+                    pl_pverdict_name(p->proc->verdict.kind), pl_format_esc(p->cmdline[0] ? p->cmdline : p->proc->name),
+                    p->running ? "  [running]" : p->damaged ? "  [damaged]" : p->clean_end ? "" : "  [no end record]");
+        }
+        if (n_quiet)
+            fprintf(o, "  %8s %8s %5s %7s %10s  %-12s %zu worker process%s that never step, none leaks\n", "...", "",
+                    "", "0", n_quiet_pss ? pl_format_bytes(quiet_pss, a, sizeof a) : "-", "no-leak", n_quiet,
+                    n_quiet > 1 ? "es" : "");
+        if (n_helpers)
+            fprintf(o, "  %8s %8s %5s %7s %10s  %-12s %zu short helper process%s, none leaks (--all-processes)\n",
+                    "...", "", "", "0", n_helper_pss ? pl_format_bytes(helper_pss, a, sizeof a) : "-", "no-leak", n_helpers,
+                    n_helpers > 1 ? "es" : "");
+    }
+    if (n_leak) {
+        fprintf(o, "leaking: ");
+        size_t k = 0;
+        for (size_t i = 0; i < x->n_procs; i++)
+            if (proc_leaks(x->procs[i].proc) && pl_report_is_rank(x->procs[i].proc) && r->verdict.n_ranks >= 2)
+                fprintf(o, "%srank %d (pid %u%s%s)", k++ ? ", " : "", x->procs[i].rank, x->procs[i].pid,
+                        x->procs[i].node[0] ? ", node " : "", pl_format_esc(x->procs[i].node));
+            else if (proc_leaks(x->procs[i].proc))
+                fprintf(o, "%spid %lld (%s)", k++ ? ", " : "", (long long)x->procs[i].proc->pid,
+                        pl_format_esc(x->procs[i].proc->name));
+        fputc('\n', o);
+    }
+    ranks_text(r, x, o);
+    for (size_t i = 0; i < x->n_procs; i++) {
+        const pl_extract_proc_t *p = &x->procs[i];
+        if (p->steps_auto) /* period detection */
+            fprintf(o, "pid %u: steps auto-detected, period %.0f allocations / %.3g ms, confidence %.2f\n", p->pid,
+                    p->auto_period_allocs, p->auto_period_ms, p->auto_confidence);
+        if (p->n_cupti_dev_allocs) /* hooks vs CUPTI memory activity */
+            fprintf(o, "pid %u: device allocations: hooks %llu (%s), CUPTI %llu (%s): %s\n", p->pid,
+                    (unsigned long long)p->n_hook_dev_allocs, pl_format_bytes((double)p->hook_dev_alloc_bytes, a, sizeof a),
+                    (unsigned long long)p->n_cupti_dev_allocs,
+                    pl_format_bytes((double)p->cupti_dev_alloc_bytes, b, sizeof b),
+                    pl_run_crosscheck_agrees(p) ? "agree" : "DIFFER (a hook missed calls, or CUPTI dropped records)");
+        if (p->damaged) fprintf(o, "damaged trace, partial report: %s\n", pl_format_esc(p->error));
+        if (p->n_lost_records) { /* the writer could not keep up (docs/env.md, PLATEAU_SAMPLE_BYTES) */
+            fprintf(o, "pid %u: the trace lost %llu records", p->pid, (unsigned long long)p->n_lost_records);
+            if (p->n_host_events)
+                fprintf(o, " (%.1f%% of host allocation events)",
+                        100.0 * (double)p->n_lost_records / (double)p->n_host_events);
+            fprintf(o, ": stacks and counts may be incomplete\n");
+        }
+        if (!p->n_sites || !proc_leaks(p->proc)) continue; /* growth during a warmup is not a finding */
+        char rk[128] = ""; /* in a run of ranks, pids of different nodes may be equal */
+        if (pl_report_is_rank(p->proc) && r->verdict.n_ranks >= 2)
+            snprintf(rk, sizeof rk, "rank %d%s%s, ", p->rank, p->node[0] ? " on " : "",
+                     p->node[0] ? pl_format_esc(p->node) : "");
+        fprintf(o, "call sites by live-byte growth (%spid %u, sampled, since %s %lld):\n", rk, p->pid,
+                p->n_steps ? "step" : "second", (long long)p->site_tail_step);
+        char line[512];
+        if (pl_run_site_sentence(p, line, sizeof line)) fprintf(o, "  %s\n", line); /* the line to look at first */
+        for (size_t j = 0; j < p->n_sites; j++) {
+            const pl_extract_site_t *st = &p->sites[j];
+            fprintf(o, "  %zu. +%s (live %s)", j + 1, pl_format_bytes(st->growth_bytes, a, sizeof a),
+                    pl_format_bytes(st->live_bytes, b, sizeof b));
+            if (!st->py_name) {
+                fputc('\n', o);
+                for (size_t f = 0; f < st->n_frames; f++) fprintf(o, "       %s %s\n", f ? "<-" : "at", pl_format_esc(st->frames[f]));
+                continue;
+            }
+            /* a Python site: the user's line, its Python stack, then the first native frames (all in --json) */
+            fprintf(o, " %s", pl_format_esc(st->py_name));
+            if (st->py_source) fprintf(o, ": `%s`", pl_format_esc(st->py_source));
+            fputc('\n', o);
+            for (size_t f = 0; f < st->n_py; f++) fprintf(o, "       %s %s\n", f ? "<-" : "py", pl_format_esc(st->py_short[f]));
+            size_t shown = st->n_frames < 3 ? st->n_frames : 3;
+            for (size_t f = 0; f < shown; f++) fprintf(o, "       %s %s\n", f ? "<-" : "c ", pl_format_esc(st->frames[f]));
+            if (st->n_frames > shown)
+                fprintf(o, "       <- ... (%zu more native frames in --json)\n", st->n_frames - shown);
+        }
+    }
+    if (x->n_files_failed) { /* every one named, up to PL_EXTRACT_FAILED_NAMED, then counted */
+        fprintf(o, "skipped %zu file%s:", x->n_files_failed, x->n_files_failed == 1 ? "" : "s");
+        for (size_t i = 0; i < x->n_failed_named; i++) fprintf(o, "%s %s", i ? ";" : "", pl_format_esc(x->failed[i]));
+        if (x->n_files_failed > x->n_failed_named) fprintf(o, "; and %zu more", x->n_files_failed - x->n_failed_named);
+        fputc('\n', o);
+    }
+    return ferror(o) ? -EIO : 0;
+}
+
+int pl_render_run_text(const pl_run_t *run, FILE *o, const pl_render_text_opts_t *opts) {
+    if (!run || !run->report || !o) return -EINVAL;
+    int rc = pl_render_text(run->report, o, opts);
+    return rc ? rc : pl_render_run_lines(run, o, opts && opts->all_processes);
 }

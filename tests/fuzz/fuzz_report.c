@@ -76,12 +76,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (r && pl_extract_mem(r, &x, buf, len, "fuzz.pltrace", &o) == 0 &&
         (!twice || pl_extract_mem(r, &x, buf, len, "fuzz2.pltrace", &o) == 0) && pl_report_analyze(r) == 0 && sink()) {
         pl_render_text(r, sink(), NULL);
-        pl_extract_render_text(r, &x, sink());
+        pl_render_run_lines(&(pl_run_t){r, &x}, sink(), false);
         /* -EINVAL from the JSON writers is the emitter reporting broken nesting (common/json.h): a bug, not input */
-        if (pl_extract_render_json(r, &x, sink(), 32) == -EINVAL) abort();
-        pl_render_html(r, &x, sink());
-        pl_export_csv(r, &x, sink());
-        if (pl_export_trace_events(r, &x, sink()) == -EINVAL) abort();
+        if (pl_render_run_json(&(pl_run_t){r, &x}, sink(), 32) == -EINVAL) abort();
+        pl_render_html(&(pl_run_t){r, &x}, sink());
+        pl_export_csv(&(pl_run_t){r, &x}, sink());
+        if (pl_export_trace_events(&(pl_run_t){r, &x}, sink()) == -EINVAL) abort();
         pl_export_torch_t *t = NULL;
         if (pl_export_torch_collect_mem(buf, len, &t) == 0 && t) pl_export_torch_write(t, sink());
         pl_export_torch_free(t);

@@ -30,6 +30,7 @@
 #include <plateau/trace.h>
 
 #include "extract.h"
+#include "render.h"
 
 #include "../common/spawn.h"
 #include "../common/tmpdir.h"
@@ -321,7 +322,7 @@ static void test_cuda_cupti_fake_records_cross_check(void **state) {
     memset(text, 0, sizeof text);
     FILE *f = fmemopen(text, sizeof text - 1, "w");
     assert_non_null(f);
-    assert_int_equal(pl_extract_render_text(rep, &x, f), 0);
+    assert_int_equal(pl_render_run_lines(&(pl_run_t){rep, &x}, f, false), 0);
     fclose(f);
     assert_non_null(strstr(text, "device allocations: hooks 14 ("));
     assert_non_null(strstr(text, "), CUPTI 14 ("));

@@ -1,7 +1,7 @@
 /* tests/reports/test_compare: reports/compare.c on synthetic processes (report model filled with generated
  * series, classified by pl_report_analyze), one per outcome: glibc retention, a real leak under both allocators,
  * RSS growth outside the heap, nothing grows, and the undecided cases that must not be called retention; plus
- * the allocator guess from usable sizes in generated traces, and the JSON output. */
+ * the allocator guess from usable sizes in generated traces (read into the run model), and the JSON output. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "compare.h"
+#include "extract.h"
 #include "report.h"
 #include "writer.h"
 
@@ -180,31 +181,55 @@ static void write_trace(const char *path, const uint64_t *sizes, size_t n_sizes,
     write_trace_rec(path, NULL, sizes, n_sizes, n);
 }
 
+/* What compare finds for the trace at path: its process image read once into the run model, then the model alone. */
+static void trace_allocator(const char *path, const char **a, const char **from) {
+    pl_report_t *r = pl_report_create(path);
+    assert_non_null(r);
+    pl_extract_t x;
+    pl_extract_init(&x);
+    assert_int_equal(pl_extract_file(r, &x, path, NULL), 0);
+    assert_int_equal(x.n_procs, 1);
+    pl_compare_proc_allocator(&x.procs[0], a, from);
+    pl_extract_free(&x);
+    pl_report_destroy(r);
+}
+
 static void test_compare_guess_allocator(void **state) {
     (void)state;
+    /* the rule alone: 90 % or more 8 mod 16 is glibc, 1 % or less is jemalloc, in between or under 20 says nothing */
+    assert_string_equal(pl_compare_guess_allocator(100, 90), "glibc");
+    assert_null(pl_compare_guess_allocator(100, 89));
+    assert_string_equal(pl_compare_guess_allocator(100, 1), "jemalloc");
+    assert_null(pl_compare_guess_allocator(100, 2));
+    assert_null(pl_compare_guess_allocator(19, 19));
+    assert_string_equal(pl_compare_guess_allocator(20, 20), "glibc");
+    /* from traces: the usable sizes extraction counted (sizes of 16 and below and mmap'd blocks left out) */
     char path[] = "/tmp/pl-test-compare-XXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
     close(fd);
     unlink(path);
-    const char *a = "x";
+    const char *a = "x", *from = "x";
     static const uint64_t glibc_sizes[] = {24, 40, 65544, 524296, 1032};
     static const uint64_t je_sizes[] = {32, 48, 81920, 524288, 1024, 8};
     write_trace(path, glibc_sizes, 5, 100);
-    assert_int_equal(pl_compare_guess_allocator(path, &a), 0);
+    trace_allocator(path, &a, &from);
     assert_non_null(a);
     assert_string_equal(a, "glibc");
+    assert_string_equal(from, "guessed");
     unlink(path);
     write_trace(path, je_sizes, 6, 100);
-    assert_int_equal(pl_compare_guess_allocator(path, &a), 0);
+    trace_allocator(path, &a, &from);
     assert_non_null(a);
     assert_string_equal(a, "jemalloc");
     unlink(path);
     write_trace(path, glibc_sizes, 5, 10); /* too few samples to tell */
-    assert_int_equal(pl_compare_guess_allocator(path, &a), 0);
+    trace_allocator(path, &a, &from);
     assert_null(a);
+    assert_string_equal(from, "");
     unlink(path);
-    assert_true(pl_compare_guess_allocator("/nonexistent/x.pltrace", &a) < 0);
+    pl_compare_proc_allocator(NULL, &a, &from);
+    assert_null(a);
 }
 
 /* The allocator the tracer recorded wins over the usable-size guess; traces without it fall back to the guess and
@@ -220,32 +245,31 @@ static void test_compare_recorded_allocator(void **state) {
     const char *a = "x", *from = "x";
     /* recorded jemalloc, although the sizes look like glibc's: the record is what ran */
     write_trace_rec(path, "jemalloc", glibc_sizes, 5, 100);
-    assert_int_equal(pl_compare_trace_allocator(path, &a, &from), 0);
+    trace_allocator(path, &a, &from);
     assert_string_equal(a, "jemalloc");
     assert_string_equal(from, "recorded");
     unlink(path);
     write_trace_rec(path, "glibc", glibc_sizes, 5, 3); /* no samples needed */
-    assert_int_equal(pl_compare_trace_allocator(path, &a, &from), 0);
+    trace_allocator(path, &a, &from);
     assert_string_equal(a, "glibc");
     assert_string_equal(from, "recorded");
     unlink(path);
     write_trace_rec(path, "other:libfoo.so", glibc_sizes, 5, 3);
-    assert_int_equal(pl_compare_trace_allocator(path, &a, &from), 0);
+    trace_allocator(path, &a, &from);
     assert_string_equal(a, "other");
     assert_string_equal(from, "recorded");
     unlink(path);
     /* an older trace (no field) or a tracer that could not tell: the guess, marked as one */
     write_trace_rec(path, NULL, glibc_sizes, 5, 100);
-    assert_int_equal(pl_compare_trace_allocator(path, &a, &from), 0);
+    trace_allocator(path, &a, &from);
     assert_string_equal(a, "glibc");
     assert_string_equal(from, "guessed");
     unlink(path);
     write_trace_rec(path, "unknown", glibc_sizes, 5, 10);
-    assert_int_equal(pl_compare_trace_allocator(path, &a, &from), 0);
+    trace_allocator(path, &a, &from);
     assert_null(a);
     assert_string_equal(from, "");
     unlink(path);
-    assert_true(pl_compare_trace_allocator("/nonexistent/x.pltrace", &a, &from) < 0);
 }
 
 int main(int argc, char **argv) {

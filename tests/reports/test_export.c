@@ -62,7 +62,7 @@ static void test_export_csv_rows_and_quoting(void **state) {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    assert_int_equal(pl_export_csv(r, NULL, f), 0);
+    assert_int_equal(pl_export_csv(&(pl_run_t){r, NULL}, f), 0);
     fclose(f);
     const char *want = "pid,exec,rank,process,by,step,t_seconds,rss,heap.bytes,marks\r\n"
                        "42,,3,\"tr,ain\xef\xbf\xbd\",step,1,1,100,,\r\n"
@@ -415,7 +415,7 @@ static void test_export_two_ranks(void **state) {
 
     pl_export_torch_t *t;
     pl_export_torch_info_t info;
-    assert_int_equal(pl_export_torch_collect(&x, &t, &info), 0);
+    assert_int_equal(pl_export_torch_collect(&(pl_run_t){r, &x}, &t, &info), 0);
     assert_non_null(t);
     assert_int_equal(info.pid, 102);
     assert_int_equal(info.n_other_procs, 1);
@@ -426,7 +426,7 @@ static void test_export_two_ranks(void **state) {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    assert_int_equal(pl_export_trace_events(r, &x, f), 0);
+    assert_int_equal(pl_export_trace_events(&(pl_run_t){r, &x}, f), 0);
     fclose(f);
     assert_non_null(strstr(buf, "{\"ph\": \"M\", \"pid\": 101, \"tid\": 101, \"name\": \"process_name\", "
                                 "\"args\": {\"name\": \"train (pid 101, rank 1)\"}}"));

@@ -66,6 +66,48 @@ static const pl_report_metric_t *metric(const run_t *u, size_t proc, pl_metric_t
     return mt;
 }
 
+/* The run model (run.h): a run made by pl_run_create owns its report and extraction, each process image points at
+ * its row; a run's text report is the report's section, then the run's lines; the run renderers refuse a run
+ * without its extraction, which HTML renders without the process table. */
+static void test_extract_run_model(void **state) {
+    (void)state;
+    char p[256];
+    tpath(p, sizeof p, "model.pltrace");
+    synth_cfg_t c = synth_default();
+    assert_int_equal(synth_trace(p, &c), 0);
+    pl_run_t run;
+    assert_int_equal(pl_run_create(&run, p), 0);
+    assert_int_equal(pl_extract_path(run.report, run.ext, p, NULL), 0);
+    assert_int_equal(pl_run_analyze(&run), 0);
+    assert_int_equal(run.ext->n_procs, 1);
+    assert_ptr_equal(run.ext->procs[0].proc, run.report->procs[0]);
+    char *whole = NULL, *parts = NULL;
+    size_t whole_len = 0, parts_len = 0;
+    FILE *f = open_memstream(&whole, &whole_len);
+    assert_int_equal(pl_render_run_text(&run, f, NULL), 0);
+    fclose(f);
+    f = open_memstream(&parts, &parts_len);
+    assert_int_equal(pl_render_text(run.report, f, NULL), 0);
+    assert_int_equal(pl_render_run_lines(&run, f, false), 0);
+    fclose(f);
+    assert_string_equal(whole, parts);
+    assert_non_null(strstr(whole, "call sites by live-byte growth"));
+    pl_run_t bare = {run.report, NULL};
+    FILE *null = fopen("/dev/null", "w");
+    assert_non_null(null);
+    assert_int_equal(pl_render_run_json(&bare, null, 0), -EINVAL);
+    assert_int_equal(pl_render_run_lines(&bare, null, false), -EINVAL);
+    assert_int_equal(pl_render_html(&bare, null), 0);
+    assert_int_equal(pl_run_analyze(&(pl_run_t){NULL, NULL}), -EINVAL);
+    fclose(null);
+    free(whole);
+    free(parts);
+    pl_run_destroy(&run);
+    assert_null(run.report);
+    assert_null(run.ext);
+    pl_run_destroy(&run); /* safe on a destroyed run */
+}
+
 static void test_extract_plateau_and_host_leak(void **state) {
     (void)state;
     char p[256];
@@ -110,12 +152,12 @@ static void test_extract_plateau_and_host_leak(void **state) {
     double tail = (double)(160 - xp->site_tail_step + 1) * 256 * 1024;
     assert_true(xp->sites[0].growth_bytes > 0.8 * tail && xp->sites[0].growth_bytes < 1.2 * tail);
     assert_int_equal(xp->sites[0].n_live, 160);
-    assert_int_equal(pl_extract_leaking(&u.x, NULL), 0);
+    assert_int_equal(pl_run_leaking(&u.x, NULL), 0);
     /* the text extras name the site */
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    assert_int_equal(pl_extract_render_text(u.r, &u.x, f), 0);
+    assert_int_equal(pl_render_run_lines(&(pl_run_t){u.r, &u.x}, f, false), 0);
     fclose(f);
     assert_non_null(strstr(buf, "leaky_collect+0x1c (trainer)"));
     assert_non_null(strstr(buf, "leaking: pid 4242"));
@@ -135,7 +177,7 @@ static void test_extract_no_leak(void **state) {
     for (int m = 0; m < PL_METRIC__COUNT; m++)
         if (u.r->procs[0]->metrics[m].present)
             assert_int_not_equal(u.r->procs[0]->metrics[m].verdict.kind, PL_VERDICT_LEAK);
-    assert_int_equal(pl_extract_leaking(&u.x, NULL), -1);
+    assert_int_equal(pl_run_leaking(&u.x, NULL), -1);
     assert_int_equal(u.x.procs[0].n_sites, 0);
     run_free(&u);
 }
@@ -152,12 +194,12 @@ static void test_extract_sites_only_when_leaking(void **state) {
     run_t u;
     run_file(&u, p);
     assert_int_equal(metric(&u, 0, PL_METRIC_HEAP_BYTES)->verdict.kind, PL_VERDICT_INCONCLUSIVE);
-    assert_int_equal(pl_extract_leaking(&u.x, NULL), -1);
+    assert_int_equal(pl_run_leaking(&u.x, NULL), -1);
     assert_true(u.x.procs[0].n_sites >= 1); /* the growing site is known... */
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    assert_int_equal(pl_extract_render_text(u.r, &u.x, f), 0);
+    assert_int_equal(pl_render_run_lines(&(pl_run_t){u.r, &u.x}, f, false), 0);
     fclose(f);
     assert_null(strstr(buf, "call sites")); /* ...but not reported as a finding */
     free(buf);
@@ -340,7 +382,7 @@ static void test_extract_roles_order_and_teardown(void **state) {
     assert_true(wh->series.by_time);
     assert_true(wh->verdict.last_value > 0.5 * wh->verdict.peak);
     assert_int_not_equal(u.r->verdict.kind, PL_PV_LEAK);
-    assert_int_equal(pl_extract_leaking(&u.x, NULL), -1);
+    assert_int_equal(pl_run_leaking(&u.x, NULL), -1);
     /* the long-lived worker is also judged as the trainer's pool, on its steps: flat */
     assert_int_equal(u.r->n_procs, 3);
     assert_int_equal(u.r->procs[2]->n_pool, 1);
@@ -351,7 +393,7 @@ static void test_extract_roles_order_and_teardown(void **state) {
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     assert_int_equal(pl_render_text(u.r, f, NULL), 0);
-    assert_int_equal(pl_extract_render_text(u.r, &u.x, f), 0);
+    assert_int_equal(pl_render_run_lines(&(pl_run_t){u.r, &u.x}, f, false), 0);
     fclose(f);
     assert_true(!strncmp(buf, "verdict: ", 9));
     assert_non_null(strstr(buf, "workers (1 process that never step"));
@@ -438,11 +480,11 @@ static const pl_report_process_t *gen_row_of(const run_t *u) {
     return g;
 }
 
-static char *render_html_buf(const run_t *u) {
+static char *render_html_buf(run_t *u) {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    assert_int_equal(pl_render_html(u->r, &u->x, f), 0);
+    assert_int_equal(pl_render_html(&(pl_run_t){u->r, &u->x}, f), 0);
     fclose(f);
     return buf;
 }
@@ -453,12 +495,12 @@ static size_t at(const char *hay, const char *needle) {
     return p ? (size_t)(p - hay) : (size_t)-1;
 }
 
-static char *render_all_text(const run_t *u) {
+static char *render_all_text(run_t *u) {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     assert_int_equal(pl_render_text(u->r, f, NULL), 0);
-    assert_int_equal(pl_extract_render_text(u->r, &u->x, f), 0);
+    assert_int_equal(pl_render_run_lines(&(pl_run_t){u->r, &u->x}, f, false), 0);
     fclose(f);
     return buf;
 }
@@ -592,17 +634,17 @@ static void test_extract_total_pss_without_samples(void **state) {
         run_file(&u, d);
         assert_int_equal(u.x.n_procs, 2);
         size_t n_pss;
-        double pss = pl_extract_total_last(&u.x, PL_METRIC_PSS, &n_pss);
+        double pss = pl_run_total_last(&u.x, PL_METRIC_PSS, &n_pss);
         assert_int_equal(n_pss, 1 - k);
         assert_true(fabs(pss - (k ? 0 : 690000000.0)) < 1.0);
         char totals[256];
-        pl_extract_totals_phrase(&u.x, totals, sizeof totals);
+        pl_run_totals_phrase(&u.x, totals, sizeof totals);
         assert_string_equal(totals, want[k]);
         /* the process table's PSS column: "-" for the process without one (not its RSS) */
         char *buf = NULL, row[128];
         size_t len = 0;
         FILE *f = open_memstream(&buf, &len);
-        assert_int_equal(pl_extract_render_text(u.r, &u.x, f), 0);
+        assert_int_equal(pl_render_run_lines(&(pl_run_t){u.r, &u.x}, f, false), 0);
         fclose(f);
         snprintf(row, sizeof row, "  %8u %8u %5s %7llu %10s  ", 101u, 100u, "-",
                  (unsigned long long)u.x.procs[1].n_steps, "-");
@@ -638,23 +680,23 @@ static void test_extract_run_directory(void **state) {
     assert_int_equal(u.x.n_procs, 2);
     assert_int_equal(u.x.n_files_failed, 0);
     size_t n;
-    long k = pl_extract_leaking(&u.x, &n);
+    long k = pl_run_leaking(&u.x, &n);
     assert_int_equal(n, 1);
     assert_int_equal(k, 1);
     assert_int_equal(u.x.procs[1].pid, 101);
     assert_int_equal(u.x.procs[1].ppid, 100);
     double pss0 = 690000000.0, pss1 = 690000000.0 + 160 * 512.0 * 1024;
     size_t n_pss;
-    assert_true(fabs(pl_extract_total_last(&u.x, PL_METRIC_PSS, &n_pss) - (pss0 + pss1)) < 1.0);
+    assert_true(fabs(pl_run_total_last(&u.x, PL_METRIC_PSS, &n_pss) - (pss0 + pss1)) < 1.0);
     assert_int_equal(n_pss, 2);
     char totals[256];
-    pl_extract_totals_phrase(&u.x, totals, sizeof totals);
+    pl_run_totals_phrase(&u.x, totals, sizeof totals);
     assert_string_equal(totals, "total PSS 1.36 GiB (RSS 1.38 GiB, shared pages counted once per process)");
     /* HTML: self-contained, one chart per metric, the processes table, the site */
     char *buf = NULL;
     size_t len = 0;
     f = open_memstream(&buf, &len);
-    assert_int_equal(pl_render_html(u.r, &u.x, f), 0);
+    assert_int_equal(pl_render_html(&(pl_run_t){u.r, &u.x}, f), 0);
     fclose(f);
     assert_null(strstr(buf, "<script"));
     assert_null(strstr(buf, "src=\"http"));
@@ -689,14 +731,14 @@ static void rank_trace(const char *dir, uint32_t pid, uint32_t ppid, int32_t ran
     assert_int_equal(synth_trace(p, &c), 0);
 }
 
-static char *render(const run_t *u, int kind) { /* 0 text, 1 JSON, 2 HTML */
+static char *render(run_t *u, int kind) { /* 0 text, 1 JSON, 2 HTML */
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     assert_non_null(f);
-    if (kind == 0) assert_int_equal(pl_extract_render_text(u->r, &u->x, f), 0);
-    if (kind == 1) assert_int_equal(pl_extract_render_json(u->r, &u->x, f, 0), 0);
-    if (kind == 2) assert_int_equal(pl_render_html(u->r, &u->x, f), 0);
+    if (kind == 0) assert_int_equal(pl_render_run_lines(&(pl_run_t){u->r, &u->x}, f, false), 0);
+    if (kind == 1) assert_int_equal(pl_render_run_json(&(pl_run_t){u->r, &u->x}, f, 0), 0);
+    if (kind == 2) assert_int_equal(pl_render_html(&(pl_run_t){u->r, &u->x}, f), 0);
     fclose(f);
     return buf;
 }
@@ -993,9 +1035,9 @@ static void test_extract_hostile_values(void **state) {
     FILE *f = fopen("/dev/null", "w");
     assert_non_null(f);
     assert_int_equal(pl_render_text(rep, f, NULL), 0);
-    assert_int_equal(pl_extract_render_text(rep, &x, f), 0);
-    assert_int_equal(pl_extract_render_json(rep, &x, f, 16), 0);
-    assert_int_equal(pl_render_html(rep, &x, f), 0);
+    assert_int_equal(pl_render_run_lines(&(pl_run_t){rep, &x}, f, false), 0);
+    assert_int_equal(pl_render_run_json(&(pl_run_t){rep, &x}, f, 16), 0);
+    assert_int_equal(pl_render_html(&(pl_run_t){rep, &x}, f), 0);
     fclose(f);
     pl_extract_free(&x);
     pl_report_destroy(rep);
@@ -1020,7 +1062,7 @@ static void test_extract_golden_json(void **state) {
     char *out = NULL;
     size_t olen = 0;
     FILE *f = open_memstream(&out, &olen);
-    assert_int_equal(pl_extract_render_json(r, &x, f, 64), 0);
+    assert_int_equal(pl_render_run_json(&(pl_run_t){r, &x}, f, 64), 0);
     fclose(f);
     char gp[512];
     snprintf(gp, sizeof gp, "%s/extract_synth.json", g_golden_dir);
@@ -1092,11 +1134,11 @@ static char *masked(const char *s, const char *what) {
 static void render_both(run_t *u, char *text, size_t text_cap, char *json, size_t json_cap) {
     FILE *f = fmemopen(text, text_cap, "w");
     assert_non_null(f);
-    assert_int_equal(pl_extract_render_text(u->r, &u->x, f), 0);
+    assert_int_equal(pl_render_run_lines(&(pl_run_t){u->r, &u->x}, f, false), 0);
     fclose(f);
     f = fmemopen(json, json_cap, "w");
     assert_non_null(f);
-    assert_int_equal(pl_extract_render_json(u->r, &u->x, f, 16), 0);
+    assert_int_equal(pl_render_run_json(&(pl_run_t){u->r, &u->x}, f, 16), 0);
     fclose(f);
 }
 
@@ -1199,7 +1241,7 @@ static void test_extract_skipped_files_named(void **state) {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    assert_int_equal(pl_extract_render_text(u.r, &u.x, f), 0);
+    assert_int_equal(pl_render_run_lines(&(pl_run_t){u.r, &u.x}, f, false), 0);
     fclose(f);
     const char *line = strstr(buf, "skipped 7 files: ");
     assert_non_null(line);
@@ -1215,7 +1257,7 @@ static void test_extract_skipped_files_named(void **state) {
     free(buf);
     buf = NULL;
     f = open_memstream(&buf, &len);
-    assert_int_equal(pl_extract_render_json(u.r, &u.x, f, 0), 0);
+    assert_int_equal(pl_render_run_json(&(pl_run_t){u.r, &u.x}, f, 0), 0);
     fclose(f);
     const char *ff = strstr(buf, "\"failed_files\": [\"");
     assert_non_null(ff);
@@ -1241,14 +1283,14 @@ static void test_extract_lost_records_said(void **state) {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    assert_int_equal(pl_extract_render_text(u.r, &u.x, f), 0);
+    assert_int_equal(pl_render_run_lines(&(pl_run_t){u.r, &u.x}, f, false), 0);
     fclose(f);
     assert_non_null(strstr(buf, "pid 4242: the trace lost 48 records (10.0% of host allocation events): stacks and "
                                 "counts may be incomplete\n"));
     free(buf);
     buf = NULL;
     f = open_memstream(&buf, &len);
-    assert_int_equal(pl_extract_render_json(u.r, &u.x, f, 0), 0);
+    assert_int_equal(pl_render_run_json(&(pl_run_t){u.r, &u.x}, f, 0), 0);
     fclose(f);
     assert_non_null(strstr(buf, "\"lost_records\": 48, \"host_events\": 480, \"lost_share\": 0.1,"));
     free(buf);
@@ -1260,7 +1302,7 @@ static void test_extract_lost_records_said(void **state) {
     run_file(&u, p);
     buf = NULL;
     f = open_memstream(&buf, &len);
-    assert_int_equal(pl_extract_render_text(u.r, &u.x, f), 0);
+    assert_int_equal(pl_render_run_lines(&(pl_run_t){u.r, &u.x}, f, false), 0);
     fclose(f);
     assert_null(strstr(buf, "lost"));
     free(buf);
@@ -1271,6 +1313,7 @@ int main(int argc, char **argv) {
     g_golden_dir = argc > 1 ? argv[1] : "tests/reports/golden";
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_extract_plateau_and_host_leak),
+        cmocka_unit_test(test_extract_run_model),
         cmocka_unit_test(test_extract_no_leak),
         cmocka_unit_test(test_extract_sites_only_when_leaking),
         cmocka_unit_test(test_extract_long_dladdr_name),

@@ -200,6 +200,35 @@ static void test_live_helpers_dropped(void **state) {
     pl_live_close(l);
 }
 
+/* The run's traces are the ones the report reads (tracer/rundir.c): a FIFO named *.pltrace is neither opened (that
+ * would block) nor counted as a trace of the run; a run.status file ends the run. */
+static void test_live_lists_like_the_report(void **state) {
+    (void)state;
+    char fifo[300], status[300];
+    snprintf(fifo, sizeof fifo, "%s/fifo.pltrace", dir);
+    snprintf(status, sizeof status, "%s/run.status", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    pl_live_t *l = pl_live_open(dir, NULL);
+    tw_t t;
+    tw_open(&t, "a-main.pltrace", 300, "/usr/bin/python3");
+    steps(&t, 5, 5e6, 0);
+    pl_live_status_t s = poll_status(l);
+    assert_int_equal(s.n_files, 1);
+    assert_int_equal(s.pid, 300);
+    assert_false(s.ended);
+    FILE *f = fopen(status, "w");
+    assert_non_null(f);
+    fputs("pid 300 exit 0\n", f);
+    fclose(f);
+    s = poll_status(l);
+    assert_true(s.ended); /* the command ended, though its trace has no end record yet */
+    assert_int_equal(s.n_files, 1);
+    tw_end(&t);
+    pl_live_close(l);
+    unlink(fifo);
+    unlink(status);
+}
+
 /* RSS growing beside a flat live heap: allocator retention, not the program's leak: "rss: grows", program flat */
 static void test_live_rss_beside_heap_grows(void **state) {
     (void)state;
@@ -259,6 +288,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_live_memory_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_live_helpers_dropped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_live_rss_beside_heap_grows, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_live_lists_like_the_report, setup, teardown),
         cmocka_unit_test_setup_teardown(test_live_seed003_step70_is_warming_up, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

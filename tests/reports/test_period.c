@@ -15,6 +15,7 @@
 
 #include "extract.h"
 #include "period.h"
+#include "render.h"
 #include "report.h"
 #include "writer.h"
 
@@ -694,7 +695,7 @@ static void test_period_extract_auto_steps(void **state) {
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     assert_non_null(f);
-    assert_int_equal(pl_extract_render_text(rep, &x, f), 0);
+    assert_int_equal(pl_render_run_lines(&(pl_run_t){rep, &x}, f, false), 0);
     fclose(f);
     assert_non_null(strstr(buf, "steps auto-detected, period 30 allocations / 200 ms, confidence"));
     free(buf);
@@ -742,7 +743,7 @@ static void test_period_extract_undone_pass_leaves_nothing(void **state) {
         size_t len = 0;
         FILE *f = open_memstream(&text[from_mem], &len);
         assert_non_null(f);
-        assert_int_equal(pl_extract_render_text(rep, &x, f), 0);
+        assert_int_equal(pl_render_run_lines(&(pl_run_t){rep, &x}, f, false), 0);
         fclose(f);
         pl_extract_free(&x);
         pl_report_destroy(rep);

@@ -18,6 +18,7 @@
 
 #include "extract.h"
 #include "pysites.h"
+#include "render.h"
 #include "render_html.h"
 #include "writer.h"
 
@@ -154,7 +155,8 @@ static char *render(pl_report_t *rep, pl_extract_t *x, bool json) {
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     assert_non_null(f);
-    assert_int_equal(json ? pl_extract_render_json(rep, x, f, 64) : pl_extract_render_text(rep, x, f), 0);
+    pl_run_t run = {rep, x};
+    assert_int_equal(json ? pl_render_run_json(&run, f, 64) : pl_render_run_lines(&run, f, false), 0);
     fclose(f);
     return buf;
 }
@@ -194,10 +196,10 @@ static void test_pysites_merge_by_user_line(void **state) {
     char *text = render(rep, &x, false);
     assert_non_null(strstr(text, "94% of it allocated at train.py:42 (`epoch_logits.append(logits)`)"));
     char sentence[128];
-    size_t n = pl_extract_site_sentence(p, sentence, sizeof sentence);
+    size_t n = pl_run_site_sentence(p, sentence, sizeof sentence);
     assert_int_equal(n, strlen(sentence));
     assert_string_equal(sentence, "94% of it allocated at train.py:42 (`epoch_logits.append(logits)`)");
-    assert_int_equal(pl_extract_site_sentence(p, sentence, 10), 9); /* cut, still terminated */
+    assert_int_equal(pl_run_site_sentence(p, sentence, 10), 9); /* cut, still terminated */
     assert_string_equal(sentence, "94% of it");
     assert_non_null(strstr(text, "train.py:42 in train_epoch: `epoch_logits.append(logits)`"));
     assert_non_null(strstr(text, "<- train.py:60 in <module>"));
@@ -209,7 +211,7 @@ static void test_pysites_merge_by_user_line(void **state) {
     char *html = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&html, &len);
-    assert_int_equal(pl_render_html(rep, &x, f), 0);
+    assert_int_equal(pl_render_html(&(pl_run_t){rep, &x}, f), 0);
     fclose(f);
     assert_non_null(strstr(html, "<b><code>train.py:42 in train_epoch</code></b>: <code>epoch_logits.append(logits)"));
     assert_non_null(strstr(html, "<details><summary>2 native frames</summary>"));

@@ -1,0 +1,552 @@
+/* reports/run: the run model and the assembly of a run from its processes (see run.h for the contract).
+ *
+ * Invariants: every ext->procs[i].proc is its process image's row in report (owned by the report); pool and
+ * generation rows come after the process images' rows and have no ext entry. Roles and cut-short are recomputed
+ * from the whole process table each time, never patched per trace.
+ */
+#include "run.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "format.h"
+#include "pysites.h"
+
+/* Processes are keyed by (node, pid): the nodes of a merged multi-node run reuse each other's pids. */
+static bool same_node(const pl_extract_proc_t *a, const pl_extract_proc_t *b) { return !strcmp(a->node, b->node); }
+
+/* Is p the run's root (no other process image read is its parent)? Children of a traced process commonly end
+ * without an end record (_exit in fork servers and dataloader workers, killed at shutdown), so only a root without
+ * one, or any damaged trace, makes the run "cut short". */
+static bool is_root(const pl_extract_t *x, const pl_extract_proc_t *p) {
+    for (size_t i = 0; i < x->n_procs; i++)
+        if (&x->procs[i] != p && x->procs[i].pid == p->ppid && same_node(&x->procs[i], p)) return false;
+    return true;
+}
+
+/* Roles (docs/verdict.md §8): the processes that step are the main ones; when none steps, those that live at least
+ * half as long as the longest-lived one. Every other process (DataLoader workers, helpers, shims) is a worker,
+ * judged as a group and folded into one line when nothing of it grows. */
+static int64_t span_of(const pl_report_process_t *p) {
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (int m = 0; m < PL_METRIC__COUNT; m++) {
+        const pl_series_t *s = &p->metrics[m].series;
+        if (!p->metrics[m].present || !s->n_points) continue;
+        int64_t a = s->points[0].t_ns, b = s->points[s->n_points - 1].t_ns;
+        if (s->by_time) {
+            a = s->points[0].step * s->bucket_ns;
+            b = (s->points[s->n_points - 1].step + 1) * s->bucket_ns;
+        }
+        if (a >= 0 && a < lo) lo = a;
+        if (b >= 0 && b > hi) hi = b;
+    }
+    return hi > lo ? hi - lo : 0;
+}
+
+static void update_roles(pl_extract_t *x) {
+    bool any_steps = false;
+    int64_t longest = 0;
+    for (size_t i = 0; i < x->n_procs; i++) {
+        any_steps |= x->procs[i].n_steps > 0;
+        int64_t sp = span_of(x->procs[i].proc);
+        if (sp > longest) longest = sp;
+    }
+    for (size_t i = 0; i < x->n_procs; i++) {
+        const pl_extract_proc_t *p = &x->procs[i];
+        bool main_proc = any_steps ? p->n_steps > 0 : 2 * span_of(p->proc) >= longest;
+        p->proc->role = main_proc ? PL_ROLE_MAIN : PL_ROLE_WORKER;
+        const pl_report_metric_t *rss = &p->proc->metrics[PL_METRIC_RSS];
+        p->proc->helper = !main_proc && !p->n_steps && p->last_ns - p->t0_ns < PL_EXTRACT_HELPER_NS &&
+                          (!rss->present || !(rss->series.peak >= PL_EXTRACT_HELPER_RSS_BYTES));
+    }
+}
+
+static int cmp_proc(const void *a, const void *b) {
+    const pl_extract_proc_t *p = a, *q = b;
+    int nc = strcmp(p->node, q->node); /* CLOCK_MONOTONIC of different hosts cannot be compared: node by node */
+    if (nc) return nc < 0 ? -1 : 1;
+    if (p->t0_ns != q->t0_ns) return p->t0_ns < q->t0_ns ? -1 : 1; /* started first (pids wrap around) */
+    if (p->pid != q->pid) return p->pid < q->pid ? -1 : 1;
+    return p->exec_seq < q->exec_seq ? -1 : p->exec_seq > q->exec_seq;
+}
+
+/* Processes in the order they started (trace start time), then by pid numerically (file names sort 10000 before
+ * 9999, and pids wrap around: the trainer must come first), the report's rows in the same order. A merged multi-node
+ * run is ordered node by node (by host name): start times of different hosts' monotonic clocks do not compare. */
+static void sort_procs(pl_report_t *r, pl_extract_t *x) {
+    if (x->n_procs < 2 || x->n_procs != r->n_procs) return; /* other front ends' rows: keep their order */
+    qsort(x->procs, x->n_procs, sizeof *x->procs, cmp_proc);
+    for (size_t i = 0; i < x->n_procs; i++) r->procs[i] = x->procs[i].proc;
+}
+
+/* "signal 11 (SIGSEGV)"; SIGKILL is also what the OOM killer sends */
+static const char *signal_text(int sig) {
+    static char buf[64];
+    static const struct { int n; const char *name; } names[] = {
+        {SIGSEGV, "SIGSEGV, a crash"}, {SIGABRT, "SIGABRT, an abort"}, {SIGBUS, "SIGBUS"}, {SIGFPE, "SIGFPE"},
+        {SIGILL, "SIGILL"}, {SIGKILL, "SIGKILL: the OOM killer or kill -9"}, {SIGTERM, "SIGTERM"}, {SIGINT, "SIGINT"},
+        {SIGHUP, "SIGHUP"}, {SIGQUIT, "SIGQUIT"}, {SIGPIPE, "SIGPIPE"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (names[i].n == sig) {
+            snprintf(buf, sizeof buf, "signal %d (%s)", sig, names[i].name);
+            return buf;
+        }
+    snprintf(buf, sizeof buf, "signal %d", sig);
+    return buf;
+}
+
+/* DIR/run.status ("pid P signal N" / "pid P exit N", cli/run.c) into x; absent or malformed: no status. */
+static void read_status(pl_extract_t *x, const char *dir) {
+    char path[4096];
+    x->has_status = false;
+    if (snprintf(path, sizeof path, "%s/run.status", dir) >= (int)sizeof path) return;
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    unsigned pid;
+    char what[16];
+    int v;
+    if (fscanf(f, "pid %u %15s %d", &pid, what, &v) == 3 && v >= 0 && v < 256 &&
+        (!strcmp(what, "signal") || !strcmp(what, "exit"))) {
+        x->has_status = true;
+        x->status_pid = pid;
+        x->status_signal = !strcmp(what, "signal") ? v : 0;
+        x->status_exit = !strcmp(what, "exit") ? v : 0;
+    }
+    fclose(f);
+}
+
+/* ---- worker pools (docs/verdict.md §8) ----
+ * The long-lived workers of a stepping process (DataLoader workers with persistent_workers) are judged together on
+ * that process's steps: their live heaps are summed at each of its steps (the traces share CLOCK_MONOTONIC) into one
+ * more row, role worker, n_pool = how many. Only workers alive over at least 80 % of the trainer's steps take part,
+ * and only the steps at which all of them are alive are used: short-lived workers (validation loaders) would add and
+ * remove whole processes, a sawtooth wider than a step; they are judged one by one. */
+
+static bool descends(const pl_extract_t *x, const pl_extract_proc_t *w, uint32_t pid) {
+    uint32_t pp = w->ppid;
+    for (size_t hops = 0; hops < x->n_procs; hops++) {
+        if (pp == pid) return true;
+        const pl_extract_proc_t *up = NULL;
+        for (size_t i = 0; i < x->n_procs && !up; i++)
+            if (x->procs[i].pid == pp && same_node(&x->procs[i], w)) up = &x->procs[i];
+        if (!up) return false;
+        pp = up->ppid;
+    }
+    return false;
+}
+
+/* absolute [lo, hi) of a series by time, or of a series by step (first/last point times) */
+static void abs_span(const pl_extract_proc_t *p, const pl_series_t *s, int64_t *lo, int64_t *hi) {
+    if (s->by_time) {
+        *lo = p->t0_ns + s->points[0].step * s->bucket_ns;
+        *hi = p->t0_ns + (s->points[s->n_points - 1].step + 1) * s->bucket_ns;
+    } else {
+        *lo = p->t0_ns + s->points[0].t_ns;
+        *hi = p->t0_ns + s->points[s->n_points - 1].t_ns + 1;
+    }
+}
+
+/* baseline of a series by time at absolute time t, NAN outside it */
+static double value_at(const pl_extract_proc_t *p, const pl_series_t *s, int64_t t) {
+    int64_t lo, hi;
+    abs_span(p, s, &lo, &hi);
+    if (t < lo || t >= hi) return NAN;
+    int64_t b = (t - p->t0_ns) / s->bucket_ns;
+    size_t a = 0, z = s->n_points; /* last point with step <= b */
+    while (z - a > 1) {
+        size_t m = (a + z) / 2;
+        if (s->points[m].step <= b) a = m;
+        else z = m;
+    }
+    return s->points[a].base;
+}
+
+/* A process that steps, with its live heap by step: a trainer whose workers can be judged on its steps. */
+static bool heap_trainer(const pl_extract_proc_t *tr) {
+    const pl_report_metric_t *m = &tr->proc->metrics[PL_METRIC_HEAP_BYTES];
+    return tr->n_steps && m->present && !m->series.by_time && m->series.n_points >= 2;
+}
+
+/* A worker of trainer tr with a live heap by time buckets (not a helper) that descends from it. */
+static bool heap_worker_of(const pl_extract_t *x, const pl_extract_proc_t *tr, const pl_extract_proc_t *w) {
+    const pl_report_metric_t *wm = &w->proc->metrics[PL_METRIC_HEAP_BYTES];
+    return w->proc->role == PL_ROLE_WORKER && !w->proc->helper && wm->present && wm->series.by_time &&
+           wm->series.n_points && wm->series.bucket_ns > 0 && same_node(w, tr) && descends(x, w, tr->pid);
+}
+
+/* A member of tr's pool: a worker alive over at least 80 % of [tlo, thi), the trainer's steps. */
+static bool pool_member(const pl_extract_t *x, const pl_extract_proc_t *tr, int64_t tlo, int64_t thi,
+                        const pl_extract_proc_t *w) {
+    if (!heap_worker_of(x, tr, w)) return false;
+    int64_t lo, hi;
+    abs_span(w, &w->proc->metrics[PL_METRIC_HEAP_BYTES].series, &lo, &hi);
+    int64_t lo2 = lo > tlo ? lo : tlo, hi2 = hi < thi ? hi : thi;
+    return hi2 > lo2 && (double)(hi2 - lo2) >= 0.8 * (double)(thi - tlo);
+}
+
+static int build_pools(pl_report_t *r, pl_extract_t *x) {
+    for (size_t i = 0; i < x->n_procs; i++) {
+        const pl_extract_proc_t *tr = &x->procs[i];
+        const pl_series_t *ts = &tr->proc->metrics[PL_METRIC_HEAP_BYTES].series;
+        if (!heap_trainer(tr)) continue;
+        int64_t tlo, thi;
+        abs_span(tr, ts, &tlo, &thi);
+        const pl_extract_proc_t *mem[64];
+        size_t n = 0;
+        for (size_t j = 0; j < x->n_procs && n < 64; j++)
+            if (pool_member(x, tr, tlo, thi, &x->procs[j])) mem[n++] = &x->procs[j];
+        if (!n) continue;
+        pl_sample_t *smp = malloc(ts->n_points * sizeof *smp);
+        if (!smp) return -ENOMEM;
+        size_t k = 0;
+        for (size_t q = 0; q < ts->n_points; q++) {
+            if (ts->points[q].t_ns < 0) continue;
+            int64_t t = tr->t0_ns + ts->points[q].t_ns;
+            double sum = 0;
+            for (size_t j = 0; j < n && isfinite(sum); j++)
+                sum += value_at(mem[j], &mem[j]->proc->metrics[PL_METRIC_HEAP_BYTES].series, t);
+            if (isfinite(sum)) smp[k++] = (pl_sample_t){ts->points[q].step, ts->points[q].t_ns, sum};
+        }
+        char name[64];
+        snprintf(name, sizeof name, "pool of %zu worker%s", n, n > 1 ? "s" : "");
+        pl_report_process_t *row = k ? pl_report_add_process(r, tr->pid, -1, name) : NULL;
+        int rc = k && !row ? -ENOMEM : 0;
+        if (row) {
+            row->role = PL_ROLE_WORKER;
+            row->n_pool = n;
+            rc = pl_report_set_samples(row, PL_METRIC_HEAP_BYTES, smp, k, NULL);
+        }
+        free(smp);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* ---- generations of short-lived workers (docs/verdict.md §8) ----
+ * The workers of one trainer that are not in its pool (a validation loader's, started at each pass and gone after
+ * it) are grouped into generations: children of the trainer that start within GEN_WINDOW_NS of the generation's
+ * first one and before any of its members ended. Generations of equal size are one loader's: each such series of at
+ * least 2 generations becomes one more row (role worker, n_gen > 0), one point per generation at the trainer's step
+ * when it started, valued at the live heap its workers added over what they inherited; reports/generations.c judges
+ * it. The workers keep their own rows (folded when quiet). */
+#define GEN_WINDOW_NS 2000000000LL
+#define GEN_MAX_WORKERS 4096
+
+typedef struct genw {
+    const pl_extract_proc_t *w;
+    size_t gen;     /* generation index, in start order */
+} genw_t;
+
+typedef struct gen {
+    size_t n;       /* workers */
+    int64_t step;   /* the trainer's step when the first one started */
+    int64_t t_ns;   /* that start, relative to the trainer's trace start */
+    double bytes;   /* live heap the workers added over what they inherited, summed */
+} gen_t;
+
+static int cmp_genw(const void *a, const void *b) {
+    const pl_extract_proc_t *p = ((const genw_t *)a)->w, *q = ((const genw_t *)b)->w;
+    if (p->t0_ns != q->t0_ns) return p->t0_ns < q->t0_ns ? -1 : 1;
+    return p->pid < q->pid ? -1 : p->pid > q->pid;
+}
+
+/* The trainer's baseline and step at absolute time t: its last step that started at or before t (its first step
+ * when t is earlier). */
+static double trainer_at(const pl_extract_proc_t *tr, const pl_series_t *ts, int64_t t, int64_t *step) {
+    size_t k = 0;
+    for (size_t i = 0; i < ts->n_points; i++)
+        if (ts->points[i].t_ns >= 0 && tr->t0_ns + ts->points[i].t_ns <= t) k = i;
+    *step = ts->points[k].step;
+    return ts->points[k].base;
+}
+
+/* What a worker added over what it inherited: its peak live heap, less its parent's baseline when it started if its
+ * first bucket shows that heap (a forked worker inherits its parent's heap and the tracer's counts; a spawned one
+ * starts from nothing). A trainer's own leak then stays the trainer's, not its validation workers'. */
+static double own_bytes(const pl_extract_proc_t *w, double parent_base) {
+    const pl_series_t *s = &w->proc->metrics[PL_METRIC_HEAP_BYTES].series;
+    bool inherited = parent_base > 0 && s->points[0].base >= 0.5 * parent_base;
+    return s->peak - (inherited ? parent_base : 0);
+}
+
+static int gen_row(pl_report_t *r, const pl_extract_proc_t *tr, const gen_t *g, size_t n_g, size_t size) {
+    pl_sample_t *smp = malloc(n_g * sizeof *smp);
+    int64_t *gap = malloc(n_g * sizeof *gap);
+    if (!smp || !gap) {
+        free(smp);
+        free(gap);
+        return -ENOMEM;
+    }
+    size_t k = 0, n_gap = 0, n_workers = 0;
+    for (size_t i = 0; i < n_g; i++) {
+        if (g[i].n != size) continue;
+        if (k) gap[n_gap++] = g[i].step - smp[k - 1].step;
+        smp[k++] = (pl_sample_t){g[i].step, g[i].t_ns, g[i].bytes};
+        n_workers += g[i].n;
+    }
+    int rc = 0;
+    if (k >= 2) {
+        for (size_t i = 1; i < n_gap; i++) /* insertion sort: the median gap */
+            for (size_t j = i; j > 0 && gap[j] < gap[j - 1]; j--) {
+                int64_t t = gap[j];
+                gap[j] = gap[j - 1];
+                gap[j - 1] = t;
+            }
+        char name[64];
+        snprintf(name, sizeof name, "%zu workers in %zu generations of %zu", n_workers, k, size);
+        pl_report_process_t *row = pl_report_add_process(r, tr->pid, -1, name);
+        if (!row) rc = -ENOMEM;
+        if (row) {
+            row->role = PL_ROLE_WORKER;
+            row->n_gen = k;
+            row->n_gen_workers = n_workers;
+            row->gen_every_steps = n_gap ? gap[n_gap / 2] : 0;
+            rc = pl_report_set_samples(row, PL_METRIC_HEAP_BYTES, smp, k, NULL);
+        }
+    }
+    free(smp);
+    free(gap);
+    return rc;
+}
+
+static int build_generations_of(pl_report_t *r, pl_extract_t *x, const pl_extract_proc_t *tr) {
+    const pl_series_t *ts = &tr->proc->metrics[PL_METRIC_HEAP_BYTES].series;
+    int64_t tlo, thi;
+    abs_span(tr, ts, &tlo, &thi);
+    genw_t *c = malloc((x->n_procs ? x->n_procs : 1) * sizeof *c);
+    gen_t *g = malloc((x->n_procs ? x->n_procs : 1) * sizeof *g);
+    if (!c || !g) {
+        free(c);
+        free(g);
+        return -ENOMEM;
+    }
+    size_t n = 0, n_g = 0;
+    for (size_t j = 0; j < x->n_procs && n < GEN_MAX_WORKERS; j++) {
+        const pl_extract_proc_t *w = &x->procs[j];
+        if (w->ppid == tr->pid && heap_worker_of(x, tr, w) && !pool_member(x, tr, tlo, thi, w) && w->t0_ns >= tlo &&
+            (w->t0_ns < thi || w->t0_ns <= tr->last_ns)) /* a pass after the last step is the trainer's too */
+            c[n++] = (genw_t){w, 0};
+    }
+    qsort(c, n, sizeof *c, cmp_genw);
+    int64_t first = 0, min_end = 0;
+    for (size_t i = 0; i < n; i++) {
+        const pl_extract_proc_t *w = c[i].w;
+        int64_t end = w->last_ns > w->t0_ns ? w->last_ns : w->t0_ns;
+        if (!n_g || w->t0_ns - first > GEN_WINDOW_NS || w->t0_ns >= min_end) { /* a new generation */
+            first = w->t0_ns;
+            min_end = end;
+            g[n_g] = (gen_t){0};
+            trainer_at(tr, ts, w->t0_ns, &g[n_g].step);
+            g[n_g].t_ns = w->t0_ns - tr->t0_ns;
+            n_g++;
+        }
+        if (end < min_end) min_end = end;
+        int64_t st;
+        g[n_g - 1].n++;
+        g[n_g - 1].bytes += own_bytes(w, trainer_at(tr, ts, w->t0_ns, &st));
+        c[i].gen = n_g - 1;
+    }
+    int rc = 0;
+    for (size_t i = 0; i < n_g && !rc; i++) { /* one row per generation size, in order of first appearance */
+        bool seen = false;
+        for (size_t j = 0; j < i && !seen; j++) seen = g[j].n == g[i].n;
+        if (!seen) rc = gen_row(r, tr, g, n_g, g[i].n);
+    }
+    free(c);
+    free(g);
+    return rc;
+}
+
+static int build_generations(pl_report_t *r, pl_extract_t *x) {
+    for (size_t i = 0; i < x->n_procs; i++) {
+        const pl_extract_proc_t *tr = &x->procs[i];
+        if (!heap_trainer(tr)) continue;
+        int rc = build_generations_of(r, x, tr);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+void pl_run_update_cut_short(pl_report_t *r, pl_extract_t *x) {
+    update_roles(x);
+    r->cut_short = false;
+    r->cut_reason[0] = 0;
+    x->n_cut_short = 0;
+    for (size_t i = 0; i < x->n_procs; i++) {
+        const pl_extract_proc_t *p = &x->procs[i];
+        if (!p->damaged && (p->clean_end || !is_root(x, p))) continue;
+        x->n_cut_short++;
+        if (r->cut_short) continue;
+        char reason[512];
+        const char *b = strrchr(p->file, '/');
+        b = b ? b + 1 : (p->file[0] ? p->file : "trace");
+        int w;
+        /* the file by its base name (the directory is the report's): the reader's message is "FILE: offset N:
+         * what", which fits the report's reason whole; the full message is in x */
+        size_t fl = strlen(p->file);
+        const char *msg = fl && !strncmp(p->error, p->file, fl) && p->error[fl] == ':' ? p->error + fl : NULL;
+        if (p->running) /* first: a running process's trace has no end yet, and may end in a chunk being written */
+            w = snprintf(reason, sizeof reason, "%s has no end record yet: pid %u is still running", b, p->pid);
+        else if (p->damaged && msg)
+            w = snprintf(reason, sizeof reason, "damaged tail: %s%s", b, msg);
+        else if (p->damaged)
+            w = snprintf(reason, sizeof reason, "damaged tail: %s", p->error);
+        else if (x->has_status && x->status_pid == p->pid && x->status_signal > 0)
+            w = snprintf(reason, sizeof reason, "killed by %s", signal_text(x->status_signal));
+        else if (x->has_status && x->status_pid == p->pid)
+            w = snprintf(reason, sizeof reason, "%s has no end record, but the command exited with status %d", b,
+                         x->status_exit);
+        else
+            w = snprintf(reason, sizeof reason, "%s has no end record: ended by a signal (a crash, SIGKILL, the OOM "
+                         "killer) or still running", b);
+        if (w < 0) reason[0] = 0;
+        pl_report_set_cut_short(r, reason);
+    }
+}
+
+/* The process verdict (diagnosis.c), not "any metric": allocator retention, file pages and PSS never leak. */
+static bool proc_leaks(const pl_report_process_t *p) { return p->verdict.kind == PL_PV_LEAK; }
+
+long pl_run_leaking(const pl_extract_t *x, size_t *n_leaking) {
+    long first = -1;
+    size_t n = 0;
+    for (size_t i = 0; x && i < x->n_procs; i++)
+        if (proc_leaks(x->procs[i].proc)) {
+            if (first < 0) first = (long)i;
+            n++;
+        }
+    if (n_leaking) *n_leaking = n;
+    return first;
+}
+
+double pl_run_last_base(const pl_report_process_t *p, pl_metric_t m) {
+    const pl_series_t *s = &p->metrics[m].series;
+    return p->metrics[m].present && s->n_points ? s->points[s->n_points - 1].base : NAN;
+}
+
+double pl_run_total_last(const pl_extract_t *x, pl_metric_t m, size_t *n_with) {
+    double t = 0;
+    size_t n = 0;
+    for (size_t i = 0; x && i < x->n_procs; i++) {
+        double v = pl_run_last_base(x->procs[i].proc, m);
+        if (isfinite(v)) t += v, n++;
+    }
+    if (n_with) *n_with = n;
+    return t;
+}
+
+int pl_run_totals_phrase(const pl_extract_t *x, char *buf, size_t n) {
+    char a[32], b[32];
+    size_t n_pss;
+    double pss = pl_run_total_last(x, PL_METRIC_PSS, &n_pss), rss = pl_run_total_last(x, PL_METRIC_RSS, NULL);
+    size_t n_procs = x ? x->n_procs : 0;
+    pl_format_bytes(pss, a, sizeof a);
+    pl_format_bytes(rss, b, sizeof b);
+    if (n_pss == n_procs)
+        return snprintf(buf, n, "total PSS %s (RSS %s, shared pages counted once per process)", a, b);
+    if (n_pss == 0)
+        return snprintf(buf, n, "total RSS %s; no PSS sample (a process's first comes 5 s after it starts; "
+                                "PLATEAU_PSS=0 turns them off)", b);
+    return snprintf(buf, n, "total PSS %s over the %zu with a PSS sample (a process's first comes 5 s after it "
+                            "starts; RSS %s, shared pages counted once per process)", a, n_pss, b);
+}
+
+size_t *pl_run_rank_rows(const pl_extract_t *x, size_t *n) {
+    *n = 0;
+    size_t *ix = malloc((x->n_procs ? x->n_procs : 1) * sizeof *ix);
+    if (!ix) return NULL;
+    for (size_t i = 0; i < x->n_procs; i++)
+        if (pl_report_is_rank(x->procs[i].proc)) {
+            size_t j = (*n)++;
+            for (; j > 0; j--) { /* insertion: ranks are few */
+                const pl_extract_proc_t *a = &x->procs[ix[j - 1]], *b = &x->procs[i];
+                if (a->rank < b->rank || (a->rank == b->rank && strcmp(a->node, b->node) <= 0)) break;
+                ix[j] = ix[j - 1];
+            }
+            ix[j] = i;
+        }
+    if (!*n) {
+        free(ix);
+        return NULL;
+    }
+    return ix;
+}
+
+bool pl_run_crosscheck_agrees(const pl_extract_proc_t *p) {
+    return p->n_hook_dev_allocs == p->n_cupti_dev_allocs && p->hook_dev_alloc_bytes == p->cupti_dev_alloc_bytes;
+}
+
+size_t pl_run_site_sentence(const pl_extract_proc_t *p, char *buf, size_t n) {
+    if (!n) return 0;
+    buf[0] = 0;
+    if (!p || !p->n_sites || !p->sites[0].py_name) return 0;
+    const pl_extract_site_t *top = &p->sites[0];
+    int w = snprintf(buf, n, "%.0f%% of it allocated at %s:%d%s%s%s", 100 * top->share,
+                     pl_pysite_short(top->py_file), top->py_line, top->py_source ? " (`" : "",
+                     top->py_source ? top->py_source : "", top->py_source ? "`)" : "");
+    if (w < 0) {
+        buf[0] = 0;
+        return 0;
+    }
+    return (size_t)w < n ? (size_t)w : n - 1;
+}
+
+/* ---- the model's lifecycle (the process table lives here, beside the run, so renderers link without the
+ * tracer) ---- */
+
+void pl_extract_init(pl_extract_t *x) { memset(x, 0, sizeof *x); }
+
+void pl_extract_free(pl_extract_t *x) {
+    if (!x) return;
+    for (size_t i = 0; i < x->n_procs; i++)
+        for (size_t j = 0; j < x->procs[i].n_sites; j++) {
+            pl_extract_site_t *st = &x->procs[i].sites[j];
+            for (size_t f = 0; f < st->n_frames; f++) free(st->frames[f]);
+            for (size_t f = 0; f < st->n_py; f++) {
+                free(st->py_frames[f]);
+                free(st->py_short[f]);
+            }
+            free(st->py_name);
+            free(st->py_file);
+            free(st->py_source);
+        }
+    free(x->procs);
+    memset(x, 0, sizeof *x);
+}
+
+int pl_run_create(pl_run_t *run, const char *source) {
+    memset(run, 0, sizeof *run);
+    run->report = pl_report_create(source);
+    run->ext = calloc(1, sizeof *run->ext);
+    if (!run->report || !run->ext) {
+        pl_run_destroy(run);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+void pl_run_destroy(pl_run_t *run) {
+    if (!run) return;
+    pl_extract_free(run->ext);
+    free(run->ext);
+    if (run->report) pl_report_destroy(run->report);
+    memset(run, 0, sizeof *run);
+}
+
+int pl_run_analyze(pl_run_t *run) {
+    if (!run || !run->report) return -EINVAL;
+    return pl_report_analyze(run->report);
+}
+
+int pl_run_assemble(pl_report_t *r, pl_extract_t *x, const char *status_dir) {
+    if (status_dir) read_status(x, status_dir);
+    sort_procs(r, x);
+    pl_run_update_cut_short(r, x);
+    int rc = build_pools(r, x);
+    return rc ? rc : build_generations(r, x);
+}

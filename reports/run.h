@@ -1,0 +1,72 @@
+/* reports/run: the run model, and the assembly of a run from its processes.
+ *
+ * A run is one report (report.h: a row per process with its series, verdicts and findings) and what its traces said
+ * beyond the series (extract.h: per process image its file, process tree, argv, clean end, damage, sites, auto-steps,
+ * CUPTI cross-check; per run the command's status and the files left out). Ingest (extract.c) fills both, one trace
+ * at a time; the assembly here then works on the whole run: processes in start order, roles (main / worker / short
+ * helper), worker pools and generations as rows of their own, whether the run was cut short and why. Text, JSON,
+ * HTML (render.h, render_html.h) and the exports (export.h) render from a pl_run_t only.
+ * Data flow: traces -> extract.c (ingest) -> run.c (assembly) -> pl_run_analyze -> renderers.
+ * Pure functions over the model (plus run.status, read by pl_run_assemble); not thread-safe per run.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "extract.h"
+#include "report.h"
+
+typedef struct pl_run {
+    pl_report_t *report;        /* processes, series, verdicts, findings */
+    pl_extract_t *ext;          /* the traces' facts beyond the series, one entry per process image (its row in
+                                 * report); NULL for a report made from series alone (no process table, no sites) */
+} pl_run_t;
+
+/* An empty run named source (may be NULL): a new report and extraction, both owned by run (pl_run_destroy).
+ * A caller holding its own report and extraction may instead point a pl_run_t at them to render them (it then
+ * frees them itself). Returns 0 or -ENOMEM (run zeroed). */
+int pl_run_create(pl_run_t *run, const char *source);
+/* Frees what pl_run_create made; safe on a zeroed run. */
+void pl_run_destroy(pl_run_t *run);
+
+/* Classify every series and judge processes and run (pl_report_analyze). Returns 0, -EINVAL, or its error. */
+int pl_run_analyze(pl_run_t *run);
+
+/* After every trace of a run was read (extract.c): how the command ended, from status_dir/run.status when
+ * status_dir is not NULL; processes in start order; roles; whether the run was cut short; pool and generation rows.
+ * Returns 0 or -ENOMEM. */
+int pl_run_assemble(pl_report_t *r, pl_extract_t *x, const char *status_dir);
+
+/* Roles, then whether the run was cut short (a damaged trace, or a root process without an end record) and why:
+ * after each trace read on its own (pl_extract_file, _mem, _reader) and by pl_run_assemble. */
+void pl_run_update_cut_short(pl_report_t *r, pl_extract_t *x);
+
+/* After pl_run_analyze: the process whose series leak ("which process leaks"), by index into x->procs, or -1. The
+ * first one when several do; n_leaking (may be NULL) gets how many. */
+long pl_run_leaking(const pl_extract_t *x, size_t *n_leaking);
+
+/* Sum over processes of the last per-step baseline of metric m (0 when no process has it); n_with (may be NULL)
+ * gets how many processes have it. With m = PSS this is the run's total without double-counting shared pages, over
+ * the processes that have a PSS sample (the first comes 5 s after a process starts: docs/env.md, PLATEAU_PSS). */
+double pl_run_total_last(const pl_extract_t *x, pl_metric_t m, size_t *n_with);
+
+/* The run's memory totals as one phrase for the text report, e.g. "total PSS 613 MiB (RSS 1.57 GiB, shared pages
+ * counted once per process)", saying when some or all processes have no PSS sample. Returns what snprintf does. */
+int pl_run_totals_phrase(const pl_extract_t *x, char *buf, size_t n);
+
+/* The last per-step baseline of p's metric m, NAN when p has none. */
+double pl_run_last_base(const pl_report_process_t *p, pl_metric_t m);
+
+/* Indexes into x->procs of the ranks (pl_report_is_rank) sorted by rank then node, malloc'd (caller frees); *n gets
+ * how many; NULL when none (or out of memory). */
+size_t *pl_run_rank_rows(const pl_extract_t *x, size_t *n);
+
+/* The hooks and CUPTI saw the same device allocations (count and bytes). */
+bool pl_run_crosscheck_agrees(const pl_extract_proc_t *p);
+
+/* The sentence naming a process's top growing Python site, for a diagnosis line (docs/python-frames.md):
+ * "93% of it allocated at train.py:42 (`epoch_logits.append(logits)`)" (no source part when the file could not be
+ * read). Writes at most n bytes (NUL-terminated) and returns the length, or 0 (buf = "") when the top site has no
+ * Python frames or there is no site. */
+size_t pl_run_site_sentence(const pl_extract_proc_t *p, char *buf, size_t n);
