@@ -268,18 +268,12 @@ static bool find_preload(char *out, size_t n) {
 
 static bool find_jemalloc(char *out, size_t n) {
     const char *env = getenv("PLATEAU_JEMALLOC");
-    static const char *const cand[] = {PL_JEMALLOC_LIBDIR "/libjemalloc.so.2", "/usr/lib64/libjemalloc.so.2",
-                                       "/usr/lib/libjemalloc.so.2", "/usr/local/lib/libjemalloc.so.2"};
     if (env && *env) {
         snprintf(out, n, "%s", env);
         return is_file(out);
     }
-    for (size_t i = 0; i < sizeof cand / sizeof cand[0]; i++)
-        if (cand[i][0] == '/' && is_file(cand[i])) {
-            snprintf(out, n, "%s", cand[i]);
-            return true;
-        }
-    return false;
+    snprintf(out, n, "%s", PL_JEMALLOC_PATH); /* configured: config.h, from the root meson.build */
+    return out[0] == '/' && is_file(out);
 }
 
 /* Is the bootstrap (sitecustomize.py) in d? Then its real path into dir (PATH_MAX). */
