@@ -1,11 +1,13 @@
 # plateau: thin wrapper around meson. Installs missing Debian packages, configures, builds, runs.
 #   make demo   run the main job on the built-in demo (DEMO_ARGS="--leak graph" for a leaking run)
-#   make test   every test: main build, ASan+UBSan unit tests, CUDA-disabled build, bounded fuzzers
+#   make test   every test: main build, ASan+UBSan unit tests, the allocator at its highest check level,
+#               CUDA-disabled build, bounded fuzzers
 SHELL := /bin/bash
 BUILD ?= build
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 MESON_FLAGS ?=
 FUZZ_SECONDS ?= 20
+EXPENSIVE_FUZZ_SECONDS ?= 10
 
 # Debian packages the build and the tests need.
 # cmake, groff-base: the install test builds a trainer with CMake's find_package(plateau) and renders the man pages.
@@ -18,7 +20,8 @@ PKGS := meson ninja-build pkg-config gcc g++ clang libclang-rt-14-dev python3 \
         gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user \
         cmake groff-base python3-venv
 
-.PHONY: all deps build demo framework-venv test test-main test-repeat test-asan test-nocuda test-fuzz bench clean
+.PHONY: all deps build demo framework-venv test test-main test-repeat test-asan test-expensive test-nocuda test-fuzz \
+        bench clean
 
 all: build
 
@@ -43,9 +46,10 @@ test: deps
 	@rm -f .test-status; \
 	$(MAKE) --no-print-directory test-main   || echo main   >> .test-status; \
 	$(MAKE) --no-print-directory test-asan   || echo asan   >> .test-status; \
+	$(MAKE) --no-print-directory test-expensive || echo expensive >> .test-status; \
 	$(MAKE) --no-print-directory test-nocuda || echo nocuda >> .test-status; \
 	$(MAKE) --no-print-directory test-fuzz   || echo fuzz   >> .test-status; \
-	python3 tools/test-summary.py $(BUILD) build-asan build-nocuda build-fuzz; rc=$$?; \
+	python3 tools/test-summary.py $(BUILD) build-asan build-expensive build-nocuda build-fuzz; rc=$$?; \
 	if [ -s .test-status ]; then echo "failed stages: $$(tr '\n' ' ' < .test-status)"; rm -f .test-status; exit 1; fi; \
 	exit $$rc
 
@@ -65,13 +69,26 @@ test-repeat: build
 # debug_level=1: PL_ASSERT on (allocator/debug.h). Level 2 runs pl_alloc_check after every allocator operation, so
 # each event a tune test replays costs a whole-heap walk: the unit suite took 293 s instead of 85 s, with
 # tune.golden (3.6 s -> 216 s), tune.replay_determinism and tune.replay_paths past their timeouts. The stress tests
-# call pl_alloc_check after every operation themselves.
+# call pl_alloc_check after every operation themselves; test-expensive runs level 2 on the allocator alone.
 test-asan: deps
 	[ -f build-asan/build.ninja ] || meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false \
 	  -Dbench=false -Ddebug_level=1
 	ninja -C build-asan
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  meson test -C build-asan --suite unit --print-errorlogs --num-processes 2
+
+# debug_level=2 for the allocator alone: pl_alloc_check (every structure and counter) after every malloc, free and
+# empty_cache, under ASan+UBSan, on its unit tests (suite 'allocator') and its two fuzz targets for
+# EXPENSIVE_FUZZ_SECONDS each (the config parser; the fast replay against the locked one). Only the allocator-check
+# alias (tests/meson.build) is built, not the tree: from a clean build-expensive the stage took 66 and 85 s on the
+# shared 2-core dev machine (setup, 77 build steps, 16 tests).
+test-expensive: deps
+	[ -f build-expensive/build.ninja ] || CC=clang meson setup build-expensive -Db_sanitize=address,undefined \
+	  -Db_lundef=false -Dbench=false -Dfuzz=true -Ddebug_level=2
+	ninja -C build-expensive allocator-check
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  PL_FUZZ_SECONDS=$(EXPENSIVE_FUZZ_SECONDS) \
+	  meson test -C build-expensive --no-rebuild --suite allocator --print-errorlogs --num-processes 2
 
 test-nocuda: deps
 	[ -f build-nocuda/build.ninja ] || meson setup build-nocuda -Dcuda=disabled -Dcupti=disabled -Dbench=false
@@ -88,4 +105,4 @@ bench: build
 	meson test -C $(BUILD) --benchmark --verbose
 
 clean:
-	rm -rf $(BUILD) build-asan build-nocuda build-fuzz
+	rm -rf $(BUILD) build-asan build-expensive build-nocuda build-fuzz

@@ -268,18 +268,12 @@ static bool find_preload(char *out, size_t n) {
 
 static bool find_jemalloc(char *out, size_t n) {
     const char *env = getenv("PLATEAU_JEMALLOC");
-    static const char *const cand[] = {PL_JEMALLOC_LIBDIR "/libjemalloc.so.2", "/usr/lib64/libjemalloc.so.2",
-                                       "/usr/lib/libjemalloc.so.2", "/usr/local/lib/libjemalloc.so.2"};
     if (env && *env) {
         snprintf(out, n, "%s", env);
         return is_file(out);
     }
-    for (size_t i = 0; i < sizeof cand / sizeof cand[0]; i++)
-        if (cand[i][0] == '/' && is_file(cand[i])) {
-            snprintf(out, n, "%s", cand[i]);
-            return true;
-        }
-    return false;
+    snprintf(out, n, "%s", PL_JEMALLOC_PATH); /* configured: config.h, from the root meson.build */
+    return out[0] == '/' && is_file(out);
 }
 
 /* Is the bootstrap (sitecustomize.py) in d? Then its real path into dir (PATH_MAX). */
@@ -370,7 +364,7 @@ static uint64_t new_run_id(void) {
 
 /* The run directory is ours (docs/env.md, "Run directory"): a real directory (not a symbolic link), owned by us,
  * writable by no one else, and empty unless --append; its run-id file names the run whose traces the report
- * reads (tracer/rundir.c). With --append the run id already there is kept, so the runs are reported together.
+ * reads (tracer/read/rundir.c). With --append the run id already there is kept, so the runs are reported together.
  * Returns 0 with *run_id, or prints one line and returns -1. */
 static int claim_run_dir(const char *dir, bool made, bool append, const char *allocator, uint64_t *run_id,
                          bool *wrote_id) {
@@ -447,7 +441,7 @@ out:
     return rc;
 }
 
-/* Traces the report will read: regular *.pltrace files only (tracer/rundir.c), never a FIFO planted there. */
+/* Traces the report will read: regular *.pltrace files only (tracer/read/rundir.c), never a FIFO planted there. */
 static int count_traces(const char *dir) {
     pl_trace_dir_t list;
     if (pl_trace_dir_list(dir, &list)) return 0;

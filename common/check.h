@@ -1,5 +1,6 @@
 /* common/check: the fail-fast check of programs (benchmarks, demos, test targets): when expr is false, print
- * "<program>: <expr> failed at <file>:<line>[: <hint>]" (and errno's text when errno is not 0: the last error, maybe an older one) on stderr and exit.
+ * "<program>: <expr> failed at <file>:<line>[: <hint>]" (and errno's text when errno is not 0: the last error,
+ * maybe an older one) on stderr and exit; PL_CHECK_RC for calls that return a status code.
  * Libraries never use it: they return errors (STYLE.md, Errors). Header-only. */
 #pragma once
 
@@ -23,6 +24,12 @@ __attribute__((noreturn, unused)) static void pl_check_fail(const char *expr, co
     exit(PL_CHECK_EXIT);
 }
 
+__attribute__((noreturn, unused)) static void pl_check_fail_rc(const char *call, long long rc, const char *file,
+                                                              int line) {
+    fprintf(stderr, "%s: %s returned %lld at %s:%d\n", program_invocation_short_name, call, rc, file, line);
+    exit(PL_CHECK_EXIT);
+}
+
 /* PL_CHECK(expr) or PL_CHECK(expr, "hint") */
 #define PL_CHECK(...) PL_CHECK_PICK(__VA_ARGS__, PL_CHECK_HINT, PL_CHECK_BARE, unused)(__VA_ARGS__)
 #define PL_CHECK_PICK(a, b, name, ...) name
@@ -30,4 +37,13 @@ __attribute__((noreturn, unused)) static void pl_check_fail(const char *expr, co
 #define PL_CHECK_HINT(expr, hint)                                     \
     do {                                                              \
         if (!(expr)) pl_check_fail(#expr, __FILE__, __LINE__, hint); \
+    } while (0)
+
+/* PL_CHECK_RC(call): call returns a status, 0 on success (the CUDA runtime and driver, pthread_*): any other
+ * status prints "<program>: <call> returned <status> at <file>:<line>" and exits. The status is the API's own code,
+ * not errno, so no errno text follows. */
+#define PL_CHECK_RC(call)                                                                \
+    do {                                                                                 \
+        long long pl_check_rc_ = (long long)(call);                                      \
+        if (pl_check_rc_) pl_check_fail_rc(#call, pl_check_rc_, __FILE__, __LINE__);     \
     } while (0)

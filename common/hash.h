@@ -1,6 +1,6 @@
 /* common/hash: the 64-bit hashes the stack tables key on. Header-only, pure, thread-safe.
  * pl_hash_mix64 is MurmurHash3's 64-bit finaliser (every input bit reaches every output bit); pl_hash_pcs folds a
- * stack's return addresses through it, so the writer's stack table (tracer/stack.c) and the report's native-stack
+ * stack's return addresses through it, so the writer's stack table (tracer/write/stack.c) and the report's native-stack
  * identity (reports/period.c) agree on what one stack is. */
 #pragma once
 

@@ -5,7 +5,16 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
-#include <strings.h>
+
+/* ASCII case-insensitive equality. Not strcasecmp, which reads the locale: the preload parses its options in
+ * its constructor, before the program has set one, and a size means the same thing in every locale. */
+static bool unit_is(const char *s, const char *unit) {
+    for (; *s && *unit; s++, unit++) {
+        unsigned char a = (unsigned char)*s, b = (unsigned char)*unit;
+        if ((a >= 'A' && a <= 'Z' ? a | 0x20 : a) != (b >= 'A' && b <= 'Z' ? b | 0x20 : b)) return false;
+    }
+    return !*s && !*unit;
+}
 
 int pl_units_parse(const char *text, uint64_t *out) {
     if (!text || *text < '0' || *text > '9') return -EINVAL;
@@ -28,7 +37,7 @@ int pl_units_parse(const char *text, uint64_t *out) {
         {"T", 1ull << 40}, {"TiB", 1ull << 40}, {"TB", 1000000000000ull},
     };
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-        if (strcasecmp(p, units[i].unit)) continue;
+        if (!unit_is(p, units[i].unit)) continue;
         if (too_big || v > UINT64_MAX / units[i].mul) return -ERANGE;
         *out = v * units[i].mul;
         return 0;

@@ -1,5 +1,6 @@
 /* common/units: the one size grammar every flag, environment variable and option string reads, and the byte
- * formatters the outputs print. Pure functions over caller buffers; thread-safe; no allocation.
+ * formatters the outputs print. Pure functions over caller buffers; thread-safe; no allocation. pl_units_parse
+ * calls nothing (no locale: ASCII case folding), so the preload's constructor reads its sizes with it too.
  *
  * Grammar (pl_units_parse): decimal digits, then an optional unit, case-insensitive, with nothing around them:
  *   (none), B                 bytes
@@ -7,7 +8,8 @@
  *   KB  MB  GB  TB                       powers of 1000 (as disks and the SI count)
  * So `512K`, `512kib`, `1G`, `1GiB` and `1GB` (10^9) are sizes; `-1`, `1.5G`, ` 1G`, `1 G`, `1X`, `G` are not.
  * This is the union of the grammars plateau read before (--sample-bytes, PLATEAU_SAMPLE_BYTES, --capacity,
- * PLATEAU_SIM_DEVICE): every string one of them accepted keeps its meaning. */
+ * PLATEAU_SIM_DEVICE): every string one of them accepted keeps its meaning (tests/preload/test_options.c checks
+ * the preload's old grammar against it). */
 #pragma once
 
 #include <stddef.h>

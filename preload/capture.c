@@ -1,5 +1,5 @@
 /* Native stack capture for sampled allocations: unw_backtrace on the calling thread, the preload's own frames
- * skipped, this thread's Python frames appended (pyframes.c), interned in the stack table (tracer/stack.c) with a
+ * skipped, this thread's Python frames appended (pyframes.c), interned in the stack table (tracer/write/stack.c) with a
  * PL_REC_STACK record the first time. Called with pl_tl_guard raised, on the program's thread: no malloc, no
  * locks beyond the stack table's. The frames are resolved later, on the writer thread (frames.c). */
 #include "config.h"

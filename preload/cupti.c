@@ -35,10 +35,6 @@
 #include "cupti_record.h"
 #include "preload.h"
 
-#ifndef PL_CUPTI_LIBDIRS
-#define PL_CUPTI_LIBDIRS ""
-#endif
-
 #define BUFFER_BYTES (1u << 20)
 
 enum { ST_IDLE = 0, ST_STARTING = 1, ST_RUNNING = 2, ST_OFF = -1, ST_FAILED = -2 };

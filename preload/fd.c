@@ -1,6 +1,6 @@
 /* The program's descriptor calls that could take the tracer's own descriptors away: close, close_range,
  * closefrom, dup2, dup3. The tracer's long-lived descriptors (the trace file, the /proc and cgroup files the
- * sampler re-reads) sit in slots (tracer/fdslot.h) registered here. Untraced, those numbers would not be open,
+ * sampler re-reads) sit in slots (tracer/write/fdslot.h) registered here. Untraced, those numbers would not be open,
  * so the program sees what it would see untraced: close() of one fails with EBADF and leaves it open, a range
  * close skips it, and dup2/dup3 onto one first moves ours to another number (pl_fdslot_displace) and then gives
  * the program the number it asked for. Raw close syscalls bypass this; the slot's identity check before each use

@@ -1,11 +1,14 @@
 /* PLATEAU_* option parsing (see options.h and docs/env.md). No allocation: runs inside the preload's
- * constructor, possibly before the program's allocator is ready. */
+ * constructor, possibly before the program's allocator is ready. Sizes read through plateau's one size grammar
+ * (common/units.h pl_units_parse: no allocation, no locale, no library call), like every other size a user types. */
 #include "options.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+
+#include "units.h"
 
 void pl_options_default(pl_options_t *o) {
     memset(o, 0, sizeof *o);
@@ -31,22 +34,6 @@ static int parse_u64(const char *s, uint64_t *out, const char **end) {
     *out = v;
     *end = p;
     return 0;
-}
-
-int pl_options_parse_bytes(const char *s, uint64_t *out) {
-    uint64_t v;
-    const char *p;
-    if (!s || parse_u64(s, &v, &p)) return -EINVAL;
-    static const struct { const char *suffix; unsigned shift; } units[] = {
-        {"", 0}, {"B", 0}, {"K", 10}, {"KiB", 10}, {"k", 10}, {"M", 20}, {"MiB", 20}, {"G", 30}, {"GiB", 30},
-    };
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-        if (strcmp(p, units[i].suffix)) continue;
-        if (units[i].shift && v > (UINT64_MAX >> units[i].shift)) return -EINVAL;
-        *out = v << units[i].shift;
-        return 0;
-    }
-    return -EINVAL;
 }
 
 static void bad(void (*warn)(const char *), const char *name, const char *val, const char *want, const char *def) {
@@ -107,7 +94,7 @@ int pl_options_parse(pl_options_t *o, const char *(*get)(const char *), void (*w
     s = get("PLATEAU_SAMPLE_BYTES");
     if (s) {
         uint64_t v;
-        if (pl_options_parse_bytes(s, &v) == 0) {
+        if (pl_units_parse(s, &v) == 0) {
             o->sample_bytes = v;
         } else {
             char def[32];
@@ -121,7 +108,7 @@ int pl_options_parse(pl_options_t *o, const char *(*get)(const char *), void (*w
     s = get("PLATEAU_BUFFER_BYTES");
     if (s) {
         uint64_t v;
-        if (pl_options_parse_bytes(s, &v) == 0 && v >= 256 && v <= 1024 * 1024) {
+        if (pl_units_parse(s, &v) == 0 && v >= 256 && v <= 1024 * 1024) {
             o->buffer_bytes = (uint32_t)v;
         } else {
             char def[32];

@@ -1,5 +1,6 @@
 /* PLATEAU_* options of the preloaded tracer (docs/env.md). Parsing is pure: values come through a getenv-like
- * function and problems go to a warning callback as one line each; a malformed value keeps the default. */
+ * function and problems go to a warning callback as one line each; a malformed value keeps the default. Sizes
+ * (PLATEAU_SAMPLE_BYTES, PLATEAU_BUFFER_BYTES) are read with common/units.h pl_units_parse. */
 #pragma once
 
 #include <stdbool.h>
@@ -37,7 +38,3 @@ int pl_options_parse(pl_options_t *o, const char *(*getenv_fn)(const char *name)
  * anything else (a sign, a suffix, an exponent, overflow) gives one line through warn and def. */
 uint32_t pl_options_uint(const char *(*getenv_fn)(const char *name), void (*warn)(const char *msg), const char *name,
                          uint32_t lo, uint32_t hi, uint32_t def);
-
-/* Parse a byte count: digits with an optional suffix K/KiB/M/MiB/G/GiB (powers of 1024) or B. Returns 0 or
- * -EINVAL. Exposed for tests. */
-int pl_options_parse_bytes(const char *s, uint64_t *out);

@@ -1,7 +1,7 @@
 /* libplateau_preload.so's lifecycle: options, start and stop, the process_start record, fork. The other jobs sit in
  * their own files (preload.h lists them). Data flow: interposers (heap.c) and hooks (device.c, cuda.c) call
- * pl_emit; the writer (tracer/writer.c) turns records into checksummed chunks; the sampler thread (sampler.c) adds
- * heap totals and RSS every interval and at every step; the writer thread's tick (frames.c) resolves new PCs
+ * pl_emit; the writer (tracer/write/writer.c) turns records into checksummed chunks; the sampler thread (sampler.c)
+ * adds heap totals and RSS every interval and at every step; the writer thread's tick (frames.c) resolves new PCs
  * to modules once each. Failure policy: say so once on stderr, stop recording, keep forwarding (the program never
  * notices). */
 #include "config.h"

@@ -1288,7 +1288,7 @@ static int add_path(pl_report_t *r, pl_extract_t *x, const char *path, const pl_
         return rc;
     }
     if (!S_ISDIR(sb.st_mode)) return extract_file(r, x, path, opts);
-    pl_trace_dir_t list; /* regular *.pltrace files only (tracer/rundir.c): a FIFO would block the open */
+    pl_trace_dir_t list; /* regular *.pltrace files only (tracer/read/rundir.c): a FIFO would block the open */
     int rc = pl_trace_dir_list(path, &list);
     if (rc) {
         char msg[512];

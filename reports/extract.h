@@ -9,7 +9,7 @@
  * A truncated or corrupted file yields everything read before the damage and marks the report cut short with the
  * reader's "FILE: offset N: ..." message; so does a missing process_end record in the run's root process (children
  * often end through _exit without one: they are flagged per process, clean_end = false, not as a cut-short run).
- * Reading a run directory lists it once (tracer/rundir.c) and reads each trace in one pass of record handlers (a
+ * Reading a run directory lists it once (tracer/read/rundir.c) and reads each trace in one pass of record handlers (a
  * second only when its loop period must be detected first: reports/period.c); the run-level facts are assembled by
  * reports/run.c (run.h), which owns the run model the renderers read.
  * Data flow: tracer reader -> pl_extract_* (ingest) -> pl_run_assemble -> pl_run_analyze -> renderers.
@@ -98,7 +98,7 @@ typedef struct pl_extract_proc {
 typedef struct pl_extract {
     pl_extract_proc_t *procs;   /* n_procs, owned, in the order files were read */
     size_t n_procs, cap_procs;
-    size_t n_files_failed;      /* files that could not be opened as traces, or were skipped (tracer/rundir.c) */
+    size_t n_files_failed;      /* files that could not be opened as traces, or were skipped (tracer/read/rundir.c) */
     char first_error[256];      /* message of the first failed file, "" if none */
     size_t n_failed_named;      /* messages kept in failed[]: the first PL_EXTRACT_FAILED_NAMED failures */
     char failed[PL_EXTRACT_FAILED_NAMED][320];

@@ -26,7 +26,7 @@
  * three series every poll. docs/live.md. */
 #define CLASSIFY_POINTS 128
 #define TIME_BUCKET_NS 1000000000LL /* by-time bins start at 1 s */
-#define HEADER_BYTES 64      /* a trace header (tracer/event.h HEADER_BYTES): shorter is not written yet */
+#define HEADER_BYTES 64      /* a trace header (tracer/core/event.h HEADER_BYTES): shorter is not written yet */
 
 typedef struct bins {
     pl_point_t *p;   /* n, sorted by step (the bin's first key) */
@@ -263,7 +263,7 @@ static int follow(pl_live_t *l, proc_t *p) {
 }
 
 int pl_live_poll(pl_live_t *l) {
-    /* the run's traces as the report reads them (tracer/rundir.c: regular *.pltrace files of the directory's owner
+    /* the run's traces as the report reads them (tracer/read/rundir.c: regular *.pltrace files of the directory's owner
      * and, with a run-id file, of this run), listed again at each poll so that processes started since are followed
      * too; a trace whose header is not written yet is listed, and retried by follow() */
     pl_trace_dir_t list;

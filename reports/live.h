@@ -1,6 +1,6 @@
 /* reports/live: the live verdict of a run still going on (plateau watch, plateau run's status line, --stop-on-leak).
  *
- * Follows every trace of a run directory, as the report lists them (pl_trace_dir_list, tracer/rundir.c: listed
+ * Follows every trace of a run directory, as the report lists them (pl_trace_dir_list, tracer/read/rundir.c: listed
  * again at each poll), incrementally: one reader per file keeps its offset and re-polls for
  * new chunks (pl_trace_follow: a chunk not completely written yet is read on a later poll), nothing is read twice.
  * Per process it keeps, per metric (live heap, RSS, device allocated), at most PL_LIVE_MAX_BINS per-step bins

@@ -3,35 +3,64 @@
 
 usage: tools/check-layers.py [SOURCE_ROOT]
 
-Two readings, both against the one table ALLOWED below:
-  * meson: the `<comp>_dep` names each component's meson.build uses (the edges a build links and includes through);
+Two readings, both against the one table ALLOWED below, over units: the components, with the tracer as three
+(tracer.core, tracer.writer, tracer.reader: one folder and one _dep each):
+  * meson: the `<unit>_dep` names each unit's meson.build uses (the edges a build links and includes through);
     each must be an allowed edge, or reached through allowed edges.
-  * C: every `#include "x.h"` in a component's sources, and in tests/<comp>/, must name a header of its own folder,
-    of a component it may reach, of include/ (public) or one the build generates (config.h); never a path through
-    another folder ("reports/format.h"): the repository root is not on the include path.
+  * C: every `#include "x.h"` in a unit's sources, and in tests/<comp>/, must name a header of its own folder,
+    of a unit it may reach, of include/ (public) or one the build generates (config.h); never a path through
+    another folder ("reports/format.h", "../tracer/write/writer.h"): the repository root is not on the include
+    path.
 Exit status 0 when clean, 1 with one line per violation.
 """
 import os
 import re
 import sys
 
+# Each unit is a folder with its own meson.build declaring its _dep(s): the components, and the tracer's three parts
+# (tracer/meson.build only gathers them, and declares tracer_dep, both sides, for tests and tools).
+UNITS = {
+    "common": "common",
+    "allocator": "allocator",
+    "tracer.core": "tracer/core",
+    "tracer.writer": "tracer/write",
+    "tracer.reader": "tracer/read",
+    "tracer": "tracer",
+    "preload": "preload",
+    "training": "training",
+    "reports": "reports",
+    "tune": "tune",
+    "cli": "cli",
+}
+# The components: a tests/<comp> folder is checked against <comp>.
 COMPONENTS = ["common", "allocator", "tracer", "preload", "training", "reports", "tune", "cli"]
-# Direct edges (DESIGN.md section 1). tracer -> common: the stack hash (common/hash.h) the writer and the report
-# share. A component may also use what its dependencies reach (meson passes include folders on).
+# Direct edges (DESIGN.md section 1). The tracer is split: the codec (core) both sides speak, the writer side the
+# preload links, the reader side report and tune link; neither side reaches the other. tracer.writer -> common:
+# the stack hash (common/hash.h) the writer and the report share. The umbrella "tracer" (both sides) is no one's
+# edge. A unit may also use what its dependencies reach (meson passes include folders on).
 ALLOWED = {
     "common": set(),
     "allocator": {"common"},
-    "tracer": {"common"},
-    "preload": {"tracer", "common"},
+    "tracer.core": set(),
+    "tracer.writer": {"tracer.core", "common"},
+    "tracer.reader": {"tracer.core"},
+    "tracer": {"tracer.core", "tracer.writer", "tracer.reader"},
+    "preload": {"tracer.writer", "common"},
     "training": {"allocator"},
-    "reports": {"tracer", "common"},
-    "tune": {"tracer", "allocator", "common"},
+    "reports": {"tracer.reader", "common"},
+    "tune": {"tracer.reader", "allocator", "common"},
     "cli": {"reports", "tune"},
 }
 # Tests may include the private headers of the component they test (and what it reaches), and these besides: the
 # preload's site and CUDA tests check what the report makes of a trace the preload recorded; the report's export
-# tests read the PyTorch snapshot they write back through tune's pickle reader (the consumer's parser).
-TESTS_ALSO = {"preload": {"reports"}, "reports": {"tune"}}
+# tests read the PyTorch snapshot they write back through tune's pickle reader (the consumer's parser); the
+# report's, tune's and the command's tests write the traces they read with the tracer's own writer.
+TESTS_ALSO = {
+    "preload": {"reports"},
+    "reports": {"tune", "tracer.writer"},
+    "tune": {"tracer.writer"},
+    "cli": {"tracer.writer"},
+}
 HEADER_EXT = (".h", ".cuh")
 SOURCE_EXT = (".c", ".h", ".cuh", ".cu")
 
@@ -51,38 +80,52 @@ def meson_text(path):
         return "\n".join(line.split("#", 1)[0] for line in f)
 
 
+def unit_of(rel):
+    """The unit whose folder holds rel (a path from the root), the deepest one; None outside every unit."""
+    parts = rel.split(os.sep)
+    best = None
+    for unit, folder in UNITS.items():
+        f = folder.split("/")
+        if parts[:len(f)] == f and (best is None or len(f) > len(UNITS[best].split("/"))):
+            best = unit
+    return best
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     problems = []
-    # which component declares each <name>_dep
+    # which unit declares each <name>_dep
     owner = {}
-    for comp in COMPONENTS:
-        for name in re.findall(r"\b(\w+_dep)\s*=\s*declare_dependency", meson_text(os.path.join(root, comp,
+    for unit, folder in UNITS.items():
+        for name in re.findall(r"\b(\w+_dep)\s*=\s*declare_dependency", meson_text(os.path.join(root, folder,
                                                                                                "meson.build"))):
-            owner[name] = comp
-    # headers per component folder (top level: the folder its _dep exports)
+            owner[name] = unit
+    # headers per unit folder (top level: the folder its _dep exports)
     headers = {}
-    for comp in COMPONENTS:
-        for name in os.listdir(os.path.join(root, comp)):
+    for unit, folder in UNITS.items():
+        for name in os.listdir(os.path.join(root, folder)):
             if name.endswith(HEADER_EXT):
-                headers.setdefault(name, set()).add(comp)
-    for name, comps in sorted(headers.items()):
-        if len(comps) > 1:
-            problems.append(f"header {name} exists in {', '.join(sorted(comps))}: one name, one folder")
+                headers.setdefault(name, set()).add(unit)
+    for name, units in sorted(headers.items()):
+        if len(units) > 1:
+            problems.append(f"header {name} exists in {', '.join(sorted(units))}: one name, one folder")
 
     print("edges (meson dependencies: lines):")
-    for comp in COMPONENTS:
-        used = set(re.findall(r"\b(\w+_dep)\b", meson_text(os.path.join(root, comp, "meson.build"))))
-        edges = sorted({owner[d] for d in used if d in owner and owner[d] != comp})
-        print(f"  {comp} -> {{{', '.join(edges)}}}" if edges else f"  {comp} -> {{}}")
-        reach = closure(comp)
+    for unit, folder in UNITS.items():
+        used = set(re.findall(r"\b(\w+_dep)\b", meson_text(os.path.join(root, folder, "meson.build"))))
+        edges = sorted({owner[d] for d in used if d in owner and owner[d] != unit})
+        print(f"  {unit} -> {{{', '.join(edges)}}}" if edges else f"  {unit} -> {{}}")
+        reach = closure(unit)
         for e in edges:
             if e not in reach:
-                problems.append(f"{comp}/meson.build: {comp} -> {e} is not an allowed edge")
+                problems.append(f"{folder}/meson.build: {unit} -> {e} is not an allowed edge")
 
-    def check_includes(folder, comp, label, also=frozenset()):
-        reach = closure(comp) | {comp} | set(also)
-        for dirpath, _, files in os.walk(os.path.join(root, folder)):
+    def check_includes(folder, unit, label, also=frozenset()):
+        reach = closure(unit) | {unit} | set(also)
+        for dirpath, dirnames, files in os.walk(os.path.join(root, folder)):
+            # a unit's folder holding other units (tracer/): each is checked as itself
+            dirnames[:] = [d for d in dirnames
+                           if unit_of(os.path.relpath(os.path.join(dirpath, d), root)) in (unit, None)]
             for fname in sorted(files):
                 if not fname.endswith(SOURCE_EXT):
                     continue
@@ -95,10 +138,13 @@ def main():
                             continue
                         inc = m.group(1)
                         if os.path.exists(os.path.join(dirpath, inc)):  # beside the file, or a path from it
-                            top = os.path.relpath(os.path.join(dirpath, inc), root).split(os.sep)[0]
-                            if top in COMPONENTS and top not in reach:
-                                problems.append(f"{rel}:{lineno}: \"{inc}\" reaches into {top}, which {label} "
+                            there = unit_of(os.path.relpath(os.path.join(dirpath, inc), root))
+                            if there is not None and there not in reach:
+                                problems.append(f"{rel}:{lineno}: \"{inc}\" reaches into {there}, which {label} "
                                                 "may not use")
+                            elif there is not None and there != unit_of(rel):
+                                problems.append(f"{rel}:{lineno}: \"{inc}\" names a folder of {there}: include its "
+                                                "headers by their bare name")
                             continue
                         if "/" in inc:
                             problems.append(f"{rel}:{lineno}: \"{inc}\" names a folder: the repository root is not "
@@ -109,11 +155,11 @@ def main():
                             problems.append(f"{rel}:{lineno}: \"{inc}\" is a header of {', '.join(sorted(owners))}, "
                                             f"which {label} may not use")
 
+    for unit, folder in UNITS.items():
+        check_includes(folder, unit, unit)
     for comp in COMPONENTS:
-        check_includes(comp, comp, comp)
-        if os.path.isdir(os.path.join(root, "tests", comp)) and comp != "common":
+        if os.path.isdir(os.path.join(root, "tests", comp)):
             check_includes(os.path.join("tests", comp), comp, f"tests/{comp}", TESTS_ALSO.get(comp, ()))
-    check_includes(os.path.join("tests", "common"), "common", "tests/common")
 
     if problems:
         print(f"{len(problems)} violation(s):")

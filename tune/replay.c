@@ -324,7 +324,7 @@ static int fold_reader(pl_replay_seq_t *s, pl_trace_reader_t *rd, const char *na
     return 0;
 }
 
-/* The trace files of path: itself, or the regular *.pltrace files of a directory (tracer/rundir.c; a FIFO or
+/* The trace files of path: itself, or the regular *.pltrace files of a directory (tracer/read/rundir.c; a FIFO or
  * a link there is never opened). Files left out are counted in *n_skipped and the first named in skipped. */
 static int list_files(const char *path, char ***out, size_t *n_out, size_t *n_skipped, char *skipped,
                       size_t skipped_len, char *err, size_t err_len) {

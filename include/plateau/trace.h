@@ -273,7 +273,7 @@ PL_TRACE_API void pl_trace_close(pl_trace_reader_t *r);
  * `host-allocator NAME` and a newline: what `plateau run --host-allocator` asked for (glibc or jemalloc). */
 #define PL_TRACE_RUN_ID_FILE "plateau-run-id"
 
-/* The trace files of a run directory (tracer/rundir.c): every regular file named *.pltrace, sorted by name,
+/* The trace files of a run directory (tracer/read/rundir.c): every regular file named *.pltrace, sorted by name,
  * owned by the directory's owner and, when the directory has a run-id file (owned by its owner), whose header
  * carries that run id. Other files with that name (FIFO, socket, device, directory, symbolic link; planted by
  * another user; left by another run) are never read: they are listed in `skipped` as "NAME: why", so callers

@@ -1,5 +1,5 @@
 /* Synthetic plateau traces for the report tests (tests/reports/test_extract.c, tests/cli/test_report.c), written
- * with the tracer's own writer (tracer/writer.h), so the reports read exactly what the preload would write.
+ * with the tracer's own writer (tracer/write/writer.h), so the reports read exactly what the preload would write.
  *
  * One trace = one process that runs n_steps steps of 1 s each:
  *  - device (alloc_stats, capacity 16 GiB): allocated ramps from 1 GiB to 5 GiB over `warmup` steps, then flat

@@ -40,11 +40,8 @@ rc=0; "$P" run -o "$work/ran" --no-report -- sh -c 'exit 127' >"$work/ran.txt" 2
 [ "$rc" = 127 ] && [ -f "$work/ran/plateau-run-id" ] || fail "a program exiting 127 lost its run (exit $rc)"
 
 # --- the host allocator plateau run was asked for is recorded and used ---
-je=
-for f in /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 /usr/lib64/libjemalloc.so.2 /usr/lib/libjemalloc.so.2; do
-    [ -f "$f" ] && je=$f && break
-done
-[ -n "$je" ] || fail "libjemalloc.so.2 not found (libjemalloc-dev is in the Makefile's PKGS)"
+je=${PL_JEMALLOC_PATH:-} # the build's (config.h PL_JEMALLOC_PATH), from tests/cli/meson.build
+[ -n "$je" ] && [ -f "$je" ] || fail "libjemalloc.so.2 not found (libjemalloc-dev is in the Makefile's PKGS)"
 cp "$je" "$work/libmymalloc.so.2"
 "$P" run -o "$work/ha-glibc" --no-report -- "$T/target_leak" 40 >"$work/ha-g.txt" 2>&1 || fail "glibc run"
 PLATEAU_JEMALLOC="$work/libmymalloc.so.2" "$P" run -o "$work/ha-je" --no-report --host-allocator jemalloc -- \

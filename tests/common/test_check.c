@@ -1,5 +1,5 @@
 /* common/check: a failed PL_CHECK names the expression, where, the hint and errno, and exits with PL_CHECK_EXIT;
- * a passing one does nothing. Each check runs in a child whose stderr comes back through a pipe. */
+ * a failed PL_CHECK_RC names the call and the status it returned; a passing one does nothing. Each check runs in a child whose stderr comes back through a pipe. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -47,11 +47,27 @@ static void passes(void) {
 static void fails_bare(void) { errno = 0; PL_CHECK(x == 3); } enum { BARE_LINE = __LINE__ };
 static void fails_hint(void) { errno = ENOENT; PL_CHECK(x + 1 == 4, "off by one"); } enum { HINT_LINE = __LINE__ };
 
+static int status_of(int rc) { return rc; }
+static void passes_rc(void) { PL_CHECK_RC(status_of(0)); }
+static void fails_rc(void) { errno = ENOENT; PL_CHECK_RC(status_of(x - 300)); } enum { RC_LINE = __LINE__ };
+
 static void test_check_pass(void **state) {
     (void)state;
     char err[512];
     assert_int_equal(in_child(passes, err, sizeof err), 0);
     assert_string_equal(err, "");
+    assert_int_equal(in_child(passes_rc, err, sizeof err), 0);
+    assert_string_equal(err, "");
+}
+
+/* a status code is printed as the call returned it, without errno's text (it is not errno) */
+static void test_check_rc(void **state) {
+    (void)state;
+    char err[512], want[512];
+    assert_int_equal(in_child(fails_rc, err, sizeof err), 7);
+    snprintf(want, sizeof want, "%s: status_of(x - 300) returned -298 at %s:%d\n", program_invocation_short_name,
+             __FILE__, RC_LINE);
+    assert_string_equal(err, want);
 }
 
 static void test_check_fail(void **state) {
@@ -70,6 +86,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_check_pass),
         cmocka_unit_test(test_check_fail),
+        cmocka_unit_test(test_check_rc),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,6 +18,6 @@ flags="-O2 -Wall -Wextra -Werror -fno-omit-frame-pointer"
 $cc $flags -fPIC -shared -fvisibility=hidden -I"$src/preload" -o "$dir/libdlsym_tramp.so" \
     "$src/tests/preload/dlsym_tramp_lib.c" -ldl
 $cc $flags -fPIC -shared -o "$dir/libdlsym_tramp_probe2.so" "$src/tests/preload/dlsym_tramp_probe2.c"
-$cc $flags -rdynamic -o "$dir/test_dlsym_trampoline" "$src/tests/preload/test_dlsym_trampoline.c" \
+$cc $flags -rdynamic -I"$src/common" -o "$dir/test_dlsym_trampoline" "$src/tests/preload/test_dlsym_trampoline.c" \
     -L"$dir" -Wl,--no-as-needed -ldlsym_tramp -ldlsym_tramp_probe2 -ldl
 exec "$qemu" -L "$sysroot" -E LD_LIBRARY_PATH="$dir" "$dir/test_dlsym_trampoline"

@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check.h" /* PL_CHECK: a failure exits 1 */
+
 int tramp_available(void);
 int tramp_init(void);
 int tramp_slow_calls(void);
@@ -22,39 +24,31 @@ void *tramp_marker(void);
 int tramp_unwound_to_main(void);
 int probe2_loaded(void); /* keeps libdlsym_tramp_probe2.so linked */
 
-#define CHECK(cond)                                                                                            \
-    do {                                                                                                       \
-        if (!(cond)) {                                                                                         \
-            fprintf(stderr, "test_dlsym_trampoline: %s:%d: failed: %s\n", __FILE__, __LINE__, #cond);          \
-            return 1;                                                                                          \
-        }                                                                                                      \
-    } while (0)
-
 /* exported (-rdynamic, and visible despite the build's -fvisibility=hidden) so dladdr can name it */
 __attribute__((visibility("default"))) int main(void) {
     if (!tramp_available()) {
         fprintf(stderr, "test_dlsym_trampoline: no dlsym trampoline on this architecture: skipped\n");
         return 77;
     }
-    CHECK(probe2_loaded());
-    CHECK(tramp_init());
+    PL_CHECK(probe2_loaded());
+    PL_CHECK(tramp_init());
     void *p = dlsym(RTLD_NEXT, "probe");
-    CHECK(p != NULL);
+    PL_CHECK(p != NULL);
     int (*probe)(void);
     memcpy(&probe, &p, sizeof p);
-    CHECK(probe() == 1);
-    CHECK(tramp_slow_calls() == 0);
-    CHECK(dlsym(RTLD_DEFAULT, "tramp_hot") == tramp_marker());
-    CHECK(tramp_slow_calls() == 1);
+    PL_CHECK(probe() == 1);
+    PL_CHECK(tramp_slow_calls() == 0);
+    PL_CHECK(dlsym(RTLD_DEFAULT, "tramp_hot") == tramp_marker());
+    PL_CHECK(tramp_slow_calls() == 1);
     void *h = dlopen("libdlsym_tramp_probe2.so", RTLD_NOW | RTLD_NOLOAD);
-    CHECK(h != NULL);
+    PL_CHECK(h != NULL);
     p = dlsym(h, "probe");
-    CHECK(p != NULL);
+    PL_CHECK(p != NULL);
     memcpy(&probe, &p, sizeof p);
-    CHECK(probe() == 2);
-    CHECK(dlsym(RTLD_DEFAULT, "tramp_unwind") == NULL);
-    CHECK(tramp_unwound_to_main());
-    CHECK(tramp_slow_calls() == 1);
+    PL_CHECK(probe() == 2);
+    PL_CHECK(dlsym(RTLD_DEFAULT, "tramp_unwind") == NULL);
+    PL_CHECK(tramp_unwound_to_main());
+    PL_CHECK(tramp_slow_calls() == 1);
     printf("test_dlsym_trampoline: ok\n");
     return 0;
 }

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -94,19 +95,106 @@ static void test_options_malformed_values_keep_defaults(void **state) {
     assert_non_null(strstr(msgs, "PLATEAU_STEP_SIGNAL='perhaps'"));
 }
 
-static void test_options_parse_bytes(void **state) {
+/* The preload's size grammar before it read sizes through common/units.h, restated from its last version
+ * (preload/options.c pl_options_parse_bytes, until issue 13 part 5): digits, then exactly one of "", B, K, KiB, k,
+ * M, MiB, G, GiB (case as written), powers of 1024; overflow refused. The reference the new grammar must keep. */
+static int old_parse_bytes(const char *s, uint64_t *out) {
+    static const struct { const char *suffix; unsigned shift; } units[] = {
+        {"", 0}, {"B", 0}, {"K", 10}, {"KiB", 10}, {"k", 10}, {"M", 20}, {"MiB", 20}, {"G", 30}, {"GiB", 30},
+    };
+    uint64_t v = 0;
+    const char *p = s;
+    if (*p < '0' || *p > '9') return -1;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        uint64_t d = (uint64_t)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10) return -1;
+        v = v * 10 + d;
+    }
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcmp(p, units[i].suffix)) continue;
+        if (units[i].shift && v > (UINT64_MAX >> units[i].shift)) return -1;
+        *out = v << units[i].shift;
+        return 0;
+    }
+    return -1;
+}
+
+/* PLATEAU_SAMPLE_BYTES=s through pl_options_parse: 0 and the size, or the number of complaints. */
+static int sample_bytes(const char *s, uint64_t *out) {
+    char var[96];
+    snprintf(var, sizeof var, "PLATEAU_SAMPLE_BYTES=%s", s);
+    const char *env[] = {var, NULL};
+    pl_options_t o;
+    int n_bad = parse(env, &o);
+    *out = o.sample_bytes;
+    return n_bad;
+}
+
+/* Every string the old grammar accepted means the same size now, read by pl_options_parse: the list of what it
+ * documented and tested, each unit at the overflow edge, then every string of up to 4 characters over digits and
+ * unit letters. A string it refused may now be a size (1m, 1KB, 2T: the union grammar), never the reverse. */
+static void test_options_sizes_keep_old_meaning(void **state) {
     (void)state;
+    static const struct { const char *s; uint64_t bytes; } listed[] = {
+        {"0", 0}, {"524288", 524288}, {"4096", 4096}, {"7B", 7}, {"512K", 512ull << 10}, {"512k", 512ull << 10},
+        {"512KiB", 512ull << 10}, {"1M", 1ull << 20}, {"3MiB", 3ull << 20}, {"1G", 1ull << 30},
+        {"2GiB", 2ull << 30}, {"18446744073709551615", UINT64_MAX}, {"18446744073709551615B", UINT64_MAX},
+        {"18014398509481983K", 18014398509481983ull << 10}, {"17592186044415M", 17592186044415ull << 20},
+        {"17179869183GiB", 17179869183ull << 30}, {"007k", 7ull << 10},
+    };
+    for (size_t i = 0; i < sizeof listed / sizeof listed[0]; i++) {
+        uint64_t old = 1, now = 1;
+        assert_int_equal(old_parse_bytes(listed[i].s, &old), 0);
+        assert_true(old == listed[i].bytes);
+        if (sample_bytes(listed[i].s, &now) != 0 || now != old)
+            fail_msg("'%s': old grammar %llu, now %llu (%s)", listed[i].s, (unsigned long long)old,
+                     (unsigned long long)now, msgs);
+    }
+    /* refused by both: overflow at each unit's edge, signs, fractions, blanks, unknown units */
+    static const char *const refused[] = {"18446744073709551616", "18014398509481984K", "17592186044416M",
+                                          "17179869184G", "", "-5", "1.5G", " 1G", "1 G", "1G ", "G", "12X",
+                                          "1Ki", "0x10", "+1"};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        uint64_t old = 1, now = 1;
+        assert_int_not_equal(old_parse_bytes(refused[i], &old), 0);
+        if (sample_bytes(refused[i], &now) != 1 || now != 512 * 1024)
+            fail_msg("'%s' was refused and should still be: sample_bytes %llu", refused[i], (unsigned long long)now);
+    }
+    /* exhaustively: every string of 1..4 characters over these, each accepted by the old grammar keeps its size */
+    static const char alpha[] = "0179BKMGikbm";
+    const size_t n_alpha = sizeof alpha - 1;
+    size_t n_old = 0, n_new_only = 0;
+    for (size_t len = 1; len <= 4; len++) {
+        size_t total = 1;
+        for (size_t k = 0; k < len; k++) total *= n_alpha;
+        for (size_t code = 0; code < total; code++) {
+            char s[5];
+            size_t c = code;
+            for (size_t k = 0; k < len; k++, c /= n_alpha) s[k] = alpha[c % n_alpha];
+            s[len] = 0;
+            uint64_t old = 1, now = 1;
+            int old_ok = old_parse_bytes(s, &old) == 0, now_ok = sample_bytes(s, &now) == 0;
+            if (old_ok && (!now_ok || now != old))
+                fail_msg("'%s': old grammar %llu, now %s %llu", s, (unsigned long long)old,
+                         now_ok ? "" : "refused,", (unsigned long long)now);
+            n_old += old_ok;
+            n_new_only += now_ok && !old_ok;
+        }
+    }
+    /* the walk met all the old grammar's strings: 340 of digits alone, 420 of 1..3 digits and B, K, k, M or G,
+     * 12 of one digit and KiB, MiB or GiB; and strings only the union reads (1m, 9KB, ...) */
+    assert_int_equal(n_old, 340 + 420 + 12);
+    assert_true(n_new_only > 0);
     uint64_t v;
-    assert_int_equal(pl_options_parse_bytes("4096", &v), 0);
-    assert_int_equal(v, 4096);
-    assert_int_equal(pl_options_parse_bytes("512K", &v), 0);
-    assert_int_equal(v, 512 * 1024);
-    assert_int_equal(pl_options_parse_bytes("2GiB", &v), 0);
-    assert_int_equal(v, 2ull << 30);
-    assert_int_not_equal(pl_options_parse_bytes("", &v), 0);
-    assert_int_not_equal(pl_options_parse_bytes("12X", &v), 0);
-    assert_int_not_equal(pl_options_parse_bytes("99999999999999999999", &v), 0);
-    assert_int_not_equal(pl_options_parse_bytes("17179869184G", &v), 0);
+    assert_int_equal(sample_bytes("1m", &v), 0);
+    assert_true(v == 1ull << 20);
+    assert_int_equal(sample_bytes("1KB", &v), 0);
+    assert_true(v == 1000);
+    /* PLATEAU_BUFFER_BYTES reads the same grammar, within its bounds */
+    const char *buf_env[] = {"PLATEAU_BUFFER_BYTES=1MiB", NULL};
+    pl_options_t o;
+    assert_int_equal(parse(buf_env, &o), 0);
+    assert_int_equal(o.buffer_bytes, 1u << 20);
 }
 
 /* PLATEAU_CUPTI: 0/1/auto (and the boolean spellings); anything else keeps auto with one message. */
@@ -210,7 +298,7 @@ int main(void) {
         cmocka_unit_test(test_options_defaults),
         cmocka_unit_test(test_options_valid_values),
         cmocka_unit_test(test_options_malformed_values_keep_defaults),
-        cmocka_unit_test(test_options_parse_bytes),
+        cmocka_unit_test(test_options_sizes_keep_old_meaning),
         cmocka_unit_test(test_options_cupti_mode),
         cmocka_unit_test(test_options_run_id),
         cmocka_unit_test(test_options_booleans_any_case),

@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "config.h"
 #include "trace_summary.h"
 #include "../common/spawn.h"
 #include "../common/tmpdir.h"
@@ -316,7 +317,7 @@ static void test_preload_malformed_env_uses_defaults(void **state) {
 
 static void test_preload_jemalloc_host_allocator(void **state) {
     (void)state;
-    const char *je = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
+    const char *je = PL_JEMALLOC_PATH; /* config.h: "" when the build found none */
     if (access(je, R_OK) != 0) skip();
     char *argv[] = {target("leak"), "10", NULL};
     char lp[1100];
@@ -367,7 +368,7 @@ static void read_extra(extra_t *x) {
  * mappings (made inside malloc) are not counted as the program's; the program's own mapping still is. */
 static void test_preload_heap_growth_same_on_glibc_and_jemalloc(void **state) {
     (void)state;
-    const char *je = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
+    const char *je = PL_JEMALLOC_PATH; /* config.h: "" when the build found none */
     if (access(je, R_OK) != 0) skip();
     enum { STEPS = 20 };
     char steps[8];
@@ -404,7 +405,7 @@ static void test_preload_heap_growth_same_on_glibc_and_jemalloc(void **state) {
  * them: the counts move by exactly N and the live count and bytes come back. */
 static void test_preload_cxx_counts_exact_on_glibc_and_jemalloc(void **state) {
     (void)state;
-    const char *je = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
+    const char *je = PL_JEMALLOC_PATH; /* config.h: "" when the build found none */
     if (access(target("heapcxx"), X_OK) != 0) skip(); /* no C++ compiler at build time */
     enum { N_BLOCKS = 64 };
     char *argv[] = {target("heapcxx"), NULL};

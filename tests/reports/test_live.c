@@ -200,7 +200,7 @@ static void test_live_helpers_dropped(void **state) {
     pl_live_close(l);
 }
 
-/* The run's traces are the ones the report reads (tracer/rundir.c): a FIFO named *.pltrace is neither opened (that
+/* The run's traces are the ones the report reads (tracer/read/rundir.c): a FIFO named *.pltrace is neither opened (that
  * would block) nor counted as a trace of the run; a run.status file ends the run. */
 static void test_live_lists_like_the_report(void **state) {
     (void)state;

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "check.h"
+
 int cudaMalloc(void **ptr, size_t size);
 int cudaFree(void *ptr);
 int cudaMallocAsync(void **ptr, size_t size, void *stream);
@@ -37,15 +39,6 @@ int standin_driver_pitch(uint64_t *ptr, size_t width, size_t height);
 int standin_driver_host(void **ptr, size_t size);
 int standin_driver_free_host(void *ptr);
 void standin_shutdown(void);
-
-#define CHECK(x)                                                                                               \
-    do {                                                                                                       \
-        int rc_ = (x);                                                                                         \
-        if (rc_) {                                                                                             \
-            fprintf(stderr, "target_cuda: %s -> %d\n", #x, rc_);                                              \
-            return 1;                                                                                          \
-        }                                                                                                      \
-    } while (0)
 
 #define PAIRS_PER_THREAD 200
 
@@ -72,48 +65,48 @@ int main(int argc, char **argv) {
     fflush(stdout);
     void *a, *b, *c, *m;
     uint64_t d;
-    CHECK(cudaMalloc(&a, 1000));
-    CHECK(cudaMalloc(&b, 3u << 20));
-    CHECK(standin_driver_alloc(&d, 4096));
-    CHECK(cudaMallocAsync(&c, 5000, NULL));
-    CHECK(cudaMallocManaged(&m, 777, 1 /* CU_MEM_ATTACH_GLOBAL */));
+    PL_CHECK_RC(cudaMalloc(&a, 1000));
+    PL_CHECK_RC(cudaMalloc(&b, 3u << 20));
+    PL_CHECK_RC(standin_driver_alloc(&d, 4096));
+    PL_CHECK_RC(cudaMallocAsync(&c, 5000, NULL));
+    PL_CHECK_RC(cudaMallocManaged(&m, 777, 1 /* CU_MEM_ATTACH_GLOBAL */));
     struct timespec ts = {sleep_ms / 1000, (sleep_ms % 1000) * 1000000};
     nanosleep(&ts, NULL);
-    CHECK(cudaFree(a));
-    CHECK(standin_driver_free(d));
-    CHECK(cudaFreeAsync(c, NULL));
-    CHECK(cudaFree(m));
-    CHECK(standin_vmm(2));
+    PL_CHECK_RC(cudaFree(a));
+    PL_CHECK_RC(standin_driver_free(d));
+    PL_CHECK_RC(cudaFreeAsync(c, NULL));
+    PL_CHECK_RC(cudaFree(m));
+    PL_CHECK_RC(standin_vmm(2));
     void *big;
     int rc = cudaMalloc(&big, (size_t)64 << 30); /* more than the double's capacity */
     if (rc != 2) {
         fprintf(stderr, "target_cuda: expected out of memory, got %d\n", rc);
         return 1;
     }
-    CHECK(cudaFree(b));
+    PL_CHECK_RC(cudaFree(b));
 
     void *e, *f, *g, *h, *k, *l, *hp;
     size_t pitch = 0;
     uint64_t d2;
-    CHECK(cudaMallocAsync_ptsz(&e, 6000, NULL));
-    CHECK(cudaMallocFromPoolAsync(&f, 7000, (void *)1, NULL));
-    CHECK(cudaMallocFromPoolAsync_ptsz(&g, 7100, (void *)1, NULL));
-    CHECK(cudaMallocPitch(&h, &pitch, 1000, 3));
+    PL_CHECK_RC(cudaMallocAsync_ptsz(&e, 6000, NULL));
+    PL_CHECK_RC(cudaMallocFromPoolAsync(&f, 7000, (void *)1, NULL));
+    PL_CHECK_RC(cudaMallocFromPoolAsync_ptsz(&g, 7100, (void *)1, NULL));
+    PL_CHECK_RC(cudaMallocPitch(&h, &pitch, 1000, 3));
     pitched_ptr_t p3 = {0};
-    CHECK(cudaMalloc3D(&p3, (extent_t){1000, 2, 3}));
-    CHECK(cudaMallocHost(&k, 5000));
-    CHECK(cudaHostAlloc(&l, 3000, 0));
-    CHECK(standin_driver_pitch(&d2, 2000, 2));
-    CHECK(standin_driver_host(&hp, 8192));
-    CHECK(cudaFreeAsync_ptsz(e, NULL));
-    CHECK(cudaFreeAsync(f, NULL));
-    CHECK(cudaFreeAsync_ptsz(g, NULL));
-    CHECK(cudaFree(h));
-    CHECK(cudaFree(p3.ptr));
-    CHECK(cudaFreeHost(k));
-    CHECK(cudaFreeHost(l));
-    CHECK(standin_driver_free(d2));
-    CHECK(standin_driver_free_host(hp));
+    PL_CHECK_RC(cudaMalloc3D(&p3, (extent_t){1000, 2, 3}));
+    PL_CHECK_RC(cudaMallocHost(&k, 5000));
+    PL_CHECK_RC(cudaHostAlloc(&l, 3000, 0));
+    PL_CHECK_RC(standin_driver_pitch(&d2, 2000, 2));
+    PL_CHECK_RC(standin_driver_host(&hp, 8192));
+    PL_CHECK_RC(cudaFreeAsync_ptsz(e, NULL));
+    PL_CHECK_RC(cudaFreeAsync(f, NULL));
+    PL_CHECK_RC(cudaFreeAsync_ptsz(g, NULL));
+    PL_CHECK_RC(cudaFree(h));
+    PL_CHECK_RC(cudaFree(p3.ptr));
+    PL_CHECK_RC(cudaFreeHost(k));
+    PL_CHECK_RC(cudaFreeHost(l));
+    PL_CHECK_RC(standin_driver_free(d2));
+    PL_CHECK_RC(standin_driver_free_host(hp));
     int n_threads = argc > 2 ? atoi(argv[2]) : 0;
     pthread_t tids[16];
     if (n_threads > 16) n_threads = 16;

@@ -5,29 +5,22 @@
 
 #include <cuda.h>
 
-#define CHECK(x)                                                                                               \
-    do {                                                                                                       \
-        CUresult rc_ = (x);                                                                                    \
-        if (rc_ != CUDA_SUCCESS) {                                                                             \
-            fprintf(stderr, "target_cuda_direct: %s -> %d\n", #x, (int)rc_);                                 \
-            return 1;                                                                                          \
-        }                                                                                                      \
-    } while (0)
+#include "check.h"
 
 int main(void) {
     CUdevice dev;
     CUcontext ctx;
     CUdeviceptr a, b, c;
-    CHECK(cuInit(0));
-    CHECK(cuDeviceGet(&dev, 0));
-    CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CHECK(cuCtxSetCurrent(ctx));
-    CHECK(cuMemAlloc_v2(&a, 12345));
-    CHECK(cuMemAllocManaged(&b, 100, CU_MEM_ATTACH_GLOBAL));
-    CHECK(cuMemAllocAsync(&c, 8192, NULL));
-    CHECK(cuMemFree_v2(b));
-    CHECK(cuMemFreeAsync(c, NULL));
-    CHECK(cuMemFree_v2(a));
-    CHECK(cuDevicePrimaryCtxRelease_v2(dev));
+    PL_CHECK_RC(cuInit(0));
+    PL_CHECK_RC(cuDeviceGet(&dev, 0));
+    PL_CHECK_RC(cuDevicePrimaryCtxRetain(&ctx, dev));
+    PL_CHECK_RC(cuCtxSetCurrent(ctx));
+    PL_CHECK_RC(cuMemAlloc_v2(&a, 12345));
+    PL_CHECK_RC(cuMemAllocManaged(&b, 100, CU_MEM_ATTACH_GLOBAL));
+    PL_CHECK_RC(cuMemAllocAsync(&c, 8192, NULL));
+    PL_CHECK_RC(cuMemFree_v2(b));
+    PL_CHECK_RC(cuMemFreeAsync(c, NULL));
+    PL_CHECK_RC(cuMemFree_v2(a));
+    PL_CHECK_RC(cuDevicePrimaryCtxRelease_v2(dev));
     return 0;
 }

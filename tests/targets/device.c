@@ -10,18 +10,18 @@ int main(int argc, char **argv) {
     pl_sim_options_default(&so);
     so.capacity_bytes = 1ull << 30;
     pl_backend_t *be;
-    CHECK(pl_backend_sim_create(&so, &be) == 0);
+    PL_CHECK(pl_backend_sim_create(&so, &be) == 0);
     pl_alloc_config_t cfg;
     pl_alloc_config_default(&cfg);
     pl_alloc_t *a;
     char err[256];
-    CHECK(pl_alloc_create(be, &cfg, &a, err, sizeof err) == 0);
+    PL_CHECK(pl_alloc_create(be, &cfg, &a, err, sizeof err) == 0);
     void *kept[1000];
     for (int s = 0; s < steps; s++) {
         void *t[8];
-        for (int i = 0; i < 8; i++) CHECK((t[i] = pl_alloc_malloc(a, 4096u << i, 0)));
+        for (int i = 0; i < 8; i++) PL_CHECK((t[i] = pl_alloc_malloc(a, 4096u << i, 0)));
         for (int i = 0; i < 8; i++) pl_alloc_free(a, t[i]);
-        CHECK((kept[s] = pl_alloc_malloc(a, 1u << 20, 0)));
+        PL_CHECK((kept[s] = pl_alloc_malloc(a, 1u << 20, 0)));
         step();
     }
     printf("blocks %d\n", steps);

@@ -3,12 +3,12 @@
 #include "target.h"
 
 int main(int argc, char **argv) {
-    CHECK(argc >= 2);
+    PL_CHECK(argc >= 2);
     void *h = dlopen(argv[1], RTLD_NOW);
-    CHECK(h);
+    PL_CHECK(h);
     void (*leak)(void);
     void *p = dlsym(h, "plugin_leak");
-    CHECK(p);
+    PL_CHECK(p);
     memcpy(&leak, &p, sizeof p);
     int steps = arg_int(argc, argv, 2, 10);
     for (int s = 0; s < steps; s++) {

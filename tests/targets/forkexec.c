@@ -16,7 +16,7 @@ int main(int argc, char **argv) {
     void *a = malloc(1000);
     step();
     pid_t pid = fork();
-    CHECK(pid >= 0);
+    PL_CHECK(pid >= 0);
     if (pid == 0) {
         void *b = malloc(2000);
         step();
@@ -29,8 +29,8 @@ int main(int argc, char **argv) {
         _exit(126);
     }
     int st;
-    CHECK(waitpid(pid, &st, 0) == pid);
-    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    PL_CHECK(waitpid(pid, &st, 0) == pid);
+    PL_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     free(a);
     step();
     return 0;

@@ -32,7 +32,7 @@ static void allocate(int i, int kind) {
     case 6: blocks[i] = new Line; break;
     default: blocks[i] = new Line[3]; break;
     }
-    CHECK(blocks[i]);
+    PL_CHECK(blocks[i]);
 }
 
 static void release(int i, int kind) {
@@ -65,7 +65,7 @@ int main() {
     } catch (const std::bad_alloc &) {
         threw = true;
     }
-    CHECK(threw);
+    PL_CHECK(threw);
     step();
     for (int i = 0; i < N_BLOCKS; i++) allocate(i, i % N_KINDS);
     step();

@@ -15,16 +15,16 @@ static size_t n_kept;
 __attribute__((noinline)) static void keep_some(void) {
     for (int i = 0; i < 16; i++) {
         kept[n_kept] = malloc(4000);
-        CHECK(kept[n_kept]);
+        PL_CHECK(kept[n_kept]);
         memset(kept[n_kept], 1, 4000);
         n_kept++;
     }
     kept[n_kept] = malloc(300 * 1024);
-    CHECK(kept[n_kept]);
+    PL_CHECK(kept[n_kept]);
     memset(kept[n_kept], 2, 300 * 1024);
     n_kept++;
     void *m = mmap(NULL, MAP_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    CHECK(m != MAP_FAILED);
+    PL_CHECK(m != MAP_FAILED);
     memset(m, 3, MAP_BYTES);
 }
 
@@ -37,7 +37,7 @@ __attribute__((noinline)) static void temporaries(void) {
 int main(int argc, char **argv) {
     int steps = arg_int(argc, argv, 1, 20);
     kept = calloc((size_t)steps * 17, sizeof(void *));
-    CHECK(kept);
+    PL_CHECK(kept);
     for (int s = 0; s < steps; s++) {
         temporaries();
         keep_some();

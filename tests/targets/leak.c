@@ -23,7 +23,7 @@ __attribute__((noinline)) void temporaries(void) {
 int main(int argc, char **argv) {
     int steps = arg_int(argc, argv, 1, 30);
     kept = calloc((size_t)steps * 16, sizeof(void *));
-    CHECK(kept);
+    PL_CHECK(kept);
     for (int s = 0; s < steps; s++) {
         temporaries();
         leak_function();

@@ -23,7 +23,7 @@ static __attribute__((noinline)) void scratch_static_fn(void) {
 int main(int argc, char **argv) {
     int steps = arg_int(argc, argv, 1, 30);
     kept = calloc((size_t)steps * 16, sizeof(void *));
-    CHECK(kept);
+    PL_CHECK(kept);
     for (int s = 0; s < steps; s++) {
         scratch_static_fn();
         leak_static_fn();

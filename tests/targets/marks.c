@@ -12,19 +12,19 @@ int main(int argc, char **argv) {
     pl_sim_options_default(&so);
     so.capacity_bytes = 1ull << 30;
     pl_backend_t *be;
-    CHECK(pl_backend_sim_create(&so, &be) == 0);
+    PL_CHECK(pl_backend_sim_create(&so, &be) == 0);
     pl_alloc_config_t cfg;
     pl_alloc_config_default(&cfg);
     pl_alloc_t *a;
     char err[256];
-    CHECK(pl_alloc_create(be, &cfg, &a, err, sizeof err) == 0);
+    PL_CHECK(pl_alloc_create(be, &cfg, &a, err, sizeof err) == 0);
     mark("start");
     n_marks++;
     for (int s = 1; s <= steps; s++) {
         void *t[4];
-        for (int i = 0; i < 4; i++) CHECK((t[i] = pl_alloc_malloc(a, 8192u << i, 0)));
+        for (int i = 0; i < 4; i++) PL_CHECK((t[i] = pl_alloc_malloc(a, 8192u << i, 0)));
         for (int i = 0; i < 4; i++) pl_alloc_free(a, t[i]);
-        CHECK(pl_alloc_malloc(a, 256u << 10, 0));
+        PL_CHECK(pl_alloc_malloc(a, 256u << 10, 0));
         if (s % 4 == 0) {
             mark("eval, \"every 4\"");
             n_marks++;

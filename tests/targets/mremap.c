@@ -26,7 +26,7 @@
 
 static char *map_anon(void *at, size_t n, int extra) {
     char *p = mmap(at, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | extra, -1, 0);
-    CHECK(p != MAP_FAILED);
+    PL_CHECK(p != MAP_FAILED);
     return p;
 }
 
@@ -34,12 +34,12 @@ static void *churn(void *arg) {
     (void)arg;
     for (int i = 0; i < 2000; i++) {
         char *m = map_anon(NULL, 8 * P, 0);
-        CHECK(munmap(m + P, P) == 0);                             /* [0,1) [2,8) */
+        PL_CHECK(munmap(m + P, P) == 0);                             /* [0,1) [2,8) */
         char *u = mremap(m + 2 * P, 6 * P, 10 * P, MREMAP_MAYMOVE); /* the upper piece grows or moves */
-        CHECK(u != MAP_FAILED);
+        PL_CHECK(u != MAP_FAILED);
         u[9 * P] = 1;
-        CHECK(munmap(m, P) == 0);
-        CHECK(munmap(u, 10 * P) == 0);
+        PL_CHECK(munmap(m, P) == 0);
+        PL_CHECK(munmap(u, 10 * P) == 0);
     }
     return NULL;
 }
@@ -48,7 +48,7 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "threads")) {
         step();
         pthread_t th[4];
-        for (int i = 0; i < 4; i++) CHECK(pthread_create(&th[i], NULL, churn, NULL) == 0);
+        for (int i = 0; i < 4; i++) PL_CHECK(pthread_create(&th[i], NULL, churn, NULL) == 0);
         for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
         step();
         printf("ok\n");
@@ -58,35 +58,35 @@ int main(int argc, char **argv) {
     char *x = map_anon(NULL, 100, 0);
     char *a = map_anon(NULL, 16 * P, 0);
     step();                                           /* 2 */
-    CHECK(munmap(a, 2 * P) == 0);
+    PL_CHECK(munmap(a, 2 * P) == 0);
     step();                                           /* 3 */
-    CHECK(munmap(a + 14 * P, 2 * P) == 0);
+    PL_CHECK(munmap(a + 14 * P, 2 * P) == 0);
     step();                                           /* 4 */
-    CHECK(munmap(a + 6 * P, 2 * P) == 0);
+    PL_CHECK(munmap(a + 6 * P, 2 * P) == 0);
     step();                                           /* 5 */
     char *c = map_anon(NULL, 8 * P, 0);
-    CHECK(munmap(c + 4 * P, 4 * P) == 0);
-    CHECK(mremap(c, 4 * P, 8 * P, 0) == c);
+    PL_CHECK(munmap(c + 4 * P, 4 * P) == 0);
+    PL_CHECK(mremap(c, 4 * P, 8 * P, 0) == c);
     step();                                           /* 6 */
     char *t = map_anon(NULL, 12 * P, 0);
-    CHECK(mremap(c, 8 * P, 12 * P, MREMAP_MAYMOVE | MREMAP_FIXED, t) == t);
+    PL_CHECK(mremap(c, 8 * P, 12 * P, MREMAP_MAYMOVE | MREMAP_FIXED, t) == t);
     step();                                           /* 7 */
-    CHECK(mremap(t, 12 * P, 5 * P, 0) == t);
+    PL_CHECK(mremap(t, 12 * P, 5 * P, 0) == t);
     step();                                           /* 8 */
-    CHECK(map_anon(a + 2 * P, 2 * P, MAP_FIXED) == a + 2 * P);
+    PL_CHECK(map_anon(a + 2 * P, 2 * P, MAP_FIXED) == a + 2 * P);
     step();                                           /* 9 */
     int fd = open("/proc/self/exe", O_RDONLY);
-    CHECK(fd >= 0);
-    CHECK(mmap(a + 8 * P, P, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0) == a + 8 * P);
+    PL_CHECK(fd >= 0);
+    PL_CHECK(mmap(a + 8 * P, P, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0) == a + 8 * P);
     close(fd);
     step();                                           /* 10 */
     x = mremap(x, P, 64 * P, MREMAP_MAYMOVE);
-    CHECK(x != MAP_FAILED);
+    PL_CHECK(x != MAP_FAILED);
     x[63 * P] = 1;
     step();                                           /* 11 */
-    CHECK(munmap(a, 16 * P) == 0);
-    CHECK(munmap(t, 5 * P) == 0);
-    CHECK(munmap(x, 64 * P) == 0);
+    PL_CHECK(munmap(a, 16 * P) == 0);
+    PL_CHECK(munmap(t, 5 * P) == 0);
+    PL_CHECK(munmap(x, 64 * P) == 0);
     step();                                           /* 12 */
     printf("ok\n");
     return 0;

@@ -20,7 +20,7 @@ __attribute__((noinline)) void work(void) {
 
 int main(int argc, char **argv) {
     int steps = arg_int(argc, argv, 1, 40), warmup = arg_int(argc, argv, 2, 10);
-    CHECK(warmup * 16 <= 1024);
+    PL_CHECK(warmup * 16 <= 1024);
     for (int s = 0; s < steps; s++) {
         if (s < warmup) cache_fill(s);
         work();

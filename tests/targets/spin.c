@@ -9,7 +9,7 @@ int main(int argc, char **argv) {
     int ready = arg_int(argc, argv, 1, 20);
     for (long s = 0;; s++) {
         void *p = malloc(1024);
-        CHECK(p);
+        PL_CHECK(p);
         if (s % 2) free(p);
         step();
         if (s == ready) {

@@ -19,7 +19,7 @@ static void *storm(void *arg) {
             int slot = (int)((x >> 8) % 32);
             free(ring[slot]);
             ring[slot] = malloc(16 + (x >> 16) % 2000);
-            CHECK(ring[slot]);
+            PL_CHECK(ring[slot]);
         }
     }
     for (int i = 0; i < 32; i++) free(ring[i]);
@@ -29,7 +29,7 @@ static void *storm(void *arg) {
 int main(int argc, char **argv) {
     int steps = arg_int(argc, argv, 1, 100);
     pthread_t th[2];
-    for (int i = 0; i < 2; i++) CHECK(pthread_create(&th[i], NULL, storm, (void *)(uintptr_t)(i + 1)) == 0);
+    for (int i = 0; i < 2; i++) PL_CHECK(pthread_create(&th[i], NULL, storm, (void *)(uintptr_t)(i + 1)) == 0);
     for (int s = 1; s <= steps; s++) {
         void *volatile t[64];
         for (int i = 0; i < 64; i++) t[i] = malloc(100 + (size_t)i * 10);

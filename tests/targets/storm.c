@@ -37,7 +37,7 @@ static void *worker(void *arg) {
         case 2: ring[slot] = realloc(malloc(16), size); break;
         default: ring[slot] = memalign(64, size); break;
         }
-        CHECK(ring[slot]);
+        PL_CHECK(ring[slot]);
     }
     for (int i = 0; i < 64; i++) free(ring[i]);
     for (int i = 0; i < 256; i++) w->handoff[i] = malloc(100 + (size_t)i);
@@ -53,7 +53,7 @@ static void run(int iters) {
     for (int i = 0; i < n_threads; i++) {
         works[i].iters = iters;
         works[i].seed = 17u * (unsigned)i + 1;
-        CHECK(pthread_create(&th[i], NULL, worker, &works[i]) == 0);
+        PL_CHECK(pthread_create(&th[i], NULL, worker, &works[i]) == 0);
     }
     for (int i = 0; i < n_threads; i++) pthread_join(th[i], NULL);
     /* Cross-thread frees: each thread's handoff blocks are freed here, by the main thread. */
@@ -64,7 +64,7 @@ static void run(int iters) {
 int main(int argc, char **argv) {
     int iters = arg_int(argc, argv, 1, 200000);
     n_threads = arg_int(argc, argv, 2, 8);
-    CHECK(n_threads >= 1 && n_threads <= 64);
+    PL_CHECK(n_threads >= 1 && n_threads <= 64);
     /* Warm-up round: thread creation's own first-time allocations happen here, outside the measurement. */
     run(100);
     for (int i = 0; i < n_threads; i++) {

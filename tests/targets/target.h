@@ -1,5 +1,5 @@
 /* Shared bits of the preload's target programs: the step/mark API looked up at run time (the programs also
- * run without the tracer), and fail-fast checks. */
+ * run without the tracer), and fail-fast checks (common/check.h PL_CHECK; a failed one exits 3). */
 #pragma once
 
 #include <dlfcn.h>
@@ -7,13 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(expr)                                                                   \
-    do {                                                                              \
-        if (!(expr)) {                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr); \
-            exit(3);                                                                  \
-        }                                                                             \
-    } while (0)
+#define PL_CHECK_EXIT 3
+#include "check.h"
 
 static inline void step(void) {
     static void (*fn)(void);

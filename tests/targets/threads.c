@@ -19,7 +19,7 @@ int main(int argc, char **argv) {
     int n = arg_int(argc, argv, 1, 4);
     for (int i = 0; i < n; i++) {
         pthread_t t;
-        CHECK(pthread_create(&t, NULL, churn, NULL) == 0);
+        PL_CHECK(pthread_create(&t, NULL, churn, NULL) == 0);
         pthread_detach(t);
     }
     for (int s = 0; s < 5; s++) {

@@ -11,14 +11,14 @@
 
 __attribute__((noinline)) void warm_cache(void) {
     char *volatile p = malloc(256 * 1024);
-    CHECK(p);
+    PL_CHECK(p);
     memset(p, 1, 256 * 1024);
 }
 
 __attribute__((noinline)) void leak_step(size_t bytes) {
     if (!bytes) return;
     char *volatile p = malloc(bytes);
-    CHECK(p);
+    PL_CHECK(p);
     memset(p, 2, bytes);
 }
 

@@ -1,5 +1,5 @@
-/* CRC-32C (tracer/crc.c): the dispatched implementation (the SSE4.2 crc32 instruction where the CPU has it) and the
- * portable slicing-by-8 one both equal the bit-at-a-time definition, for every length 0..300 at every alignment
+/* CRC-32C (tracer/core/crc.c): the dispatched implementation (the SSE4.2 crc32 instruction where the CPU has it) and
+ * the portable slicing-by-8 one both equal the bit-at-a-time definition, for every length 0..300 at every alignment
  * 0..7, when continued piece by piece, and on the standard check value. A trace written by one must verify with
  * the other. */
 #include <setjmp.h>

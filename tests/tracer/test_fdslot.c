@@ -1,4 +1,4 @@
-/* Descriptor slots (tracer/fdslot.c): a slot's descriptor sits high, is refused once its number names another
+/* Descriptor slots (tracer/write/fdslot.c): a slot's descriptor sits high, is refused once its number names another
  * file, and steps aside when the program takes its number. */
 #include <errno.h>
 #include <fcntl.h>

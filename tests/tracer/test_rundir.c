@@ -1,4 +1,4 @@
-/* tracer/rundir.c: which files of a run directory are read as traces. Only regular files named
+/* tracer/read/rundir.c: which files of a run directory are read as traces. Only regular files named
  * *.pltrace; never a FIFO (opening it would block), a symbolic link, a file of another owner, or, when the directory
  * has a run-id file, a trace of another run; each one left out is named with its reason. Directories without a
  * run-id file are read whole. */

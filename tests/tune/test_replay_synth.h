@@ -1,5 +1,5 @@
 /* Synthetic device traces for the replay / tune tests (tests/tune/test_replay.c, test_tune.c, tests/cli/
- * test_tune.c), written with the tracer's own writer (tracer/writer.h) as the preload would write them:
+ * test_tune.c), written with the tracer's own writer (tracer/write/writer.h) as the preload would write them:
  *  - rs_record_workload: a real recording. An allocator on a sim device runs the training-like workload
  *    (allocator/workload.h) under a config; its event hook writes device_alloc/free/map/unmap/oom records
  *    (source allocator, allocator_id 1) and alloc_stats at each step and at the end, like preload/device.c.

@@ -8,7 +8,7 @@
  * run-id file (PL_TRACE_RUN_ID_FILE, written by `plateau run`, also owned by the directory's owner), only when its
  * header carries that run id: a file planted by another user, or left by another run, is skipped and named.
  * Directories without a run-id file (the tracer preloaded by hand, runs before trace 1.4) are read whole.
- * Lives in tracer/ beside the reader so that report and tune link it without a new dependency edge. */
+ * Lives in tracer/read/ beside the reader so that report and tune link it without a new dependency edge. */
 #include "config.h"
 
 #include <dirent.h>
