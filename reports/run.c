@@ -47,6 +47,21 @@ static int64_t span_of(const pl_report_process_t *p) {
     return hi > lo ? hi - lo : 0;
 }
 
+/* The peak RSS that tells a short helper from a worker (docs/verdict.md, "Short helpers"): p's own, or, when p has
+ * no RSS sample and is a fork of its parent that never exec'd (the same command line: a DataLoader worker that ended
+ * with os._exit before the sampler's first read), its parent's, whose pages it was made of; NAN when unknown. */
+static double helper_rss_peak(const pl_extract_t *x, const pl_extract_proc_t *p) {
+    const pl_report_metric_t *rss = &p->proc->metrics[PL_METRIC_RSS];
+    if (rss->present && rss->series.n_points) return rss->series.peak;
+    for (size_t i = 0; i < x->n_procs; i++) {
+        const pl_extract_proc_t *up = &x->procs[i];
+        if (up == p || up->pid != p->ppid || !same_node(up, p) || strcmp(up->cmdline, p->cmdline)) continue;
+        const pl_report_metric_t *ur = &up->proc->metrics[PL_METRIC_RSS];
+        if (ur->present && ur->series.n_points) return ur->series.peak;
+    }
+    return NAN;
+}
+
 static void update_roles(pl_extract_t *x) {
     bool any_steps = false;
     int64_t longest = 0;
@@ -59,9 +74,8 @@ static void update_roles(pl_extract_t *x) {
         const pl_extract_proc_t *p = &x->procs[i];
         bool main_proc = any_steps ? p->n_steps > 0 : 2 * span_of(p->proc) >= longest;
         p->proc->role = main_proc ? PL_ROLE_MAIN : PL_ROLE_WORKER;
-        const pl_report_metric_t *rss = &p->proc->metrics[PL_METRIC_RSS];
         p->proc->helper = !main_proc && !p->n_steps && p->last_ns - p->t0_ns < PL_EXTRACT_HELPER_NS &&
-                          (!rss->present || !(rss->series.peak >= PL_EXTRACT_HELPER_RSS_BYTES));
+                          !(helper_rss_peak(x, p) >= PL_EXTRACT_HELPER_RSS_BYTES);
     }
 }
 

@@ -43,6 +43,8 @@ typedef struct synth_cfg {
     uint32_t n_argv;
     int64_t base_bytes;      /* live heap before the leak (0 = 100 MB) */
     bool no_pss;             /* no PSS in any RSS sample (a process that lived < 5 s, or PLATEAU_PSS=0) */
+    bool no_rss;             /* no RSS sample at all (a worker that ended before the sampler's first read) */
+    int64_t step_ns;         /* a step's length (0 = 1 s) */
 } synth_cfg_t;
 
 static inline synth_cfg_t synth_default(void) {
@@ -62,7 +64,7 @@ static inline int synth_emit(pl_writer_t *w, pl_trace_record_t *r, int *since_fl
 
 /* Write the trace to path (must not exist). Returns 0 or a negative errno. */
 static inline int synth_trace(const char *path, const synth_cfg_t *c) {
-    const int64_t t0 = c->t0_ns ? c->t0_ns : 1000000000LL, sec = 1000000000LL;
+    const int64_t t0 = c->t0_ns ? c->t0_ns : 1000000000LL, sec = c->step_ns ? c->step_ns : 1000000000LL;
     pl_trace_header_t h = {.version = PL_TRACE_VERSION, .pid = c->pid, .ppid = c->ppid, .exec_seq = 0,
                            .start_realtime_ns = c->start_realtime_ns ? c->start_realtime_ns : 1700000000000000000LL,
                            .start_mono_ns = t0};
@@ -174,7 +176,7 @@ static inline int synth_trace(const char *path, const synth_cfg_t *c) {
                                  .pss = c->no_pss ? PL_TRACE_NA : 690000000ull + leaked,
                                  .cgroup_current = PL_TRACE_NA, .device_used = PL_TRACE_NA,
                                  .device_total = PL_TRACE_NA};
-        EMIT();
+        if (!c->no_rss) EMIT();
         if (c->lost_records && s == c->n_steps / 2) {
             memset(&r, 0, sizeof r);
             r.type = PL_REC_LOST;

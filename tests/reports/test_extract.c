@@ -505,6 +505,47 @@ static char *render_all_text(run_t *u) {
     return buf;
 }
 
+/* A forked worker that ended before the sampler's first read (os._exit, under load) has no RSS sample: it is made
+ * of its parent's pages, so the parent's RSS tells it from a short helper; an exec'd program without one (a
+ * different command line) stays a helper. */
+static void test_extract_forked_worker_without_rss(void **state) {
+    (void)state;
+    char d[256], p[300];
+    tpath(d, sizeof d, "fork-norss");
+    assert_int_equal(mkdir(d, 0700), 0);
+    synth_cfg_t c = synth_default();
+    c.pid = 700;
+    c.leak_bytes = 0;
+    snprintf(p, sizeof p, "%s/700.0.pltrace", d);
+    assert_int_equal(synth_trace(p, &c), 0);
+    static const char *const shell[] = {"readlink", "-f", "python3"};
+    for (uint32_t k = 0; k < 2; k++) {
+        synth_cfg_t w = synth_default();
+        w.pid = 701 + k;
+        w.ppid = 700;
+        w.n_steps = 2;
+        w.step_ns = 200000000; /* 0.6 s in all */
+        w.with_steps = false;
+        w.device = false;
+        w.leak_bytes = 0;
+        w.no_rss = true;
+        w.t0_ns = 20LL * 1000000000LL;
+        if (k == 1) w.argv = shell, w.n_argv = 3, w.exe = "/usr/bin/readlink";
+        snprintf(p, sizeof p, "%s/%u.0.pltrace", d, w.pid);
+        assert_int_equal(synth_trace(p, &w), 0);
+    }
+    run_t u;
+    run_file(&u, d);
+    assert_int_equal(u.x.n_procs, 3);
+    for (size_t i = 0; i < u.x.n_procs; i++) {
+        const pl_extract_proc_t *q = &u.x.procs[i];
+        assert_false(q->proc->metrics[PL_METRIC_RSS].present && q->pid != 700);
+        if (q->pid == 701) assert_false(q->proc->helper); /* the fork: its parent's 700 MB */
+        if (q->pid == 702) assert_true(q->proc->helper);  /* readlink */
+    }
+    run_free(&u);
+}
+
 /* validation workers whose generations each hold 2 MiB more per worker: a leak of the run, said per generation */
 static void test_extract_generations_leak(void **state) {
     (void)state;
@@ -1332,6 +1373,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_extract_generations_inherited),
         cmocka_unit_test(test_extract_run_directory),
         cmocka_unit_test(test_extract_total_pss_without_samples),
+        cmocka_unit_test(test_extract_forked_worker_without_rss),
         cmocka_unit_test(test_extract_ranks_one_leaks),
         cmocka_unit_test(test_extract_ranks_agree),
         cmocka_unit_test(test_extract_merge_nodes),
