@@ -1332,6 +1332,12 @@ int pl_period_detect(const pl_period_input_t *in, const pl_period_opts_t *opts, 
         if (agree) cc.bounds = NULL; /* moved */
     }
     if (!rc && !ord_wins && cs.conf < o.min_confidence) rc = anchor_detect(ea, ma, &ca); /* not needed when the sequence wins */
+    if (!rc && by_calls && ca.conf > 0 && !(ct.conf > 0 && fabs(ca.period_ns - ct.period_ns) <= CALLS_AGREE * ct.period_ns)) {
+        /* the same for the anchor detector's wall-clock steps: with one thread allocating, a period the call clock
+         * does not confirm is not trusted (measured: a 2.1 ms "period" of a list-growth site in a 46 ms step) */
+        free(ca.bounds);
+        ca = (cand_t){0};
+    }
     if (rc) goto out;
     cs.exact = exact_only;
     cand_t *pick = cs.conf >= o.min_confidence                                        ? &cs
