@@ -7,7 +7,9 @@
  * the time detector (autocorrelation of allocation counts per time bin, steps cut on a grid) and the anchor detector
  * (one sampled call site at a sharp phase of the step, tested for periodicity, steps cut at its bursts). When host
  * records carry their thread's exact malloc-call count (trace 1.3), a fourth, the ordinal detector, finds the
- * step's call count from same-site ordinal differences and cuts steps by call count (immune to timing jitter).
+ * step's call count from same-site ordinal differences and cuts steps by call count (immune to timing jitter); and
+ * when one thread holds those records, the time detector also runs on that thread's call clock, which must agree
+ * with the wall-clock time and anchor results before either counts (calls_detect).
  * Invariants: work is bounded (SEQ_WINDOW events x SEQ_MAX_LAG lags; TIME_BINS bins x TIME_SCALES scales; ANCHOR_SCAN
  * passes over at most all events), whatever the trace length; results are deterministic; bounds are strictly
  * increasing.
@@ -1194,9 +1196,10 @@ static int ord_detect(const pl_period_input_t *in, size_t min_repeats, cand_t *c
  * detector (one list-growth site recorded ~45 times a step), so only the time detector sees it; but on the wall
  * clock a step's length is whatever the scheduler made it: a preempted step is stretched, a loaded stretch of the run
  * is slower, and time slices of a preempted process are periodic themselves. A grid of one period in time then cuts
- * wrong steps (docs/period.md, "Python loops"). The thread's call ordinal advances only when the program runs: the
- * same autocorrelation on that clock finds the step in calls, and its grid, mapped to times through the thread's
- * records, follows every stretch. */
+ * wrong steps (docs/period.md, "The wrong periods on pure-Python loops"). The call ordinal advances only when the
+ * program runs: the same autocorrelation on that clock finds the step in calls, and its grid, mapped to times through
+ * the thread's records, follows every stretch. Alone it is not trusted either (a loop whose call count alternates
+ * repeats exactly every two steps in calls), so pl_period_detect takes a period both clocks see. */
 #define CALLS_MIN_SHARE 0.9 /* the thread holds at least this share of the records with ordinals */
 #define CALL_NS 1000000     /* one call is 1 ms on the detector's clock (its bins must be at least 1 us wide) */
 #define CALLS_AGREE 0.1     /* the call clock's median step and the wall clock's period agree within 10 % */
