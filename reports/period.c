@@ -7,7 +7,9 @@
  * the time detector (autocorrelation of allocation counts per time bin, steps cut on a grid) and the anchor detector
  * (one sampled call site at a sharp phase of the step, tested for periodicity, steps cut at its bursts). When host
  * records carry their thread's exact malloc-call count (trace 1.3), a fourth, the ordinal detector, finds the
- * step's call count from same-site ordinal differences and cuts steps by call count (immune to timing jitter).
+ * step's call count from same-site ordinal differences and cuts steps by call count (immune to timing jitter); and
+ * when one thread holds those records, the time detector also runs on that thread's call clock, which must agree
+ * with the wall-clock time and anchor results before either counts (calls_detect).
  * Invariants: work is bounded (SEQ_WINDOW events x SEQ_MAX_LAG lags; TIME_BINS bins x TIME_SCALES scales; ANCHOR_SCAN
  * passes over at most all events), whatever the trace length; results are deterministic; bounds are strictly
  * increasing.
@@ -406,7 +408,10 @@ static size_t trim_grid(const tev_t *e, size_t m, int64_t *b, size_t nb) {
     return hi - lo + 1;
 }
 
-static int time_detect(const tev_t *e, size_t m, size_t min_repeats, cand_t *c) {
+/* calls: e's times are call ordinals (calls_detect); then a scale whose period holds fewer than
+ * TIME_MIN_EVENTS_PER_STEP events has no say, rather than deciding the result (on the call clock a loop inside the
+ * step, the growth of each "layer" list, is as exactly periodic as the step and wins ties at the finest scale). */
+static int time_detect(const tev_t *e, size_t m, size_t min_repeats, bool calls, cand_t *c) {
     if (m < 16) return 0;
     int64_t t0 = e[0].t_ns, t1 = e[m - 1].t_ns;
     double span = (double)(t1 - t0);
@@ -481,6 +486,7 @@ static int time_detect(const tev_t *e, size_t m, size_t min_repeats, cand_t *c) 
         double conf = pval >= 1 ? 0 : 1 - pval;
         double den = r[Lp - 1] - 2 * r[Lp] + r[Lp + 1], d = den < 0 ? 0.5 * (r[Lp - 1] - r[Lp + 1]) / den : 0;
         if (d > 0.5 || d < -0.5) d = 0;
+        if (calls && (double)m * ((double)Lp + d) * w / span < TIME_MIN_EVENTS_PER_STEP) continue;
         if (conf > best_r + 1e-9) { best_r = conf; best_p = ((double)Lp + d) * w; }
     }
     free(x);
@@ -1027,6 +1033,20 @@ out:
     return rc;
 }
 
+/* Ordinals to times: each of the sorted ordinals bo[0..nb) linear between the thread's records g[0..n) (sorted by
+ * ordinal, distinct, times non-decreasing) bracketing it; those outside the records are dropped. Writes the strictly
+ * increasing times to bt; returns their count. */
+static size_t ord_to_times(const oev_t *g, size_t n, const uint64_t *bo, size_t nb, int64_t *bt) {
+    size_t nt = 0;
+    for (size_t k = 0, i = 0; k < nb; k++) {
+        while (i + 1 < n && g[i + 1].ord <= bo[k]) i++;
+        if (i + 1 >= n || g[i].ord > bo[k]) continue;
+        double f = (double)(bo[k] - g[i].ord) / (double)(g[i + 1].ord - g[i].ord);
+        bt[nt++] = g[i].t_ns + (int64_t)llround(f * (double)(g[i + 1].t_ns - g[i].t_ns));
+    }
+    return uniq_i64(bt, nt);
+}
+
 /* Steps of period P on the thread's records g[0..n): boundaries every P calls at the quietest phase of the
  * locked records (re-placed every ORD_WINDOW_STEPS steps), mapped to times by interpolating the thread's
  * (ordinal, time) pairs. Fills c (c->conf = 0 when the steps fail the checks). */
@@ -1087,17 +1107,9 @@ static int ord_cut(const oev_t *g, size_t n, const ord_best_t *b, size_t min_rep
         covered += i < nl && lo_ord[i] <= bo[k + 1];
     }
     if (nb < 2 * min_repeats || (double)covered < ORD_MIN_COVER * (double)(nb - 1)) goto out;
-    /* ordinals to times: linear between the thread's records bracketing each boundary */
     bt = malloc(nb * sizeof *bt);
     if (!bt) { rc = -ENOMEM; goto out; }
-    size_t nt = 0;
-    for (size_t k = 0, i = 0; k < nb; k++) {
-        while (i + 1 < n && g[i + 1].ord <= bo[k]) i++;
-        if (i + 1 >= n || g[i].ord > bo[k]) continue;
-        double f = (double)(bo[k] - g[i].ord) / (double)(g[i + 1].ord - g[i].ord);
-        bt[nt++] = g[i].t_ns + (int64_t)llround(f * (double)(g[i + 1].t_ns - g[i].t_ns));
-    }
-    nt = uniq_i64(bt, nt);
+    size_t nt = ord_to_times(g, n, bo, nb, bt);
     if (nt < 2 * min_repeats) goto out;
     c->period_ns = median_gap_ns(bt, nt);
     if (!(c->period_ns > 0)) goto out;
@@ -1117,21 +1129,44 @@ out:
     return rc;
 }
 
-/* The ordinal detector over every thread with enough records carrying ordinals; the most significant thread wins.
- * Hostile or damaged input (ordinals going backwards in time, repeated, NA) costs the thread its say, never a
- * wrong period: a thread with more than 1% of such records is skipped. */
-static int ord_detect(const pl_period_input_t *in, size_t min_repeats, cand_t *c) {
+/* Clean one thread's records e[i..j) (sorted by ordinal) in place: drop repeated ordinals, make times
+ * non-decreasing. Returns the end of the kept records, or SIZE_MAX when more than ORD_MAX_BAD of them were damaged
+ * (hostile or broken input: the thread has no say). */
+static size_t ord_clean(oev_t *e, size_t i, size_t j) {
+    size_t w = i, bad = 0;
+    for (size_t k = i; k < j; k++) {
+        if (w > i && e[k].ord == e[w - 1].ord) { bad++; continue; }
+        if (w > i && e[k].t_ns < e[w - 1].t_ns) { bad++; e[k].t_ns = e[w - 1].t_ns; }
+        e[w++] = e[k];
+    }
+    return (double)bad > ORD_MAX_BAD * (double)(j - i) ? SIZE_MAX : w;
+}
+
+/* The records carrying ordinals, sorted by thread then ordinal, into *out (malloc'd); returns their count, 0 when
+ * fewer than ORD_MIN_RECORDS, SIZE_MAX without memory. */
+static size_t ord_events(const pl_period_input_t *in, oev_t **out) {
     size_t m = 0;
     for (size_t i = 0; i < in->n_ev; i++) m += in->ev[i].ordinal != PL_TRACE_NA;
     if (m < ORD_MIN_RECORDS) return 0;
     oev_t *e = malloc(m * sizeof *e);
-    if (!e) return -ENOMEM;
+    if (!e) return SIZE_MAX;
     m = 0;
     for (size_t i = 0; i < in->n_ev; i++)
         if (in->ev[i].ordinal != PL_TRACE_NA)
             e[m++] = (oev_t){in->ev[i].ordinal, in->ev[i].t_ns, in->ev[i].key, in->ev[i].tid};
     qsort(e, m, sizeof *e, cmp_oev_tid);
-    /* clean each thread in place: drop repeated ordinals, count them and time inversions */
+    *out = e;
+    return m;
+}
+
+/* The ordinal detector over every thread with enough records carrying ordinals; the most significant thread wins.
+ * Hostile or damaged input (ordinals going backwards in time, repeated, NA) costs the thread its say, never a
+ * wrong period: a thread with more than 1% of such records is skipped. */
+static int ord_detect(const pl_period_input_t *in, size_t min_repeats, cand_t *c) {
+    oev_t *e = NULL;
+    size_t m = ord_events(in, &e);
+    if (m == SIZE_MAX) return -ENOMEM;
+    if (m == 0) return 0;
     size_t n_threads = 0;
     for (size_t i = 0, j; i < m; i = j) {
         for (j = i; j < m && e[j].tid == e[i].tid; j++) {}
@@ -1143,19 +1178,82 @@ static int ord_detect(const pl_period_input_t *in, size_t min_repeats, cand_t *c
     for (size_t i = 0, j; i < m; i = j) {
         for (j = i; j < m && e[j].tid == e[i].tid; j++) {}
         if (j - i < ORD_MIN_RECORDS) continue;
-        size_t w = i, bad = 0;
-        for (size_t k = i; k < j; k++) {
-            if (w > i && e[k].ord == e[w - 1].ord) { bad++; continue; }
-            if (w > i && e[k].t_ns < e[w - 1].t_ns) { bad++; e[k].t_ns = e[w - 1].t_ns; }
-            e[w++] = e[k];
-        }
-        if ((double)bad > ORD_MAX_BAD * (double)(j - i) || w - i < ORD_MIN_RECORDS) continue;
+        size_t w = ord_clean(e, i, j); /* in place: each thread's records stay at e[i..) */
+        if (w == SIZE_MAX || w - i < ORD_MIN_RECORDS) continue;
         ord_best_t r;
         rc = ord_thread_period(e + i, w - i, n_threads, &r);
         if (rc) break;
         if (r.P && r.log_p < best.log_p) { best = r; best_at = i; best_n = w - i; }
     }
     if (!rc && best.P) rc = ord_cut(e + best_at, best_n, &best, min_repeats, c);
+    free(e);
+    return rc;
+}
+
+/* ---- the time detector on the call clock (trace 1.3 ordinals, one thread allocating) ---- */
+
+/* A single-threaded sampled loop (a pure-Python loop) has no same-site record pairs a step apart for the ordinal
+ * detector (one list-growth site recorded ~45 times a step), so only the time detector sees it; but on the wall
+ * clock a step's length is whatever the scheduler made it: a preempted step is stretched, a loaded stretch of the run
+ * is slower, and time slices of a preempted process are periodic themselves. A grid of one period in time then cuts
+ * wrong steps (docs/period.md, "The wrong periods on pure-Python loops"). The call ordinal advances only when the
+ * program runs: the same autocorrelation on that clock finds the step in calls, and its grid, mapped to times through
+ * the thread's records, follows every stretch. Alone it is not trusted either (a loop whose call count alternates
+ * repeats exactly every two steps in calls), so pl_period_detect takes a period both clocks see. */
+#define CALLS_MIN_SHARE 0.9 /* the thread holds at least this share of the records with ordinals */
+#define CALL_NS 1000000     /* one call is 1 ms on the detector's clock (its bins must be at least 1 us wide) */
+#define CALLS_AGREE 0.1     /* the call clock's median step and the wall clock's period agree within 10 % */
+
+/* Fills c from the time detector run on the call clock when one thread holds the records (*ran = true), else
+ * leaves c and *ran alone. Returns 0 or -ENOMEM. */
+static int calls_detect(const pl_period_input_t *in, size_t min_repeats, cand_t *c, bool *ran) {
+    oev_t *e = NULL;
+    size_t m = ord_events(in, &e);
+    if (m == SIZE_MAX) return -ENOMEM;
+    if (m == 0) return 0;
+    size_t at = 0, n = 0; /* the thread with the most records */
+    for (size_t i = 0, j; i < m; i = j) {
+        for (j = i; j < m && e[j].tid == e[i].tid; j++) {}
+        if (j - i > n) { at = i; n = j - i; }
+    }
+    int rc = 0;
+    tev_t *x = NULL;
+    uint64_t *bo = NULL;
+    cand_t t = {0};
+    if ((double)n < CALLS_MIN_SHARE * (double)m) goto out;
+    size_t w = ord_clean(e, at, at + n);
+    if (w == SIZE_MAX || w - at < ORD_MIN_RECORDS) goto out;
+    const oev_t *g = e + at;
+    n = w - at;
+    uint64_t o0 = g[0].ord;
+    if (g[n - 1].ord - o0 > (uint64_t)(INT64_MAX / CALL_NS / 2)) goto out; /* hostile ordinals: no say */
+    rc = -ENOMEM;
+    x = malloc(n * sizeof *x);
+    if (!x) goto out;
+    for (size_t i = 0; i < n; i++) x[i] = (tev_t){(int64_t)(g[i].ord - o0) * CALL_NS, g[i].key, i};
+    rc = time_detect(x, n, min_repeats, true, &t);
+    if (rc) goto out;
+    *ran = true;
+    if (t.conf <= 0 || t.n_bounds < 2) goto out;
+    rc = -ENOMEM;
+    bo = malloc(t.n_bounds * sizeof *bo);
+    int64_t *bt = malloc(t.n_bounds * sizeof *bt);
+    if (!bo || !bt) { free(bt); goto out; }
+    rc = 0;
+    for (size_t k = 0; k < t.n_bounds; k++) bo[k] = o0 + (uint64_t)(t.bounds[k] / CALL_NS);
+    size_t nt = ord_to_times(g, n, bo, t.n_bounds, bt);
+    double period_ns = nt >= 2 ? median_gap_ns(bt, nt) : 0;
+    if (nt < 2 * min_repeats || !(period_ns > 0)) { free(bt); goto out; }
+    c->conf = t.conf;
+    c->period_ns = period_ns;
+    c->period_allocs = t.period_ns / CALL_NS; /* the thread's calls per step */
+    c->exact = true;
+    c->bounds = bt;
+    c->n_bounds = nt;
+out:
+    free(t.bounds);
+    free(bo);
+    free(x);
     free(e);
     return rc;
 }
@@ -1205,7 +1303,7 @@ int pl_period_detect(const pl_period_input_t *in, const pl_period_opts_t *opts, 
     size_t n_exact = 0;
     for (size_t i = 0; i < in->n_ev; i++) n_exact += in->ev[i].exact;
     bool exact_only = n_exact >= SEQ_MIN_EXACT;
-    cand_t cs = {0}, ct = {0}, ca = {0}, co = {0};
+    cand_t cs = {0}, ct = {0}, ca = {0}, co = {0}, cc = {0};
     size_t ms = 0, ma = 0;
     tev_t *es = sorted(in, exact_only, &ms), *ea = exact_only ? sorted(in, false, &ma) : NULL;
     int rc = -ENOMEM;
@@ -1220,8 +1318,29 @@ int pl_period_detect(const pl_period_input_t *in, const pl_period_opts_t *opts, 
     /* the ordinal detector, when the sequence one is not confident: exact call counts beat timing statistics */
     if (!rc && cs.conf < o.min_confidence) rc = ord_detect(in, o.min_repeats, &co);
     bool ord_wins = co.conf >= o.min_confidence && co.n_bounds >= 2;
-    if (!rc && !ord_wins) rc = time_detect(ea, ma, o.min_repeats, &ct);
+    /* the time detector; when one thread allocates, also on its call clock, and the two must agree (below) */
+    bool by_calls = false;
+    if (!rc && !ord_wins) rc = time_detect(ea, ma, o.min_repeats, false, &ct);
+    if (!rc && !ord_wins) rc = calls_detect(in, o.min_repeats, &cc, &by_calls);
+    if (!rc && by_calls) {
+        /* Both clocks must see the same step: a period on the wall clock alone is the scheduler's (time slices) or
+         * cut on a grid that preemption stretched out of phase; one on the call clock alone was not confirmed in
+         * time (a multiple of a step too sparse to see). Agreed, the call clock's steps are taken: they follow every
+         * stretch. */
+        bool agree = ct.conf > 0 && cc.conf > 0 && fabs(cc.period_ns - ct.period_ns) <= CALLS_AGREE * ct.period_ns;
+        double conf = fmin(ct.conf, cc.conf);
+        free(ct.bounds);
+        ct = agree ? cc : (cand_t){0};
+        ct.conf = agree ? conf : 0;
+        if (agree) cc.bounds = NULL; /* moved */
+    }
     if (!rc && !ord_wins && cs.conf < o.min_confidence) rc = anchor_detect(ea, ma, &ca); /* not needed when the sequence wins */
+    if (!rc && by_calls && ca.conf > 0 && !(ct.conf > 0 && fabs(ca.period_ns - ct.period_ns) <= CALLS_AGREE * ct.period_ns)) {
+        /* the same for the anchor detector's wall-clock steps: with one thread allocating, a period the call clock
+         * does not confirm is not trusted (measured: a 2.1 ms "period" of a list-growth site in a 46 ms step) */
+        free(ca.bounds);
+        ca = (cand_t){0};
+    }
     if (rc) goto out;
     cs.exact = exact_only;
     cand_t *pick = cs.conf >= o.min_confidence                                        ? &cs
@@ -1237,7 +1356,7 @@ int pl_period_detect(const pl_period_input_t *in, const pl_period_opts_t *opts, 
     out->period_ns = pick->period_ns;
     out->period_allocs = pick->period_allocs;
     out->allocs_exact = pick->exact;
-    if (pick != &cs && pick != &co && pick->n_bounds >= 2) {
+    if (pick != &cs && pick != &co && !(pick == &ct && by_calls) && pick->n_bounds >= 2) {
         /* the heap records' exact call counters give the true rate (the sampled records only a fraction of it),
          * taken between the first and last heap records inside the detected steps: start-up is not a step */
         int64_t lo_t = 0, hi_t = 0;
@@ -1271,6 +1390,7 @@ out:
     free(ct.bounds);
     free(ca.bounds);
     free(co.bounds);
+    free(cc.bounds);
     free(ea);
     free(es);
     return rc;

@@ -6,7 +6,9 @@
  *  - sequence: the lag L (in recorded allocations) at which the call-site sequence best repeats itself; steps are
  *    then cut at each occurrence of an "anchor" call site that occurs once every L allocations;
  *  - time: the dominant lag of the autocorrelation of the allocation count per time bin (for sampled streams,
- *    where a random subset of calls is recorded and sequences do not line up); steps are cut every period;
+ *    where a random subset of calls is recorded and sequences do not line up); steps are cut every period. When one
+ *    thread holds the records with ordinals, the same runs on its call clock and the two must agree (the steps are
+ *    then cut on the call clock: preemption stretches time, not calls); so must the anchor detector's period;
  *  - anchor: one call site recorded in most steps at a sharp phase (a large tensor), tested for periodicity and
  *    followed burst by burst, so steps whose length jitters and drifts (a busy machine) are cut where they end;
  *  - ordinal: when host records carry their thread's exact malloc-call count (trace 1.3), the step's call count P
