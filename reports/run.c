@@ -19,12 +19,17 @@
 /* Processes are keyed by (node, pid): the nodes of a merged multi-node run reuse each other's pids. */
 static bool same_node(const pl_extract_proc_t *a, const pl_extract_proc_t *b) { return !strcmp(a->node, b->node); }
 
+/* Is up an image of p's parent process? (A pid that exec'd has several images.) */
+static bool parent_image(const pl_extract_proc_t *up, const pl_extract_proc_t *p) {
+    return up != p && up->pid == p->ppid && same_node(up, p);
+}
+
 /* Is p the run's root (no other process image read is its parent)? Children of a traced process commonly end
  * without an end record (_exit in fork servers and dataloader workers, killed at shutdown), so only a root without
  * one, or any damaged trace, makes the run "cut short". */
 static bool is_root(const pl_extract_t *x, const pl_extract_proc_t *p) {
     for (size_t i = 0; i < x->n_procs; i++)
-        if (&x->procs[i] != p && x->procs[i].pid == p->ppid && same_node(&x->procs[i], p)) return false;
+        if (parent_image(&x->procs[i], p)) return false;
     return true;
 }
 
@@ -55,7 +60,7 @@ static double helper_rss_peak(const pl_extract_t *x, const pl_extract_proc_t *p)
     if (rss->present && rss->series.n_points) return rss->series.peak;
     for (size_t i = 0; i < x->n_procs; i++) {
         const pl_extract_proc_t *up = &x->procs[i];
-        if (up == p || up->pid != p->ppid || !same_node(up, p) || strcmp(up->cmdline, p->cmdline)) continue;
+        if (!parent_image(up, p) || strcmp(up->cmdline, p->cmdline)) continue;
         const pl_report_metric_t *ur = &up->proc->metrics[PL_METRIC_RSS];
         if (ur->present && ur->series.n_points) return ur->series.peak;
     }
