@@ -1,7 +1,7 @@
 /* common/check: the fail-fast check of programs (benchmarks, demos, test targets): when expr is false, print
  * "<program>: <expr> failed at <file>:<line>[: <hint>]" (and errno's text when errno is not 0: the last error,
  * maybe an older one) on stderr and exit; PL_CHECK_RC for calls that return a status code.
- * Libraries never use it: they return errors (STYLE.md, Errors). Header-only. */
+ * Libraries never use it: they return errors (docs/ARCHITECTURE.md, "Rules"). Header-only. */
 #pragma once
 
 #include <errno.h>

@@ -3,7 +3,7 @@
  * frames.c (frame and module resolution on the writer thread), threads.c (thread names), exec.c (exec and _exit),
  * heap.c (malloc family and mmap interposers, exact counters, sampled stacks; its two structures in pset.c and
  * mranges.c), device.c (plateau allocator observer), fd.c (the tracer's descriptors), pyframes.c (Python frames),
- * cuda.c and cupti.c (device interception). Rules (STYLE.md): never crash or block the host program; on failure say so
+ * cuda.c and cupti.c (device interception). Rules (docs/ARCHITECTURE.md): never crash or block the host program; on failure say so
  * once on stderr and switch the feature off; the tracer's memory never comes from the traced malloc. */
 #pragma once
 

@@ -704,7 +704,7 @@ static void segment(pk_t *p, const pl_export_torch_t *t, const seg_t *g, const l
     pk_key(p, "stream");
     pk_uint(p, g->s.stream);
     pk_key(p, "segment_type");
-    /* PyTorch's small pool holds requests <= 1 MiB in 2 MiB segments (DESIGN.md section 2) */
+    /* PyTorch's small pool holds requests <= 1 MiB in 2 MiB segments (docs/allocator.md) */
     pk_str(p, g->s.pool == 1 || (!g->s.pool && g->s.size <= (2u << 20)) ? "small" : "large", true);
     pk_key(p, "segment_pool_id");
     static const char pool_id[] = {'(', 'K', 0, 'K', 0, 't'}; /* MARK, BININT1 0, BININT1 0, TUPLE: (0, 0) */

@@ -34,7 +34,7 @@ UNITS = {
 }
 # The components: a tests/<comp> folder is checked against <comp>.
 COMPONENTS = ["common", "allocator", "tracer", "preload", "training", "reports", "tune", "cli"]
-# Direct edges (DESIGN.md section 1). The tracer is split: the codec (core) both sides speak, the writer side the
+# Direct edges (docs/ARCHITECTURE.md, "Edges"). The tracer is split: the codec (core) both sides speak, the writer side the
 # preload links, the reader side report and tune link; neither side reaches the other. tracer.writer -> common:
 # the stack hash (common/hash.h) the writer and the report share. The umbrella "tracer" (both sides) is no one's
 # edge. A unit may also use what its dependencies reach (meson passes include folders on).
