@@ -42,6 +42,9 @@ extern "C" {
 #define PL_TRACE_MAX_FRAMES 128              /* frames per stack (native and Python together) */
 #define PL_TRACE_MAX_ARGV 32                 /* argv entries kept in a process record */
 #define PL_TRACE_NA UINT64_MAX               /* "not available" in optional u64 fields */
+#define PL_TRACE_MAX_T_NS ((INT64_C(1) << 62) - 1) /* a record's t_ns and a header's start times lie in [0, this] (146
+                                              * years): a reader refuses others, so any difference or sum of two
+                                              * is an int64_t without overflow */
 #define PL_TRACE_MAX_SYMBOL_BYTES 65000u     /* frame symbols longer than this are cut (record limit 64 KiB) */
 
 typedef enum pl_rec_type {

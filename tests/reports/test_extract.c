@@ -1025,18 +1025,20 @@ static void test_extract_bounded_points(void **state) {
 
 
 /* Hostile but well-framed values: extreme steps and sizes, frees of unknown addresses, stacks never declared,
- * negative allocator totals. Extraction must stay defined (UBSan) and bounded, and every renderer must cope. */
+ * negative allocator totals, times and signed totals at the ends of what a reader accepts (+-2^62,
+ * PL_TRACE_MAX_T_NS: beyond it a record is malformed, tests/tracer/test_event.c). Extraction must stay defined
+ * (UBSan) and bounded, and every renderer must cope. */
 static void test_extract_hostile_values(void **state) {
     (void)state;
     char p[256];
     tpath(p, sizeof p, "h.pltrace");
-    pl_trace_header_t h = {.version = PL_TRACE_VERSION, .pid = 9, .ppid = 1, .start_mono_ns = INT64_MIN + 5};
+    pl_trace_header_t h = {.version = PL_TRACE_VERSION, .pid = 9, .ppid = 1, .start_mono_ns = PL_TRACE_MAX_T_NS};
     pl_writer_t *w;
     assert_int_equal(pl_writer_open(p, &h, NULL, &w), 0);
     pl_trace_record_t r;
     for (int i = 0; i < 300; i++) {
         memset(&r, 0, sizeof r);
-        r.t_ns = (i % 2) ? INT64_MIN : INT64_MAX - i;
+        r.t_ns = (i % 2) ? 0 : PL_TRACE_MAX_T_NS - i;
         switch (i % 10) {
         case 0: r.type = PL_REC_STEP; r.u.step.step = i % 20 ? (uint64_t)i : UINT64_MAX; break;
         case 1:
@@ -1055,10 +1057,10 @@ static void test_extract_hostile_values(void **state) {
         case 6:
             r.type = PL_REC_ALLOC_STATS;
             r.u.alloc_stats = (pl_rec_alloc_stats_t){.allocator_id = (uint32_t)i, .step = (uint64_t)i,
-                                                     .allocated_bytes = INT64_MIN, .reserved_bytes = INT64_MAX,
-                                                     .n_allocations = -5, .capacity_bytes = PL_TRACE_NA};
+                                                     .allocated_bytes = -PL_TRACE_MAX_T_NS,
+                                                     .reserved_bytes = PL_TRACE_MAX_T_NS, .n_allocations = -5, .capacity_bytes = PL_TRACE_NA};
             break;
-        case 7: r.type = PL_REC_HEAP; r.u.heap = (pl_rec_heap_t){.step = 0, .live_bytes = INT64_MIN, .live_count = INT64_MAX}; break;
+        case 7: r.type = PL_REC_HEAP; r.u.heap = (pl_rec_heap_t){.step = 0, .live_bytes = -PL_TRACE_MAX_T_NS, .live_count = PL_TRACE_MAX_T_NS}; break;
         case 8: r.type = PL_REC_DEVICE_MAP; r.u.device = (pl_rec_device_t){.addr = 0, .size = 1}; break;
         default: r.type = PL_REC_FRAME; r.u.frame = (pl_rec_frame_t){.pc = (uint64_t)i, .module_id = 99, .symbol = ""}; break;
         }

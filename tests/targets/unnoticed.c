@@ -3,7 +3,6 @@
  * stderr, exit status, files written): the program never notices plateau. Each mode also allocates, so the tracer
  * has something to record while it looks.
  * usage: target_unnoticed MODE [ARGS]   (modes: see main) */
-#define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>

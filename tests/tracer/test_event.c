@@ -79,6 +79,47 @@ static void test_event_decode_rejects_malformed(void **state) {
     assert_int_equal(used, n);
 }
 
+/* Times and signed values beyond +-2^62 (PL_TRACE_MAX_T_NS) are malformed: a reader never hands one on, so every
+ * difference or sum of two is defined (the report's arithmetic on fuzzed timestamps overflowed before). */
+static void test_event_decode_rejects_extreme_values(void **state) {
+    (void)state;
+    pl_trace_record_t in, out;
+    uint8_t buf[256];
+    size_t used;
+    rec_sample(PL_REC_STEP, 1, &in);
+    const int64_t times[] = {-1, INT64_MIN, PL_TRACE_MAX_T_NS + 1, INT64_MAX};
+    for (size_t i = 0; i < sizeof times / sizeof times[0]; i++) {
+        in.t_ns = times[i];
+        size_t n = pl_event_encode(&in, buf, sizeof buf);
+        assert_int_equal(pl_event_decode(buf, n, &out, &used), -EBADMSG);
+    }
+    in.t_ns = PL_TRACE_MAX_T_NS;
+    size_t n = pl_event_encode(&in, buf, sizeof buf);
+    assert_int_equal(pl_event_decode(buf, n, &out, &used), 0);
+    assert_true(out.t_ns == PL_TRACE_MAX_T_NS);
+    /* a signed field inside a record: the heap's live bytes may be negative, but not beyond -2^62 */
+    rec_sample(PL_REC_HEAP, 1, &in);
+    in.u.heap.live_bytes = -PL_TRACE_MAX_T_NS;
+    n = pl_event_encode(&in, buf, sizeof buf);
+    assert_int_equal(pl_event_decode(buf, n, &out, &used), 0);
+    assert_true(out.u.heap.live_bytes == -PL_TRACE_MAX_T_NS);
+    in.u.heap.live_bytes = INT64_MIN;
+    n = pl_event_encode(&in, buf, sizeof buf);
+    assert_int_equal(pl_event_decode(buf, n, &out, &used), -EBADMSG);
+    /* the header's start times */
+    pl_trace_header_t h = {.version = PL_TRACE_VERSION, .pid = 1, .start_mono_ns = INT64_MIN + 5}, o;
+    uint8_t b[PL_TRACE_HEADER_BYTES];
+    pl_event_header_encode(&h, b);
+    assert_int_equal(pl_event_header_decode(b, &o), -EBADMSG);
+    h.start_mono_ns = 1;
+    h.start_realtime_ns = INT64_MAX;
+    pl_event_header_encode(&h, b);
+    assert_int_equal(pl_event_header_decode(b, &o), -EBADMSG);
+    h.start_realtime_ns = PL_TRACE_MAX_T_NS;
+    pl_event_header_encode(&h, b);
+    assert_int_equal(pl_event_header_decode(b, &o), 0);
+}
+
 /* 1.1: module identity fields are appended; a 1.0 module record (without them) still decodes, with defaults. */
 static void test_event_module_identity_and_old_records(void **state) {
     (void)state;
@@ -304,6 +345,7 @@ int main(void) {
         cmocka_unit_test(test_event_round_trip_every_type),
         cmocka_unit_test(test_event_encode_refuses_small_buffer),
         cmocka_unit_test(test_event_decode_rejects_malformed),
+        cmocka_unit_test(test_event_decode_rejects_extreme_values),
         cmocka_unit_test(test_event_module_identity_and_old_records),
         cmocka_unit_test(test_event_process_allocator_and_old_records),
         cmocka_unit_test(test_event_process_node_and_old_records),

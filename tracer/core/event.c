@@ -26,7 +26,12 @@ static void c_bytes(codec_t *c, void *v, size_t n) {
     c->p += n;
 }
 static void c_u64(codec_t *c, uint64_t *v) { c_bytes(c, v, 8); }
-static void c_i64(codec_t *c, int64_t *v) { c_bytes(c, v, 8); }
+/* Reading: a signed field (a time, a byte count) beyond +-(2^62 - 1) is malformed, as a record's t_ns is: the writer
+ * never produces one, and every reader may then add or subtract two without overflow. */
+static void c_i64(codec_t *c, int64_t *v) {
+    c_bytes(c, v, 8);
+    if (!c->writing && !c->bad && (*v > PL_TRACE_MAX_T_NS || *v < -PL_TRACE_MAX_T_NS)) c->bad = true;
+}
 static void c_u32(codec_t *c, uint32_t *v) { c_bytes(c, v, 4); }
 static void c_i32(codec_t *c, int32_t *v) { c_bytes(c, v, 4); }
 static void c_f64(codec_t *c, double *v) { c_bytes(c, v, 8); }
@@ -288,6 +293,7 @@ int pl_event_decode(const uint8_t *buf, size_t len, pl_trace_record_t *rec, size
     memset(&r, 0, n);
     r.type = (pl_rec_type_t)type16;
     memcpy(&r.t_ns, buf + 4, 8);
+    if (r.t_ns < 0 || r.t_ns > PL_TRACE_MAX_T_NS) return -EBADMSG; /* the writer's clocks never give one */
     codec_t c = {.p = (uint8_t *)(uintptr_t)buf + PL_REC_HEADER_BYTES,
                  .end = (uint8_t *)(uintptr_t)buf + len16, .writing = false};
     if (type16 == 0 || type16 > PL_REC_TYPE_MAX || !c_fields(&c, &r)) {
@@ -328,6 +334,9 @@ int pl_event_header_decode(const uint8_t in[PL_TRACE_HEADER_BYTES], pl_trace_hea
     memcpy(&h.start_mono_ns, in + 40, 8);
     memcpy(&h.version_minor, in + 48, 4);
     memcpy(&h.run_id, in + 52, 8); /* reserved and zero before 1.4: no run id */
+    if (h.start_mono_ns < 0 || h.start_mono_ns > PL_TRACE_MAX_T_NS || h.start_realtime_ns < 0 ||
+        h.start_realtime_ns > PL_TRACE_MAX_T_NS)
+        return -EBADMSG;
     *out = h;
     return 0;
 }
