@@ -390,6 +390,13 @@ static void quiet(ctx_t *c, const pl_metric_t *pm, size_t n_pm, pl_proc_verdict_
     }
     if (pv->kind == PL_PV_SLOW_GROWTH) return; /* said by slow_growth() */
     pv->kind = PL_PV_NO_LEAK;
+    /* periodic cleanup (gc.collect() or empty_cache() every N steps) is named: a sawtooth judged on its lows */
+    char saw[160] = "";
+    for (size_t i = 0; i < n_pm && !saw[0]; i++)
+        if (judged(c, pm[i]) && M(c, pm[i])->verdict.sawtooth_period > 0 && !M(c, pm[i])->series.by_time)
+            snprintf(saw, sizeof saw, " Memory is freed every %lld steps (%s is a sawtooth: periodic cleanup), so "
+                     "each period's low is what was judged.", (long long)M(c, pm[i])->verdict.sawtooth_period,
+                     pl_metric_name(pm[i]));
     if (plat) {
         char sz[32];
         pv->warmup_steps = plat->verdict.warmup_steps;
@@ -398,9 +405,9 @@ static void quiet(ctx_t *c, const pl_metric_t *pm, size_t n_pm, pl_proc_verdict_
         snprintf(w, sizeof w, " (%s warms up for %lld %s, +%s, then stays flat)", pl_metric_name(plm),
                  (long long)plat->verdict.warmup_steps,
                  plat->series.by_time ? "s" : plat->verdict.warmup_steps == 1 ? "step" : "steps", sz);
-        say(c, PL_DX_NO_LEAK, "No leak in the program's own memory: it warms up and plateaus%s.", w);
+        say(c, PL_DX_NO_LEAK, "No leak in the program's own memory: it warms up and plateaus%s.%s", w, saw);
     } else {
-        say(c, PL_DX_NO_LEAK, "No leak in the program's own memory: it is flat.");
+        say(c, PL_DX_NO_LEAK, "No leak in the program's own memory: it is flat.%s", saw);
     }
 }
 

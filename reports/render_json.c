@@ -42,6 +42,9 @@ static void verdict_json(pl_json_t *j, const pl_report_metric_t *m) {
     pl_json_knum(j, "variance_factor", v->var_factor);
     pl_json_knum(j, "noise", v->noise);
     pl_json_knum(j, "threshold_per_step", v->threshold_per_step);
+    pl_json_key(j, "sawtooth_period_steps"); /* the tail was judged on each period's low (pl_series_sawtooth) */
+    if (v->sawtooth_period > 0) pl_json_int(j, v->sawtooth_period);
+    else pl_json_null(j);
     pl_json_end(j);
     pl_json_key(j, "leak");
     if (v->kind == PL_VERDICT_LEAK) {

@@ -99,6 +99,9 @@ static void details(FILE *out, const pl_report_metric_t *m, bool bytes, bool oom
         else fprintf(out, "; ~%lld more steps", (long long)v->more_steps);
         break;
     }
+    if (v->sawtooth_period > 0)
+        fprintf(out, "; a sawtooth: memory freed every %s, judged on each period's low",
+                span(s, v->sawtooth_period, c, sizeof c));
 }
 
 /* "  marks: step 3 eval-begin, step 9 \"epoch 2\"" under the metric lines: the first MARKS_SHOWN of them (the

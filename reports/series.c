@@ -176,6 +176,125 @@ int pl_series_compact(const pl_series_t *in, size_t max_points, pl_series_t *out
     return 0;
 }
 
+static int dbl_cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : (x > y);
+}
+
+static double median_of(double *v, size_t n) {
+    qsort(v, n, sizeof *v, dbl_cmp);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+#define SAW_MIN_FALLS 4
+
+/* The falls of a sawtooth: indices i (the low point after a fall) where base drops by more than `thr` from the
+ * point before; a fall over consecutive points counts once, at its lowest point. Returns their number. */
+static size_t saw_falls(const pl_point_t *p, size_t n, double thr, size_t *fall) {
+    size_t k = 0;
+    for (size_t i = 1; i < n; i++) {
+        if (p[i].base - p[i - 1].base >= -thr) continue;
+        if (k && fall[k - 1] == i - 1) fall[k - 1] = i;
+        else fall[k++] = i;
+    }
+    return k;
+}
+
+/* Do the falls come every `*period` steps, with climbs spread over the period, far out of the noise? */
+static int saw_check(const pl_point_t *p, size_t n, const size_t *fall, size_t k, double *scratch, int64_t *period) {
+    *period = 0;
+    size_t g = 0;
+    for (size_t j = 1; j < k; j++) scratch[g++] = (double)(p[fall[j]].step - p[fall[j - 1]].step);
+    double per = median_of(scratch, g);
+    if (per < 3) return 0;
+    double tol = per / 5 > 1 ? per / 5 : 1;
+    size_t agree = 0;
+    for (size_t j = 1; j < k; j++)
+        if (fabs((double)(p[fall[j]].step - p[fall[j - 1]].step) - per) <= tol) agree++;
+    if (4 * agree < 3 * (k - 1)) return 0;
+    /* climbs spread over each period: largest one-step rise / the period's climb, in the median period */
+    size_t q = 0;
+    for (size_t j = 1; j < k; j++) {
+        size_t a = fall[j - 1], b = fall[j] - 1; /* the low after a fall .. the top before the next */
+        double climb = p[b].base - p[a].base, top = 0;
+        for (size_t i = a + 1; i <= b; i++)
+            if (p[i].base - p[i - 1].base > top) top = p[i].base - p[i - 1].base;
+        scratch[q++] = climb > 0 ? top / climb : 1;
+    }
+    if (median_of(scratch, q) >= 0.75) return 0;
+    /* falls far out of the noise of the other step-to-step changes (robust sigma: 1.4826 MAD) */
+    size_t m = 0, f = 0;
+    for (size_t i = 1; i < n; i++) {
+        if (f < k && fall[f] == i) {
+            f++;
+            continue;
+        }
+        scratch[m++] = p[i].base - p[i - 1].base;
+    }
+    if (m < 2) return 0;
+    double med = median_of(scratch, m);
+    for (size_t i = 0; i < m; i++) scratch[i] = fabs(scratch[i] - med);
+    double sigma = 1.4826 * median_of(scratch, m);
+    for (size_t j = 0; j < k; j++) scratch[j] = p[fall[j] - 1].base - p[fall[j]].base;
+    if (median_of(scratch, k) < 6 * sigma) return 0;
+    *period = (int64_t)llround(per);
+    return 0;
+}
+
+int pl_series_sawtooth(const pl_series_t *in, pl_series_t *out, int64_t *period) {
+    if (!in || !out || !period || (in->n_points && !in->points)) return -EINVAL;
+    *period = 0;
+    size_t n = in->n_points;
+    const pl_point_t *p = in->points;
+    if (n < 4 * SAW_MIN_FALLS) return 0;
+    double *scratch = malloc(n * sizeof *scratch);
+    size_t *fall = malloc(n * sizeof *fall);
+    int rc = -ENOMEM;
+    if (!scratch || !fall) goto done;
+    /* a fall: a drop of at least half the 98th percentile of |change| (falls are 2% of the changes and more for
+     * periods up to 50 steps) */
+    for (size_t i = 1; i < n; i++) scratch[i - 1] = fabs(p[i].base - p[i - 1].base);
+    qsort(scratch, n - 1, sizeof *scratch, dbl_cmp);
+    double thr = 0.5 * scratch[(size_t)(0.98 * (double)(n - 2))];
+    rc = 0;
+    if (!(thr > 0)) goto done;
+    size_t k = saw_falls(p, n, thr, fall);
+    if (k < SAW_MIN_FALLS) goto done;
+    int64_t per;
+    saw_check(p, n, fall, k, scratch, &per);
+    if (!per) goto done;
+    /* one point per period: from the start to the first fall, then from each fall to the next */
+    pl_series_t s = *in;
+    s.points = calloc(k + 1, sizeof *s.points);
+    rc = -ENOMEM;
+    if (!s.points) goto done;
+    size_t m = 0;
+    for (size_t j = 0; j <= k; j++) {
+        size_t lo = j ? fall[j - 1] : 0, hi = j < k ? fall[j] : n;
+        if (lo >= hi) continue;
+        size_t at = lo;
+        double peak = p[lo].peak;
+        uint64_t cnt = 0;
+        for (size_t i = lo; i < hi; i++) {
+            if (p[i].base < p[at].base) at = i;
+            if (p[i].peak > peak) peak = p[i].peak;
+            cnt += p[i].n_samples;
+        }
+        s.points[m] = p[at];
+        s.points[m].peak = peak;
+        s.points[m].n_samples = cnt > UINT32_MAX ? UINT32_MAX : (uint32_t)cnt;
+        m++;
+    }
+    s.n_points = m;
+    *out = s;
+    *period = per;
+    rc = 0;
+done:
+    free(scratch);
+    free(fall);
+    return rc;
+}
+
 void pl_series_free(pl_series_t *s) {
     if (!s) return;
     free(s->points);

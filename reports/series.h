@@ -59,5 +59,15 @@ int pl_series_build(const pl_sample_t *samples, size_t n, const pl_series_opts_t
  * step and time are its first point's, base the minimum of bases, peak the maximum. Returns 0, -EINVAL, -ENOMEM. */
 int pl_series_compact(const pl_series_t *in, size_t max_points, pl_series_t *out);
 
+/* A sawtooth across steps (docs/verdict.md, section 1): memory climbs over about `period` steps and falls back, again
+ * and again (periodic cleanup: `gc.collect()` or `empty_cache()` every N steps). Found when at least 4 falls, each
+ * at least half the 98th percentile of the step-to-step changes and 6 noise widths, come at steps whose gaps agree
+ * with their median (>= 3 steps) within a fifth for 3 in 4 of them, and the climbs between are spread over the
+ * period (the largest one-step rise is under 3/4 of a period's climb, in the median period; a one-step spike such as
+ * an evaluation step is not a sawtooth). Then *out is the series of each period's low (the point with the smallest
+ * baseline from one fall to the next: its step, time and baseline; the period's peak), and *period the median gap.
+ * Otherwise *period is 0 and *out is not written. Returns 0, -EINVAL, -ENOMEM. */
+int pl_series_sawtooth(const pl_series_t *in, pl_series_t *out, int64_t *period);
+
 /* Release the points; safe on a zeroed or already freed series. */
 void pl_series_free(pl_series_t *s);

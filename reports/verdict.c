@@ -237,8 +237,18 @@ int pl_verdict_classify(const pl_series_t *s, const pl_verdict_params_t *pp, pl_
     v.oom_step = -1;
     v.limit = p.limit;
 
-    pl_series_t c;
-    int rc = pl_series_compact(s, p.max_points, &c);
+    /* a sawtooth across steps (periodic cleanup) is judged on each period's low, when enough periods remain */
+    pl_series_t folded = {0}, c;
+    int64_t saw = 0;
+    int rc = pl_series_sawtooth(s, &folded, &saw);
+    if (rc) return rc;
+    if (saw && folded.n_points < p.min_tail_points) {
+        pl_series_free(&folded);
+        saw = 0;
+    }
+    v.sawtooth_period = saw;
+    rc = pl_series_compact(saw ? &folded : s, p.max_points, &c);
+    pl_series_free(&folded);
     if (rc) return rc;
     size_t n = c.n_points;
     double *x = NULL, *y = NULL, *scratch = NULL;

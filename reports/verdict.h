@@ -75,6 +75,8 @@ typedef struct pl_verdict {
     double spike;               /* largest peak - baseline in the tail: OOM comes at a peak */
     int64_t oom_step;           /* projected step at which baseline + spike reaches limit */
     double oom_seconds;         /* from the last sample; NAN when step times are unknown */
+    int64_t sawtooth_period;    /* > 0: a sawtooth of this many steps was found, and the verdict judged each period's
+                                 * low (pl_series_sawtooth); 0: none */
     /* whole series */
     double peak;
     int64_t peak_step;

@@ -216,6 +216,20 @@ def main():
                                     "unit": "bytes"},
         series(rng, 45, lambda t: 4 * GiB * min(t / 20, 1) + 1 * GiB + 0.002 * 4 * GiB * max(t - 20, 0), 0.005))
 
+    # periodic cleanup with a large sawtooth (gc.collect() / empty_cache() every N steps freeing a third to a half of
+    # the level): judged on each period's low (docs/verdict.md section 1); added last so the series above keep their
+    # random draws
+    for period, amp, n in [(10, 0.5, 200), (10, 0.3, 300), (20, 0.4, 400), (5, 0.6, 150)]:
+        add(f"plateau_cleanup_p{period}_a{amp}_n{n}", {"label": "plateau", "unit": "bytes"},
+            series(rng, n, lambda t, p=period, a=amp: (2 * GiB + 2 * GiB * min(t / 30, 1)) * (1 + a * (t % p) / p),
+                   0.003))
+    for period, amp, r in [(10, 0.3, 0.001), (10, 0.5, 0.002), (20, 0.4, 0.001)]:
+        add(f"leak_under_cleanup_p{period}_a{amp}_r{r}",
+            {"label": "leak", "tail_from": 30, "rate_rel": r, "unit": "bytes"},
+            series(rng, 300, lambda t, p=period, a=amp, r=r: (2 * GiB + 2 * GiB * min(t / 30, 1)
+                                                             + r * 4 * GiB * max(t - 30, 0)) * (1 + a * (t % p) / p),
+                   0.003))
+
     for i, (name, meta, rows) in enumerate(items):
         write(out, i, name, meta, rows)
     print(f"wrote {len(items)} series to {out}")

@@ -120,6 +120,61 @@ static void test_series_compact_keeps_min_and_max(void **state) {
     pl_series_free(&a);
 }
 
+/* n steps of fn(t) with a small deterministic wobble (+-0.2 %) */
+static void build_fn(pl_series_t *out, int n, double (*fn)(int)) {
+    pl_sample_t *s = malloc((size_t)n * sizeof *s);
+    assert_non_null(s);
+    for (int t = 0; t < n; t++) s[t] = (pl_sample_t){t, (int64_t)t * NS, fn(t) * (1 + 0.002 * ((t * 7919) % 11 - 5) / 5.0)};
+    assert_int_equal(pl_series_build(s, (size_t)n, NULL, out), 0);
+    free(s);
+}
+
+static double saw10(int t) { return 4e9 * (1 + 0.4 * (t % 10) / 10.0); }                        /* gc every 10 */
+static double saw10_late(int t) { return 4e9 * (1 + 0.4 * ((t + 3) % 10) / 10.0); }              /* other phase */
+static double eval50(int t) { return 4e9 * (t % 50 == 0 ? 1.3 : 1.0); }                           /* a spike step */
+static double stairs(int t) { return 4e9 + 5e8 * (t / 25); }                                      /* never falls */
+static double noise(int t) { return 4e9 * (1 + 0.05 * (((t * 2654435761u) >> 7) % 100) / 100.0); } /* irregular */
+
+/* A sawtooth across steps is found, with its period, and folded to each period's low; a spike step every 50, a
+ * staircase that never falls and irregular noise are not sawtooths. */
+static void test_series_sawtooth(void **state) {
+    (void)state;
+    pl_series_t a, f;
+    int64_t per = -1;
+    build_fn(&a, 200, saw10);
+    assert_int_equal(pl_series_sawtooth(&a, &f, &per), 0);
+    assert_int_equal(per, 10);
+    assert_int_equal(f.n_points, 20);
+    for (size_t j = 0; j < f.n_points; j++) {
+        assert_int_equal(f.points[j].step % 10, 0);     /* each period's low is its first step */
+        assert_true(f.points[j].base < 4.01e9);
+        assert_true(f.points[j].peak > 5.4e9);          /* the period's top is kept as its peak */
+        assert_int_equal(f.points[j].n_samples, 10);
+    }
+    pl_series_free(&f);
+    pl_series_free(&a);
+    build_fn(&a, 120, saw10_late);
+    assert_int_equal(pl_series_sawtooth(&a, &f, &per), 0);
+    assert_int_equal(per, 10);
+    assert_int_equal(f.n_points, 13); /* a partial period at the start, 11 whole ones, a partial one at the end */
+    assert_int_equal(f.points[1].step, 7);
+    pl_series_free(&f);
+    pl_series_free(&a);
+    double (*none[])(int) = {eval50, stairs, noise};
+    for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
+        build_fn(&a, 300, none[i]);
+        per = -1;
+        assert_int_equal(pl_series_sawtooth(&a, &f, &per), 0);
+        assert_int_equal(per, 0);
+        pl_series_free(&a);
+    }
+    build_fn(&a, 12, saw10); /* too short to tell */
+    assert_int_equal(pl_series_sawtooth(&a, &f, &per), 0);
+    assert_int_equal(per, 0);
+    pl_series_free(&a);
+    assert_int_equal(pl_series_sawtooth(NULL, &f, &per), -EINVAL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_series_baseline_is_step_minimum),
@@ -128,6 +183,7 @@ int main(void) {
         cmocka_unit_test(test_series_time_buckets_without_steps),
         cmocka_unit_test(test_series_order_fallback_and_empty),
         cmocka_unit_test(test_series_compact_keeps_min_and_max),
+        cmocka_unit_test(test_series_sawtooth),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
