@@ -6,6 +6,7 @@ int pl_cli_run(int argc, char **argv);
 int pl_cli_report(int argc, char **argv);
 int pl_cli_tune(int argc, char **argv);
 int pl_cli_replay(int argc, char **argv);
+int pl_cli_judge(int argc, char **argv);
 
 /* Exit status of `plateau report --fail-on-leak` and `plateau run --fail-on-leak` when the run verdict is a leak
  * (docs/ci.md). 0, 1 and 2 keep their meanings (report produced / input unusable / bad arguments). */

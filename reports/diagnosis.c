@@ -77,15 +77,13 @@ static bool judged(const ctx_t *c, pl_metric_t m) { /* present with enough point
 
 /* Program memory: what a leak is judged on. RSS only when the live heap was not recorded. */
 static size_t program_metrics(const ctx_t *c, pl_metric_t *out) {
-    static const pl_metric_t base[] = {PL_METRIC_DEV_TENSORS, PL_METRIC_DEV_ALLOCATED, PL_METRIC_HEAP_BYTES,
-                                       PL_METRIC_HEAP_COUNT};
+    /* in this order; which of them count is pl_report_program_metric's one rule */
+    static const pl_metric_t order[] = {PL_METRIC_DEV_TENSORS, PL_METRIC_DEV_ALLOCATED, PL_METRIC_HEAP_BYTES,
+                                        PL_METRIC_HEAP_COUNT, PL_METRIC_RSS_ANON, PL_METRIC_RSS,
+                                        PL_METRIC_DEV_RESERVED};
     size_t n = 0;
-    for (size_t i = 0; i < sizeof base / sizeof base[0]; i++)
-        if (M(c, base[i])) out[n++] = base[i];
-    if (!M(c, PL_METRIC_HEAP_BYTES) && !M(c, PL_METRIC_HEAP_COUNT)) {
-        if (M(c, PL_METRIC_RSS_ANON)) out[n++] = PL_METRIC_RSS_ANON;
-        else if (M(c, PL_METRIC_RSS)) out[n++] = PL_METRIC_RSS;
-    }
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
+        if (M(c, order[i]) && pl_report_program_metric(c->p, order[i])) out[n++] = order[i];
     return n;
 }
 static bool settled(const ctx_t *c, pl_metric_t m) {
@@ -141,6 +139,13 @@ static void device_rules(ctx_t *c) {
             "buffer or statistic re-created larger each step, a per-step cache).",
             rate(c, PL_METRIC_DEV_ALLOCATED, a, sizeof a),
             M(c, PL_METRIC_DEV_TENSORS) ? "does not" : "was not recorded");
+    }
+    if (leak(c, PL_METRIC_DEV_RESERVED) && pl_report_program_metric(c->p, PL_METRIC_DEV_RESERVED)) {
+        say(c, PL_DX_DEVICE_GROWTH,
+            "Device leak: device memory (reserved, or in use as nvidia-smi shows it) grows %s. What is allocated to "
+            "tensors was not recorded, so the caching allocator's fragmentation cannot be told apart from a leak "
+            "here; either way it runs into the device's limit. `plateau run` on the script tells them apart.",
+            rate(c, PL_METRIC_DEV_RESERVED, a, sizeof a));
     }
     if (grows(c, PL_METRIC_DEV_RESERVED) && settled(c, PL_METRIC_DEV_ALLOCATED)) {
         say(c, PL_DX_FRAGMENTATION,

@@ -183,6 +183,8 @@ bool pl_report_program_metric(const pl_report_process_t *p, pl_metric_t m) {
     case PL_METRIC_RSS:
         if (p->metrics[PL_METRIC_HEAP_BYTES].present || p->metrics[PL_METRIC_HEAP_COUNT].present) return false;
         return m == PL_METRIC_RSS_ANON || !p->metrics[PL_METRIC_RSS_ANON].present;
+    case PL_METRIC_DEV_RESERVED: /* device memory as a whole (a log's nvidia-smi column) when nothing finer was had */
+        return !p->metrics[PL_METRIC_DEV_ALLOCATED].present && !p->metrics[PL_METRIC_DEV_TENSORS].present;
     default: return false;
     }
 }

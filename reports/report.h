@@ -203,7 +203,8 @@ bool pl_metric_is_bytes(pl_metric_t m);
 const char *pl_pverdict_name(pl_pverdict_t k);
 
 /* Is m one of p's program-memory metrics (what its verdict is judged on: live heap, device allocated, live tensors;
- * rss.anon, else rss, when the live heap was not recorded)? */
+ * rss.anon, else rss, when the live heap was not recorded; dev.reserved when neither device allocated nor device
+ * tensors were)? The one rule: the diagnosis and the labels both ask it. */
 bool pl_report_program_metric(const pl_report_process_t *p, pl_metric_t m);
 
 /* The word a renderer shows for one metric's verdict: the trend verdict's name, except that a growing series is
