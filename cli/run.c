@@ -94,11 +94,20 @@ static bool print_report(const char *dir, const sigset_t *old_mask, bool show, b
 
 /* The watcher: a child of plateau (not of CMD) that follows the traces and prints the live status line on stderr
  * and/or stops CMD on a confirmed leak, until plateau sends it SIGTERM after CMD ended. */
+/* The watcher ends with plateau run: killed (SIGKILL) when plateau run dies, so that it never holds plateau's stdout
+ * and stderr open after it (a pipeline `plateau run ... | cat` ends when plateau run does). A parent that died
+ * before prctl took effect is seen by getppid. */
+static void watcher_end_with(pid_t parent) {
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(0);
+}
+
 static pid_t start_watcher(const char *dir, const sigset_t *old_mask, pid_t cmd_pid, bool live, bool stop,
                            int64_t run_steps, double interval_s) {
     fflush(NULL);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid != 0) return pid < 0 ? 0 : pid;
+    watcher_end_with(parent);
     signal(SIGINT, SIG_IGN); /* Ctrl-C is for CMD; plateau ends the watcher when CMD has ended */
     pl_cli_live_quit_on(SIGTERM);
     sigprocmask(SIG_SETMASK, old_mask, NULL); /* plateau blocks the signals it relays; the watcher takes SIGTERM */
