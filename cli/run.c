@@ -102,7 +102,7 @@ static void watcher_end_with(pid_t parent) {
 }
 
 static pid_t start_watcher(const char *dir, const sigset_t *old_mask, pid_t cmd_pid, bool live, bool stop,
-                           int64_t run_steps, double interval_s) {
+                           int64_t run_steps, int64_t warmup_steps, double interval_s) {
     fflush(NULL);
     pid_t parent = getpid();
     pid_t pid = fork();
@@ -119,17 +119,37 @@ static pid_t start_watcher(const char *dir, const sigset_t *old_mask, pid_t cmd_
     }
     FILE *out = live ? stderr : fopen("/dev/null", "w");
     pl_cli_live_opts_t o = {.interval_s = interval_s, .tty = live && isatty(STDERR_FILENO), .out = out,
-                            .stop_pid = stop ? cmd_pid : 0, .run_steps = run_steps, .slow_hours = 24};
+                            .stop_pid = stop ? cmd_pid : 0, .run_steps = run_steps, .warmup_steps = warmup_steps,
+                            .slow_hours = 24};
     int rc = out ? pl_cli_live_loop(dir, &o) : 1;
     fflush(NULL);
     _exit(rc);
+}
+
+/* plateau run's exit status (docs/ci.md), said on stderr whenever it is not simply the command's: 3 when the job was
+ * stopped on a leak (--stop-on-leak) or the run leaks (--fail-on-leak); else the command's own, and a command's own 3
+ * under --fail-on-leak is named as such, so it is not read as a leak. */
+static int exit_status(int rc, bool stopped, bool leak, bool fail_on_leak, const char *dir) {
+    if (stopped) {
+        fprintf(stderr, "plateau: exit %d: the job was stopped on a confirmed leak (--stop-on-leak; %s/run.stopped "
+                        "says what was stopped; the command returned %d)\n", PL_EXIT_LEAK, pl_format_esc(dir), rc);
+        return PL_EXIT_LEAK;
+    }
+    if (leak) {
+        fprintf(stderr, "plateau: the run leaks: exit %d (--fail-on-leak; the command returned %d)\n", PL_EXIT_LEAK, rc);
+        return PL_EXIT_LEAK;
+    }
+    if (fail_on_leak && rc == PL_EXIT_LEAK)
+        fprintf(stderr, "plateau: exit %d is the command's own status; the run does not leak\n", rc);
+    return rc;
 }
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: plateau run [-o DIR] [--sample-bytes N] [--interval-ms N] [--steps-signal]\n"
             "                   [--host-allocator glibc|jemalloc] [--append] [--no-report] [--live|--no-live]\n"
-            "                   [--all-processes] [--live-interval S] [--fail-on-leak] [--stop-on-leak] [--run-steps N] -- CMD ARGS...\n"
+            "                   [--all-processes] [--live-interval S] [--fail-on-leak] [--stop-on-leak] [--run-steps N]\n"
+            "                   [--warmup-steps N] -- CMD ARGS...\n"
             "  -o DIR                 run directory for the traces (default ./plateau-run-<time>); made by\n"
             "                         plateau run, or an empty directory of yours that no one else can write\n"
             "  --append               DIR may hold an earlier run: add this one to it (reported together)\n"
@@ -147,11 +167,14 @@ static void usage(FILE *f) {
             "  --live-interval S      seconds between live refreshes (default 2)\n"
             "  --fail-on-leak         exit 3 when the report's run verdict is LEAK (the report is printed all the\n"
             "                         same); otherwise the command's own status (0 on a plateau or flat run)\n"
-            "  --stop-on-leak         stop the command (SIGTERM) once a leak of its own memory is confirmed with\n"
-            "                         a projected OOM before the run would end (within --run-steps when given,\n"
-            "                         else within 24 h); plateau then returns the command's own status (143\n"
-            "                         when SIGTERM ends it), or 3 with --fail-on-leak\n"
+            "  --stop-on-leak         stop the process that leaks (SIGTERM), and the rest of the job above it up to\n"
+            "                         the command, once a leak of its own memory is confirmed with a projected\n"
+            "                         OOM before the run would end (within --run-steps when given, else 24 h)\n"
+            "                         and evidence it is no warmup: the OOM is near (within max(60 s, 10 steps)),\n"
+            "                         or the leak is judged past --warmup-steps; plateau then exits 3 (docs/ci.md)\n"
             "  --run-steps N          the run's planned number of steps, for --stop-on-leak\n"
+            "  --warmup-steps N       growth up to step N is warmup: --stop-on-leak and the live line judge the\n"
+            "                         steps after it\n"
             "exit status: the command's (128 + signal when a signal ended it); 3 with --fail-on-leak when the run\n"
             "leaks; 2 on a usage error or when plateau cannot set the run up; 127 / 126 when the command is not\n"
             "found / not runnable\n");
@@ -464,7 +487,7 @@ int pl_cli_run(int argc, char **argv) {
     uint64_t sample_bytes = 0, interval_ms = 0;
     bool have_sample = false, have_interval = false, steps_signal = false, report = true, append = false;
     bool live = isatty(STDERR_FILENO), fail_on_leak = false, stop_on_leak = false, all_processes = false;
-    uint64_t run_steps = 0;
+    uint64_t run_steps = 0, warmup_steps = 0;
     double live_interval_s = 2;
     int i = 1;
     for (; i < argc; i++) {
@@ -518,6 +541,13 @@ int pl_cli_run(int argc, char **argv) {
             if (!val) goto missing;
             if (!parse_u64(val, &run_steps) || run_steps < 1) {
                 fprintf(stderr, "plateau run: --run-steps '%s' is not a step count >= 1\n", val);
+                return 2;
+            }
+            i++;
+        } else if (!strcmp(a, "--warmup-steps")) {
+            if (!val) goto missing;
+            if (!parse_u64(val, &warmup_steps) || warmup_steps < 1 || warmup_steps > INT64_MAX / 4) {
+                fprintf(stderr, "plateau run: --warmup-steps '%s' is not a step count >= 1\n", pl_format_esc(val));
                 return 2;
             }
             i++;
@@ -666,9 +696,9 @@ int pl_cli_run(int argc, char **argv) {
     }
     pid_t watcher = !exec_failed && (live || stop_on_leak)
                         ? start_watcher(abs_dir, &old_mask, pid, live, stop_on_leak,
-                                                         (int64_t)run_steps, live_interval_s)
+                                                         (int64_t)run_steps, (int64_t)warmup_steps, live_interval_s)
                                          : 0;
-    int status = 0;
+    int status = 0, watcher_status = 0;
     for (;;) {
         siginfo_t si;
         int sig = sigwaitinfo(&waited, &si);
@@ -681,14 +711,14 @@ int pl_cli_run(int argc, char **argv) {
             relay_signal(&relay, sig, &si);
             continue;
         }
-        if (watcher > 0 && waitpid(watcher, NULL, WNOHANG) == watcher) watcher = 0; /* it ended by itself */
+        if (watcher > 0 && waitpid(watcher, &watcher_status, WNOHANG) == watcher) watcher = 0; /* it ended by itself */
         if (watcher > 0) {
             /* CMD has ended but is not reaped yet (its pid cannot be reused): end the watcher first, so that
              * --stop-on-leak can never signal another process that got the pid */
             siginfo_t ci = {0};
             if (waitid(P_PID, (id_t)pid, &ci, WEXITED | WNOHANG | WNOWAIT) == 0 && ci.si_pid == pid) {
                 kill(watcher, SIGTERM);
-                while (waitpid(watcher, NULL, 0) < 0 && errno == EINTR) {
+                while (waitpid(watcher, &watcher_status, 0) < 0 && errno == EINTR) {
                 }
                 watcher = 0;
             }
@@ -703,9 +733,10 @@ int pl_cli_run(int argc, char **argv) {
     }
     if (watcher > 0) {
         kill(watcher, SIGTERM);
-        while (waitpid(watcher, NULL, 0) < 0 && errno == EINTR) {
+        while (waitpid(watcher, &watcher_status, 0) < 0 && errno == EINTR) {
         }
     }
+    bool stopped = WIFEXITED(watcher_status) && WEXITSTATUS(watcher_status) == PL_WATCH_STOPPED;
     witness_stop(&relay);
     if (relay.witness_fd[0] >= 0) {
         close(relay.witness_fd[0]);
@@ -726,15 +757,8 @@ int pl_cli_run(int argc, char **argv) {
     fprintf(stderr, "plateau: %d trace file%s in %s", n, n == 1 ? "" : "s", pl_format_esc(abs_dir));
     if (WIFSIGNALED(status)) fprintf(stderr, " (the command was killed by signal %d)", WTERMSIG(status));
     fprintf(stderr, "\n");
-    char stopped[PATH_MAX + 32];
-    snprintf(stopped, sizeof stopped, "%s/run.stopped", abs_dir);
-    if (!access(stopped, F_OK)) fprintf(stderr, "plateau: the command was stopped on a confirmed leak (--stop-on-leak)\n");
     bool leak = (report || fail_on_leak) && n > 0 && print_report(abs_dir, &old_mask, report, fail_on_leak, all_processes);
-    if (leak) {
-        fprintf(stderr, "plateau: the run leaks: exit %d (--fail-on-leak; the command returned %d)\n", PL_EXIT_LEAK, rc);
-        return PL_EXIT_LEAK;
-    }
-    return rc;
+    return exit_status(rc, stopped, leak, fail_on_leak, abs_dir);
 
 missing:
     fprintf(stderr, "plateau run: option '%s' needs a value\n", pl_format_esc(argv[i]));

@@ -41,6 +41,8 @@ typedef struct proc {
     bool ended, failed, started;
     uint32_t pid;
     char name[64];
+    int64_t start_realtime_ns; /* from process_start */
+    char *exe;               /* from process_start (malloc'd; freed with the series of a helper) */
     int64_t t0;              /* first record time */
     int64_t cur_step;        /* last step record, 0 none */
     uint64_t n_steps;
@@ -120,6 +122,9 @@ static bool na(uint64_t v) { return v == PL_TRACE_NA; }
 
 static void on_process(proc_t *p, const pl_rec_process_t *q) {
     p->pid = q->pid;
+    p->start_realtime_ns = q->start_realtime_ns;
+    free(p->exe);
+    p->exe = q->exe && q->exe[0] ? strdup(q->exe) : NULL; /* NULL on failure too: "unknown", never a wrong one */
     const char *a0 = q->n_argv ? q->argv[0] : q->exe;
     const char *b = a0 ? strrchr(a0, '/') : NULL;
     b = b ? b + 1 : (a0 ? a0 : "");
@@ -181,6 +186,8 @@ static int on_record(proc_t *p, const pl_trace_record_t *rec) {
 }
 
 static void proc_drop_series(proc_t *p) {
+    free(p->exe);
+    p->exe = NULL;
     for (int m = 0; m < PL_LIVE__COUNT; m++) {
         bins_free(&p->step[m]);
         bins_free(&p->time[m]);
@@ -193,6 +200,7 @@ pl_live_t *pl_live_open(const char *dir, const pl_live_opts_t *opts) {
     snprintf(l->dir, sizeof l->dir, "%s", dir);
     l->o.slow_hours = opts && opts->slow_hours > 0 ? opts->slow_hours : 24;
     l->o.horizon_steps = opts && opts->horizon_steps > 0 ? opts->horizon_steps : 10000;
+    l->o.warmup_steps = opts && opts->warmup_steps > 0 ? opts->warmup_steps : 0;
     return l;
 }
 
@@ -331,14 +339,27 @@ static void judge(const pl_live_t *l, const bins_t *b, bool by_time, double limi
             s.peak = b->p[i].peak;
             s.peak_step = b->p[i].step;
         }
-    const pl_point_t *f = &b->p[0], *z = &b->p[b->n - 1];
-    if (b->n > 1 && z->step > f->step && z->t_ns > f->t_ns)
+    /* a warmup the user declared (--warmup-steps N): only the steps after it are judged */
+    size_t i0 = 0;
+    if (!by_time && l->o.warmup_steps > 0) {
+        while (i0 < b->n && b->p[i0].step <= l->o.warmup_steps) i0++;
+        if (i0 == b->n) {
+            ms->state = PL_LIVE_WARMING;
+            ms->more_steps = l->o.warmup_steps - b->p[b->n - 1].step + 1;
+            return;
+        }
+        s.points = b->p + i0;
+        s.n_points = b->n - i0;
+    }
+    const pl_point_t *f = &b->p[i0], *z = &b->p[b->n - 1];
+    if (b->n - i0 > 1 && z->step > f->step && z->t_ns > f->t_ns)
         s.step_ns = (double)(z->t_ns - f->t_ns) / (double)(z->step - f->step);
     if (by_time) s.step_ns = 1e9; /* bucket keys are seconds */
     pl_verdict_params_t vp;
     pl_verdict_params_default(&vp);
     vp.limit = limit;
     vp.max_points = CLASSIFY_POINTS;
+    if (!by_time && l->o.warmup_steps > 0) vp.warmup_allow_steps = 0; /* the declared warmup replaces the presumed one */
     pl_verdict_t v;
     if (pl_verdict_classify(&s, &vp, &v)) return;
     ms->per_step = v.slope_per_step;
@@ -397,6 +418,8 @@ int pl_live_status(pl_live_t *l, pl_live_status_t *out) {
     out->have_proc = true;
     out->pid = p->pid;
     snprintf(out->name, sizeof out->name, "%s", p->name);
+    out->start_realtime_ns = p->start_realtime_ns;
+    snprintf(out->exe, sizeof out->exe, "%s", p->exe ? p->exe : "");
     out->by_time = p->n_steps == 0;
     out->step = p->cur_step;
     out->rss_bytes = p->last_rss;
@@ -502,8 +525,10 @@ uint64_t pl_live_bytes_read(const pl_live_t *l) { return l->bytes_read; }
 
 size_t pl_live_bytes_held(const pl_live_t *l) {
     size_t b = sizeof *l + l->cap * sizeof *l->procs;
-    for (size_t i = 0; i < l->n; i++)
+    for (size_t i = 0; i < l->n; i++) {
+        if (l->procs[i].exe) b += strlen(l->procs[i].exe) + 1;
         for (int m = 0; m < PL_LIVE__COUNT; m++)
             b += (l->procs[i].step[m].cap + l->procs[i].time[m].cap) * sizeof(pl_point_t);
+    }
     return b;
 }

@@ -3,6 +3,14 @@
 # One case per meson test (cli.supervise_CASE), each on tests/targets/leakc.c (a C loop keeping BYTES per step).
 #   fsize   `ulimit -f 50`: the trace stops at the limit with one line; the program runs to its end, exit 0 (SIGXFSZ
 #           used to kill it: 153)
+#   stopjob --stop-on-leak on `bash -c 'leakc ...; echo after'`: the leaking leakc is stopped (it used to be bash
+#           alone, leakc leaking on, orphaned), then bash, before it runs `echo after`; both named on stderr and in
+#           run.stopped; exit 3
+#   warmups 85-, 400- and 1000-step warmups (256 KiB/step, then flat) run to their end under --stop-on-leak (the
+#           400-step one used to be stopped at step 282)
+#   limit   a leak near its memory limit (PLATEAU_HOST_MEMORY=300M) is stopped before it reaches it, a warmup whose
+#           limit is further than 60 s at its rate is not; with
+#           --warmup-steps N, a leak past N is stopped far from any limit, a warmup shorter than N is not
 #   pdeath  plateau run --live SIGKILLed: its watcher (the live line) goes with it, so a pipeline `plateau run | cat`
 #           ends (the watcher used to run on for good, holding the pipe); the program runs on
 # Waits are hang guards only (20 s and more), never timings the test depends on.
@@ -53,6 +61,77 @@ case_pdeath() {
     for _ in $(seq 1 400); do kill -0 "$catpid" 2>/dev/null || break; sleep 0.05; done
     kill -0 "$catpid" 2>/dev/null && { kill "$catpid"; fail "the pipeline's reader never saw the end"; }
     echo "ok: plateau run SIGKILLed: its watcher went with it, the pipeline ended"
+}
+
+# stop_step FILE: the step the live line that decided the stop was at
+stop_step() { sed -n 's/.*stopping pid [0-9]* ([^)]*) with SIGTERM: .* step \([0-9]*\) .*/\1/p' "$1" | head -1; }
+
+case_stopjob() {
+    PLATEAU_HOST_MEMORY=300M "$P" run --no-live --no-report --stop-on-leak --live-interval 0.2 -o "$work/run" -- \
+        bash -c "\"$L\" 3000 262144 0 5000; echo after" >"$work/job.out" 2>"$work/job.err"
+    rc=$?
+    [ $rc -eq 3 ] || fail "exit $rc, not 3 (stopped on a leak)"
+    grep -q after "$work/job.out" && fail "the shell went on to its next command"
+    grep -qx done "$work/job.out" && fail "the leaking program ran to its end"
+    leaker=$(sed -n 's/.*stopping pid \([0-9]*\) (target_leakc) with SIGTERM.*/\1/p' "$work/job.err")
+    [ -n "$leaker" ] || fail "the leaking process is not the one stopped"
+    grep -q "ending the rest of the job with SIGTERM: pid [0-9]* (bash)" "$work/job.err" || fail "bash not named"
+    grep -q "^pid $leaker (target_leakc) stopped on leak" "$work/run/run.stopped" || fail "run.stopped does not name it"
+    grep -q "^then the rest of the job (SIGTERM): pid [0-9]* (bash)" "$work/run/run.stopped" || fail "run.stopped: bash"
+    grep -q "exit 3: the job was stopped on a confirmed leak" "$work/job.err" || fail "the exit status is not explained"
+    for _ in $(seq 1 400); do  # hang guard: gone, or a zombie its new parent has not reaped yet
+        st=$(sed 's/^.*) //' "/proc/$leaker/stat" 2>/dev/null | cut -c1)
+        [ -z "$st" ] || [ "$st" = Z ] && break
+        sleep 0.05
+    done
+    [ -z "$st" ] || [ "$st" = Z ] || { kill -KILL "$leaker"; fail "the leaking process runs on (state $st)"; }
+    # the command itself leaking: it alone is stopped
+    PLATEAU_HOST_MEMORY=300M "$P" run --no-live --no-report --stop-on-leak --live-interval 0.2 -o "$work/run2" -- \
+        "$L" 3000 262144 0 5000 >"$work/self.out" 2>"$work/self.err"
+    rc=$?
+    [ $rc -eq 3 ] || fail "the command leaking: exit $rc, not 3"
+    grep -q "rest of the job" "$work/self.err" && fail "a job above the command was stopped"
+    echo "ok: the leaking process stopped, then its shell; exit 3"
+}
+
+case_warmups() {
+    for w in 85 400 1000; do
+        "$P" run --no-live --no-report --stop-on-leak --live-interval 0.2 -o "$work/w$w" -- \
+            "$L" $((w + 200)) 262144 $w 5000 >"$work/w$w.out" 2>"$work/w$w.err"
+        rc=$?
+        [ $rc -eq 0 ] || fail "a $w-step warmup: exit $rc"
+        grep -qx done "$work/w$w.out" || fail "a $w-step warmup was stopped"
+        [ -e "$work/w$w/run.stopped" ] && fail "a $w-step warmup has run.stopped"
+        echo "ok: a $w-step warmup ran to its end"
+    done
+}
+
+case_limit() {
+    # 256 KiB/step reaches 300 MiB at step 1200: stopped well before
+    PLATEAU_HOST_MEMORY=300M "$P" run --no-live --no-report --stop-on-leak --live-interval 0.2 -o "$work/near" -- \
+        "$L" 3000 262144 0 5000 >"$work/near.out" 2>"$work/near.err"
+    rc=$?
+    [ $rc -eq 3 ] || fail "a leak near its limit: exit $rc, not 3"
+    step=$(stop_step "$work/near.err")
+    [ -n "$step" ] && [ "$step" -lt 1200 ] || fail "not stopped before its limit (step '$step')"
+    # a 400-step warmup (to 100 MiB) under a 4 GiB limit: at most 200 steps/s (5 ms sleeps) of 256 KiB, the limit is
+    # more than 60 s away at its rate, so it is no evidence against a warmup (under 300 MiB it would be: stopped)
+    PLATEAU_HOST_MEMORY=4G "$P" run --no-live --no-report --stop-on-leak --live-interval 0.2 -o "$work/nearw" -- \
+        "$L" 600 262144 400 5000 >"$work/nearw.out" 2>"$work/nearw.err"
+    rc=$?
+    [ $rc -eq 0 ] && grep -qx done "$work/nearw.out" || fail "a 400-step warmup under a 4 GiB limit was stopped"
+    # --warmup-steps: the user's word that growth past N is no warmup
+    "$P" run --no-live --no-report --stop-on-leak --warmup-steps 100 --live-interval 0.2 -o "$work/decl" -- \
+        "$L" 3000 262144 0 5000 >"$work/decl.out" 2>"$work/decl.err"
+    rc=$?
+    [ $rc -eq 3 ] || fail "a leak past --warmup-steps 100: exit $rc, not 3"
+    step=$(stop_step "$work/decl.err")
+    [ -n "$step" ] && [ "$step" -gt 100 ] || fail "stopped at step '$step', not past the declared warmup"
+    "$P" run --no-live --no-report --stop-on-leak --warmup-steps 500 --live-interval 0.2 -o "$work/declw" -- \
+        "$L" 800 262144 400 5000 >"$work/declw.out" 2>"$work/declw.err"
+    rc=$?
+    [ $rc -eq 0 ] && grep -qx done "$work/declw.out" || fail "a 400-step warmup under --warmup-steps 500 was stopped"
+    echo "ok: stopped near the limit (step $step) and past --warmup-steps; warmups run on"
 }
 
 "case_$case_"
