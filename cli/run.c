@@ -51,16 +51,28 @@
 #include "units.h"
 
 /* DIR/run.status: how the command ended, for the report (a process killed by a signal leaves no end record, so its
- * trace cannot say which signal): one line "pid P exit N" or "pid P signal N". Best effort: a failure only loses
- * that detail. */
+ * trace cannot say which signal): one line "pid P exit N" or "pid P signal N" per run, appended in one write, so
+ * that runs added with --append (even at once) each keep theirs. Only a regular file is written: the file is opened
+ * without following a link or waiting on a FIFO planted there; anything else is said in one line and skipped. Best
+ * effort: a failure only loses that detail. */
 static void write_status(const char *dir, pid_t pid, int status) {
-    char path[4096];
+    char path[4096], line[64];
     if (snprintf(path, sizeof path, "%s/run.status", dir) >= (int)sizeof path) return;
-    FILE *f = fopen(path, "w");
-    if (!f) return;
-    if (WIFSIGNALED(status)) fprintf(f, "pid %d signal %d\n", (int)pid, WTERMSIG(status));
-    else fprintf(f, "pid %d exit %d\n", (int)pid, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-    fclose(f);
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        if (fd >= 0 || errno == ELOOP || errno == ENXIO)
+            fprintf(stderr, "plateau run: %s is not a regular file: the command's exit status is not recorded there\n",
+                    pl_format_esc(path));
+        if (fd >= 0) close(fd);
+        return;
+    }
+    int n = WIFSIGNALED(status) ? snprintf(line, sizeof line, "pid %d signal %d\n", (int)pid, WTERMSIG(status))
+                                : snprintf(line, sizeof line, "pid %d exit %d\n", (int)pid,
+                                           WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    if (write(fd, line, (size_t)n) != n) { /* best effort */
+    }
+    close(fd);
 }
 
 /* The report subcommand, when built into this executable (weak: `plateau run` works without it). */

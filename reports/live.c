@@ -281,7 +281,7 @@ int pl_live_poll(pl_live_t *l) {
     char status[sizeof l->dir + 16];
     struct stat sb;
     if (!l->status_file && snprintf(status, sizeof status, "%s/run.status", l->dir) < (int)sizeof status &&
-        !stat(status, &sb))
+        !lstat(status, &sb) && S_ISREG(sb.st_mode)) /* a FIFO or link planted there says nothing */
         l->status_file = true;
     size_t dir_len = strlen(l->dir) + 1; /* the listing's paths are DIR/NAME */
     for (size_t i = 0; i < list.n_paths && !rc; i++) {

@@ -11,6 +11,8 @@
 #   limit   a leak near its memory limit (PLATEAU_HOST_MEMORY=300M) is stopped before it reaches it, a warmup whose
 #           limit is further than 60 s at its rate is not; with
 #           --warmup-steps N, a leak past N is stopped far from any limit, a warmup shorter than N is not
+#   status  run.status: a FIFO planted under that name hangs neither `plateau report` nor `plateau run --append` (they
+#           used to wait on it for good), one line says it; two `--append` runs at once each keep their line
 #   pdeath  plateau run --live SIGKILLed: its watcher (the live line) goes with it, so a pipeline `plateau run | cat`
 #           ends (the watcher used to run on for good, holding the pipe); the program runs on
 # Waits are hang guards only (20 s and more), never timings the test depends on.
@@ -132,6 +134,32 @@ case_limit() {
     rc=$?
     [ $rc -eq 0 ] && grep -qx done "$work/declw.out" || fail "a 400-step warmup under --warmup-steps 500 was stopped"
     echo "ok: stopped near the limit (step $step) and past --warmup-steps; warmups run on"
+}
+
+case_status() {
+    d=$work/run
+    "$P" run --no-live --no-report -o "$d" -- "$L" 20 64 0 1000 >/dev/null 2>&1 || fail "the first run failed"
+    rm "$d/run.status" && mkfifo "$d/run.status"
+    timeout 20 "$P" report "$d" >"$work/report.out" 2>&1
+    rc=$?
+    [ $rc -eq 124 ] && fail "plateau report waits on a FIFO named run.status"
+    grep -q "^verdict:" "$work/report.out" || fail "no report beside a FIFO named run.status"
+    timeout 20 "$P" run --append --no-live --no-report -o "$d" -- "$L" 20 64 0 1000 >"$work/append.out" 2>"$work/append.err"
+    rc=$?
+    [ $rc -eq 124 ] && fail "plateau run --append waits on a FIFO named run.status"
+    [ $rc -eq 0 ] || fail "plateau run --append beside a FIFO: exit $rc"
+    [ "$(grep -c "run.status is not a regular file" "$work/append.err")" = 1 ] || fail "not one line about the FIFO"
+    # two runs appended at once: each keeps its own line
+    rm "$d/run.status"
+    "$P" run --append --no-live --no-report -o "$d" -- "$L" 100 64 0 2000 >/dev/null 2>&1 &
+    a=$!
+    "$P" run --append --no-live --no-report -o "$d" -- "$L" 100 64 0 2000 >/dev/null 2>&1 &
+    b=$!
+    wait $a || fail "the first of two runs failed"
+    wait $b || fail "the second of two runs failed"
+    [ "$(grep -c '^pid [0-9]* exit 0$' "$d/run.status")" = 2 ] || { cat "$d/run.status"; fail "not one line per run"; }
+    [ "$(cut -d' ' -f2 "$d/run.status" | sort -u | wc -l)" = 2 ] || fail "the two lines are not of two commands"
+    echo "ok: run.status: no wait on a FIFO; one line per appended run"
 }
 
 "case_$case_"
