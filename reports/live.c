@@ -483,7 +483,7 @@ void pl_live_format(const pl_live_status_t *s, char *buf, size_t n) {
         return;
     }
     char a[32], b[32];
-    ADD("pid %u %s", s->pid, s->name);
+    ADD("pid %u %s", s->pid, pl_format_esc(s->name)); /* argv[0] is the program's to choose: never raw on a tty */
     if (s->by_time) ADD("  no steps");
     else {
         ADD("  step %lld", (long long)s->step);

@@ -13,6 +13,8 @@
 #           --warmup-steps N, a leak past N is stopped far from any limit, a warmup shorter than N is not
 #   status  run.status: a FIFO planted under that name hangs neither `plateau report` nor `plateau run --append` (they
 #           used to wait on it for good), one line says it; two `--append` runs at once each keep their line
+#   argv0   a program named ESC ] 0 ; X BEL (exec -a) shows escaped in the live line of plateau run, in plateau watch
+#           and in the CSV process column (they printed it raw)
 #   pdeath  plateau run --live SIGKILLed: its watcher (the live line) goes with it, so a pipeline `plateau run | cat`
 #           ends (the watcher used to run on for good, holding the pipe); the program runs on
 # Waits are hang guards only (20 s and more), never timings the test depends on.
@@ -160,6 +162,20 @@ case_status() {
     [ "$(grep -c '^pid [0-9]* exit 0$' "$d/run.status")" = 2 ] || { cat "$d/run.status"; fail "not one line per run"; }
     [ "$(cut -d' ' -f2 "$d/run.status" | sort -u | wc -l)" = 2 ] || fail "the two lines are not of two commands"
     echo "ok: run.status: no wait on a FIFO; one line per appended run"
+}
+
+case_argv0() {
+    ESC=$(printf '\033') BEL=$(printf '\007')
+    "$P" run --live --live-interval 0.1 --no-report -o "$work/run" -- \
+        bash -c 'exec -a "$(printf "\033]0;X\007")" "$0" 300 64 0 2000' "$L" >"$work/live.out" 2>"$work/live.err" \
+        || fail "plateau run failed"
+    "$P" watch --once "$work/run" >"$work/watch.out" 2>&1 || fail "plateau watch failed"
+    "$P" report "$work/run" --csv "$work/run.csv" >/dev/null 2>&1 || fail "plateau report --csv failed"
+    for f in live.err watch.out run.csv; do
+        grep -q "[$ESC$BEL]" "$work/$f" && fail "$f: a raw ESC or BEL byte"
+        grep -qF '\x1b]0;X\x07' "$work/$f" || fail "$f: the name is not there, escaped"
+    done
+    echo "ok: argv[0] escaped in the live line, watch and the CSV"
 }
 
 "case_$case_"
