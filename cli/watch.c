@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -187,14 +188,25 @@ int pl_cli_watch(int argc, char **argv) {
     sa.sa_handler = on_quit;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    /* a run not started yet (watch first, then plateau run -o DIR): wait for its directory, saying so once */
+    /* a run not started yet (watch first, then plateau run -o DIR): wait for its directory, saying so once; but
+     * --once shows what is there now, and there is nothing */
+    if (o.once && access(dir, F_OK) && errno == ENOENT) {
+        fprintf(stderr, "plateau watch: %s does not exist\n", pl_format_esc(dir));
+        return 1;
+    }
     if (access(dir, F_OK) && errno == ENOENT) {
         fprintf(stderr, "plateau watch: %s does not exist yet: waiting for it (Ctrl-C to stop)\n", pl_format_esc(dir));
         while (!quit && access(dir, F_OK) && errno == ENOENT) sleep_s(o.interval_s);
         if (quit) return 0;
     }
+    struct stat sb;
+    if (stat(dir, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "plateau watch: %s is not a directory: give the run directory (plateau run -o DIR), not a "
+                        "trace file\n", pl_format_esc(dir));
+        return 1;
+    }
     if (access(dir, R_OK | X_OK)) {
-        fprintf(stderr, "plateau watch: cannot read %s: %s\n", dir, strerror(errno));
+        fprintf(stderr, "plateau watch: cannot read %s: %s\n", pl_format_esc(dir), strerror(errno));
         return 1;
     }
     o.tty = isatty(STDOUT_FILENO);

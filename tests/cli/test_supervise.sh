@@ -15,6 +15,9 @@
 #           used to wait on it for good), one line says it; two `--append` runs at once each keep their line
 #   argv0   a program named ESC ] 0 ; X BEL (exec -a) shows escaped in the live line of plateau run, in plateau watch
 #           and in the CSV process column (they printed it raw)
+#   watch   `plateau watch FILE` says it is not a directory (it said "Permission denied"); `watch --once` on a missing
+#           directory says so and exits 1 (it waited for good)
+#   exit3   under --fail-on-leak, a program's own exit 3 is said to be its own (it read as a leak)
 #   pdeath  plateau run --live SIGKILLed: its watcher (the live line) goes with it, so a pipeline `plateau run | cat`
 #           ends (the watcher used to run on for good, holding the pipe); the program runs on
 # Waits are hang guards only (20 s and more), never timings the test depends on.
@@ -176,6 +179,32 @@ case_argv0() {
         grep -qF '\x1b]0;X\x07' "$work/$f" || fail "$f: the name is not there, escaped"
     done
     echo "ok: argv[0] escaped in the live line, watch and the CSV"
+}
+
+case_watch() {
+    "$P" run --no-live --no-report -o "$work/run" -- "$L" 20 64 0 1000 >/dev/null 2>&1 || fail "the run failed"
+    f=$(ls "$work"/run/*.pltrace | head -1)
+    timeout 20 "$P" watch --once "$f" >"$work/file.out" 2>&1
+    rc=$?
+    [ $rc -eq 1 ] || fail "watch FILE: exit $rc, not 1"
+    grep -q "is not a directory: give the run directory" "$work/file.out" || fail "watch FILE: not said"
+    grep -q "Permission denied" "$work/file.out" && fail "watch FILE: says Permission denied"
+    timeout 20 "$P" watch --once "$work/missing" >"$work/missing.out" 2>&1
+    rc=$?
+    [ $rc -eq 124 ] && fail "watch --once waits for a missing directory"
+    [ $rc -eq 1 ] || fail "watch --once on a missing directory: exit $rc, not 1"
+    grep -q "^plateau watch: $work/missing does not exist$" "$work/missing.out" || fail "watch --once: not said"
+    echo "ok: watch FILE and watch --once MISSING say what is wrong"
+}
+
+case_exit3() {
+    "$P" run --no-live --fail-on-leak -o "$work/run" -- bash -c "\"$L\" 50 64 0 1000 >/dev/null; exit 3" \
+        >"$work/own.out" 2>"$work/own.err"
+    rc=$?
+    [ $rc -eq 3 ] || fail "the command's own 3: exit $rc"
+    grep -q "^plateau: exit 3 is the command's own status; the run does not leak" "$work/own.err" || fail "not said"
+    grep -q "the run leaks" "$work/own.err" && fail "a leak is claimed"
+    echo "ok: a program's own exit 3 is named as its own"
 }
 
 "case_$case_"
