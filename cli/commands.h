@@ -30,6 +30,7 @@ typedef struct pl_cli_live_opts {
                           * evidence docs/ci.md requires, the leaking process and its job are stopped (cli/stop.c) */
     int64_t run_steps;   /* --run-steps: the run's planned length, 0 unknown */
     int64_t warmup_steps;/* --warmup-steps: growth up to this step is warmup (reports/live.h), 0 none declared */
+    int64_t since_realtime_ns; /* plateau run's start: earlier processes are an earlier run's (--append) */
     double slow_hours;   /* practical significance (24) */
 } pl_cli_live_opts_t;
 

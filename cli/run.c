@@ -114,7 +114,7 @@ static void watcher_end_with(pid_t parent) {
 }
 
 static pid_t start_watcher(const char *dir, const sigset_t *old_mask, pid_t cmd_pid, bool live, bool stop,
-                           int64_t run_steps, int64_t warmup_steps, double interval_s) {
+                           int64_t run_steps, int64_t warmup_steps, int64_t since_ns, double interval_s) {
     fflush(NULL);
     pid_t parent = getpid();
     pid_t pid = fork();
@@ -132,7 +132,7 @@ static pid_t start_watcher(const char *dir, const sigset_t *old_mask, pid_t cmd_
     FILE *out = live ? stderr : fopen("/dev/null", "w");
     pl_cli_live_opts_t o = {.interval_s = interval_s, .tty = live && isatty(STDERR_FILENO), .out = out,
                             .stop_pid = stop ? cmd_pid : 0, .run_steps = run_steps, .warmup_steps = warmup_steps,
-                            .slow_hours = 24};
+                            .since_realtime_ns = since_ns, .slow_hours = 24};
     int rc = out ? pl_cli_live_loop(dir, &o) : 1;
     fflush(NULL);
     _exit(rc);
@@ -675,6 +675,11 @@ int pl_cli_run(int argc, char **argv) {
     relay_t relay = {.witness_fd = {-1, -1}};
     if (pipe2(relay.witness_fd, O_CLOEXEC) == 0) relay.witness = witness_start(relay.witness_fd);
 
+    /* this run's processes start after this (the watcher tells them from an earlier run's, with --append); 1 s of
+     * slack for the clock's steps */
+    struct timespec start_ts;
+    clock_gettime(CLOCK_REALTIME, &start_ts);
+    int64_t start_ns = ((int64_t)start_ts.tv_sec - 1) * 1000000000 + start_ts.tv_nsec;
     /* exec_fd: closed by a successful exec (O_CLOEXEC); a failed one writes its errno there first */
     int exec_fd[2] = {-1, -1};
     if (pipe2(exec_fd, O_CLOEXEC) != 0) exec_fd[0] = exec_fd[1] = -1;
@@ -708,7 +713,8 @@ int pl_cli_run(int argc, char **argv) {
     }
     pid_t watcher = !exec_failed && (live || stop_on_leak)
                         ? start_watcher(abs_dir, &old_mask, pid, live, stop_on_leak,
-                                                         (int64_t)run_steps, (int64_t)warmup_steps, live_interval_s)
+                                                         (int64_t)run_steps, (int64_t)warmup_steps, start_ns,
+                                                         live_interval_s)
                                          : 0;
     int status = 0, watcher_status = 0;
     for (;;) {

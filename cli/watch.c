@@ -86,7 +86,9 @@ static bool stop_job(const char *dir, const pl_live_status_t *st, const pl_cli_l
 }
 
 int pl_cli_live_loop(const char *dir, const pl_cli_live_opts_t *o) {
-    pl_live_opts_t lo = {.slow_hours = o->slow_hours, .warmup_steps = o->warmup_steps};
+    pl_live_opts_t lo = {.slow_hours = o->slow_hours, .warmup_steps = o->warmup_steps,
+                         .status_from_now = !o->until_ended, /* plateau run's watcher: this run's line only */
+                         .since_realtime_ns = o->since_realtime_ns};
     pl_live_t *l = pl_live_open(dir, &lo);
     if (!l) {
         fprintf(stderr, "plateau: out of memory\n");

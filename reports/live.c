@@ -39,6 +39,7 @@ typedef struct proc {
     pl_trace_reader_t *rd;   /* NULL once ended (or failed) */
     uint64_t read_off;       /* file offset read up to (whole chunks) */
     bool ended, failed, started;
+    bool earlier;            /* a process of an earlier run (opts since_realtime_ns): read no further, never shown */
     uint32_t pid;
     char name[64];
     int64_t start_realtime_ns; /* from process_start */
@@ -58,7 +59,8 @@ struct pl_live {
     proc_t *procs;
     size_t n, cap;
     uint64_t bytes_read;
-    bool status_file;        /* run.status seen */
+    bool status_file;        /* run.status seen (grown past status_size0) */
+    int64_t status_size0;    /* run.status's size at open with opts status_from_now, else -1 */
     const volatile int *cancel; /* pl_live_set_cancel */
 };
 
@@ -201,6 +203,17 @@ pl_live_t *pl_live_open(const char *dir, const pl_live_opts_t *opts) {
     l->o.slow_hours = opts && opts->slow_hours > 0 ? opts->slow_hours : 24;
     l->o.horizon_steps = opts && opts->horizon_steps > 0 ? opts->horizon_steps : 10000;
     l->o.warmup_steps = opts && opts->warmup_steps > 0 ? opts->warmup_steps : 0;
+    l->o.status_from_now = opts && opts->status_from_now;
+    l->o.since_realtime_ns = opts && opts->since_realtime_ns > 0 ? opts->since_realtime_ns : 0;
+    l->status_size0 = -1;
+    if (opts && opts->status_from_now) {
+        char status[sizeof l->dir + 16];
+        struct stat sb;
+        l->status_size0 = 0;
+        if (snprintf(status, sizeof status, "%s/run.status", l->dir) < (int)sizeof status && !lstat(status, &sb) &&
+            S_ISREG(sb.st_mode))
+            l->status_size0 = (int64_t)sb.st_size;
+    }
     return l;
 }
 
@@ -253,6 +266,9 @@ static int follow(pl_live_t *l, proc_t *p) {
     uint32_t n = 0;
     while ((rc = pl_trace_next(p->rd, &rec)) > 0) {
         if (on_record(p, &rec) == -ENOMEM) return -ENOMEM;
+        if (rec.type == PL_REC_PROCESS_START && l->o.since_realtime_ns > 0 && p->start_realtime_ns > 0 &&
+            p->start_realtime_ns < l->o.since_realtime_ns)
+            p->earlier = p->ended = true;
         if (p->ended) break;
         if (++n % 4096 == 0 && l->cancel && *l->cancel) break; /* the rest is read on a next poll, if any */
     }
@@ -281,7 +297,8 @@ int pl_live_poll(pl_live_t *l) {
     char status[sizeof l->dir + 16];
     struct stat sb;
     if (!l->status_file && snprintf(status, sizeof status, "%s/run.status", l->dir) < (int)sizeof status &&
-        !lstat(status, &sb) && S_ISREG(sb.st_mode)) /* a FIFO or link planted there says nothing */
+        !lstat(status, &sb) && S_ISREG(sb.st_mode) && /* a FIFO or link planted there says nothing */
+        (int64_t)sb.st_size > l->status_size0)
         l->status_file = true;
     size_t dir_len = strlen(l->dir) + 1; /* the listing's paths are DIR/NAME */
     for (size_t i = 0; i < list.n_paths && !rc; i++) {
@@ -303,7 +320,7 @@ static proc_t *shown(pl_live_t *l) {
     proc_t *best = NULL;
     for (size_t i = 0; i < l->n; i++) {
         proc_t *p = &l->procs[i];
-        if (!p->started) continue;
+        if (!p->started || p->earlier) continue;
         if (!best) {
             best = p;
             continue;
@@ -412,7 +429,7 @@ int pl_live_status(pl_live_t *l, pl_live_status_t *out) {
         if (p->ended || p->failed) n_ended++;
         else if (p->started) out->n_alive++;
     }
-    out->ended = l->status_file || (l->n && n_ended == l->n);
+    out->ended = l->status_file || (!l->o.status_from_now && l->n && n_ended == l->n);
     proc_t *p = shown(l);
     if (!p) return 0;
     out->have_proc = true;

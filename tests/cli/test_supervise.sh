@@ -12,7 +12,8 @@
 #           limit is further than 60 s at its rate is not; with
 #           --warmup-steps N, a leak past N is stopped far from any limit, a warmup shorter than N is not
 #   status  run.status: a FIFO planted under that name hangs neither `plateau report` nor `plateau run --append` (they
-#           used to wait on it for good), one line says it; two `--append` runs at once each keep their line
+#           used to wait on it for good), one line says it; two `--append` runs at once each keep their line; the
+#           live line of an appended run does not say "[run ended]" from the start (the earlier run's line)
 #   argv0   a program named ESC ] 0 ; X BEL (exec -a) shows escaped in the live line of plateau run, in plateau watch
 #           and in the CSV process column (they printed it raw)
 #   watch   `plateau watch FILE` says it is not a directory (it said "Permission denied"); `watch --once` on a missing
@@ -164,6 +165,12 @@ case_status() {
     wait $b || fail "the second of two runs failed"
     [ "$(grep -c '^pid [0-9]* exit 0$' "$d/run.status")" = 2 ] || { cat "$d/run.status"; fail "not one line per run"; }
     [ "$(cut -d' ' -f2 "$d/run.status" | sort -u | wc -l)" = 2 ] || fail "the two lines are not of two commands"
+    # the live line of a run appended to a directory whose earlier run ended does not say this one has ended
+    "$P" run --append --live --live-interval 0.1 --no-report -o "$d" -- "$L" 200 64 0 5000 >/dev/null 2>"$work/al.err" \
+        || fail "the appended live run failed"
+    first=$(grep -m1 "^plateau: pid" "$work/al.err")
+    [ -n "$first" ] || fail "no live line"
+    case $first in *"[run ended]"*) fail "the appended run is said to have ended at once: $first" ;; esac
     echo "ok: run.status: no wait on a FIFO; one line per appended run"
 }
 
