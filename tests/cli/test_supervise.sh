@@ -103,8 +103,8 @@ case_stopjob() {
 }
 
 case_warmups() {
-    for w in 85 400 1000; do
-        "$P" run --no-live --no-report --stop-on-leak --live-interval 0.2 -o "$work/w$w" -- \
+    for w in 85 400 1000; do  # a 64 GiB host whatever this machine has: at most 50 MB/s, minutes from its limit
+        PLATEAU_HOST_MEMORY=64G "$P" run --no-live --no-report --stop-on-leak --live-interval 0.2 -o "$work/w$w" -- \
             "$L" $((w + 200)) 262144 $w 5000 >"$work/w$w.out" 2>"$work/w$w.err"
         rc=$?
         [ $rc -eq 0 ] || fail "a $w-step warmup: exit $rc"
@@ -129,13 +129,15 @@ case_limit() {
     rc=$?
     [ $rc -eq 0 ] && grep -qx done "$work/nearw.out" || fail "a 400-step warmup under a 4 GiB limit was stopped"
     # --warmup-steps: the user's word that growth past N is no warmup
-    "$P" run --no-live --no-report --stop-on-leak --warmup-steps 100 --live-interval 0.2 -o "$work/decl" -- \
+    PLATEAU_HOST_MEMORY=64G "$P" run --no-live --no-report --stop-on-leak --warmup-steps 100 --live-interval 0.2 \
+        -o "$work/decl" -- \
         "$L" 3000 262144 0 5000 >"$work/decl.out" 2>"$work/decl.err"
     rc=$?
     [ $rc -eq 3 ] || fail "a leak past --warmup-steps 100: exit $rc, not 3"
     step=$(stop_step "$work/decl.err")
     [ -n "$step" ] && [ "$step" -gt 100 ] || fail "stopped at step '$step', not past the declared warmup"
-    "$P" run --no-live --no-report --stop-on-leak --warmup-steps 500 --live-interval 0.2 -o "$work/declw" -- \
+    PLATEAU_HOST_MEMORY=64G "$P" run --no-live --no-report --stop-on-leak --warmup-steps 500 --live-interval 0.2 \
+        -o "$work/declw" -- \
         "$L" 800 262144 400 5000 >"$work/declw.out" 2>"$work/declw.err"
     rc=$?
     [ $rc -eq 0 ] && grep -qx done "$work/declw.out" || fail "a 400-step warmup under --warmup-steps 500 was stopped"
