@@ -1,7 +1,7 @@
 /* plateau run: run a command under the tracer.
  *   plateau run [-o DIR] [--sample-bytes N] [--interval-ms N] [--steps-signal]
  *               [--host-allocator glibc|jemalloc] [--append] [--no-report] [--live|--no-live]
- *               [--all-processes] [--fail-on-leak] [--stop-on-leak] [--run-steps N] -- CMD ARGS...
+ *               [--all-processes] [--fail-on-leak] [--stop-on-leak] [--run-steps N] [--warmup-steps N] -- CMD ARGS...
  * Wiring only: finds libplateau_preload.so (PLATEAU_PRELOAD, else next to this executable in a build tree,
  * else the install libdir, relative to this executable then absolute: config.h), makes the run directory, sets
  * LD_PRELOAD and PLATEAU_* (docs/env.md), runs CMD, relays signals (below), returns CMD's exit status (128 + signal if it was killed), and prints where the
@@ -23,7 +23,9 @@
  * Python programs: PYTHONPATH gains plateau's bootstrap directory (python_bootstrap_env, docs/python.md).
  * The live status line and --stop-on-leak run in a separate watcher process (fork, nice 10) that only reads the
  * trace files (cli/watch.c, docs/live.md): the traced program is never slowed or blocked by it. It is ended
- * (SIGTERM) once CMD has exited and before CMD is reaped, so --stop-on-leak can never signal a reused pid.
+ * (SIGTERM) once CMD has exited and before CMD is reaped, and with us (a parent-death signal). --stop-on-leak stops
+ * the process that leaks, which may be below CMD, and the job above it (cli/stop.c: by pidfd, after checking it is
+ * still the traced process); the watcher then exits PL_WATCH_STOPPED and we exit PL_EXIT_LEAK (3).
  * --fail-on-leak: exit PL_EXIT_LEAK (3) when the report's run verdict is a leak, whatever CMD returned (docs/ci.md). */
 #include "config.h"
 
