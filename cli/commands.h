@@ -27,11 +27,31 @@ typedef struct pl_cli_live_opts {
     bool until_ended;    /* return once the run has ended (else until SIGTERM: pl_cli_live_quit_on) */
     bool keep_line;      /* on a terminal, leave the last line (watch) rather than clear it (run) */
     FILE *out;           /* where the line goes (default stdout) */
-    pid_t stop_pid;      /* > 0: --stop-on-leak sends it SIGTERM once a leak is confirmed */
+    pid_t stop_pid;      /* > 0: --stop-on-leak: the command plateau run started; once a leak is confirmed with the
+                          * evidence docs/ci.md requires, the leaking process and its job are stopped (cli/stop.c) */
     int64_t run_steps;   /* --run-steps: the run's planned length, 0 unknown */
+    int64_t warmup_steps;/* --warmup-steps: growth up to this step is warmup (reports/live.h), 0 none declared */
+    int64_t since_realtime_ns; /* plateau run's start: earlier processes are an earlier run's (--append) */
     double slow_hours;   /* practical significance (24) */
 } pl_cli_live_opts_t;
 
+/* The loop's exit status when it stopped the job on a leak (plateau run's watcher: plateau run then exits
+ * PL_EXIT_LEAK). */
+#define PL_WATCH_STOPPED 10
+
 int pl_cli_live_loop(const char *dir, const pl_cli_live_opts_t *o);
+
+/* --stop-on-leak's stop (cli/stop.c): the leaking process, checked to be still the traced one, gets SIGTERM, and its
+ * ancestors up to the command (cmd_pid) are stopped meanwhile and then ended with SIGTERM. Says on stderr what was
+ * stopped, and writes it to record (may be NULL). Returns 0, or -errno (-ESRCH: the process had ended). */
+typedef struct pl_cli_stop {
+    uint32_t pid;               /* the leaking process */
+    int64_t start_realtime_ns;  /* its trace's start (reports/alive.h) */
+    const char *exe;            /* its executable ("" unknown) */
+    const char *name;           /* its name as the live line shows it (escaped here) */
+    pid_t cmd_pid;              /* the command plateau run started */
+    const char *line;           /* the live status line that decided */
+} pl_cli_stop_t;
+int pl_cli_stop_job(const pl_cli_stop_t *t, FILE *record);
 /* Make sig end the loop (after its current poll). */
 void pl_cli_live_quit_on(int sig);

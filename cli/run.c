@@ -1,7 +1,7 @@
 /* plateau run: run a command under the tracer.
  *   plateau run [-o DIR] [--sample-bytes N] [--interval-ms N] [--steps-signal]
  *               [--host-allocator glibc|jemalloc] [--append] [--no-report] [--live|--no-live]
- *               [--all-processes] [--fail-on-leak] [--stop-on-leak] [--run-steps N] -- CMD ARGS...
+ *               [--all-processes] [--fail-on-leak] [--stop-on-leak] [--run-steps N] [--warmup-steps N] -- CMD ARGS...
  * Wiring only: finds libplateau_preload.so (PLATEAU_PRELOAD, else next to this executable in a build tree,
  * else the install libdir, relative to this executable then absolute: config.h), makes the run directory, sets
  * LD_PRELOAD and PLATEAU_* (docs/env.md), runs CMD, relays signals (below), returns CMD's exit status (128 + signal if it was killed), and prints where the
@@ -23,7 +23,9 @@
  * Python programs: PYTHONPATH gains plateau's bootstrap directory (python_bootstrap_env, docs/python.md).
  * The live status line and --stop-on-leak run in a separate watcher process (fork, nice 10) that only reads the
  * trace files (cli/watch.c, docs/live.md): the traced program is never slowed or blocked by it. It is ended
- * (SIGTERM) once CMD has exited and before CMD is reaped, so --stop-on-leak can never signal a reused pid.
+ * (SIGTERM) once CMD has exited and before CMD is reaped, and with us (a parent-death signal). --stop-on-leak stops
+ * the process that leaks, which may be below CMD, and the job above it (cli/stop.c: by pidfd, after checking it is
+ * still the traced process); the watcher then exits PL_WATCH_STOPPED and we exit PL_EXIT_LEAK (3).
  * --fail-on-leak: exit PL_EXIT_LEAK (3) when the report's run verdict is a leak, whatever CMD returned (docs/ci.md). */
 #include "config.h"
 
@@ -51,16 +53,28 @@
 #include "units.h"
 
 /* DIR/run.status: how the command ended, for the report (a process killed by a signal leaves no end record, so its
- * trace cannot say which signal): one line "pid P exit N" or "pid P signal N". Best effort: a failure only loses
- * that detail. */
+ * trace cannot say which signal): one line "pid P exit N" or "pid P signal N" per run, appended in one write, so
+ * that runs added with --append (even at once) each keep theirs. Only a regular file is written: the file is opened
+ * without following a link or waiting on a FIFO planted there; anything else is said in one line and skipped. Best
+ * effort: a failure only loses that detail. */
 static void write_status(const char *dir, pid_t pid, int status) {
-    char path[4096];
+    char path[4096], line[64];
     if (snprintf(path, sizeof path, "%s/run.status", dir) >= (int)sizeof path) return;
-    FILE *f = fopen(path, "w");
-    if (!f) return;
-    if (WIFSIGNALED(status)) fprintf(f, "pid %d signal %d\n", (int)pid, WTERMSIG(status));
-    else fprintf(f, "pid %d exit %d\n", (int)pid, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-    fclose(f);
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        if (fd >= 0 || errno == ELOOP || errno == ENXIO)
+            fprintf(stderr, "plateau run: %s is not a regular file: the command's exit status is not recorded there\n",
+                    pl_format_esc(path));
+        if (fd >= 0) close(fd);
+        return;
+    }
+    int n = WIFSIGNALED(status) ? snprintf(line, sizeof line, "pid %d signal %d\n", (int)pid, WTERMSIG(status))
+                                : snprintf(line, sizeof line, "pid %d exit %d\n", (int)pid,
+                                           WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    if (write(fd, line, (size_t)n) != n) { /* best effort */
+    }
+    close(fd);
 }
 
 /* The report subcommand, when built into this executable (weak: `plateau run` works without it). */
@@ -94,11 +108,20 @@ static bool print_report(const char *dir, const sigset_t *old_mask, bool show, b
 
 /* The watcher: a child of plateau (not of CMD) that follows the traces and prints the live status line on stderr
  * and/or stops CMD on a confirmed leak, until plateau sends it SIGTERM after CMD ended. */
+/* The watcher ends with plateau run: killed (SIGKILL) when plateau run dies, so that it never holds plateau's stdout
+ * and stderr open after it (a pipeline `plateau run ... | cat` ends when plateau run does). A parent that died
+ * before prctl took effect is seen by getppid. */
+static void watcher_end_with(pid_t parent) {
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(0);
+}
+
 static pid_t start_watcher(const char *dir, const sigset_t *old_mask, pid_t cmd_pid, bool live, bool stop,
-                           int64_t run_steps, double interval_s) {
+                           int64_t run_steps, int64_t warmup_steps, int64_t since_ns, double interval_s) {
     fflush(NULL);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid != 0) return pid < 0 ? 0 : pid;
+    watcher_end_with(parent);
     signal(SIGINT, SIG_IGN); /* Ctrl-C is for CMD; plateau ends the watcher when CMD has ended */
     pl_cli_live_quit_on(SIGTERM);
     sigprocmask(SIG_SETMASK, old_mask, NULL); /* plateau blocks the signals it relays; the watcher takes SIGTERM */
@@ -110,17 +133,37 @@ static pid_t start_watcher(const char *dir, const sigset_t *old_mask, pid_t cmd_
     }
     FILE *out = live ? stderr : fopen("/dev/null", "w");
     pl_cli_live_opts_t o = {.interval_s = interval_s, .tty = live && isatty(STDERR_FILENO), .out = out,
-                            .stop_pid = stop ? cmd_pid : 0, .run_steps = run_steps, .slow_hours = 24};
+                            .stop_pid = stop ? cmd_pid : 0, .run_steps = run_steps, .warmup_steps = warmup_steps,
+                            .since_realtime_ns = since_ns, .slow_hours = 24};
     int rc = out ? pl_cli_live_loop(dir, &o) : 1;
     fflush(NULL);
     _exit(rc);
+}
+
+/* plateau run's exit status (docs/ci.md), said on stderr whenever it is not simply the command's: 3 when the job was
+ * stopped on a leak (--stop-on-leak) or the run leaks (--fail-on-leak); else the command's own, and a command's own 3
+ * under --fail-on-leak is named as such, so it is not read as a leak. */
+static int exit_status(int rc, bool stopped, bool leak, bool fail_on_leak, const char *dir) {
+    if (stopped) {
+        fprintf(stderr, "plateau: exit %d: the job was stopped on a confirmed leak (--stop-on-leak; %s/run.stopped "
+                        "says what was stopped; the command returned %d)\n", PL_EXIT_LEAK, pl_format_esc(dir), rc);
+        return PL_EXIT_LEAK;
+    }
+    if (leak) {
+        fprintf(stderr, "plateau: the run leaks: exit %d (--fail-on-leak; the command returned %d)\n", PL_EXIT_LEAK, rc);
+        return PL_EXIT_LEAK;
+    }
+    if (fail_on_leak && rc == PL_EXIT_LEAK)
+        fprintf(stderr, "plateau: exit %d is the command's own status; the run does not leak\n", rc);
+    return rc;
 }
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: plateau run [-o DIR] [--sample-bytes N] [--interval-ms N] [--steps-signal]\n"
             "                   [--host-allocator glibc|jemalloc] [--append] [--no-report] [--live|--no-live]\n"
-            "                   [--all-processes] [--live-interval S] [--fail-on-leak] [--stop-on-leak] [--run-steps N] -- CMD ARGS...\n"
+            "                   [--all-processes] [--live-interval S] [--fail-on-leak] [--stop-on-leak] [--run-steps N]\n"
+            "                   [--warmup-steps N] -- CMD ARGS...\n"
             "  -o DIR                 run directory for the traces (default ./plateau-run-<time>); made by\n"
             "                         plateau run, or an empty directory of yours that no one else can write\n"
             "  --append               DIR may hold an earlier run: add this one to it (reported together)\n"
@@ -138,11 +181,14 @@ static void usage(FILE *f) {
             "  --live-interval S      seconds between live refreshes (default 2)\n"
             "  --fail-on-leak         exit 3 when the report's run verdict is LEAK (the report is printed all the\n"
             "                         same); otherwise the command's own status (0 on a plateau or flat run)\n"
-            "  --stop-on-leak         stop the command (SIGTERM) once a leak of its own memory is confirmed with\n"
-            "                         a projected OOM before the run would end (within --run-steps when given,\n"
-            "                         else within 24 h); plateau then returns the command's own status (143\n"
-            "                         when SIGTERM ends it), or 3 with --fail-on-leak\n"
+            "  --stop-on-leak         stop the process that leaks (SIGTERM), and the rest of the job above it up to\n"
+            "                         the command, once a leak of its own memory is confirmed with a projected\n"
+            "                         OOM before the run would end (within --run-steps when given, else 24 h)\n"
+            "                         and evidence it is no warmup: the OOM is near (within max(60 s, 10 steps)),\n"
+            "                         or the leak is judged past --warmup-steps; plateau then exits 3 (docs/ci.md)\n"
             "  --run-steps N          the run's planned number of steps, for --stop-on-leak\n"
+            "  --warmup-steps N       growth up to step N is warmup: --stop-on-leak and the live line judge the\n"
+            "                         steps after it\n"
             "exit status: the command's (128 + signal when a signal ended it); 3 with --fail-on-leak when the run\n"
             "leaks; 2 on a usage error or when plateau cannot set the run up; 127 / 126 when the command is not\n"
             "found / not runnable\n");
@@ -455,7 +501,7 @@ int pl_cli_run(int argc, char **argv) {
     uint64_t sample_bytes = 0, interval_ms = 0;
     bool have_sample = false, have_interval = false, steps_signal = false, report = true, append = false;
     bool live = isatty(STDERR_FILENO), fail_on_leak = false, stop_on_leak = false, all_processes = false;
-    uint64_t run_steps = 0;
+    uint64_t run_steps = 0, warmup_steps = 0;
     double live_interval_s = 2;
     int i = 1;
     for (; i < argc; i++) {
@@ -509,6 +555,13 @@ int pl_cli_run(int argc, char **argv) {
             if (!val) goto missing;
             if (!parse_u64(val, &run_steps) || run_steps < 1) {
                 fprintf(stderr, "plateau run: --run-steps '%s' is not a step count >= 1\n", val);
+                return 2;
+            }
+            i++;
+        } else if (!strcmp(a, "--warmup-steps")) {
+            if (!val) goto missing;
+            if (!parse_u64(val, &warmup_steps) || warmup_steps < 1 || warmup_steps > INT64_MAX / 4) {
+                fprintf(stderr, "plateau run: --warmup-steps '%s' is not a step count >= 1\n", pl_format_esc(val));
                 return 2;
             }
             i++;
@@ -624,6 +677,11 @@ int pl_cli_run(int argc, char **argv) {
     relay_t relay = {.witness_fd = {-1, -1}};
     if (pipe2(relay.witness_fd, O_CLOEXEC) == 0) relay.witness = witness_start(relay.witness_fd);
 
+    /* this run's processes start after this (the watcher tells them from an earlier run's, with --append); 1 s of
+     * slack for the clock's steps */
+    struct timespec start_ts;
+    clock_gettime(CLOCK_REALTIME, &start_ts);
+    int64_t start_ns = ((int64_t)start_ts.tv_sec - 1) * 1000000000 + start_ts.tv_nsec;
     /* exec_fd: closed by a successful exec (O_CLOEXEC); a failed one writes its errno there first */
     int exec_fd[2] = {-1, -1};
     if (pipe2(exec_fd, O_CLOEXEC) != 0) exec_fd[0] = exec_fd[1] = -1;
@@ -657,9 +715,10 @@ int pl_cli_run(int argc, char **argv) {
     }
     pid_t watcher = !exec_failed && (live || stop_on_leak)
                         ? start_watcher(abs_dir, &old_mask, pid, live, stop_on_leak,
-                                                         (int64_t)run_steps, live_interval_s)
+                                                         (int64_t)run_steps, (int64_t)warmup_steps, start_ns,
+                                                         live_interval_s)
                                          : 0;
-    int status = 0;
+    int status = 0, watcher_status = 0;
     for (;;) {
         siginfo_t si;
         int sig = sigwaitinfo(&waited, &si);
@@ -672,14 +731,14 @@ int pl_cli_run(int argc, char **argv) {
             relay_signal(&relay, sig, &si);
             continue;
         }
-        if (watcher > 0 && waitpid(watcher, NULL, WNOHANG) == watcher) watcher = 0; /* it ended by itself */
+        if (watcher > 0 && waitpid(watcher, &watcher_status, WNOHANG) == watcher) watcher = 0; /* it ended by itself */
         if (watcher > 0) {
             /* CMD has ended but is not reaped yet (its pid cannot be reused): end the watcher first, so that
              * --stop-on-leak can never signal another process that got the pid */
             siginfo_t ci = {0};
             if (waitid(P_PID, (id_t)pid, &ci, WEXITED | WNOHANG | WNOWAIT) == 0 && ci.si_pid == pid) {
                 kill(watcher, SIGTERM);
-                while (waitpid(watcher, NULL, 0) < 0 && errno == EINTR) {
+                while (waitpid(watcher, &watcher_status, 0) < 0 && errno == EINTR) {
                 }
                 watcher = 0;
             }
@@ -694,9 +753,10 @@ int pl_cli_run(int argc, char **argv) {
     }
     if (watcher > 0) {
         kill(watcher, SIGTERM);
-        while (waitpid(watcher, NULL, 0) < 0 && errno == EINTR) {
+        while (waitpid(watcher, &watcher_status, 0) < 0 && errno == EINTR) {
         }
     }
+    bool stopped = WIFEXITED(watcher_status) && WEXITSTATUS(watcher_status) == PL_WATCH_STOPPED;
     witness_stop(&relay);
     if (relay.witness_fd[0] >= 0) {
         close(relay.witness_fd[0]);
@@ -717,15 +777,8 @@ int pl_cli_run(int argc, char **argv) {
     fprintf(stderr, "plateau: %d trace file%s in %s", n, n == 1 ? "" : "s", pl_format_esc(abs_dir));
     if (WIFSIGNALED(status)) fprintf(stderr, " (the command was killed by signal %d)", WTERMSIG(status));
     fprintf(stderr, "\n");
-    char stopped[PATH_MAX + 32];
-    snprintf(stopped, sizeof stopped, "%s/run.stopped", abs_dir);
-    if (!access(stopped, F_OK)) fprintf(stderr, "plateau: the command was stopped on a confirmed leak (--stop-on-leak)\n");
     bool leak = (report || fail_on_leak) && n > 0 && print_report(abs_dir, &old_mask, report, fail_on_leak, all_processes);
-    if (leak) {
-        fprintf(stderr, "plateau: the run leaks: exit %d (--fail-on-leak; the command returned %d)\n", PL_EXIT_LEAK, rc);
-        return PL_EXIT_LEAK;
-    }
-    return rc;
+    return exit_status(rc, stopped, leak, fail_on_leak, abs_dir);
 
 missing:
     fprintf(stderr, "plateau run: option '%s' needs a value\n", pl_format_esc(argv[i]));

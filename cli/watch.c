@@ -5,6 +5,7 @@
  * ended (run.status written, or every trace closed) after printing the final state. A DIR that does not exist yet is
  * waited for (one line on stderr says so): the watch may start before plateau run. docs/live.md. */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -44,18 +46,49 @@ static unsigned signature(const pl_live_status_t *s) {
     return sig * 2u + (s->ended ? 1u : 0u);
 }
 
+/* A short horizon: the projected OOM within max(60 s, 10 steps) at the tail's rate. Stopping then loses nothing a
+ * warmup could have won: the process would reach its limit first anyway. */
+static bool near_limit(const pl_live_status_t *s, const pl_live_mstatus_t *ms) {
+    if (isfinite(ms->oom_seconds)) {
+        double ten_steps_s = s->steps_per_s > 0 && !s->by_time ? 10 / s->steps_per_s : 10;
+        return ms->oom_seconds <= fmax(60, ten_steps_s);
+    }
+    return !s->by_time && ms->oom_step - s->step <= 10;
+}
+
 /* --stop-on-leak (docs/ci.md): the program's own memory is a confirmed leak (the classifier's leak, fast enough to
- * matter) with a projected OOM before the run would end: within run_steps when given, else within slow_hours. */
-static bool should_stop(const pl_live_status_t *s, int64_t run_steps) {
+ * matter) with a projected OOM before the run would end (within run_steps when given, else within slow_hours), and
+ * there is evidence the growth is no warmup, which its shape alone cannot give (a linear warmup that flattens later
+ * looks like a leak until it does): the OOM is near (near_limit), or the user declared how long the warmup lasts
+ * (--warmup-steps N) and the leak was judged on the steps after it alone (reports/live.h warmup_steps). */
+static bool should_stop(const pl_live_status_t *s, const pl_cli_live_opts_t *o) {
     if (s->state != PL_LIVE_LEAK || s->state_metric < 0) return false;
     const pl_live_mstatus_t *ms = &s->m[s->state_metric];
     if (!ms->has_oom) return false;
-    if (run_steps > 0 && !s->by_time) return ms->oom_step <= run_steps;
-    return true; /* PL_LIVE_LEAK already means the OOM is within slow_hours */
+    if (o->run_steps > 0 && !s->by_time && ms->oom_step > o->run_steps) return false;
+    if (o->warmup_steps > 0 && !s->by_time && s->step > o->warmup_steps) return true;
+    return near_limit(s, ms);
+}
+
+/* Stop the leaking process and its job (cli/stop.c), recording it in DIR/run.stopped. */
+static bool stop_job(const char *dir, const pl_live_status_t *st, const pl_cli_live_opts_t *o, const char *line) {
+    char path[4096 + 32];
+    snprintf(path, sizeof path, "%s/run.stopped", dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f && fd >= 0) close(fd);
+    pl_cli_stop_t t = {.pid = st->pid, .start_realtime_ns = st->start_realtime_ns, .exe = st->exe, .name = st->name,
+                       .cmd_pid = o->stop_pid, .line = line};
+    int rc = pl_cli_stop_job(&t, f);
+    if (f) fclose(f);
+    if (rc == -ESRCH) unlink(path);
+    return rc == 0;
 }
 
 int pl_cli_live_loop(const char *dir, const pl_cli_live_opts_t *o) {
-    pl_live_opts_t lo = {.slow_hours = o->slow_hours};
+    pl_live_opts_t lo = {.slow_hours = o->slow_hours, .warmup_steps = o->warmup_steps,
+                         .status_from_now = !o->until_ended, /* plateau run's watcher: this run's line only */
+                         .since_realtime_ns = o->since_realtime_ns};
     pl_live_t *l = pl_live_open(dir, &lo);
     if (!l) {
         fprintf(stderr, "plateau: out of memory\n");
@@ -93,20 +126,14 @@ int pl_cli_live_loop(const char *dir, const pl_cli_live_opts_t *o) {
         }
         fflush(out);
         if (o->stop_pid > 0 && !stopped) {
-            leak_polls = should_stop(&st, o->run_steps) ? leak_polls + 1 : 0;
+            leak_polls = should_stop(&st, o) ? leak_polls + 1 : 0;
             if (leak_polls >= 2) { /* confirmed on two polls in a row */
-                char path[4096 + 32];
-                snprintf(path, sizeof path, "%s/run.stopped", dir);
-                FILE *f = fopen(path, "w");
-                if (f) {
-                    fprintf(f, "pid %d stopped on leak: %s\n", (int)o->stop_pid, line);
-                    fclose(f);
-                }
                 if (printed_tty) fputs("\r\033[K", out);
-                fprintf(stderr, "plateau: --stop-on-leak: stopping pid %d (SIGTERM): %s\n", (int)o->stop_pid, line);
-                kill(o->stop_pid, SIGTERM);
-                stopped = true;
+                fflush(out);
                 printed_tty = false;
+                stopped = stop_job(dir, &st, o, line);
+                if (stopped) rc = PL_WATCH_STOPPED;
+                leak_polls = 0;
             }
         }
         if (o->once || (st.ended && o->until_ended)) break;
@@ -163,14 +190,25 @@ int pl_cli_watch(int argc, char **argv) {
     sa.sa_handler = on_quit;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    /* a run not started yet (watch first, then plateau run -o DIR): wait for its directory, saying so once */
+    /* a run not started yet (watch first, then plateau run -o DIR): wait for its directory, saying so once; but
+     * --once shows what is there now, and there is nothing */
+    if (o.once && access(dir, F_OK) && errno == ENOENT) {
+        fprintf(stderr, "plateau watch: %s does not exist\n", pl_format_esc(dir));
+        return 1;
+    }
     if (access(dir, F_OK) && errno == ENOENT) {
         fprintf(stderr, "plateau watch: %s does not exist yet: waiting for it (Ctrl-C to stop)\n", pl_format_esc(dir));
         while (!quit && access(dir, F_OK) && errno == ENOENT) sleep_s(o.interval_s);
         if (quit) return 0;
     }
+    struct stat sb;
+    if (stat(dir, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "plateau watch: %s is not a directory: give the run directory (plateau run -o DIR), not a "
+                        "trace file\n", pl_format_esc(dir));
+        return 1;
+    }
     if (access(dir, R_OK | X_OK)) {
-        fprintf(stderr, "plateau watch: cannot read %s: %s\n", dir, strerror(errno));
+        fprintf(stderr, "plateau watch: cannot read %s: %s\n", pl_format_esc(dir), strerror(errno));
         return 1;
     }
     o.tty = isatty(STDOUT_FILENO);

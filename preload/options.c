@@ -117,6 +117,16 @@ int pl_options_parse(pl_options_t *o, const char *(*get)(const char *), void (*w
             n_bad++;
         }
     }
+    s = get("PLATEAU_HOST_MEMORY");
+    if (s) {
+        uint64_t v;
+        if (pl_units_parse(s, &v) == 0 && v > 0) {
+            o->host_memory_bytes = v;
+        } else {
+            bad(warn, "PLATEAU_HOST_MEMORY", s, "a byte count > 0 (e.g. 200M)", "the machine's memory");
+            n_bad++;
+        }
+    }
     n_bad += opt_bool(get, warn, "PLATEAU_STEP_SIGNAL", &o->step_signal);
     n_bad += opt_bool(get, warn, "PLATEAU_DEVICE_STACKS", &o->device_stacks);
     n_bad += opt_bool(get, warn, "PLATEAU_PSS", &o->pss);

@@ -19,6 +19,8 @@ typedef struct pl_options {
     bool quiet;                 /* PLATEAU_QUIET: no informational line on stderr */
     uint8_t cupti;              /* PLATEAU_CUPTI: pl_cupti_mode_t (default PL_CUPTI_AUTO) */
     uint64_t run_id;            /* PLATEAU_RUN_ID: 1 to 16 hex digits, not 0, written in the trace header; 0 none */
+    uint64_t host_memory_bytes; /* PLATEAU_HOST_MEMORY: the host memory recorded instead of the machine's (a size
+                                 * > 0; for tests of limits and --stop-on-leak); 0 = the machine's */
 } pl_options_t;
 
 /* PLATEAU_CUPTI (docs/env.md): CUPTI memory activity once the program initialises CUDA. */

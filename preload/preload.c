@@ -123,6 +123,7 @@ static void emit_process_start(uint32_t ppid, uint32_t exec_seq) {
     p->interval_ns = (uint64_t)pl_g.opt.interval_ms * 1000000;
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     p->host_mem_bytes = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : PL_TRACE_NA;
+    if (pl_g.opt.host_memory_bytes) p->host_mem_bytes = pl_g.opt.host_memory_bytes; /* PLATEAU_HOST_MEMORY (tests) */
     p->cgroup_max_bytes = pl_rss_cgroup_max(&pl_g.rss);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);

@@ -47,6 +47,30 @@ bool pl_diagnosis_practical(const pl_verdict_t *v, const pl_practical_params_t *
     return v->slope_per_step * horizon >= fabs(v->level); /* no limit: would it double within the horizon? */
 }
 
+/* A count has no limit of its own: its practical test is "doubles within the horizon", which a C program's few
+ * hundred live blocks pass at +1 block/step. What runs out is bytes, so a growing live-allocation count matters only
+ * when memory does: heap.bytes is itself a leak that matters, or anonymous RSS is (many small blocks fragment the
+ * heap and raise RSS far faster than their bytes), or heap.bytes cannot say (not recorded, or not decided yet). A count
+ * growing beside heap.bytes decided flat or too slow to matter is slow growth (docs/verdict.md §8). */
+static bool count_bytes_matter(const pl_report_process_t *p, const pl_practical_params_t *pp) {
+    const pl_report_metric_t *hb = &p->metrics[PL_METRIC_HEAP_BYTES];
+    if (!hb->present || hb->verdict.kind == PL_VERDICT_INCONCLUSIVE) return true;
+    /* anonymous RSS is where small heap blocks live; total RSS only when it was not split (rss.file is no heap) */
+    pl_metric_t rss = p->metrics[PL_METRIC_RSS_ANON].present ? PL_METRIC_RSS_ANON : PL_METRIC_RSS;
+    const pl_metric_t mem[] = {PL_METRIC_HEAP_BYTES, rss};
+    for (size_t i = 0; i < sizeof mem / sizeof mem[0]; i++) {
+        const pl_report_metric_t *mt = &p->metrics[mem[i]];
+        if (mt->present && mt->verdict.kind == PL_VERDICT_LEAK && pl_diagnosis_practical(&mt->verdict, pp)) return true;
+    }
+    return false;
+}
+
+bool pl_diagnosis_matters(const pl_report_process_t *p, int m, const pl_practical_params_t *pp) {
+    if (!p || m < 0 || m >= PL_METRIC__COUNT || !p->metrics[m].present) return false;
+    if (!pl_diagnosis_practical(&p->metrics[m].verdict, pp)) return false;
+    return m != PL_METRIC_HEAP_COUNT || count_bytes_matter(p, pp);
+}
+
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
 #endif
@@ -65,8 +89,8 @@ static const pl_report_metric_t *M(const ctx_t *c, pl_metric_t m) {
 }
 /* a statistically clear growth (verdict leak), whatever its size: RSS, reserved and file-page findings use it */
 static bool grows(const ctx_t *c, pl_metric_t m) { return M(c, m) && M(c, m)->verdict.kind == PL_VERDICT_LEAK; }
-/* a leak that matters: grows and is practically significant */
-static bool leak(const ctx_t *c, pl_metric_t m) { return grows(c, m) && pl_diagnosis_practical(&M(c, m)->verdict, c->pp); }
+/* a leak that matters: grows and is practically significant (pl_diagnosis_matters) */
+static bool leak(const ctx_t *c, pl_metric_t m) { return M(c, m) && pl_diagnosis_matters(c->p, m, c->pp); }
 static bool slow(const ctx_t *c, pl_metric_t m) { return grows(c, m) && !leak(c, m); }
 static bool undecided(const ctx_t *c, pl_metric_t m) {
     return M(c, m) && M(c, m)->verdict.kind == PL_VERDICT_INCONCLUSIVE && M(c, m)->verdict.undecided != PL_UNDECIDED_NO_DATA;

@@ -52,5 +52,11 @@ int pl_diagnosis_run(const struct pl_report_process *proc, const char *cut_reaso
 struct pl_verdict;
 bool pl_diagnosis_practical(const struct pl_verdict *v, const struct pl_practical_params *pp);
 
+/* Is proc's metric m a leak that matters: a practically significant leak verdict and, for the live-allocation count
+ * (heap.count, which has no limit of its own), memory that matters beside it: heap.bytes or RSS a leak that matters,
+ * or heap.bytes not recorded or not decided. pp NULL = defaults. The one test behind the process verdict and the
+ * series labels. */
+bool pl_diagnosis_matters(const struct pl_report_process *proc, int m, const struct pl_practical_params *pp);
+
 /* Stable identifier of a code for JSON: "retained-tensors", "fragmentation", ... */
 const char *pl_dx_name(pl_dx_t code);

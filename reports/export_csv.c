@@ -11,12 +11,32 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
+
+/* Text from a trace (argv[0], a mark's label) is the program's to choose: made valid UTF-8 (U+FFFD for a bad byte),
+ * then every control character that could drive a terminal (C0 but tab and line feed, DEL, C1) written as \xNN, so
+ * that `cat run.csv` shows a name like ESC ] 0 ; X BEL as \x1b]0;X\x07. Tabs and line breaks are data: quoted. */
+static void csv_text(const char *s, char *out, size_t size) {
+    char u[512];
+    pl_export_utf8(s, u, sizeof u);
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)u; *p && o + 5 < size; p++) {
+        bool c1 = p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f;
+        if ((*p < 0x20 && *p != '\t' && *p != '\n') || *p == 0x7f || c1) {
+            unsigned v = c1 ? *++p : *p;
+            o += (size_t)snprintf(out + o, size - o, "\\x%02x", v);
+        } else {
+            out[o++] = (char)*p;
+        }
+    }
+    out[o] = 0;
+}
 
 /* one CSV field, quoted when it holds a separator, a quote, a line break or edge spaces (RFC 4180) */
 static void csv_str(FILE *o, const char *s) {
-    char u[512];
-    pl_export_utf8(s, u, sizeof u);
+    char u[1024];
+    csv_text(s, u, sizeof u);
     size_t n = strlen(u);
     bool quote = n && (u[0] == ' ' || u[n - 1] == ' ' || strpbrk(u, ",\"\r\n"));
     if (!quote) {

@@ -95,6 +95,15 @@ typedef struct pl_extract_proc {
 
 #define PL_EXTRACT_FAILED_NAMED 5 /* failed files named one by one; the rest are counted ("and N more") */
 
+#define PL_EXTRACT_MAX_STATUS 16
+
+/* How a command plateau run started ended (a line of DIR/run.status). */
+typedef struct pl_extract_status {
+    uint32_t pid;               /* the command's pid */
+    int signal;                 /* signal that ended it, 0 when it exited */
+    int exit;                   /* its exit status when it exited */
+} pl_extract_status_t;
+
 typedef struct pl_extract {
     pl_extract_proc_t *procs;   /* n_procs, owned, in the order files were read */
     size_t n_procs, cap_procs;
@@ -103,11 +112,10 @@ typedef struct pl_extract {
     size_t n_failed_named;      /* messages kept in failed[]: the first PL_EXTRACT_FAILED_NAMED failures */
     char failed[PL_EXTRACT_FAILED_NAMED][320];
     size_t n_cut_short;         /* processes that make the run cut short (damaged, or root without end record) */
-    /* how the command ended, from the run directory's run.status (written by `plateau run`), when present */
-    bool has_status;
-    uint32_t status_pid;        /* the command's pid */
-    int status_signal;          /* signal that ended it, 0 when it exited */
-    int status_exit;            /* its exit status when it exited */
+    /* how each command ended, from the run directory's run.status (written by `plateau run`: one line per run,
+     * `--append` adds one), when present: the last PL_EXTRACT_MAX_STATUS lines */
+    size_t n_status;
+    pl_extract_status_t status[PL_EXTRACT_MAX_STATUS];
 } pl_extract_t;
 
 typedef struct pl_extract_opts {

@@ -39,8 +39,11 @@ typedef struct proc {
     pl_trace_reader_t *rd;   /* NULL once ended (or failed) */
     uint64_t read_off;       /* file offset read up to (whole chunks) */
     bool ended, failed, started;
+    bool earlier;            /* a process of an earlier run (opts since_realtime_ns): read no further, never shown */
     uint32_t pid;
     char name[64];
+    int64_t start_realtime_ns; /* from process_start */
+    char *exe;               /* from process_start (malloc'd; freed with the series of a helper) */
     int64_t t0;              /* first record time */
     int64_t cur_step;        /* last step record, 0 none */
     uint64_t n_steps;
@@ -56,7 +59,8 @@ struct pl_live {
     proc_t *procs;
     size_t n, cap;
     uint64_t bytes_read;
-    bool status_file;        /* run.status seen */
+    bool status_file;        /* run.status seen (grown past status_size0) */
+    int64_t status_size0;    /* run.status's size at open with opts status_from_now, else -1 */
     const volatile int *cancel; /* pl_live_set_cancel */
 };
 
@@ -120,6 +124,9 @@ static bool na(uint64_t v) { return v == PL_TRACE_NA; }
 
 static void on_process(proc_t *p, const pl_rec_process_t *q) {
     p->pid = q->pid;
+    p->start_realtime_ns = q->start_realtime_ns;
+    free(p->exe);
+    p->exe = q->exe && q->exe[0] ? strdup(q->exe) : NULL; /* NULL on failure too: "unknown", never a wrong one */
     const char *a0 = q->n_argv ? q->argv[0] : q->exe;
     const char *b = a0 ? strrchr(a0, '/') : NULL;
     b = b ? b + 1 : (a0 ? a0 : "");
@@ -181,6 +188,8 @@ static int on_record(proc_t *p, const pl_trace_record_t *rec) {
 }
 
 static void proc_drop_series(proc_t *p) {
+    free(p->exe);
+    p->exe = NULL;
     for (int m = 0; m < PL_LIVE__COUNT; m++) {
         bins_free(&p->step[m]);
         bins_free(&p->time[m]);
@@ -193,6 +202,18 @@ pl_live_t *pl_live_open(const char *dir, const pl_live_opts_t *opts) {
     snprintf(l->dir, sizeof l->dir, "%s", dir);
     l->o.slow_hours = opts && opts->slow_hours > 0 ? opts->slow_hours : 24;
     l->o.horizon_steps = opts && opts->horizon_steps > 0 ? opts->horizon_steps : 10000;
+    l->o.warmup_steps = opts && opts->warmup_steps > 0 ? opts->warmup_steps : 0;
+    l->o.status_from_now = opts && opts->status_from_now;
+    l->o.since_realtime_ns = opts && opts->since_realtime_ns > 0 ? opts->since_realtime_ns : 0;
+    l->status_size0 = -1;
+    if (opts && opts->status_from_now) {
+        char status[sizeof l->dir + 16];
+        struct stat sb;
+        l->status_size0 = 0;
+        if (snprintf(status, sizeof status, "%s/run.status", l->dir) < (int)sizeof status && !lstat(status, &sb) &&
+            S_ISREG(sb.st_mode))
+            l->status_size0 = (int64_t)sb.st_size;
+    }
     return l;
 }
 
@@ -245,6 +266,9 @@ static int follow(pl_live_t *l, proc_t *p) {
     uint32_t n = 0;
     while ((rc = pl_trace_next(p->rd, &rec)) > 0) {
         if (on_record(p, &rec) == -ENOMEM) return -ENOMEM;
+        if (rec.type == PL_REC_PROCESS_START && l->o.since_realtime_ns > 0 && p->start_realtime_ns > 0 &&
+            p->start_realtime_ns < l->o.since_realtime_ns)
+            p->earlier = p->ended = true;
         if (p->ended) break;
         if (++n % 4096 == 0 && l->cancel && *l->cancel) break; /* the rest is read on a next poll, if any */
     }
@@ -273,7 +297,8 @@ int pl_live_poll(pl_live_t *l) {
     char status[sizeof l->dir + 16];
     struct stat sb;
     if (!l->status_file && snprintf(status, sizeof status, "%s/run.status", l->dir) < (int)sizeof status &&
-        !stat(status, &sb))
+        !lstat(status, &sb) && S_ISREG(sb.st_mode) && /* a FIFO or link planted there says nothing */
+        (int64_t)sb.st_size > l->status_size0)
         l->status_file = true;
     size_t dir_len = strlen(l->dir) + 1; /* the listing's paths are DIR/NAME */
     for (size_t i = 0; i < list.n_paths && !rc; i++) {
@@ -295,7 +320,7 @@ static proc_t *shown(pl_live_t *l) {
     proc_t *best = NULL;
     for (size_t i = 0; i < l->n; i++) {
         proc_t *p = &l->procs[i];
-        if (!p->started) continue;
+        if (!p->started || p->earlier) continue;
         if (!best) {
             best = p;
             continue;
@@ -331,14 +356,27 @@ static void judge(const pl_live_t *l, const bins_t *b, bool by_time, double limi
             s.peak = b->p[i].peak;
             s.peak_step = b->p[i].step;
         }
-    const pl_point_t *f = &b->p[0], *z = &b->p[b->n - 1];
-    if (b->n > 1 && z->step > f->step && z->t_ns > f->t_ns)
+    /* a warmup the user declared (--warmup-steps N): only the steps after it are judged */
+    size_t i0 = 0;
+    if (!by_time && l->o.warmup_steps > 0) {
+        while (i0 < b->n && b->p[i0].step <= l->o.warmup_steps) i0++;
+        if (i0 == b->n) {
+            ms->state = PL_LIVE_WARMING;
+            ms->more_steps = l->o.warmup_steps - b->p[b->n - 1].step + 1;
+            return;
+        }
+        s.points = b->p + i0;
+        s.n_points = b->n - i0;
+    }
+    const pl_point_t *f = &b->p[i0], *z = &b->p[b->n - 1];
+    if (b->n - i0 > 1 && z->step > f->step && z->t_ns > f->t_ns)
         s.step_ns = (double)(z->t_ns - f->t_ns) / (double)(z->step - f->step);
     if (by_time) s.step_ns = 1e9; /* bucket keys are seconds */
     pl_verdict_params_t vp;
     pl_verdict_params_default(&vp);
     vp.limit = limit;
     vp.max_points = CLASSIFY_POINTS;
+    if (!by_time && l->o.warmup_steps > 0) vp.warmup_allow_steps = 0; /* the declared warmup replaces the presumed one */
     pl_verdict_t v;
     if (pl_verdict_classify(&s, &vp, &v)) return;
     ms->per_step = v.slope_per_step;
@@ -391,12 +429,14 @@ int pl_live_status(pl_live_t *l, pl_live_status_t *out) {
         if (p->ended || p->failed) n_ended++;
         else if (p->started) out->n_alive++;
     }
-    out->ended = l->status_file || (l->n && n_ended == l->n);
+    out->ended = l->status_file || (!l->o.status_from_now && l->n && n_ended == l->n);
     proc_t *p = shown(l);
     if (!p) return 0;
     out->have_proc = true;
     out->pid = p->pid;
     snprintf(out->name, sizeof out->name, "%s", p->name);
+    out->start_realtime_ns = p->start_realtime_ns;
+    snprintf(out->exe, sizeof out->exe, "%s", p->exe ? p->exe : "");
     out->by_time = p->n_steps == 0;
     out->step = p->cur_step;
     out->rss_bytes = p->last_rss;
@@ -460,7 +500,7 @@ void pl_live_format(const pl_live_status_t *s, char *buf, size_t n) {
         return;
     }
     char a[32], b[32];
-    ADD("pid %u %s", s->pid, s->name);
+    ADD("pid %u %s", s->pid, pl_format_esc(s->name)); /* argv[0] is the program's to choose: never raw on a tty */
     if (s->by_time) ADD("  no steps");
     else {
         ADD("  step %lld", (long long)s->step);
@@ -502,8 +542,10 @@ uint64_t pl_live_bytes_read(const pl_live_t *l) { return l->bytes_read; }
 
 size_t pl_live_bytes_held(const pl_live_t *l) {
     size_t b = sizeof *l + l->cap * sizeof *l->procs;
-    for (size_t i = 0; i < l->n; i++)
+    for (size_t i = 0; i < l->n; i++) {
+        if (l->procs[i].exe) b += strlen(l->procs[i].exe) + 1;
         for (int m = 0; m < PL_LIVE__COUNT; m++)
             b += (l->procs[i].step[m].cap + l->procs[i].time[m].cap) * sizeof(pl_point_t);
+    }
     return b;
 }

@@ -52,7 +52,10 @@ typedef struct pl_live_mstatus {
 typedef struct pl_live_status {
     bool have_proc;         /* a process to show */
     uint32_t pid;
-    char name[64];          /* "target_leak", "python3 train.py" */
+    char name[64];          /* "target_leak", "python3 train.py" (as recorded: escape it before printing) */
+    int64_t start_realtime_ns; /* the process's trace start (CLOCK_REALTIME), 0 unknown: with exe, tells the process
+                                * from a later one that got its pid (reports/alive.h) */
+    char exe[256];          /* its executable, "" unknown */
     bool by_time;           /* the process has no steps: series by seconds */
     int64_t step;           /* last step seen */
     double steps_per_s;     /* over the last bins, 0 unknown */
@@ -67,6 +70,13 @@ typedef struct pl_live_status {
 typedef struct pl_live_opts {
     double slow_hours;      /* a growth whose OOM is further than this is slow growth (default 24) */
     int64_t horizon_steps;  /* without a limit: a leak doubles within this many steps (default 10000) */
+    bool status_from_now;   /* only a run.status line written after pl_live_open says the run ended, and not every
+                             * trace closed (plateau run's own watcher: with --append, the earlier runs' lines and
+                             * closed traces are there from the start) */
+    int64_t since_realtime_ns; /* > 0: processes that started before this (CLOCK_REALTIME) belong to an earlier run
+                             * appended to (--append): neither shown nor judged */
+    int64_t warmup_steps;   /* > 0: growth up to this step is warmup (plateau run --warmup-steps): the series of a
+                             * process with steps are judged on the steps after it only (warming up until then) */
 } pl_live_opts_t;
 
 typedef struct pl_live pl_live_t;

@@ -192,7 +192,7 @@ bool pl_report_program_metric(const pl_report_process_t *p, pl_metric_t m) {
 const char *pl_report_metric_label(const pl_report_t *r, const pl_report_process_t *p, pl_metric_t m) {
     const pl_verdict_t *v = &p->metrics[m].verdict;
     if (v->kind != PL_VERDICT_LEAK) return pl_verdict_name(v->kind);
-    if (!pl_diagnosis_practical(v, &r->practical)) return "slow growth";
+    if (!pl_diagnosis_matters(p, m, &r->practical)) return "slow growth";
     return pl_report_program_metric(p, m) ? "leak" : "grows";
 }
 

@@ -7,11 +7,14 @@
 #include "run.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "format.h"
 #include "pysites.h"
@@ -119,24 +122,46 @@ static const char *signal_text(int sig) {
     return buf;
 }
 
-/* DIR/run.status ("pid P signal N" / "pid P exit N", cli/run.c) into x; absent or malformed: no status. */
+/* DIR/run.status into x: one line per run ("pid P signal N" / "pid P exit N", cli/run.c); malformed lines are
+ * skipped, the last PL_EXTRACT_MAX_STATUS kept. Only a regular file is read, opened without following a link or
+ * waiting on a FIFO planted there (a FIFO would block the report for good). */
 static void read_status(pl_extract_t *x, const char *dir) {
     char path[4096];
-    x->has_status = false;
+    x->n_status = 0;
     if (snprintf(path, sizeof path, "%s/run.status", dir) >= (int)sizeof path) return;
-    FILE *f = fopen(path, "r");
-    if (!f) return;
-    unsigned pid;
-    char what[16];
-    int v;
-    if (fscanf(f, "pid %u %15s %d", &pid, what, &v) == 3 && v >= 0 && v < 256 &&
-        (!strcmp(what, "signal") || !strcmp(what, "exit"))) {
-        x->has_status = true;
-        x->status_pid = pid;
-        x->status_signal = !strcmp(what, "signal") ? v : 0;
-        x->status_exit = !strcmp(what, "exit") ? v : 0;
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return;
+    struct stat sb;
+    FILE *f = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) ? fdopen(fd, "r") : NULL;
+    if (!f) {
+        close(fd);
+        return;
+    }
+    char line[128];
+    while (fgets(line, sizeof line, f)) {
+        unsigned pid;
+        char what[16];
+        int v;
+        if (sscanf(line, "pid %u %15s %d", &pid, what, &v) != 3 || v < 0 || v >= 256 ||
+            (strcmp(what, "signal") && strcmp(what, "exit")))
+            continue;
+        if (x->n_status == PL_EXTRACT_MAX_STATUS) { /* keep the last ones */
+            memmove(&x->status[0], &x->status[1], sizeof x->status[0] * (PL_EXTRACT_MAX_STATUS - 1));
+            x->n_status--;
+        }
+        x->status[x->n_status].pid = pid;
+        x->status[x->n_status].signal = !strcmp(what, "signal") ? v : 0;
+        x->status[x->n_status].exit = !strcmp(what, "exit") ? v : 0;
+        x->n_status++;
     }
     fclose(f);
+}
+
+/* The status run.status gave pid's command, or NULL. */
+static const pl_extract_status_t *status_of(const pl_extract_t *x, uint32_t pid) {
+    for (size_t i = x->n_status; i-- > 0;)
+        if (x->status[i].pid == pid) return &x->status[i];
+    return NULL;
 }
 
 /* ---- worker pools (docs/verdict.md §8) ----
@@ -415,11 +440,11 @@ void pl_run_update_cut_short(pl_report_t *r, pl_extract_t *x) {
             w = snprintf(reason, sizeof reason, "damaged tail: %s%s", b, msg);
         else if (p->damaged)
             w = snprintf(reason, sizeof reason, "damaged tail: %s", p->error);
-        else if (x->has_status && x->status_pid == p->pid && x->status_signal > 0)
-            w = snprintf(reason, sizeof reason, "killed by %s", signal_text(x->status_signal));
-        else if (x->has_status && x->status_pid == p->pid)
+        else if (status_of(x, p->pid) && status_of(x, p->pid)->signal > 0)
+            w = snprintf(reason, sizeof reason, "killed by %s", signal_text(status_of(x, p->pid)->signal));
+        else if (status_of(x, p->pid))
             w = snprintf(reason, sizeof reason, "%s has no end record, but the command exited with status %d", b,
-                         x->status_exit);
+                         status_of(x, p->pid)->exit);
         else
             w = snprintf(reason, sizeof reason, "%s has no end record: ended by a signal (a crash, SIGKILL, the OOM "
                          "killer) or still running", b);

@@ -105,7 +105,8 @@ typedef struct pl_rec_process {
     uint64_t sample_bytes;           /* mean of the Poisson-by-bytes stack sampling (0 = every call) */
     uint64_t interval_ns;            /* RSS sampling interval */
     uint64_t host_mem_bytes;         /* physical memory of the host */
-    uint64_t cgroup_max_bytes;       /* cgroup v2 memory.max; PL_TRACE_NA if absent or "max" */
+    uint64_t cgroup_max_bytes;       /* the memory cgroup's effective limit (v2 memory.max, v1 memory.limit_in_bytes);
+                                      * PL_TRACE_NA if absent or none */
     int64_t start_realtime_ns;
     const char *exe;
     uint32_t argc;                   /* real argc; at most PL_TRACE_MAX_ARGV kept in argv */

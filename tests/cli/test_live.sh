@@ -5,8 +5,8 @@
 #     started before the run's directory exists, it waits for it (one line), then follows the run to its end.
 #  2. --fail-on-leak: plateau run and plateau report exit 3 on the leaking run, 0 on the plateau; the report is
 #     printed either way.
-#  3. --stop-on-leak: the leaking program is stopped (SIGTERM: 143, or 3 with --fail-on-leak) long before its end,
-#     with run.stopped; the plateauing one, and a leak whose OOM is beyond --run-steps, run to the end.
+#  3. --stop-on-leak past a declared warmup: the leaking program is stopped (SIGTERM; plateau run exits 3) long before
+#     its end, with run.stopped; the plateauing one, and a leak whose OOM is beyond --run-steps, run to the end.
 # Timeouts are hang guards only. Usage: test_live.sh PLATEAU TARGETS_DIR
 set -u
 P=$1
@@ -75,23 +75,25 @@ grep -q "^verdict: LEAK" "$tmp/r.txt" || fail "report --fail-on-leak prints no r
 [ $? -eq 3 ] || fail "--no-report --fail-on-leak does not judge the run"
 grep -q "^verdict" "$tmp/q.txt" && fail "--no-report printed the report"
 
-# --- 3. --stop-on-leak ---
-"$P" run --no-live --stop-on-leak --live-interval 0.2 -o "$tmp/stop" -- "$W" 30 5000 - - >"$tmp/stop.txt" 2>&1
+# --- 3. --stop-on-leak (the warmup declared: --warmup-steps 30, so the leak after it is evidence enough) ---
+"$P" run --no-live --stop-on-leak --warmup-steps 30 --live-interval 0.2 -o "$tmp/stop" -- "$W" 30 5000 - - \
+  >"$tmp/stop.txt" 2>&1
 rc=$?
 cat "$tmp/stop.txt"
-[ $rc -eq 143 ] || fail "stop-on-leak: exit $rc, not the program's own 143 (SIGTERM)"
+[ $rc -eq 3 ] || fail "stop-on-leak: exit $rc, not 3 (stopped on a leak)"
 [ -f "$tmp/stop/run.stopped" ] || fail "no run.stopped"
-grep -q "stopping pid" "$tmp/stop.txt" || fail "the stop is not announced"
+grep -q "stopping pid [0-9]* (target_warmleak)" "$tmp/stop.txt" || fail "the stop is not announced"
+grep -q "the command returned 143" "$tmp/stop.txt" || fail "the command's own status is not said"
 grep -q "^verdict: LEAK" "$tmp/stop.txt" || fail "the stopped run's report is not LEAK"
-"$P" run --no-live --stop-on-leak --fail-on-leak --live-interval 0.2 -o "$tmp/stop2" -- "$W" 30 5000 - - \
-  >/dev/null 2>&1
+"$P" run --no-live --stop-on-leak --warmup-steps 30 --fail-on-leak --live-interval 0.2 -o "$tmp/stop2" -- \
+  "$W" 30 5000 - - >/dev/null 2>&1
 rc=$?
 [ $rc -eq 3 ] || fail "stop-on-leak + fail-on-leak: exit $rc, not 3"
-"$P" run --no-live --stop-on-leak --live-interval 0.2 -o "$tmp/nostop" -- "$W" 30 400 - - 0 >/dev/null 2>&1 \
-  || fail "a plateau under --stop-on-leak did not run to its end (exit $?)"
+"$P" run --no-live --stop-on-leak --warmup-steps 30 --live-interval 0.2 -o "$tmp/nostop" -- "$W" 30 400 - - 0 \
+  >/dev/null 2>&1 || fail "a plateau under --stop-on-leak did not run to its end (exit $?)"
 [ -f "$tmp/nostop/run.stopped" ] && fail "a plateau was stopped"
 # 64 KiB/step reaches the host memory after far more than 1000 steps: no OOM before the run would end
-"$P" run --no-live --stop-on-leak --run-steps 1000 --live-interval 0.2 -o "$tmp/late" -- "$W" 30 600 - - \
+"$P" run --no-live --stop-on-leak --warmup-steps 30 --run-steps 1000 --live-interval 0.2 -o "$tmp/late" -- "$W" 30 600 - - \
   >/dev/null 2>&1 || fail "a leak whose OOM is beyond --run-steps was stopped (exit $?)"
 [ -f "$tmp/late/run.stopped" ] && fail "run.stopped for a leak beyond --run-steps"
 echo "ok: watch warming up -> LEAK while running; --fail-on-leak 3/0; --stop-on-leak stops only a leak that would OOM"

@@ -64,6 +64,7 @@ static void make_trace(const char *name, synth_cfg_t c) {
 static void test_report_leak_trace(void **state) {
     (void)state;
     synth_cfg_t c = synth_default();
+    c.step_ns = 250000000; /* 256 KiB per 0.25 s step: ~18 h to the 64 GiB host, a leak that matters */
     make_trace("leak.pltrace", c);
     char args[512];
     snprintf(args, sizeof args, "'%s/leak.pltrace' --json '%s/r.json' --html '%s/r.html' --ascii", dir, dir, dir);
@@ -128,6 +129,7 @@ static void test_report_run_dir(void **state) {
     c.pid = 101;
     c.ppid = 100;
     c.leak_bytes = 256 * 1024;
+    c.step_ns = 250000000; /* ~18 h to the 64 GiB host: a leak that matters */
     c.device = false;
     c.clean_end = false;
     make_trace("run/101.0.pltrace", c);

@@ -76,6 +76,14 @@ static void test_options_valid_values(void **state) {
     assert_int_equal(parse(big, &o), 1);
     assert_int_equal(o.buffer_bytes, 256 * 1024);
     assert_non_null(strstr(msgs, "PLATEAU_BUFFER_BYTES='2M' is not a byte count in [256, 1M]"));
+    /* PLATEAU_HOST_MEMORY: the host memory recorded for tests of limits; 0 or junk keeps the machine's */
+    assert_int_equal(o.host_memory_bytes, 0);
+    const char *hm[] = {"PLATEAU_HOST_MEMORY=300M", NULL}, *hm0[] = {"PLATEAU_HOST_MEMORY=0", NULL};
+    assert_int_equal(parse(hm, &o), 0);
+    assert_int_equal(o.host_memory_bytes, 300u << 20);
+    assert_int_equal(parse(hm0, &o), 1);
+    assert_int_equal(o.host_memory_bytes, 0);
+    assert_non_null(strstr(msgs, "PLATEAU_HOST_MEMORY='0' is not a byte count > 0"));
 }
 
 static void test_options_malformed_values_keep_defaults(void **state) {

@@ -252,6 +252,38 @@ static void test_diagnosis_slow_growth_thresholds(void **state) {
     }
 }
 
+/* issue 23 H3: a live-allocation count growing +1/step on ~300 blocks doubles within the horizon, but the 64 B
+ * blocks behind it are heap.bytes growing too slowly to matter: the count is slow growth too, never LEAK. The same
+ * count beside heap.bytes that matters, anonymous RSS that matters (many small blocks fragmenting the heap), or
+ * heap.bytes not recorded, stays a leak. */
+static void test_diagnosis_count_leak_needs_bytes_that_matter(void **state) {
+    (void)state;
+    enum { SLOW_BYTES, FAST_BYTES, FAST_RSS_ANON, NO_BYTES };
+    for (int k = SLOW_BYTES; k <= NO_BYTES; k++) {
+        pl_report_t *r;
+        pl_report_process_t *p = fresh(&r);
+        put(p, PL_METRIC_HEAP_COUNT, LEAK, 300, 1);
+        if (k != NO_BYTES) put(p, PL_METRIC_HEAP_BYTES, LEAK, 20e3, k == FAST_BYTES ? 2e6 : 64);
+        put(p, PL_METRIC_RSS_ANON, k == FAST_RSS_ANON ? LEAK : FLAT, 50e6, 2e6);
+        r->limits.host_bytes = 64e9;
+        assert_int_equal(pl_report_analyze(r), 0);
+        assert_int_equal(p->metrics[PL_METRIC_HEAP_COUNT].verdict.kind, PL_VERDICT_LEAK);
+        if (k == SLOW_BYTES) {
+            assert_int_equal(p->metrics[PL_METRIC_HEAP_BYTES].verdict.kind, PL_VERDICT_LEAK); /* real, but slow */
+            assert_int_equal(p->verdict.kind, PL_PV_SLOW_GROWTH);
+            assert_int_equal(r->verdict.kind, PL_PV_SLOW_GROWTH);
+            assert_false(has(p, PL_DX_HOST_LEAK));
+            assert_null(strstr(r->verdict.line, "LEAK"));
+            assert_string_equal(pl_report_metric_label(r, p, PL_METRIC_HEAP_COUNT), "slow growth");
+        } else {
+            assert_int_equal(p->verdict.kind, PL_PV_LEAK);
+            assert_true(has(p, PL_DX_HOST_LEAK));
+            assert_string_equal(pl_report_metric_label(r, p, PL_METRIC_HEAP_COUNT), "leak");
+        }
+        pl_report_destroy(r);
+    }
+}
+
 /* PSS moves when other processes map or unmap shared pages: it never makes a process leak on its own; RSS beside a
  * flat live heap is retention, a finding, and the process is "no leak" */
 static void test_diagnosis_pss_and_rss_never_decide(void **state) {
@@ -423,6 +455,7 @@ int main(void) {
         cmocka_unit_test(test_diagnosis_no_leak_undecided_cut_short),
         cmocka_unit_test(test_diagnosis_undecided_heap_is_not_flat),
         cmocka_unit_test(test_diagnosis_slow_growth_thresholds),
+        cmocka_unit_test(test_diagnosis_count_leak_needs_bytes_that_matter),
         cmocka_unit_test(test_diagnosis_pss_and_rss_never_decide),
         cmocka_unit_test(test_diagnosis_run_verdict_workers),
         cmocka_unit_test(test_diagnosis_misuse),

@@ -74,6 +74,7 @@ static void test_extract_run_model(void **state) {
     char p[256];
     tpath(p, sizeof p, "model.pltrace");
     synth_cfg_t c = synth_default();
+    c.step_ns = 250000000; /* 256 KiB per 0.25 s step: ~18 h to the 64 GiB host, a leak that matters */
     assert_int_equal(synth_trace(p, &c), 0);
     pl_run_t run;
     assert_int_equal(pl_run_create(&run, p), 0);
@@ -113,6 +114,7 @@ static void test_extract_plateau_and_host_leak(void **state) {
     char p[256];
     tpath(p, sizeof p, "a.pltrace");
     synth_cfg_t c = synth_default();
+    c.step_ns = 250000000; /* 256 KiB per 0.25 s step: ~18 h to the 64 GiB host, a leak that matters */
     assert_int_equal(synth_trace(p, &c), 0);
     run_t u;
     run_file(&u, p);
@@ -637,7 +639,7 @@ static void test_extract_generations_inherited(void **state) {
     (void)state;
     char d[256];
     tpath(d, sizeof d, "gen-inherit");
-    write_generations(d, 0, 256 * 1024);
+    write_generations(d, 0, 2u << 20); /* a trainer leak that matters: ~9 h to the 64 GiB host */
     run_t u;
     run_file(&u, d);
     const pl_report_process_t *g = gen_row_of(&u);
@@ -709,6 +711,7 @@ static void test_extract_run_directory(void **state) {
     c.pid = 101;
     c.ppid = 100;
     c.leak_bytes = 512 * 1024;
+    c.step_ns = 250000000; /* 2 MiB/s: ~9 h to the 64 GiB host, a leak that matters */
     c.device = false;
     snprintf(p, sizeof p, "%s/101.0.pltrace", d);
     assert_int_equal(synth_trace(p, &c), 0);

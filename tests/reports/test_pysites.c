@@ -45,7 +45,7 @@ static void write_trace(const char *path) {
     r.type = PL_REC_PROCESS_START;
     r.t_ns = t0;
     r.u.process = (pl_rec_process_t){.pid = 7, .ppid = 1, .rank = -1, .local_rank = -1, .sample_bytes = 0,
-                                     .interval_ns = 100000000, .host_mem_bytes = 64ull << 30,
+                                     .interval_ns = 100000000, .host_mem_bytes = 8ull << 30, /* 160 KB/s: ~15 h */
                                      .cgroup_max_bytes = PL_TRACE_NA, .exe = "/usr/bin/python3", .argc = 1,
                                      .n_argv = 1};
     r.u.process.argv[0] = "python3";

@@ -436,6 +436,60 @@ static void test_writer_full_disk_stops_once(void **state) {
     pl_trace_close(r);
 }
 
+static char last_log[256];
+static void keep_log(const char *msg) {
+    n_logs++;
+    snprintf(last_log, sizeof last_log, "%s", msg);
+}
+
+/* ulimit -f with SIGXFSZ at its default action (it kills): the writer never writes past the limit, so the process
+ * is never signalled; it stops recording with one line naming the limit, and the file ends at its last whole chunk
+ * (no partial chunk: the reader ends cleanly). */
+static void test_writer_file_size_limit_never_raises_sigxfsz(void **state) {
+    (void)state;
+    char path[300];
+    path_of(path, sizeof path, "fsize.pltrace");
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        signal(SIGSEGV, SIG_DFL);
+        signal(SIGXFSZ, SIG_DFL);
+        struct rlimit rl = {20000, 20000};
+        setrlimit(RLIMIT_FSIZE, &rl);
+        pl_writer_options_t opt;
+        pl_writer_options_default(&opt);
+        opt.buffer_bytes = 4096;
+        opt.log = keep_log;
+        n_logs = 0;
+        pl_trace_header_t h = header();
+        pl_writer_t *w;
+        if (pl_writer_open(path, &h, &opt, &w)) _exit(10);
+        pl_trace_record_t rec;
+        rec_sample(PL_REC_HOST_ALLOC, 1, &rec);
+        for (int i = 0; i < 5000; i++)
+            if (pl_writer_emit(w, &rec) == -ENOBUFS) pl_writer_flush(w);
+        pl_writer_flush(w);
+        if (!pl_writer_stopped(w)) _exit(11);
+        if (n_logs != 1 || !strstr(last_log, "file-size limit (ulimit -f, 20000 bytes)")) _exit(13);
+        pl_writer_destroy(w);
+        _exit(0);
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    if (WIFSIGNALED(st)) fail_msg("the writer's process was killed by signal %d", WTERMSIG(st));
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    pl_trace_reader_t *r;
+    assert_int_equal(pl_trace_open(path, &r), 0);
+    pl_trace_record_t o;
+    int n = 0, rc;
+    while ((rc = pl_trace_next(r, &o)) == 1) n++;
+    assert_true(n > 0);
+    assert_int_equal(rc, 0); /* whole chunks only */
+    assert_true(pl_trace_offset(r) <= 20000);
+    pl_trace_close(r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_writer_round_trip),
@@ -446,6 +500,7 @@ int main(void) {
         cmocka_unit_test(test_writer_full_ring_counts_lost_records),
         cmocka_unit_test(test_writer_full_ring_keeps_steps),
         cmocka_unit_test(test_writer_full_disk_stops_once),
+        cmocka_unit_test(test_writer_file_size_limit_never_raises_sigxfsz),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -86,7 +87,22 @@ static void *map_anon(size_t n) {
     return p == MAP_FAILED ? NULL : p;
 }
 
+/* The file-size limit (RLIMIT_FSIZE, `ulimit -f`): a write that starts at or past it raises SIGXFSZ, which the
+ * kernel sends to the whole process (our threads block it; a program thread takes it and dies of it), and one that
+ * crosses it is cut short. So a write that would cross it is not made at all: -EFBIG, the file ends at the last
+ * whole chunk, and the program never gets a signal of ours. Read at each write: the program may change its limit.
+ * (A limit lowered by another thread between this check and the write still raises the signal: a window of one
+ * system call.) */
+static int fsize_room(const struct iovec *iov, int n_iov, uint64_t off) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_FSIZE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 0;
+    uint64_t end = off;
+    for (int i = 0; i < n_iov; i++) end += iov[i].iov_len;
+    return end > (uint64_t)rl.rlim_cur ? -EFBIG : 0;
+}
+
 static int write_all(int fd, const struct iovec *iov_in, int n_iov, uint64_t off) {
+    if (fsize_room(iov_in, n_iov, off) < 0) return -EFBIG;
     struct iovec iov[4];
     memcpy(iov, iov_in, sizeof(struct iovec) * (size_t)n_iov);
     int i = 0;
@@ -110,9 +126,14 @@ static int write_all(int fd, const struct iovec *iov_in, int n_iov, uint64_t off
 static void report_stop(pl_writer_t *w, int err) {
     bool was = atomic_exchange(&w->stopped, true);
     if (was || !w->opt.log) return;
-    char msg[160];
-    snprintf(msg, sizeof msg, "plateau: trace write failed (%s): recording stopped, the program continues",
-             strerror(-err));
+    char msg[200];
+    struct rlimit rl;
+    if (err == -EFBIG && getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        snprintf(msg, sizeof msg, "plateau: the trace reached the file-size limit (ulimit -f, %llu bytes): recording "
+                 "stopped, the program continues; what was recorded is kept", (unsigned long long)rl.rlim_cur);
+    else
+        snprintf(msg, sizeof msg, "plateau: trace write failed (%s): recording stopped, the program continues",
+                 strerror(-err));
     w->opt.log(msg);
 }
 
