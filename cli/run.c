@@ -42,6 +42,7 @@
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -143,6 +144,24 @@ static pid_t start_watcher(const char *dir, const sigset_t *old_mask, pid_t cmd_
 /* plateau run's exit status (docs/ci.md), said on stderr whenever it is not simply the command's: 3 when the job was
  * stopped on a leak (--stop-on-leak) or the run leaks (--fail-on-leak); else the command's own, and a command's own 3
  * under --fail-on-leak is named as such, so it is not read as a leak. */
+/* CMD was killed by a signal and nothing of plateau's changes its status: end the same way (the default action of
+ * that signal, without a core file of plateau's own), so a parent sees what it would see untraced: WIFSIGNALED
+ * and the same WTERMSIG, not an exit status of 128 + signal. Returns only when the signal did not end us. */
+static void end_like(int status) {
+    if (!WIFSIGNALED(status)) return;
+    int sig = WTERMSIG(status);
+    fflush(stdout);
+    fflush(stderr);
+    struct rlimit no_core = {0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    signal(sig, SIG_DFL);
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    sigprocmask(SIG_UNBLOCK, &one, NULL);
+    raise(sig);
+}
+
 static int exit_status(int rc, bool stopped, bool leak, bool fail_on_leak, const char *dir) {
     if (stopped) {
         fprintf(stderr, "plateau: exit %d: the job was stopped on a confirmed leak (--stop-on-leak; %s/run.stopped "
@@ -189,9 +208,9 @@ static void usage(FILE *f) {
             "  --run-steps N          the run's planned number of steps, for --stop-on-leak\n"
             "  --warmup-steps N       growth up to step N is warmup: --stop-on-leak and the live line judge the\n"
             "                         steps after it\n"
-            "exit status: the command's (128 + signal when a signal ended it); 3 with --fail-on-leak when the run\n"
-            "leaks; 2 on a usage error or when plateau cannot set the run up; 127 / 126 when the command is not\n"
-            "found / not runnable\n");
+            "exit status: the command's (a signal that ended it ends plateau run the same way: 128 + signal in a\n"
+            "shell); 3 with --fail-on-leak when the run leaks, or when --stop-on-leak stopped it; 2 on a usage\n"
+            "error or when plateau cannot set the run up; 127 / 126 when the command is not found / not runnable\n");
 }
 
 /* ---- signal relay (see the header comment) ---- */
@@ -778,7 +797,9 @@ int pl_cli_run(int argc, char **argv) {
     if (WIFSIGNALED(status)) fprintf(stderr, " (the command was killed by signal %d)", WTERMSIG(status));
     fprintf(stderr, "\n");
     bool leak = (report || fail_on_leak) && n > 0 && print_report(abs_dir, &old_mask, report, fail_on_leak, all_processes);
-    return exit_status(rc, stopped, leak, fail_on_leak, abs_dir);
+    int ret = exit_status(rc, stopped, leak, fail_on_leak, abs_dir);
+    if (ret == rc) end_like(status);
+    return ret;
 
 missing:
     fprintf(stderr, "plateau run: option '%s' needs a value\n", pl_format_esc(argv[i]));
