@@ -7,6 +7,8 @@ Usage: test_python.py MODE [ARGS]   (meson passes the paths in the environment, 
                                      the program's own plateau_step() calls, counted once)
   sitecustomize                      a program with its own sitecustomize on PYTHONPATH: it still runs; steps exact
   disabled                           PLATEAU_PYTHON=0: no bootstrap, no optimizer steps
+  fork_step                          40 children forked while another thread steps an optimizer each step once
+                                     and exit: all 40 finish under plateau run
   env                                what plateau run gives Python children: PYTHONPATH, spawn workers, -m, -I
   unit                               the step rule, the import watch, the torch hooks (fakes), the sitecustomize
                                      chain on every interpreter found (pyenv 2.7, 3.6 ... 3.13): no torch needed
@@ -194,6 +196,52 @@ def mode_env(argv):
         assert r.stdout.strip() == "True", r.stdout
         print("ok: PYTHONPATH prepended, bootstrap in the program, its spawn worker and -m; off with "
               "PLATEAU_PYTHON=0; absent with -I (documented)")
+
+
+FORK_STEP = r"""import os, sys, threading, time
+import torch
+p = torch.nn.Parameter(torch.zeros(1000))
+opt = torch.optim.SGD([p], lr=0.1)
+p.grad = torch.ones(1000)
+stop = []
+def loop():
+    while not stop:
+        opt.step()
+t = threading.Thread(target=loop, daemon=True)
+t.start()
+pids = []
+for i in range(40):
+    pid = os.fork()
+    if pid == 0:
+        opt.step()
+        os._exit(0)
+    pids.append(pid)
+pending, done, deadline = set(pids), 0, time.time() + 60
+while pending and time.time() < deadline:
+    for pid in list(pending):
+        if os.waitpid(pid, os.WNOHANG)[0]:
+            pending.discard(pid)
+            done += 1
+    time.sleep(0.02)
+for pid in pending:  # hung: kill them so the test fails instead of blocking
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+stop.append(1)
+print("finished %d of %d" % (done, len(pids)))
+"""
+
+
+def mode_fork_step(argv):
+    """One thread steps an optimizer in a loop while the main thread forks 40 children that each step once and
+    os._exit(0): all 40 finish under plateau run, as untraced (the bootstrap's lock, held by the stepping thread
+    across the call into the tracer at fork time, is a fresh one in each child)."""
+    need_torch()
+    with tempfile.TemporaryDirectory(prefix="pl-py-fork-") as tmp:
+        script = os.path.join(tmp, "fork_step.py")
+        write(script, FORK_STEP)
+        d, r = plateau_run(tmp, "fork", [TORCH_PY, script])
+        assert r.stdout.strip() == "finished 40 of 40", f"children hung in optimizer.step(): {r.stdout}{r.stderr}"
+        print("ok: fork_step: 40 of 40 forked children stepped once and exited while another thread stepped")
 
 
 # ---------------------------------------------------------------------------------------------- unit
