@@ -7,6 +7,8 @@ Usage: test_python.py MODE [ARGS]   (meson passes the paths in the environment, 
                                      the program's own plateau_step() calls, counted once)
   sitecustomize                      a program with its own sitecustomize on PYTHONPATH: it still runs; steps exact
   disabled                           PLATEAU_PYTHON=0: no bootstrap, no optimizer steps
+  exec_env                           subprocess.run(["/usr/bin/env"], env={...}) prints exactly its untraced bytes
+                                     (the child is not traced); with the inherited environment it is traced
   fork_step                          40 children forked while another thread steps an optimizer each step once
                                      and exit: all 40 finish under plateau run
   env                                what plateau run gives Python children: PYTHONPATH, spawn workers, -m, -I
@@ -242,6 +244,36 @@ def mode_fork_step(argv):
         d, r = plateau_run(tmp, "fork", [TORCH_PY, script])
         assert r.stdout.strip() == "finished 40 of 40", f"children hung in optimizer.step(): {r.stdout}{r.stderr}"
         print("ok: fork_step: 40 of 40 forked children stepped once and exited while another thread stepped")
+
+
+EXEC_ENV = r"""import subprocess, sys
+explicit = sys.argv[1] == "explicit"
+r = subprocess.run(["/usr/bin/env"], env={"PATH": "/usr/bin", "X": "1"} if explicit else None,
+                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+sys.stdout.write(r.stdout.decode())
+"""
+
+
+def mode_exec_env(argv):
+    """A child given an explicit environment without plateau's variables sees exactly it and prints exactly its
+    untraced bytes (it is not traced); a child inheriting the environment is still traced (docs/env.md)."""
+    py = TORCH_PY if os.path.exists(TORCH_PY) else sys.executable
+    with tempfile.TemporaryDirectory(prefix="pl-py-exec-") as tmp:
+        script = os.path.join(tmp, "exec_env.py")
+        write(script, EXEC_ENV)
+        untraced = subprocess.run([py, script, "explicit"], capture_output=True, env=clean_env(), cwd=tmp)
+        assert untraced.stdout == b"PATH=/usr/bin\nX=1\n", untraced.stdout
+        d = os.path.join(tmp, "explicit")
+        traced = subprocess.run([PLATEAU, "run", "--no-report", "-o", d, "--", py, script, "explicit"],
+                                capture_output=True, env=clean_env(), cwd=tmp, timeout=120)
+        assert traced.returncode == 0 and traced.stdout == untraced.stdout, \
+            f"explicit environment: {traced.stdout!r} != {untraced.stdout!r}\n{traced.stderr!r}"
+        assert not [row for row in traces(d, "env") if row["argv"][:1] == ["/usr/bin/env"]], "the child was traced"
+        d, r = plateau_run(tmp, "inherited", [py, script, "inherited"])
+        assert "LD_PRELOAD=" in r.stdout and "PLATEAU_DIR=" in r.stdout, r.stdout
+        assert len([row for row in traces(d, "env") if row["argv"][:1] == ["/usr/bin/env"]]) == 1, \
+            "a child inheriting the environment was not traced"
+        print("ok: exec_env: an explicit environment reaches the child exactly (untraced); an inherited one is traced")
 
 
 # ---------------------------------------------------------------------------------------------- unit
