@@ -494,9 +494,13 @@ static void test_preload_python_workers_and_subprocess(void **state) {
 }
 
 /* execve with an environment that drops LD_PRELOAD and PLATEAU_DIR: the tracer adds them back. */
-static void test_preload_exec_follows_with_empty_env(void **state) {
+/* A launcher that scrubs LD_PRELOAD from the environment it passes: the tracer puts it back, the image is traced. */
+static void test_preload_exec_follows_without_ld_preload(void **state) {
     (void)state;
-    char *argv[] = {"/usr/bin/python3", "-c", "import os\nos.execve('/bin/true', ['/bin/true'], {})\n", NULL};
+    char *argv[] = {"/usr/bin/python3", "-c",
+                    "import os\nos.execve('/bin/true', ['/bin/true'], "
+                    "{k: v for k, v in os.environ.items() if k != 'LD_PRELOAD'})\n",
+                    NULL};
     assert_int_equal(run(argv, NULL), 0);
     char paths[4][600];
     assert_int_equal(list_traces(paths, 4), 2);
@@ -511,6 +515,21 @@ static void test_preload_exec_follows_with_empty_env(void **state) {
     assert_int_equal(img->exec_seq, 1);
     assert_non_null(strstr(img->exe, "true"));
     assert_true(img->has_end);
+}
+
+/* An environment built from scratch (none of plateau's variables) is passed as it is: the image is not traced, and
+ * the exec record ends the Python process's trace. */
+static void test_preload_exec_with_empty_env_not_traced(void **state) {
+    (void)state;
+    char *argv[] = {"/usr/bin/python3", "-c", "import os\nos.execve('/bin/true', ['/bin/true'], {})\n", NULL};
+    assert_int_equal(run(argv, NULL), 0);
+    char paths[4][600];
+    assert_int_equal(list_traces(paths, 4), 1);
+    summary_t a;
+    summarize(paths[0], NULL, &a);
+    assert_int_equal(a.rc, 0);
+    assert_int_equal(a.exec_seq, 0);
+    assert_true(a.has_exec);
 }
 
 static void test_preload_dlopened_library_named_in_stacks(void **state) {
@@ -804,7 +823,8 @@ int main(void) {
         cmocka_unit_test(test_preload_cxx_counts_exact_on_glibc_and_jemalloc),
         cmocka_unit_test(test_preload_steps_survive_writer_overflow),
         cmocka_unit_test(test_preload_python_workers_and_subprocess),
-        cmocka_unit_test(test_preload_exec_follows_with_empty_env),
+        cmocka_unit_test(test_preload_exec_follows_without_ld_preload),
+        cmocka_unit_test(test_preload_exec_with_empty_env_not_traced),
         cmocka_unit_test(test_preload_dlopened_library_named_in_stacks),
         cmocka_unit_test(test_preload_deep_frames_named_offline_only),
         cmocka_unit_test(test_preload_exit_with_threads_still_allocating),
