@@ -75,9 +75,10 @@ def cuda_stats(f):
     """One plateau_alloc_stats() per CUDA device, if the program initialised CUDA. Returns how many were sent.
     While plateau's allocator is PyTorch's (plateau.torch.use_allocator()), torch's memory_stats raises: its own
     statistics stand in for torch's (plateau/torch.py, per_step_counters)."""
-    ours = sys.modules.get("plateau.torch")
-    if ours is not None and ours._active:
-        return ours.per_step_counters(f)
+    for name in (__name__.rpartition(".")[0] + ".torch", "plateau.torch"):  # the bootstrap's copy, the public one
+        ours = sys.modules.get(name)
+        if getattr(ours, "_active", False) is True and hasattr(ours, "per_step_counters"):
+            return ours.per_step_counters(f)
     torch = sys.modules.get("torch")
     cuda = getattr(torch, "cuda", None) if torch is not None else None
     if cuda is None:

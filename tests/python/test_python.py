@@ -7,6 +7,9 @@ Usage: test_python.py MODE [ARGS]   (meson passes the paths in the environment, 
                                      the program's own plateau_step() calls, counted once)
   sitecustomize                      a program with its own sitecustomize on PYTHONPATH: it still runs; steps exact
   disabled                           PLATEAU_PYTHON=0: no bootstrap, no optimizer steps
+  own_modules                        the program's own plateau.py, plateau package on PYTHONPATH and script-dir
+                                     sitecustomize.py are what it imports, exactly as untraced, on every
+                                     interpreter found (2.7, 3.6 ... 3.13), and the names at start are the same
   exec_env                           subprocess.run(["/usr/bin/env"], env={...}) prints exactly its untraced bytes
                                      (the child is not traced); with the inherited environment it is traced
   fork_step                          40 children forked while another thread steps an optimizer each step once
@@ -51,7 +54,9 @@ import tempfile
 PLATEAU = os.environ["PL_PLATEAU"]
 TRACE_STEPS = os.environ.get("PL_TRACE_STEPS", "")
 SRC = os.environ["PL_SRC"]                # source root
-PYDIR = os.environ["PL_PYTHON_DIR"]       # build/python: what plateau run puts on PYTHONPATH
+PYDIR = os.environ["PL_PYTHON_DIR"]       # build/python: boot/sitecustomize.py and the plateau package
+BOOT = os.path.join(PYDIR, "boot")        # what plateau run puts on PYTHONPATH
+PRIVATE = "_plateau_bootstrap"            # the name the bootstrap loads the package under
 TORCH_PY = os.environ.get("PL_TORCH_PYTHON", "/usr/bin/python3")
 TRAIN = os.path.join(SRC, "tests", "python", "train.py")
 SKIP = 77
@@ -160,7 +165,7 @@ def mode_disabled(argv):
 
 CHILD = r"""import multiprocessing as mp, os, sys
 def probe(q):
-    q.put(("plateau" in sys.modules, "torch" in sys.modules, "ctypes" in sys.modules))
+    q.put(("_plateau_bootstrap" in sys.modules, "torch" in sys.modules, "ctypes" in sys.modules))
 if __name__ == "__main__":
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
@@ -168,8 +173,9 @@ if __name__ == "__main__":
     p.start()
     spawned = q.get(timeout=60)
     p.join()
-    print(repr({"pythonpath": os.environ.get("PYTHONPATH", ""), "main": ("plateau" in sys.modules,
-                "torch" in sys.modules, "ctypes" in sys.modules), "spawn": spawned}))
+    print(repr({"pythonpath": os.environ.get("PYTHONPATH", ""), "main": ("_plateau_bootstrap" in sys.modules,
+                "torch" in sys.modules, "ctypes" in sys.modules), "spawn": spawned,
+                "public": "plateau" in sys.modules}))
 """
 
 
@@ -184,16 +190,18 @@ def mode_env(argv):
             return eval(r.stdout.strip().splitlines()[-1])
 
         got = probe("on", clean_env(PYTHONPATH="/nonexistent-pl-test"))
-        assert got["pythonpath"] == PYDIR + ":/nonexistent-pl-test", got
-        # bootstrap loaded in the program and in its spawn worker; neither torch nor ctypes imported by it
+        assert got["pythonpath"] == BOOT + ":/nonexistent-pl-test", got
+        # bootstrap loaded in the program and in its spawn worker; neither torch nor ctypes imported by it, and
+        # no module named `plateau` registered (python.own_modules checks the rest of the names)
         assert got["main"] == (True, False, False) and got["spawn"] == (True, False, False), got
+        assert got["public"] is False, got
         got = probe("off", clean_env(PLATEAU_PYTHON="0"))
         assert got["pythonpath"] == "" and got["main"][0] is False and got["spawn"][0] is False, got
         got = probe("isolated", clean_env(), ["-I"])  # documented limit: -I ignores PYTHONPATH
         assert got["main"][0] is False, got
         # python -m: site runs before the module
         mod = os.path.join(tmp, "m.py")
-        write(mod, "import sys\nprint('plateau' in sys.modules)\n")
+        write(mod, "import sys\nprint('_plateau_bootstrap' in sys.modules)\n")
         d, r = plateau_run(tmp, "dash_m2", [py, "-m", "m"], env=clean_env(PYTHONPATH=tmp))
         assert r.stdout.strip() == "True", r.stdout
         print("ok: PYTHONPATH prepended, bootstrap in the program, its spawn worker and -m; off with "
@@ -381,7 +389,7 @@ def unit_watch(tmp):
             "assert len(torch.optim.optimizer.hooks) == 1, 'step hook not installed'\n"
             "print('watch ok')\n")
     r = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True,
-                       env=clean_env(PYTHONPATH=PYDIR + ":" + fake))
+                       env=clean_env(PYTHONPATH=BOOT + ":" + fake))
     assert r.returncode == 0 and r.stdout.strip() == "watch ok", f"import watch: {r.stdout}\n{r.stderr}"
     print("ok: unit: the import watch hooks torch.optim on import, leaves its real loader, removes itself")
 
@@ -402,7 +410,7 @@ def unit_chain(tmp):
     bad = os.path.join(tmp, "bad")
     write(os.path.join(bad, "sitecustomize.py"), "raise ValueError('boom from the program sitecustomize')\n")
     prog = ("import sys; m = sys.modules.get('sitecustomize'); "
-            "print('%s %s' % ('plateau' in sys.modules, getattr(m, '__file__', None)))")
+            "print('%s %s' % ('_plateau_bootstrap' in sys.modules, getattr(m, '__file__', None)))")
     seen = []
     for i, py in enumerate(interpreters()):
         ver = subprocess.run([py, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True,
@@ -412,7 +420,7 @@ def unit_chain(tmp):
         v = tuple(int(x) for x in ver.stdout.split("."))
         marker = os.path.join(tmp, "marker-%d" % i)
         r = subprocess.run([py, "-c", prog], capture_output=True, text=True,
-                           env=clean_env(PYTHONPATH=PYDIR + ":" + user, PL_TEST_MARKER=marker, PLATEAU_DEBUG="1"))
+                           env=clean_env(PYTHONPATH=BOOT + ":" + user, PL_TEST_MARKER=marker, PLATEAU_DEBUG="1"))
         assert r.returncode == 0 and r.stderr == "", f"{py}: {r.returncode} {r.stderr}"
         loaded, site = r.stdout.split()
         assert loaded == str(v >= (3, 7)), f"{py}: bootstrap loaded: {loaded}"
@@ -422,13 +430,93 @@ def unit_chain(tmp):
             assert f.read() == "user sitecustomize ran\n", f"{py}: the program's sitecustomize did not run once"
         # a failing sitecustomize fails the same way with and without the bootstrap in front of it
         runs = [subprocess.run([py, "-c", "print('main ran')"], capture_output=True, text=True,
-                               env=clean_env(PYTHONPATH=pp)) for pp in (bad, PYDIR + ":" + bad)]
+                               env=clean_env(PYTHONPATH=pp)) for pp in (bad, BOOT + ":" + bad)]
         assert runs[0].returncode == runs[1].returncode == 0 and runs[0].stdout == runs[1].stdout == "main ran\n"
         assert runs[0].stderr == runs[1].stderr and "sitecustomize" in runs[1].stderr, \
             f"{py}: {runs[0].stderr!r} != {runs[1].stderr!r}"
         seen.append("%d.%d" % v)
     assert seen, "no interpreter ran"
     print("ok: unit: sitecustomize chain and failure identical on " + " ".join(seen))
+
+
+OWN_MAIN = """import sys
+import plateau
+print("%s %s" % (getattr(plateau, "VALUE", "shadowed"), plateau.step()))
+"""
+SITE_MAIN = """import sys
+print("main: sitecustomize loaded at start: %s" % ("sitecustomize" in sys.modules))
+try:
+    import sitecustomize
+    print("main: import sitecustomize: %s" % getattr(sitecustomize, "__file__", None))
+except ImportError as e:
+    print("main: import sitecustomize: %s: %s" % (type(e).__name__, e))
+"""
+NAMES = """import sys
+print(" ".join(sorted(n for n in sys.modules if not n.startswith("_plateau_bootstrap"))))
+"""
+
+
+def own_modules_on(py, tmp, v):
+    """On one interpreter: what the program imports and prints with BOOT in front of PYTHONPATH is exactly what it
+    does without it: its own plateau.py, its own plateau package on PYTHONPATH, its script directory's
+    sitecustomize.py (imported by the program), no sitecustomize at all, the modules registered at start."""
+    d = os.path.join(tmp, "v%d%d" % v)
+    write(os.path.join(d, "own", "plateau.py"), 'VALUE = "own"\ndef step():\n    return "user step"\n')
+    write(os.path.join(d, "own", "main.py"), OWN_MAIN)
+    write(os.path.join(d, "pp", "plateau", "__init__.py"), 'VALUE = "pp"\ndef step():\n    return "pp step"\n')
+    write(os.path.join(d, "main_pp.py"), OWN_MAIN)
+    write(os.path.join(d, "site", "sitecustomize.py"), 'print("script-dir sitecustomize ran")\n')
+    write(os.path.join(d, "site", "main.py"), SITE_MAIN)
+    write(os.path.join(d, "bare", "main.py"), SITE_MAIN)
+    write(os.path.join(d, "names.py"), NAMES)
+    cases = [("own plateau.py", [os.path.join(d, "own", "main.py")], None, "own user step\n"),
+             ("plateau package on PYTHONPATH", [os.path.join(d, "main_pp.py")], os.path.join(d, "pp"),
+              "pp pp step\n"),
+             ("script-dir sitecustomize", [os.path.join(d, "site", "main.py")], None, "main: import sitecustomize"),
+             ("no sitecustomize", [os.path.join(d, "bare", "main.py")], None, "main: import sitecustomize"),
+             ("module names", [os.path.join(d, "names.py")], None, "sys")]
+    for name, args, pp, expect in cases:
+        runs = [subprocess.run([py] + args, capture_output=True, text=True, cwd=d, timeout=60,
+                               env=clean_env(**({"PYTHONPATH": ":".join(x for x in (boot, pp) if x)}
+                                                if boot or pp else {})))
+                for boot in (None, BOOT)]
+        untraced, traced = ((r.returncode, r.stdout, r.stderr) for r in runs)
+        assert expect in untraced[1], f"{py}: {name}: the untraced run itself is not what the test expects: {untraced}"
+        assert traced == untraced, f"{py}: {name}: with the bootstrap {traced} != without {untraced}"
+    # where the program has no plateau of its own, the public API is plateau's (Python >= 3.7: the bootstrap's)
+    if v >= (3, 7):
+        r = subprocess.run([py, "-c", "import plateau, sys; print(plateau.__file__); print(plateau.TrainerCallback, "
+                            "plateau.torch.use_allocator, plateau.step, plateau.mark); print('plateau._steps' in "
+                            "sys.modules)"], capture_output=True, text=True, cwd=d, timeout=60,
+                           env=clean_env(PYTHONPATH=BOOT))
+        out = r.stdout.splitlines()
+        assert r.returncode == 0 and os.path.realpath(out[0]) == os.path.realpath(
+            os.path.join(PYDIR, "plateau", "__init__.py")), f"{py}: {r.stdout}{r.stderr}"
+        assert out[2] == "False", f"{py}: the public plateau installed a second step hook: {r.stdout}"
+
+
+def mode_own_modules(argv):
+    """The program's own modules are never replaced by the bootstrap's (docs/python.md): on every interpreter
+    found (2.7, 3.6 ... 3.13), and under plateau run with Debian's python3."""
+    seen = []
+    with tempfile.TemporaryDirectory(prefix="pl-py-own-") as tmp:
+        for py in interpreters():
+            ver = subprocess.run([py, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                                 capture_output=True, text=True)
+            if ver.returncode != 0:
+                continue
+            v = tuple(int(x) for x in ver.stdout.split("."))
+            own_modules_on(py, tmp, v)
+            seen.append("%d.%d" % v)
+        py = TORCH_PY if os.path.exists(TORCH_PY) else sys.executable
+        own = os.path.join(tmp, "run", "own")
+        write(os.path.join(own, "plateau.py"), 'VALUE = "own"\ndef step():\n    return "user step"\n')
+        write(os.path.join(own, "main.py"), OWN_MAIN)
+        r = subprocess.run([PLATEAU, "run", "--no-report", "-o", os.path.join(tmp, "run", "d"), "--", py, "main.py"],
+                           capture_output=True, text=True, cwd=own, timeout=120, env=clean_env())
+        assert r.returncode == 0 and r.stdout == "own user step\n", f"plateau run: {r.stdout}{r.stderr}"
+    print("ok: own_modules: the program's plateau.py, plateau package and sitecustomize.py are its own, and "
+          "no name of the bootstrap is registered, on " + " ".join(seen) + "; under plateau run too")
 
 
 def unit_tensors():
