@@ -720,6 +720,7 @@ int pl_cli_run(int argc, char **argv) {
     fprintf(stderr, "plateau: %d trace file%s in %s", n, n == 1 ? "" : "s", pl_format_esc(abs_dir));
     if (WIFSIGNALED(status)) fprintf(stderr, " (the command was killed by signal %d)", WTERMSIG(status));
     fprintf(stderr, "\n");
+    pl_cli_notes_print(abs_dir, stderr);
     char stopped[PATH_MAX + 32];
     snprintf(stopped, sizeof stopped, "%s/run.stopped", abs_dir);
     if (!access(stopped, F_OK)) fprintf(stderr, "plateau: the command was stopped on a confirmed leak (--stop-on-leak)\n");

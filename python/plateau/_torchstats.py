@@ -41,13 +41,20 @@ last_count = None        # {device: n} of the last count (tests)
 
 
 def _get_budget():
+    """PLATEAU_TENSOR_BUDGET, a fraction in [0, 1]; anything else gets the default (0.01) and one note on plateau's
+    channel naming the value, like the preload's malformed variables."""
     global _budget
     if _budget is None:
+        raw = os.environ.get("PLATEAU_TENSOR_BUDGET")
         try:
-            b = float(os.environ.get("PLATEAU_TENSOR_BUDGET", "0.01"))
+            b = float(raw) if raw is not None else 0.01
         except ValueError:
+            b = -1.0
+        if not 0.0 <= b <= 1.0:  # NaN too
+            _native.note("plateau: PLATEAU_TENSOR_BUDGET=%r is not a fraction in [0, 1]; using the default (0.01)"
+                         % (raw,))
             b = 0.01
-        _budget = min(max(b, 0.0), 1.0) if b == b else 0.01
+        _budget = b
     return _budget
 
 

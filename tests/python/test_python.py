@@ -7,6 +7,9 @@ Usage: test_python.py MODE [ARGS]   (meson passes the paths in the environment, 
                                      the program's own plateau_step() calls, counted once)
   sitecustomize                      a program with its own sitecustomize on PYTHONPATH: it still runs; steps exact
   disabled                           PLATEAU_PYTHON=0: no bootstrap, no optimizer steps
+  notes                              plateau's notes reach plateau run's stderr, never the program's: Python 3.10
+                                     children's stderr captured by their parent is exactly untraced; a malformed
+                                     PLATEAU_TENSOR_BUDGET is said once
   own_modules                        the program's own plateau.py, plateau package on PYTHONPATH and script-dir
                                      sitecustomize.py are what it imports, exactly as untraced, on every
                                      interpreter found (2.7, 3.6 ... 3.13), and the names at start are the same
@@ -282,6 +285,48 @@ def mode_exec_env(argv):
         assert len([row for row in traces(d, "env") if row["argv"][:1] == ["/usr/bin/env"]]) == 1, \
             "a child inheriting the environment was not traced"
         print("ok: exec_env: an explicit environment reaches the child exactly (untraced); an inherited one is traced")
+
+
+NOTES_PARENT = r"""import subprocess, sys
+for py in sys.argv[1:]:
+    r = subprocess.run([py, "-c", "import sys; sys.stderr.write('child err\\n')"], capture_output=True)
+    print(repr(r.stderr))
+"""
+
+
+def mode_notes(argv):
+    """plateau's notes go to its own channel, never the program's stderr: Python 3.10 and 3.9 children (frames not
+    readable there) whose stderr their parent captures see exactly their untraced bytes, and plateau run prints the
+    note once for both; a malformed PLATEAU_TENSOR_BUDGET gets one note too."""
+    root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    olds = [os.path.join(root, "versions", v, "bin", "python") for v in ("3.10.13", "3.9.18")]
+    olds = [p for p in olds if os.path.exists(p)] or sorted(
+        glob.glob(os.path.join(root, "versions", "3.10*", "bin", "python")))[:1]
+    if not olds:
+        print("skip: no pyenv Python 3.6-3.10 found")
+        sys.exit(SKIP)
+    py = TORCH_PY if os.path.exists(TORCH_PY) else sys.executable
+    with tempfile.TemporaryDirectory(prefix="pl-py-notes-") as tmp:
+        parent = os.path.join(tmp, "parent.py")
+        write(parent, NOTES_PARENT)
+        untraced = subprocess.run([py, parent] + olds, capture_output=True, text=True, env=clean_env(), timeout=120)
+        assert untraced.stdout == "b'child err\\n'\n" * len(olds), untraced.stdout
+        d, r = plateau_run(tmp, "frames", [py, parent] + olds)
+        assert r.stdout == untraced.stdout, f"the children's captured stderr changed: {r.stdout!r}"
+        said = [line for line in r.stderr.splitlines() if "frames are not readable" in line]
+        want = "plateau: %s: this Python's frames are not readable" % (
+            "%d processes" % len(olds) if len(olds) > 1 else "pid ")
+        assert len(said) == 1 and said[0].startswith(want), f"plateau run's stderr: {r.stderr!r}"
+        need_torch()
+        env = clean_env(PLATEAU_TENSOR_BUDGET="lots")
+        untraced = subprocess.run([TORCH_PY, TRAIN, "--steps", "2"], capture_output=True, text=True, env=env)
+        d, r = plateau_run(tmp, "budget", [TORCH_PY, TRAIN, "--steps", "2"], env=env)
+        assert (r.stdout, untraced.stderr) == (untraced.stdout, ""), (r.stdout, untraced)
+        said = [line for line in r.stderr.splitlines() if "PLATEAU_TENSOR_BUDGET" in line]
+        assert len(said) == 1 and said[0].endswith("PLATEAU_TENSOR_BUDGET='lots' is not a fraction in [0, 1]; "
+                                                   "using the default (0.01)"), r.stderr
+        print("ok: notes: the children's captured stderr is their own; plateau run said: " + " | ".join(
+            line for line in r.stderr.splitlines() if "pid" in line))
 
 
 # ---------------------------------------------------------------------------------------------- unit
