@@ -1,6 +1,6 @@
 /* exec and _exit: the two ways a process image ends without running destructors. The exec family records the
- * exec and flushes. An environment the program passes that still carries one of plateau's variables (LD_PRELOAD,
- * PLATEAU_*) but lost others gets LD_PRELOAD, PLATEAU_DIR, PLATEAU_RUN_ID and PLATEAU_QUIET back, so the new image
+ * exec and flushes. An environment the program passes that still carries one of plateau's variables (PLATEAU_*,
+ * an LD_PRELOAD naming this library) but lost others gets LD_PRELOAD, PLATEAU_DIR, PLATEAU_RUN_ID and PLATEAU_QUIET back, so the new image
  * is traced into the same run; an environment with none of them (subprocess.run(..., env={...})) is passed exactly
  * as given: that child is not traced and sees exactly what it would untraced (docs/env.md, "Following children").
  * _exit writes the final records and flushes. */
@@ -49,10 +49,13 @@ static void before_exec(const char *path) {
     if (w) pl_writer_flush(w);
 }
 
-/* Whether the environment `envp` (n entries) carries any of plateau's variables: LD_PRELOAD or PLATEAU_*. */
+/* Whether the environment `envp` (n entries) carries any of plateau's variables: a PLATEAU_* or an LD_PRELOAD
+ * naming this library (a program's own LD_PRELOAD=libfoo.so in an environment built from scratch is not ours). */
 static bool env_is_ours(char *const envp[], size_t n) {
     for (size_t i = 0; i < n; i++)
-        if (!strncmp(envp[i], "LD_PRELOAD=", 11) || !strncmp(envp[i], "PLATEAU_", 8)) return true;
+        if (!strncmp(envp[i], "PLATEAU_", 8) ||
+            (!strncmp(envp[i], "LD_PRELOAD=", 11) && strstr(envp[i] + 11, "libplateau_preload")))
+            return true;
     return false;
 }
 

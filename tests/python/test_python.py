@@ -262,6 +262,10 @@ explicit = sys.argv[1] == "explicit"
 r = subprocess.run(["/usr/bin/env"], env={"PATH": "/usr/bin", "X": "1"} if explicit else None,
                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 sys.stdout.write(r.stdout.decode())
+if explicit:  # the program's own LD_PRELOAD (of a library that is not plateau's) is its own too
+    r = subprocess.run(["/usr/bin/env"], env={"LD_PRELOAD": "libc.so.6", "Y": "2"}, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT)
+    sys.stdout.write(r.stdout.decode())
 """
 
 
@@ -273,7 +277,7 @@ def mode_exec_env(argv):
         script = os.path.join(tmp, "exec_env.py")
         write(script, EXEC_ENV)
         untraced = subprocess.run([py, script, "explicit"], capture_output=True, env=clean_env(), cwd=tmp)
-        assert untraced.stdout == b"PATH=/usr/bin\nX=1\n", untraced.stdout
+        assert untraced.stdout == b"PATH=/usr/bin\nX=1\nLD_PRELOAD=libc.so.6\nY=2\n", untraced.stdout
         d = os.path.join(tmp, "explicit")
         traced = subprocess.run([PLATEAU, "run", "--no-report", "-o", d, "--", py, script, "explicit"],
                                 capture_output=True, env=clean_env(), cwd=tmp, timeout=120)
