@@ -276,7 +276,7 @@ static bool find_jemalloc(char *out, size_t n) {
     return out[0] == '/' && is_file(out);
 }
 
-/* Is the bootstrap (sitecustomize.py) in d? Then its real path into dir (PATH_MAX). */
+/* Is the bootstrap (boot/sitecustomize.py) in d? Then its real path into dir (PATH_MAX). */
 static void bootstrap_in(const char *d, char *dir) {
     char cand[PATH_MAX + 32];
     if (snprintf(cand, sizeof cand, "%s/boot/sitecustomize.py", d) >= (int)sizeof cand || !is_file(cand)) return;
@@ -285,9 +285,8 @@ static void bootstrap_in(const char *d, char *dir) {
 
 /* The Python bootstrap (docs/python.md): put DIR/boot, the directory holding only plateau's sitecustomize.py (which
  * loads DIR/plateau under a private name), first on PYTHONPATH, unless PLATEAU_PYTHON is off. DIR is found through
- * PLATEAU_PYTHON_DIR, else next to this
- * executable (build tree: build/python; install: <datadir>/plateau/python relative to this executable, as for
- * the preload, then the configured one). Not finding it only costs the optimizer steps: say so once and run the
+ * PLATEAU_PYTHON_DIR, else next to this executable (build tree: build/python; install: <datadir>/plateau/python
+ * relative to this executable, as for the preload, then the configured one). Not finding it only costs the optimizer steps: say so once and run the
  * command anyway. */
 static void python_bootstrap_env(void) {
     const char *onoff = getenv("PLATEAU_PYTHON");

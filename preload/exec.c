@@ -1,9 +1,9 @@
 /* exec and _exit: the two ways a process image ends without running destructors. The exec family records the
  * exec and flushes. An environment the program passes that still carries one of plateau's variables (PLATEAU_*,
- * an LD_PRELOAD naming this library) but lost others gets LD_PRELOAD, PLATEAU_DIR, PLATEAU_RUN_ID and PLATEAU_QUIET back, so the new image
- * is traced into the same run; an environment with none of them (subprocess.run(..., env={...})) is passed exactly
- * as given: that child is not traced and sees exactly what it would untraced (docs/env.md, "Following children").
- * _exit writes the final records and flushes. */
+ * an LD_PRELOAD naming this library) but lost others gets LD_PRELOAD, PLATEAU_DIR, PLATEAU_RUN_ID and
+ * PLATEAU_QUIET back, so the new image is traced into the same run; an environment with none of them
+ * (subprocess.run(..., env={...})) is passed exactly as given: that child is not traced and sees exactly what it
+ * would untraced (docs/env.md, "Following children"). _exit writes the final records and flushes. */
 #include "config.h"
 
 #include <dlfcn.h>

@@ -3,8 +3,8 @@
  * file, never to the program's descriptors, so a parent that captures the program's stderr sees exactly its
  * untraced bytes. `plateau run` prints the notes once, grouped, on its own stderr when the command ends.
  * Each note is one line "PID<TAB>TEXT", written with one write(2) to the file opened O_APPEND | O_CLOEXEC |
- * O_NOFOLLOW | O_NONBLOCK and closed again (no descriptor is held; a FIFO or a link planted there, a full disk or
- * an unwritable directory drop the note). Notes said before the run directory exists (the constructor's option
+ * O_NOFOLLOW | O_NONBLOCK and closed again (no descriptor is held; a FIFO or a link planted there, a full disk,
+ * the program's file-size limit or an unwritable directory drop the note). Notes said before the run directory exists (the constructor's option
  * checks) wait in a small buffer until pl_note_ready() names it. Deduplicated per process: the same text is
  * written once by a process (a forked child starts afresh). No allocation, no lock, no stdio: async-signal-safe
  * and usable before the constructor ran. */
@@ -16,6 +16,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -53,11 +55,17 @@ static bool first_time(uint64_t h) {
     return true;
 }
 
+/* Appends buf, unless that would pass the program's file-size limit (RLIMIT_FSIZE): a write past it would raise
+ * SIGXFSZ, which kills the program by default. */
 static void write_file(const char *buf, size_t n) {
     int fd = (int)syscall(SYS_openat, AT_FDCWD, nt.path,
                           O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
     if (fd < 0) return;
-    (void)!write(fd, buf, n);
+    struct rlimit rl;
+    struct stat sb;
+    bool fits = !getrlimit(RLIMIT_FSIZE, &rl) &&
+                (rl.rlim_cur == RLIM_INFINITY || (!fstat(fd, &sb) && (rlim_t)sb.st_size + n <= rl.rlim_cur));
+    if (fits) (void)!write(fd, buf, n);
     syscall(SYS_close, fd);
 }
 
