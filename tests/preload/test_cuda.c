@@ -32,6 +32,7 @@
 #include "extract.h"
 #include "render.h"
 
+#include "../common/files.h"
 #include "../common/spawn.h"
 #include "../common/tmpdir.h"
 
@@ -39,7 +40,7 @@ static const char *preload, *targets, *double_path, *cudart, *libcupti, *cupti_f
 static bool have_cupti;
 static char run_dir[256], double_dir[512];
 static char out_buf[65536], err_buf[65536];
-static char notes_buf[65536]; /* the run directory's plateau-notes written by run()'s program: its notes */
+static char *notes_buf; /* the run directory's plateau-notes after run(): the preload's notes ("" if none) */
 
 static int setup(void **state) {
     (void)state;
@@ -72,13 +73,10 @@ static int run(char *const argv[], const char *const env[]) {
     int rc = pl_test_finish(pid, o, e, out_buf, sizeof out_buf, err_buf, sizeof err_buf);
     assert_true(rc >= 0);
     if (rc != 0) fprintf(stderr, "target stderr:\n%s\n", err_buf);
-    notes_buf[0] = 0;
-    int fd = open(notes, O_RDONLY);
-    if (fd >= 0) {
-        ssize_t n = read(fd, notes_buf, sizeof notes_buf - 1);
-        notes_buf[n > 0 ? n : 0] = 0;
-        close(fd);
-    }
+    free(notes_buf);
+    notes_buf = pl_test_slurp(run_dir, PL_TRACE_NOTES_FILE, NULL);
+    if (!notes_buf) notes_buf = calloc(1, 1);
+    assert_non_null(notes_buf);
     return rc;
 }
 

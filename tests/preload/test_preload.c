@@ -21,13 +21,14 @@
 
 #include "config.h"
 #include "trace_summary.h"
+#include "../common/files.h"
 #include "../common/spawn.h"
 #include "../common/tmpdir.h"
 
 static const char *preload, *targets;
 static char run_dir[256];
 static char out_buf[65536], err_buf[65536];
-static char notes_buf[65536]; /* the run directory's plateau-notes after run(): the preload's notes */
+static char *notes_buf; /* the run directory's plateau-notes after run(): the preload's notes ("" if none) */
 static rlim_t fsize_limit; /* > 0: file size limit for the target, to simulate a full disk */
 static rlim_t as_limit;    /* > 0: address-space limit (RLIMIT_AS) for the target */
 
@@ -87,15 +88,10 @@ static int run(char *const argv[], const char *const env[]) {
     int rc = pl_test_finish(pid, o, e, out_buf, sizeof out_buf, err_buf, sizeof err_buf);
     assert_true(rc >= 0);
     if (rc != 0) fprintf(stderr, "target stderr:\n%s\n", err_buf);
-    char path[600];
-    snprintf(path, sizeof path, "%s/%s", run_dir, PL_TRACE_NOTES_FILE);
-    notes_buf[0] = 0;
-    int fd = open(path, O_RDONLY);
-    if (fd >= 0) {
-        ssize_t n = read(fd, notes_buf, sizeof notes_buf - 1);
-        notes_buf[n > 0 ? n : 0] = 0;
-        close(fd);
-    }
+    free(notes_buf);
+    notes_buf = pl_test_slurp(run_dir, PL_TRACE_NOTES_FILE, NULL);
+    if (!notes_buf) notes_buf = calloc(1, 1);
+    assert_non_null(notes_buf);
     return rc;
 }
 
