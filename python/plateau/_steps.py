@@ -24,6 +24,10 @@ Nothing here raises into the program.
 import sys
 
 from . import _native
+# Imported here, with torch.optim (on the thread importing torch), never on the step path: a child forked while
+# another thread is still importing a module finds that module's import lock held forever, and would hang at its
+# first step (python.fork_step).
+from . import _torchstats
 
 _patched = False
 _lock = None          # threading.Lock, created when torch.optim is patched; a fresh one in each forked child
@@ -38,8 +42,7 @@ def _emit():
     f = _native.get("plateau_step_auto")
     if f is not None:
         f()
-        from . import _torchstats  # torch's counters and live tensors after the boundary (no-op without tracer)
-        _torchstats.on_boundary()
+        _torchstats.on_boundary()  # torch's counters and live tensors after the boundary (no-op without tracer)
 
 
 def _ref(obj):
