@@ -119,6 +119,7 @@ def patch(optim):
         return None
     try:
         _new_lock()
+        _native.get("plateau_step_auto")  # ctypes and dlopen(NULL) now, on the importing thread, not at a step
         mod = getattr(optim, "optimizer", None) or sys.modules.get("torch.optim.optimizer")
         register = getattr(mod, "register_optimizer_step_post_hook", None)
         if register is not None:
