@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Start-up cost of plateau's Python bootstrap (python/sitecustomize.py): interleaved runs of one command with and
-without the bootstrap directory first on PYTHONPATH (and with it there but PLATEAU_PYTHON=0), no tracer preloaded,
-so only the bootstrap is measured. Prints per-variant median and min wall time and the paired median difference.
+"""Start-up cost of plateau's Python bootstrap (python/boot/sitecustomize.py): interleaved runs of one command with
+and without the bootstrap directory (PYTHON_DIR/boot) first on PYTHONPATH (and with it there but PLATEAU_PYTHON=0),
+no tracer preloaded, so only the bootstrap is measured. Prints per-variant median and min wall time and the paired median difference.
 Usage: bench/python_bootstrap.py PYTHON_DIR N PYTHON [ARGS...]   e.g. build/python 200 /usr/bin/python3 -c pass
 """
 import os
@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 
-pydir, n, cmd = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+pydir, n, cmd = os.path.join(sys.argv[1], "boot"), int(sys.argv[2]), sys.argv[3:]
 base = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",) and not k.startswith("PLATEAU_")}
 variants = {"none": dict(base), "bootstrap": dict(base, PYTHONPATH=os.path.abspath(pydir)),
             "PLATEAU_PYTHON=0": dict(base, PYTHONPATH=os.path.abspath(pydir), PLATEAU_PYTHON="0")}

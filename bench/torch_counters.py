@@ -20,6 +20,14 @@ import time
 
 import torch
 
+
+def bootstrap_module(name):
+    """The bootstrap's copy of plateau.NAME under plateau run (it loads the package as _plateau_bootstrap, and its
+    copy is the one counting), else the public one."""
+    import importlib
+    return sys.modules.get("_plateau_bootstrap." + name) or importlib.import_module("plateau." + name)
+
+
 layers = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
 torch.manual_seed(0)
 torch.set_num_threads(1)
@@ -30,7 +38,7 @@ for _ in range(3):
     model(torch.randn(8, 64)).pow(2).mean().backward()
     opt.step()
 if len(sys.argv) > 3 and sys.argv[2] == "train":
-    from plateau import _torchstats
+    _torchstats = bootstrap_module("_torchstats")
     t0 = time.perf_counter()
     for _ in range(int(sys.argv[3])):
         opt.zero_grad(set_to_none=True)
@@ -44,7 +52,7 @@ if len(sys.argv) > 3 and sys.argv[2] == "train":
 for p in model.parameters():  # make the gradients' Python objects exist, as a script reading them would
     _ = p.grad
 
-from plateau import _native, _torchstats  # noqa: E402  (the bootstrap already imported them under plateau run)
+_native, _torchstats = bootstrap_module("_native"), bootstrap_module("_torchstats")
 
 f = _native.get("plateau_alloc_stats")
 if f is None:

@@ -14,6 +14,11 @@ int pl_cli_judge(int argc, char **argv);
 
 int pl_cli_watch(int argc, char **argv);
 
+/* cli/notes.c: print the notes of run directory `dir` (its plateau-notes file) on `out`, grouped by text with the
+ * number of processes that said each; returns how many distinct notes there were (0 when none or unreadable). */
+#include <stdio.h>
+int pl_cli_notes_print(const char *dir, FILE *out);
+
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>

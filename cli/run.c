@@ -341,17 +341,17 @@ static bool find_jemalloc(char *out, size_t n) {
     return out[0] == '/' && is_file(out);
 }
 
-/* Is the bootstrap (sitecustomize.py) in d? Then its real path into dir (PATH_MAX). */
+/* Is the bootstrap (boot/sitecustomize.py) in d? Then its real path into dir (PATH_MAX). */
 static void bootstrap_in(const char *d, char *dir) {
     char cand[PATH_MAX + 32];
-    if (snprintf(cand, sizeof cand, "%s/sitecustomize.py", d) >= (int)sizeof cand || !is_file(cand)) return;
+    if (snprintf(cand, sizeof cand, "%s/boot/sitecustomize.py", d) >= (int)sizeof cand || !is_file(cand)) return;
     if (!realpath(d, dir)) dir[0] = 0;
 }
 
-/* The Python bootstrap (docs/python.md): put the directory holding plateau's sitecustomize.py and the plateau
- * package first on PYTHONPATH, unless PLATEAU_PYTHON is off. Found through PLATEAU_PYTHON_DIR, else next to this
- * executable (build tree: build/python; install: <datadir>/plateau/python relative to this executable, as for
- * the preload, then the configured one). Not finding it only costs the optimizer steps: say so once and run the
+/* The Python bootstrap (docs/python.md): put DIR/boot, the directory holding only plateau's sitecustomize.py (which
+ * loads DIR/plateau under a private name), first on PYTHONPATH, unless PLATEAU_PYTHON is off. DIR is found through
+ * PLATEAU_PYTHON_DIR, else next to this executable (build tree: build/python; install: <datadir>/plateau/python
+ * relative to this executable, as for the preload, then the configured one). Not finding it only costs the optimizer steps: say so once and run the
  * command anyway. */
 static void python_bootstrap_env(void) {
     const char *onoff = getenv("PLATEAU_PYTHON");
@@ -379,13 +379,15 @@ static void python_bootstrap_env(void) {
             if (i != 1 || PL_BINDIR_TO_DATADIR[0]) bootstrap_in(rel[i], dir);
     }
     char site[PATH_MAX + 32];
-    snprintf(site, sizeof site, "%s/sitecustomize.py", dir);
+    snprintf(site, sizeof site, "%s/boot/sitecustomize.py", dir);
     if (!dir[0] || !is_file(site)) {
-        fprintf(stderr, "plateau run: the Python bootstrap (sitecustomize.py) was not found%s%s; Python programs get "
-                        "no optimizer steps (set PLATEAU_PYTHON_DIR, or PLATEAU_PYTHON=0 to silence this)\n",
+        fprintf(stderr, "plateau run: the Python bootstrap (boot/sitecustomize.py) was not found%s%s; Python programs "
+                        "get no optimizer steps (set PLATEAU_PYTHON_DIR, or PLATEAU_PYTHON=0 to silence this)\n",
                 dir[0] ? " in " : "", dir);
         return;
     }
+    if (strlen(dir) + 5 >= sizeof dir) return;
+    strcat(dir, "/boot");
     const char *old = getenv("PYTHONPATH");
     size_t n = strlen(dir);
     if (old && !strncmp(old, dir, n) && (old[n] == 0 || old[n] == ':')) return; /* already first (nested runs) */
@@ -796,6 +798,7 @@ int pl_cli_run(int argc, char **argv) {
     fprintf(stderr, "plateau: %d trace file%s in %s", n, n == 1 ? "" : "s", pl_format_esc(abs_dir));
     if (WIFSIGNALED(status)) fprintf(stderr, " (the command was killed by signal %d)", WTERMSIG(status));
     fprintf(stderr, "\n");
+    pl_cli_notes_print(abs_dir, stderr);
     bool leak = (report || fail_on_leak) && n > 0 && print_report(abs_dir, &old_mask, report, fail_on_leak, all_processes);
     int ret = exit_status(rc, stopped, leak, fail_on_leak, abs_dir);
     if (ret == rc) end_like(status);

@@ -97,7 +97,10 @@ static void *wrapper(int s) {
 
 static void *real_of(int s) { return atomic_load_explicit(&cu.real[s], memory_order_acquire); }
 
-static void warn_line(const char *msg) {
+/* A warning is a note (plateau's own channel, note.c); PLATEAU_DEBUG_CUDA's lines, asked for, go to stderr. */
+static void warn_line(const char *msg) { pl_note(msg); }
+
+static void debug_line(const char *msg) {
     (void)!write(2, msg, strlen(msg));
     (void)!write(2, "\n", 1);
 }
@@ -184,7 +187,7 @@ static void *wrap_proc(const char *base, void *real, int version, cuuint64_t fla
         char line[256];
         snprintf(line, sizeof line, "plateau cuda: cuGetProcAddress(%s, %d, %#llx) -> %s", base, version,
                  (unsigned long long)flags, wrapped ? slot_info[s].sym : "not wrapped");
-        warn_line(line);
+        debug_line(line);
     }
     if (!wrapped) return real;
     atomic_fetch_add(&cu.n_wrapped[s], 1);
@@ -759,7 +762,7 @@ static void cuda_at_exit(void) {
 #if PL_HAVE_CUPTI
     if (n > 0 && (size_t)n < sizeof buf) n += pl_cupti_describe(buf + n, sizeof buf - (size_t)n);
 #endif
-    warn_line(buf);
+    debug_line(buf);
 }
 
 static const char *env_get_const(const char *name) { return getenv(name); }

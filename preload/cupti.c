@@ -65,12 +65,11 @@ typedef struct cupti_state {
 } cupti_state_t;
 static cupti_state_t cp;
 
-/* The one line (start() runs once per process; its own wording, not PL_WARN_ONCE). */
+/* The one note (start() runs once per process; its own wording, not PL_WARN_ONCE). */
 static void line(const char *what, const char *detail) {
     char buf[640];
-    int n = snprintf(buf, sizeof buf, "plateau: CUPTI unavailable: %s: %s; device hooks keep recording\n", what,
-                     detail);
-    if (n > 0) (void)!write(2, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+    if (snprintf(buf, sizeof buf, "plateau: CUPTI unavailable: %s: %s; device hooks keep recording", what, detail) > 0)
+        pl_note(buf); /* a detail past the buffer is cut: the line stays one line */
 }
 
 static int fail_call(const char *call, CUptiResult rc) {

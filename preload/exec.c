@@ -1,6 +1,9 @@
 /* exec and _exit: the two ways a process image ends without running destructors. The exec family records the
- * exec and flushes, and re-adds LD_PRELOAD, PLATEAU_DIR and PLATEAU_RUN_ID when the program passes an environment
- * without them, so the new image is traced into the same run; _exit writes the final records and flushes. */
+ * exec and flushes. An environment the program passes that still carries one of plateau's variables (PLATEAU_*,
+ * an LD_PRELOAD naming this library) but lost others gets LD_PRELOAD, PLATEAU_DIR, PLATEAU_RUN_ID and
+ * PLATEAU_QUIET back, so the new image is traced into the same run; an environment with none of them
+ * (subprocess.run(..., env={...})) is passed exactly as given: that child is not traced and sees exactly what it
+ * would untraced (docs/env.md, "Following children"). _exit writes the final records and flushes. */
 #include "config.h"
 
 #include <dlfcn.h>
@@ -46,21 +49,34 @@ static void before_exec(const char *path) {
     if (w) pl_writer_flush(w);
 }
 
+/* Whether the environment `envp` (n entries) carries any of plateau's variables: a PLATEAU_* or an LD_PRELOAD
+ * naming this library (a program's own LD_PRELOAD=libfoo.so in an environment built from scratch is not ours). */
+static bool env_is_ours(char *const envp[], size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!strncmp(envp[i], "PLATEAU_", 8) ||
+            (!strncmp(envp[i], "LD_PRELOAD=", 11) && strstr(envp[i] + 11, "libplateau_preload")))
+            return true;
+    return false;
+}
+
 PL_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
     static execve_fn real_execve;
     if (!real_execve) next_sym(&real_execve, "execve");
     before_exec(path);
-    /* Follow into the new image even when the program passes an environment without LD_PRELOAD. */
+    /* Follow into the new image when the program passes an environment that dropped some of ours (a launcher that
+     * scrubs LD_PRELOAD); one with none of ours was built from scratch for the child: pass it as it is. */
     size_t n = 0;
-    bool has_preload = false, has_dir = false, has_run = !pl_g.opt.run_id;
+    bool has_preload = false, has_dir = false, has_run = !pl_g.opt.run_id, has_quiet = !pl_g.opt.quiet;
     for (; envp && envp[n]; n++) {
         if (!strncmp(envp[n], "LD_PRELOAD=", 11)) has_preload = true;
         if (!strncmp(envp[n], "PLATEAU_DIR=", 12)) has_dir = true;
         if (!strncmp(envp[n], "PLATEAU_RUN_ID=", 15)) has_run = true;
+        if (!strncmp(envp[n], "PLATEAU_QUIET=", 14)) has_quiet = true;
     }
-    if (pl_g.opt.disable || !st.ld_preload[0] || (has_preload && has_dir && has_run) || n > 4096)
+    if (pl_g.opt.disable || !st.ld_preload[0] || (has_preload && has_dir && has_run && has_quiet) || n > 4096 ||
+        !env_is_ours(envp, n))
         return real_execve(path, argv, envp);
-    char *env2[n + 4];
+    char *env2[n + 5];
     static char pre[2048 + 16], dir[sizeof pl_g.opt.dir + 16], run[40];
     size_t k = 0;
     for (size_t i = 0; i < n; i++) env2[k++] = envp[i];
@@ -76,6 +92,7 @@ PL_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
         snprintf(run, sizeof run, "PLATEAU_RUN_ID=%016llx", (unsigned long long)pl_g.opt.run_id);
         env2[k++] = run;
     }
+    if (!has_quiet) env2[k++] = (char *)"PLATEAU_QUIET=1";
     env2[k] = NULL;
     return real_execve(path, argv, env2);
 }

@@ -2,8 +2,8 @@
  * their own files (preload.h lists them). Data flow: interposers (heap.c) and hooks (device.c, cuda.c) call
  * pl_emit; the writer (tracer/write/writer.c) turns records into checksummed chunks; the sampler thread (sampler.c)
  * adds heap totals and RSS every interval and at every step; the writer thread's tick (frames.c) resolves new PCs
- * to modules once each. Failure policy: say so once on stderr, stop recording, keep forwarding (the program never
- * notices). */
+ * to modules once each. Failure policy: say so once on plateau's own channel (note.c), stop recording, keep
+ * forwarding (the program never notices). */
 #include "config.h"
 
 #include <errno.h>
@@ -45,11 +45,7 @@ uint32_t pl_tid(void) {
     return tl_tid;
 }
 
-void pl_warn(const char *msg) {
-    size_t n = strlen(msg);
-    (void)!write(2, msg, n);
-    if (n && msg[n - 1] != '\n') (void)!write(2, "\n", 1);
-}
+void pl_warn(const char *msg) { pl_note(msg); }
 
 void pl_emit(const pl_trace_record_t *rec) {
     pl_writer_t *w = atomic_load_explicit(&pl_g.writer, memory_order_acquire);
@@ -166,12 +162,9 @@ static bool ensure_dir(void) {
 static void start_recording(uint32_t ppid) {
     PL_GUARD_SCOPE();
     char msg[PATH_MAX + 128];
-    if (!ensure_dir()) {
-        snprintf(msg, sizeof msg, "plateau: cannot create the run directory '%s' (%s): not recording",
-                 pl_g.opt.dir, strerror(errno));
-        pl_warn(msg);
+    if (!ensure_dir()) /* no run directory, so no channel to say it on (docs/env.md, "Notes") */
         return;
-    }
+    pl_note_ready(pl_g.opt.dir);
     unsigned k = pl_mem_shift();
     if (!pl_g.stacks && pl_stack_create((1u << 18) >> k, (1u << 20) >> k, &pl_g.stacks) < 0) {
         pl_warn("plateau: cannot map the stack table: not recording");
@@ -261,6 +254,7 @@ static void fork_child(void) {
     pl_pyframes_fork_child();
     pl_sampler_fork_child();
     pl_threads_fork_child();
+    pl_note_fork_child();
     atomic_store(&pl_g.step, 0);
     tl_tid = 0;
     pl_tl_guard--;

@@ -50,10 +50,17 @@ static inline void pl_guard_leave_(int *unused) {
 int64_t pl_now_ns(void);
 uint32_t pl_tid(void);
 void pl_emit(const pl_trace_record_t *rec);
-void pl_warn(const char *msg);       /* one line on stderr (async-signal-safe write; the newline added if missing) */
+void pl_warn(const char *msg);       /* one note on plateau's own channel (pl_note), never on the program's stderr */
+
+/* note.c: plateau's own channel for notes (the run directory's plateau-notes file; docs/env.md, "Notes"). pl_note
+ * writes one line, once per text per process, async-signal-safe; before pl_note_ready names the run directory
+ * (start_recording, once it exists) notes wait in a small buffer. pl_note_fork_child: the child says its own. */
+void pl_note(const char *msg);
+void pl_note_ready(const char *dir);
+void pl_note_fork_child(void);
 
 /* pl_warn at most once per call site: each use has its own atomic flag, so one warning never silences a later,
- * unrelated one. Async-signal-safe (an atomic exchange and write(2)); the flag survives fork, like the condition. */
+ * unrelated one. Async-signal-safe (an atomic exchange and pl_note); the flag survives fork, like the condition. */
 #define PL_WARN_ONCE(msg)                                                                                       \
     do {                                                                                                       \
         static atomic_bool pl_warned_;                                                                         \

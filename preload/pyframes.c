@@ -332,9 +332,7 @@ static void *map_lazy(size_t n) {
     return p == MAP_FAILED ? NULL : p;
 }
 
-static void say(const char *msg) {
-    (void)!write(2, msg, strlen(msg));
-}
+static void say(const char *msg) { pl_note(msg); }
 
 void pl_pyframes_init(void) {
     const char *s = getenv("PLATEAU_PY_FRAMES");

@@ -277,6 +277,11 @@ PL_TRACE_API void pl_trace_close(pl_trace_reader_t *r);
  * `host-allocator NAME` and a newline: what `plateau run --host-allocator` asked for (glibc or jemalloc). */
 #define PL_TRACE_RUN_ID_FILE "plateau-run-id"
 
+/* plateau's notes in a run directory (preload/note.c, docs/env.md "Notes"): one line per note, "PID<TAB>TEXT",
+ * appended by the traced processes (each text once per process) and by the Python bootstrap; `plateau run` prints
+ * them grouped when the command ends. */
+#define PL_TRACE_NOTES_FILE "plateau-notes"
+
 /* The trace files of a run directory (tracer/read/rundir.c): every regular file named *.pltrace, sorted by name,
  * owned by the directory's owner and, when the directory has a run-id file (owned by its owner), whose header
  * carries that run id. Other files with that name (FIFO, socket, device, directory, symbolic link; planted by

@@ -1,8 +1,9 @@
 """plateau for Python programs: exact steps from the optimizer, explicit steps and marks, framework callbacks
 (docs/python.md).
 
-Under `plateau run` nothing needs importing: the bootstrap (python/sitecustomize.py) imports this package at
-start-up, and every optimizer step becomes a step. For explicit control:
+Under `plateau run` nothing needs importing: the bootstrap (python/boot/sitecustomize.py) loads this package at
+start-up under the private name `_plateau_bootstrap`, and every optimizer step becomes a step. For explicit
+control:
 
     import plateau
     plateau.step()             # end of one training step (explicit steps replace the optimizer-derived ones)
@@ -130,8 +131,44 @@ class _Watch(object):
         pass
 
 
+# ------------------------------------------------------------------------------- the bootstrap's public name
+
+_PRIVATE = "_plateau_bootstrap"  # the name the bootstrap loads this package under (python/boot/sitecustomize.py)
+
+
+class _Public(object):
+    """At the very end of sys.meta_path (the bootstrap puts it there): answers `import plateau` with this package's
+    directory, so only when no finder before it, and nothing on sys.path (the script's directory, PYTHONPATH,
+    site-packages), has a `plateau` of its own. The program's own module always wins."""
+
+    def __init__(self, path):
+        self._path = path
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "plateau":
+            return None
+        try:
+            import os
+            return sys.modules["_frozen_importlib_external"].spec_from_file_location(
+                name, os.path.join(self._path, "__init__.py"), submodule_search_locations=[self._path])
+        except Exception:
+            return None
+
+    def invalidate_caches(self):
+        pass
+
+
+def _serve_public(path):
+    """The bootstrap's copy: make `import plateau` (docs/python.md's API) work where the program has none."""
+    if not any(type(f).__name__ == "_Public" for f in sys.meta_path):
+        sys.meta_path.append(_Public(path))
+
+
 def _install():
-    """Hook optimizer steps now if torch.optim is already imported, else when it is. Once per process."""
+    """Hook optimizer steps now if torch.optim is already imported, else when it is. Once per process: the public
+    `plateau`, imported under the bootstrap, leaves that to the bootstrap's copy."""
+    if __name__ != _PRIVATE and _PRIVATE in sys.modules:
+        return
     try:
         optim = sys.modules.get(_WATCHED)
         if optim is not None:

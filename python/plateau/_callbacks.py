@@ -31,8 +31,7 @@ class _NoOpHooks(object):
 
 
 def _api():
-    import plateau
-    return plateau
+    return sys.modules[__name__.rpartition(".")[0]]  # this package, whatever name it was loaded under
 
 
 def make_TrainerCallback():

@@ -37,6 +37,32 @@ def get(name):
     return funcs.get(name)
 
 
+_said = set()  # texts this process put on plateau's channel
+
+
+def note(text):
+    """One note on plateau's own channel, as the preload writes its own (docs/env.md, "Notes"): a line
+    "PID<TAB>TEXT" appended to the run directory's plateau-notes file, which `plateau run` prints once at the end;
+    never the program's stderr. Once per text per process; dropped where there is no run directory (PLATEAU_DIR) or
+    it cannot be written."""
+    try:
+        if text in _said:
+            return
+        _said.add(text)
+        import os
+        d = os.environ.get("PLATEAU_DIR")
+        if not d:
+            return
+        fd = os.open(os.path.join(d, "plateau-notes"), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC |
+                     os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)
+        try:
+            os.write(fd, ("%d\t%s\n" % (os.getpid(), text.replace("\n", " "))).encode("utf-8", "replace"))
+        finally:
+            os.close(fd)
+    except Exception:
+        pass
+
+
 def note_absent(what):
     """One stderr line per process the first time an explicit call finds no tracer; silent after."""
     global _noted

@@ -24,9 +24,13 @@ Nothing here raises into the program.
 import sys
 
 from . import _native
+# Imported here, with torch.optim (on the thread importing torch), never on the step path: a child forked while
+# another thread is still importing a module finds that module's import lock held forever, and would hang at its
+# first step (python.fork_step).
+from . import _torchstats
 
 _patched = False
-_lock = None          # threading.Lock, created when torch.optim is patched
+_lock = None          # threading.Lock, created when torch.optim is patched; a fresh one in each forked child
 _pacer = None         # weakref to the pacing optimizer (or a strong ref if it cannot be weakly referenced)
 _others = {}          # id(optimizer) -> steps since the pacer last stepped
 n_boundaries = 0      # boundaries sent to the tracer (or that would have been): for tests
@@ -38,8 +42,7 @@ def _emit():
     f = _native.get("plateau_step_auto")
     if f is not None:
         f()
-        from . import _torchstats  # torch's counters and live tensors after the boundary (no-op without tracer)
-        _torchstats.on_boundary()
+        _torchstats.on_boundary()  # torch's counters and live tensors after the boundary (no-op without tracer)
 
 
 def _ref(obj):
@@ -81,6 +84,22 @@ def on_step(opt):
         pass
 
 
+def _new_lock():
+    """A fresh lock: at patch time, and in every child forked after it (os.register_at_fork). Another thread may
+    hold the parent's lock at fork time, across the call into the tracer in _emit(); the child inherits it held, with
+    no thread left to release it, and its first optimizer step would wait forever."""
+    global _lock
+    import threading
+    _lock = threading.Lock()
+
+
+try:
+    import os
+    os.register_at_fork(after_in_child=_new_lock)  # Python >= 3.7, like the bootstrap
+except Exception:
+    pass
+
+
 def reset():
     """Forget the pacer (tests)."""
     global _pacer, n_boundaries
@@ -95,12 +114,12 @@ def _post_hook(optimizer, args, kwargs):  # torch >= 2.0 signature
 
 def patch(optim):
     """Hook optimizer steps in the torch.optim module `optim`. Returns how ("global-hook", "step-code") or None."""
-    global _patched, _lock
+    global _patched
     if _patched:
         return None
     try:
-        import threading
-        _lock = threading.Lock()
+        _new_lock()
+        _native.get("plateau_step_auto")  # ctypes and dlopen(NULL) now, on the importing thread, not at a step
         mod = getattr(optim, "optimizer", None) or sys.modules.get("torch.optim.optimizer")
         register = getattr(mod, "register_optimizer_step_post_hook", None)
         if register is not None:

@@ -41,13 +41,20 @@ last_count = None        # {device: n} of the last count (tests)
 
 
 def _get_budget():
+    """PLATEAU_TENSOR_BUDGET, a fraction in [0, 1]; anything else gets the default (0.01) and one note on plateau's
+    channel naming the value, like the preload's malformed variables."""
     global _budget
     if _budget is None:
+        raw = os.environ.get("PLATEAU_TENSOR_BUDGET")
         try:
-            b = float(os.environ.get("PLATEAU_TENSOR_BUDGET", "0.01"))
+            b = float(raw) if raw is not None else 0.01
         except ValueError:
+            b = -1.0
+        if not 0.0 <= b <= 1.0:  # NaN too
+            _native.note("plateau: PLATEAU_TENSOR_BUDGET=%r is not a fraction in [0, 1]; using the default (0.01)"
+                         % (raw,))
             b = 0.01
-        _budget = min(max(b, 0.0), 1.0) if b == b else 0.01
+        _budget = b
     return _budget
 
 
@@ -75,9 +82,10 @@ def cuda_stats(f):
     """One plateau_alloc_stats() per CUDA device, if the program initialised CUDA. Returns how many were sent.
     While plateau's allocator is PyTorch's (plateau.torch.use_allocator()), torch's memory_stats raises: its own
     statistics stand in for torch's (plateau/torch.py, per_step_counters)."""
-    ours = sys.modules.get("plateau.torch")
-    if ours is not None and ours._active:
-        return ours.per_step_counters(f)
+    for name in (__name__.rpartition(".")[0] + ".torch", "plateau.torch"):  # the bootstrap's copy, the public one
+        ours = sys.modules.get(name)
+        if getattr(ours, "_active", False) is True and hasattr(ours, "per_step_counters"):
+            return ours.per_step_counters(f)
     torch = sys.modules.get("torch")
     cuda = getattr(torch, "cuda", None) if torch is not None else None
     if cuda is None:

@@ -32,6 +32,7 @@
 #include "extract.h"
 #include "render.h"
 
+#include "../common/files.h"
 #include "../common/spawn.h"
 #include "../common/tmpdir.h"
 
@@ -39,6 +40,7 @@ static const char *preload, *targets, *double_path, *cudart, *libcupti, *cupti_f
 static bool have_cupti;
 static char run_dir[256], double_dir[512];
 static char out_buf[65536], err_buf[65536];
+static char *notes_buf; /* the run directory's plateau-notes after run(): the preload's notes ("" if none) */
 
 static int setup(void **state) {
     (void)state;
@@ -63,11 +65,18 @@ static void child_env(void *ctx) {
 /* Run argv under the preload with extra "K=V" env entries; returns the exit status (128 + signal). */
 static int run(char *const argv[], const char *const env[]) {
     int o, e;
+    char notes[400];
+    snprintf(notes, sizeof notes, "%s/%s", run_dir, PL_TRACE_NOTES_FILE);
+    unlink(notes);
     pid_t pid = pl_test_spawn(argv, child_env, (void *)(uintptr_t)env, &o, &e);
     assert_true(pid > 0);
     int rc = pl_test_finish(pid, o, e, out_buf, sizeof out_buf, err_buf, sizeof err_buf);
     assert_true(rc >= 0);
     if (rc != 0) fprintf(stderr, "target stderr:\n%s\n", err_buf);
+    free(notes_buf);
+    notes_buf = pl_test_slurp(run_dir, PL_TRACE_NOTES_FILE, NULL);
+    if (!notes_buf) notes_buf = calloc(1, 1);
+    assert_non_null(notes_buf);
     return rc;
 }
 
@@ -237,9 +246,10 @@ static void test_cuda_standin_trace_matches_driver_log(void **state) {
         fprintf(stderr, "CUPTI not built or no libcupti at '%s': CUPTI part skipped\n", libcupti ? libcupti : "");
         return;
     }
-    assert_int_equal(count_lines(err_buf, "CUPTI"), 1);
-    assert_non_null(strstr(err_buf, "plateau: CUPTI unavailable: cuptiActivityEnable: CUPTI_ERROR_"));
-    assert_non_null(strstr(err_buf, "; device hooks keep recording\n"));
+    assert_int_equal(count_lines(notes_buf, "CUPTI"), 1);
+    assert_non_null(strstr(notes_buf, "plateau: CUPTI unavailable: cuptiActivityEnable: CUPTI_ERROR_"));
+    assert_non_null(strstr(notes_buf, "; device hooks keep recording\n"));
+    assert_null(strstr(err_buf, "CUPTI unavailable")); /* a note, never the program's stderr */
     assert_non_null(strstr(err_buf, " cupti=failed "));
 }
 
@@ -292,7 +302,7 @@ static void test_cuda_cupti_fake_records_cross_check(void **state) {
     snprintf(env_log, sizeof env_log, "PL_CUPTI_FAKE_LOG=%s/driver.log", run_dir);
     const char *extra[] = {env_lib, env_log, "PLATEAU_CUPTI=1", NULL};
     run_standin_events_match(extra);
-    assert_int_equal(count_lines(err_buf, "CUPTI"), 0);
+    assert_int_equal(count_lines(notes_buf, "CUPTI"), 0);
     assert_non_null(strstr(err_buf, " cupti=running "));
     assert_non_null(strstr(err_buf, " cupti_records=28 cupti_converted=28"));
     /* CUPTI's view: the 14 allocations and 14 frees of the log, in order (no map, unmap or OOM) */
@@ -339,10 +349,10 @@ static void test_cuda_cupti_fake_records_cross_check(void **state) {
         snprintf(env_fail, sizeof env_fail, "PL_CUPTI_FAKE_FAIL=%s", calls[c]);
         const char *extra_fail[] = {env_lib, env_log, env_fail, NULL};
         run_standin_events_match(extra_fail);
-        assert_int_equal(count_lines(err_buf, "CUPTI"), 1);
+        assert_int_equal(count_lines(notes_buf, "CUPTI"), 1);
         snprintf(want, sizeof want, "plateau: CUPTI unavailable: %s: CUPTI_ERROR_NOT_INITIALIZED; device hooks keep "
                  "recording\n", calls[c]);
-        assert_non_null(strstr(err_buf, want));
+        assert_non_null(strstr(notes_buf, want));
         assert_int_equal(td.n_cupti, 0);
     }
 }
@@ -351,7 +361,7 @@ static void test_cuda_cupti_off_no_line(void **state) {
     (void)state;
     const char *extra[] = {"PLATEAU_CUPTI=0", NULL};
     run_standin_events_match(extra);
-    assert_int_equal(count_lines(err_buf, "CUPTI"), 0);
+    assert_int_equal(count_lines(notes_buf, "CUPTI"), 0);
     if (have_cupti) assert_non_null(strstr(err_buf, " cupti=off "));
 }
 
@@ -368,8 +378,8 @@ static void test_cuda_cupti_missing_library_one_line(void **state) {
         assert_int_equal(system(rm), 0);
         const char *extra[] = {"PLATEAU_LIBCUPTI=/nonexistent/plateau-test/libcupti.so.13", modes[m], NULL};
         run_standin_events_match(extra);
-        assert_int_equal(count_lines(err_buf, "CUPTI"), 1);
-        assert_non_null(strstr(err_buf, "plateau: CUPTI unavailable: dlopen: /nonexistent/plateau-test/libcupti.so.13"));
+        assert_int_equal(count_lines(notes_buf, "CUPTI"), 1);
+        assert_non_null(strstr(notes_buf, "plateau: CUPTI unavailable: dlopen: /nonexistent/plateau-test/libcupti.so.13"));
         assert_non_null(strstr(err_buf, " cupti=failed "));
     }
 }
@@ -382,7 +392,7 @@ static void test_cuda_cupti_not_loaded_without_cuda(void **state) {
     const char *env[] = {"PLATEAU_DEBUG_CUDA=1", "PLATEAU_CUPTI=1", NULL};
     char *argv[] = {target, "3", NULL};
     assert_int_equal(run(argv, env), 0);
-    assert_int_equal(count_lines(err_buf, "CUPTI"), 0);
+    assert_int_equal(count_lines(notes_buf, "CUPTI"), 0);
     if (have_cupti) assert_non_null(strstr(err_buf, " cupti=idle "));
 }
 
@@ -531,8 +541,8 @@ static void test_cuda_real_cudart_lookups_wrapped(void **state) {
     /* and its cuInit, after which the CUPTI source starts (and fails cleanly here: one line) */
     assert_true(summary_count("cuInit") >= 1);
     if (have_cupti && libcupti && access(libcupti, R_OK) == 0) {
-        assert_int_equal(count_lines(err_buf, "CUPTI"), 1);
-        assert_non_null(strstr(err_buf, "plateau: CUPTI unavailable: cuptiActivityEnable: CUPTI_ERROR_"));
+        assert_int_equal(count_lines(notes_buf, "CUPTI"), 1);
+        assert_non_null(strstr(notes_buf, "plateau: CUPTI unavailable: cuptiActivityEnable: CUPTI_ERROR_"));
     }
 }
 

@@ -21,12 +21,14 @@
 
 #include "config.h"
 #include "trace_summary.h"
+#include "../common/files.h"
 #include "../common/spawn.h"
 #include "../common/tmpdir.h"
 
 static const char *preload, *targets;
 static char run_dir[256];
 static char out_buf[65536], err_buf[65536];
+static char *notes_buf; /* the run directory's plateau-notes after run(): the preload's notes ("" if none) */
 static rlim_t fsize_limit; /* > 0: file size limit for the target, to simulate a full disk */
 static rlim_t as_limit;    /* > 0: address-space limit (RLIMIT_AS) for the target */
 
@@ -86,6 +88,10 @@ static int run(char *const argv[], const char *const env[]) {
     int rc = pl_test_finish(pid, o, e, out_buf, sizeof out_buf, err_buf, sizeof err_buf);
     assert_true(rc >= 0);
     if (rc != 0) fprintf(stderr, "target stderr:\n%s\n", err_buf);
+    free(notes_buf);
+    notes_buf = pl_test_slurp(run_dir, PL_TRACE_NOTES_FILE, NULL);
+    if (!notes_buf) notes_buf = calloc(1, 1);
+    assert_non_null(notes_buf);
     return rc;
 }
 
@@ -307,9 +313,10 @@ static void test_preload_malformed_env_uses_defaults(void **state) {
     char *argv[] = {target("leak"), "3", NULL};
     const char *env[] = {"PLATEAU_SAMPLE_BYTES=lots", "PLATEAU_INTERVAL_MS=0", "PLATEAU_STEP_SIGNAL=maybe", NULL};
     assert_int_equal(run(argv, env), 0);
-    assert_non_null(strstr(err_buf, "PLATEAU_SAMPLE_BYTES='lots'"));
-    assert_non_null(strstr(err_buf, "PLATEAU_INTERVAL_MS='0'"));
-    assert_non_null(strstr(err_buf, "PLATEAU_STEP_SIGNAL='maybe'"));
+    assert_non_null(strstr(notes_buf, "PLATEAU_SAMPLE_BYTES='lots'"));
+    assert_non_null(strstr(notes_buf, "PLATEAU_INTERVAL_MS='0'"));
+    assert_non_null(strstr(notes_buf, "PLATEAU_STEP_SIGNAL='maybe'"));
+    assert_null(strstr(err_buf, "plateau")); /* plateau's own channel, never the program's stderr */
     summarize_only(NULL);
     assert_int_equal(sum.sample_bytes, 512 * 1024);
     assert_int_equal(sum.n_steps, 3);
@@ -494,9 +501,13 @@ static void test_preload_python_workers_and_subprocess(void **state) {
 }
 
 /* execve with an environment that drops LD_PRELOAD and PLATEAU_DIR: the tracer adds them back. */
-static void test_preload_exec_follows_with_empty_env(void **state) {
+/* A launcher that scrubs LD_PRELOAD from the environment it passes: the tracer puts it back, the image is traced. */
+static void test_preload_exec_follows_without_ld_preload(void **state) {
     (void)state;
-    char *argv[] = {"/usr/bin/python3", "-c", "import os\nos.execve('/bin/true', ['/bin/true'], {})\n", NULL};
+    char *argv[] = {"/usr/bin/python3", "-c",
+                    "import os\nos.execve('/bin/true', ['/bin/true'], "
+                    "{k: v for k, v in os.environ.items() if k != 'LD_PRELOAD'})\n",
+                    NULL};
     assert_int_equal(run(argv, NULL), 0);
     char paths[4][600];
     assert_int_equal(list_traces(paths, 4), 2);
@@ -511,6 +522,21 @@ static void test_preload_exec_follows_with_empty_env(void **state) {
     assert_int_equal(img->exec_seq, 1);
     assert_non_null(strstr(img->exe, "true"));
     assert_true(img->has_end);
+}
+
+/* An environment built from scratch (none of plateau's variables) is passed as it is: the image is not traced, and
+ * the exec record ends the Python process's trace. */
+static void test_preload_exec_with_empty_env_not_traced(void **state) {
+    (void)state;
+    char *argv[] = {"/usr/bin/python3", "-c", "import os\nos.execve('/bin/true', ['/bin/true'], {})\n", NULL};
+    assert_int_equal(run(argv, NULL), 0);
+    char paths[4][600];
+    assert_int_equal(list_traces(paths, 4), 1);
+    summary_t a;
+    summarize(paths[0], NULL, &a);
+    assert_int_equal(a.rc, 0);
+    assert_int_equal(a.exec_seq, 0);
+    assert_true(a.has_exec);
 }
 
 static void test_preload_dlopened_library_named_in_stacks(void **state) {
@@ -613,10 +639,11 @@ static void test_preload_full_disk_stops_recording_once(void **state) {
     fsize_limit = 0;
     assert_int_equal(rc, 0);
     assert_non_null(strstr(out_buf, "leaked 6400 blocks")); /* the program ran to the end */
-    const char *first = strstr(err_buf, "recording stopped"); /* the file-size limit, named with its value */
+    const char *first = strstr(notes_buf, "recording stopped"); /* the file-size limit, named with its value */
     assert_non_null(first);
-    assert_non_null(strstr(err_buf, "file-size limit (ulimit -f, 16384 bytes)"));
+    assert_non_null(strstr(notes_buf, "file-size limit (ulimit -f, 16384 bytes)"));
     assert_null(strstr(first + 1, "recording stopped")); /* said once */
+    assert_null(strstr(err_buf, "plateau")); /* on plateau's channel, never the program's stderr */
     char paths[2][600];
     assert_int_equal(list_traces(paths, 2), 1);
     summarize(paths[0], NULL, &sum);
@@ -775,11 +802,12 @@ static void test_preload_each_warning_said_once(void **state) {
     assert_non_null(strstr(out_buf, "done"));
     static const char *const said[] = {"cannot map the sampled-pointer table", "pl_alloc_set_hook not found"};
     for (int i = 0; i < 2; i++) {
-        const char *first = strstr(err_buf, said[i]);
-        if (!first) fprintf(stderr, "missing '%s' in:\n%s\n", said[i], err_buf);
+        const char *first = strstr(notes_buf, said[i]);
+        if (!first) fprintf(stderr, "missing '%s' in:\n%s\n", said[i], notes_buf);
         assert_non_null(first);
         assert_null(strstr(first + 1, said[i]));
     }
+    assert_null(strstr(err_buf, "plateau"));
 }
 
 int main(void) {
@@ -805,7 +833,8 @@ int main(void) {
         cmocka_unit_test(test_preload_cxx_counts_exact_on_glibc_and_jemalloc),
         cmocka_unit_test(test_preload_steps_survive_writer_overflow),
         cmocka_unit_test(test_preload_python_workers_and_subprocess),
-        cmocka_unit_test(test_preload_exec_follows_with_empty_env),
+        cmocka_unit_test(test_preload_exec_follows_without_ld_preload),
+        cmocka_unit_test(test_preload_exec_with_empty_env_not_traced),
         cmocka_unit_test(test_preload_dlopened_library_named_in_stacks),
         cmocka_unit_test(test_preload_deep_frames_named_offline_only),
         cmocka_unit_test(test_preload_exit_with_threads_still_allocating),

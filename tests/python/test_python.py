@@ -7,6 +7,16 @@ Usage: test_python.py MODE [ARGS]   (meson passes the paths in the environment, 
                                      the program's own plateau_step() calls, counted once)
   sitecustomize                      a program with its own sitecustomize on PYTHONPATH: it still runs; steps exact
   disabled                           PLATEAU_PYTHON=0: no bootstrap, no optimizer steps
+  notes                              plateau's notes reach plateau run's stderr, never the program's: Python 3.10
+                                     children's stderr captured by their parent is exactly untraced; a malformed
+                                     PLATEAU_TENSOR_BUDGET is said once
+  own_modules                        the program's own plateau.py, plateau package on PYTHONPATH and script-dir
+                                     sitecustomize.py are what it imports, exactly as untraced, on every
+                                     interpreter found (2.7, 3.6 ... 3.13), and the names at start are the same
+  exec_env                           subprocess.run(["/usr/bin/env"], env={...}) prints exactly its untraced bytes
+                                     (the child is not traced); with the inherited environment it is traced
+  fork_step                          40 children forked while another thread steps an optimizer each step once
+                                     and exit: all 40 finish under plateau run
   env                                what plateau run gives Python children: PYTHONPATH, spawn workers, -m, -I
   unit                               the step rule, the import watch, the torch hooks (fakes), the sitecustomize
                                      chain on every interpreter found (pyenv 2.7, 3.6 ... 3.13): no torch needed
@@ -47,7 +57,9 @@ import tempfile
 PLATEAU = os.environ["PL_PLATEAU"]
 TRACE_STEPS = os.environ.get("PL_TRACE_STEPS", "")
 SRC = os.environ["PL_SRC"]                # source root
-PYDIR = os.environ["PL_PYTHON_DIR"]       # build/python: what plateau run puts on PYTHONPATH
+PYDIR = os.environ["PL_PYTHON_DIR"]       # build/python: boot/sitecustomize.py and the plateau package
+BOOT = os.path.join(PYDIR, "boot")        # what plateau run puts on PYTHONPATH
+PRIVATE = "_plateau_bootstrap"            # the name the bootstrap loads the package under
 TORCH_PY = os.environ.get("PL_TORCH_PYTHON", "/usr/bin/python3")
 TRAIN = os.path.join(SRC, "tests", "python", "train.py")
 SKIP = 77
@@ -156,7 +168,7 @@ def mode_disabled(argv):
 
 CHILD = r"""import multiprocessing as mp, os, sys
 def probe(q):
-    q.put(("plateau" in sys.modules, "torch" in sys.modules, "ctypes" in sys.modules))
+    q.put(("_plateau_bootstrap" in sys.modules, "torch" in sys.modules, "ctypes" in sys.modules))
 if __name__ == "__main__":
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
@@ -164,8 +176,9 @@ if __name__ == "__main__":
     p.start()
     spawned = q.get(timeout=60)
     p.join()
-    print(repr({"pythonpath": os.environ.get("PYTHONPATH", ""), "main": ("plateau" in sys.modules,
-                "torch" in sys.modules, "ctypes" in sys.modules), "spawn": spawned}))
+    print(repr({"pythonpath": os.environ.get("PYTHONPATH", ""), "main": ("_plateau_bootstrap" in sys.modules,
+                "torch" in sys.modules, "ctypes" in sys.modules), "spawn": spawned,
+                "public": "plateau" in sys.modules}))
 """
 
 
@@ -180,20 +193,144 @@ def mode_env(argv):
             return eval(r.stdout.strip().splitlines()[-1])
 
         got = probe("on", clean_env(PYTHONPATH="/nonexistent-pl-test"))
-        assert got["pythonpath"] == PYDIR + ":/nonexistent-pl-test", got
-        # bootstrap loaded in the program and in its spawn worker; neither torch nor ctypes imported by it
+        assert got["pythonpath"] == BOOT + ":/nonexistent-pl-test", got
+        # bootstrap loaded in the program and in its spawn worker; neither torch nor ctypes imported by it, and
+        # no module named `plateau` registered (python.own_modules checks the rest of the names)
         assert got["main"] == (True, False, False) and got["spawn"] == (True, False, False), got
+        assert got["public"] is False, got
         got = probe("off", clean_env(PLATEAU_PYTHON="0"))
         assert got["pythonpath"] == "" and got["main"][0] is False and got["spawn"][0] is False, got
         got = probe("isolated", clean_env(), ["-I"])  # documented limit: -I ignores PYTHONPATH
         assert got["main"][0] is False, got
         # python -m: site runs before the module
         mod = os.path.join(tmp, "m.py")
-        write(mod, "import sys\nprint('plateau' in sys.modules)\n")
+        write(mod, "import sys\nprint('_plateau_bootstrap' in sys.modules)\n")
         d, r = plateau_run(tmp, "dash_m2", [py, "-m", "m"], env=clean_env(PYTHONPATH=tmp))
         assert r.stdout.strip() == "True", r.stdout
         print("ok: PYTHONPATH prepended, bootstrap in the program, its spawn worker and -m; off with "
               "PLATEAU_PYTHON=0; absent with -I (documented)")
+
+
+FORK_STEP = r"""import os, sys, threading, time
+import torch
+p = torch.nn.Parameter(torch.zeros(1000))
+opt = torch.optim.SGD([p], lr=0.1)
+p.grad = torch.ones(1000)
+stop = []
+def loop():
+    while not stop:
+        opt.step()
+t = threading.Thread(target=loop, daemon=True)
+t.start()
+pids = []
+for i in range(40):
+    pid = os.fork()
+    if pid == 0:
+        opt.step()
+        os._exit(0)
+    pids.append(pid)
+pending, done, deadline = set(pids), 0, time.time() + 60
+while pending and time.time() < deadline:
+    for pid in list(pending):
+        if os.waitpid(pid, os.WNOHANG)[0]:
+            pending.discard(pid)
+            done += 1
+    time.sleep(0.02)
+for pid in pending:  # hung: kill them so the test fails instead of blocking
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+stop.append(1)
+print("finished %d of %d" % (done, len(pids)))
+"""
+
+
+def mode_fork_step(argv):
+    """One thread steps an optimizer in a loop while the main thread forks 40 children that each step once and
+    os._exit(0): all 40 finish under plateau run, as untraced (the bootstrap's lock, held by the stepping thread
+    across the call into the tracer at fork time, is a fresh one in each child)."""
+    need_torch()
+    with tempfile.TemporaryDirectory(prefix="pl-py-fork-") as tmp:
+        script = os.path.join(tmp, "fork_step.py")
+        write(script, FORK_STEP)
+        d, r = plateau_run(tmp, "fork", [TORCH_PY, script])
+        assert r.stdout.strip() == "finished 40 of 40", f"children hung in optimizer.step(): {r.stdout}{r.stderr}"
+        print("ok: fork_step: 40 of 40 forked children stepped once and exited while another thread stepped")
+
+
+EXEC_ENV = r"""import subprocess, sys
+explicit = sys.argv[1] == "explicit"
+r = subprocess.run(["/usr/bin/env"], env={"PATH": "/usr/bin", "X": "1"} if explicit else None,
+                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+sys.stdout.write(r.stdout.decode())
+if explicit:  # the program's own LD_PRELOAD (of a library that is not plateau's) is its own too
+    r = subprocess.run(["/usr/bin/env"], env={"LD_PRELOAD": "libc.so.6", "Y": "2"}, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT)
+    sys.stdout.write(r.stdout.decode())
+"""
+
+
+def mode_exec_env(argv):
+    """A child given an explicit environment without plateau's variables sees exactly it and prints exactly its
+    untraced bytes (it is not traced); a child inheriting the environment is still traced (docs/env.md)."""
+    py = TORCH_PY if os.path.exists(TORCH_PY) else sys.executable
+    with tempfile.TemporaryDirectory(prefix="pl-py-exec-") as tmp:
+        script = os.path.join(tmp, "exec_env.py")
+        write(script, EXEC_ENV)
+        untraced = subprocess.run([py, script, "explicit"], capture_output=True, env=clean_env(), cwd=tmp)
+        assert untraced.stdout == b"PATH=/usr/bin\nX=1\nLD_PRELOAD=libc.so.6\nY=2\n", untraced.stdout
+        d = os.path.join(tmp, "explicit")
+        traced = subprocess.run([PLATEAU, "run", "--no-report", "-o", d, "--", py, script, "explicit"],
+                                capture_output=True, env=clean_env(), cwd=tmp, timeout=120)
+        assert traced.returncode == 0 and traced.stdout == untraced.stdout, \
+            f"explicit environment: {traced.stdout!r} != {untraced.stdout!r}\n{traced.stderr!r}"
+        assert not [row for row in traces(d, "env") if row["argv"][:1] == ["/usr/bin/env"]], "the child was traced"
+        d, r = plateau_run(tmp, "inherited", [py, script, "inherited"])
+        assert "LD_PRELOAD=" in r.stdout and "PLATEAU_DIR=" in r.stdout, r.stdout
+        assert len([row for row in traces(d, "env") if row["argv"][:1] == ["/usr/bin/env"]]) == 1, \
+            "a child inheriting the environment was not traced"
+        print("ok: exec_env: an explicit environment reaches the child exactly (untraced); an inherited one is traced")
+
+
+NOTES_PARENT = r"""import subprocess, sys
+for py in sys.argv[1:]:
+    r = subprocess.run([py, "-c", "import sys; sys.stderr.write('child err\\n')"], capture_output=True)
+    print(repr(r.stderr))
+"""
+
+
+def mode_notes(argv):
+    """plateau's notes go to its own channel, never the program's stderr: Python 3.10 and 3.9 children (frames not
+    readable there) whose stderr their parent captures see exactly their untraced bytes, and plateau run prints the
+    note once for both; a malformed PLATEAU_TENSOR_BUDGET gets one note too."""
+    root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    olds = [os.path.join(root, "versions", v, "bin", "python") for v in ("3.10.13", "3.9.18")]
+    olds = [p for p in olds if os.path.exists(p)] or sorted(
+        glob.glob(os.path.join(root, "versions", "3.10*", "bin", "python")))[:1]
+    if not olds:
+        print("skip: no pyenv Python 3.6-3.10 found")
+        sys.exit(SKIP)
+    py = TORCH_PY if os.path.exists(TORCH_PY) else sys.executable
+    with tempfile.TemporaryDirectory(prefix="pl-py-notes-") as tmp:
+        parent = os.path.join(tmp, "parent.py")
+        write(parent, NOTES_PARENT)
+        untraced = subprocess.run([py, parent] + olds, capture_output=True, text=True, env=clean_env(), timeout=120)
+        assert untraced.stdout == "b'child err\\n'\n" * len(olds), untraced.stdout
+        d, r = plateau_run(tmp, "frames", [py, parent] + olds)
+        assert r.stdout == untraced.stdout, f"the children's captured stderr changed: {r.stdout!r}"
+        said = [line for line in r.stderr.splitlines() if "frames are not readable" in line]
+        want = "plateau: %s: this Python's frames are not readable" % (
+            "%d processes" % len(olds) if len(olds) > 1 else "pid ")
+        assert len(said) == 1 and said[0].startswith(want), f"plateau run's stderr: {r.stderr!r}"
+        need_torch()
+        env = clean_env(PLATEAU_TENSOR_BUDGET="lots")
+        untraced = subprocess.run([TORCH_PY, TRAIN, "--steps", "2"], capture_output=True, text=True, env=env)
+        d, r = plateau_run(tmp, "budget", [TORCH_PY, TRAIN, "--steps", "2"], env=env)
+        assert (r.stdout, untraced.stderr) == (untraced.stdout, ""), (r.stdout, untraced)
+        said = [line for line in r.stderr.splitlines() if "PLATEAU_TENSOR_BUDGET" in line]
+        assert len(said) == 1 and said[0].endswith("PLATEAU_TENSOR_BUDGET='lots' is not a fraction in [0, 1]; "
+                                                   "using the default (0.01)"), r.stderr
+        print("ok: notes: the children's captured stderr is their own; plateau run said: " + " | ".join(
+            line for line in r.stderr.splitlines() if "pid" in line))
 
 
 # ---------------------------------------------------------------------------------------------- unit
@@ -301,7 +438,7 @@ def unit_watch(tmp):
             "assert len(torch.optim.optimizer.hooks) == 1, 'step hook not installed'\n"
             "print('watch ok')\n")
     r = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True,
-                       env=clean_env(PYTHONPATH=PYDIR + ":" + fake))
+                       env=clean_env(PYTHONPATH=BOOT + ":" + fake))
     assert r.returncode == 0 and r.stdout.strip() == "watch ok", f"import watch: {r.stdout}\n{r.stderr}"
     print("ok: unit: the import watch hooks torch.optim on import, leaves its real loader, removes itself")
 
@@ -322,7 +459,7 @@ def unit_chain(tmp):
     bad = os.path.join(tmp, "bad")
     write(os.path.join(bad, "sitecustomize.py"), "raise ValueError('boom from the program sitecustomize')\n")
     prog = ("import sys; m = sys.modules.get('sitecustomize'); "
-            "print('%s %s' % ('plateau' in sys.modules, getattr(m, '__file__', None)))")
+            "print('%s %s' % ('_plateau_bootstrap' in sys.modules, getattr(m, '__file__', None)))")
     seen = []
     for i, py in enumerate(interpreters()):
         ver = subprocess.run([py, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True,
@@ -332,7 +469,7 @@ def unit_chain(tmp):
         v = tuple(int(x) for x in ver.stdout.split("."))
         marker = os.path.join(tmp, "marker-%d" % i)
         r = subprocess.run([py, "-c", prog], capture_output=True, text=True,
-                           env=clean_env(PYTHONPATH=PYDIR + ":" + user, PL_TEST_MARKER=marker, PLATEAU_DEBUG="1"))
+                           env=clean_env(PYTHONPATH=BOOT + ":" + user, PL_TEST_MARKER=marker, PLATEAU_DEBUG="1"))
         assert r.returncode == 0 and r.stderr == "", f"{py}: {r.returncode} {r.stderr}"
         loaded, site = r.stdout.split()
         assert loaded == str(v >= (3, 7)), f"{py}: bootstrap loaded: {loaded}"
@@ -342,13 +479,93 @@ def unit_chain(tmp):
             assert f.read() == "user sitecustomize ran\n", f"{py}: the program's sitecustomize did not run once"
         # a failing sitecustomize fails the same way with and without the bootstrap in front of it
         runs = [subprocess.run([py, "-c", "print('main ran')"], capture_output=True, text=True,
-                               env=clean_env(PYTHONPATH=pp)) for pp in (bad, PYDIR + ":" + bad)]
+                               env=clean_env(PYTHONPATH=pp)) for pp in (bad, BOOT + ":" + bad)]
         assert runs[0].returncode == runs[1].returncode == 0 and runs[0].stdout == runs[1].stdout == "main ran\n"
         assert runs[0].stderr == runs[1].stderr and "sitecustomize" in runs[1].stderr, \
             f"{py}: {runs[0].stderr!r} != {runs[1].stderr!r}"
         seen.append("%d.%d" % v)
     assert seen, "no interpreter ran"
     print("ok: unit: sitecustomize chain and failure identical on " + " ".join(seen))
+
+
+OWN_MAIN = """import sys
+import plateau
+print("%s %s" % (getattr(plateau, "VALUE", "shadowed"), plateau.step()))
+"""
+SITE_MAIN = """import sys
+print("main: sitecustomize loaded at start: %s" % ("sitecustomize" in sys.modules))
+try:
+    import sitecustomize
+    print("main: import sitecustomize: %s" % getattr(sitecustomize, "__file__", None))
+except ImportError as e:
+    print("main: import sitecustomize: %s: %s" % (type(e).__name__, e))
+"""
+NAMES = """import sys
+print(" ".join(sorted(n for n in sys.modules if not n.startswith("_plateau_bootstrap"))))
+"""
+
+
+def own_modules_on(py, tmp, v):
+    """On one interpreter: what the program imports and prints with BOOT in front of PYTHONPATH is exactly what it
+    does without it: its own plateau.py, its own plateau package on PYTHONPATH, its script directory's
+    sitecustomize.py (imported by the program), no sitecustomize at all, the modules registered at start."""
+    d = os.path.join(tmp, "v%d%d" % v)
+    write(os.path.join(d, "own", "plateau.py"), 'VALUE = "own"\ndef step():\n    return "user step"\n')
+    write(os.path.join(d, "own", "main.py"), OWN_MAIN)
+    write(os.path.join(d, "pp", "plateau", "__init__.py"), 'VALUE = "pp"\ndef step():\n    return "pp step"\n')
+    write(os.path.join(d, "main_pp.py"), OWN_MAIN)
+    write(os.path.join(d, "site", "sitecustomize.py"), 'print("script-dir sitecustomize ran")\n')
+    write(os.path.join(d, "site", "main.py"), SITE_MAIN)
+    write(os.path.join(d, "bare", "main.py"), SITE_MAIN)
+    write(os.path.join(d, "names.py"), NAMES)
+    cases = [("own plateau.py", [os.path.join(d, "own", "main.py")], None, "own user step\n"),
+             ("plateau package on PYTHONPATH", [os.path.join(d, "main_pp.py")], os.path.join(d, "pp"),
+              "pp pp step\n"),
+             ("script-dir sitecustomize", [os.path.join(d, "site", "main.py")], None, "main: import sitecustomize"),
+             ("no sitecustomize", [os.path.join(d, "bare", "main.py")], None, "main: import sitecustomize"),
+             ("module names", [os.path.join(d, "names.py")], None, "sys")]
+    for name, args, pp, expect in cases:
+        runs = [subprocess.run([py] + args, capture_output=True, text=True, cwd=d, timeout=60,
+                               env=clean_env(**({"PYTHONPATH": ":".join(x for x in (boot, pp) if x)}
+                                                if boot or pp else {})))
+                for boot in (None, BOOT)]
+        untraced, traced = ((r.returncode, r.stdout, r.stderr) for r in runs)
+        assert expect in untraced[1], f"{py}: {name}: the untraced run itself is not what the test expects: {untraced}"
+        assert traced == untraced, f"{py}: {name}: with the bootstrap {traced} != without {untraced}"
+    # where the program has no plateau of its own, the public API is plateau's (Python >= 3.7: the bootstrap's)
+    if v >= (3, 7):
+        r = subprocess.run([py, "-c", "import plateau, sys; print(plateau.__file__); print(plateau.TrainerCallback, "
+                            "plateau.torch.use_allocator, plateau.step, plateau.mark); print('plateau._steps' in "
+                            "sys.modules)"], capture_output=True, text=True, cwd=d, timeout=60,
+                           env=clean_env(PYTHONPATH=BOOT))
+        out = r.stdout.splitlines()
+        assert r.returncode == 0 and os.path.realpath(out[0]) == os.path.realpath(
+            os.path.join(PYDIR, "plateau", "__init__.py")), f"{py}: {r.stdout}{r.stderr}"
+        assert out[2] == "False", f"{py}: the public plateau installed a second step hook: {r.stdout}"
+
+
+def mode_own_modules(argv):
+    """The program's own modules are never replaced by the bootstrap's (docs/python.md): on every interpreter
+    found (2.7, 3.6 ... 3.13), and under plateau run with Debian's python3."""
+    seen = []
+    with tempfile.TemporaryDirectory(prefix="pl-py-own-") as tmp:
+        for py in interpreters():
+            ver = subprocess.run([py, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                                 capture_output=True, text=True)
+            if ver.returncode != 0:
+                continue
+            v = tuple(int(x) for x in ver.stdout.split("."))
+            own_modules_on(py, tmp, v)
+            seen.append("%d.%d" % v)
+        py = TORCH_PY if os.path.exists(TORCH_PY) else sys.executable
+        own = os.path.join(tmp, "run", "own")
+        write(os.path.join(own, "plateau.py"), 'VALUE = "own"\ndef step():\n    return "user step"\n')
+        write(os.path.join(own, "main.py"), OWN_MAIN)
+        r = subprocess.run([PLATEAU, "run", "--no-report", "-o", os.path.join(tmp, "run", "d"), "--", py, "main.py"],
+                           capture_output=True, text=True, cwd=own, timeout=120, env=clean_env())
+        assert r.returncode == 0 and r.stdout == "own user step\n", f"plateau run: {r.stdout}{r.stderr}"
+    print("ok: own_modules: the program's plateau.py, plateau package and sitecustomize.py are its own, and "
+          "no name of the bootstrap is registered, on " + " ".join(seen) + "; under plateau run too")
 
 
 def unit_tensors():

@@ -1,6 +1,7 @@
 /* Target: fork + exec. The parent allocates and steps; a forked child allocates, steps, then execs this
- * program again with "exec" (the new image allocates and steps); the parent waits. Usage: forkexec [clearenv];
- * with clearenv the child execs with an empty environment (the tracer puts its variables back). */
+ * program again with "exec" (the new image allocates and steps); the parent waits. Usage: forkexec [clearenv|scrubenv];
+ * with clearenv the child execs with an empty environment (none of plateau's variables: the new image is not
+ * traced); with scrubenv, with its environment less LD_PRELOAD and PLATEAU_RUN_ID (the tracer puts them back). */
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,6 +24,15 @@ int main(int argc, char **argv) {
         free(b);
         if (argc > 1 && !strcmp(argv[1], "clearenv")) {
             char *args[] = {argv[0], "exec", NULL}, *env[] = {NULL};
+            execve("/proc/self/exe", args, env);
+        }
+        if (argc > 1 && !strcmp(argv[1], "scrubenv")) {
+            extern char **environ;
+            char *args[] = {argv[0], "exec", NULL}, *env[256];
+            size_t n = 0;
+            for (char **e = environ; *e && n < 255; e++)
+                if (strncmp(*e, "LD_PRELOAD=", 11) && strncmp(*e, "PLATEAU_RUN_ID=", 15)) env[n++] = *e;
+            env[n] = NULL;
             execve("/proc/self/exe", args, env);
         }
         execl("/proc/self/exe", argv[0], "exec", (char *)NULL);
