@@ -19,15 +19,6 @@ void pl_pyframes_init(void);
  * 0 for a thread running no Python. Emits PL_REC_PYFRAME for ids it creates. Call with pl_tl_guard raised. */
 uint32_t pl_pyframes_capture(uint64_t *out, uint32_t cap);
 
-/* Line of code unit `lasti` in a 3.11+ location table (co_linetable bytes), starting from firstlineno; -1 when
- * the table does not cover it. Pure; exposed for tests. */
-int pl_pyframes_line(const uint8_t *table, size_t n, int firstlineno, int lasti);
-
-/* The same for 3.10's co_linetable (PEP 626 pairs; -1 for a range with no line) and 3.9's co_lnotab; `lasti` in
- * code units (2 bytes), -1 before the first instruction (firstlineno). Pure; exposed for tests. */
-int pl_pyframes_line_310(const uint8_t *table, size_t n, int firstlineno, int lasti);
-int pl_pyframes_line_lnotab(const uint8_t *table, size_t n, int firstlineno, int lasti);
-
 void pl_pyframes_fork_prepare(void);
 void pl_pyframes_fork_parent(void);
 void pl_pyframes_fork_child(void);  /* forget the ids: the child's trace defines them again */
