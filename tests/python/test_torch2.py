@@ -115,6 +115,29 @@ def mode_steps(argv):
         assert proc["steps"] == n, f"the report has {proc['steps']} steps for {n} optimizer steps"
         print(f"ok: torch {version}, train.py {' '.join(args) or '(plain)'}: {n} steps from the global post-step "
               f"hook for {iters} iterations")
+        if not args:
+            check_hook(tmp, version)
+
+
+HOOK_PROBE = r"""import json, torch
+import torch.optim.optimizer as o
+hooks = [getattr(h, "__module__", "?") + "." + getattr(h, "__name__", "?")
+         for h in getattr(o, "_global_optimizer_post_hooks", {}).values()]
+print(json.dumps({"hooks": hooks, "step_code_wrapped": hasattr(o.Optimizer._optimizer_step_code, "__wrapped__")}))
+"""
+
+
+def check_hook(tmp, version):
+    """Which path counts the steps: torch 2 still has 1.13's _optimizer_step_code too, so exact steps alone do not
+    tell. The bootstrap must have registered its global post hook and left _optimizer_step_code alone."""
+    prog = os.path.join(tmp, "probe.py")
+    with open(prog, "w") as f:
+        f.write(HOOK_PROBE)
+    d, r = plateau_run(tmp, "probe", [PY, prog])
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got == {"hooks": ["plateau._steps._post_hook"], "step_code_wrapped": False}, got
+    print(f"ok: torch {version}: the bootstrap registered plateau._steps._post_hook as the global post-step hook "
+          f"and left Optimizer._optimizer_step_code alone")
 
 
 def codes(proc):
