@@ -7,7 +7,9 @@ Usage: test_torch2.py MODE [ARGS]   (meson passes the paths in the environment, 
   steps N [TRAIN ARGS]   tests/python/train.py under plateau run: the trace's steps are the optimizer's (torch 2's
                          global post-step hook, source 3), exactly N, and the report counts N without detection.
                          TRAIN ARGS as train.py's: --accum K, --gan (two optimizers), --scheduler, --scaler-skip
-                         I,J (GradScaler skips those iterations' steps: N excludes them), --compile [BACKEND]
+                         I,J (GradScaler skips those iterations' steps: N excludes them), --compile [BACKEND].
+                         Without TRAIN ARGS also: the bootstrap's hook is in torch's global post-hook table, and
+                         _optimizer_step_code (1.13's path, still in torch 2) is left unwrapped
   tensors                live tensors at every step (PLATEAU_TENSOR_BUDGET=1) on torch 2; 3 kept tensors per step
                          are a tensors leak of +3/step with the retained-tensors finding
   ranks                  torch 2's own torchrun, unmodified, 2 ranks over gloo (tests/targets/torch_ranks.py): only
