@@ -7,8 +7,9 @@
  * frame on the chain is alive and complete. Per frame: code object (its type must be PyCode_Type), instruction
  * offset, and a lookup of (code, offset) in a lossy cache that yields the frame's id.
  * Slow path (a (code, offset) not in the cache): file name and qualified name read from the code object's unicode
- * objects (compact layouts, never PyUnicode_AsUTF8), the line decoded from co_linetable (3.11+ location table),
- * all through process_vm_readv; then (file, function, line) interned into an id, emitted once as PL_REC_PYFRAME.
+ * objects (compact layouts, never PyUnicode_AsUTF8), the line decoded from the code's line table (pylines.c:
+ * 3.9's co_lnotab, 3.10's and 3.11+'s co_linetable), all through process_vm_readv; then (file, function, line)
+ * interned into an id, emitted once as PL_REC_PYFRAME.
  * Memory: mmap'd tables, no malloc. One mutex guards the cache and the intern table (held across neither the
  * frame walk of another thread nor any call into Python); fork holds it and the child starts empty. */
 #include "pyframes.h"
@@ -319,7 +320,8 @@ uint32_t pl_pyframes_capture(uint64_t *out, uint32_t cap) {
     for (uint32_t steps = 0; plausible(fr) && n < cap && steps < 4 * PL_PYFRAMES_MAX_DEPTH; steps++) {
         uintptr_t code;
         int lasti;
-        bool ok = L->frames == FRAMES_INTERP ? interp_frame(L, &fr, &code, &lasti) : object_frame(L, &fr, &code, &lasti);
+        bool ok = L->frames == FRAMES_INTERP ? interp_frame(L, &fr, &code, &lasti)
+                                             : object_frame(L, &fr, &code, &lasti);
         if (!ok) continue;
         uintptr_t filename = ld_ptr(code, L->co_filename), qualname = ld_ptr(code, L->co_qualname);
         int32_t first = *(const int32_t *)(code + L->co_firstlineno);

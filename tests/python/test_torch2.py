@@ -335,8 +335,8 @@ def mode_allocator(argv):
               f"change_current_allocator() takes it")
 
 
-MODES = {"steps": mode_steps, "allocator": mode_allocator, "venv_offline": mode_venv_offline, "tensors": mode_tensors, "ranks": mode_ranks, "memory_viz": mode_memory_viz,
-         "tune_snapshot": mode_tune_snapshot}
+MODES = {"steps": mode_steps, "tensors": mode_tensors, "ranks": mode_ranks, "memory_viz": mode_memory_viz,
+         "tune_snapshot": mode_tune_snapshot, "allocator": mode_allocator, "venv_offline": mode_venv_offline}
 
 if __name__ == "__main__":
     MODES[sys.argv[1]](sys.argv[2:])
