@@ -22,7 +22,8 @@ fail() {
   rm -rf "$venv" "$log"
   exit 0
 }
-pip_() { "$venv/bin/python" -m pip --disable-pip-version-check --no-input "$@"; }
+# --no-cache-dir: the wheels are kept in WHEELS already; pip's own cache would hold a second copy
+pip_() { "$venv/bin/python" -m pip --disable-pip-version-check --no-input --no-cache-dir "$@"; }
 "$py" -m venv "$venv" >>"$log" 2>&1 || fail "$py -m venv failed (python3-venv?)"
 install() { pip_ install --no-index --find-links "$wheels" --only-binary :all: -r "$lock" >>"$log" 2>&1; }
 # --no-index: the lock must be complete (pip resolves every dependency from WHEELS alone, before installing any).
