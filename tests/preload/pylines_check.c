@@ -23,7 +23,9 @@ int main(void) {
         if (!strcmp(hex, "-")) n = 0;
         int first = atoi(first_s);
         for (char *c; (c = strtok_r(NULL, " \n", &save));) {
-            int lasti = atoi(c), want = atoi(strchr(c, ':') + 1);
+            const char *colon = strchr(c, ':');
+            if (!colon) return 2;
+            int lasti = atoi(c), want = atoi(colon + 1);
             int got = !strcmp(fmt, "lnotab") ? pl_pyframes_line_lnotab(table, n, first, lasti)
                       : !strcmp(fmt, "310")  ? pl_pyframes_line_310(table, n, first, lasti)
                                              : pl_pyframes_line(table, n, first, lasti);
