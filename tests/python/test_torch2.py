@@ -106,6 +106,10 @@ def mode_steps(argv):
         env = clean_env(TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, "inductor"))
         d, r = plateau_run(tmp, "steps", [PY, TRAIN, "--steps", str(iters)] + args, env=env)
         print(r.stdout.strip())
+        if "--compile" in args:  # inductor compiled and cached kernels: the compiled model ran, not eager
+            kernels = [f for _, _, fs in os.walk(os.path.join(tmp, "inductor")) for f in fs if f.endswith(".so")]
+            assert kernels, f"torch.compile left no compiled kernel in {os.path.join(tmp, 'inductor')}"
+            print(f"torch.compile: {len(kernels)} compiled kernel libraries")
         calls = int(r.stdout.split("iterations, ")[1].split()[0])
         want = n * 2 if "--gan" in args else n  # train.py's own count of optimizer.step() calls that ran
         assert calls == want, f"train.py ran {calls} optimizer steps, the test expects {want}"
