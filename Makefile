@@ -1,7 +1,7 @@
 # plateau: thin wrapper around meson. Installs missing Debian packages, configures, builds, runs.
 #   make demo   run the main job on the built-in demo (DEMO_ARGS="--leak graph" for a leaking run)
 #   make test   every test: main build, ASan+UBSan unit tests, the allocator at its highest check level,
-#               CUDA-disabled build, bounded fuzzers
+#               CUDA-disabled build, bounded fuzzers, PyPI's torch 2 (test-torch2)
 SHELL := /bin/bash
 BUILD ?= build
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -11,7 +11,8 @@ EXPENSIVE_FUZZ_SECONDS ?= 10
 
 # Debian packages the build and the tests need.
 # cmake, groff-base: the install test builds a trainer with CMake's find_package(plateau) and renders the man pages.
-# python3-venv: the venv of pinned transformers / Lightning / accelerate over Debian's torch (make framework-venv).
+# python3-venv: the venv of pinned transformers / Lightning / accelerate over Debian's torch (make framework-venv), and
+# the venv of PyPI's torch 2 (make torch2-venv).
 # gcc-aarch64-linux-gnu, libc6-dev-arm64-cross, qemu-user: the preload's aarch64 dlsym trampoline is cross-built and
 # run under qemu (preload.dlsym_trampoline_aarch64).
 PKGS := meson ninja-build pkg-config gcc g++ clang libclang-rt-14-dev python3 \
@@ -20,7 +21,7 @@ PKGS := meson ninja-build pkg-config gcc g++ clang libclang-rt-14-dev python3 \
         gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user \
         cmake groff-base python3-venv
 
-.PHONY: all deps build demo framework-venv test test-main test-repeat test-asan test-expensive test-nocuda test-fuzz \
+.PHONY: all deps build demo framework-venv torch2-venv test test-main test-torch2 test-repeat test-asan test-expensive test-nocuda test-fuzz \
         bench clean
 
 all: build
@@ -49,6 +50,7 @@ test: deps
 	$(MAKE) --no-print-directory test-expensive || echo expensive >> .test-status; \
 	$(MAKE) --no-print-directory test-nocuda || echo nocuda >> .test-status; \
 	$(MAKE) --no-print-directory test-fuzz   || echo fuzz   >> .test-status; \
+	$(MAKE) --no-print-directory test-torch2 || echo torch2 >> .test-status; \
 	python3 tools/test-summary.py $(BUILD) build-asan build-expensive build-nocuda build-fuzz; rc=$$?; \
 	if [ -s .test-status ]; then echo "failed stages: $$(tr '\n' ' ' < .test-status)"; rm -f .test-status; exit 1; fi; \
 	exit $$rc
@@ -60,7 +62,17 @@ framework-venv: build
 	tests/python/framework-venv.sh $(BUILD)/frameworks-venv
 
 test-main: build framework-venv
-	meson test -C $(BUILD) --print-errorlogs --num-processes 2 --no-suite repeat
+	meson test -C $(BUILD) --print-errorlogs --num-processes 2 --no-suite repeat --no-suite torch2
+
+# torch2.*: PyPI's torch 2.15 for the CPU (tests/python/torch2.txt: every wheel pinned, its CUDA libraries included,
+# ~2.8 GB of wheels kept in $(BUILD)/torch2-wheels, 5.4 GB installed) in $(BUILD)/torch2-venv over Debian's python3.
+# A second run downloads nothing; without network the venv is not made and the tests skip with the reason. Its log is
+# meson-logs/testlog-torch2.* (test-main's testlog.* stays; tools/test-summary.py counts both).
+torch2-venv: build
+	tests/python/torch2-venv.sh $(BUILD)/torch2-venv $(BUILD)/torch2-wheels
+
+test-torch2: build torch2-venv
+	meson test -C $(BUILD) --print-errorlogs --num-processes 2 --suite torch2 --logbase testlog-torch2
 
 # The repeated runs of issue 17's PyTorch script (10 x 4 variants, ~40 min): not in `make test`.
 test-repeat: build

@@ -7,8 +7,9 @@
  * frame on the chain is alive and complete. Per frame: code object (its type must be PyCode_Type), instruction
  * offset, and a lookup of (code, offset) in a lossy cache that yields the frame's id.
  * Slow path (a (code, offset) not in the cache): file name and qualified name read from the code object's unicode
- * objects (compact layouts, never PyUnicode_AsUTF8), the line decoded from co_linetable (3.11+ location table),
- * all through process_vm_readv; then (file, function, line) interned into an id, emitted once as PL_REC_PYFRAME.
+ * objects (compact layouts, never PyUnicode_AsUTF8), the line decoded from the code's line table (pylines.c:
+ * 3.9's co_lnotab, 3.10's and 3.11+'s co_linetable), all through process_vm_readv; then (file, function, line)
+ * interned into an id, emitted once as PL_REC_PYFRAME.
  * Memory: mmap'd tables, no malloc. One mutex guards the cache and the intern table (held across neither the
  * frame walk of another thread nor any call into Python); fork holds it and the child starts empty. */
 #include "pyframes.h"
@@ -25,17 +26,38 @@
 
 #include "hash.h"
 #include "preload.h"
+#include "pylines.h"
 
 /* Offsets (bytes) of the few CPython fields read, per minor version (x86-64 and aarch64: LP64). Measured with
- * offsetof against each version's internal headers (tools/pyframes_offsets.c); they do not change within a minor
- * version. */
+ * offsetof against each version's headers (tools/pyframes_offsets.c); they do not change within a minor version.
+ * 3.9 and 3.10 chain heap frame objects (PyFrameObject, f_back, f_lasti) from PyThreadState.frame; 3.11+ chain
+ * _PyInterpreterFrame from the thread state. */
+typedef enum frames {
+    FRAMES_OBJECTS,          /* 3.9, 3.10: PyFrameObject */
+    FRAMES_INTERP,           /* 3.11+: _PyInterpreterFrame */
+} frames_t;
+
+typedef enum lines {
+    LINES_LNOTAB,            /* 3.9: co_lnotab, (byte delta, line delta) pairs */
+    LINES_310,               /* 3.10: co_linetable, PEP 626 (byte delta, line delta) pairs, -128 = no line */
+    LINES_LOCATIONS,         /* 3.11+: co_linetable, the location table */
+} lines_t;
+
 typedef struct layout {
     unsigned minor;
+    frames_t frames;
+    lines_t lines;
     size_t ts_thread_id;     /* PyThreadState.thread_id (pthread_self of its thread) */
-    size_t ts_frame;         /* 3.11/3.12: PyThreadState.cframe; 3.13: PyThreadState.current_frame */
-    long cframe_current;     /* _PyCFrame.current_frame; -1 when ts_frame is the frame itself (3.13) */
-    size_t fr_code, fr_previous, fr_instr, fr_owner; /* _PyInterpreterFrame */
-    size_t co_filename, co_qualname, co_firstlineno, co_linetable, co_firsttraceable, co_code;
+    size_t ts_frame;         /* 3.9/3.10: .frame; 3.11/3.12: .cframe; 3.13: .current_frame */
+    long cframe_current;     /* _PyCFrame.current_frame; -1 when ts_frame is the frame itself (3.9, 3.10, 3.13) */
+    size_t fr_code, fr_previous; /* frame: code object; the caller's frame (f_back / previous) */
+    size_t fr_instr, fr_owner;   /* _PyInterpreterFrame (3.11+): instruction pointer, owner */
+    size_t fr_lasti;         /* PyFrameObject (3.9, 3.10): f_lasti, an int: bytes (3.9) or code units (3.10), -1
+                                before the first instruction */
+    size_t co_filename;
+    size_t co_qualname;      /* 3.9/3.10 have no co_qualname: co_name */
+    size_t co_firstlineno, co_linetable; /* co_linetable: co_lnotab on 3.9; a bytes object on all */
+    size_t co_firsttraceable, co_code; /* 3.11+ */
     size_t ascii_size;       /* sizeof(PyASCIIObject): compact ASCII data follows */
     size_t compact_size;     /* sizeof(PyCompactUnicodeObject): compact non-ASCII data follows */
     size_t compact_utf8_len, compact_utf8; /* cached UTF-8 of a compact non-ASCII string */
@@ -43,9 +65,26 @@ typedef struct layout {
 } layout_t;
 
 static const layout_t layouts[] = {
-    {11, 152, 56, 8, 32, 48, 56, 69, 112, 128, 72, 136, 168, 184, 48, 72, 48, 56, -1},
-    {12, 136, 56, 0, 0, 8, 56, 70, 112, 128, 68, 136, 176, 192, 40, 56, 40, 48, 3},
-    {13, 152, 72, -1, 0, 8, 56, 70, 112, 128, 68, 136, 184, 200, 40, 56, 40, 48, 3},
+    {.minor = 9, .frames = FRAMES_OBJECTS, .lines = LINES_LNOTAB, .ts_thread_id = 176, .ts_frame = 24,
+     .cframe_current = -1, .fr_code = 32, .fr_previous = 24, .fr_lasti = 104, .co_filename = 104,
+     .co_qualname = 112, .co_firstlineno = 40, .co_linetable = 120, .ascii_size = 48, .compact_size = 72,
+     .compact_utf8_len = 48, .compact_utf8 = 56, .owner_cstack = -1},
+    {.minor = 10, .frames = FRAMES_OBJECTS, .lines = LINES_310, .ts_thread_id = 176, .ts_frame = 24,
+     .cframe_current = -1, .fr_code = 32, .fr_previous = 24, .fr_lasti = 96, .co_filename = 104,
+     .co_qualname = 112, .co_firstlineno = 40, .co_linetable = 120, .ascii_size = 48, .compact_size = 72,
+     .compact_utf8_len = 48, .compact_utf8 = 56, .owner_cstack = -1},
+    {.minor = 11, .frames = FRAMES_INTERP, .lines = LINES_LOCATIONS, .ts_thread_id = 152, .ts_frame = 56,
+     .cframe_current = 8, .fr_code = 32, .fr_previous = 48, .fr_instr = 56, .fr_owner = 69, .co_filename = 112,
+     .co_qualname = 128, .co_firstlineno = 72, .co_linetable = 136, .co_firsttraceable = 168, .co_code = 184,
+     .ascii_size = 48, .compact_size = 72, .compact_utf8_len = 48, .compact_utf8 = 56, .owner_cstack = -1},
+    {.minor = 12, .frames = FRAMES_INTERP, .lines = LINES_LOCATIONS, .ts_thread_id = 136, .ts_frame = 56,
+     .cframe_current = 0, .fr_code = 0, .fr_previous = 8, .fr_instr = 56, .fr_owner = 70, .co_filename = 112,
+     .co_qualname = 128, .co_firstlineno = 68, .co_linetable = 136, .co_firsttraceable = 176, .co_code = 192,
+     .ascii_size = 40, .compact_size = 56, .compact_utf8_len = 40, .compact_utf8 = 48, .owner_cstack = 3},
+    {.minor = 13, .frames = FRAMES_INTERP, .lines = LINES_LOCATIONS, .ts_thread_id = 152, .ts_frame = 72,
+     .cframe_current = -1, .fr_code = 0, .fr_previous = 8, .fr_instr = 56, .fr_owner = 70, .co_filename = 112,
+     .co_qualname = 128, .co_firstlineno = 68, .co_linetable = 136, .co_firsttraceable = 184, .co_code = 200,
+     .ascii_size = 40, .compact_size = 56, .compact_utf8_len = 40, .compact_utf8 = 48, .owner_cstack = 3},
 };
 
 #define OWNER_GENERATOR 1
@@ -155,52 +194,6 @@ done:
     return true;
 }
 
-/* ------------------------------------------------------------------ line numbers */
-
-static uint32_t varint(const uint8_t *t, size_t n, size_t *i) {
-    if (*i >= n) return 0;
-    uint8_t b = t[(*i)++];
-    uint32_t v = b & 63;
-    unsigned shift = 0;
-    while ((b & 64) && *i < n && shift < 24) {
-        b = t[(*i)++];
-        shift += 6;
-        v |= (uint32_t)(b & 63) << shift;
-    }
-    return v;
-}
-
-static int svarint(const uint8_t *t, size_t n, size_t *i) {
-    uint32_t v = varint(t, n, i);
-    return (v & 1) ? -(int)(v >> 1) : (int)(v >> 1);
-}
-
-/* Line of code unit `lasti` from a 3.11+ location table (Objects/locations.md in CPython: entries of a start
- * byte 1cccclll (code c, length l+1 code units) and code-dependent varint payloads). A "no location" entry keeps
- * the line before it. -1 when the table does not cover lasti. */
-int pl_pyframes_line(const uint8_t *t, size_t n, int firstlineno, int lasti) {
-    int line = firstlineno, addr = 0;
-    size_t i = 0;
-    while (i < n) {
-        uint8_t b = t[i++];
-        if (!(b & 0x80)) return -1;
-        int code = (b >> 3) & 15, len = (b & 7) + 1;
-        switch (code) {
-        case 15: break;                                  /* no location */
-        case 14:                                         /* long form */
-            line += svarint(t, n, &i);
-            varint(t, n, &i), varint(t, n, &i), varint(t, n, &i);
-            break;
-        case 13: line += svarint(t, n, &i); break;      /* no columns */
-        case 10: case 11: case 12: line += code - 10; i += 2; break; /* one line, two column bytes */
-        default: i += 1; break;                          /* short form: same line, one column byte */
-        }
-        if (lasti < addr + len) return line;
-        addr += len;
-    }
-    return -1;
-}
-
 /* ------------------------------------------------------------------ ids */
 
 static uint64_t hash_str(uint64_t h, const char *s) {
@@ -251,7 +244,9 @@ static uint32_t resolve(uintptr_t code, int lasti, bool *is_new) {
     if (plausible(lt) && safe_read(&n, lt + 16, 8) && n > 0) {
         size_t k = (size_t)n < LINETABLE_MAX ? (size_t)n : LINETABLE_MAX;
         if (safe_read(py.linetable, lt + 32, k)) {
-            int l = pl_pyframes_line(py.linetable, k, first, lasti);
+            int l = L->lines == LINES_LOCATIONS ? pl_pyframes_line(py.linetable, k, first, lasti)
+                    : L->lines == LINES_310     ? pl_pyframes_line_310(py.linetable, k, first, lasti)
+                                                : pl_pyframes_line_lnotab(py.linetable, k, first, lasti);
             if (l >= 0) line = l;
         }
     }
@@ -283,6 +278,35 @@ static uintptr_t this_tstate(void) {
     return ts;
 }
 
+/* One _PyInterpreterFrame (3.11+) at *fr: its code object and instruction (code units from the start of the code,
+ * -1 before the first), *fr moved to its caller. False for a frame that names nothing: an entry shim (3.12+), a
+ * non-code executable, one still in its prologue. */
+static bool interp_frame(const layout_t *L, uintptr_t *fr, uintptr_t *code_out, int *lasti_out) {
+    uintptr_t f = *fr, code = ld_ptr(f, L->fr_code), instr = ld_ptr(f, L->fr_instr);
+    int owner = *(const int8_t *)(f + L->fr_owner);
+    *fr = ld_ptr(f, L->fr_previous);
+    if (owner == L->owner_cstack || !plausible(code) || ld_ptr(code, 8) != py.code_type) return false;
+    intptr_t d = (intptr_t)instr - (intptr_t)(code + L->co_code);
+    int lasti = (int)(d / 2);
+    if (d < -2 || d > (intptr_t)1 << 30) return false;
+    /* a frame still running its prologue (arguments, cells) is not yet a frame (CPython skips it too) */
+    if (owner != OWNER_GENERATOR && lasti < *(const int32_t *)(code + L->co_firsttraceable)) return false;
+    *code_out = code, *lasti_out = lasti;
+    return true;
+}
+
+/* One PyFrameObject (3.9, 3.10) at *fr, as interp_frame. Its f_lasti is set by the interpreter loop before each
+ * instruction runs, so a frame that made a call names the call's instruction; -1 before its first instruction. */
+static bool object_frame(const layout_t *L, uintptr_t *fr, uintptr_t *code_out, int *lasti_out) {
+    uintptr_t f = *fr, code = ld_ptr(f, L->fr_code);
+    int32_t f_lasti = *(const int32_t *)(f + L->fr_lasti);
+    *fr = ld_ptr(f, L->fr_previous);
+    if (!plausible(code) || ld_ptr(code, 8) != py.code_type || f_lasti < -1 || f_lasti > 1 << 30) return false;
+    *code_out = code;
+    *lasti_out = f_lasti < 0 ? -1 : L->lines == LINES_LNOTAB ? f_lasti / 2 : f_lasti;
+    return true;
+}
+
 uint32_t pl_pyframes_capture(uint64_t *out, uint32_t cap) {
     const layout_t *L = py.lay;
     if (!L) return 0;
@@ -294,15 +318,11 @@ uint32_t pl_pyframes_capture(uint64_t *out, uint32_t cap) {
     uint32_t n = 0, n_new = 0, fresh[PL_PYFRAMES_MAX_DEPTH];
     pthread_mutex_lock(&py.mu);
     for (uint32_t steps = 0; plausible(fr) && n < cap && steps < 4 * PL_PYFRAMES_MAX_DEPTH; steps++) {
-        uintptr_t code = ld_ptr(fr, L->fr_code), instr = ld_ptr(fr, L->fr_instr);
-        int owner = *(const int8_t *)(fr + L->fr_owner);
-        fr = ld_ptr(fr, L->fr_previous);
-        if (owner == L->owner_cstack || !plausible(code) || ld_ptr(code, 8) != py.code_type) continue;
-        intptr_t d = (intptr_t)instr - (intptr_t)(code + L->co_code);
-        int lasti = (int)(d / 2);
-        if (d < -2 || d > (intptr_t)1 << 30) continue;
-        /* a frame still running its prologue (arguments, cells) is not yet a frame (CPython skips it too) */
-        if (owner != OWNER_GENERATOR && lasti < *(const int32_t *)(code + L->co_firsttraceable)) continue;
+        uintptr_t code;
+        int lasti;
+        bool ok = L->frames == FRAMES_INTERP ? interp_frame(L, &fr, &code, &lasti)
+                                             : object_frame(L, &fr, &code, &lasti);
+        if (!ok) continue;
         uintptr_t filename = ld_ptr(code, L->co_filename), qualname = ld_ptr(code, L->co_qualname);
         int32_t first = *(const int32_t *)(code + L->co_firstlineno);
         cache_ent_t *e = &py.cache[pl_hash_mix64(code ^ ((uint64_t)(uint32_t)lasti << 48)) & (CACHE_SLOTS - 1)];
@@ -334,6 +354,24 @@ static void *map_lazy(size_t n) {
 
 static void say(const char *msg) { pl_note(msg); }
 
+/* major.minor of a CPython before 3.11 (no Py_Version): from Py_GetVersion(), "3.10.13 (main, ...) [GCC ...]", a
+ * pure function that formats constant strings into a static buffer (safe before the interpreter starts, no
+ * allocation); 0.0 when absent or unparsable. */
+static void version_string(unsigned *major, unsigned *minor) {
+    void *sym = dlsym(RTLD_DEFAULT, "Py_GetVersion");
+    const char *(*get)(void);
+    if (!sym) return;
+    memcpy(&get, &sym, sizeof get);
+    const char *v = get();
+    char *end;
+    unsigned long ma = strtoul(v, &end, 10);
+    if (end == v || *end != '.') return;
+    const char *m = end + 1;
+    unsigned long mi = strtoul(m, &end, 10);
+    if (end == m || ma > 255 || mi > 255) return;
+    *major = (unsigned)ma, *minor = (unsigned)mi;
+}
+
 void pl_pyframes_init(void) {
     const char *s = getenv("PLATEAU_PY_FRAMES");
     long depth = 48;
@@ -352,11 +390,12 @@ void pl_pyframes_init(void) {
     void *code_type = dlsym(RTLD_DEFAULT, "PyCode_Type");
     if (!get || !code_type) return; /* not a CPython process: nothing to say */
     unsigned major = version ? *version >> 24 : 0, minor = version ? (*version >> 16) & 0xff : 0;
+    if (!version) version_string(&major, &minor);
     const layout_t *L = NULL;
     for (size_t i = 0; i < sizeof layouts / sizeof layouts[0] && major == 3; i++)
         if (layouts[i].minor == minor) L = &layouts[i];
     if (!L) {
-        say("plateau: this Python's frames are not readable (3.11 to 3.13 are): sites are named by native frames\n");
+        say("plateau: this Python's frames are not readable (3.9 to 3.13 are): sites are named by native frames\n");
         return;
     }
     py.cache = map_lazy(CACHE_SLOTS * sizeof(cache_ent_t));

@@ -1,5 +1,5 @@
 /* Python frames of the allocating thread (docs/python-frames.md). At a sampled allocation the preload reads the
- * calling thread's own CPython frame chain (3.11, 3.12, 3.13: per-version struct offsets, symbols found with dlsym,
+ * calling thread's own CPython frame chain (3.9 to 3.13: per-version struct offsets, symbols found with dlsym,
  * libpython never linked), without calling into Python and without allocating, and turns each frame into a small
  * id interned once per distinct (file, function, line). The first use of an id emits its PL_REC_PYFRAME record.
  * A process with no CPython in it (or another version) pays one NULL test per sample. */
@@ -18,10 +18,6 @@ void pl_pyframes_init(void);
 /* This thread's Python frames, innermost first, as PL_PYFRAME_TAG | id into out (at most cap). Returns the count;
  * 0 for a thread running no Python. Emits PL_REC_PYFRAME for ids it creates. Call with pl_tl_guard raised. */
 uint32_t pl_pyframes_capture(uint64_t *out, uint32_t cap);
-
-/* Line of code unit `lasti` in a 3.11+ location table (co_linetable bytes), starting from firstlineno; -1 when
- * the table does not cover it. Pure; exposed for tests. */
-int pl_pyframes_line(const uint8_t *table, size_t n, int firstlineno, int lasti);
 
 void pl_pyframes_fork_prepare(void);
 void pl_pyframes_fork_parent(void);

@@ -3,11 +3,34 @@
  * at a time):
  *   P=~/.pyenv/versions/3.12.1/include/python3.12
  *   gcc -I$P -I$P/internal tools/pyframes_offsets.c -o /tmp/pyoff && /tmp/pyoff
- * Debian: gcc -I/usr/include/python3.11 tools/pyframes_offsets.c (python3.11-dev ships the internal headers). */
+ * Debian: gcc -I/usr/include/python3.11 tools/pyframes_offsets.c (python3.11-dev ships the internal headers).
+ * 3.9 and 3.10 need only the public headers: gcc -I$P tools/pyframes_offsets.c. */
 #define Py_BUILD_CORE 1
 #include <Python.h>
 #include <stddef.h>
 #include <stdio.h>
+#if PY_VERSION_HEX < 0x030b0000
+#include <frameobject.h>
+
+int main(void) { /* 3.9, 3.10: PyFrameObject chain */
+    printf("minor %d\n", PY_MINOR_VERSION);
+    printf("ts_thread_id %zu\nts_frame (frame) %zu\n", offsetof(PyThreadState, thread_id),
+           offsetof(PyThreadState, frame));
+    printf("fr_code %zu\nfr_previous (f_back) %zu\nfr_lasti %zu\n", offsetof(PyFrameObject, f_code),
+           offsetof(PyFrameObject, f_back), offsetof(PyFrameObject, f_lasti));
+    printf("co_filename %zu\nco_qualname (co_name) %zu\nco_firstlineno %zu\n", offsetof(PyCodeObject, co_filename),
+           offsetof(PyCodeObject, co_name), offsetof(PyCodeObject, co_firstlineno));
+#if PY_VERSION_HEX >= 0x030a0000
+    printf("co_linetable %zu\n", offsetof(PyCodeObject, co_linetable));
+#else
+    printf("co_linetable (co_lnotab) %zu\n", offsetof(PyCodeObject, co_lnotab));
+#endif
+    printf("ascii_size %zu\ncompact_size %zu\ncompact_utf8_len %zu\ncompact_utf8 %zu\n", sizeof(PyASCIIObject),
+           sizeof(PyCompactUnicodeObject), offsetof(PyCompactUnicodeObject, utf8_length),
+           offsetof(PyCompactUnicodeObject, utf8));
+    return 0;
+}
+#else
 #include "internal/pycore_code.h"
 #include "internal/pycore_frame.h"
 
@@ -40,3 +63,4 @@ int main(void) {
 #endif
     return 0;
 }
+#endif

@@ -2,7 +2,7 @@
 """Integration: Python frames in sampled stacks (preload/pyframes.c, docs/python-frames.md).
 
 Runs small Python programs with the preload on every CPython it finds (Debian's stripped 3.11 must be there; pyenv's
-3.11/3.12/3.13 when installed) and reads the traces with plateau-trace-dump:
+3.9/3.10/3.11/3.12/3.13 when installed) and reads the traces with plateau-trace-dump:
   - a pure-Python loop: stacks carry its frames innermost first, with the right lines; `plateau report --json` names
     the top growing site by the leaking line, with its source text;
   - a Python thread: its stacks name its own function, the main thread's its own;
@@ -11,7 +11,9 @@ Runs small Python programs with the preload on every CPython it finds (Debian's 
   - what an interpreter does to a frame reader (py_hostile.py: threads ending, malloc with the GIL released, fork from
     a thread, generators, coroutines, a sub-interpreter, allocation during finalisation), on every CPython found,
     sampling every 4 KiB: same output and exit status as untraced, no hang, the GIL-released malloc named;
-  - a C program: no pyframe records.
+  - a C program: no pyframe records;
+  - CPythons whose frames are not read (pyenv's 2.7, 3.6-3.8 when installed): the program's output, stderr and exit
+    status unchanged, no pyframe records.
 Usage: test_pyframes.py PLATEAU TRACE_DUMP PRELOAD TARGETS_BUILD_DIR TARGETS_SOURCE_DIR
 """
 import glob
@@ -24,8 +26,11 @@ import tempfile
 
 plateau, dump, preload, targets_build, targets_src = map(os.path.abspath, sys.argv[1:6])
 HOME = os.path.expanduser("~")
+OLD_PYTHONS = [p for p in (f"{HOME}/.pyenv/versions/{v}/bin/python" for v in ("2.7.18", "3.6.15", "3.7.16", "3.8.18"))
+               if os.path.exists(p)]
 PYTHONS = ["/usr/bin/python3"] + [p for p in (f"{HOME}/.pyenv/versions/{v}/bin/python3"
-                                              for v in ("3.11.7", "3.12.1", "3.13.0")) if os.path.exists(p)]
+                                              for v in ("3.9.18", "3.10.13", "3.11.7", "3.12.1", "3.13.0"))
+                                              if os.path.exists(p)]
 
 
 def marked_line(script, mark):
@@ -182,3 +187,19 @@ with tempfile.TemporaryDirectory(prefix="pl-test-pyframes-") as tmp:
         pyf, stacks, _ = read_trace(trace)
         assert stacks and not pyf and not any(stacks.values()), "a C program got Python frames"
     print("ok C program: no Python frames")
+
+    # interpreters whose frames are not read: run as without the preload, native stacks only
+    prog = ("import sys\nkeep = []\nfor i in range(3000):\n    keep.append(bytearray(1000 + i))\n"
+            "sys.stdout.write('out %d\\n' % len(keep))\nsys.stderr.write('err\\n')\nsys.exit(3)\n")
+    for py in OLD_PYTHONS:
+        want = subprocess.run([py, "-c", prog], capture_output=True, text=True, timeout=60)
+        d = os.path.join(tmp, "old" + py.replace("/", "_"))
+        env = dict(os.environ, LD_PRELOAD=preload, PLATEAU_DIR=d, PLATEAU_QUIET="1", PLATEAU_SAMPLE_BYTES="32768")
+        got = subprocess.run([py, "-c", prog], env=env, capture_output=True, text=True, timeout=60)
+        own = [l for l in got.stderr.splitlines(True) if not l.startswith("plateau:")]
+        assert (got.returncode, got.stdout, "".join(own)) == (want.returncode, want.stdout, want.stderr), \
+            f"{py}: changed under the preload: {got.returncode} {got.stdout!r} {got.stderr!r}"
+        (trace,) = glob.glob(os.path.join(d, "*.pltrace"))
+        pyf, stacks, _ = read_trace(trace)
+        assert stacks and not pyf and not any(stacks.values()), f"{py}: Python frames recorded"
+        print(f"ok {py}: unchanged under the preload, no Python frames")

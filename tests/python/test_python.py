@@ -18,6 +18,10 @@ Usage: test_python.py MODE [ARGS]   (meson passes the paths in the environment, 
   fork_step                          40 children forked while another thread steps an optimizer each step once
                                      and exit: all 40 finish under plateau run
   env                                what plateau run gives Python children: PYTHONPATH, spawn workers, -m, -I
+  steps_pythons                      every CPython 3.7+ found (pyenv 3.9, 3.10 ... 3.13, Debian's 3.11) under plateau
+                                     run with a fake torch >= 2 whose optimizer calls its global post-step hooks: the
+                                     bootstrap loads and the trace has one optimizer step per step() (no real torch:
+                                     pyenv's interpreters have none)
   unit                               the step rule, the import watch, the torch hooks (fakes), the sitecustomize
                                      chain on every interpreter found (pyenv 2.7, 3.6 ... 3.13): no torch needed
   package                            pip install ./python in a fresh venv; step/mark outside plateau (one note);
@@ -66,6 +70,11 @@ SKIP = 77
 
 
 def need_torch():
+    if not os.path.exists(TORCH_PY):  # the torch2.* reuse of these modes: a venv that `make test-torch2` did not make
+        failed = os.path.dirname(os.path.dirname(TORCH_PY)) + ".failed"
+        why = open(failed).read().strip() if os.path.exists(failed) else "not made"
+        print(f"skip: no {TORCH_PY} ({why})")
+        sys.exit(SKIP)
     r = subprocess.run([TORCH_PY, "-c", "import torch"], capture_output=True, text=True)
     if r.returncode != 0:
         print(f"skip: {TORCH_PY} cannot import torch: {r.stderr.strip().splitlines()[-1:]}")
@@ -1115,6 +1124,44 @@ def mode_accelerate_real(argv):
             assert out == [f"accelerate_train.py: optimizer steps {n}"], f"{name}: {out}"
             assert row["steps_optimizer"] == n and row["steps_api"] == 0, f"{name}: {row}"
             print(f"ok: accelerate, {batches} batches, accumulation {accum}, bootstrap only: {n} steps")
+
+
+FAKE_TRAIN = """import sys
+import torch
+opt = torch.optim.Optimizer()
+for _ in range(int(sys.argv[1])):
+    junk = [bytearray(4096) for _ in range(64)]
+    opt.step()
+print("%d.%d fake steps done" % sys.version_info[:2])
+"""
+
+
+def mode_steps_pythons(argv):
+    fake_torch = dict(FAKE_TORCH)
+    fake_torch["torch/optim/optimizer.py"] = (
+        "hooks = []\ndef register_optimizer_step_post_hook(h):\n    hooks.append(h)\n"
+        "class Optimizer(object):\n    def step(self):\n        for h in hooks:\n            h(self, (), {})\n")
+    with tempfile.TemporaryDirectory(prefix="pl-py-pythons-") as tmp:
+        fake = os.path.join(tmp, "fake")
+        for k, v in fake_torch.items():
+            write(os.path.join(fake, k), v)
+        prog = os.path.join(tmp, "fake_train.py")
+        write(prog, FAKE_TRAIN)
+        seen = []
+        for py in interpreters():
+            ver = subprocess.run([py, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                                 capture_output=True, text=True)
+            if ver.returncode != 0 or tuple(int(x) for x in ver.stdout.split(".")) < (3, 7):
+                continue
+            name = "py" + ver.stdout.strip()
+            d, r = plateau_run(tmp, name + "-" + str(len(seen)), [py, prog, "7"], env=clean_env(PYTHONPATH=fake))
+            assert r.stdout.strip() == ver.stdout.strip() + " fake steps done", r.stdout
+            (row,) = traces(d, "fake_train.py")
+            assert row["steps_optimizer"] == 7 and row["steps_api"] == 0, f"{py}: {row}"
+            seen.append(ver.stdout.strip())
+        assert "3.9" in seen and "3.10" in seen or not os.path.isdir(os.path.expanduser("~/.pyenv/versions/3.9.18")), \
+            seen
+        print(f"ok: 7 optimizer steps from the global hook under plateau run on {', '.join(sorted(set(seen)))}")
 
 
 def mode_framework_venv(argv):

@@ -3,7 +3,10 @@
 --steps N optimizer steps (iterations); --accum K micro-batches per optimizer step (gradient accumulation);
 --gan: two optimizers per iteration, a discriminator step then a generator step (GAN-style); --explicit: also call
 plateau_step() through ctypes after each iteration, as a program already instrumented by hand would;
---scheduler: an LR scheduler (it wraps optimizer.step on the instance). Prints the number of optimizer.step() calls.
+--scheduler: an LR scheduler (it wraps optimizer.step on the instance). torch >= 2 only: --scaler-skip I,J,...: a
+GradScaler on the CPU, with an inf loss at iterations I, J, ... whose optimizer step the scaler skips; --compile
+[BACKEND]: the generator through torch.compile (default backend: inductor). Prints the number of optimizer.step()
+calls (with --scaler-skip: the steps that ran, counted by a per-instance post hook).
 """
 import argparse
 import ctypes
@@ -16,6 +19,8 @@ p.add_argument("--accum", type=int, default=1)
 p.add_argument("--gan", action="store_true")
 p.add_argument("--explicit", action="store_true")
 p.add_argument("--scheduler", action="store_true")
+p.add_argument("--scaler-skip", default=None)
+p.add_argument("--compile", nargs="?", const="inductor", default=None)
 args = p.parse_args()
 
 explicit = None
@@ -33,6 +38,13 @@ opt_g = torch.optim.Adam(G.parameters(), lr=1e-3)
 opt_d = torch.optim.SGD(D.parameters(), lr=1e-2, momentum=0.9) if args.gan else None
 sched = torch.optim.lr_scheduler.StepLR(opt_g, step_size=5) if args.scheduler else None
 n_calls = 0
+scaler, skip, ran = None, set(), [0]
+if args.scaler_skip is not None:
+    scaler = torch.amp.GradScaler("cpu")
+    skip = {int(i) for i in args.scaler_skip.split(",") if i}
+    opt_g.register_step_post_hook(lambda *a: ran.__setitem__(0, ran[0] + 1))
+if args.compile:
+    G = torch.compile(G, backend=args.compile)
 for it in range(args.steps):
     if args.gan:  # discriminator: real vs fake, then generator: fool D
         opt_d.zero_grad(set_to_none=True)
@@ -49,9 +61,16 @@ for it in range(args.steps):
         for micro in range(args.accum):  # gradients accumulate (+=) over the micro-batches
             x = torch.randn(8, 16)
             loss = G(x).pow(2).mean() / args.accum
-            loss.backward()
-    opt_g.step()
-    n_calls += 1
+            if it in skip:
+                loss = loss * float("inf")  # inf gradients: the scaler skips this optimizer step
+            (scaler.scale(loss) if scaler else loss).backward()
+    if scaler:
+        scaler.step(opt_g)
+        scaler.update()
+        n_calls = ran[0]
+    else:
+        opt_g.step()
+        n_calls += 1
     if sched:
         sched.step()
     if explicit:
