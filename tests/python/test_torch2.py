@@ -141,8 +141,9 @@ def check_hook(tmp, version):
         f.write(HOOK_PROBE)
     d, r = plateau_run(tmp, "probe", [PY, prog])
     got = json.loads(r.stdout.strip().splitlines()[-1])
-    assert got == {"hooks": ["plateau._steps._post_hook"], "step_code_wrapped": False}, got
-    print(f"ok: torch {version}: the bootstrap registered plateau._steps._post_hook as the global post-step hook "
+    # the bootstrap's package runs under its private name (docs/python.md), never as a `plateau` a user could own
+    assert got == {"hooks": ["_plateau_bootstrap._steps._post_hook"], "step_code_wrapped": False}, got
+    print(f"ok: torch {version}: the bootstrap registered _plateau_bootstrap._steps._post_hook as the global post-step hook "
           f"and left Optimizer._optimizer_step_code alone")
 
 
