@@ -1,7 +1,7 @@
 /* Native stack capture for sampled allocations: unw_backtrace on the calling thread, the preload's own frames
  * skipped, this thread's Python frames appended (pyframes.c), interned in the stack table (tracer/write/stack.c) with a
  * PL_REC_STACK record the first time. Called with pl_tl_guard raised, on the program's thread: no malloc, no
- * locks beyond the stack table's. The frames are resolved later, on the writer thread (frames.c). */
+ * locks beyond the stack table's and the frame sets' (frames.c, which resolves a new stack's PCs right here). */
 #include "config.h"
 
 #include <link.h>
@@ -38,6 +38,7 @@ uint32_t pl_stack_capture(void) {
         r.u.stack.n_py = n_py;
         for (uint32_t j = 0; j < n_py; j++) r.u.stack.py[j] = (uint32_t)py[j];
         pl_emit(&r);
+        pl_frames_resolve(pcs, k);
     }
     return id;
 }

@@ -52,15 +52,16 @@ PL_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
     before_exec(path);
     /* Follow into the new image even when the program passes an environment without LD_PRELOAD. */
     size_t n = 0;
-    bool has_preload = false, has_dir = false, has_run = !pl_g.opt.run_id;
+    bool has_preload = false, has_dir = false, has_run = !pl_g.opt.run_id, has_coll = !pl_g.opt.collector;
     for (; envp && envp[n]; n++) {
         if (!strncmp(envp[n], "LD_PRELOAD=", 11)) has_preload = true;
         if (!strncmp(envp[n], "PLATEAU_DIR=", 12)) has_dir = true;
         if (!strncmp(envp[n], "PLATEAU_RUN_ID=", 15)) has_run = true;
+        if (!strncmp(envp[n], "PLATEAU_COLLECTOR=", 18)) has_coll = true;
     }
-    if (pl_g.opt.disable || !st.ld_preload[0] || (has_preload && has_dir && has_run) || n > 4096)
+    if (pl_g.opt.disable || !st.ld_preload[0] || (has_preload && has_dir && has_run && has_coll) || n > 4096)
         return real_execve(path, argv, envp);
-    char *env2[n + 4];
+    char *env2[n + 5];
     static char pre[2048 + 16], dir[sizeof pl_g.opt.dir + 16], run[40];
     size_t k = 0;
     for (size_t i = 0; i < n; i++) env2[k++] = envp[i];
@@ -76,6 +77,7 @@ PL_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
         snprintf(run, sizeof run, "PLATEAU_RUN_ID=%016llx", (unsigned long long)pl_g.opt.run_id);
         env2[k++] = run;
     }
+    if (!has_coll) env2[k++] = (char *)(uintptr_t)"PLATEAU_COLLECTOR=1";
     env2[k] = NULL;
     return real_execve(path, argv, env2);
 }
