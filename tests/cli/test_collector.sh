@@ -1,0 +1,81 @@
+#!/bin/sh
+# Under plateau run the tracer takes no thread and no descriptor from the program (docs/env.md, "What the tracer
+# takes from the program"): its records reach the trace through plateau run's collector.
+# - Python 3.13's os.fork() in a traced script prints nothing more than untraced (CPython warns "This process ...
+#   is multi-threaded" when /proc/self/stat counts more than one thread at fork).
+# - /proc/self/task of a traced C program lists exactly its own threads, with their names.
+# - Under `ulimit -n 20` a traced program opens as many files as untraced.
+# - Under RLIMIT_NPROC a traced program starts as many threads as untraced. The program needs a non-root uid of
+#   its own (RLIMIT_NPROC does not bind root, and plateau run's processes must not share the program's uid):
+#   as root it runs as nobody (setpriv, with CAP_DAC_OVERRIDE to write the run directory); otherwise skipped.
+# Each traced run must also have recorded: its traces are there, no ring file is left, and the report reads them.
+# usage: test_collector.sh PLATEAU TARGETS_DIR WORKDIR
+set -eu
+P=$(realpath "$1") T=$(realpath "$2") work=$3/collector-$$
+rm -rf "$work"; mkdir -p "$work"; chmod 755 "$work"
+[ -n "${KEEP:-}" ] || trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*" >&2; for f in "$work"/*.txt; do echo "== $f"; cat "$f"; done >&2; exit 1; }
+L=$T/target_limits
+
+# A traced run in "$work/$1" (the rest: the command): it recorded, and left no ring behind.
+traced() {
+    name=$1; shift
+    "$P" run --no-report --no-live -o "$work/$name" -- "$@" >"$work/$name-run.txt" 2>&1 ||
+        fail "$name: plateau run failed"
+    n=$(ls "$work/$name"/*.pltrace 2>/dev/null | wc -l)
+    [ "$n" -ge 1 ] || fail "$name: no trace recorded"
+    ! ls "$work/$name"/*.ring >/dev/null 2>&1 || fail "$name: ring files left: $(ls "$work/$name")"
+    "$P" report "$work/$name" >"$work/$name-report.txt" 2>&1 || fail "$name: plateau report failed"
+    grep -q "^process " "$work/$name-report.txt" || fail "$name: the report shows no process"
+}
+
+# --- (1) Python 3.13: os.fork() prints no DeprecationWarning ---
+py=""
+for d in "$(pyenv root 2>/dev/null || true)" "${HOME:-/root}/.pyenv"; do
+    for c in "$d"/versions/3.13*/bin/python3.13; do [ -x "$c" ] && py=$c && break 2; done
+done
+if [ -n "$py" ]; then
+    cat >"$work/fork.py" <<'PY'
+import os
+pid = os.fork()
+if pid == 0:
+    os._exit(0)
+os.waitpid(pid, 0)
+print("parent done")
+PY
+    "$py" "$work/fork.py" >"$work/fork-untraced.out" 2>"$work/fork-untraced.err"
+    traced fork sh -c "exec '$py' '$work/fork.py' >'$work/fork-traced.out' 2>'$work/fork-traced.err'"
+    n=$(ls "$work/fork"/*.pltrace | wc -l)
+    [ "$n" -ge 2 ] || fail "fork: $n traces, expected the script and its fork child"
+    cmp "$work/fork-untraced.err" "$work/fork-traced.err" ||
+        fail "python 3.13 fork: stderr differs: $(cat "$work/fork-traced.err")"
+    cmp "$work/fork-untraced.out" "$work/fork-traced.out" || fail "python 3.13 fork: stdout differs"
+else
+    echo "SKIP (1): no Python 3.13 found under pyenv"
+fi
+
+# --- (2) /proc/self/task shows exactly the program's threads ---
+"$L" tasks 2 >"$work/tasks-untraced.txt" 2>&1 || fail "tasks untraced"
+traced tasks sh -c "exec '$L' tasks 2 >'$work/tasks-traced.txt' 2>&1"
+cmp "$work/tasks-untraced.txt" "$work/tasks-traced.txt" || fail "tasks: the traced program sees other threads"
+grep -q "^3 tasks" "$work/tasks-traced.txt" || fail "tasks: expected the main thread and two workers"
+
+# --- (3) ulimit -n 20: as many files traced as untraced ---
+sh -c "ulimit -n 20 && exec '$L' fds" >"$work/fds-untraced.txt" 2>&1 || fail "fds untraced"
+traced fds sh -c "ulimit -n 20 && exec '$L' fds >'$work/fds-traced.txt' 2>&1"
+cmp "$work/fds-untraced.txt" "$work/fds-traced.txt" || fail "fds: traced $(cat "$work/fds-traced.txt") vs untraced $(cat "$work/fds-untraced.txt")"
+
+# --- (4) RLIMIT_NPROC: as many threads traced as untraced (a uid of the program's own) ---
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && command -v prlimit >/dev/null &&
+   setpriv --reuid=65534 --regid=65534 --clear-groups true 2>/dev/null; then
+    as_nobody="setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=+dac_override --ambient-caps=+dac_override"
+    others=$(ps -u 65534 -L --no-headers 2>/dev/null | wc -l)
+    lim=$((others + 20))
+    $as_nobody prlimit --nproc=$lim "$L" threads >"$work/nproc-untraced.txt" 2>&1 || fail "nproc untraced"
+    traced nproc sh -c "exec $as_nobody prlimit --nproc=$lim '$L' threads >'$work/nproc-traced.txt' 2>&1"
+    cmp "$work/nproc-untraced.txt" "$work/nproc-traced.txt" ||
+        fail "RLIMIT_NPROC: traced $(cat "$work/nproc-traced.txt") vs untraced $(cat "$work/nproc-untraced.txt")"
+else
+    echo "SKIP (4): RLIMIT_NPROC needs the program under a non-root uid of its own (run as root, with setpriv)"
+fi
+echo "ok"
