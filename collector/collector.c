@@ -23,6 +23,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,7 +40,8 @@ typedef struct ring {
     struct ring *next;
     char name[64];                /* <pid>.<seq>.ring */
     uint32_t pid, seq;
-    pl_ring_reader_t rd;
+    pl_ring_reader_t rd;          /* rd.hdr: guarded by mu against the main thread's wake-up (pl_ring_ring) */
+    pthread_mutex_t mu;
     pl_rss_ctx_t rss;
     unsigned long long start_ticks; /* /proc/PID/stat starttime at attach: a reused pid is not this process */
     pthread_t thread;
@@ -150,6 +152,11 @@ static void rss_record(ring_t *r, pl_trace_record_t *rec, uint64_t step, bool ps
     *rec = (pl_trace_record_t){.type = PL_REC_RSS};
     r->rss.skip_pss = !pss;
     pl_rss_sample(&r->rss, &rec->u.rss);
+    uint64_t total = atomic_load(&r->rd.hdr->device_total);
+    if (total) { /* the program's own last reading (preload/cuda.c): we never call its driver */
+        rec->u.rss.device_used = atomic_load(&r->rd.hdr->device_used);
+        rec->u.rss.device_total = total;
+    }
     rec->u.rss.step = step;
     rec->t_ns = now_ns();
 }
@@ -223,7 +230,9 @@ static void *ring_main(void *arg) {
     char path[PATH_MAX + 64];
     snprintf(path, sizeof path, "%s/%s", g.dir, r->name);
     unlink(path);
+    pthread_mutex_lock(&r->mu);
     pl_ring_detach(&r->rd);
+    pthread_mutex_unlock(&r->mu);
     pl_rss_close(&r->rss);
     atomic_store(&r->passed, true);
     atomic_store(&r->done, true);
@@ -258,6 +267,7 @@ static void attach(const char *name) {
     snprintf(r->name, sizeof r->name, "%s", name);
     r->pid = pid;
     r->seq = seq;
+    pthread_mutex_init(&r->mu, NULL);
     char rpath[PATH_MAX + 64], tpath[PATH_MAX + 64];
     snprintf(rpath, sizeof rpath, "%s/%s", g.dir, name);
     snprintf(tpath, sizeof tpath, "%s/%u.%u.pltrace", g.dir, pid, seq);
@@ -326,7 +336,9 @@ static void finish_pass(void) {
     pthread_mutex_lock(&g.list_mu);
     for (ring_t *r = g.rings; r; r = r->next) {
         atomic_store(&r->finish, true);
-        if (!atomic_load(&r->done)) pl_ring_ring(r->rd.hdr);
+        pthread_mutex_lock(&r->mu);
+        if (r->rd.hdr) pl_ring_ring(r->rd.hdr); /* out of its wait now */
+        pthread_mutex_unlock(&r->mu);
     }
     pthread_mutex_unlock(&g.list_mu);
     for (;;) {
@@ -355,7 +367,7 @@ static void collector_main(int ctl, int done, pid_t parent) {
     bool ended = false;
     for (;;) {
         struct pollfd p[2] = {{.fd = ended ? -1 : ctl, .events = POLLIN}, {.fd = in, .events = POLLIN}};
-        int k = poll(p, 2, SCAN_MS);
+        int k = poll(p, 2, ended ? 5 : SCAN_MS); /* once ended, exit soon after the last ring is drained */
         if (k > 0 && p[1].revents) {
             char buf[4096];
             while (read(in, buf, sizeof buf) > 0) {
@@ -440,5 +452,17 @@ bool pl_collector_finish(pl_collector_t *c, int timeout_ms) {
     }
     close(c->done_fd);
     c->done_fd = -1;
+    /* Usually every traced process has ended and the collector exits within milliseconds: reap it, so that its CPU
+     * time counts in ours (time, getrusage). One that goes on collecting a process the command left running is
+     * left to finish on its own. */
+    for (int i = 0; ok && i < 200; i++) {
+        pid_t w = waitpid(c->pid, NULL, WNOHANG);
+        if (w == c->pid || (w < 0 && errno != EINTR)) {
+            c->pid = 0;
+            break;
+        }
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+    }
     return ok;
 }

@@ -220,6 +220,14 @@ static void start_recording(uint32_t ppid) {
     if (pl_g.ring) {
         pl_g.ring->interval_ms = pl_g.opt.interval_ms;
         pl_g.ring->pss = pl_g.opt.pss;
+#if PL_HAVE_CUDA
+        pl_rec_rss_t dev = {.device_used = PL_TRACE_NA, .device_total = 0};
+        pl_cuda_sample(&dev); /* a fork child: the reading it inherited, until its own driver calls */
+        if (dev.device_total && dev.device_total != PL_TRACE_NA) {
+            atomic_store(&pl_g.ring->device_used, dev.device_used);
+            atomic_store(&pl_g.ring->device_total, dev.device_total);
+        }
+#endif
     }
     pl_fd_register(pl_writer_fdslot(w));
     atomic_store(&pl_g.writer, w);

@@ -59,6 +59,8 @@ typedef struct pl_ring_hdr {
     _Atomic uint32_t requests;     /* PL_RING_REQ_* */
     _Atomic uint32_t signal_steps; /* SIGUSR2 steps not recorded yet */
     _Atomic uint64_t step;         /* steps completed (the RSS sample after a step carries it) */
+    _Atomic uint64_t device_used, device_total; /* CUDA builds: the latest device memory reading of the
+                                                   program's driver calls; total 0 = none yet */
     _Atomic uint64_t buf[PL_RING_MAX_BUFFERS]; /* one published word per buffer (pl_ring_word) */
 } pl_ring_hdr_t;
 
