@@ -8,6 +8,8 @@
 # - Under RLIMIT_NPROC a traced program starts as many threads as untraced. The program needs a non-root uid of
 #   its own (RLIMIT_NPROC does not bind root, and plateau run's processes must not share the program's uid):
 #   as root it runs as nobody (setpriv, with CAP_DAC_OVERRIDE to write the run directory); otherwise skipped.
+# - A program killed with SIGKILL right after its last step loses none of its steps: the ring file outlives it and
+#   the collector drains it (the in-process writer loses up to PLATEAU_FLUSH_MS).
 # Each traced run must also have recorded: its traces are there, no ring file is left, and the report reads them.
 # usage: test_collector.sh PLATEAU TARGETS_DIR WORKDIR
 set -eu
@@ -78,4 +80,20 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && command -v prlimit >/d
 else
     echo "SKIP (4): RLIMIT_NPROC needs the program under a non-root uid of its own (run as root, with setpriv)"
 fi
+# --- (5) SIGKILL right after the last step: every step is in the trace ---
+"$P" run --no-report --no-live -o "$work/kill" -- "$L" steps 60 >"$work/kill-out.txt" 2>&1 &
+run_pid=$!
+i=0
+until grep -q "^step 60$" "$work/kill-out.txt"; do
+    i=$((i + 1)); [ $i -lt 400 ] || fail "kill: the program did not reach step 60"; sleep 0.05
+done
+kill -KILL "$(sed -n 's/^pid //p' "$work/kill-out.txt")"
+wait $run_pid || true
+! ls "$work/kill"/*.ring >/dev/null 2>&1 || fail "kill: ring file left"
+"$P" report "$work/kill" --json "$work/kill.json" >"$work/kill-report.txt" 2>&1 || true
+# the last step whose exact heap totals the trace holds
+n=$(python3 -c 'import json, sys
+p = json.load(open(sys.argv[1]))["processes"][0]
+print(max([m["last_step"] or 0 for m in p["metrics"] if m["name"] == "heap.count"] + [0]))' "$work/kill.json")
+[ "$n" = 60 ] || fail "kill: $n of 60 steps in the trace after SIGKILL"
 echo "ok"

@@ -4,7 +4,8 @@
  *   tasks    start N threads (default 2) named worker-K, then print the number of entries in /proc/self/task and
  *            each thread's name, sorted
  *   fds      open /dev/null until open fails; print how many opened
- *   threads  start threads (each waits) until pthread_create fails, at most 4096; print how many started */
+ *   threads  start threads (each waits) until pthread_create fails, at most 4096; print how many started
+ *   steps N  print its pid, then N steps (each leaks 4 KiB and prints "step K"), then wait to be killed */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -85,11 +86,26 @@ static int threads(void) {
     return 0;
 }
 
+static int steps(int n) {
+    printf("pid %d\n", (int)getpid());
+    fflush(stdout);
+    for (int k = 1; k <= n; k++) {
+        void *volatile p = malloc(4096);
+        (void)p;
+        step();
+        printf("step %d\n", k);
+        fflush(stdout);
+    }
+    for (;;) pause();
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "tasks";
     if (!strcmp(mode, "tasks")) return tasks(arg_int(argc, argv, 2, 2));
     if (!strcmp(mode, "fds")) return fds();
     if (!strcmp(mode, "threads")) return threads();
+    if (!strcmp(mode, "steps")) return steps(arg_int(argc, argv, 2, 60));
     fprintf(stderr, "usage: limits tasks [N] | fds | threads\n");
     return 2;
 }
