@@ -35,6 +35,7 @@
 #define PSS_MIN_GAP_NS 5000000000LL     /* PSS: the in-process sampler's schedule (preload/sampler.c) */
 #define PSS_GAP_PER_READ 500
 #define MAX_TIDS 512
+#define GONE_CHECK_NS 20000000LL      /* how often a ring thread looks whether its process is gone */
 
 typedef struct ring {
     struct ring *next;
@@ -179,14 +180,21 @@ static void *ring_main(void *arg) {
     int64_t interval = (int64_t)(h->interval_ms ? h->interval_ms : 100) * 1000000;
     int64_t flush = (int64_t)(h->flush_ms ? h->flush_ms : 250) * 1000000;
     int64_t t = now_ns(), next_sample = t, next_partial = t, last_rss = 0, next_pss = t + PSS_MIN_GAP_NS;
+    int64_t next_gone_check = t;
     uint64_t ticks = 0;
     pl_trace_record_t recs[MAX_BATCH];
     static _Thread_local char names[MAX_BATCH][64];
     for (;;) {
         uint32_t seen = atomic_load(&h->doorbell);
-        bool gone = image_gone(r); /* before the pass: whatever it published before going is in this pass */
         bool finish = atomic_load(&r->finish) && !atomic_load(&r->passed);
         t = now_ns();
+        /* Before the pass: whatever the image published before going is in this pass. /proc is read at most every
+         * GONE_CHECK_NS (a program stepping in a tight loop wakes us at every step). */
+        bool gone = false;
+        if (finish || t >= next_gone_check || (atomic_load(&h->events) & PL_RING_EV_CLOSED)) {
+            gone = image_gone(r);
+            next_gone_check = t + GONE_CHECK_NS;
+        }
         bool step_rss = (atomic_load(&h->events) & PL_RING_EV_RSS) && t - last_rss >= MIN_STEP_RSS_GAP_NS;
         bool partial = gone || finish || step_rss || t >= next_partial;
         collect(r, partial); /* the step's own record precedes its RSS sample in the file */

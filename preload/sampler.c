@@ -158,11 +158,19 @@ void pl_sampler_signal_step(void) {
     futex_wake(&st.wake);
 }
 
-/* Ring mode: the SIGUSR2 steps not recorded yet. */
+/* Ring mode: the SIGUSR2 steps not recorded yet, each with its heap totals. Run inside an allocation on a program
+ * thread, so without the observed allocators' stats: those take the allocator's lock, which this very thread may
+ * hold (the plateau allocator calls malloc). */
 static void ring_signal_steps(pl_ring_hdr_t *ring) {
     unsigned n = atomic_exchange(&ring->signal_steps, 0);
     int64_t now = pl_now_ns();
-    for (unsigned k = 0; k < n; k++) pl_step_record(PL_STEP_SIGNAL, now);
+    for (unsigned k = 0; k < n; k++) {
+        uint64_t step = atomic_fetch_add(&pl_g.step, 1) + 1;
+        pl_trace_record_t r = {.type = PL_REC_STEP, .t_ns = now};
+        r.u.step = (pl_rec_step_t){.step = step, .source = PL_STEP_SIGNAL};
+        pl_emit(&r);
+        pl_emit_heap(now, step);
+    }
     if (n) pl_sampler_request_rss();
 }
 
