@@ -1,8 +1,10 @@
 /* libplateau_preload.so's lifecycle: options, start and stop, the process_start record, fork. The other jobs sit in
  * their own files (preload.h lists them). Data flow: interposers (heap.c) and hooks (device.c, cuda.c) call
- * pl_emit; the writer (tracer/write/writer.c) turns records into checksummed chunks; the sampler thread (sampler.c)
- * adds heap totals and RSS every interval and at every step; the writer thread's tick (frames.c) resolves new PCs
- * to modules once each. Failure policy: say so once on stderr, stop recording, keep forwarding (the program never
+ * pl_emit; the writer (tracer/write/writer.c) turns records into checksummed chunks; a new stack's PCs are resolved
+ * to modules once each by the thread that interns it (frames.c). Under plateau run (PLATEAU_COLLECTOR) the chunks
+ * go through a shared ring file to plateau run's collector, which also samples RSS from outside: no thread and no
+ * descriptor of ours stays in the program. Preloaded by hand, a writer thread writes the chunks and the sampler
+ * thread (sampler.c) adds heap totals and RSS every interval and at every step. Failure policy: say so once on stderr, stop recording, keep forwarding (the program never
  * notices). */
 #include "config.h"
 

@@ -1,6 +1,6 @@
 /* Internal state shared by the preload's files, one job each: preload.c (start and stop, options, process_start,
  * fork), sampler.c (the sampler thread), step.c (the step and mark API, SIGUSR2), capture.c (stack capture),
- * frames.c (frame and module resolution on the writer thread), threads.c (thread names), exec.c (exec and _exit),
+ * frames.c (frame and module resolution on the interning thread), threads.c (thread names), exec.c (exec and _exit),
  * heap.c (malloc family and mmap interposers, exact counters, sampled stacks; its two structures in pset.c and
  * mranges.c), device.c (plateau allocator observer), fd.c (the tracer's descriptors), pyframes.c (Python frames),
  * cuda.c and cupti.c (device interception). Rules (STYLE.md): never crash or block the host program; on failure say so
