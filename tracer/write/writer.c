@@ -478,6 +478,10 @@ void pl_writer_close(pl_writer_t *w) {
         pthread_mutex_lock(&w->mu);
         bool sealed = false;
         put_lost_locked(w, w->last_t_ns, &sealed);
+        /* Spilled records (the ring was full) reach the ring only when a buffer frees: take what the collector has
+         * freed by now, without waiting for it. What is still spilled after that is lost with the process. */
+        for (unsigned k = 0; k < w->n_bufs && w->spill_len && w->bufs[w->cur].len > 0 && seal_locked(w); k++) {
+        }
         atomic_store(&w->closed, true);
         pthread_mutex_unlock(&w->mu);
         atomic_fetch_or(&w->ring->events, PL_RING_EV_CLOSED);
