@@ -11,7 +11,7 @@
 # default: none, skipped; MEMRAY_NATIVE=0 leaves out its --native mode), HEAPTRACK (a heaptrack executable; default: none, skipped). heaptrack is 10x+ slower
 # on this script, so it runs in the first round only (its ratio is that one round's). BASE (the build folder of
 # another checkout, e.g. /tmp/main/build): adds mode plateau-base, that build's plateau, to compare two versions in
-# the same shuffled rounds.
+# the same shuffled rounds. NOPSS=0 leaves out the PLATEAU_PSS=0 mode.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-5}
@@ -26,6 +26,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 modes=(plain plateau plateau-nopss)
+[ "${NOPSS:-1}" = 0 ] && modes=(plain plateau)  # NOPSS=0: leave out the PLATEAU_PSS=0 mode
 [ -n "${MEMRAY:-}" ] && modes+=(memray)
 [ -n "${MEMRAY:-}" ] && [ "${MEMRAY_NATIVE:-1}" != 0 ] && modes+=(memray-native)
 heaptrack_bin=${HEAPTRACK:-}

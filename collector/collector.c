@@ -35,7 +35,7 @@
 #define PSS_MIN_GAP_NS 5000000000LL     /* PSS: the in-process sampler's schedule (preload/sampler.c) */
 #define PSS_GAP_PER_READ 500
 #define MAX_TIDS 512
-#define GONE_CHECK_NS 20000000LL      /* how often a ring thread looks whether its process is gone */
+#define GONE_CHECK_NS 100000000LL     /* how often a ring thread looks whether its process is gone */
 
 typedef struct ring {
     struct ring *next;
