@@ -34,10 +34,11 @@ int pl_ring_attach(const char *ring_path, const char *trace_path, pl_ring_reader
     if (rc) return rc;
     if (p == MAP_FAILED) return -errno;
     pl_ring_hdr_t *h = p;
-    if (atomic_load_explicit((_Atomic uint64_t *)&h->magic, memory_order_acquire) != PL_RING_MAGIC ||
-        h->n_bufs < 2 || h->n_bufs > PL_RING_MAX_BUFFERS || h->cap_bytes == 0 ||
-        h->cap_bytes > PL_TRACE_MAX_CHUNK_BYTES ||
-        PL_RING_HEADER_BYTES + h->cap_bytes * h->n_bufs > (uint64_t)sb.st_size) {
+    uint64_t magic = atomic_load_explicit((_Atomic uint64_t *)&h->magic, memory_order_acquire);
+    uint32_t n_bufs = h->n_bufs; /* read once: the program can write this page */
+    uint64_t cap = h->cap_bytes;
+    if (magic != PL_RING_MAGIC || n_bufs < 2 || n_bufs > PL_RING_MAX_BUFFERS || cap == 0 ||
+        cap > PL_TRACE_MAX_CHUNK_BYTES || PL_RING_HEADER_BYTES + cap * n_bufs > (uint64_t)sb.st_size) {
         munmap(p, (size_t)sb.st_size);
         return -EINVAL;
     }
@@ -49,6 +50,8 @@ int pl_ring_attach(const char *ring_path, const char *trace_path, pl_ring_reader
     }
     r->hdr = h;
     r->map_bytes = (size_t)sb.st_size;
+    r->n_bufs = n_bufs;
+    r->cap_bytes = cap;
     r->file_off = h->file_bytes;
     return 0;
 }
@@ -68,17 +71,17 @@ static int put_chunk(pl_ring_reader_t *r, const uint8_t *payload, uint32_t len, 
 long pl_ring_collect(pl_ring_reader_t *r, bool partial) {
     pl_ring_hdr_t *h = r->hdr;
     long total = 0;
-    for (unsigned k = 0; k < h->n_bufs; k++) {
+    for (unsigned k = 0; k < r->n_bufs; k++) {
         uint64_t word = atomic_load_explicit(&h->buf[r->head], memory_order_acquire);
         unsigned st = pl_ring_word_state(word);
         if (st == PL_RING_EMPTY || (st == PL_RING_FILLING && !partial)) break;
         uint32_t len = pl_ring_word_len(word), n = pl_ring_word_records(word);
-        if (len > h->cap_bytes || len < r->done_len || n < r->done_records) { /* not a word the producer wrote */
+        if (len > r->cap_bytes || len < r->done_len || n < r->done_records) { /* not a word the producer wrote */
             r->stopped = true;
             return -EPROTO;
         }
         if (len > r->done_len && !r->stopped) {
-            const uint8_t *data = (const uint8_t *)h + PL_RING_HEADER_BYTES + (size_t)r->head * h->cap_bytes;
+            const uint8_t *data = (const uint8_t *)h + PL_RING_HEADER_BYTES + (size_t)r->head * r->cap_bytes;
             int rc = put_chunk(r, data + r->done_len, len - r->done_len, n - r->done_records);
             if (rc < 0) return rc;
             total += len - r->done_len;
@@ -90,7 +93,7 @@ long pl_ring_collect(pl_ring_reader_t *r, bool partial) {
         }
         r->done_len = r->done_records = 0; /* sealed and written whole: hand it back */
         atomic_store_explicit(&h->buf[r->head], pl_ring_word(PL_RING_EMPTY, 0, 0), memory_order_release);
-        r->head = (r->head + 1) % h->n_bufs;
+        r->head = (r->head + 1) % r->n_bufs;
     }
     return total;
 }

@@ -74,6 +74,8 @@ void pl_ring_ring(pl_ring_hdr_t *h);
 typedef struct pl_ring_reader {
     pl_ring_hdr_t *hdr;            /* the mapping (hdr + buffers) */
     size_t map_bytes;
+    uint32_t n_bufs;               /* hdr's, checked and kept at attach: the program can write the page */
+    uint64_t cap_bytes;
     int trace_fd;                  /* the trace file, opened for writing by attach */
     uint64_t file_off;             /* end of the last whole chunk written */
     uint32_t seq;                  /* next chunk sequence number */
