@@ -57,6 +57,8 @@ static struct {
     char dir[PATH_MAX];
     pthread_mutex_t list_mu;
     ring_t *rings;                /* list_mu */
+    char refused[64][64];         /* rings that could not be read: said once, not retried (main thread) */
+    unsigned n_refused;
 } g = {.list_mu = PTHREAD_MUTEX_INITIALIZER};
 
 static int64_t now_ns(void) {
@@ -270,6 +272,8 @@ static void attach(const char *name) {
             return;
         }
     pthread_mutex_unlock(&g.list_mu);
+    for (unsigned i = 0; i < g.n_refused; i++)
+        if (!strcmp(g.refused[i], name)) return;
     ring_t *r = calloc(1, sizeof *r);
     if (!r) return;
     snprintf(r->name, sizeof r->name, "%s", name);
@@ -281,7 +285,11 @@ static void attach(const char *name) {
     snprintf(tpath, sizeof tpath, "%s/%u.%u.pltrace", g.dir, pid, seq);
     int rc = pl_ring_attach(rpath, tpath, &r->rd);
     if (rc < 0) {
-        if (rc != -ENOENT) note("cannot read the ring %s (%s)", name, -rc);
+        if (rc != -ENOENT) { /* gone meanwhile (drained by an earlier thread) is not worth a word */
+            note("cannot read the ring %s (%s): that process is not recorded", name, -rc);
+            if (g.n_refused < sizeof g.refused / sizeof g.refused[0])
+                snprintf(g.refused[g.n_refused++], sizeof g.refused[0], "%s", name);
+        }
         free(r);
         return;
     }
