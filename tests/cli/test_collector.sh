@@ -10,6 +10,8 @@
 #   as root it runs as nobody (setpriv, with CAP_DAC_OVERRIDE to write the run directory); otherwise skipped.
 # - A program killed with SIGKILL right after its last step loses none of its steps: the ring file outlives it and
 #   the collector drains it (the in-process writer loses up to PLATEAU_FLUSH_MS).
+# - plateau run itself killed (SIGKILL) while the program runs: the collector goes on until the program ends, then
+#   drains its ring and exits.
 # Each traced run must also have recorded: its traces are there, no ring file is left, and the report reads them.
 # usage: test_collector.sh PLATEAU TARGETS_DIR WORKDIR
 set -eu
@@ -96,4 +98,29 @@ n=$(python3 -c 'import json, sys
 p = json.load(open(sys.argv[1]))["processes"][0]
 print(max([m["last_step"] or 0 for m in p["metrics"] if m["name"] == "heap.count"] + [0]))' "$work/kill.json")
 [ "$n" = 60 ] || fail "kill: $n of 60 steps in the trace after SIGKILL"
+
+# --- (6) plateau run killed: its collector drains the program's ring once the program ends ---
+"$P" run --no-report --no-live -o "$work/orphan" -- "$L" steps 30 >"$work/orphan-out.txt" 2>&1 &
+run_pid=$!
+i=0
+until grep -q "^step 30$" "$work/orphan-out.txt"; do
+    i=$((i + 1)); [ $i -lt 400 ] || fail "orphan: the program did not reach step 30"; sleep 0.05
+done
+coll=$(pgrep -P $run_pid -x plateau-collect || true)
+[ -n "$coll" ] || fail "orphan: no collector under plateau run"
+kill -KILL $run_pid
+wait $run_pid 2>/dev/null || true
+sleep 0.3
+kill -0 "$coll" 2>/dev/null || fail "orphan: the collector ended with plateau run while the program runs"
+kill -TERM "$(sed -n 's/^pid //p' "$work/orphan-out.txt")"
+i=0
+while kill -0 "$coll" 2>/dev/null; do
+    i=$((i + 1)); [ $i -lt 200 ] || fail "orphan: the collector outlived the program by 10 s"; sleep 0.05
+done
+! ls "$work/orphan"/*.ring >/dev/null 2>&1 || fail "orphan: ring file left"
+"$P" report "$work/orphan" --json "$work/orphan.json" >"$work/orphan-report.txt" 2>&1 || true
+n=$(python3 -c 'import json, sys
+p = json.load(open(sys.argv[1]))["processes"][0]
+print(max([m["last_step"] or 0 for m in p["metrics"] if m["name"] == "heap.count"] + [0]))' "$work/orphan.json")
+[ "$n" = 30 ] || fail "orphan: $n of 30 steps in the trace"
 echo "ok"
