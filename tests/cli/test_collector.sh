@@ -20,6 +20,8 @@ rm -rf "$work"; mkdir -p "$work"; chmod 755 "$work"
 [ -n "${KEEP:-}" ] || trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*" >&2; for f in "$work"/*.txt; do echo "== $f"; cat "$f"; done >&2; exit 1; }
 L=$T/target_limits
+# Is pid $1 running (not gone, not a zombie nobody reaped)?
+running() { [ -r "/proc/$1/stat" ] && [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
 
 # A traced run in "$work/$1" (the rest: the command): it recorded, and left no ring behind.
 traced() {
@@ -111,10 +113,10 @@ coll=$(pgrep -P $run_pid -x plateau-collect || true)
 kill -KILL $run_pid
 wait $run_pid 2>/dev/null || true
 sleep 0.3
-kill -0 "$coll" 2>/dev/null || fail "orphan: the collector ended with plateau run while the program runs"
+running "$coll" || fail "orphan: the collector ended with plateau run while the program runs"
 kill -TERM "$(sed -n 's/^pid //p' "$work/orphan-out.txt")"
 i=0
-while kill -0 "$coll" 2>/dev/null; do
+while running "$coll"; do
     i=$((i + 1)); [ $i -lt 200 ] || fail "orphan: the collector outlived the program by 10 s"; sleep 0.05
 done
 ! ls "$work/orphan"/*.ring >/dev/null 2>&1 || fail "orphan: ring file left"
