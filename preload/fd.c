@@ -165,4 +165,3 @@ PL_EXPORT int dup3(int oldfd, int newfd, int flags) {
     resolve(&real, "dup3");
     return real ? real(oldfd, newfd, flags) : (int)syscall(SYS_dup3, oldfd, newfd, flags);
 }
-
