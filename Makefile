@@ -16,7 +16,7 @@ EXPENSIVE_FUZZ_SECONDS ?= 10
 # gcc-aarch64-linux-gnu, libc6-dev-arm64-cross, qemu-user: the preload's aarch64 dlsym trampoline is cross-built and
 # run under qemu (preload.dlsym_trampoline_aarch64).
 PKGS := meson ninja-build pkg-config gcc g++ clang libclang-rt-14-dev python3 \
-        libcmocka-dev libunwind-dev libjemalloc-dev \
+        libcmocka-dev libjemalloc-dev \
         chromium fonts-liberation python3-torch \
         gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user \
         cmake groff-base python3-venv

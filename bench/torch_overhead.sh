@@ -9,7 +9,9 @@
 #   bench/torch_overhead.sh [ROUNDS=5] [-- SCRIPT ARGS...]
 # Env: BUILD (default build), PY (default /usr/bin/python3: Debian's, with torch), MEMRAY (a memray executable;
 # default: none, skipped; MEMRAY_NATIVE=0 leaves out its --native mode), HEAPTRACK (a heaptrack executable; default: none, skipped). heaptrack is 10x+ slower
-# on this script, so it runs in the first round only (its ratio is that one round's).
+# on this script, so it runs in the first round only (its ratio is that one round's). BASE (the build folder of
+# another checkout, e.g. /tmp/main/build): adds mode plateau-base, that build's plateau, to compare two versions in
+# the same shuffled rounds. NOPSS=0 leaves out the PLATEAU_PSS=0 mode.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-5}
@@ -24,10 +26,12 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 modes=(plain plateau plateau-nopss)
+[ "${NOPSS:-1}" = 0 ] && modes=(plain plateau)  # NOPSS=0: leave out the PLATEAU_PSS=0 mode
 [ -n "${MEMRAY:-}" ] && modes+=(memray)
 [ -n "${MEMRAY:-}" ] && [ "${MEMRAY_NATIVE:-1}" != 0 ] && modes+=(memray-native)
 heaptrack_bin=${HEAPTRACK:-}
 [ -n "$heaptrack_bin" ] && modes+=(heaptrack)
+[ -n "${BASE:-}" ] && modes+=(plateau-base)
 
 run_mode() { # mode round -> prints "wall_seconds cpu_seconds"
     local m=$1 r=$2 out="$tmp/$1.$2"
@@ -36,6 +40,7 @@ run_mode() { # mode round -> prints "wall_seconds cpu_seconds"
     plain) ;;
     plateau) cmd=("$plateau" run --no-report -o "$out.run" -- "${cmd[@]}") ;;
     plateau-nopss) cmd=(env PLATEAU_PSS=0 "$plateau" run --no-report -o "$out.run" -- "${cmd[@]}") ;;
+    plateau-base) cmd=("$BASE/cli/plateau" run --no-report -o "$out.run" -- "${cmd[@]}") ;;
     memray) cmd=("$MEMRAY" run -q -o "$out.bin" "$script" "${script_args[@]}") ;;
     memray-native) cmd=("$MEMRAY" run -q --native -o "$out.bin" "$script" "${script_args[@]}") ;;
     heaptrack) cmd=("$heaptrack_bin" -o "$out.ht" "${cmd[@]}") ;;

@@ -49,6 +49,7 @@
 
 #include <plateau/trace.h>
 
+#include "collector.h"
 #include "commands.h"
 #include "format.h"
 #include "units.h"
@@ -683,6 +684,10 @@ int pl_cli_run(int argc, char **argv) {
     if (steps_signal) setenv("PLATEAU_STEP_SIGNAL", "1", 1);
     setenv("PLATEAU_QUIET", getenv("PLATEAU_QUIET") ? getenv("PLATEAU_QUIET") : "1", 1);
     python_bootstrap_env();
+    /* The collector (collector/): the tracer then runs no thread and keeps no descriptor in the program. Without
+     * it the tracer runs its own writer and sampler threads (docs/env.md, PLATEAU_COLLECTOR). */
+    pl_collector_t collector;
+    if (pl_collector_start(abs_dir, &collector) == 0) setenv("PLATEAU_COLLECTOR", "1", 1);
 
     /* Signals are blocked before the fork (none is lost or kills us meanwhile) and taken by sigwaitinfo. */
     sigset_t relayed, waited, old_mask;
@@ -783,6 +788,9 @@ int pl_cli_run(int argc, char **argv) {
         close(relay.witness_fd[0]);
         close(relay.witness_fd[1]);
     }
+    /* Everything the ended processes recorded is in their files before the report reads them. */
+    if (collector.pid > 0 && !pl_collector_finish(&collector, 10000))
+        fprintf(stderr, "plateau: the collector did not finish writing the traces within 10 s\n");
     /* Signals stay blocked until we return: one arriving now cannot replace CMD's exit status with ours. */
 
     int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

@@ -1,7 +1,8 @@
-/* Native stack capture for sampled allocations: unw_backtrace on the calling thread, the preload's own frames
+/* Native stack capture for sampled allocations: the C runtime's unwinder (libgcc's _Unwind_Backtrace) on the calling
+ * thread, the preload's own frames
  * skipped, this thread's Python frames appended (pyframes.c), interned in the stack table (tracer/write/stack.c) with a
  * PL_REC_STACK record the first time. Called with pl_tl_guard raised, on the program's thread: no malloc, no
- * locks beyond the stack table's. The frames are resolved later, on the writer thread (frames.c). */
+ * locks beyond the stack table's and the frame sets' (frames.c, which resolves a new stack's PCs right here). */
 #include "config.h"
 
 #include <link.h>
@@ -9,16 +10,36 @@
 #include <stdint.h>
 #include <string.h>
 
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>
+#include <unwind.h>
 
 #include "preload.h"
 #include "pyframes.h"
 
+/* Why libgcc's unwinder and not libunwind: libunwind's first unwind opens a pipe that it keeps for good (to probe
+ * addresses), two descriptors out of the program's numbers and RLIMIT_NOFILE (docs/env.md, "What the tracer takes
+ * from the program"). libgcc's opens nothing, allocates nothing for objects the loader knows, and finds each frame's
+ * unwind information through glibc's _dl_find_object (lock-free, 2.35+). A frame without unwind information ends
+ * the stack. */
+typedef struct {
+    void **pcs;
+    int n, cap;
+} backtrace_t;
+
+static _Unwind_Reason_Code backtrace_frame(struct _Unwind_Context *ctx, void *arg) {
+    backtrace_t *b = arg;
+    int before = 0;
+    uintptr_t ip = _Unwind_GetIPInfo(ctx, &before);
+    if (!ip || b->n >= b->cap) return _URC_END_OF_STACK;
+    b->pcs[b->n++] = (void *)(ip + (before ? 1 : 0)); /* a signal frame's exact PC, as a return address */
+    return _URC_NO_REASON;
+}
+
 uint32_t pl_stack_capture(void) {
     if (!pl_g.stacks) return 0;
     void *raw[PL_TRACE_MAX_FRAMES + 16];
-    int n = unw_backtrace(raw, (int)(sizeof raw / sizeof raw[0]));
+    backtrace_t bt = {raw, 0, (int)(sizeof raw / sizeof raw[0])};
+    _Unwind_Backtrace(backtrace_frame, &bt);
+    int n = bt.n;
     /* Interned as one array: native PCs, then this thread's Python frames (PL_PYFRAME_TAG | id, pyframes.c);
      * when both do not fit, the outermost native frames (interpreter and process start-up) give way. */
     uint64_t pcs[PL_TRACE_MAX_FRAMES], py[PL_PYFRAMES_MAX_DEPTH];
@@ -38,6 +59,7 @@ uint32_t pl_stack_capture(void) {
         r.u.stack.n_py = n_py;
         for (uint32_t j = 0; j < n_py; j++) r.u.stack.py[j] = (uint32_t)py[j];
         pl_emit(&r);
+        pl_frames_resolve(pcs, k);
     }
     return id;
 }

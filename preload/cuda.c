@@ -34,6 +34,7 @@
 
 #include "cuda_hooks.h"
 #include "preload.h"
+#include "ring.h"
 #if PL_HAVE_CUPTI
 #include "cupti_record.h"
 #endif
@@ -316,6 +317,11 @@ static void sample_device(const void *real_fn) {
     if (cu.mem_get_info(&free_bytes, &total_bytes) != CUDA_SUCCESS || total_bytes < free_bytes) return;
     atomic_store(&cu.dev_total, (uint64_t)total_bytes);
     atomic_store(&cu.dev_used, (uint64_t)(total_bytes - free_bytes));
+    pl_ring_hdr_t *ring = pl_g.ring;
+    if (ring) { /* ring mode: the collector copies it into its RSS samples */
+        atomic_store(&ring->device_used, (uint64_t)(total_bytes - free_bytes));
+        atomic_store(&ring->device_total, (uint64_t)total_bytes);
+    }
     atomic_fetch_add(&cu.n_samples, 1);
 }
 

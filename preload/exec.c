@@ -66,17 +66,19 @@ PL_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
     /* Follow into the new image when the program passes an environment that dropped some of ours (a launcher that
      * scrubs LD_PRELOAD); one with none of ours was built from scratch for the child: pass it as it is. */
     size_t n = 0;
-    bool has_preload = false, has_dir = false, has_run = !pl_g.opt.run_id, has_quiet = !pl_g.opt.quiet;
+    bool has_preload = false, has_dir = false, has_run = !pl_g.opt.run_id, has_quiet = !pl_g.opt.quiet,
+         has_coll = !pl_g.opt.collector;
     for (; envp && envp[n]; n++) {
         if (!strncmp(envp[n], "LD_PRELOAD=", 11)) has_preload = true;
         if (!strncmp(envp[n], "PLATEAU_DIR=", 12)) has_dir = true;
         if (!strncmp(envp[n], "PLATEAU_RUN_ID=", 15)) has_run = true;
         if (!strncmp(envp[n], "PLATEAU_QUIET=", 14)) has_quiet = true;
+        if (!strncmp(envp[n], "PLATEAU_COLLECTOR=", 18)) has_coll = true;
     }
-    if (pl_g.opt.disable || !st.ld_preload[0] || (has_preload && has_dir && has_run && has_quiet) || n > 4096 ||
-        !env_is_ours(envp, n))
+    if (pl_g.opt.disable || !st.ld_preload[0] || (has_preload && has_dir && has_run && has_quiet && has_coll) ||
+        n > 4096 || !env_is_ours(envp, n))
         return real_execve(path, argv, envp);
-    char *env2[n + 5];
+    char *env2[n + 6];
     static char pre[2048 + 16], dir[sizeof pl_g.opt.dir + 16], run[40];
     size_t k = 0;
     for (size_t i = 0; i < n; i++) env2[k++] = envp[i];
@@ -93,6 +95,7 @@ PL_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
         env2[k++] = run;
     }
     if (!has_quiet) env2[k++] = (char *)"PLATEAU_QUIET=1";
+    if (!has_coll) env2[k++] = (char *)(uintptr_t)"PLATEAU_COLLECTOR=1";
     env2[k] = NULL;
     return real_execve(path, argv, env2);
 }

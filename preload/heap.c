@@ -542,6 +542,7 @@ static inline void on_alloc(void *p, pl_host_kind_t kind) {
     if (__builtin_expect(tl_countdown <= 0, 0) && !pl_tl_guard &&
         atomic_load_explicit(&pl_g.active, memory_order_relaxed))
         sample_alloc(p, n, kind);
+    if (!pl_tl_guard) pl_ring_poll(); /* ring mode: heap totals or SIGUSR2 steps the collector is waiting for */
 }
 
 static inline void on_free(void *p) {

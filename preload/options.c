@@ -132,6 +132,7 @@ int pl_options_parse(pl_options_t *o, const char *(*get)(const char *), void (*w
     n_bad += opt_bool(get, warn, "PLATEAU_PSS", &o->pss);
     n_bad += opt_bool(get, warn, "PLATEAU_DISABLE", &o->disable);
     n_bad += opt_bool(get, warn, "PLATEAU_QUIET", &o->quiet);
+    n_bad += opt_bool(get, warn, "PLATEAU_COLLECTOR", &o->collector);
     s = get("PLATEAU_RUN_ID");
     if (s) {
         uint64_t v = 0;

@@ -17,6 +17,8 @@ typedef struct pl_options {
     bool pss;                   /* PLATEAU_PSS: read smaps_rollup for PSS (default on) */
     bool disable;               /* PLATEAU_DISABLE: forward every call, record nothing */
     bool quiet;                 /* PLATEAU_QUIET: no informational line on stderr */
+    bool collector;             /* PLATEAU_COLLECTOR: plateau run collects the records through a shared ring
+                                   (no thread, no descriptor in the program; docs/env.md) */
     uint8_t cupti;              /* PLATEAU_CUPTI: pl_cupti_mode_t (default PL_CUPTI_AUTO) */
     uint64_t run_id;            /* PLATEAU_RUN_ID: 1 to 16 hex digits, not 0, written in the trace header; 0 none */
     uint64_t host_memory_bytes; /* PLATEAU_HOST_MEMORY: the host memory recorded instead of the machine's (a size

@@ -1,9 +1,11 @@
 /* libplateau_preload.so's lifecycle: options, start and stop, the process_start record, fork. The other jobs sit in
  * their own files (preload.h lists them). Data flow: interposers (heap.c) and hooks (device.c, cuda.c) call
- * pl_emit; the writer (tracer/write/writer.c) turns records into checksummed chunks; the sampler thread (sampler.c)
- * adds heap totals and RSS every interval and at every step; the writer thread's tick (frames.c) resolves new PCs
- * to modules once each. Failure policy: say so once on plateau's own channel (note.c), stop recording, keep
- * forwarding (the program never notices). */
+ * pl_emit; the writer (tracer/write/writer.c) turns records into checksummed chunks; a new stack's PCs are resolved
+ * to modules once each by the thread that interns it (frames.c). Under plateau run (PLATEAU_COLLECTOR) the chunks
+ * go through a shared ring file to plateau run's collector, which also samples RSS from outside: no thread and no
+ * descriptor of ours stays in the program. Preloaded by hand, a writer thread writes the chunks and the sampler
+ * thread (sampler.c) adds heap totals and RSS every interval and at every step. Failure policy: say so once on
+ * plateau's own channel (note.c), stop recording, keep forwarding (the program never notices). */
 #include "config.h"
 
 #include <errno.h>
@@ -22,9 +24,10 @@
 
 #include "preload.h"
 #include "pyframes.h"
+#include "ring.h"
 #include "rss.h"
 
-pl_preload_t pl_g;
+pl_preload_t pl_g = {.requests = &pl_g.no_requests};
 PL_TLS int pl_tl_guard;
 static PL_TLS uint32_t tl_tid;
 
@@ -71,7 +74,7 @@ unsigned pl_mem_shift(void) {
     return (unsigned)k;
 }
 
-static void writer_thread_start(void) {
+static void writer_thread_start(void) { /* fallback mode only: ring mode runs no thread */
     pl_tl_guard = 1;
     pthread_setname_np(pthread_self(), "plateau-writer");
 }
@@ -183,13 +186,24 @@ static void start_recording(uint32_t ppid) {
     wo.buffer_bytes = pl_g.opt.buffer_bytes;
     wo.log = pl_warn;
     wo.thread_start = writer_thread_start;
-    wo.tick = pl_frames_tick;
     pl_writer_t *w = NULL;
     int rc = -EEXIST;
+    char ring_path[PATH_MAX + 16];
     for (uint32_t seq = 0; seq < 1000 && rc == -EEXIST; seq++) {
         h.exec_seq = seq;
         snprintf(st.path, sizeof st.path, "%s/%u.%u.pltrace", pl_g.opt.dir, h.pid, seq);
-        rc = pl_writer_open(st.path, &h, &wo, &w);
+        snprintf(ring_path, sizeof ring_path, "%s/%u.%u%s", pl_g.opt.dir, h.pid, seq, PL_RING_SUFFIX);
+        if (pl_g.opt.collector) {
+            rc = pl_writer_open_ring(st.path, ring_path, &h, &wo, &w);
+            if (rc < 0 && rc != -EEXIST) { /* e.g. a file size limit below the ring: the in-process writer */
+                snprintf(msg, sizeof msg, "plateau: cannot make the shared ring '%s' (%s): the tracer runs its "
+                         "writer and sampler threads in pid %u", ring_path, strerror(-rc), h.pid);
+                pl_warn(msg);
+                rc = pl_writer_open(st.path, &h, &wo, &w);
+            }
+        } else {
+            rc = pl_writer_open(st.path, &h, &wo, &w);
+        }
     }
     if (rc < 0) {
         snprintf(msg, sizeof msg, "plateau: cannot create trace file '%s' (%s): not recording", st.path,
@@ -197,12 +211,36 @@ static void start_recording(uint32_t ppid) {
         pl_warn(msg);
         return;
     }
-    pl_frames_reset();
     pl_g.pid = h.pid;
+    pl_g.ring = pl_writer_ring(w);
+    if (pl_g.ring) {
+        pl_g.ring->interval_ms = pl_g.opt.interval_ms;
+        pl_g.ring->pss = pl_g.opt.pss;
+#if PL_HAVE_CUDA
+        pl_rec_rss_t dev = {.device_used = PL_TRACE_NA, .device_total = 0};
+        pl_cuda_sample(&dev); /* a fork child: the reading it inherited, until its own driver calls */
+        if (dev.device_total && dev.device_total != PL_TRACE_NA) {
+            atomic_store(&pl_g.ring->device_used, dev.device_used);
+            atomic_store(&pl_g.ring->device_total, dev.device_total);
+        }
+#endif
+    }
     pl_fd_register(pl_writer_fdslot(w));
     atomic_store(&pl_g.writer, w);
     emit_process_start(ppid, h.exec_seq);
     pl_writer_flush(w); /* a process that dies young still leaves its process_start record */
+    if (pl_g.ring) {
+        /* The collector samples /proc/PID from outside: no descriptor and no thread of ours stays here. */
+        for (int i = 0; i < PL_RSS_N_SLOTS; i++) pl_fd_unregister(pl_rss_slot(&pl_g.rss, i));
+        pl_rss_close(&pl_g.rss);
+        pl_g.requests = &pl_g.ring->requests;
+        atomic_store(&pl_g.active, true);
+        if (!pl_g.opt.quiet) {
+            snprintf(msg, sizeof msg, "plateau: tracing pid %u into %s", h.pid, st.path);
+            pl_warn(msg);
+        }
+        return;
+    }
     /* The tracer's threads start with every signal blocked: the program's handlers run on its own threads,
      * as untraced, never on ours (where they could interrupt a write or be counted as the tracer's). */
     sigset_t all, old;
@@ -224,6 +262,7 @@ static void fork_prepare(void) {
     pl_device_fork_prepare();
     pl_heap_fork_prepare();
     pl_pyframes_fork_prepare();
+    pl_frames_fork_prepare();
     if (pl_g.stacks) pl_stack_lock(pl_g.stacks);
     pl_writer_t *w = atomic_load(&pl_g.writer);
     if (w) pl_writer_fork_prepare(w);
@@ -233,6 +272,7 @@ static void fork_parent(void) {
     pl_writer_t *w = atomic_load(&pl_g.writer);
     if (w) pl_writer_fork_parent(w);
     if (pl_g.stacks) pl_stack_unlock(pl_g.stacks);
+    pl_frames_fork_parent();
     pl_pyframes_fork_parent();
     pl_heap_fork_parent();
     pl_device_fork_parent();
@@ -240,6 +280,9 @@ static void fork_parent(void) {
 }
 
 static void fork_child(void) {
+    /* The parent's ring is not mapped here (MADV_DONTFORK): forget it before anything reads it. */
+    pl_g.requests = &pl_g.no_requests;
+    pl_g.ring = NULL;
     bool was_active = atomic_exchange(&pl_g.active, false);
     /* Locks first: releasing the parent's writer below calls munmap, which is interposed. */
     pl_heap_fork_child();
@@ -251,6 +294,7 @@ static void fork_child(void) {
     }
     pl_rss_close(&pl_g.rss); /* the parent's /proc files; start_recording opens the child's */
     if (pl_g.stacks) pl_stack_reset(pl_g.stacks);
+    pl_frames_fork_child();
     pl_pyframes_fork_child();
     pl_sampler_fork_child();
     pl_threads_fork_child();
@@ -287,7 +331,7 @@ __attribute__((destructor)) static void pl_preload_fini(void) {
     if (!atomic_load(&pl_g.active)) return;
     PL_GUARD_SCOPE();
     pl_sampler_stop();
-    pl_sampler_final();
+    pl_sampler_final(); /* ring mode: the steps SIGUSR2 counted, heap totals and one RSS read of its own */
     pl_trace_record_t r = {.type = PL_REC_PROCESS_END, .t_ns = pl_now_ns()};
     pl_emit(&r);
     atomic_store(&pl_g.active, false);

@@ -1,6 +1,6 @@
 /* Internal state shared by the preload's files, one job each: preload.c (start and stop, options, process_start,
  * fork), sampler.c (the sampler thread), step.c (the step and mark API, SIGUSR2), capture.c (stack capture),
- * frames.c (frame and module resolution on the writer thread), threads.c (thread names), exec.c (exec and _exit),
+ * frames.c (frame and module resolution on the interning thread), threads.c (thread names), exec.c (exec and _exit),
  * heap.c (malloc family and mmap interposers, exact counters, sampled stacks; its two structures in pset.c and
  * mranges.c), device.c (plateau allocator observer), fd.c (the tracer's descriptors), pyframes.c (Python frames),
  * cuda.c and cupti.c (device interception). Rules (docs/ARCHITECTURE.md): never crash or block the host program; on failure say so
@@ -30,7 +30,11 @@ typedef struct pl_preload {
     atomic_bool active;              /* recording (sampling and emitting) */
     atomic_uint_fast64_t step;       /* steps completed */
     uint64_t text_lo, text_hi;       /* this library's code: frames inside it are not recorded */
-    pl_rss_ctx_t rss;                /* this image's /proc files: opened by start_recording, read by the sampler */
+    pl_rss_ctx_t rss;                /* this image's /proc files: opened by start_recording, read by the sampler
+                                        (ring mode: closed once process_start is written) */
+    struct pl_ring_hdr *ring;        /* ring mode (PLATEAU_COLLECTOR): this image's shared ring; else NULL */
+    _Atomic uint32_t *requests;      /* the ring's requests word, else no_requests: read on every allocation */
+    _Atomic uint32_t no_requests;    /* always 0 */
     char exe[PATH_MAX];              /* /proc/self/exe, read when process_start is written */
     uint32_t pid;                    /* the pid this image's trace belongs to (a vfork child is not it) */
 } pl_preload_t;
@@ -73,10 +77,12 @@ void pl_note_fork_child(void);
 uint32_t pl_stack_capture(void);
 void pl_capture_init(void);
 
-/* frames.c: the writer thread's tick (resolves the PCs of stacks interned since the last one); reset when a new
- * trace starts (fork child). */
-void pl_frames_tick(void *ctx);
-void pl_frames_reset(void);
+/* frames.c: resolve the PCs of a newly interned stack (n native PCs) not resolved before, on the calling thread,
+ * with pl_tl_guard raised; no loader lock (see frames.c). fork: hold its lock across, fresh in the child. */
+void pl_frames_resolve(const uint64_t *pcs, uint32_t n);
+void pl_frames_fork_prepare(void);
+void pl_frames_fork_parent(void);
+void pl_frames_fork_child(void);
 
 /* sampler.c. start: with every signal blocked (the caller's mask is inherited); false when the thread could not
  * be created. request_rss: an RSS sample soon (after a step). signal_step: one step for the sampler to record
@@ -87,6 +93,12 @@ void pl_sampler_request_rss(void);
 void pl_sampler_signal_step(void);
 void pl_sampler_final(void);
 void pl_sampler_fork_child(void);
+/* Ring mode: do what the collector asked of the program's threads (heap totals, SIGUSR2 steps); called from an
+ * allocation when *pl_g.requests is not 0, with pl_tl_guard down. */
+void pl_ring_service(void);
+static inline void pl_ring_poll(void) {
+    if (__builtin_expect(atomic_load_explicit(pl_g.requests, memory_order_relaxed) != 0, 0)) pl_ring_service();
+}
 void pl_emit_heap(int64_t t, uint64_t step);   /* one PL_REC_HEAP with the exact totals now */
 
 /* step.c: record one step (step record, heap totals, allocator stats) from `source`; the SIGUSR2 handler. */

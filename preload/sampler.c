@@ -1,7 +1,10 @@
 /* The sampler thread: heap totals and RSS every interval, an RSS sample after each step, the steps SIGUSR2 asked
  * for, thread names every 10 intervals. It runs with pl_tl_guard raised for good and every signal blocked, and
  * sleeps on a futex that steps and the signal handler bump (both async-signal-safe: an atomic add and a
- * syscall). Also the final samples at exit (pl_sampler_final). */
+ * syscall). Also the final samples at exit (pl_sampler_final).
+ * Ring mode (PLATEAU_COLLECTOR, ring.h) runs no sampler thread: plateau run's collector reads RSS, PSS and thread
+ * names from /proc/PID and asks, through the ring's requests word, the next allocation on a program thread for the
+ * exact heap totals (pl_ring_service); steps wake it through the ring's doorbell. */
 #include "config.h"
 
 #include <linux/futex.h>
@@ -13,6 +16,7 @@
 #include <unistd.h>
 
 #include "preload.h"
+#include "ring.h"
 
 #define SAMPLER_STACK_BYTES (256u * 1024)
 
@@ -130,16 +134,78 @@ void pl_sampler_stop(void) {
 }
 
 void pl_sampler_request_rss(void) {
+    pl_ring_hdr_t *ring = pl_g.ring;
+    if (ring) {
+        atomic_store(&ring->step, atomic_load(&pl_g.step));
+        atomic_fetch_or(&ring->events, PL_RING_EV_RSS);
+        pl_ring_ring(ring);
+        return;
+    }
     atomic_store(&st.rss_requested, true);
     futex_wake(&st.wake);
 }
 
 void pl_sampler_signal_step(void) {
+    pl_ring_hdr_t *ring = pl_g.ring;
+    if (ring && (uint32_t)getpid() == pl_g.pid) { /* not in a fork child before its own ring exists */
+        atomic_fetch_add(&ring->signal_steps, 1);
+        atomic_fetch_or(&ring->requests, PL_RING_REQ_STEPS);
+        pl_ring_ring(ring);
+        return;
+    }
+    if (ring) return;
     atomic_fetch_add(&st.pending_signal_steps, 1);
     futex_wake(&st.wake);
 }
 
+/* Ring mode: the SIGUSR2 steps not recorded yet, each with its heap totals. Run inside an allocation on a program
+ * thread, so without the observed allocators' stats: those take the allocator's lock, which this very thread may
+ * hold (the plateau allocator calls malloc). */
+static void ring_signal_steps(pl_ring_hdr_t *ring) {
+    unsigned n = atomic_exchange(&ring->signal_steps, 0);
+    int64_t now = pl_now_ns();
+    for (unsigned k = 0; k < n; k++) {
+        uint64_t step = atomic_fetch_add(&pl_g.step, 1) + 1;
+        pl_trace_record_t r = {.type = PL_REC_STEP, .t_ns = now};
+        r.u.step = (pl_rec_step_t){.step = step, .source = PL_STEP_SIGNAL};
+        pl_emit(&r);
+        pl_emit_heap(now, step);
+    }
+    if (n) pl_sampler_request_rss();
+}
+
+void pl_ring_service(void) {
+    pl_ring_hdr_t *ring = pl_g.ring;
+    if (!ring || !atomic_load_explicit(&pl_g.active, memory_order_relaxed) || (uint32_t)getpid() != pl_g.pid) return;
+    PL_GUARD_SCOPE();
+    uint32_t req = atomic_exchange(&ring->requests, 0);
+    if (req & PL_RING_REQ_STEPS) ring_signal_steps(ring);
+    if (req & PL_RING_REQ_HEAP) pl_emit_heap(pl_now_ns(), 0);
+}
+
+/* Ring mode at exit: the collector cannot read a process that is gone, so the last RSS sample is read here, from
+ * descriptors opened and closed within this call (no PSS: it walks every page table). */
+static void ring_final(pl_ring_hdr_t *ring) {
+    ring_signal_steps(ring);
+    pl_emit_heap(pl_now_ns(), 0);
+    pl_rss_ctx_t ctx;
+    pl_rss_init(&ctx, NULL, NULL);
+    ctx.skip_pss = true;
+    pl_trace_record_t r = {.type = PL_REC_RSS};
+    pl_rss_sample(&ctx, &r.u.rss);
+    pl_rss_close(&ctx);
+    r.u.rss.step = 0;
+    if (atomic_fetch_and(&ring->events, ~PL_RING_EV_RSS) & PL_RING_EV_RSS)
+        r.u.rss.step = atomic_load(&pl_g.step); /* the last step's sample, not taken yet */
+    r.t_ns = pl_now_ns();
+    pl_emit(&r);
+}
+
 void pl_sampler_final(void) {
+    if (pl_g.ring) {
+        ring_final(pl_g.ring);
+        return;
+    }
     /* A step whose RSS sample the sampler had not taken yet gets it now. */
     if (atomic_exchange(&st.rss_requested, false)) emit_rss(atomic_load(&pl_g.step));
     pl_emit_heap(pl_now_ns(), 0);

@@ -1,7 +1,8 @@
 /* The step and mark API the program calls (include/plateau/step.h: plateau_step, plateau_step_auto,
  * plateau_mark, plateau_alloc_stats) and the SIGUSR2 step (PLATEAU_STEP_SIGNAL). A step writes its step record,
- * the exact heap totals and the observed allocators' stats on the calling thread, then asks the sampler thread
- * for an RSS sample; a signal only counts the step for the sampler thread to record. */
+ * the exact heap totals and the observed allocators' stats on the calling thread, then asks the sampler thread (or
+ * plateau run's collector) for an RSS sample; a signal only counts the step for the sampler thread (or the next
+ * allocation) to record. */
 #include "config.h"
 
 #include <math.h>

@@ -30,10 +30,11 @@ UNITS = {
     "training": "training",
     "reports": "reports",
     "tune": "tune",
+    "collector": "collector",
     "cli": "cli",
 }
 # The components: a tests/<comp> folder is checked against <comp>.
-COMPONENTS = ["common", "allocator", "tracer", "preload", "training", "reports", "tune", "cli"]
+COMPONENTS = ["common", "allocator", "tracer", "preload", "training", "reports", "tune", "collector", "cli"]
 # Direct edges (docs/ARCHITECTURE.md, "Edges"). The tracer is split: the codec (core) both sides speak, the writer side the
 # preload links, the reader side report and tune link; neither side reaches the other. tracer.writer -> common:
 # the stack hash (common/hash.h) the writer and the report share. The umbrella "tracer" (both sides) is no one's
@@ -49,7 +50,8 @@ ALLOWED = {
     "training": {"allocator"},
     "reports": {"tracer.reader", "common"},
     "tune": {"tracer.reader", "allocator", "common"},
-    "cli": {"reports", "tune"},
+    "collector": {"tracer.writer", "common"},
+    "cli": {"reports", "tune", "collector"},
 }
 # Tests may include the private headers of the component they test (and what it reaches), and these besides: the
 # preload's site and CUDA tests check what the report makes of a trace the preload recorded; the report's export

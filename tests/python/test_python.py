@@ -249,6 +249,7 @@ for pid in pending:  # hung: kill them so the test fails instead of blocking
     os.kill(pid, 9)
     os.waitpid(pid, 0)
 stop.append(1)
+t.join()  # a thread still stepping while the interpreter exits can make torch abort ("terminate called"), untraced too
 print("finished %d of %d" % (done, len(pids)))
 """
 
@@ -308,15 +309,15 @@ for py in sys.argv[1:]:
 
 
 def mode_notes(argv):
-    """plateau's notes go to its own channel, never the program's stderr: Python 3.10 and 3.9 children (frames not
-    readable there) whose stderr their parent captures see exactly their untraced bytes, and plateau run prints the
-    note once for both; a malformed PLATEAU_TENSOR_BUDGET gets one note too."""
+    """plateau's notes go to its own channel, never the program's stderr: Python 3.8 and 3.7 children (frames not
+    readable there: 3.9 to 3.13 are) whose stderr their parent captures see exactly their untraced bytes, and plateau
+    run prints the note once for both; a malformed PLATEAU_TENSOR_BUDGET gets one note too."""
     root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
-    olds = [os.path.join(root, "versions", v, "bin", "python") for v in ("3.10.13", "3.9.18")]
+    olds = [os.path.join(root, "versions", v, "bin", "python") for v in ("3.8.18", "3.7.16")]
     olds = [p for p in olds if os.path.exists(p)] or sorted(
-        glob.glob(os.path.join(root, "versions", "3.10*", "bin", "python")))[:1]
+        glob.glob(os.path.join(root, "versions", "3.[678].*", "bin", "python")))[:1]
     if not olds:
-        print("skip: no pyenv Python 3.6-3.10 found")
+        print("skip: no pyenv Python 3.6-3.8 found")
         sys.exit(SKIP)
     py = TORCH_PY if os.path.exists(TORCH_PY) else sys.executable
     with tempfile.TemporaryDirectory(prefix="pl-py-notes-") as tmp:

@@ -1,6 +1,8 @@
 /* Writer + reader: round trip through a file, O_EXCL/0600, truncation at every byte offset, corrupted
  * checksum, periodic flushing by the writer thread, record loss when the ring is full, and a full disk
- * (file size limit) that stops recording with exactly one message; follow mode resumes a file cut anywhere. */
+ * (file size limit) that stops recording with exactly one message; follow mode resumes a file cut anywhere. Ring
+ * mode (ring.h): a collector writing sealed buffers and growing tails gives the same records in order, the producer
+ * keeps no descriptor, a process that ends without closing is drained whole, and a full ring's losses are counted. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -19,6 +21,7 @@
 
 #include "event.h"
 #include "records.h"
+#include "ring.h"
 #include "writer.h"
 #include "../common/tmpdir.h"
 
@@ -436,6 +439,146 @@ static void test_writer_full_disk_stops_once(void **state) {
     pl_trace_close(r);
 }
 
+static int n_fds(void) {
+    int n = 0;
+    for (int fd = 0; fd < 1024; fd++) n += fcntl(fd, F_GETFD) >= 0;
+    return n;
+}
+
+/* Every record of `path` against rec_sample's sequence from 0 (LOST records included: the sequence has its own);
+ * returns how many. */
+static int check_sequence(const char *path) {
+    pl_trace_reader_t *r;
+    assert_int_equal(pl_trace_open(path, &r), 0);
+    int i = 0, rc;
+    pl_trace_record_t got;
+    while ((rc = pl_trace_next(r, &got)) == 1) {
+        pl_trace_record_t want;
+        rec_sample((pl_rec_type_t)(1 + i % PL_REC_TYPE_MAX), (unsigned)i, &want);
+        assert_true(rec_equal(&want, &got));
+        i++;
+    }
+    assert_int_equal(rc, 0);
+    assert_string_equal(pl_trace_error(r), "");
+    pl_trace_close(r);
+    return i;
+}
+
+static void test_writer_ring_round_trip(void **state) {
+    (void)state;
+    char path[300], ring[300];
+    path_of(path, sizeof path, "ring.pltrace");
+    path_of(ring, sizeof ring, "ring.ring");
+    pl_writer_options_t opt;
+    pl_writer_options_default(&opt);
+    opt.buffer_bytes = 4096;
+    opt.n_buffers = 4;
+    pl_trace_header_t h = header();
+    pl_writer_t *w;
+    int fds = n_fds();
+    assert_int_equal(pl_writer_open_ring(path, ring, &h, &opt, &w), 0);
+    assert_int_equal(n_fds(), fds); /* the producer keeps no descriptor */
+    assert_non_null(pl_writer_ring(w));
+    pl_ring_reader_t rd;
+    assert_int_equal(pl_ring_attach(ring, path, &rd), 0);
+    for (int i = 0; i < 3000; i++) {
+        pl_trace_record_t r;
+        rec_sample((pl_rec_type_t)(1 + i % PL_REC_TYPE_MAX), (unsigned)i, &r);
+        assert_int_equal(pl_writer_emit(w, &r), 0);
+        /* sealed buffers often, the tail of the one being filled now and then: chunks of every size */
+        if (i % 3 == 2) assert_true(pl_ring_collect(&rd, i % 7 == 0) >= 0);
+    }
+    pl_writer_close(w);
+    assert_true(atomic_load(&pl_writer_ring(w)->events) & PL_RING_EV_CLOSED);
+    assert_true(pl_ring_collect(&rd, true) >= 0);
+    assert_false(rd.stopped);
+    assert_int_equal(pl_writer_n_lost(w), 0); /* never full: each record is where the sequence says */
+    pl_writer_destroy(w);
+    pl_ring_detach(&rd);
+    assert_int_equal(check_sequence(path), 3000);
+}
+
+/* A producer that ends without a word (as after SIGKILL): everything it published is drained from the file. */
+static void test_writer_ring_drained_after_the_process_is_gone(void **state) {
+    (void)state;
+    char path[300], ring[300];
+    path_of(path, sizeof path, "gone.pltrace");
+    path_of(ring, sizeof ring, "gone.ring");
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        pl_writer_options_t opt;
+        pl_writer_options_default(&opt);
+        opt.buffer_bytes = 4096;
+        opt.n_buffers = 64; /* room for all: nobody collects while it runs */
+        pl_trace_header_t h = header();
+        pl_writer_t *w;
+        if (pl_writer_open_ring(path, ring, &h, &opt, &w)) _exit(1);
+        for (int i = 0; i < 500; i++) {
+            pl_trace_record_t r;
+            rec_sample((pl_rec_type_t)(1 + i % PL_REC_TYPE_MAX), (unsigned)i, &r);
+            if (pl_writer_emit(w, &r)) _exit(2);
+        }
+        _exit(0); /* no close: the ring is not marked closed */
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    pl_ring_reader_t rd;
+    assert_int_equal(pl_ring_attach(ring, path, &rd), 0);
+    assert_false(atomic_load(&rd.hdr->events) & PL_RING_EV_CLOSED);
+    assert_true(pl_ring_collect(&rd, true) > 0);
+    pl_ring_detach(&rd);
+    assert_int_equal(check_sequence(path), 500);
+}
+
+/* The collector lags: the ring fills, records are dropped and counted, never waited for; once buffers are handed
+ * back the LOST record goes first, with the exact count. */
+static void test_writer_ring_full_counts_lost_records(void **state) {
+    (void)state;
+    char path[300], ring[300];
+    path_of(path, sizeof path, "rlost.pltrace");
+    path_of(ring, sizeof ring, "rlost.ring");
+    pl_writer_options_t opt;
+    pl_writer_options_default(&opt);
+    opt.buffer_bytes = 4096;
+    opt.n_buffers = 2;
+    pl_trace_header_t h = header();
+    pl_writer_t *w;
+    assert_int_equal(pl_writer_open_ring(path, ring, &h, &opt, &w), 0);
+    pl_ring_reader_t rd;
+    assert_int_equal(pl_ring_attach(ring, path, &rd), 0);
+    pl_trace_record_t rec;
+    rec_sample(PL_REC_HOST_ALLOC, 1, &rec);
+    int ok = 0, dropped = 0;
+    for (int i = 0; i < 1000; i++) {
+        int rc = pl_writer_emit(w, &rec);
+        if (rc == 0) ok++;
+        else if (rc == -ENOBUFS) dropped++;
+        else fail();
+    }
+    assert_true(dropped > 0);
+    assert_int_equal(pl_writer_n_lost(w), (uint64_t)dropped);
+    assert_true(pl_ring_collect(&rd, false) > 0); /* the sealed buffer is handed back */
+    assert_int_equal(pl_writer_emit(w, &rec), 0);
+    pl_writer_close(w);
+    assert_true(pl_ring_collect(&rd, true) > 0);
+    pl_writer_destroy(w);
+    pl_ring_detach(&rd);
+    pl_trace_reader_t *r;
+    assert_int_equal(pl_trace_open(path, &r), 0);
+    pl_trace_record_t o;
+    uint64_t lost = 0;
+    int allocs = 0;
+    while (pl_trace_next(r, &o) == 1) {
+        if (o.type == PL_REC_LOST) lost += o.u.lost.n_records;
+        if (o.type == PL_REC_HOST_ALLOC) allocs++;
+    }
+    assert_int_equal(lost, (uint64_t)dropped);
+    assert_int_equal(allocs, ok + 1);
+    pl_trace_close(r);
+}
+
 static char last_log[256];
 static void keep_log(const char *msg) {
     n_logs++;
@@ -501,6 +644,9 @@ int main(void) {
         cmocka_unit_test(test_writer_full_ring_keeps_steps),
         cmocka_unit_test(test_writer_full_disk_stops_once),
         cmocka_unit_test(test_writer_file_size_limit_never_raises_sigxfsz),
+        cmocka_unit_test(test_writer_ring_round_trip),
+        cmocka_unit_test(test_writer_ring_drained_after_the_process_is_gone),
+        cmocka_unit_test(test_writer_ring_full_counts_lost_records),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

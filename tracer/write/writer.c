@@ -31,12 +31,14 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "event.h"
 #include "fdslot.h"
+#include "ring.h"
 
 enum { BUF_EMPTY = 0, BUF_FILLING = 1, BUF_SEALED = 2, BUF_WRITING = 3 };
 
@@ -71,9 +73,27 @@ struct pl_writer {
     bool thread_started;
     pthread_t thread;
     atomic_uint_fast64_t bytes_written;
-    void *region;                 /* mmap of the buffers */
+    void *region;                 /* mmap of the buffers (ring mode: of the spill only) */
     size_t region_bytes;
+    pl_ring_hdr_t *ring;          /* ring mode: the shared mapping (header page, then the buffers); else NULL */
+    size_t ring_bytes;
+    _Atomic uint64_t *pub;        /* each buffer's published word: ring->buf, or pub_local */
+    _Atomic uint64_t pub_local[MAX_BUFFERS];
 };
+
+/* Publish buffer i's state, length and record count (ring mode: what the collector may read). mu held. */
+static void publish(pl_writer_t *w, unsigned i) {
+    const wbuf_t *b = &w->bufs[i];
+    unsigned st = b->state == BUF_FILLING ? PL_RING_FILLING : b->state == BUF_EMPTY ? PL_RING_EMPTY : PL_RING_SEALED;
+    atomic_store_explicit(&w->pub[i], pl_ring_word(st, b->n_records, (uint32_t)b->len), memory_order_release);
+}
+
+/* May buffer i be filled again? In ring mode the collector empties buffers (in their published word). mu held. */
+static bool buf_free(pl_writer_t *w, unsigned i) {
+    if (w->ring)
+        return pl_ring_word_state(atomic_load_explicit(&w->pub[i], memory_order_acquire)) == PL_RING_EMPTY;
+    return w->bufs[i].state == BUF_EMPTY;
+}
 
 void pl_writer_options_default(pl_writer_options_t *opt) {
     memset(opt, 0, sizeof *opt);
@@ -204,6 +224,8 @@ int pl_writer_open(const char *path, const pl_trace_header_t *h, const pl_writer
     for (unsigned i = 0; i < w->n_bufs; i++) w->bufs[i].data = (uint8_t *)w->region + i * w->cap_bytes;
     w->spill = (uint8_t *)w->region + w->n_bufs * w->cap_bytes;
     w->bufs[0].state = BUF_FILLING;
+    w->pub = w->pub_local;
+    publish(w, 0);
     pthread_mutex_init(&w->mu, NULL);
     pthread_mutex_init(&w->io_mu, NULL);
     pthread_condattr_t ca;
@@ -277,19 +299,23 @@ static void drain_spill_locked(pl_writer_t *w) {
     }
     memmove(w->spill, w->spill + off, w->spill_len - off);
     w->spill_len -= off;
+    publish(w, w->cur);
 }
 
 /* Seal `cur` (if it holds records) and advance; mu held. Returns false if the next buffer is not free. */
 static bool seal_locked(pl_writer_t *w) {
     wbuf_t *b = &w->bufs[w->cur];
     unsigned next = (w->cur + 1) % w->n_bufs;
-    if (w->bufs[next].state != BUF_EMPTY) return false;
+    if (!buf_free(w, next)) return false;
     b->state = BUF_SEALED;
+    publish(w, w->cur);
     w->cur = next;
     w->bufs[next].state = BUF_FILLING;
     w->bufs[next].len = 0;
     w->bufs[next].n_records = 0;
+    publish(w, next);
     if (w->spill_len) drain_spill_locked(w);
+    if (w->ring) pl_ring_ring(w->ring); /* a sealed buffer for the collector */
     return true;
 }
 
@@ -303,6 +329,7 @@ static bool append_locked(pl_writer_t *w, const pl_trace_record_t *rec, size_t l
     if (!n) return false;
     b->len += n;
     b->n_records++;
+    publish(w, w->cur);
     return true;
 }
 
@@ -409,6 +436,10 @@ static int flush_io_locked(pl_writer_t *w, bool seal_current) {
 }
 
 int pl_writer_flush(pl_writer_t *w) {
+    if (w->ring) { /* the collector writes; it holds whatever was published, even after the process is gone */
+        pl_ring_ring(w->ring);
+        return 0;
+    }
     pthread_mutex_lock(&w->io_mu);
     int rc = flush_io_locked(w, true);
     pthread_mutex_unlock(&w->io_mu);
@@ -439,7 +470,7 @@ static void *writer_main(void *arg) {
 }
 
 int pl_writer_start(pl_writer_t *w) {
-    if (w->thread_started) return 0;
+    if (w->thread_started || w->ring) return 0; /* ring mode: no thread, the collector writes */
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, WRITER_STACK_BYTES); /* not the default 8 MiB of address space */
@@ -463,6 +494,20 @@ void pl_writer_close(pl_writer_t *w) {
         w->thread_started = false;
     }
     if (w->opt.tick) w->opt.tick(w->opt.tick_ctx);
+    if (w->ring) {
+        pthread_mutex_lock(&w->mu);
+        bool sealed = false;
+        put_lost_locked(w, w->last_t_ns, &sealed);
+        /* Spilled records (the ring was full) reach the ring only when a buffer frees: take what the collector has
+         * freed by now, without waiting for it. What is still spilled after that is lost with the process. */
+        for (unsigned k = 0; k < w->n_bufs && w->spill_len && w->bufs[w->cur].len > 0 && seal_locked(w); k++) {
+        }
+        atomic_store(&w->closed, true);
+        pthread_mutex_unlock(&w->mu);
+        atomic_fetch_or(&w->ring->events, PL_RING_EV_CLOSED);
+        pl_ring_ring(w->ring);
+        return;
+    }
     pthread_mutex_lock(&w->io_mu);
     flush_io_locked(w, true);
     /* Drops not yet reported (no record was emitted after them): report them now, so the count is exact. */
@@ -485,6 +530,7 @@ void pl_writer_destroy(pl_writer_t *w) {
     pthread_mutex_destroy(&w->io_mu);
     pthread_cond_destroy(&w->cond);
     munmap(w->region, w->region_bytes);
+    if (w->ring) munmap(w->ring, w->ring_bytes);
     munmap(w, sizeof *w);
 }
 
@@ -499,11 +545,98 @@ void pl_writer_fork_parent(pl_writer_t *w) {
 }
 
 void pl_writer_fork_child(pl_writer_t *w) {
-    /* Single-threaded here: the writer thread does not exist in the child. */
+    /* Single-threaded here: the writer thread does not exist in the child. The ring (MADV_DONTFORK) is not mapped
+     * here: the child can never write into its parent's records, and its old address is not ours to unmap. */
     pl_fdslot_close(&w->file);
     munmap(w->region, w->region_bytes);
     munmap(w, sizeof *w);
 }
+
+/* ------------------------------------------------------------------ ring mode */
+
+int pl_writer_chunk_write(int fd, uint64_t off, uint32_t seq, const uint8_t *payload, uint32_t len, uint32_t n_records) {
+    uint8_t ch[PL_CHUNK_HEADER_BYTES];
+    pl_event_chunk_header(ch, payload, len, n_records, seq);
+    struct iovec iov[2] = {{ch, sizeof ch}, {(void *)(uintptr_t)payload, len}};
+    return write_all(fd, iov, 2, off);
+}
+
+/* Create the ring file under a temporary name, give it its blocks (fallocate: a page of a shared file mapping that
+ * cannot get a block on a full disk is a SIGBUS in the program, so no block is left to allocate later), map it,
+ * close the descriptor, fill the header, and give it its final name (the collector only looks at final names).
+ * Refused (-EFBIG, nothing done) when RLIMIT_FSIZE is below its size: ftruncate/fallocate past it would raise
+ * SIGXFSZ in the program. */
+static int ring_create(pl_writer_t *w, const char *ring_path, const pl_trace_header_t *h) {
+    char tmp[4200];
+    const char *slash = strrchr(ring_path, '/');
+    int dlen = slash ? (int)(slash - ring_path + 1) : 0;
+    if (snprintf(tmp, sizeof tmp, "%.*s.%s.tmp", dlen, ring_path, ring_path + dlen) >= (int)sizeof tmp)
+        return -ENAMETOOLONG;
+    size_t bytes = PL_RING_HEADER_BYTES + w->cap_bytes * w->n_bufs;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < bytes) return -EFBIG;
+    int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) return -errno;
+    int rc = posix_fallocate(fd, 0, (off_t)bytes);
+    void *p = MAP_FAILED;
+    if (!rc) p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (rc || p == MAP_FAILED) {
+        unlink(tmp);
+        return rc ? -rc : -ENOMEM;
+    }
+    madvise(p, bytes, MADV_DONTFORK); /* a fork child must never write into this image's ring */
+    pl_ring_hdr_t *r = p;
+    r->n_bufs = w->n_bufs;
+    r->pid = h->pid;
+    r->exec_seq = h->exec_seq;
+    r->cap_bytes = w->cap_bytes;
+    r->file_bytes = atomic_load(&w->bytes_written);
+    w->ring = r;
+    w->ring_bytes = bytes;
+    w->pub = r->buf;
+    for (unsigned i = 0; i < w->n_bufs; i++) {
+        w->bufs[i].data = (uint8_t *)p + PL_RING_HEADER_BYTES + i * w->cap_bytes;
+        publish(w, i);
+    }
+    atomic_store_explicit((_Atomic uint64_t *)&r->magic, PL_RING_MAGIC, memory_order_release);
+    if (rename(tmp, ring_path) < 0) {
+        rc = -errno;
+        unlink(tmp);
+        w->ring = NULL;
+        w->pub = w->pub_local;
+        munmap(p, bytes);
+        return rc;
+    }
+    return 0;
+}
+
+int pl_writer_open_ring(const char *path, const char *ring_path, const pl_trace_header_t *h,
+                        const pl_writer_options_t *opt, pl_writer_t **out) {
+    pl_writer_t *w;
+    int rc = pl_writer_open(path, h, opt, &w);
+    if (rc < 0) return rc;
+    /* The buffers move into the ring; the private region keeps only the spill. */
+    void *spill = map_anon(SPILL_BYTES);
+    if (!spill) rc = -ENOMEM;
+    else rc = ring_create(w, ring_path, h);
+    if (rc < 0) {
+        if (spill) munmap(spill, SPILL_BYTES);
+        pl_writer_destroy(w);
+        unlink(path);
+        return rc;
+    }
+    munmap(w->region, w->region_bytes);
+    w->region = spill;
+    w->region_bytes = SPILL_BYTES;
+    w->spill = spill;
+    w->ring->flush_ms = w->opt.flush_ms;
+    pl_fdslot_close(&w->file); /* the collector writes the file: no descriptor stays in the program */
+    *out = w;
+    return 0;
+}
+
+pl_ring_hdr_t *pl_writer_ring(pl_writer_t *w) { return w->ring; }
 
 uint64_t pl_writer_n_lost(const pl_writer_t *w) {
     pl_writer_t *m = (pl_writer_t *)w;

@@ -30,6 +30,20 @@ void pl_writer_options_default(pl_writer_options_t *opt);
 int pl_writer_open(const char *path, const pl_trace_header_t *h, const pl_writer_options_t *opt,
                    pl_writer_t **out);
 
+/* Ring mode (ring.h): like pl_writer_open, then the buffers move into the shared file `ring_path`, the trace
+ * file's descriptor is closed, and records reach the file through a collector outside the process
+ * (pl_ring_collect). pl_writer_start starts no thread, pl_writer_flush only wakes the collector, pl_writer_close
+ * marks the ring closed. Returns 0 or -errno (then neither file is left behind): -EFBIG when RLIMIT_FSIZE is
+ * below the ring's size. */
+int pl_writer_open_ring(const char *path, const char *ring_path, const pl_trace_header_t *h,
+                        const pl_writer_options_t *opt, pl_writer_t **out);
+struct pl_ring_hdr;
+struct pl_ring_hdr *pl_writer_ring(pl_writer_t *w);   /* NULL unless in ring mode */
+
+/* Write one chunk (header, then payload) at offset `off` of `fd`; the one place chunk bytes reach a file (the
+ * writer thread's, and the collector's through pl_ring_collect). Returns 0 or -errno. */
+int pl_writer_chunk_write(int fd, uint64_t off, uint32_t seq, const uint8_t *payload, uint32_t len, uint32_t n_records);
+
 /* Start the background writer thread. Returns 0 or -errno (then only explicit flushes write). */
 int pl_writer_start(pl_writer_t *w);
 
