@@ -433,8 +433,8 @@ void pl_report_run_verdict(pl_report_t *r) {
                      all_ranks ? "rank" : "process", rv->n_leaking > 2 ? (all_ranks ? "s" : "es") : "");
         /* a live-heap leak names the Python line its growth was allocated at (the sites' top line) */
         bool heap = v->metric == PL_METRIC_HEAP_BYTES || v->metric == PL_METRIC_HEAP_COUNT;
-        const char *site = heap && p->site_line[0] ? p->site_line : "";
-        snprintf(rv->line, sizeof rv->line, "verdict: %s in %s%s: %s of %s%s%s%s",
+        const char *site = p->holder_line[0] ? p->holder_line : heap && p->site_line[0] ? p->site_line : "";
+        snprintf(rv->line, sizeof rv->line, "verdict: %s in %s%s: %s of %s%s%s%.380s",
                  rv->kind == PL_PV_LEAK ? "LEAK" : "no leak, slow growth", who(r, p, name, sizeof name), more_leaks,
                  pv_rate(v, a, sizeof a), v->metric >= 0 ? pl_metric_name((pl_metric_t)v->metric) : "?", oom,
                  site[0] ? "; " : "", site);

@@ -1,0 +1,80 @@
+/* Who keeps it, rendered: the JSON "retention" block of a process and the text report's holders section
+ * (reports/retention.h, docs/retention.md, docs/report-schema.md). */
+#include <math.h>
+#include <stdio.h>
+
+#include "json.h"
+#include "retention.h"
+#include "retention_render.h"
+
+static void num_or_null(pl_json_t *j, const char *k, uint64_t v) {
+    if (v == PL_TRACE_NA) {
+        pl_json_key(j, k);
+        pl_json_null(j);
+    } else {
+        pl_json_kuint(j, k, v);
+    }
+}
+
+void pl_retention_json(pl_json_t *j, const pl_retention_t *rt) {
+    pl_json_key(j, "retention");
+    if (!rt) {
+        pl_json_null(j);
+        return;
+    }
+    pl_json_object(j);
+    pl_json_kuint(j, "censuses", rt->n_census);
+    pl_json_kbool(j, "stopped_short", rt->any_short);
+    pl_json_knum(j, "census_seconds", rt->census_seconds);
+    pl_json_kuint(j, "named", rt->n_named);
+    pl_json_key(j, "holders");
+    pl_json_array_block(j);
+    for (size_t i = 0; i < rt->n_holders; i++) {
+        const pl_retention_holder_t *h = &rt->holders[i];
+        pl_json_object(j);
+        pl_json_kstr(j, "path", h->path);
+        pl_json_kstr(j, "what", h->what);
+        pl_json_kstr(j, "kind", h->kind);
+        pl_json_kbool(j, "named", h->named);
+        pl_json_kstr(j, "size_unit", h->by_nodes ? "autograd_nodes" : "items");
+        pl_json_knum(j, "size_per_step", h->size_per_step);
+        pl_json_kuint(j, "size", h->size_last);
+        num_or_null(j, "bytes", h->bytes_last);
+        pl_json_knum(j, "bytes_per_step", h->bytes_per_step);
+        pl_json_kbool(j, "bytes_estimated", (h->flags & PL_RETENTION_ESTIMATED) != 0);
+        pl_json_kint(j, "first_step", h->first_step);
+        pl_json_kint(j, "last_step", h->last_step);
+        pl_json_kuint(j, "censuses", h->n_points);
+        pl_json_key(j, "line");
+        if (h->line > 0 && h->file[0]) {
+            pl_json_object(j);
+            pl_json_kstr(j, "file", h->file);
+            pl_json_kint(j, "line", h->line);
+            pl_json_kbool(j, "guess", (h->flags & PL_RETENTION_GUESS) != 0);
+            pl_json_end(j);
+        } else {
+            pl_json_null(j);
+        }
+        pl_json_key(j, "likely_fix");
+        pl_json_str_or_null(j, h->fix[0] ? h->fix : NULL);
+        pl_json_end(j);
+    }
+    pl_json_end(j);
+    pl_json_end(j);
+}
+
+void pl_retention_text(FILE *o, unsigned pid, const pl_retention_t *rt) {
+    if (!rt || !rt->n_named) {
+        if (rt && rt->any_short)
+            fprintf(o, "pid %u: who keeps it: no growing holder found, but a census stopped short (its object or time "
+                       "cap): one may have been missed\n", pid);
+        return;
+    }
+    fprintf(o, "who keeps it (pid %u, %u censuses%s):\n", pid, rt->n_census,
+            rt->any_short ? ", some stopped short" : "");
+    char line[1600];
+    for (size_t i = 0; i < rt->n_holders && rt->holders[i].named; i++) {
+        pl_retention_holder_phrase(&rt->holders[i], line, sizeof line);
+        fprintf(o, "  %zu. %s\n", i + 1, line);
+    }
+}
