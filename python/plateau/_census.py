@@ -279,9 +279,17 @@ class _Walk:
             return
         self.seen[i] = o
         self.n_objects += 1
-        if k in ("tensor", "list", "dict", "set", "deque"):
-            self.add_holder(o, k, path, what)
-        if depth >= MAX_DEPTH or k == "tensor":
+        if k in ("list", "dict", "set", "deque") or (k == "tensor" and not what.startswith("item of")):
+            self.add_holder(o, k, path, what)  # (a container's tensors are sized with the container)
+        if depth >= MAX_DEPTH:
+            return
+        if k == "tensor":  # a leaf's (parameter's) .grad: its graph grows when gradients are made with create_graph
+            try:
+                g = o.grad if o.is_leaf and o.requires_grad else None  # (.grad of a non-leaf warns: never read)
+            except Exception:
+                g = None
+            if g is not None:
+                self.visit(g, path + ".grad", "gradient of " + path, depth + 1)
             return
         if k in ("list", "tuple", "deque"):
             try:
@@ -401,23 +409,6 @@ class _Walk:
                 continue
             if f and type(f) is str and _own(f):
                 mods.append((m, d, f))
-        # locals of the running frames of every thread, innermost first (the frames that hold the step's state)
-        try:
-            frames = list(sys._current_frames().values())
-        except Exception:
-            frames = []
-        for top in frames:
-            fr = top
-            while fr is not None and not self.short:
-                code = fr.f_code
-                if _own(code.co_filename):
-                    self.codes.append(code)
-                    if code.co_flags & 1:  # a function's frame (module frames' locals are its globals, below)
-                        self.visit_locals(fr, "", "local of %s() in %s" % (code.co_name, _short(code.co_filename)),
-                                          0)
-                fr = fr.f_back
-            del fr
-        del frames
         for m, d, f in mods:
             where = "global in " + _short(f)
             for a, v in list(d.items()):
@@ -432,6 +423,29 @@ class _Walk:
                     self.visit_class(v, f, 0)
                 else:
                     self.visit(v, a, where, 0)
+        # locals of the running frames of every thread, outermost first: an object
+        # reachable from a global, or from an outer frame, is named from there (`trainer.state`, not `self.state`)
+        try:
+            frames = list(sys._current_frames().values())
+        except Exception:
+            frames = []
+        top = fr = chain = None
+        for top in frames:
+            chain, fr = [], top
+            while fr is not None:
+                chain.append(fr)
+                fr = fr.f_back
+            for fr in reversed(chain):
+                if self.short:
+                    break
+                code = fr.f_code
+                if _own(code.co_filename):
+                    self.codes.append(code)
+                    if code.co_flags & 1:  # a function's frame (module frames' locals are its globals, above)
+                        self.visit_locals(fr, "", "local of %s() in %s" % (code.co_name, _short(code.co_filename)),
+                                          0)
+            del chain, fr
+        del frames, top
         self.mods = mods
 
 
@@ -471,6 +485,23 @@ def _is_inplace(ins):
                                       ins.argrepr not in ("==", "!=", "<=", ">="))
 
 
+def _expr(ins, i):
+    """The dotted name loaded from ins[i] on (`loss`, `trainer.loss`, `self.state`), or None."""
+    name = _operand(ins[i]) if i < len(ins) and ins[i].opname != "LOAD_ATTR" else None
+    if name is None:
+        return None
+    j = i + 1
+    while j < len(ins) and ins[j].opname in ("LOAD_ATTR", "LOAD_METHOD") and type(ins[j].argval) is str and \
+            ins[j].argval not in _GROW_METHODS:
+        if ins[j].opname == "LOAD_METHOD":
+            return None  # a call, not a name
+        name += "." + ins[j].argval
+        j += 1
+    if j < len(ins) and ins[j].opname.startswith(("CALL", "PRECALL", "STORE", "BINARY_OP", "INPLACE", "LIST_APPEND")):
+        return name
+    return None
+
+
 def _operand(ins):
     """The name loaded by a LOAD_* instruction, or None."""
     if ins.opname.startswith("LOAD_") and ins.opname not in ("LOAD_CONST",) and type(ins.argval) is str:
@@ -500,20 +531,38 @@ def _sites(dis, codes, name, attr):
                 if i >= 1 and _is_inplace(ins[i - 1]):
                     src = _operand(ins[i - 2]) if i >= 2 else None
                     out.append((c.co_filename, lines[i], "+=", src))
-                elif attr:
-                    out.append((c.co_filename, lines[i], "=", None))
+                    continue
+                # `x = f(x, y)`: a store whose own line reads the name it stores (an update that chains graphs)
+                j, reads, src = i - 1, False, None
+                while j >= 0 and lines[j] == lines[i]:
+                    nm = _operand(ins[j])
+                    if nm == name and (ins[j].opname == "LOAD_ATTR") == attr:
+                        reads = True
+                    elif nm is not None and src is None and not attr and ins[j].opname in (
+                            "LOAD_FAST", "LOAD_NAME", "LOAD_DEREF"):
+                        src = nm  # the last other name read on the line: what the update takes in
+                    j -= 1
+                if reads or attr:
+                    out.append((c.co_filename, lines[i], "=x" if reads else "=", src if reads else None))
                 continue
             if op in ("LOAD_METHOD", "LOAD_ATTR") and av in _GROW_METHODS and i >= 1:
                 p = ins[i - 1]
+                if p.opname == "BINARY_SUBSCR" and i >= 3 and ins[i - 2].opname == "LOAD_CONST":
+                    p = ins[i - 3]  # name[const].append(...)
                 if _operand(p) == name and ((p.opname == "LOAD_ATTR") == attr or
                                             (attr and p.opname == "LOAD_METHOD")):
-                    arg = _operand(ins[i + 1]) if i + 1 < len(ins) else None
-                    out.append((c.co_filename, lines[i], "." + av, arg))
+                    j = i + 1
+                    while j < len(ins) and ins[j].opname in ("PUSH_NULL", "PRECALL"):
+                        j += 1
+                    out.append((c.co_filename, lines[i], "." + av, _expr(ins, j)))
                 continue
             if op == "STORE_SUBSCR":
                 for j in (i - 2, i - 3):
                     if j >= 0 and _operand(ins[j]) == name and ((ins[j].opname == "LOAD_ATTR") == attr):
-                        out.append((c.co_filename, lines[i], "[]=", None))
+                        v = j - 1 if ins[j].opname != "LOAD_ATTR" else j - 2  # the value is loaded before it
+                        while v > 0 and ins[v].opname == "LOAD_ATTR":
+                            v -= 1
+                        out.append((c.co_filename, lines[i], "[]=", _expr(ins, v) if v >= 0 else None))
                         break
     dedup = []
     for s in out:
@@ -569,8 +618,9 @@ def _line(walk, path, what, kind, has_graph):
             if how == "+=":
                 fix = "accumulate `%s.item()` (or `%s.detach()`)" % (src, src) if src else \
                     "accumulate a number (`.item()`) or a detached tensor (`.detach()`)"
-            elif how in ("=",) and kind == "tensor":
-                fix = "update it under `torch.no_grad()` or store a `.detach()`ed value"
+            elif how == "=x" and kind == "tensor":
+                fix = "update it from `%s.detach()` (or under `torch.no_grad()`)" % src if src else \
+                    "update it under `torch.no_grad()` or store a `.detach()`ed value"
             elif how.startswith(".") or how == "[]=":
                 fix = "keep `%s.item()` or `%s.detach()`" % (src, src) if src else \
                     "keep `.item()` or `.detach()`ed values"

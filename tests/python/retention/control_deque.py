@@ -1,4 +1,5 @@
 # Healthy control: a replay buffer bounded by deque(maxlen=...) that fills early, then stays full.
+# expect: none
 import collections
 
 import torch

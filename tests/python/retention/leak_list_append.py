@@ -1,4 +1,5 @@
 # Leak: every step's outputs appended to a global list without .detach().
+# expect: outputs
 import torch
 
 torch.manual_seed(0)

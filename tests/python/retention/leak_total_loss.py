@@ -1,4 +1,5 @@
 # Leak: the loss tensor (with its autograd graph) accumulated across steps: `total_loss += loss`.
+# expect: total_loss
 import torch
 
 torch.manual_seed(0)
