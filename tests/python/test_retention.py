@@ -9,6 +9,9 @@ must name PATH among the process's retention holders (named: true) for a leak, a
 PLATEAU_CENSUS_BUDGET=0.5 makes censuses frequent enough in runs of a few seconds (the default 1 % is measured in
 bench/RESULTS.md).
 Usage: test_retention.py [--repeat N] [SCRIPT ...]   (exit 77 = skipped where torch does not import)
+       test_retention.py --rules   the census's rules in-process (tests/python/census_rules.py): a local deleted after
+                                   a census is freed, nothing kept between censuses, nothing printed or imported, gc
+                                   untouched, growth reported with its history, the object cap says it stopped short
 """
 import glob
 import json
@@ -56,7 +59,19 @@ def run_one(tmp, script, k):
     return r.stdout, procs[0].get("retention"), rr.stdout
 
 
+def rules():
+    r = subprocess.run([TORCH_PY, os.path.join(SRC, "tests", "python", "census_rules.py"), os.environ["PL_PYTHON_DIR"]],
+                       capture_output=True, text=True, timeout=240, env=clean_env(), cwd=tempfile.gettempdir())
+    print(r.stdout + r.stderr)
+    return 0 if r.returncode == 0 else 1
+
+
 def main(argv):
+    if argv[:1] == ["--rules"]:
+        if subprocess.run([TORCH_PY, "-c", "import torch"], capture_output=True).returncode != 0:
+            print(f"skip: {TORCH_PY} cannot import torch")
+            return SKIP
+        return rules()
     repeat = 1
     if argv[:1] == ["--repeat"]:
         repeat, argv = int(argv[1]), argv[2:]
