@@ -317,7 +317,7 @@ class _Walk:
             if type(d) is not dict:
                 return
             cls = type(o).__name__
-            mod = self.Module is not None and isinstance(d.get("_modules"), dict) and "_parameters" in d
+            mod = self.Module is not None and issubclass(type(d.get("_modules")), dict) and "_parameters" in d
             for a, v in list(d.items())[:256]:
                 if type(a) is not str:
                     continue
@@ -485,8 +485,9 @@ def _is_inplace(ins):
                                       ins.argrepr not in ("==", "!=", "<=", ">="))
 
 
-def _expr(ins, i):
-    """The dotted name loaded from ins[i] on (`loss`, `trainer.loss`, `self.state`), or None."""
+def _expr(ins, i, then=("CALL", "PRECALL", "STORE", "BINARY_OP", "INPLACE", "LIST_APPEND")):
+    """The dotted name loaded from ins[i] on (`loss`, `trainer.loss`, `self.state`) when the instruction after it
+    starts with one of `then`, else None."""
     name = _operand(ins[i]) if i < len(ins) and ins[i].opname != "LOAD_ATTR" else None
     if name is None:
         return None
@@ -497,7 +498,7 @@ def _expr(ins, i):
             return None  # a call, not a name
         name += "." + ins[j].argval
         j += 1
-    if j < len(ins) and ins[j].opname.startswith(("CALL", "PRECALL", "STORE", "BINARY_OP", "INPLACE", "LIST_APPEND")):
+    if j < len(ins) and ins[j].opname.startswith(then):
         return name
     return None
 
@@ -562,7 +563,7 @@ def _sites(dis, codes, name, attr):
                         v = j - 1 if ins[j].opname != "LOAD_ATTR" else j - 2  # the value is loaded before it
                         while v > 0 and ins[v].opname == "LOAD_ATTR":
                             v -= 1
-                        out.append((c.co_filename, lines[i], "[]=", _expr(ins, v) if v >= 0 else None))
+                        out.append((c.co_filename, lines[i], "[]=", _expr(ins, v, ("LOAD_",)) if v >= 0 else None))
                         break
     dedup = []
     for s in out:
