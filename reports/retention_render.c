@@ -1,5 +1,5 @@
-/* Who keeps it, rendered: the JSON "retention" block of a process and the text report's holders section
- * (reports/retention.h, docs/retention.md, docs/report-schema.md). */
+/* Who keeps it, rendered: the JSON "retention" block of a process, the text report's holders section and the HTML
+ * report's (reports/retention.h, docs/retention.md, docs/report-schema.md). */
 #include <math.h>
 #include <stdio.h>
 
@@ -77,4 +77,30 @@ void pl_retention_text(FILE *o, unsigned pid, const pl_retention_t *rt) {
         pl_retention_holder_phrase(&rt->holders[i], line, sizeof line);
         fprintf(o, "  %zu. %s\n", i + 1, line);
     }
+}
+
+static void html_esc(FILE *o, const char *s) {
+    for (; *s; s++) {
+        switch (*s) {
+        case '<': fputs("&lt;", o); break;
+        case '>': fputs("&gt;", o); break;
+        case '&': fputs("&amp;", o); break;
+        case '"': fputs("&quot;", o); break;
+        default: fputc(*s, o);
+        }
+    }
+}
+
+void pl_retention_html(FILE *o, const pl_retention_t *rt) {
+    if (!rt || !rt->n_named) return;
+    fprintf(o, "<h3>Who keeps it (%u censuses%s)</h3>\n<ol>\n", rt->n_census,
+            rt->any_short ? ", some stopped short" : "");
+    char line[1600];
+    for (size_t i = 0; i < rt->n_holders && rt->holders[i].named; i++) {
+        pl_retention_holder_phrase(&rt->holders[i], line, sizeof line);
+        fputs("<li>", o);
+        html_esc(o, line);
+        fputs("</li>\n", o);
+    }
+    fputs("</ol>\n", o);
 }

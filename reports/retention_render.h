@@ -12,3 +12,6 @@ void pl_retention_json(pl_json_t *j, const pl_retention_t *rt);
 /* "who keeps it (pid N, K censuses):" and one line per named holder; nothing when none is named (a line when a
  * census stopped short). */
 void pl_retention_text(FILE *o, unsigned pid, const pl_retention_t *rt);
+
+/* "Who keeps it" heading and one list item per named holder (escaped); nothing when none is named. */
+void pl_retention_html(FILE *o, const pl_retention_t *rt);

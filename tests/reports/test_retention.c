@@ -19,6 +19,7 @@
 
 #include "extract.h"
 #include "render.h"
+#include "render_html.h"
 #include "retention.h"
 #include "writer.h"
 
@@ -211,20 +212,21 @@ static void write_trace(const char *path, bool with_census) {
     pl_writer_destroy(w);
 }
 
-static char *render(pl_report_t *rep, pl_extract_t *x, bool json) {
+static char *render(pl_report_t *rep, pl_extract_t *x, int json) { /* 0 text, 1 JSON, 2 HTML */
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     assert_non_null(f);
     pl_run_t run = {rep, x};
-    assert_int_equal(json ? pl_render_run_json(&run, f, 64) : pl_render_run_lines(&run, f, false), 0);
+    if (json == 2) assert_int_equal(pl_render_html(&run, f), 0);
+    else assert_int_equal(json ? pl_render_run_json(&run, f, 64) : pl_render_run_lines(&run, f, false), 0);
     fclose(f);
     return buf;
 }
 
 static char g_verdict[640];
 
-static void run_one(const char *path, bool census, char **text, char **json) {
+static void run_one(const char *path, bool census, char **text, char **json, char **html) {
     write_trace(path, census);
     pl_report_t *rep = pl_report_create(path);
     assert_non_null(rep);
@@ -233,17 +235,18 @@ static void run_one(const char *path, bool census, char **text, char **json) {
     assert_int_equal(pl_extract_path(rep, &x, path, NULL), 0);
     assert_int_equal(pl_report_analyze(rep), 0);
     snprintf(g_verdict, sizeof g_verdict, "%s", rep->verdict.line);
-    *text = render(rep, &x, false);
-    *json = render(rep, &x, true);
+    *text = render(rep, &x, 0);
+    *json = render(rep, &x, 1);
+    *html = render(rep, &x, 2);
     pl_extract_free(&x);
     pl_report_destroy(rep);
 }
 
 static void test_retention_end_to_end(void **state) {
     (void)state;
-    char path[200], *text, *json;
+    char path[200], *text, *json, *html;
     snprintf(path, sizeof path, "%s/9.0.pltrace", g_dir);
-    run_one(path, true, &text, &json);
+    run_one(path, true, &text, &json, &html);
     const char *verdict = g_verdict;
     assert_non_null(strstr(verdict, "verdict: LEAK in pid 9 (python3 main.py): +367 KiB/step of heap.bytes"));
     assert_non_null(strstr(verdict, "; kept by `total_loss` (local of train() in main.py): a tensor whose autograd "
@@ -254,16 +257,21 @@ static void test_retention_end_to_end(void **state) {
     assert_non_null(strstr(json, "\"path\": \"total_loss\", \"what\": \"local of train() in main.py\", \"kind\": "
                                  "\"tensor\", \"named\": true, \"size_unit\": \"autograd_nodes\""));
     assert_non_null(strstr(json, "\"line\": {\"file\": \"/src/main.py\", \"line\": 17, \"guess\": false}"));
+    assert_non_null(strstr(html, "<h3>Who keeps it (8 censuses)</h3>\n<ol>\n<li>`total_loss` (local of train() in "
+                                 "main.py)"));
     free(text);
     free(json);
+    free(html);
     unlink(path);
-    run_one(path, false, &text, &json); /* no census: the verdict line as before, retention null */
+    run_one(path, false, &text, &json, &html); /* no census: the verdict line as before, retention null */
     assert_non_null(strstr(g_verdict, "verdict: LEAK in pid 9 (python3 main.py): +367 KiB/step of heap.bytes"));
     assert_null(strstr(g_verdict, "kept by"));
     assert_null(strstr(text, "who keeps it"));
     assert_non_null(strstr(json, "\"retention\": null"));
+    assert_null(strstr(html, "Who keeps it"));
     free(text);
     free(json);
+    free(html);
     unlink(path);
 }
 
