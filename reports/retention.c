@@ -118,6 +118,7 @@ void pl_retention_judge(pl_retention_t *rt) {
         h->named = false;
         h->size_per_step = 0;
         h->bytes_per_step = NAN;
+        h->nodes_per_step = NAN;
         h->size_last = 0;
         h->bytes_last = PL_TRACE_NA;
         h->first_step = h->last_step = -1;
@@ -136,6 +137,8 @@ void pl_retention_judge(pl_retention_t *rt) {
             if (z0 != PL_TRACE_NA && z1 != PL_TRACE_NA) h->size_per_step = ((double)z1 - (double)z0) / (double)(s1 - s0);
             if (a->bytes != PL_TRACE_NA && b->bytes != PL_TRACE_NA)
                 h->bytes_per_step = ((double)b->bytes - (double)a->bytes) / (double)(s1 - s0);
+            if (!h->by_nodes && a->nodes != PL_TRACE_NA && b->nodes != PL_TRACE_NA)
+                h->nodes_per_step = ((double)b->nodes - (double)a->nodes) / (double)(s1 - s0);
         }
         if (h->named) rt->n_named++;
     }
@@ -167,6 +170,9 @@ size_t pl_retention_holder_phrase(const pl_retention_holder_t *h, char *buf, siz
     const char *unit = h->by_nodes ? (per == 1 ? "node" : "nodes") : (per == 1 ? "item" : "items");
     if (h->by_nodes)
         snprintf(growth, sizeof growth, "a tensor whose autograd graph grows %.3g %s/step", per, unit);
+    else if (!isnan(h->nodes_per_step) && h->nodes_per_step > 0) /* the items' graphs are kept too */
+        snprintf(growth, sizeof growth, "%s, +%.3g %s/step, holding autograd graphs (+%.3g nodes/step)", h->kind,
+                 per, unit, h->nodes_per_step);
     else
         snprintf(growth, sizeof growth, "%s, +%.3g %s/step", h->kind, per, unit);
     if (h->bytes_last != PL_TRACE_NA && h->bytes_last > 0) {

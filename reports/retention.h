@@ -38,6 +38,7 @@ typedef struct pl_retention_holder {
     bool by_nodes;                  /* sized by autograd nodes (a tensor), not items */
     double size_per_step;           /* items (or nodes) per step over the censuses */
     double bytes_per_step;          /* NAN when bytes are unknown */
+    double nodes_per_step;          /* a container's: autograd nodes of the tensors it holds, per step (NAN unknown) */
     uint64_t size_last, bytes_last; /* at the last census (bytes PL_TRACE_NA unknown) */
     int64_t first_step, last_step;  /* steps of its first and last census */
 } pl_retention_holder_t;

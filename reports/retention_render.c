@@ -41,6 +41,7 @@ void pl_retention_json(pl_json_t *j, const pl_retention_t *rt) {
         pl_json_kuint(j, "size", h->size_last);
         num_or_null(j, "bytes", h->bytes_last);
         pl_json_knum(j, "bytes_per_step", h->bytes_per_step);
+        pl_json_knum(j, "graph_nodes_per_step", h->nodes_per_step);
         pl_json_kbool(j, "bytes_estimated", (h->flags & PL_RETENTION_ESTIMATED) != 0);
         pl_json_kint(j, "first_step", h->first_step);
         pl_json_kint(j, "last_step", h->last_step);

@@ -66,9 +66,10 @@ static void test_retention_growth_not_size(void **state) {
     feed(&rt, 8, "replay", fills_then_flat, NULL);
     feed(&rt, 8, "epoch_losses", cleared, NULL);
     feed(&rt, 8, "outputs", list_grows, NULL);
+    feed(&rt, 8, "kept", list_grows, graph_grows);
     pl_retention_judge(&rt);
     assert_int_equal(rt.n_census, 8);
-    assert_int_equal(rt.n_named, 2);
+    assert_int_equal(rt.n_named, 3);
     const pl_retention_holder_t *h = find(&rt, "total_loss");
     assert_non_null(h);
     assert_true(h->named && h->by_nodes);
@@ -78,9 +79,18 @@ static void test_retention_growth_not_size(void **state) {
     assert_int_equal(h->last_step, 80);
     h = find(&rt, "outputs");
     assert_true(h->named && !h->by_nodes && fabs(h->size_per_step - 1.0) < 1e-9);
+    assert_true(h->nodes_per_step == 0); /* no graph among its items */
+    char buf[400];
+    pl_retention_holder_phrase(h, buf, sizeof buf);
+    assert_string_equal(buf, "`outputs` (local of train() in main.py): list, +1 item/step, 8.0 KiB of tensors "
+                             "(+102 B/step); likely fix: accumulate `loss.item()` (or `loss.detach()`) at main.py:17");
     assert_false(find(&rt, "replay")->named);       /* filled, then bounded */
     assert_false(find(&rt, "epoch_losses")->named); /* shrinks at each epoch */
-    assert_true(rt.holders[0].named && rt.holders[1].named); /* named first */
+    assert_true(rt.holders[0].named && rt.holders[1].named && rt.holders[2].named); /* named first */
+    h = find(&rt, "kept"); /* a list of losses: their graphs are kept too */
+    pl_retention_holder_phrase(h, buf, sizeof buf);
+    assert_non_null(strstr(buf, "`kept` (local of train() in main.py): list, +1 item/step, holding autograd graphs "
+                                "(+8 nodes/step), 8.0 KiB of tensors"));
     pl_retention_free(&rt);
 }
 
