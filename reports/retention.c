@@ -82,24 +82,45 @@ static uint64_t size_at(const pl_retention_holder_t *h, size_t i) {
     return h->by_nodes ? h->points[i].nodes : h->points[i].items;
 }
 
+static bool capped(const pl_retention_holder_t *h, size_t i) { return h->points[i].flags & PL_RETENTION_CAPPED; }
+
+/* The first and last point whose size is exact (not a lower bound cut by the census's node cap); false if none. */
+static bool exact_span(const pl_retention_holder_t *h, size_t *first, size_t *last) {
+    size_t n = 0;
+    for (size_t i = 0; i < h->n_points; i++)
+        if (!capped(h, i)) {
+            if (!n++) *first = i;
+            *last = i;
+        }
+    return n > 0;
+}
+
 /* Growth, not size (docs/retention.md): at least PL_RETENTION_MIN_POINTS censuses with known steps; the size grew
  * from first to last, grew in at least 2/3 of the intervals, never shrank, and grew over the last third too. The
- * holder must still be there at the process's last census. */
+ * holder must still be there at the process's last census. Sizes the census cut at its node cap are lower bounds:
+ * the rule runs on the exact ones (3 are enough when the rest are capped), and a capped one must not be below the
+ * exact one before it. */
 static bool grows(const pl_retention_t *rt, pl_retention_holder_t *h) {
     size_t n = h->n_points;
     h->by_nodes = h->points[0].items == PL_TRACE_NA;
-    if (n < PL_RETENTION_MIN_POINTS || h->points[n - 1].census != rt->last_census) return false;
-    for (size_t i = 0; i < n; i++)
+    if (!n || h->points[n - 1].census != rt->last_census) return false;
+    size_t ix[PL_RETENTION_MAX_POINTS], m = 0;
+    uint64_t floor = 0;
+    for (size_t i = 0; i < n; i++) {
         if (size_at(h, i) == PL_TRACE_NA || step_of(rt, h->points[i].census) == PL_TRACE_NA) return false;
-    size_t up = 0;
-    for (size_t i = 1; i < n; i++) {
-        if (size_at(h, i) < size_at(h, i - 1)) return false;
-        if (size_at(h, i) > size_at(h, i - 1)) up++;
+        if (size_at(h, i) < floor) return false; /* shrank */
+        floor = size_at(h, i);
+        if (!capped(h, i)) ix[m++] = i;
     }
-    size_t third = n - 1 - (n - 1) / 3; /* the point that starts the last third of the intervals */
-    uint64_t s0 = step_of(rt, h->points[0].census), s1 = step_of(rt, h->points[n - 1].census);
-    return s1 > s0 && 3 * up >= 2 * (n - 1) && size_at(h, n - 1) > size_at(h, third) &&
-           size_at(h, n - 1) > size_at(h, 0);
+    if (m < (m < n ? 3u : (size_t)PL_RETENTION_MIN_POINTS)) return false;
+    size_t up = 0;
+    for (size_t k = 1; k < m; k++)
+        if (size_at(h, ix[k]) > size_at(h, ix[k - 1])) up++;
+    size_t last = (m - 1) / 3 ? (m - 1) / 3 : 1;
+    size_t third = m - 1 - last; /* the point that starts the last third of the intervals (at least the last one) */
+    uint64_t s0 = step_of(rt, h->points[ix[0]].census), s1 = step_of(rt, h->points[ix[m - 1]].census);
+    return s1 > s0 && 3 * up >= 2 * (m - 1) && size_at(h, ix[m - 1]) > size_at(h, ix[third]) &&
+           size_at(h, ix[m - 1]) > size_at(h, ix[0]);
 }
 
 static int by_rank(const void *a, const void *b) {
@@ -124,16 +145,19 @@ void pl_retention_judge(pl_retention_t *rt) {
         h->first_step = h->last_step = -1;
         if (!h->n_points) continue;
         h->named = grows(rt, h);
-        const pl_retention_point_t *a = &h->points[0], *b = &h->points[h->n_points - 1];
+        size_t i0 = 0, i1 = h->n_points - 1; /* rates over the exact sizes */
+        if (!exact_span(h, &i0, &i1)) i1 = h->n_points - 1;
+        const pl_retention_point_t *a = &h->points[i0], *b = &h->points[i1];
         uint64_t s0 = step_of(rt, a->census), s1 = step_of(rt, b->census);
         h->size_last = size_at(h, h->n_points - 1);
-        h->bytes_last = b->bytes;
-        if (s0 != PL_TRACE_NA && s1 != PL_TRACE_NA) {
-            h->first_step = (int64_t)s0;
-            h->last_step = (int64_t)s1;
+        h->bytes_last = h->points[h->n_points - 1].bytes;
+        uint64_t f0 = step_of(rt, h->points[0].census), f1 = step_of(rt, h->points[h->n_points - 1].census);
+        if (f0 != PL_TRACE_NA && f1 != PL_TRACE_NA) {
+            h->first_step = (int64_t)f0;
+            h->last_step = (int64_t)f1;
         }
         if (s0 != PL_TRACE_NA && s1 != PL_TRACE_NA && s1 > s0) {
-            uint64_t z0 = size_at(h, 0), z1 = h->size_last;
+            uint64_t z0 = size_at(h, i0), z1 = size_at(h, i1);
             if (z0 != PL_TRACE_NA && z1 != PL_TRACE_NA) h->size_per_step = ((double)z1 - (double)z0) / (double)(s1 - s0);
             if (a->bytes != PL_TRACE_NA && b->bytes != PL_TRACE_NA)
                 h->bytes_per_step = ((double)b->bytes - (double)a->bytes) / (double)(s1 - s0);

@@ -31,15 +31,17 @@ MAX_DEPTH = 6          # attribute/item hops from a root
 MAX_OBJECTS = 200000   # objects visited per census
 MAX_SECONDS = 0.25     # wall time per census before it stops short
 MAX_ITEMS_DESCEND = 64  # items of one container descended into (the first and last halves)
-MAX_ITEMS_SIZED = 4096  # items of one container scanned for tensors (bytes are extrapolated past it)
+MAX_ITEMS_SIZED = 1024  # items of one container scanned for tensors (bytes are extrapolated past it)
+GRAPH_SAMPLE = 8        # oldest and newest items of a container whose autograd graphs are walked (extrapolated)
 MAX_NODES = 50000      # autograd nodes walked per census, all holders together (each held during the census)
+MAX_NODES_HOLDER = 5000  # autograd nodes walked per holder: past it, its size is a lower bound (F_NODES_CAPPED)
 MAX_RELEASED = 8       # saved tensors found released by backward per census before the rest are skipped
 MAX_REPORTED = 12      # holders reported per census
 HISTORY = 6            # earlier censuses remembered per holder (sizes only)
 
 F_SHORT = 1            # the census stopped short (objects or time)
 F_GUESS = 2            # the line is one of several candidates
-F_ESTIMATED = 4        # bytes extrapolated from the first MAX_ITEMS_SIZED items
+F_ESTIMATED = 4        # bytes or graph nodes extrapolated from some of a container's items
 F_NODES_CAPPED = 8     # the graph walk hit MAX_NODES: nodes and bytes are lower bounds
 
 NA = (1 << 64) - 1
@@ -172,23 +174,24 @@ class _Walk:
         except Exception:
             pass
 
-    def graph(self, t, acc, visited):
-        """Nodes of t's autograd graph not yet in `visited` (id -> node), adding their saved tensors to acc."""
+    def graph(self, t, acc, visited, limit):
+        """(nodes, capped): the nodes of t's autograd graph not yet in `visited` (id -> node), at most `limit`,
+        adding the tensors they save to acc."""
         try:
             fn = t.grad_fn
         except Exception:
-            return 0
+            return 0, False
         if fn is None:
-            return 0
+            return 0, False
         n = 0
         stack = [fn]
         while stack:
             node = stack.pop()
             if node is None or id(node) in visited:
                 continue
-            if self.n_nodes >= MAX_NODES:
+            if self.n_nodes >= MAX_NODES or n >= limit:
                 self.nodes_capped = True
-                break
+                return n, True
             visited[id(node)] = node
             self.n_nodes += 1
             n += 1
@@ -221,42 +224,67 @@ class _Walk:
                         stack.append(nxt)
             except Exception:
                 pass
-        return n
+        return n, False
+
+    def tensors_in(self, x):
+        """The tensors an item is or directly holds (a tuple or list of at most 16)."""
+        xk = self.kind(x)
+        if xk == "tensor":
+            return (x,)
+        if xk in ("tuple", "list") and len(x) <= 16:
+            return tuple(y for y in x if self.kind(y) == "tensor")
+        return ()
 
     def size(self, o, k):
         """(items, nodes, bytes, flags) of a holder."""
         acc, visited, flags = {}, {}, 0
         if k == "tensor":
             self.storage(o, acc)
-            nodes = self.graph(o, acc, visited)
-            return NA, nodes, sum(acc.values()), flags
+            nodes, capped = self.graph(o, acc, visited, MAX_NODES_HOLDER)
+            return NA, nodes, sum(acc.values()), F_NODES_CAPPED if capped else 0
         try:
             n = len(o)
         except Exception:
             return NA, NA, NA, flags
-        items = o.values() if k == "dict" else o
-        nodes, scanned = 0, 0
-        try:
-            for x in items:
+        vals = o.values() if k == "dict" else o
+        scanned = 0
+        try:  # the storage of the tensors among the first MAX_ITEMS_SIZED items
+            for x in vals:
                 if scanned >= MAX_ITEMS_SIZED:
                     break
                 scanned += 1
-                xk = self.kind(x)
-                if xk == "tensor":
-                    self.storage(x, acc)
-                    nodes += self.graph(x, acc, visited)
-                elif xk in ("tuple", "list") and len(x) <= 16:
-                    for y in x:
-                        if self.kind(y) == "tensor":
-                            self.storage(y, acc)
-                            nodes += self.graph(y, acc, visited)
+                for y in self.tensors_in(x):
+                    self.storage(y, acc)
         except Exception:  # changed size while iterated (another thread)
             pass
         b = sum(acc.values())
         if scanned and scanned < n:
             b = b * n // scanned
             flags |= F_ESTIMATED
-        return n, nodes, b, flags
+        # the graphs of the oldest and newest GRAPH_SAMPLE items, extrapolated to every item
+        sample = []
+        try:
+            it = iter(vals)
+            for _ in range(min(n, GRAPH_SAMPLE)):
+                sample.append(next(it))
+            if n > GRAPH_SAMPLE:
+                rit = reversed(vals)  # (a set has no order: its first items only)
+                for _ in range(min(n - GRAPH_SAMPLE, GRAPH_SAMPLE)):
+                    sample.append(next(rit))
+        except Exception:
+            pass
+        nodes, capped, saved = 0, False, {}
+        for x in sample:
+            for y in self.tensors_in(x):
+                g, c = self.graph(y, saved, visited, MAX_NODES_HOLDER - nodes)
+                nodes += g
+                capped = capped or c
+        del sample
+        b += sum(v for p, v in saved.items() if p not in acc)
+        if nodes and len(visited) and n > 2 * GRAPH_SAMPLE:
+            nodes = nodes * n // (2 * GRAPH_SAMPLE)
+            flags |= F_ESTIMATED
+        return n, nodes, b, flags | (F_NODES_CAPPED if capped else 0)
 
     def add_holder(self, o, k, path, what):
         if path in self.holders:
@@ -653,7 +681,7 @@ def census():
         if h is None:
             h = _hist[path] = []
         prev = h[-1] if h else None
-        h.append((seq, items, nodes, b, flags | (F_NODES_CAPPED if walk.nodes_capped and nodes else 0)))
+        h.append((seq, items, nodes, b, flags))
         if len(h) > HISTORY:
             del h[0]
         _meta[path] = (what, kind)

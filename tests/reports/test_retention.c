@@ -143,6 +143,30 @@ static void test_retention_gone_or_short(void **state) {
     pl_retention_free(&rt);
 }
 
+/* a tensor's graph past the census's node cap: its size is a lower bound; still named, at the exact points' rate */
+static void test_retention_capped_graph(void **state) {
+    (void)state;
+    pl_retention_t rt = {0};
+    for (uint32_t c = 1; c <= 8; c++) {
+        pl_rec_retention_t q = census_rec(c, 100 * c);
+        assert_int_equal(pl_retention_add(&rt, &q), 0);
+        q = holder_rec(c, 100 * c, "total_loss", PL_TRACE_NA, c <= 3 ? 800 * c : 5000, 4);
+        if (c > 3) q.flags |= PL_RETENTION_CAPPED;
+        assert_int_equal(pl_retention_add(&rt, &q), 0);
+        q = holder_rec(c, 100 * c, "flat_capped", PL_TRACE_NA, c <= 3 ? 5000 - 10 * (4 - c) : 5000, 4);
+        if (c > 3) q.flags |= PL_RETENTION_CAPPED;
+        assert_int_equal(pl_retention_add(&rt, &q), 0);
+    }
+    pl_retention_judge(&rt);
+    const pl_retention_holder_t *h = find(&rt, "total_loss");
+    assert_true(h->named);
+    assert_true(fabs(h->size_per_step - 8.0) < 1e-9); /* 800 -> 2400 over steps 100 -> 300 */
+    assert_int_equal(h->first_step, 100);
+    assert_int_equal(h->last_step, 800);
+    assert_true(find(&rt, "flat_capped")->named); /* grew in each exact interval, then at least as big */
+    pl_retention_free(&rt);
+}
+
 static void test_retention_sentence(void **state) {
     (void)state;
     pl_retention_t rt = {0};
@@ -301,6 +325,7 @@ int main(void) {
         cmocka_unit_test(test_retention_growth_not_size),
         cmocka_unit_test(test_retention_history_at_own_steps),
         cmocka_unit_test(test_retention_gone_or_short),
+        cmocka_unit_test(test_retention_capped_graph),
         cmocka_unit_test(test_retention_sentence),
         cmocka_unit_test(test_retention_end_to_end),
     };
