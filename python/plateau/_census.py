@@ -8,14 +8,15 @@ count) it walks, from the roots a user can name:
 - the closure cells and default arguments of the program's functions, and class attributes of its classes,
 - instance __dict__s reachable from those (nn.Module children by their names), and containers' items,
 down to MAX_DEPTH, and sizes every holder it meets: a container by its items, a tensor by the nodes of its autograd
-graph (grad_fn, next_functions), each with the bytes of tensor storage it keeps (its tensors', and the saved tensors
-of its graph; each storage counted once per holder). Holders are keyed by their path ("model.history",
+graph (grad_fn, next_functions; at most MAX_NODES_HOLDER), each with the bytes of tensor storage it keeps (its
+tensors', and the saved tensors of its graph; each storage counted once per holder). A container's tensors are read
+from its first MAX_ITEMS_SIZED items and the graphs of its oldest and newest GRAPH_SAMPLE items, extrapolated. Holders are keyed by their path ("model.history",
 "total_loss"), not by object: `total_loss += loss` makes a new tensor every step.
 A holder whose size grew since the previous census is reported to the tracer (plateau_retention, include/plateau/
 step.h) with its earlier sizes, and then at every census while it is reachable; the report decides whether it grew
 in step with the steps (reports/retention.c). For a reported holder the line that grows it is read from the code
 objects of the program (dis): a `+=` stored into its name, an `.append`/`.extend`/`[k] = ...` on it, a store into
-its attribute; several such lines make a guess, and is flagged as one.
+its attribute; when several lines do, the first is given and flagged as a guess.
 Rules (the program never notices): between censuses nothing but ints and strings is kept; no module is imported
 that the program has not imported (dis only when already in sys.modules); nothing printed; nothing raises out of
 here; frame locals snapshots made by reading f_locals (Python < 3.13) are emptied after use so no object outlives
@@ -42,7 +43,7 @@ HISTORY = 6            # earlier censuses remembered per holder (sizes only)
 F_SHORT = 1            # the census stopped short (objects or time)
 F_GUESS = 2            # the line is one of several candidates
 F_ESTIMATED = 4        # bytes or graph nodes extrapolated from some of a container's items
-F_NODES_CAPPED = 8     # the graph walk hit MAX_NODES: nodes and bytes are lower bounds
+F_NODES_CAPPED = 8     # the graph walk hit MAX_NODES_HOLDER or MAX_NODES: nodes and bytes are lower bounds
 
 NA = (1 << 64) - 1
 
