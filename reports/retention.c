@@ -188,6 +188,15 @@ static const char *short_file(const char *f) {
     return b ? b + 1 : f;
 }
 
+/* The line that grows the holder, with its likely fix: "; likely fix: ... at main.py:17", "; grown at main.py:17" */
+static void line_phrase(const pl_retention_holder_t *h, char *buf, size_t n) {
+    buf[0] = 0;
+    if (h->line <= 0 || !h->file[0]) return;
+    const char *guess = h->flags & PL_RETENTION_GUESS ? " (a guess: one of several lines that grow it)" : "";
+    if (h->fix[0]) snprintf(buf, n, "; likely fix: %s at %s:%d%s", h->fix, short_file(h->file), h->line, guess);
+    else snprintf(buf, n, "; grown at %s:%d%s", short_file(h->file), h->line, guess);
+}
+
 size_t pl_retention_holder_phrase(const pl_retention_holder_t *h, char *buf, size_t n) {
     char growth[160], kept[64] = "", line[1500] = "", a[32], b[32];
     double per = h->size_per_step;
@@ -208,13 +217,7 @@ size_t pl_retention_holder_phrase(const pl_retention_holder_t *h, char *buf, siz
             snprintf(kept + k, sizeof kept - k, " (+%s/step)", bytes_text(h->bytes_per_step, b, sizeof b));
         }
     }
-    if (h->line > 0 && h->file[0]) {
-        const char *guess = h->flags & PL_RETENTION_GUESS ? " (a guess: one of several lines that grow it)" : "";
-        if (h->fix[0])
-            snprintf(line, sizeof line, "; likely fix: %s at %s:%d%s", h->fix, short_file(h->file), h->line, guess);
-        else
-            snprintf(line, sizeof line, "; grown at %s:%d%s", short_file(h->file), h->line, guess);
-    }
+    line_phrase(h, line, sizeof line);
     int len = snprintf(buf, n, "`%s` (%s): %s%s%.400s", h->path, h->what, growth, kept, line);
     return len < 0 ? 0 : (size_t)len >= n ? n - 1 : (size_t)len;
 }
@@ -223,9 +226,12 @@ size_t pl_retention_sentence(const pl_retention_t *rt, char *buf, size_t n) {
     if (!n) return 0;
     buf[0] = 0;
     if (!rt || !rt->n_named) return 0;
-    char one[1500];
-    pl_retention_holder_phrase(&rt->holders[0], one, sizeof one);
-    int len = snprintf(buf, n, "kept by %s", one);
+    const pl_retention_holder_t *h = &rt->holders[0];
+    char growth[96], line[1500];
+    if (h->by_nodes) snprintf(growth, sizeof growth, "autograd graph +%.3g nodes/step", h->size_per_step);
+    else snprintf(growth, sizeof growth, "%s +%.3g/step", h->kind, h->size_per_step);
+    line_phrase(h, line, sizeof line);
+    int len = snprintf(buf, n, "kept by `%s` (%s; %s)%.300s", h->path, h->what, growth, line);
     return len < 0 ? 0 : (size_t)len >= n ? n - 1 : (size_t)len;
 }
 

@@ -61,12 +61,13 @@ int pl_retention_add(pl_retention_t *rt, const pl_rec_retention_t *q);
 /* Judge every holder (docs/retention.md, "Growth, not size") and sort the named ones first. Idempotent. */
 void pl_retention_judge(pl_retention_t *rt);
 
-/* "kept by `total_loss` (local of train() in main.py): a tensor whose autograd graph grows 8.0 nodes/step, 1.2 MiB
- * kept; likely fix: accumulate `loss.item()` at main.py:17" for the first named holder; returns the length, 0 (buf
- * "") when none is named. */
+/* The verdict line's part, short: "kept by `total_loss` (local of train() in main.py; autograd graph +8 nodes/step);
+ * likely fix: accumulate `loss.item()` (or `loss.detach()`) at main.py:17" for the first named holder; returns the
+ * length, 0 (buf "") when none is named. */
 size_t pl_retention_sentence(const pl_retention_t *rt, char *buf, size_t n);
 
-/* One holder as in the sentence, without "kept by " (the diagnosis lists each). */
+/* One holder in full, for the "who keeps it" lists: "`total_loss` (local of train() in main.py): a tensor whose
+ * autograd graph grows 8 nodes/step, 57.3 MiB of tensors (+367.0 KiB/step); likely fix: ... at main.py:17". */
 size_t pl_retention_holder_phrase(const pl_retention_holder_t *h, char *buf, size_t n);
 
 void pl_retention_free(pl_retention_t *rt);
