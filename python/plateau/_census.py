@@ -347,12 +347,12 @@ class _Walk:
                 return
             cls = type(o).__name__
             mod = self.Module is not None and issubclass(type(d.get("_modules")), dict) and "_parameters" in d
-            for a, v in list(d.items())[:256]:
+            for a, v in _ends(d.items(), len(d), 128) or ():
                 if type(a) is not str:
                     continue
                 if mod and a in ("_modules", "_parameters", "_buffers") and type(v) is not list:
                     try:
-                        for kk, vv in list(v.items())[:256]:
+                        for kk, vv in _ends(v.items(), len(v), 128) or ():
                             if vv is not None:
                                 self.visit(vv, "%s.%s" % (path, kk), "%s of %s" % (
                                     "attribute", cls), depth + 1)
@@ -362,10 +362,8 @@ class _Walk:
                 self.visit(v, "%s.%s" % (path, a), "attribute of " + cls, depth + 1)
 
     def visit_dict(self, o, path, depth):
-        try:
-            items = list(o.items()) if len(o) <= MAX_ITEMS_DESCEND else \
-                list(o.items())[:MAX_ITEMS_DESCEND // 2] + list(o.items())[-(MAX_ITEMS_DESCEND // 2):]
-        except Exception:
+        items = _ends(o.items(), len(o), MAX_ITEMS_DESCEND // 2)
+        if items is None:
             return
         for kk, vv in items:
             if type(kk) is str:
@@ -476,6 +474,26 @@ class _Walk:
             del chain, fr
         del frames, top
         self.mods = mods
+
+
+def _ends(view, n, k):
+    """The first k and the last k entries of a dict view of n entries (all when n <= 2k), without copying the rest;
+    None when it changed while read."""
+    try:
+        if n <= 2 * k:
+            return list(view)
+        it, first = iter(view), []
+        for _ in range(k):
+            first.append(next(it))
+        try:
+            rit = reversed(view)  # Python >= 3.8
+        except TypeError:
+            return first
+        last = [next(rit) for _ in range(k)]
+        last.reverse()
+        return first + last
+    except Exception:
+        return None
 
 
 # ---- the line that grows a holder (static reading of the program's code objects) ----
