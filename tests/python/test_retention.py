@@ -107,12 +107,12 @@ def main(argv):
                         print(f"ok: {name}: {want} named ({h['what']}, {h['size_per_step']:.3g} "
                               f"{h['size_unit']}/step, {line}, fix: {h['likely_fix']})")
                     else:
+                        if holders:
+                            named["control"] += 1
                         assert not holders, f"{name}: a control named {holders}: {json.dumps(ret)[:1500]}"
                         print(f"ok: {name}: no holder named ({len(ret['holders'])} reported, "
                               f"{ret['censuses']} censuses)")
                 except AssertionError as e:
-                    if not want:
-                        named["control"] += 1
                     failed.append(str(e))
                     print(f"FAIL: {e}")
     print(f"leaks named: {named['leak']}/{total['leak']}; controls with a holder named: "
