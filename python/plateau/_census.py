@@ -38,7 +38,9 @@ MAX_NODES = 50000      # autograd nodes walked per census, all holders together 
 MAX_NODES_HOLDER = 5000  # autograd nodes walked per holder: past it, its size is a lower bound (F_NODES_CAPPED)
 MAX_RELEASED = 8       # saved tensors found released by backward per census before the rest are skipped
 MAX_REPORTED = 12      # holders reported per census
-HISTORY = 6            # earlier censuses remembered per holder (sizes only)
+HISTORY = 2            # censuses remembered per holder (sizes only): a holder is reported at its first growth,
+                       # with the size it had at the census before
+MAX_TRACKED = 20000    # holders whose sizes are remembered between censuses (the first met); the rest are not judged
 
 F_SHORT = 1            # the census stopped short (objects or time)
 F_GUESS = 2            # the line is one of several candidates
@@ -51,8 +53,8 @@ _budget = None
 _next = 0.0
 n_census = 0             # censuses made (tests, bench)
 census_seconds = 0.0     # time they took in all
-_hist = {}               # path -> [(census, items, nodes, bytes)], the last HISTORY censuses it was seen
-_meta = {}               # path -> (what, kind): how it was named when last seen
+_hist = {}               # path -> [(census, items, nodes, bytes, flags)], the last HISTORY censuses it was seen
+_meta = {}               # path -> (what, kind) of reported holders: how it was named when last seen
 _reported = {}           # path -> (file, line, fix, flags) of holders reported to the tracer
 last = None              # {path: (items, nodes, bytes)} of the last census (tests)
 last_short = False
@@ -698,13 +700,15 @@ def census():
         sizes[path] = (items, nodes, b)
         h = _hist.get(path)
         if h is None:
+            if len(_hist) >= MAX_TRACKED:
+                continue
             h = _hist[path] = []
         prev = h[-1] if h else None
         h.append((seq, items, nodes, b, flags))
         if len(h) > HISTORY:
             del h[0]
-        _meta[path] = (what, kind)
         if path in _reported:
+            _meta[path] = (what, kind)
             continue
         if prev is not None and prev[0] == seq - 1 and \
                 ((items != NA and prev[1] != NA and items > prev[1]) or (nodes > prev[2] and nodes != NA)):
@@ -719,7 +723,7 @@ def census():
     grown.sort(reverse=True)
     room = MAX_REPORTED - len(_reported)
     for g, path in grown[:max(room, 0)]:
-        what, kind = _meta[path]
+        what, kind = _meta[path] = walk.holders[path][3:5]
         h = _hist[path]
         try:
             _reported[path] = _line(walk, path, what, kind, any(x[2] and x[2] != NA for x in h))

@@ -43,6 +43,24 @@ loud_list = [Loud()]
 kept = []
 
 
+def rule_bounded_memory():
+    """What is remembered between censuses is bounded: at most MAX_TRACKED holders, HISTORY sizes each."""
+    global many
+    many = [[k] for k in range(50)]
+    old = _census.MAX_TRACKED
+    _census.MAX_TRACKED = 10
+    _census._hist.clear()
+    try:
+        for _ in range(3):
+            _census.census()
+        assert len(_census._hist) <= 10, len(_census._hist)
+        assert all(len(h) <= _census.HISTORY for h in _census._hist.values())
+    finally:
+        _census.MAX_TRACKED = old
+        many = None
+    print("ok: at most MAX_TRACKED holders and HISTORY sizes each remembered between censuses")
+
+
 def rule_locals_snapshot():
     """A local the function deletes after a census is freed then (Python < 3.13: the frame's f_locals snapshot,
     filled by the census, is emptied again)."""
@@ -120,3 +138,4 @@ rule_no_references()
 rule_quiet_and_unchanged()
 rule_growth_reported()
 rule_stops_short()
+rule_bounded_memory()
