@@ -30,11 +30,27 @@ static uint64_t step_of(const pl_retention_t *rt, uint32_t census) {
     return census < rt->cap_census ? rt->census_step[census] : PL_TRACE_NA;
 }
 
-static pl_retention_holder_t *holder(pl_retention_t *rt, const char *path) {
+/* The holder of `path`, or a new one; when the table is full, the one seen longest ago makes room if it was not
+ * seen at `census` (a holder no longer reachable is never named), else NULL. */
+static pl_retention_holder_t *holder(pl_retention_t *rt, const char *path, uint32_t census) {
     for (size_t i = 0; i < rt->n_holders; i++)
         if (!strcmp(rt->holders[i].path, path)) return &rt->holders[i];
-    if (rt->n_holders >= PL_RETENTION_MAX_HOLDERS) return NULL;
-    pl_retention_holder_t *h = &rt->holders[rt->n_holders++];
+    pl_retention_holder_t *h;
+    if (rt->n_holders < PL_RETENTION_MAX_HOLDERS) {
+        h = &rt->holders[rt->n_holders++];
+    } else {
+        h = NULL;
+        uint32_t oldest = census;
+        for (size_t i = 0; i < rt->n_holders; i++) {
+            pl_retention_holder_t *c = &rt->holders[i];
+            uint32_t seen = c->n_points ? c->points[c->n_points - 1].census : 0;
+            if (seen < oldest) {
+                oldest = seen;
+                h = c;
+            }
+        }
+        if (!h) return NULL;
+    }
     memset(h, 0, sizeof *h);
     copy(h->path, sizeof h->path, path);
     return h;
@@ -66,7 +82,7 @@ int pl_retention_add(pl_retention_t *rt, const pl_rec_retention_t *q) {
         if (q->bytes != PL_TRACE_NA) rt->census_seconds += (double)q->bytes / 1e9;
         return note_census(rt, q);
     }
-    pl_retention_holder_t *h = holder(rt, q->path);
+    pl_retention_holder_t *h = holder(rt, q->path, q->census);
     if (!h) return 0;
     copy(h->what, sizeof h->what, q->what);
     copy(h->kind, sizeof h->kind, q->kind);

@@ -167,6 +167,33 @@ static void test_retention_capped_graph(void **state) {
     pl_retention_free(&rt);
 }
 
+/* the holder table is bounded: holders no longer reachable make room for new ones */
+static void test_retention_table_recycles_gone_holders(void **state) {
+    (void)state;
+    pl_retention_t rt = {0};
+    char path[32];
+    for (uint32_t c = 1; c <= 8; c++) {
+        pl_rec_retention_t q = census_rec(c, 10 * c);
+        assert_int_equal(pl_retention_add(&rt, &q), 0);
+        if (c <= 2) /* 2 * 12 holders seen once each, then gone */
+            for (int k = 0; k < 12; k++) {
+                snprintf(path, sizeof path, "gone%u_%d", c, k);
+                q = holder_rec(c, 10 * c, path, 5, 0, 0);
+                assert_int_equal(pl_retention_add(&rt, &q), 0);
+            }
+        if (c >= 4) {
+            q = holder_rec(c, 10 * c, "late_leak", 10 * c, 0, 0);
+            assert_int_equal(pl_retention_add(&rt, &q), 0);
+        }
+    }
+    assert_int_equal(rt.n_holders, PL_RETENTION_MAX_HOLDERS);
+    pl_retention_judge(&rt);
+    assert_int_equal(rt.n_named, 1);
+    assert_string_equal(rt.holders[0].path, "late_leak");
+    assert_int_equal(rt.holders[0].n_points, 5);
+    pl_retention_free(&rt);
+}
+
 static void test_retention_sentence(void **state) {
     (void)state;
     pl_retention_t rt = {0};
@@ -329,6 +356,7 @@ int main(void) {
         cmocka_unit_test(test_retention_history_at_own_steps),
         cmocka_unit_test(test_retention_gone_or_short),
         cmocka_unit_test(test_retention_capped_graph),
+        cmocka_unit_test(test_retention_table_recycles_gone_holders),
         cmocka_unit_test(test_retention_sentence),
         cmocka_unit_test(test_retention_end_to_end),
     };
