@@ -348,7 +348,8 @@ static int section(FILE *o, const pl_report_t *r, const pl_extract_t *x, const p
         if (rc) return rc;
     }
     if (xp) sites(o, xp);
-    if (xp) pl_retention_html(o, xp->retention); /* who keeps it (reports/retention_render.c) */
+    if (xp) /* who keeps it (reports/retention_render.c) */
+        pl_retention_html(o, xp->retention, p->verdict.kind == PL_PV_LEAK || p->verdict.kind == PL_PV_SLOW_GROWTH);
     return 0;
 }
 

@@ -222,7 +222,7 @@ static int emit(pl_writer_t *w, pl_trace_record_t *r) {
 
 #define EMIT() assert_int_equal(emit(w, &r), 0)
 
-static void write_trace(const char *path, bool with_census) {
+static void write_trace(const char *path, bool with_census, bool leak) {
     const int64_t t0 = 1000000000LL, sec = 1000000000LL;
     pl_trace_header_t h = {.version = PL_TRACE_VERSION, .version_minor = PL_TRACE_VERSION_MINOR, .pid = 9,
                            .ppid = 1, .start_mono_ns = t0};
@@ -246,7 +246,7 @@ static void write_trace(const char *path, bool with_census) {
         memset(&r, 0, sizeof r);
         r.type = PL_REC_HEAP;
         r.t_ns = t;
-        r.u.heap = (pl_rec_heap_t){.step = (uint64_t)s, .live_bytes = 100000000 + (s > 10 ? s * 367 * 1024 : 0) +
+        r.u.heap = (pl_rec_heap_t){.step = (uint64_t)s, .live_bytes = 100000000 + (leak && s > 10 ? s * 367 * 1024 : 0) +
                                                                       (s * 7919 % 13) * 4096,
                                    .live_count = 5000 + s * 31 % 7};
         EMIT();
@@ -290,8 +290,8 @@ static char *render(pl_report_t *rep, pl_extract_t *x, int json) { /* 0 text, 1 
 
 static char g_verdict[640];
 
-static void run_one(const char *path, bool census, char **text, char **json, char **html) {
-    write_trace(path, census);
+static void run_one(const char *path, bool census, bool leak, char **text, char **json, char **html) {
+    write_trace(path, census, leak);
     pl_report_t *rep = pl_report_create(path);
     assert_non_null(rep);
     pl_extract_t x;
@@ -310,7 +310,7 @@ static void test_retention_end_to_end(void **state) {
     (void)state;
     char path[200], *text, *json, *html;
     snprintf(path, sizeof path, "%s/9.0.pltrace", g_dir);
-    run_one(path, true, &text, &json, &html);
+    run_one(path, true, true, &text, &json, &html);
     const char *verdict = g_verdict;
     assert_non_null(strstr(verdict, "verdict: LEAK in pid 9 (python3 main.py): +367 KiB/step of heap.bytes"));
     assert_non_null(strstr(verdict, "; kept by `total_loss` (local of train() in main.py; autograd graph +8 "
@@ -327,12 +327,23 @@ static void test_retention_end_to_end(void **state) {
     free(json);
     free(html);
     unlink(path);
-    run_one(path, false, &text, &json, &html); /* no census: the verdict line as before, retention null */
+    run_one(path, false, true, &text, &json, &html); /* no census: the verdict line as before, retention null */
     assert_non_null(strstr(g_verdict, "verdict: LEAK in pid 9 (python3 main.py): +367 KiB/step of heap.bytes"));
     assert_null(strstr(g_verdict, "kept by"));
     assert_null(strstr(text, "who keeps it"));
     assert_non_null(strstr(json, "\"retention\": null"));
     assert_null(strstr(html, "Who keeps it"));
+    free(text);
+    free(json);
+    free(html);
+    unlink(path);
+    run_one(path, true, false, &text, &json, &html); /* a growing holder, flat memory: listed, not as a leak's */
+    assert_null(strstr(g_verdict, "kept by"));
+    assert_null(strstr(text, "who keeps it"));
+    assert_non_null(strstr(text, "growing references (pid 9, 8 censuses; its memory does not grow: not a leak):\n"
+                                 "  1. `total_loss`"));
+    assert_non_null(strstr(html, "<h3>Growing references"));
+    assert_non_null(strstr(json, "\"named\": true"));
     free(text);
     free(json);
     free(html);
