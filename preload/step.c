@@ -88,6 +88,20 @@ PL_EXPORT void plateau_alloc_stats(int source, int device, const uint64_t *vals,
     pl_emit(&r);
 }
 
+PL_EXPORT void plateau_retention(unsigned census, unsigned flags, const uint64_t *vals, int n, const char *path,
+                                 const char *what, const char *kind, const char *file, int line, const char *fix) {
+    if (!atomic_load_explicit(&pl_g.active, memory_order_relaxed)) return;
+    if (n < 0 || (n > 0 && !vals)) return;
+    PL_GUARD_SCOPE();
+    pl_trace_record_t r = {.type = PL_REC_RETENTION, .t_ns = pl_now_ns()};
+    r.u.retention = (pl_rec_retention_t){
+        .census = census, .flags = flags, .step = atomic_load(&pl_g.step),
+        .items = n > 0 ? vals[0] : PL_TRACE_NA, .nodes = n > 1 ? vals[1] : PL_TRACE_NA,
+        .bytes = n > 2 ? vals[2] : PL_TRACE_NA, .line = line, .path = path ? path : "", .what = what ? what : "",
+        .kind = kind ? kind : "", .file = file ? file : "", .fix = fix ? fix : ""};
+    pl_emit(&r);
+}
+
 void pl_step_on_signal(int sig) {
     (void)sig;
     pl_sampler_signal_step();

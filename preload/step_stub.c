@@ -14,3 +14,16 @@ PL_STEP_API void plateau_alloc_stats(int source, int device, const uint64_t *val
     (void)vals;
     (void)n;
 }
+PL_STEP_API void plateau_retention(unsigned census, unsigned flags, const uint64_t *vals, int n, const char *path,
+                                   const char *what, const char *kind, const char *file, int line, const char *fix) {
+    (void)census;
+    (void)flags;
+    (void)vals;
+    (void)n;
+    (void)path;
+    (void)what;
+    (void)kind;
+    (void)file;
+    (void)line;
+    (void)fix;
+}

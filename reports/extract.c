@@ -678,6 +678,9 @@ static int on_record(state_t *s, const pl_trace_record_t *rec) {
     case PL_REC_MODULE: return on_module(s, &rec->u.module);
     case PL_REC_PYFRAME: return on_pyframe(s, &rec->u.pyframe);
     case PL_REC_LOST: s->xp->n_lost_records += rec->u.lost.n_records; return 0;
+    case PL_REC_RETENTION:
+        if (!s->xp->retention && !(s->xp->retention = calloc(1, sizeof *s->xp->retention))) return -ENOMEM;
+        return pl_retention_add(s->xp->retention, &rec->u.retention);
     default: return 0;
     }
 }
@@ -988,6 +991,10 @@ static int finish(state_t *s, pl_report_process_t *row) {
     }
     find_sites(s, row, by_step);
     pl_run_site_sentence(s->xp, row->site_line, sizeof row->site_line);
+    if (s->xp->retention) { /* who keeps it: the verdict line names the holder (reports/retention.c) */
+        pl_retention_judge(s->xp->retention);
+        pl_retention_sentence(s->xp->retention, row->holder_line, sizeof row->holder_line);
+    }
     if (s->o->only_metric && s->o->metric != PL_METRIC_HEAP_BYTES && row->metrics[PL_METRIC_HEAP_BYTES].present) {
         pl_series_free(&row->metrics[PL_METRIC_HEAP_BYTES].series);
         row->metrics[PL_METRIC_HEAP_BYTES].present = false;

@@ -25,6 +25,7 @@
 #include <plateau/trace.h>
 
 #include "report.h"
+#include "retention.h"
 
 #define PL_EXTRACT_MAX_SITES 5     /* call sites kept per process */
 #define PL_EXTRACT_SITE_FRAMES 16  /* native frames kept per site, innermost first (allocator frames skipped); 6 for
@@ -91,6 +92,9 @@ typedef struct pl_extract_proc {
     double auto_period_allocs;  /* allocation calls per step */
     double auto_period_ms;
     double auto_confidence;     /* 0..1 */
+    /* who keeps it (reports/retention.c, docs/retention.md): the Python census's holders, judged when the trace
+     * is read; NULL when the trace has no retention record. Owned, freed by pl_extract_free */
+    pl_retention_t *retention;
 } pl_extract_proc_t;
 
 #define PL_EXTRACT_FAILED_NAMED 5 /* failed files named one by one; the rest are counted ("and N more") */

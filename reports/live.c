@@ -18,6 +18,7 @@
 
 #include "format.h"
 #include "series.h"
+#include "retention.h"
 #include "verdict.h"
 
 #define MAX_FILES 4096
@@ -51,6 +52,7 @@ typedef struct proc {
     double last_rss, last_dev;
     bool dev_from_stats;     /* alloc_stats seen: device used is not the allocated metric */
     bins_t step[PL_LIVE__COUNT], time[PL_LIVE__COUNT];
+    pl_retention_t *ret;     /* who keeps it (reports/retention.c): the census's holders, NULL without a census */
 } proc_t;
 
 struct pl_live {
@@ -183,6 +185,9 @@ static int on_record(proc_t *p, const pl_trace_record_t *rec) {
         p->last_dev = (double)q->allocated_bytes;
         return put(p, PL_LIVE_DEV, q->step, rec->t_ns, p->last_dev);
     }
+    case PL_REC_RETENTION:
+        if (!p->ret && !(p->ret = calloc(1, sizeof *p->ret))) return -ENOMEM;
+        return pl_retention_add(p->ret, &rec->u.retention);
     default: return 0;
     }
 }
@@ -194,6 +199,9 @@ static void proc_drop_series(proc_t *p) {
         bins_free(&p->step[m]);
         bins_free(&p->time[m]);
     }
+    pl_retention_free(p->ret);
+    free(p->ret);
+    p->ret = NULL;
 }
 
 pl_live_t *pl_live_open(const char *dir, const pl_live_opts_t *opts) {
@@ -466,6 +474,11 @@ int pl_live_status(pl_live_t *l, pl_live_status_t *out) {
             out->state_metric = prog[i];
         }
     }
+    /* who keeps it, once the census names a holder and the program's memory grows (never for a flat one) */
+    if (p->ret && (out->state == PL_LIVE_LEAK || out->state == PL_LIVE_SLOW || out->state == PL_LIVE_SUSPECTED)) {
+        pl_retention_judge(p->ret);
+        if (p->ret->n_named) snprintf(out->holder, sizeof out->holder, "%s", p->ret->holders[0].path);
+    }
     return 0;
 }
 
@@ -534,6 +547,7 @@ void pl_live_format(const pl_live_status_t *s, char *buf, size_t n) {
         default: break;
         }
     }
+    if (s->holder[0]) ADD("  kept by `%s`", s->holder);
     if (s->ended) ADD("  [run ended]");
 #undef ADD
 }

@@ -65,6 +65,8 @@ typedef struct pl_live_status {
     int state_metric;       /* pl_live_metric_t that decided it, -1 none */
     size_t n_files, n_alive;/* traces in the directory, processes still running (no end record yet) */
     bool ended;             /* run.status exists, or every trace has its end record */
+    char holder[256];       /* who keeps it: the path of the first holder the census names (docs/retention.md),
+                             * only while the program's state is leak, slow growth or suspected; "" none */
 } pl_live_status_t;
 
 typedef struct pl_live_opts {
@@ -96,7 +98,8 @@ int pl_live_poll(pl_live_t *l);
 /* The status from what was read so far. Returns 0 or -ENOMEM. */
 int pl_live_status(pl_live_t *l, pl_live_status_t *out);
 
-/* One line (no newline): "step 140 (12.5/s)  rss 1.20 GiB  dev 3.40 GiB  heap: leak +64.0 KiB/step, OOM ~2 h 10 min".
+/* One line (no newline): "step 140 (12.5/s)  rss 1.20 GiB  dev 3.40 GiB  heap: leak +64.0 KiB/step, OOM ~2 h 10 min
+ * kept by `total_loss`" (the holder once the census names one).
  * Truncated to n. */
 void pl_live_format(const pl_live_status_t *s, char *buf, size_t n);
 

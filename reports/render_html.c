@@ -11,6 +11,7 @@
 #include "config.h"
 #include "export.h"
 #include "format.h"
+#include "retention_render.h"
 
 #define CHART_W 720.0
 #define CHART_H 200.0
@@ -347,6 +348,8 @@ static int section(FILE *o, const pl_report_t *r, const pl_extract_t *x, const p
         if (rc) return rc;
     }
     if (xp) sites(o, xp);
+    if (xp) /* who keeps it (reports/retention_render.c) */
+        pl_retention_html(o, xp->retention, p->verdict.kind == PL_PV_LEAK || p->verdict.kind == PL_PV_SLOW_GROWTH);
     return 0;
 }
 

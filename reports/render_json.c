@@ -12,6 +12,7 @@
 #include "config.h"
 #include "export.h"
 #include "json.h"
+#include "retention_render.h"
 
 static void verdict_json(pl_json_t *j, const pl_report_metric_t *m) {
     const pl_verdict_t *v = &m->verdict;
@@ -447,6 +448,7 @@ static void run_json(const pl_report_t *r, const pl_extract_t *x, pl_json_t *j) 
         }
         pl_json_break(j, 7);
         sites_json(j, p);
+        pl_retention_json(j, p->retention);
         pl_json_end(j);
     }
     pl_json_end(j);

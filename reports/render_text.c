@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "format.h"
+#include "retention_render.h"
 
 static const char *blocks_utf8[8] = {"\u2581", "\u2582", "\u2583", "\u2584", "\u2585", "\u2586", "\u2587", "\u2588"};
 static const char blocks_ascii[8] = {' ', '.', ':', '-', '=', '+', '*', '#'};
@@ -328,6 +329,8 @@ int pl_render_run_lines(const pl_run_t *run, FILE *o, bool all) {
     ranks_text(r, x, o);
     for (size_t i = 0; i < x->n_procs; i++) {
         const pl_extract_proc_t *p = &x->procs[i];
+        pl_retention_text(o, p->pid, p->retention, /* who keeps it (reports/retention_render.c) */
+                          proc_leaks(p->proc) || p->proc->verdict.kind == PL_PV_SLOW_GROWTH);
         if (p->steps_auto) /* period detection */
             fprintf(o, "pid %u: steps auto-detected, period %.0f allocations / %.3g ms, confidence %.2f\n", p->pid,
                     p->auto_period_allocs, p->auto_period_ms, p->auto_confidence);

@@ -433,10 +433,13 @@ void pl_report_run_verdict(pl_report_t *r) {
         if (rv->kind == PL_PV_LEAK && rv->n_leaking > 1)
             snprintf(more_leaks, sizeof more_leaks, " (and %zu more %s%s)", rv->n_leaking - 1,
                      all_ranks ? "rank" : "process", rv->n_leaking > 2 ? (all_ranks ? "s" : "es") : "");
-        /* a live-heap leak names the Python line its growth was allocated at (the sites' top line) */
+        /* who keeps it (the census's holder, docs/retention.md), then, for a live-heap leak, the Python line its
+         * growth was allocated at (the sites' top line) */
         bool heap = v->metric == PL_METRIC_HEAP_BYTES || v->metric == PL_METRIC_HEAP_COUNT;
-        const char *site = heap && p->site_line[0] ? p->site_line : "";
-        snprintf(rv->line, sizeof rv->line, "verdict: %s in %s%s: %s of %s%s%s%s",
+        const char *at = heap && p->site_line[0] ? p->site_line : "";
+        char site[sizeof p->holder_line + sizeof p->site_line + 2];
+        snprintf(site, sizeof site, "%s%s%s", p->holder_line, p->holder_line[0] && at[0] ? "; " : "", at);
+        snprintf(rv->line, sizeof rv->line, "verdict: %s in %s%s: %s of %s%s%s%.420s",
                  rv->kind == PL_PV_LEAK ? "LEAK" : "no leak, slow growth", who(r, p, name, sizeof name), more_leaks,
                  pv_rate(v, a, sizeof a), v->metric >= 0 ? pl_metric_name((pl_metric_t)v->metric) : "?", oom,
                  site[0] ? "; " : "", site);

@@ -122,6 +122,9 @@ typedef struct pl_report_process {
     char site_line[256];        /* the Python line the live heap's growth was allocated at, set by the front end
                                  * before pl_report_analyze: "93% of it allocated at train.py:42 (`...`)"; "" none.
                                  * The diagnosis and the run verdict name it when the live heap leaks. */
+    char holder_line[512];      /* who keeps it, set by the front end before pl_report_analyze (reports/retention.c):
+                                 * "kept by `total_loss` (local of train() in main.py): ..."; "" none. The run
+                                 * verdict names it when the process leaks or grows slowly. */
     pl_proc_verdict_t verdict;  /* valid after pl_report_analyze */
     /* torch's caching allocator (torch.cuda.memory_stats through the Python bootstrap): cumulative counters at the
      * last snapshot, summed over devices; -1 = not recorded. Set before pl_report_analyze. */

@@ -559,6 +559,10 @@ void pl_extract_free(pl_extract_t *x) {
             free(st->py_file);
             free(st->py_source);
         }
+    for (size_t i = 0; i < x->n_procs; i++) {
+        pl_retention_free(x->procs[i].retention);
+        free(x->procs[i].retention);
+    }
     free(x->procs);
     memset(x, 0, sizeof *x);
 }

@@ -29,7 +29,7 @@ extern "C" {
 #endif
 
 #define PL_TRACE_VERSION 1u
-#define PL_TRACE_VERSION_MINOR 7u  /* 1.1: module records carry build-id, file size and mtime (appended fields);
+#define PL_TRACE_VERSION_MINOR 8u  /* 1.1: module records carry build-id, file size and mtime (appended fields);
                                     * 1.2: process_start records carry the host allocator (appended fields);
                                     * 1.3: host_alloc records carry the thread's malloc-call ordinal (appended);
                                     * 1.4: the header carries the run id (formerly reserved bytes);
@@ -37,7 +37,8 @@ extern "C" {
                                     * 1.6: alloc_stats of allocator ids >= PL_ALLOC_ID_EXTERNAL (torch's
                                     *      counters through plateau_alloc_stats), whose counters may be NA;
                                     * 1.7: process_start records carry the host name (appended field), so the
-                                    *      ranks of a multi-node job are told apart by (node, pid) */
+                                    *      ranks of a multi-node job are told apart by (node, pid);
+                                    * 1.8: retention records (the Python census: who keeps a leak) */
 #define PL_TRACE_MAX_CHUNK_BYTES (1u << 20)  /* largest chunk payload a reader accepts */
 #define PL_TRACE_MAX_FRAMES 128              /* frames per stack (native and Python together) */
 #define PL_TRACE_MAX_ARGV 32                 /* argv entries kept in a process record */
@@ -69,7 +70,8 @@ typedef enum pl_rec_type {
     PL_REC_LOST = 19,         /* records dropped because the writer could not keep up */
     PL_REC_EXEC = 20,         /* the process is about to exec (the new image writes its own trace) */
     PL_REC_PYFRAME = 21,      /* since 1.4: one Python frame (file, function, line) of stack records */
-    PL_REC_TYPE_MAX = 21
+    PL_REC_RETENTION = 22,    /* since 1.8: one holder sized by the Python census, or one census (docs/retention.md) */
+    PL_REC_TYPE_MAX = 22
 } pl_rec_type_t;
 
 /* PL_STEP_AUTO: synthesised by the report's period detection; PL_STEP_OPTIMIZER: plateau_step_auto() (the Python
@@ -214,6 +216,28 @@ typedef struct pl_rec_module {
     uint64_t file_size;       /* st_size of path when the module was first seen; PL_TRACE_NA unknown */
     int64_t file_mtime_ns;    /* st_mtim of path; 0 unknown */
 } pl_rec_module_t;
+/* since 1.8: the Python bootstrap's census of what holds memory (docs/retention.md). A record with an empty path is
+ * one census: items = objects visited, nodes = holders sized, bytes = its duration in ns. A record with a path is
+ * one holder's size at census `census` (records of earlier censuses come with the first report of a holder). */
+#define PL_RETENTION_SHORT 1u       /* the census stopped short (object or time cap): what it missed is unknown */
+#define PL_RETENTION_GUESS 2u       /* the line is one of several that grow the holder */
+#define PL_RETENTION_ESTIMATED 4u   /* bytes extrapolated from the container's first items */
+#define PL_RETENTION_CAPPED 8u      /* the autograd walk hit its cap: nodes and bytes are lower bounds */
+typedef struct pl_rec_retention {
+    uint32_t census;          /* census number in this process, from 1 */
+    uint32_t flags;           /* PL_RETENTION_* */
+    uint64_t step;            /* steps completed when the record was written */
+    uint64_t items;           /* container items; PL_TRACE_NA for a tensor */
+    uint64_t nodes;           /* autograd nodes reachable (not counting leaves) */
+    uint64_t bytes;           /* tensor storage reachable, each storage once; PL_TRACE_NA unknown */
+    int32_t line;             /* the line that grows it (in file), 0 unknown */
+    const char *path;         /* "model.history", "total_loss"; "" for a census record */
+    const char *what;         /* "local of train() in main.py", "attribute of RNNModel" */
+    const char *kind;         /* "list", "dict", "tensor", ...; "census" for a census record */
+    const char *file;         /* the file of `line`, "" unknown */
+    const char *fix;          /* a likely fix for a known shape, "" none */
+} pl_rec_retention_t;
+
 typedef struct pl_rec_thread_name { uint32_t tid; const char *name; } pl_rec_thread_name_t;
 typedef struct pl_rec_lost { uint64_t n_records, n_bytes; } pl_rec_lost_t;
 typedef struct pl_rec_exec { const char *path; } pl_rec_exec_t;
@@ -238,6 +262,7 @@ typedef struct pl_trace_record {
         pl_rec_lost_t lost;
         pl_rec_exec_t exec;
         pl_rec_pyframe_t pyframe;
+        pl_rec_retention_t retention;
     } u;
 } pl_trace_record_t;
 

@@ -17,7 +17,9 @@ def _load():
         lib = ctypes.CDLL(None)
         u64p = ctypes.POINTER(ctypes.c_uint64)
         for name, argtypes in (("plateau_step", []), ("plateau_step_auto", []), ("plateau_mark", [ctypes.c_char_p]),
-                               ("plateau_alloc_stats", [ctypes.c_int, ctypes.c_int, u64p, ctypes.c_int])):
+                               ("plateau_alloc_stats", [ctypes.c_int, ctypes.c_int, u64p, ctypes.c_int]),
+                               ("plateau_retention", [ctypes.c_uint, ctypes.c_uint, u64p, ctypes.c_int] +
+                                [ctypes.c_char_p] * 4 + [ctypes.c_int, ctypes.c_char_p])):
             try:
                 f = getattr(lib, name)
             except AttributeError:

@@ -21,6 +21,8 @@ import sys
 import time
 
 from . import _native
+from . import _census  # loaded with this module, not on the step path: an import there holds the import lock,
+                       # and a child forked meanwhile would inherit it held (python.fork_step)
 
 # plateau/step.h: sources and value order of plateau_alloc_stats()
 SRC_TORCH_CUDA = 1
@@ -190,5 +192,9 @@ def on_boundary():
         pass
     try:
         tensors(f)
+    except Exception:
+        pass
+    try:
+        _census.on_boundary()  # who keeps a leak (docs/retention.md), within its own time budget
     except Exception:
         pass

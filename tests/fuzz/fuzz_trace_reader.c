@@ -70,6 +70,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             for (uint32_t i = 0; i < rec.u.stack.n_py; i++) sum += rec.u.stack.py[i] & 1;
             break;
         case PL_REC_PYFRAME: sum += touch(rec.u.pyframe.file) + touch(rec.u.pyframe.function); break;
+        case PL_REC_RETENTION: /* 1.8 */
+            sum += touch(rec.u.retention.path) + touch(rec.u.retention.what) + touch(rec.u.retention.kind) +
+                   touch(rec.u.retention.file) + touch(rec.u.retention.fix);
+            break;
         default: break;
         }
         if ((size_t)n > size) __builtin_trap(); /* every record takes at least one input byte */

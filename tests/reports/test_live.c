@@ -146,6 +146,55 @@ static void test_live_warmup_then_plateau_then_leak(void **state) {
     pl_live_close(l);
 }
 
+/* one census at the current step: its record, then `total_loss` sized at it (its graph grows 8 nodes/step) */
+static void census(tw_t *t, uint32_t c) {
+    pl_trace_record_t r;
+    memset(&r, 0, sizeof r);
+    r.type = PL_REC_RETENTION;
+    r.t_ns = 2 + t->step * 10000000;
+    r.u.retention = (pl_rec_retention_t){.census = c, .step = (uint64_t)t->step, .items = 100, .nodes = 1,
+                                         .bytes = 1000, .path = "", .what = "", .kind = "census", .file = "",
+                                         .fix = ""};
+    emit(t, &r);
+    r.u.retention = (pl_rec_retention_t){.census = c, .step = (uint64_t)t->step, .items = PL_TRACE_NA,
+                                         .nodes = 8 * (uint64_t)t->step, .bytes = 4, .line = 17,
+                                         .path = "total_loss", .what = "local of train() in main.py",
+                                         .kind = "tensor", .file = "/src/main.py", .fix = ""};
+    emit(t, &r);
+}
+
+/* The holder the census names joins the line only while the program's memory grows (docs/retention.md). */
+static void test_live_holder_named_when_it_leaks(void **state) {
+    (void)state;
+    pl_live_t *l = pl_live_open(dir, NULL);
+    assert_non_null(l);
+    tw_t t;
+    tw_open(&t, "9.pltrace", 109, "/usr/bin/python3");
+    uint32_t c = 0;
+    for (int k = 0; k < 10; k++) { /* flat memory, a growing holder: not said */
+        steps(&t, 20, 50e6, 0);
+        census(&t, ++c);
+    }
+    assert_int_equal(pl_writer_flush(t.w), 0);
+    pl_live_status_t s = poll_status(l);
+    assert_int_equal(s.state, PL_LIVE_FLAT);
+    assert_string_equal(s.holder, "");
+    for (int k = 0; k < 10; k++) { /* then the heap leaks 256 kB/step */
+        steps(&t, 20, 50e6 - 200 * 256e3, 256e3);
+        census(&t, ++c);
+    }
+    assert_int_equal(pl_writer_flush(t.w), 0);
+    s = poll_status(l);
+    assert_int_equal(s.state, PL_LIVE_LEAK);
+    assert_string_equal(s.holder, "total_loss");
+    char line[512];
+    pl_live_format(&s, line, sizeof line);
+    assert_non_null(strstr(line, "heap: LEAK +"));
+    assert_non_null(strstr(line, "  kept by `total_loss`"));
+    tw_end(&t);
+    pl_live_close(l);
+}
+
 static void test_live_memory_bounded(void **state) {
     (void)state;
     tw_t t;
@@ -284,6 +333,7 @@ static void test_live_seed003_step70_is_warming_up(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_live_holder_named_when_it_leaks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_live_warmup_then_plateau_then_leak, setup, teardown),
         cmocka_unit_test_setup_teardown(test_live_memory_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_live_helpers_dropped, setup, teardown),

@@ -76,6 +76,13 @@ static inline void rec_sample(pl_rec_type_t type, unsigned seed, pl_trace_record
         r->u.pyframe = (pl_rec_pyframe_t){.pyframe_id = seed + 1, .line = 42, .file = "/home/u/train.py",
                                           .function = "Trainer.train_epoch"};
         break;
+    case PL_REC_RETENTION:
+        r->u.retention = (pl_rec_retention_t){.census = seed + 1, .flags = PL_RETENTION_GUESS, .step = 40 + seed,
+                                              .items = PL_TRACE_NA, .nodes = 1200 + seed, .bytes = 367 * 1024,
+                                              .line = 196, .path = "total_loss", .what = "local of train() in main.py",
+                                              .kind = "tensor", .file = "/home/u/main.py",
+                                              .fix = "accumulate `loss.item()` (or `loss.detach()`)"};
+        break;
     }
 }
 

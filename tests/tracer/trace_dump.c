@@ -71,6 +71,14 @@ static void print(const pl_trace_record_t *r) {
         printf(" id=%u %s:%d in %s", r->u.pyframe.pyframe_id, r->u.pyframe.file, r->u.pyframe.line,
                r->u.pyframe.function);
         break;
+    case PL_REC_RETENTION: {
+        const pl_rec_retention_t *q = &r->u.retention;
+        printf(" census=%u step=%" PRIu64 " flags=%u path=%s kind=%s items=%" PRIu64 " nodes=%" PRIu64
+               " bytes=%" PRIu64 " what=%s at=%s:%d fix=%s",
+               q->census, q->step, q->flags, q->path, q->kind, q->items, q->nodes, q->bytes, q->what, q->file,
+               q->line, q->fix);
+        break;
+    }
     default: break;
     }
     putchar('\n');

@@ -238,6 +238,22 @@ static bool c_fields(codec_t *c, pl_trace_record_t *r) {
         c_str(c, &r->u.pyframe.file, PL_STR_MAX_BYTES);
         c_str(c, &r->u.pyframe.function, PL_STR_MAX_BYTES);
         return true;
+    case PL_REC_RETENTION: {
+        pl_rec_retention_t *q = &r->u.retention;
+        c_u32(c, &q->census);
+        c_u32(c, &q->flags);
+        c_u64(c, &q->step);
+        c_u64(c, &q->items);
+        c_u64(c, &q->nodes);
+        c_u64(c, &q->bytes);
+        c_i32(c, &q->line);
+        c_str(c, &q->path, 255);
+        c_str(c, &q->what, 255);
+        c_str(c, &q->kind, 31);
+        c_str(c, &q->file, 1023);
+        c_str(c, &q->fix, 255);
+        return true;
+    }
     }
     return false;
 }

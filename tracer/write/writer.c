@@ -271,7 +271,8 @@ static bool is_priority(const pl_trace_record_t *r) {
     case PL_REC_STEP:
     case PL_REC_MARK:
     case PL_REC_EXEC:
-    case PL_REC_LOST: return true;
+    case PL_REC_LOST:
+    case PL_REC_RETENTION: return true;
     case PL_REC_HEAP: return r->u.heap.step != 0;
     case PL_REC_RSS: return r->u.rss.step != 0;
     case PL_REC_ALLOC_STATS: return r->u.alloc_stats.step != 0;
