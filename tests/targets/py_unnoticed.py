@@ -23,7 +23,13 @@ for t in threads:
     t.join()
 print("threads: %s" % sorted(results))
 
-# fork with no thread of the program's left running: CPython 3.12+ warns on stderr when the process has others
+# fork with no thread of the program's left running: CPython 3.12+ warns on stderr when the process has others (it
+# counts the kernel's tasks, and a joined thread may still be leaving the kernel: wait until it has, up to 5 s)
+import time
+for _ in range(500):
+    if len(os.listdir("/proc/self/task")) == 1:
+        break
+    time.sleep(0.01)
 pid = os.fork()
 if pid == 0:
     os._exit(7)
