@@ -464,6 +464,19 @@ static int claim_run_dir(const char *dir, bool made, bool append, const char *al
                 pl_format_esc(dir), (unsigned)(sb.st_mode & 0777));
         goto out;
     }
+    /* its parent: someone else who may write there could rename the run directory away and put another in its
+     * place while the program runs (the report would judge the planted traces). The sticky bit (/tmp) stops that;
+     * without it, one line says so. */
+    struct stat pb;
+    if (fstatat(dfd, "..", &pb, 0) == 0 && !(pb.st_mode & S_ISVTX) &&
+        ((pb.st_mode & 022) || (pb.st_uid != geteuid() && pb.st_uid != 0 && (pb.st_mode & S_IWUSR)))) {
+        /* said, not refused: a group-writable project folder is common on shared machines */
+        fprintf(stderr, "plateau: warning: the parent of the run directory '%s' can be written by others (mode %03o, "
+                        "uid %u) without the sticky bit: they could swap the run directory while the program runs, "
+                        "and the report would read theirs; use -o under a folder only you can write, or one with the "
+                        "sticky bit like /tmp\n",
+                pl_format_esc(dir), (unsigned)(pb.st_mode & 0777), (unsigned)pb.st_uid);
+    }
     *run_id = 0;
     *wrote_id = false;
     if (!made) {

@@ -52,6 +52,16 @@ rc=0; "$P" run -o "$work/link" -- /bin/true >"$work/l.txt" 2>&1 || rc=$?
 mkdir "$work/ww"; chmod 1777 "$work/ww"
 rc=0; "$P" run -o "$work/ww" -- /bin/true >"$work/w.txt" 2>&1 || rc=$?
 [ $rc = 2 ] && grep -q "is writable by others" "$work/w.txt" || fail "world-writable directory accepted (exit $rc)"
+# --- a parent others may write (no sticky bit) could swap the run directory while the program runs: said once;
+# under a parent only we write, or a sticky one (/tmp's mode), nothing is said ---
+mkdir -p "$work/shared" "$work/sticky"; chmod 777 "$work/shared"; chmod 1777 "$work/sticky"
+"$P" run --no-report -o "$work/shared/run" -- /bin/true >"$work/s.txt" 2>&1 || fail "run under a shared parent"
+grep -q "warning: the parent of the run directory .* can be written by others (mode 777" "$work/s.txt" ||
+    fail "a parent others can write is not said"
+for ok in sticky .; do
+    "$P" run --no-report -o "$work/$ok/run2" -- /bin/true >"$work/s.txt" 2>&1 || fail "run under $ok"
+    grep -q "can be written by others" "$work/s.txt" && fail "a warning under $ok"
+done
 if $root; then
     mkdir "$work/theirs"; chmod 700 "$work/theirs"; chown 4242 "$work/theirs"
     rc=0; "$P" run -o "$work/theirs" -- /bin/true >"$work/t.txt" 2>&1 || rc=$?
