@@ -535,14 +535,22 @@ void pl_live_format(const pl_live_status_t *s, char *buf, size_t n) {
             ADD(" %s%s/%s", ms->per_step >= 0 ? "+" : "", pl_format_bytes(ms->per_step, a, sizeof a), unit);
             if (ms->has_oom) {
                 if (isfinite(ms->oom_seconds)) ADD(", OOM in ~%s", pl_format_duration(ms->oom_seconds, b, sizeof b));
-                else ADD(", OOM at %s %lld", unit, (long long)ms->oom_step);
+                else if (s->by_time) ADD(", OOM ~%s into the run", pl_format_duration((double)ms->oom_step, b, sizeof b));
+                else ADD(", OOM at step %lld", (long long)ms->oom_step);
             }
             break;
         case PL_LIVE_WARMING:
-            if (ms->more_steps > 0) ADD(" (%lld more %s%s)", (long long)ms->more_steps, unit, ms->more_steps == 1 ? "" : "s");
+            /* by time, the series' keys are seconds: "(~40 s more)", never "(40 more ss)" */
+            if (ms->more_steps > 0 && s->by_time)
+                ADD(" (~%s more)", pl_format_duration((double)ms->more_steps, b, sizeof b));
+            else if (ms->more_steps > 0)
+                ADD(" (%lld more step%s)", (long long)ms->more_steps, ms->more_steps == 1 ? "" : "s");
             break;
         case PL_LIVE_FLAT:
-            if (ms->warmup_steps > 0) ADD(" after %lld warmup %ss", (long long)ms->warmup_steps, unit);
+            if (ms->warmup_steps > 0 && s->by_time)
+                ADD(" after %s of warmup", pl_format_duration((double)ms->warmup_steps, b, sizeof b));
+            else if (ms->warmup_steps > 0)
+                ADD(" after %lld warmup step%s", (long long)ms->warmup_steps, ms->warmup_steps == 1 ? "" : "s");
             break;
         default: break;
         }

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -331,6 +332,41 @@ static void test_live_seed003_step70_is_warming_up(void **state) {
     pl_live_close(l);
 }
 
+/* A process without steps is judged by seconds: its line says durations ("~39 s more", "after 12 s of warmup",
+ * "OOM ~2.0 min into the run"), never "39 more ss" or "OOM at s 120". */
+static void test_live_format_by_time_units(void **state) {
+    (void)state;
+    pl_live_status_t s;
+    memset(&s, 0, sizeof s);
+    s.have_proc = true;
+    s.pid = 7;
+    snprintf(s.name, sizeof s.name, "spin");
+    s.by_time = true;
+    s.rss_bytes = s.dev_bytes = NAN;
+    s.m[PL_LIVE_HEAP] = (pl_live_mstatus_t){.present = true, .program = true, .state = PL_LIVE_WARMING,
+                                            .more_steps = 39, .oom_seconds = NAN};
+    char line[512];
+    pl_live_format(&s, line, sizeof line);
+    assert_null(strstr(line, "ss)"));
+    assert_non_null(strstr(line, "(~39 s more)"));
+    s.m[PL_LIVE_HEAP].state = PL_LIVE_FLAT;
+    s.m[PL_LIVE_HEAP].warmup_steps = 12;
+    pl_live_format(&s, line, sizeof line);
+    assert_non_null(strstr(line, "after 12 s of warmup"));
+    s.m[PL_LIVE_HEAP].state = PL_LIVE_LEAK;
+    s.m[PL_LIVE_HEAP].per_step = 1024;
+    s.m[PL_LIVE_HEAP].has_oom = true;
+    s.m[PL_LIVE_HEAP].oom_step = 120;
+    pl_live_format(&s, line, sizeof line);
+    assert_null(strstr(line, "OOM at s"));
+    assert_non_null(strstr(line, "OOM ~"));
+    s.by_time = false; /* with steps: step words */
+    s.m[PL_LIVE_HEAP].state = PL_LIVE_WARMING;
+    s.m[PL_LIVE_HEAP].more_steps = 1;
+    pl_live_format(&s, line, sizeof line);
+    assert_non_null(strstr(line, "(1 more step)"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_live_holder_named_when_it_leaks, setup, teardown),
@@ -340,6 +376,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_live_rss_beside_heap_grows, setup, teardown),
         cmocka_unit_test_setup_teardown(test_live_lists_like_the_report, setup, teardown),
         cmocka_unit_test_setup_teardown(test_live_seed003_step70_is_warming_up, setup, teardown),
+        cmocka_unit_test(test_live_format_by_time_units),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
