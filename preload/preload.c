@@ -146,7 +146,8 @@ static void emit_process_start(uint32_t ppid, uint32_t exec_seq) {
     pl_emit(&r);
 }
 
-/* Make the run directory if PLATEAU_DIR is unset, and export it so children write next to us. */
+/* Make the run directory if PLATEAU_DIR is unset (or make a relative one absolute), and export it so children
+ * write next to us. */
 static bool ensure_dir(void) {
     if (!pl_g.opt.dir[0]) {
         char cwd[400];
@@ -156,6 +157,15 @@ static bool ensure_dir(void) {
         localtime_r(&now, &tm);
         snprintf(pl_g.opt.dir, sizeof pl_g.opt.dir, "%s/plateau-run-%04d%02d%02d-%02d%02d%02d-%d", cwd,
                  tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)getpid());
+        setenv("PLATEAU_DIR", pl_g.opt.dir, 1);
+    } else if (pl_g.opt.dir[0] != '/') {
+        /* a relative PLATEAU_DIR (set by hand) names the first process's folder: made absolute once and exported,
+         * so a child that changed its working directory writes next to us instead of making folders in its own */
+        char cwd[PATH_MAX], abs[sizeof pl_g.opt.dir];
+        if (!getcwd(cwd, sizeof cwd)) return false;
+        int n = snprintf(abs, sizeof abs, "%s/%s", cwd, pl_g.opt.dir);
+        if (n < 0 || (size_t)n >= sizeof abs) return false;
+        memcpy(pl_g.opt.dir, abs, sizeof abs);
         setenv("PLATEAU_DIR", pl_g.opt.dir, 1);
     }
     if (mkdir(pl_g.opt.dir, 0700) < 0 && errno != EEXIST) return false;

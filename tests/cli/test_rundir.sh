@@ -52,6 +52,16 @@ rc=0; "$P" run -o "$work/link" -- /bin/true >"$work/l.txt" 2>&1 || rc=$?
 mkdir "$work/ww"; chmod 1777 "$work/ww"
 rc=0; "$P" run -o "$work/ww" -- /bin/true >"$work/w.txt" 2>&1 || rc=$?
 [ $rc = 2 ] && grep -q "is writable by others" "$work/w.txt" || fail "world-writable directory accepted (exit $rc)"
+# --- the preload set by hand with a relative PLATEAU_DIR: one folder, next to the first process, made absolute
+# for the children (a child that changed its working directory makes no folder of its own there) ---
+pre=$(cd "$(dirname "$P")/../preload" && pwd)/libplateau_preload.so
+mkdir -p "$work/rel/sub"
+(cd "$work/rel" && LD_PRELOAD=$pre PLATEAU_DIR=rd PLATEAU_QUIET=1 sh -c 'cd sub && /bin/true') ||
+    fail "relative PLATEAU_DIR run"
+[ -d "$work/rel/rd" ] || fail "relative PLATEAU_DIR: no run folder next to the first process"
+[ -e "$work/rel/sub/rd" ] && fail "relative PLATEAU_DIR: a child made a folder in its own working directory"
+[ "$(ls "$work/rel/rd"/*.pltrace | wc -l)" -ge 2 ] || fail "relative PLATEAU_DIR: the child's trace is not there"
+
 # --- a parent others may write (no sticky bit) could swap the run directory while the program runs: said once;
 # under a parent only we write, or a sticky one (/tmp's mode), nothing is said ---
 mkdir -p "$work/shared" "$work/sticky"; chmod 777 "$work/shared"; chmod 1777 "$work/sticky"
