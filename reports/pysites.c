@@ -31,9 +31,28 @@ static const char *after_packages(const char *file) {
     return best;
 }
 
+/* A file of plateau's own Python side (the .py files of python/plateau/ and python/boot/sitecustomize.py: built, or
+ * under <datadir>/plateau/python/ installed): the census, the step hook and the callbacks run inside the program,
+ * but their lines are never the line a user changes. Matched by folder and file name, so a user's own folder of the
+ * same name with other files stays theirs. */
+static bool plateau_own(const char *file) {
+    static const char *const names[] = {"__init__.py", "_callbacks.py", "_census.py", "_native.py", "_steps.py",
+                                        "_torchstats.py", "torch.py"};
+    const char *base = strrchr(file, '/');
+    if (!base) return false;
+    size_t dir_len = (size_t)(base - file);
+    static const char boot[] = "/python/boot", pkg[] = "/python/plateau";
+    if (dir_len >= sizeof boot - 1 && !strncmp(base - (sizeof boot - 1), boot, sizeof boot - 1))
+        return !strcmp(base + 1, "sitecustomize.py");
+    if (dir_len < sizeof pkg - 1 || strncmp(base - (sizeof pkg - 1), pkg, sizeof pkg - 1)) return false;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(base + 1, names[i])) return true;
+    return false;
+}
+
 bool pl_pysite_is_user(const char *file) {
     if (!file || !file[0] || file[0] == '<') return false;
-    return !after_packages(file) && !after_lib_python(file);
+    return !after_packages(file) && !after_lib_python(file) && !plateau_own(file);
 }
 
 const char *pl_pysite_short(const char *file) {

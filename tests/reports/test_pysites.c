@@ -227,6 +227,12 @@ static void test_pysites_paths(void **state) {
     assert_false(pl_pysite_is_user("/usr/lib/python3.11/threading.py"));
     assert_false(pl_pysite_is_user("/root/.pyenv/versions/3.12.1/lib/python3.12/json/decoder.py"));
     assert_false(pl_pysite_is_user("/usr/lib/python3/dist-packages/torch/nn/modules/module.py"));
+    /* plateau's own Python side, built or installed, is not the user's code; a user's folders of the same names are */
+    assert_false(pl_pysite_is_user("/work/plateau/build/python/plateau/_census.py"));
+    assert_false(pl_pysite_is_user("/usr/share/plateau/python/plateau/_steps.py"));
+    assert_false(pl_pysite_is_user("/opt/p/share/plateau/python/boot/sitecustomize.py"));
+    assert_true(pl_pysite_is_user("/home/u/robot/python/boot/train.py"));
+    assert_true(pl_pysite_is_user("/home/u/proj/python/plateau/model.py"));
     assert_false(pl_pysite_is_user("/venv/lib/python3.11/site-packages/numpy/core/numeric.py"));
     assert_false(pl_pysite_is_user("<frozen importlib._bootstrap>"));
     assert_false(pl_pysite_is_user(""));
