@@ -263,6 +263,21 @@ int pl_verdict_classify(const pl_series_t *s, const pl_verdict_params_t *pp, pl_
         int64_t spacing = n >= 2 ? max64(1, (v.last_step - v.first_step) / (int64_t)(n - 1)) : 1;
         v.more_steps = max64((int64_t)(p.min_tail_points - n) * spacing,
                              p.min_tail_steps - (v.last_step - v.first_step));
+        /* at least half the points a verdict needs, by steps (a log of every 10th step, a short run): not "no
+         * data" but not decided yet; and a series that grows since its first step cannot be decided before the
+         * warmup allowance has passed (rule 2), whatever the points */
+        if (!s->by_time && n >= 3 && 2 * n >= p.min_tail_points) {
+            int64_t span = v.last_step - v.first_step;
+            v.tail_start_step = v.first_step;
+            v.tail_steps = span;
+            v.tail_points = n;
+            v.undecided = PL_UNDECIDED_TAIL_SHORT;
+            if (c.points[n - 1].base > c.points[0].base * 1.01 + 1 && span > 0) {
+                v.undecided = PL_UNDECIDED_WARMUP;
+                v.slope_per_step = (c.points[n - 1].base - c.points[0].base) / (double)span; /* end to end: a guide */
+                v.more_steps = max64(v.more_steps, v.first_step + p.warmup_allow_steps + p.min_tail_steps - v.last_step);
+            }
+        }
         rc = 0;
         goto done;
     }

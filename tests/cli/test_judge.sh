@@ -20,6 +20,7 @@ grep -q "'memory' judged as rss (a guess" "$work/out" || fail "seed003 run 2: th
 rc=$(judge "$F/seed003_run1.txt" --fail-on-leak)
 [ "$rc" = 0 ] || fail "seed003 run 1: exit $rc"
 grep -q 'LEAK\| leak ' "$work/out" && fail "seed003 run 1 (stopped at step 70, still warming up) called a leak"
+grep -q '^verdict: not decided yet: run ~80 more steps' "$work/out" || fail "seed003 run 1: not 'not decided yet'"
 
 rc=$(judge "$F/seed003_both.txt")
 [ "$rc" = 0 ] || fail "seed003 both: exit $rc"
