@@ -82,16 +82,6 @@ static char *slurp(const char *path, size_t *len) {
     return b;
 }
 
-static double unit_bytes(const char *u) {
-    static const struct { const char *u; double mul; } units[] = {
-        {"b", 1}, {"bytes", 1}, {"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"kib", 1024.0}, {"mib", 1048576.0},
-        {"gib", 1073741824.0},
-    };
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
-        if (!strcasecmp(u, units[i].u)) return units[i].mul;
-    return 0;
-}
-
 static int render_json_cb(const void *ctx, FILE *o) { return pl_render_json(ctx, o, 0); }
 
 int pl_cli_judge(int argc, char **argv) {
@@ -122,7 +112,7 @@ int pl_cli_judge(int argc, char **argv) {
     }
     const char *path = argv[optind];
     double unit_mul = 1;
-    if (unit && !(unit_mul = unit_bytes(unit))) {
+    if (unit && !(unit_mul = pl_log_unit(unit))) {
         fprintf(stderr, "plateau judge: --unit %s: not a unit (B, KB, MB, GB, KiB, MiB, GiB)\n", pl_format_esc(unit));
         return 2;
     }
@@ -140,7 +130,7 @@ int pl_cli_judge(int argc, char **argv) {
     }
     pl_log_t log;
     char err[256] = "";
-    pl_log_opts_t lo = {.metric = as, .column = colname};
+    pl_log_opts_t lo = {.metric = as, .column = colname, .unit_bytes = unit_mul};
     int rc = pl_log_parse(text, len, &lo, &log, err, sizeof err);
     free(text);
     if (rc == -EINVAL) {
@@ -186,8 +176,6 @@ int pl_cli_judge(int argc, char **argv) {
         }
         for (size_t c = 0; c < log.n_cols && !rc; c++) {
             if (!run->n[c] || log.cols[c].metric == PL_METRIC__COUNT) continue;
-            if (unit_mul != 1 && log.format != PL_LOG_TEXT)
-                for (size_t i = 0; i < run->n[c]; i++) run->samples[c][i].value *= unit_mul;
             rc = pl_report_set_samples(p, log.cols[c].metric, run->samples[c], run->n[c], NULL);
         }
     }

@@ -52,6 +52,12 @@ static double unit_at(const char *p, const char *e, const char **end) {
     return 0;
 }
 
+double pl_log_unit(const char *name) {
+    const char *e = name + strlen(name), *end;
+    double mul = unit_at(name, e, &end);
+    return end == e && name[0] != ' ' && name[0] != '\t' ? mul : 0;
+}
+
 /* A unit named inside a header ("memory.used [MiB]", "gpu_mem_mb", "rss (GB)"): its multiplier, 0 none. */
 static double unit_in_name(const char *name) {
     char low[64];
@@ -319,7 +325,7 @@ static int fields_row(ctx_t *c, const field_t *f, size_t n, int64_t row_step) {
         const char *u;
         double mul = unit_at(q, f[i].ve, &u);
         if (mul == 0) mul = unit_in_name(f[i].name);
-        if (mul == 0) mul = 1; /* no unit anywhere: bytes (said by plateau judge; --unit to say otherwise) */
+        if (mul == 0) mul = c->opts && c->opts->unit_bytes > 0 ? c->opts->unit_bytes : 1; /* none: --unit, else bytes */
         int col = column(c, f[i].name);
         if (col < 0) continue;
         int rc = add_sample(c, col, step, v * mul);

@@ -52,7 +52,11 @@ typedef struct pl_log {
 typedef struct pl_log_opts {
     const char *metric;   /* NULL, or every column judged as this metric name ("rss", "dev.reserved", ...) */
     const char *column;   /* NULL, or only the column of this name */
+    double unit_bytes;    /* bytes per unit of CSV / JSON values whose cell and header name no unit (0: bytes) */
 } pl_log_opts_t;
+
+/* Bytes per unit for a unit name as the logs write it ("MB", "MiB", "GB", "bytes", any case), 0 if it is none. */
+double pl_log_unit(const char *name);
 
 /* Parse text[0..len) into *out (zeroed first; free with pl_log_free). Returns 0; -EINVAL (bad arguments, or a
  * metric option naming no metric); -ENODATA when no line holds a step and a memory value, with a one-line reason

@@ -5,6 +5,7 @@
  * came) is still reported.
  */
 #include "series.h"
+#include "trend.h"
 
 #include <errno.h>
 #include <math.h>
@@ -181,11 +182,6 @@ static int dbl_cmp(const void *a, const void *b) {
     return x < y ? -1 : (x > y);
 }
 
-static double median_of(double *v, size_t n) {
-    qsort(v, n, sizeof *v, dbl_cmp);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 #define SAW_MIN_FALLS 4
 
 /* The falls of a sawtooth: indices i (the low point after a fall) where base drops by more than `thr` from the
@@ -205,7 +201,7 @@ static int saw_check(const pl_point_t *p, size_t n, const size_t *fall, size_t k
     *period = 0;
     size_t g = 0;
     for (size_t j = 1; j < k; j++) scratch[g++] = (double)(p[fall[j]].step - p[fall[j - 1]].step);
-    double per = median_of(scratch, g);
+    double per = pl_trend_median(scratch, g);
     if (per < 3) return 0;
     double tol = per / 5 > 1 ? per / 5 : 1;
     size_t agree = 0;
@@ -221,7 +217,7 @@ static int saw_check(const pl_point_t *p, size_t n, const size_t *fall, size_t k
             if (p[i].base - p[i - 1].base > top) top = p[i].base - p[i - 1].base;
         scratch[q++] = climb > 0 ? top / climb : 1;
     }
-    if (median_of(scratch, q) >= 0.75) return 0;
+    if (pl_trend_median(scratch, q) >= 0.75) return 0;
     /* falls far out of the noise of the other step-to-step changes (robust sigma: 1.4826 MAD) */
     size_t m = 0, f = 0;
     for (size_t i = 1; i < n; i++) {
@@ -232,11 +228,11 @@ static int saw_check(const pl_point_t *p, size_t n, const size_t *fall, size_t k
         scratch[m++] = p[i].base - p[i - 1].base;
     }
     if (m < 2) return 0;
-    double med = median_of(scratch, m);
+    double med = pl_trend_median(scratch, m);
     for (size_t i = 0; i < m; i++) scratch[i] = fabs(scratch[i] - med);
-    double sigma = 1.4826 * median_of(scratch, m);
+    double sigma = 1.4826 * pl_trend_median(scratch, m);
     for (size_t j = 0; j < k; j++) scratch[j] = p[fall[j] - 1].base - p[fall[j]].base;
-    if (median_of(scratch, k) < 6 * sigma) return 0;
+    if (pl_trend_median(scratch, k) < 6 * sigma) return 0;
     *period = (int64_t)llround(per);
     return 0;
 }

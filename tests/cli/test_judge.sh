@@ -48,6 +48,13 @@ rc=$(judge "$F/history.jsonl" --column memory/reserved_mb --fail-on-leak)
 [ "$rc" = 0 ] || fail "--column: exit $rc"
 grep -q 'dev.allocated' "$work/out" && fail "--column: another column judged"
 
+# --unit is for values that name no unit: it never rescales a unit a cell or header gives (history.jsonl's "_mb")
+rc=$(judge "$F/history.jsonl" --unit GB)
+grep -q '^verdict: LEAK .*+3.82 MiB/step of dev.allocated' "$work/out" || fail "--unit rescaled values with a unit"
+{ echo "step,rss"; for i in $(seq 1 200); do echo "$i,$((1000 + (i < 30 ? i * 10 : 300)))"; done; } >"$work/bare.csv"
+rc=$(judge "$work/bare.csv" --unit MiB)
+grep -q "rss .* plateau .*warmup.*(+2[0-9][0-9] MiB)" "$work/out" || fail "--unit MiB on unitless values"
+
 : >"$work/empty.txt"
 head -c 4096 /dev/urandom >"$work/junk.bin"
 for bad in "$work/empty.txt" "$work/junk.bin" "$work/missing.txt" "$work"; do
