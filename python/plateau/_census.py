@@ -653,6 +653,25 @@ def _line(walk, path, what, kind, has_graph):
             except Exception:
                 pass
         fix = "register the hook once (or keep its handle and call .remove())"
+    elif last == "grad" and what.startswith("gradient"):
+        # a .grad whose graph grows: gradients accumulated with create_graph=True and never reset. The honest line is
+        # the call that passes create_graph (its keyword names are a constant tuple: KW_NAMES on 3.11-3.12, LOAD_CONST
+        # before CALL_KW / CALL_FUNCTION_KW elsewhere)
+        sites = []
+        for c in codes:
+            try:
+                cur = c.co_firstlineno
+                for x in dis.get_instructions(c):
+                    cur = _line_of(x, cur)
+                    v = x.argval
+                    if x.opname == "KW_NAMES" and type(v) is not tuple:  # 3.11's dis leaves it unresolved
+                        v = c.co_consts[x.arg] if x.arg is not None and x.arg < len(c.co_consts) else None
+                    if type(v) is tuple and "create_graph" in v:
+                        sites.append((c.co_filename, cur, "create_graph", None))
+            except Exception:
+                pass
+        fix = "reset the gradients every step (`zero_grad(set_to_none=True)`), or take them with " \
+              "`torch.autograd.grad(..., create_graph=True)` instead of `.backward(create_graph=True)`" if sites else ""
     else:
         name = last if attr else path.split(".", 1)[0].split("[", 1)[0]
         if what.startswith(("closure", "default")) or (what.startswith("local of generator")):

@@ -3,9 +3,11 @@
 
 Each script there is a small, unmodified PyTorch CPU training loop with one classic retention (leak_*.py) or a
 healthy loop with large but bounded containers (control_*.py); its second line says what the report must name:
-`# expect: PATH` (a holder's path) or `# expect: none`. Every script runs under `plateau run` with Debian's
-/usr/bin/python3 (torch 1.13); its output must be the output it has without plateau, and `plateau report --json`
-must name PATH among the process's retention holders (named: true) for a leak, and name no holder for a control.
+`# expect: PATH` (a holder's path) or `# expect: none`; for a leak, the line named as growing it must be in the script
+and contain the holder's last name (or the text of a `# line-has: TEXT` header line). Every script runs under
+`plateau run` with /usr/bin/python3 (Debian's torch 1.13; PL_TORCH_PYTHON another, e.g. torch 2's venv); its output
+must be the output it has without plateau, and `plateau report --json` must name PATH among the process's retention
+holders (named: true) for a leak, and name no holder for a control.
 PLATEAU_CENSUS_BUDGET=0.5 makes censuses frequent enough in runs of a few seconds (the default 1 % is measured in
 bench/RESULTS.md).
 Usage: test_retention.py [--repeat N] [SCRIPT ...]   (exit 77 = skipped where torch does not import)
@@ -40,6 +42,16 @@ def expected(script):
                 v = line.split(":", 1)[1].strip()
                 return None if v == "none" else v
     raise AssertionError(f"{script}: no '# expect:' line")
+
+
+def line_has(script, want):
+    """The text the named line must contain: `# line-has: TEXT` in the header, else the holder's last name."""
+    with open(script) as f:
+        lines = f.read().splitlines()
+    for line in lines[:6]:
+        if line.startswith("# line-has:"):
+            return line.split(":", 1)[1].strip(), lines
+    return want.rsplit(".", 1)[-1].split("[", 1)[0], lines
 
 
 def run_one(tmp, script, k):
@@ -101,8 +113,11 @@ def main(argv):
                     if want:
                         assert want in holders, f"{name}: {want} not named: {json.dumps(ret)[:1500]}"
                         h = [h for h in ret["holders"] if h["path"] == want][0]
-                        line = "%s:%d" % (os.path.basename(h["line"]["file"]), h["line"]["line"]) if h["line"] \
-                            else "no line"
+                        assert h["line"], f"{name}: {want} named without the line that grows it"
+                        line = "%s:%d" % (os.path.basename(h["line"]["file"]), h["line"]["line"])
+                        has, text = line_has(script, want)
+                        assert os.path.samefile(h["line"]["file"], script) and \
+                            has in text[h["line"]["line"] - 1], f"{name}: line {line} does not grow {want} ({has!r})"
                         named["leak"] += 1
                         print(f"ok: {name}: {want} named ({h['what']}, {h['size_per_step']:.3g} "
                               f"{h['size_unit']}/step, {line}, fix: {h['likely_fix']})")

@@ -1,6 +1,7 @@
 # Leak: backward(create_graph=True) for a gradient penalty, gradients never reset: each parameter's .grad keeps an
 # autograd graph that grows every step (the reference cycle torch warns about).
 # expect: model.weight.grad
+# line-has: create_graph=True
 import warnings
 
 import torch

@@ -1,5 +1,6 @@
 # Leak: a forward hook registered at every step (and never removed) keeps one more closure, and its tensors, per step.
 # expect: model._forward_hooks
+# line-has: register_forward_hook
 import torch
 
 torch.manual_seed(0)
