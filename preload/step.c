@@ -99,6 +99,17 @@ PL_EXPORT void plateau_retention(unsigned census, unsigned flags, const uint64_t
         .items = n > 0 ? vals[0] : PL_TRACE_NA, .nodes = n > 1 ? vals[1] : PL_TRACE_NA,
         .bytes = n > 2 ? vals[2] : PL_TRACE_NA, .line = line, .path = path ? path : "", .what = what ? what : "",
         .kind = kind ? kind : "", .file = file ? file : "", .fix = fix ? fix : ""};
+    /* vals[3]: the number of storages that follow as (data pointer, bytes) pairs (NA or absent: none) */
+    if (n > 3 && vals[3] != PL_TRACE_NA) {
+        uint64_t k = vals[3];
+        if (k > PL_RETENTION_MAX_RANGES) k = PL_RETENTION_MAX_RANGES;
+        if (k > (uint64_t)(n - 4) / 2) k = (uint64_t)(n - 4) / 2;
+        for (uint64_t i = 0; i < k; i++) {
+            r.u.retention.range_addr[i] = vals[4 + 2 * i];
+            r.u.retention.range_bytes[i] = vals[5 + 2 * i];
+        }
+        r.u.retention.n_ranges = (uint32_t)k;
+    }
     pl_emit(&r);
 }
 

@@ -571,6 +571,26 @@ static void on_host_free(state_t *s, const pl_trace_record_t *rec) {
     stack_note(s, st, rec->t_ns);
 }
 
+/* Who keeps it (reports/retention.c); and, from the storages a holder's record carries (trace 1.9), which sampled
+ * host allocations live at that moment they begin at: what ties the holder to an allocation site (match_holders). */
+static int on_retention(state_t *s, const pl_rec_retention_t *q) {
+    if (!s->xp->retention && !(s->xp->retention = calloc(1, sizeof *s->xp->retention))) return -ENOMEM;
+    int rc = pl_retention_add(s->xp->retention, q);
+    if (rc || !q->n_ranges) return rc;
+    pl_retention_holder_t *h = pl_retention_find(s->xp->retention, q->path);
+    if (!h || q->census < h->match_census) return 0;
+    h->match_census = q->census;
+    h->n_ranges = q->n_ranges < PL_RETENTION_MAX_RANGES ? q->n_ranges : PL_RETENTION_MAX_RANGES;
+    h->n_match = 0;
+    for (uint32_t i = 0; i < h->n_ranges; i++) {
+        const slot_t *sl = pl_table_get(&s->host, q->range_addr[i]);
+        if (!sl) continue;
+        h->match_stack[h->n_match] = sl->aux;
+        h->match_bytes[h->n_match++] = weight(s, sl->val);
+    }
+    return 0;
+}
+
 static void on_stack(state_t *s, const pl_rec_stack_t *q) {
     stack_t_ *st = stack_get(s, q->stack_id, true);
     if (!st) return;
@@ -678,9 +698,7 @@ static int on_record(state_t *s, const pl_trace_record_t *rec) {
     case PL_REC_MODULE: return on_module(s, &rec->u.module);
     case PL_REC_PYFRAME: return on_pyframe(s, &rec->u.pyframe);
     case PL_REC_LOST: s->xp->n_lost_records += rec->u.lost.n_records; return 0;
-    case PL_REC_RETENTION:
-        if (!s->xp->retention && !(s->xp->retention = calloc(1, sizeof *s->xp->retention))) return -ENOMEM;
-        return pl_retention_add(s->xp->retention, &rec->u.retention);
+    case PL_REC_RETENTION: return on_retention(s, &rec->u.retention);
     default: return 0;
     }
 }
@@ -804,6 +822,48 @@ static void name_python_site(const state_t *s, const stack_t_ *st, pl_extract_si
     }
 }
 
+/* the key stacks merge into sites by (find_sites): the naming Python frame, else the stack alone */
+static uint64_t site_key(const state_t *s, const stack_t_ *st) {
+    const pyf_t *nf = naming_frame(s, st);
+    return nf ? (1ull << 40) + (uint64_t)(nf - s->pyfs) : (uint64_t)st->id + 1;
+}
+
+/* A named holder's matched storages (on_retention) tie it to the growing site most of them were allocated at: "the
+ * memory allocated at train.py:42 is held by `outputs`". Only the sites find_sites kept; none when no storage
+ * matched (the census's storages are its largest; sampling picks allocations by size, so small ones rarely match). */
+static void match_holders(state_t *s) {
+    pl_retention_t *rt = s->xp->retention;
+    pl_extract_proc_t *xp = s->xp;
+    for (size_t i = 0; rt && i < rt->n_holders; i++) {
+        pl_retention_holder_t *h = &rt->holders[i];
+        h->alloc_at[0] = 0;
+        h->alloc_hits = 0;
+        h->alloc_bytes = 0;
+        if (!h->named || !h->n_match) continue;
+        for (size_t k = 0; k < xp->n_sites; k++) {
+            const pl_extract_site_t *site = &xp->sites[k];
+            const stack_t_ *ss = stack_get(s, site->stack_id, false);
+            if (!ss) continue;
+            uint64_t key = site_key(s, ss);
+            uint32_t hits = 0;
+            double bytes = 0;
+            for (uint32_t m = 0; m < h->n_match; m++) {
+                const stack_t_ *ms = stack_get(s, h->match_stack[m], false);
+                if (ms && site_key(s, ms) == key) {
+                    hits++;
+                    bytes += h->match_bytes[m];
+                }
+            }
+            if (hits > h->alloc_hits) {
+                h->alloc_hits = hits;
+                h->alloc_bytes = bytes;
+                const char *name = site->py_name ? site->py_name : site->n_frames ? site->frames[0] : "";
+                snprintf(h->alloc_at, sizeof h->alloc_at, "%s", name);
+            }
+        }
+    }
+}
+
 static void find_sites(state_t *s, pl_report_process_t *row, bool by_step) {
     pl_extract_proc_t *xp = s->xp;
     xp->site_tail_step = -1;
@@ -848,8 +908,7 @@ static void find_sites(state_t *s, pl_report_process_t *row, bool by_step) {
         const hist_t *h = by_step ? &st->by_step : &st->by_time;
         double end = last_key == INT64_MAX ? st->live_bytes : hist_at(h, last_key);
         double g = end - hist_at(h, tail - 1);
-        const pyf_t *nf = naming_frame(s, st);
-        uint64_t key = nf ? (1ull << 40) + (uint64_t)(nf - s->pyfs) : (uint64_t)st->id + 1;
+        uint64_t key = site_key(s, st);
         slot_t *f = pl_table_get(&gix, key);
         group_t *gr;
         if (f) {
@@ -993,6 +1052,7 @@ static int finish(state_t *s, pl_report_process_t *row) {
     pl_run_site_sentence(s->xp, row->site_line, sizeof row->site_line);
     if (s->xp->retention) { /* who keeps it: the verdict line names the holder (reports/retention.c) */
         pl_retention_judge(s->xp->retention);
+        match_holders(s);
         pl_retention_sentence(s->xp->retention, row->holder_line, sizeof row->holder_line);
     }
     if (s->o->only_metric && s->o->metric != PL_METRIC_HEAP_BYTES && row->metrics[PL_METRIC_HEAP_BYTES].present) {

@@ -74,6 +74,12 @@ static void add_point(pl_retention_holder_t *h, const pl_rec_retention_t *q) {
     h->n_points++;
 }
 
+pl_retention_holder_t *pl_retention_find(pl_retention_t *rt, const char *path) {
+    for (size_t i = 0; path && i < rt->n_holders; i++)
+        if (!strcmp(rt->holders[i].path, path)) return &rt->holders[i];
+    return NULL;
+}
+
 int pl_retention_add(pl_retention_t *rt, const pl_rec_retention_t *q) {
     if (!q->path || !q->path[0]) { /* one census */
         rt->n_census++;
@@ -234,7 +240,11 @@ size_t pl_retention_holder_phrase(const pl_retention_holder_t *h, char *buf, siz
         }
     }
     line_phrase(h, line, sizeof line);
-    int len = snprintf(buf, n, "`%s` (%s): %s%s%.400s", h->path, h->what, growth, kept, line);
+    char at[400] = "";
+    if (h->alloc_at[0])
+        snprintf(at, sizeof at, "; it holds memory allocated at %.256s (%u of its %u largest storages are sampled "
+                 "allocations there)", h->alloc_at, h->alloc_hits, h->n_ranges);
+    int len = snprintf(buf, n, "`%s` (%s): %s%s%.400s%s", h->path, h->what, growth, kept, line, at);
     return len < 0 ? 0 : (size_t)len >= n ? n - 1 : (size_t)len;
 }
 

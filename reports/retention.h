@@ -41,6 +41,15 @@ typedef struct pl_retention_holder {
     double nodes_per_step;          /* a container's: autograd nodes of the tensors it holds, per step (NAN unknown) */
     uint64_t size_last, bytes_last; /* at the last census (bytes PL_TRACE_NA unknown) */
     int64_t first_step, last_step;  /* steps of its first and last census */
+    /* Where its memory was allocated (trace 1.9; set by reports/extract.c): of its largest storages at the last
+     * census that sent them (n_ranges), those that begin at a sampled host allocation live at that moment, by the
+     * allocation's stack id and weighted bytes; then the growing site (pl_extract_site_t) most of them belong to. */
+    uint32_t match_census, n_ranges, n_match;
+    uint32_t match_stack[PL_RETENTION_MAX_RANGES];
+    double match_bytes[PL_RETENTION_MAX_RANGES];
+    char alloc_at[256];             /* that site's name ("train.py:42 in train"), "" none */
+    uint32_t alloc_hits;            /* storages found there (of n_ranges) */
+    double alloc_bytes;             /* their sampled allocations' estimated bytes */
 } pl_retention_holder_t;
 
 typedef struct pl_retention {
@@ -57,6 +66,9 @@ typedef struct pl_retention {
 
 /* Fold one retention record into *rt (zeroed before the first). Returns 0 or -ENOMEM. */
 int pl_retention_add(pl_retention_t *rt, const pl_rec_retention_t *q);
+
+/* The holder of path, NULL when none. */
+pl_retention_holder_t *pl_retention_find(pl_retention_t *rt, const char *path);
 
 /* Judge every holder (docs/retention.md, "Growth, not size") and sort the named ones first. Idempotent. */
 void pl_retention_judge(pl_retention_t *rt);

@@ -58,6 +58,17 @@ void pl_retention_json(pl_json_t *j, const pl_retention_t *rt) {
         }
         pl_json_key(j, "likely_fix");
         pl_json_str_or_null(j, h->fix[0] ? h->fix : NULL);
+        pl_json_key(j, "allocated_at"); /* trace 1.9: the growing site its largest storages were sampled at */
+        if (h->alloc_at[0]) {
+            pl_json_object(j);
+            pl_json_kstr(j, "site", h->alloc_at);
+            pl_json_kuint(j, "storages_matched", h->alloc_hits);
+            pl_json_kuint(j, "storages_checked", h->n_ranges);
+            pl_json_knum(j, "bytes", h->alloc_bytes);
+            pl_json_end(j);
+        } else {
+            pl_json_null(j);
+        }
         pl_json_end(j);
     }
     pl_json_end(j);

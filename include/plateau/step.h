@@ -82,7 +82,9 @@ PL_STEP_API void plateau_alloc_stats(int source, int device, const uint64_t *val
  * holder it reports. Records one retention record (docs/trace-format.md) tagged with the steps completed so far.
  * census: the census number (from 1) the values were measured at (a holder's first report carries its earlier
  * censuses too); flags: PL_RETENTION_* (plateau/trace.h); vals: n values, items, nodes, bytes in that order
- * (UINT64_MAX = not available, and so is every index >= n); strings are copied and cut (path, what, fix at 255
+ * (UINT64_MAX = not available, and so is every index >= n), then (since trace 1.9) vals[3] = k, the number of
+ * storages reachable from the holder that follow as k (data pointer, bytes) pairs (at most PL_RETENTION_MAX_RANGES
+ * kept; UINT64_MAX = none); strings are copied and cut (path, what, fix at 255
  * bytes, kind at 31, file at 1023); NULL = "". line: in file, 0 unknown. Same thread safety as plateau_step();
  * never fails. */
 PL_STEP_API void plateau_retention(unsigned census, unsigned flags, const uint64_t *vals, int n, const char *path,

@@ -29,7 +29,7 @@ extern "C" {
 #endif
 
 #define PL_TRACE_VERSION 1u
-#define PL_TRACE_VERSION_MINOR 8u  /* 1.1: module records carry build-id, file size and mtime (appended fields);
+#define PL_TRACE_VERSION_MINOR 9u  /* 1.1: module records carry build-id, file size and mtime (appended fields);
                                     * 1.2: process_start records carry the host allocator (appended fields);
                                     * 1.3: host_alloc records carry the thread's malloc-call ordinal (appended);
                                     * 1.4: the header carries the run id (formerly reserved bytes);
@@ -38,9 +38,11 @@ extern "C" {
                                     *      counters through plateau_alloc_stats), whose counters may be NA;
                                     * 1.7: process_start records carry the host name (appended field), so the
                                     *      ranks of a multi-node job are told apart by (node, pid);
-                                    * 1.8: retention records (the Python census: who keeps a leak) */
+                                    * 1.8: retention records (the Python census: who keeps a leak);
+                                    * 1.9: retention records carry storages reachable from the holder (appended) */
 #define PL_TRACE_MAX_CHUNK_BYTES (1u << 20)  /* largest chunk payload a reader accepts */
 #define PL_TRACE_MAX_FRAMES 128              /* frames per stack (native and Python together) */
+#define PL_RETENTION_MAX_RANGES 32           /* storages a retention record carries (since 1.9) */
 #define PL_TRACE_MAX_ARGV 32                 /* argv entries kept in a process record */
 #define PL_TRACE_NA UINT64_MAX               /* "not available" in optional u64 fields */
 #define PL_TRACE_MAX_T_NS ((INT64_C(1) << 62) - 1) /* a record's t_ns and a header's start times lie in [0, this] (146
@@ -236,6 +238,12 @@ typedef struct pl_rec_retention {
     const char *kind;         /* "list", "dict", "tensor", ...; "census" for a census record */
     const char *file;         /* the file of `line`, "" unknown */
     const char *fix;          /* a likely fix for a known shape, "" none */
+    /* since 1.9 (older traces decode as 0): tensor storages reachable from the holder at this census, as (data
+     * pointer, bytes), at most PL_RETENTION_MAX_RANGES: what lets a report say which allocation site's live bytes
+     * the holder keeps */
+    uint32_t n_ranges;
+    uint64_t range_addr[PL_RETENTION_MAX_RANGES];
+    uint64_t range_bytes[PL_RETENTION_MAX_RANGES];
 } pl_rec_retention_t;
 
 typedef struct pl_rec_thread_name { uint32_t tid; const char *name; } pl_rec_thread_name_t;

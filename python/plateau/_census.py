@@ -38,6 +38,7 @@ MAX_NODES = 50000      # autograd nodes walked per census, all holders together 
 MAX_NODES_HOLDER = 5000  # autograd nodes walked per holder: past it, its size is a lower bound (F_NODES_CAPPED)
 MAX_RELEASED = 8       # saved tensors found released by backward per census before the rest are skipped
 MAX_REPORTED = 12      # holders reported per census
+MAX_RANGES = 32        # storages (data pointer, bytes) sent with a reported holder: its largest (trace 1.9)
 HISTORY = 2            # censuses remembered per holder (sizes only): a holder is reported at its first growth,
                        # with the size it had at the census before
 MAX_TRACKED = 20000    # holders whose sizes are remembered between censuses (the first met); the rest are not judged
@@ -126,7 +127,7 @@ class _Walk:
         self.short = False
         self.nodes_capped = False
         self.n_released = 0
-        self.holders = {}     # path -> [items, nodes, bytes, what, kind, flags]
+        self.holders = {}     # path -> [items, nodes, bytes, what, kind, flags, ranges]
         self.kinds = {}       # type -> 'tensor' | 'list' | ... | 'object' | None
         self.saved_names = {}  # node type -> names of its _saved_ attributes
         self.codes = []       # code objects of the program's running frames (for the line)
@@ -239,16 +240,16 @@ class _Walk:
         return ()
 
     def size(self, o, k):
-        """(items, nodes, bytes, flags) of a holder."""
+        """(items, nodes, bytes, flags, ranges) of a holder; ranges: its largest storages seen, ((ptr, bytes), ...)."""
         acc, visited, flags = {}, {}, 0
         if k == "tensor":
             self.storage(o, acc)
             nodes, capped = self.graph(o, acc, visited, MAX_NODES_HOLDER)
-            return NA, nodes, sum(acc.values()), F_NODES_CAPPED if capped else 0
+            return NA, nodes, sum(acc.values()), F_NODES_CAPPED if capped else 0, _largest(acc, {})
         try:
             n = len(o)
         except Exception:
-            return NA, NA, NA, flags
+            return NA, NA, NA, flags, ()
         vals = o.values() if k == "dict" else o
         scanned = 0
         try:  # the storage of the tensors among the first MAX_ITEMS_SIZED items
@@ -287,16 +288,16 @@ class _Walk:
         if nodes and len(visited) and n > 2 * GRAPH_SAMPLE:
             nodes = nodes * n // (2 * GRAPH_SAMPLE)
             flags |= F_ESTIMATED
-        return n, nodes, b, flags | (F_NODES_CAPPED if capped else 0)
+        return n, nodes, b, flags | (F_NODES_CAPPED if capped else 0), _largest(acc, saved)
 
     def add_holder(self, o, k, path, what):
         if path in self.holders:
             return
-        items, nodes, b, flags = self.size(o, k)
+        items, nodes, b, flags, ranges = self.size(o, k)
         if k == "tensor" and not nodes:
             return  # a tensor without a graph is sized by whoever holds it, not named by itself
         name = type(o).__name__ if k in ("dict", "list", "set", "deque") else k
-        self.holders[path] = [items, nodes, b, what, name, flags]
+        self.holders[path] = [items, nodes, b, what, name, flags, ranges]
 
     # ---- the walk ----
     def visit(self, o, path, what, depth):
@@ -515,6 +516,13 @@ def _line_of(ins, cur):
     return s if type(s) is int and s is not True and s is not False else cur
 
 
+def _largest(acc, more):
+    """The MAX_RANGES largest storages of acc and more ({ptr: bytes}) as a tuple of (ptr, bytes), largest first: the
+    ones a byte-sampling tracer most likely sampled."""
+    r = sorted(list(acc.items()) + [kv for kv in more.items() if kv[0] not in acc], key=lambda kv: -kv[1])
+    return tuple(r[:MAX_RANGES])
+
+
 def _all_codes(codes):
     out, seen, stack = [], set(), list(codes)
     while stack:
@@ -715,7 +723,7 @@ def census():
     short = walk.short
     sizes = {}
     grown = []
-    for path, (items, nodes, b, what, kind, flags) in walk.holders.items():
+    for path, (items, nodes, b, what, kind, flags, ranges) in walk.holders.items():
         sizes[path] = (items, nodes, b)
         h = _hist.get(path)
         if h is None:
@@ -751,13 +759,15 @@ def census():
         _reported[path] = _reported[path] + (True,)  # history still to send
     took = time.perf_counter() - t0
     if f is not None:
-        _send(f, seq, short, len(walk.seen), len(walk.holders), took)
+        ranges = {p: walk.holders[p][6] for p in _reported if p in walk.holders}
+        _send(f, seq, short, len(walk.seen), len(walk.holders), took, ranges)
+        ranges = None
     walk = None
     last, last_short = sizes, short
     return sizes
 
 
-def _send(f, seq, short, n_objects, n_holders, took):
+def _send(f, seq, short, n_objects, n_holders, took, ranges):
     import ctypes
     vals = (ctypes.c_uint64 * 4)(n_objects, n_holders, int(took * 1e9), NA)
     f(seq, F_SHORT if short else 0, vals, 4, b"", b"", b"census", b"", 0, b"")
@@ -766,8 +776,10 @@ def _send(f, seq, short, n_objects, n_holders, took):
         what, kind = _meta[path]
         h = _hist[path] if pending else _hist[path][-1:]
         for (s, items, nodes, b, flags) in h:
-            v = (ctypes.c_uint64 * 4)(items, nodes, b, NA)
-            f(s, flags | lflags | (F_SHORT if short and s == seq else 0), v, 4, _b(path, 255), _b(what, 255),
+            r = ranges.get(path, ()) if s == seq else ()  # storages: measured at this census only
+            v = (ctypes.c_uint64 * (4 + 2 * len(r)))(items, nodes, b, len(r) if r else NA,
+                                                     *[x for kv in r for x in kv])
+            f(s, flags | lflags | (F_SHORT if short and s == seq else 0), v, len(v), _b(path, 255), _b(what, 255),
               _b(kind, 31), _b(file, 1023), int(line), _b(fix, 255))
         _reported[path] = (file, line, fix, lflags, False)
 

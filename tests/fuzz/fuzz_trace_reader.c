@@ -73,6 +73,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         case PL_REC_RETENTION: /* 1.8 */
             sum += touch(rec.u.retention.path) + touch(rec.u.retention.what) + touch(rec.u.retention.kind) +
                    touch(rec.u.retention.file) + touch(rec.u.retention.fix);
+            if (rec.u.retention.n_ranges > PL_RETENTION_MAX_RANGES) __builtin_trap(); /* 1.9: bounded */
+            for (uint32_t i = 0; i < rec.u.retention.n_ranges; i++) sum += rec.u.retention.range_bytes[i];
             break;
         default: break;
         }

@@ -4,7 +4,9 @@
 Each script there is a small, unmodified PyTorch CPU training loop with one classic retention (leak_*.py) or a
 healthy loop with large but bounded containers (control_*.py); its second line says what the report must name:
 `# expect: PATH` (a holder's path) or `# expect: none`; for a leak, the line named as growing it must be in the script
-and contain the holder's last name (or the text of a `# line-has: TEXT` header line). Every script runs under
+and contain the holder's last name (or the text of a `# line-has: TEXT` header line); with `# allocated-at: TEXT`, the
+report must tie the holder to the allocation site at the line containing TEXT (its storages begin at sampled
+allocations made there). Every script runs under
 `plateau run` with /usr/bin/python3 (Debian's torch 1.13; PL_TORCH_PYTHON another, e.g. torch 2's venv); its output
 must be the output it has without plateau, and `plateau report --json` must name PATH among the process's retention
 holders (named: true) for a leak, and name no holder for a control.
@@ -52,6 +54,14 @@ def line_has(script, want):
         if line.startswith("# line-has:"):
             return line.split(":", 1)[1].strip(), lines
     return want.rsplit(".", 1)[-1].split("[", 1)[0], lines
+
+
+def allocated_at(lines):
+    """`# allocated-at: TEXT` in the header: the holder must be tied to the line containing TEXT, else None."""
+    for line in lines[:6]:
+        if line.startswith("# allocated-at:"):
+            return line.split(":", 1)[1].strip()
+    return None
 
 
 def run_one(tmp, script, k):
@@ -118,6 +128,15 @@ def main(argv):
                         has, text = line_has(script, want)
                         assert os.path.samefile(h["line"]["file"], script) and \
                             has in text[h["line"]["line"] - 1], f"{name}: line {line} does not grow {want} ({has!r})"
+                        at = allocated_at(text)
+                        if at:  # the holder's storages tie it to the site that allocated them (trace 1.9)
+                            a = h.get("allocated_at")
+                            site = a and a["site"].split(" in ")[0]
+                            assert site and site.startswith(name + ".py:") and \
+                                at in text[int(site.rsplit(":", 1)[1]) - 1], \
+                                f"{name}: allocated_at {a} is not the line of {at!r}"
+                            line += ", holds what %s allocated (%d of %d storages)" % (site, a["storages_matched"],
+                                                                                      a["storages_checked"])
                         named["leak"] += 1
                         print(f"ok: {name}: {want} named ({h['what']}, {h['size_per_step']:.3g} "
                               f"{h['size_unit']}/step, {line}, fix: {h['likely_fix']})")

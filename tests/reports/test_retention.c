@@ -222,7 +222,11 @@ static int emit(pl_writer_t *w, pl_trace_record_t *r) {
 
 #define EMIT() assert_int_equal(emit(w, &r), 0)
 
-static void write_trace(const char *path, bool with_census, bool leak) {
+/* ranges: the leak's memory is sampled host allocations made at main.py:42 (one per step, at LEAK_ADDR(step)), and
+ * the holder's records carry its 30 newest storages, plus 2 that no sampled allocation begins at (trace 1.9) */
+#define LEAK_ADDR(step) (0x40000000ull + (uint64_t)(step) * 0x100000ull)
+
+static void write_trace_ranges(const char *path, bool with_census, bool leak, bool ranges) {
     const int64_t t0 = 1000000000LL, sec = 1000000000LL;
     pl_trace_header_t h = {.version = PL_TRACE_VERSION, .version_minor = PL_TRACE_VERSION_MINOR, .pid = 9,
                            .ppid = 1, .start_mono_ns = t0};
@@ -240,6 +244,22 @@ static void write_trace(const char *path, bool with_census, bool leak) {
     r.u.process.argv[0] = "python3";
     r.u.process.argv[1] = "main.py";
     EMIT();
+    if (ranges) {
+        memset(&r, 0, sizeof r);
+        r.type = PL_REC_PYFRAME;
+        r.t_ns = t0 + 1;
+        r.u.pyframe = (pl_rec_pyframe_t){.pyframe_id = 1, .line = 42, .file = "/src/main.py", .function = "train"};
+        EMIT();
+        memset(&r, 0, sizeof r);
+        r.type = PL_REC_STACK;
+        r.t_ns = t0 + 2;
+        r.u.stack.stack_id = 1;
+        r.u.stack.n_frames = 1;
+        r.u.stack.pcs[0] = 0x401000;
+        r.u.stack.n_py = 1;
+        r.u.stack.py[0] = 1;
+        EMIT();
+    }
     uint32_t census = 0;
     for (int s = 1; s <= 160; s++) {
         int64_t t = t0 + s * sec;
@@ -255,6 +275,14 @@ static void write_trace(const char *path, bool with_census, bool leak) {
         r.t_ns = t + 10;
         r.u.step = (pl_rec_step_t){.step = (uint64_t)s, .source = PL_STEP_OPTIMIZER};
         EMIT();
+        if (ranges && leak && s > 10) {
+            memset(&r, 0, sizeof r);
+            r.type = PL_REC_HOST_ALLOC;
+            r.t_ns = t + 5;
+            r.u.host_alloc = (pl_rec_host_alloc_t){.addr = LEAK_ADDR(s), .size = 367 * 1024, .stack_id = 1, .tid = 9,
+                                                   .call_ordinal = PL_TRACE_NA};
+            EMIT();
+        }
         if (!with_census || s % 20) continue;
         census++;
         memset(&r, 0, sizeof r);
@@ -265,6 +293,16 @@ static void write_trace(const char *path, bool with_census, bool leak) {
         if (census < 2) continue; /* first reported at census 2, with census 1 */
         for (uint32_t c = census == 2 ? 1 : census; c <= census; c++) {
             r.u.retention = holder_rec(c, (uint64_t)s, "total_loss", PL_TRACE_NA, 160 * c, 367 * 1024 * 20 * c);
+            if (ranges && c == census) { /* storages as measured at this census */
+                for (uint32_t i = 0; i < 30; i++) {
+                    r.u.retention.range_addr[i] = LEAK_ADDR(s - (int)i);
+                    r.u.retention.range_bytes[i] = 367 * 1024;
+                }
+                r.u.retention.range_addr[30] = 0x1000;
+                r.u.retention.range_addr[31] = LEAK_ADDR(s) + 64; /* inside, not at the start: not matched */
+                r.u.retention.range_bytes[30] = r.u.retention.range_bytes[31] = 4096;
+                r.u.retention.n_ranges = 32;
+            }
             EMIT();
         }
     }
@@ -290,8 +328,9 @@ static char *render(pl_report_t *rep, pl_extract_t *x, int json) { /* 0 text, 1 
 
 static char g_verdict[640];
 
-static void run_one(const char *path, bool census, bool leak, char **text, char **json, char **html) {
-    write_trace(path, census, leak);
+static void run_one_ranges(const char *path, bool census, bool leak, bool ranges, char **text, char **json,
+                           char **html) {
+    write_trace_ranges(path, census, leak, ranges);
     pl_report_t *rep = pl_report_create(path);
     assert_non_null(rep);
     pl_extract_t x;
@@ -304,6 +343,37 @@ static void run_one(const char *path, bool census, bool leak, char **text, char 
     *html = render(rep, &x, 2);
     pl_extract_free(&x);
     pl_report_destroy(rep);
+}
+
+static void run_one(const char *path, bool census, bool leak, char **text, char **json, char **html) {
+    run_one_ranges(path, census, leak, false, text, json, html);
+}
+
+/* Who keeps it, and where that was allocated: the holder's storages begin at the growing site's sampled
+ * allocations, so the report ties the two (its phrase in the lists, JSON allocated_at); without storages, or when
+ * none match, nothing is claimed. */
+static void test_retention_allocated_at(void **state) {
+    (void)state;
+    char path[200], *text, *json, *html;
+    snprintf(path, sizeof path, "%s/9.0.pltrace", g_dir);
+    run_one_ranges(path, true, true, true, &text, &json, &html);
+    assert_non_null(strstr(g_verdict, "kept by `total_loss`"));
+    assert_non_null(strstr(text, "; it holds memory allocated at main.py:42 in train (30 of its 32 largest storages "
+                                 "are sampled allocations there)"));
+    assert_non_null(strstr(json, "\"allocated_at\": {\"site\": \"main.py:42 in train\", \"storages_matched\": 30, "
+                                 "\"storages_checked\": 32, \"bytes\": "));
+    assert_non_null(strstr(html, "it holds memory allocated at main.py:42 in train"));
+    free(text);
+    free(json);
+    free(html);
+    unlink(path);
+    run_one_ranges(path, true, true, false, &text, &json, &html); /* no storages recorded: no claim */
+    assert_non_null(strstr(json, "\"allocated_at\": null"));
+    assert_null(strstr(text, "it holds memory allocated at"));
+    free(text);
+    free(json);
+    free(html);
+    unlink(path);
 }
 
 static void test_retention_end_to_end(void **state) {
@@ -370,6 +440,7 @@ int main(void) {
         cmocka_unit_test(test_retention_table_recycles_gone_holders),
         cmocka_unit_test(test_retention_sentence),
         cmocka_unit_test(test_retention_end_to_end),
+        cmocka_unit_test(test_retention_allocated_at),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -81,7 +81,12 @@ static inline void rec_sample(pl_rec_type_t type, unsigned seed, pl_trace_record
                                               .items = PL_TRACE_NA, .nodes = 1200 + seed, .bytes = 367 * 1024,
                                               .line = 196, .path = "total_loss", .what = "local of train() in main.py",
                                               .kind = "tensor", .file = "/home/u/main.py",
-                                              .fix = "accumulate `loss.item()` (or `loss.detach()`)"};
+                                              .fix = "accumulate `loss.item()` (or `loss.detach()`)",
+                                              .n_ranges = seed % (PL_RETENTION_MAX_RANGES + 1)};
+        for (uint32_t i = 0; i < r->u.retention.n_ranges; i++) {
+            r->u.retention.range_addr[i] = 0x7f0000001000ull + 0x10000ull * i;
+            r->u.retention.range_bytes[i] = 4096 + i;
+        }
         break;
     }
 }

@@ -296,6 +296,31 @@ static void test_event_stack_python_frames_and_old_records(void **state) {
     assert_string_equal(out.u.pyframe.function, "Trainer.train_epoch");
 }
 
+/* 1.9: retention records append the storages reachable from the holder; a 1.8 record (without them) decodes with
+ * none; more than PL_RETENTION_MAX_RANGES is malformed. */
+static void test_event_retention_ranges_and_old_records(void **state) {
+    (void)state;
+    pl_trace_record_t in, out;
+    rec_sample(PL_REC_RETENTION, 3, &in);
+    assert_int_equal(in.u.retention.n_ranges, 3);
+    uint8_t buf[4096];
+    size_t n = pl_event_encode(&in, buf, sizeof buf), used;
+    assert_int_equal(pl_event_decode(buf, n, &out, &used), 0);
+    assert_int_equal(out.u.retention.n_ranges, 3);
+    assert_true(out.u.retention.range_addr[2] == 0x7f0000021000ull);
+    assert_true(out.u.retention.range_bytes[2] == 4098);
+    size_t old_len = n - 4 - 3 * 16; /* the 1.8 layout ends after fix */
+    uint16_t len16 = (uint16_t)old_len;
+    memcpy(buf + 2, &len16, 2);
+    memset(&out, 0xff, sizeof out);
+    assert_int_equal(pl_event_decode(buf, old_len, &out, &used), 0);
+    assert_int_equal(out.u.retention.n_ranges, 0);
+    assert_string_equal(out.u.retention.fix, in.u.retention.fix);
+    in.u.retention.n_ranges = PL_RETENTION_MAX_RANGES + 1;
+    n = pl_event_encode(&in, buf, sizeof buf);
+    assert_int_equal(pl_event_decode(buf, n, &out, &used), -EBADMSG);
+}
+
 /* Frame symbols are not cut at the generic 4 KiB string limit: deep C++ template names survive whole. */
 static void test_event_long_frame_symbol_whole(void **state) {
     (void)state;
@@ -353,6 +378,7 @@ int main(void) {
         cmocka_unit_test(test_event_stack_python_frames_and_old_records),
         cmocka_unit_test(test_event_long_frame_symbol_whole),
         cmocka_unit_test(test_event_header_round_trip_and_checks),
+        cmocka_unit_test(test_event_retention_ranges_and_old_records),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

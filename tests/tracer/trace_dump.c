@@ -77,6 +77,7 @@ static void print(const pl_trace_record_t *r) {
                " bytes=%" PRIu64 " what=%s at=%s:%d fix=%s",
                q->census, q->step, q->flags, q->path, q->kind, q->items, q->nodes, q->bytes, q->what, q->file,
                q->line, q->fix);
+        if (q->n_ranges) printf(" ranges=%u first=0x%" PRIx64 "+%" PRIu64, q->n_ranges, q->range_addr[0], q->range_bytes[0]);
         break;
     }
     default: break;

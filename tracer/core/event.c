@@ -252,6 +252,19 @@ static bool c_fields(codec_t *c, pl_trace_record_t *r) {
         c_str(c, &q->kind, 31);
         c_str(c, &q->file, 1023);
         c_str(c, &q->fix, 255);
+        if (c_more(c)) { /* 1.9 */
+            c_u32(c, &q->n_ranges);
+            if (q->n_ranges > PL_RETENTION_MAX_RANGES) {
+                c->bad = true;
+                return true;
+            }
+            for (uint32_t i = 0; i < q->n_ranges; i++) {
+                c_u64(c, &q->range_addr[i]);
+                c_u64(c, &q->range_bytes[i]);
+            }
+        } else {
+            q->n_ranges = 0;
+        }
         return true;
     }
     }
