@@ -134,7 +134,8 @@ static pid_t start_watcher(const char *dir, const sigset_t *old_mask, pid_t cmd_
     if (nice(10) < 0) { /* best effort: the watcher yields to the program */
     }
     FILE *out = live ? stderr : fopen("/dev/null", "w");
-    pl_cli_live_opts_t o = {.interval_s = interval_s, .tty = live && isatty(STDERR_FILENO), .out = out,
+    pl_cli_live_opts_t o = {.interval_s = interval_s, .tty = live && isatty(STDERR_FILENO), .bottom_line = true,
+                            .out = out,
                             .stop_pid = stop ? cmd_pid : 0, .run_steps = run_steps, .warmup_steps = warmup_steps,
                             .since_realtime_ns = since_ns, .slow_hours = 24};
     int rc = out ? pl_cli_live_loop(dir, &o) : 1;
