@@ -8,7 +8,8 @@ execle, posix_spawn(p), system and popen; tests/targets/py_unnoticed.py on every
 threads, fork, a captured child, an explicit environment, os.environ and sys.path, /usr/bin/env with the inherited
 and a derived environment, a user's own `sitecustomize.py` and `plateau.py` beside the script) run untraced and under
 `plateau run`; stdout, stderr, exit status and the files they write must be byte for byte the same, and the children
-they name in pids.txt must be traced. The C environment modes also run with the preload set by hand ("fallback").
+they name in pids.txt must be traced. The C environment modes also run with the preload set by hand ("fallback"),
+and with the user's own LD_PRELOAD, PYTHONPATH and a PLATEAU_* variable of theirs (the *_own_vars cases).
 Usage: test_unnoticed.py PLATEAU TARGETS_BUILD_DIR TARGETS_SOURCE_DIR [CASE...]
 """
 import glob
@@ -51,6 +52,14 @@ CASES = {
 }
 
 
+# The user's own LD_PRELOAD and PYTHONPATH (which plateau run changes for the command and the tracer puts back in
+# place) and a PLATEAU_* variable of the user's (which plateau run leaves alone): the *_own_vars cases
+OWN_VARS = {"LD_PRELOAD": "libm.so.6", "PYTHONPATH": "/nonexistent-pl-a:/nonexistent-pl-b",
+            "PLATEAU_TENSOR_BUDGET": "0.5"}
+CASES["environ_own_vars"] = ([C, "environ"], None)
+CASES["spawn_env_own_vars"] = ([C, "spawn_env"], None)
+
+
 def pythons():
     """(label, path) of every interpreter here: Debian's python3 (with torch) and pyenv's versions"""
     found = [("debian3", "/usr/bin/python3")] if os.path.exists("/usr/bin/python3") else []
@@ -67,6 +76,8 @@ def pythons():
 
 for label, exe in pythons():
     CASES["python-" + label] = ([exe, "py_unnoticed.py"], None)
+    if label == "debian3":
+        CASES["python-debian3_own_vars"] = ([exe, "py_unnoticed.py"], None)
 
 
 def prepare(work):
@@ -95,11 +106,13 @@ def files_of(work):
 SH = ["/bin/sh", "-c", 'exec "$@" >stdout.txt 2>stderr.txt', "sh"]
 
 
-def run(argv, preexec, work):
+def run(argv, preexec, work, extra_env=None):
     """The program's stdout and stderr go to files of its working directory (through a shell that execs it, traced
     and untraced alike: SH), so plateau run's own lines, on its stderr, stay apart from the program's"""
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    env.update(extra_env or {})
     r = subprocess.run(argv, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=preexec,
-                       timeout=120, env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+                       timeout=120, env=env)
     return r.returncode, files_of(work), r.stderr
 
 
@@ -153,18 +166,19 @@ failures = []
 with tempfile.TemporaryDirectory(prefix="pl-unnoticed-") as tmp:
     n = 0
     for name, (argv, preexec) in CASES.items():
+        extra_env = OWN_VARS if name.endswith("_own_vars") else None
         if only and name not in only:
             continue
         n += 1
         # the same working directory for both runs (CPython's warnings name the script's path)
         work, rundir = os.path.join(tmp, name, "work"), os.path.join(tmp, name, "run")
         prepare(work)
-        plain = run(SH + argv, preexec, work)
+        plain = run(SH + argv, preexec, work, extra_env)
         shutil.rmtree(work)
         prepare(work)
         # plateau run's own lines go to its stderr; the program's stderr is the same descriptor, so plateau run
         # is told to be quiet and its stderr is compared after its own lines (prefixed "plateau: ") are dropped
-        traced = run([plateau, "run", "--no-report", "-o", rundir, "--"] + SH + argv, preexec, work)
+        traced = run([plateau, "run", "--no-report", "-o", rundir, "--"] + SH + argv, preexec, work, extra_env)
         for what, a, b in zip(("exit status", "output"), plain[:2], traced[:2]):
             if what == "output":
                 for f in sorted(set(a) | set(b)):
