@@ -31,6 +31,8 @@ typedef struct pl_cli_live_opts {
     bool once;           /* one poll, one line */
     bool until_ended;    /* return once the run has ended (else until SIGTERM: pl_cli_live_quit_on) */
     bool keep_line;      /* on a terminal, leave the last line (watch) rather than clear it (run) */
+    bool bottom_line;    /* with tty: a terminal shared with the program (plateau run): the line lives on the
+                          * terminal's last row, kept out of the program's scroll region (docs/live.md) */
     FILE *out;           /* where the line goes (default stdout) */
     pid_t stop_pid;      /* > 0: --stop-on-leak: the command plateau run started; once a leak is confirmed with the
                           * evidence docs/ci.md requires, the leaking process and its job are stopped (cli/stop.c) */

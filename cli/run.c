@@ -134,7 +134,8 @@ static pid_t start_watcher(const char *dir, const sigset_t *old_mask, pid_t cmd_
     if (nice(10) < 0) { /* best effort: the watcher yields to the program */
     }
     FILE *out = live ? stderr : fopen("/dev/null", "w");
-    pl_cli_live_opts_t o = {.interval_s = interval_s, .tty = live && isatty(STDERR_FILENO), .out = out,
+    pl_cli_live_opts_t o = {.interval_s = interval_s, .tty = live && isatty(STDERR_FILENO), .bottom_line = true,
+                            .out = out,
                             .stop_pid = stop ? cmd_pid : 0, .run_steps = run_steps, .warmup_steps = warmup_steps,
                             .since_realtime_ns = since_ns, .slow_hours = 24};
     int rc = out ? pl_cli_live_loop(dir, &o) : 1;
@@ -342,6 +343,25 @@ static bool find_jemalloc(char *out, size_t n) {
     return out[0] == '/' && is_file(out);
 }
 
+/* The variables plateau run sets for CMD, with the two markers that let the tracer give every traced process exactly
+ * the environment it would have had (docs/env.md, "The program's environment"): PLATEAU_SET names those CMD's
+ * environment did not have, PLATEAU_WAS_<NAME> keeps CMD's own value of one plateau changed. */
+static char child_added[1024];
+
+static void child_setenv(const char *name, const char *value) {
+    const char *old = getenv(name);
+    if (old && !strcmp(old, value)) return;
+    if (!old) {
+        size_t len = strlen(child_added);
+        snprintf(child_added + len, sizeof child_added - len, "%s%s", len ? ":" : "", name);
+    } else {
+        char was[64];
+        snprintf(was, sizeof was, "PLATEAU_WAS_%s", name);
+        if (!getenv(was)) setenv(was, old, 1);
+    }
+    setenv(name, value, 1);
+}
+
 /* Is the bootstrap (boot/sitecustomize.py) in d? Then its real path into dir (PATH_MAX). */
 static void bootstrap_in(const char *d, char *dir) {
     char cand[PATH_MAX + 32];
@@ -396,7 +416,7 @@ static void python_bootstrap_env(void) {
     char *pp = malloc(pp_len);
     if (!pp) return;
     snprintf(pp, pp_len, "%s%s%s", dir, old && *old ? ":" : "", old && *old ? old : "");
-    setenv("PYTHONPATH", pp, 1);
+    child_setenv("PYTHONPATH", pp);
     free(pp);
 }
 
@@ -680,27 +700,28 @@ int pl_cli_run(int argc, char **argv) {
     if (!lp) return 2;
     snprintf(lp, lp_len, "%s%s%s%s%s", preload, jemalloc[0] ? ":" : "", jemalloc, old && *old ? ":" : "",
              old && *old ? old : "");
-    setenv("LD_PRELOAD", lp, 1);
+    child_setenv("LD_PRELOAD", lp);
     free(lp);
-    setenv("PLATEAU_DIR", abs_dir, 1);
+    child_setenv("PLATEAU_DIR", abs_dir);
     char num[32];
     snprintf(num, sizeof num, "%016llx", (unsigned long long)run_id);
-    setenv("PLATEAU_RUN_ID", num, 1);
+    child_setenv("PLATEAU_RUN_ID", num);
     if (have_sample) {
         snprintf(num, sizeof num, "%llu", (unsigned long long)sample_bytes);
-        setenv("PLATEAU_SAMPLE_BYTES", num, 1);
+        child_setenv("PLATEAU_SAMPLE_BYTES", num);
     }
     if (have_interval) {
         snprintf(num, sizeof num, "%llu", (unsigned long long)interval_ms);
-        setenv("PLATEAU_INTERVAL_MS", num, 1);
+        child_setenv("PLATEAU_INTERVAL_MS", num);
     }
-    if (steps_signal) setenv("PLATEAU_STEP_SIGNAL", "1", 1);
-    setenv("PLATEAU_QUIET", getenv("PLATEAU_QUIET") ? getenv("PLATEAU_QUIET") : "1", 1);
+    if (steps_signal) child_setenv("PLATEAU_STEP_SIGNAL", "1");
+    if (!getenv("PLATEAU_QUIET")) child_setenv("PLATEAU_QUIET", "1");
     python_bootstrap_env();
     /* The collector (collector/): the tracer then runs no thread and keeps no descriptor in the program. Without
      * it the tracer runs its own writer and sampler threads (docs/env.md, PLATEAU_COLLECTOR). */
     pl_collector_t collector;
-    if (pl_collector_start(abs_dir, &collector) == 0) setenv("PLATEAU_COLLECTOR", "1", 1);
+    if (pl_collector_start(abs_dir, &collector) == 0) child_setenv("PLATEAU_COLLECTOR", "1");
+    setenv("PLATEAU_SET", child_added, 1); /* CMD's preload takes these out of its environment again */
 
     /* Signals are blocked before the fork (none is lost or kills us meanwhile) and taken by sigwaitinfo. */
     sigset_t relayed, waited, old_mask;

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -31,6 +32,99 @@ static void on_quit(int sig) {
 static void sleep_s(double s) {
     struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - floor(s)) * 1e9)};
     nanosleep(&ts, NULL); /* a signal cuts it short: quit is then checked */
+}
+
+/* ------------------------------------------------------------------ the bottom line of a shared terminal
+ * plateau run's watcher shares its terminal with the program, whose next line would land after a line rewritten in
+ * place. So the status line gets the terminal's last row to itself: a scroll region (DECSTBM) of the rows above it,
+ * where the program's output scrolls, and each redraw saves the cursor (DECSC), writes the last row and restores the
+ * cursor (DECRC), all in one write so the program's bytes never land in between. A resize (SIGWINCH) clears the old
+ * row and sets the region again; the end (plateau run ends the watcher with SIGTERM once the command has ended, on
+ * every way it ends) clears the row and resets the region. A SIGKILL of plateau run kills the watcher too (its
+ * parent-death signal) before it can: `printf '\033[r'` (or `reset`) gives the terminal back its full height. */
+static volatile int resized; /* set by the SIGWINCH handler */
+
+static void on_winch(int sig) {
+    (void)sig;
+    resized = 1;
+}
+
+typedef struct {
+    int rows, cols; /* the terminal's size when the region was set; rows 0: not set (too small, size unknown) */
+} bottom_t;
+
+static void term_size(FILE *out, int *rows, int *cols) {
+    struct winsize ws;
+    *rows = *cols = 0;
+    if (ioctl(fileno(out), TIOCGWINSZ, &ws) == 0) *rows = ws.ws_row, *cols = ws.ws_col;
+}
+
+static void put_all(FILE *out, const char *buf, size_t n) {
+    fflush(out);
+    for (size_t off = 0; off < n;) {
+        ssize_t w = write(fileno(out), buf + off, n - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return;
+        off += (size_t)w;
+    }
+}
+
+/* Reserve the last row: a new line first (so a cursor on the last row moves above it, scrolling once), then the
+ * region, then the cursor back where the new line left it, one row up. */
+static void bottom_begin(FILE *out, bottom_t *b) {
+    term_size(out, &b->rows, &b->cols);
+    if (b->rows < 3 || b->cols < 10) {
+        b->rows = 0;
+        return;
+    }
+    char buf[64];
+    int n = snprintf(buf, sizeof buf, "\n\0337\033[1;%dr\0338\033[1A", b->rows - 1);
+    put_all(out, buf, (size_t)n);
+}
+
+/* After a resize: clear the old row where it still is, and reserve the new last one. */
+static void bottom_resize(FILE *out, bottom_t *b) {
+    int rows, cols;
+    term_size(out, &rows, &cols);
+    if (rows == b->rows && cols == b->cols) return;
+    char buf[96];
+    int n = 0;
+    if (b->rows && b->rows <= rows) n = snprintf(buf, sizeof buf, "\0337\033[%d;1H\033[2K\0338", b->rows);
+    if (rows >= 3 && cols >= 10) {
+        n += snprintf(buf + n, sizeof buf - (size_t)n, "\0337\033[1;%dr\0338", rows - 1);
+        b->rows = rows, b->cols = cols;
+    } else {
+        n += snprintf(buf + n, sizeof buf - (size_t)n, "\0337\033[r\0338");
+        b->rows = 0;
+    }
+    put_all(out, buf, (size_t)n);
+}
+
+/* The status line on the last row, cut to the terminal's width (characters, not UTF-8 bytes) so it never wraps. */
+static void bottom_draw(FILE *out, const bottom_t *b, const char *line) {
+    if (!b->rows) return;
+    char buf[1024];
+    int n = snprintf(buf, sizeof buf, "\0337\033[%d;1H\033[2K", b->rows);
+    const char *text[2] = {"plateau: ", line};
+    int shown = 0;
+    for (int t = 0; t < 2; t++)
+        for (const char *c = text[t]; *c && (size_t)n + 8 < sizeof buf; c++) {
+            bool starts = ((unsigned char)*c & 0xC0) != 0x80;
+            if (starts && shown == b->cols - 1) break;
+            shown += starts;
+            buf[n++] = *c;
+        }
+    n += snprintf(buf + n, sizeof buf - (size_t)n, "\0338");
+    put_all(out, buf, (size_t)n);
+}
+
+/* Clear the row and give the program the whole terminal again. */
+static void bottom_end(FILE *out, bottom_t *b) {
+    if (!b->rows) return;
+    char buf[64];
+    int n = snprintf(buf, sizeof buf, "\0337\033[%d;1H\033[2K\033[r\0338", b->rows);
+    put_all(out, buf, (size_t)n);
+    b->rows = 0;
 }
 
 static double now_s(void) {
@@ -102,6 +196,15 @@ int pl_cli_live_loop(const char *dir, const pl_cli_live_opts_t *o) {
     bool stopped = false, printed_tty = false;
     char line[512];
     int rc = 0;
+    bottom_t bottom = {0};
+    bool shared = o->tty && o->bottom_line;
+    if (shared) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_winch; /* no SA_RESTART: the sleep ends and the line is redrawn at once */
+        sigaction(SIGWINCH, &sa, NULL);
+        bottom_begin(out, &bottom);
+    }
     while (!quit) {
         int prc = pl_live_poll(l);
         if (prc == -EINTR) break;
@@ -116,7 +219,13 @@ int pl_cli_live_loop(const char *dir, const pl_cli_live_opts_t *o) {
             break;
         }
         pl_live_format(&st, line, sizeof line);
-        if (o->tty) {
+        if (shared) {
+            if (resized) {
+                resized = 0;
+                bottom_resize(out, &bottom);
+            }
+            bottom_draw(out, &bottom, line);
+        } else if (o->tty) {
             fprintf(out, "\r\033[Kplateau: %s", line);
             printed_tty = true;
         } else if (signature(&st) != last_sig || now_s() - last_print >= 30 || o->once) {
@@ -141,6 +250,7 @@ int pl_cli_live_loop(const char *dir, const pl_cli_live_opts_t *o) {
     }
     if (printed_tty) fputs(o->keep_line ? "\n" : "\r\033[K", out);
     fflush(out);
+    if (shared) bottom_end(out, &bottom);
     pl_live_close(l);
     return rc;
 }

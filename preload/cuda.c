@@ -771,7 +771,7 @@ static void cuda_at_exit(void) {
     debug_line(buf);
 }
 
-static const char *env_get_const(const char *name) { return getenv(name); }
+static const char *env_get_const(const char *name) { return pl_env_get(name); }
 
 /* A fork child inherits the table's lock in whatever state another thread left it. */
 static void cuda_fork_child(void) { pthread_mutex_init(&live.mu, NULL); }

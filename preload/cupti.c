@@ -133,7 +133,7 @@ static void cupti_at_exit(void) {
 /* dlopen libcupti: the explicit path, else the soname, else the build's CUDA directories. NULL after printing
  * the line (or silently, in auto mode, when no default place has it). */
 static void *load_library(char *path, size_t cap) {
-    const char *env = getenv("PLATEAU_LIBCUPTI");
+    const char *env = pl_env_get("PLATEAU_LIBCUPTI");
     if (env && *env) {
         snprintf(path, cap, "%s", env);
         void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);

@@ -81,7 +81,7 @@ static void writer_thread_start(void) { /* fallback mode only: ring mode runs no
 
 /* ------------------------------------------------------------------ start / stop */
 
-static const char *env_get(const char *name) { return getenv(name); }
+static const char *env_get(const char *name) { return pl_env_get(name); }
 
 static int env_int(const char *name) {
     const char *s = getenv(name);
@@ -146,8 +146,8 @@ static void emit_process_start(uint32_t ppid, uint32_t exec_seq) {
     pl_emit(&r);
 }
 
-/* Make the run directory if PLATEAU_DIR is unset (or make a relative one absolute), and export it so children
- * write next to us. */
+/* Make the run directory if PLATEAU_DIR is unset (or make a relative one absolute), and keep it for children (they
+ * write next to us; the program's environment never shows it: env.c). */
 static bool ensure_dir(void) {
     if (!pl_g.opt.dir[0]) {
         char cwd[400];
@@ -157,7 +157,7 @@ static bool ensure_dir(void) {
         localtime_r(&now, &tm);
         snprintf(pl_g.opt.dir, sizeof pl_g.opt.dir, "%s/plateau-run-%04d%02d%02d-%02d%02d%02d-%d", cwd,
                  tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)getpid());
-        setenv("PLATEAU_DIR", pl_g.opt.dir, 1);
+        pl_env_set("PLATEAU_DIR", pl_g.opt.dir); /* what children get; the program's environment never shows it */
     } else if (pl_g.opt.dir[0] != '/') {
         /* a relative PLATEAU_DIR (set by hand) names the first process's folder: made absolute once and exported,
          * so a child that changed its working directory writes next to us instead of making folders in its own */
@@ -166,7 +166,7 @@ static bool ensure_dir(void) {
         int n = snprintf(abs, sizeof abs, "%s/%s", cwd, pl_g.opt.dir);
         if (n < 0 || (size_t)n >= sizeof abs) return false;
         memcpy(pl_g.opt.dir, abs, sizeof abs);
-        setenv("PLATEAU_DIR", pl_g.opt.dir, 1);
+        pl_env_set("PLATEAU_DIR", pl_g.opt.dir);
     }
     if (mkdir(pl_g.opt.dir, 0700) < 0 && errno != EEXIST) return false;
     return true;
@@ -317,10 +317,10 @@ static void fork_child(void) {
 
 __attribute__((constructor)) static void pl_preload_init(void) {
     pl_heap_resolve();
+    pl_env_init(); /* before anything reads the environment, and before main copies it */
     pl_options_default(&pl_g.opt);
     pl_options_parse(&pl_g.opt, env_get, pl_warn);
     if (pl_g.opt.disable) return;
-    pl_exec_init();
     pl_capture_init();
     pl_pyframes_init();
     pthread_atfork(fork_prepare, fork_parent, fork_child);

@@ -1,6 +1,7 @@
 /* Internal state shared by the preload's files, one job each: preload.c (start and stop, options, process_start,
  * fork), sampler.c (the sampler thread), step.c (the step and mark API, SIGUSR2), capture.c (stack capture),
- * frames.c (frame and module resolution on the interning thread), threads.c (thread names), exec.c (exec and _exit),
+ * frames.c (frame and module resolution on the interning thread), threads.c (thread names), exec.c (exec, spawn and _exit),
+ * env.c (plateau's variables out of the program's environment, back into its children's),
  * heap.c (malloc family and mmap interposers, exact counters, sampled stacks; its two structures in pset.c and
  * mranges.c), device.c (plateau allocator observer), fd.c (the tracer's descriptors), pyframes.c (Python frames),
  * cuda.c and cupti.c (device interception). Rules (docs/ARCHITECTURE.md): never crash or block the host program; on failure say so
@@ -109,8 +110,19 @@ void pl_step_on_signal(int sig);
 void pl_threads_scan(void);
 void pl_threads_fork_child(void);
 
-/* exec.c: remember LD_PRELOAD at start, to re-add it on exec. */
-void pl_exec_init(void);
+/* env.c: plateau's variables, out of the program's environment (docs/env.md, "The program's environment").
+ * pl_env_init: take them out of `environ` and keep them (the constructor, first). pl_env_get: plateau's value of one,
+ * else the environment's. pl_env_set: change or add one (what children get). pl_env_child_size: entries (NULL
+ * included) and bytes pl_env_child needs for a child given envp, or -1: hand envp over as it is (nothing kept, a
+ * plateau run inside the program made it, or too big for the stack). pl_env_child: envp with plateau's variables
+ * and the markers that let the child's preload take them out again, into out and buf (no allocation: vfork children
+ * call it). pl_env_restrip: take them out of `environ` again (another thread copied a child's environment into it). */
+void pl_env_init(void);
+const char *pl_env_get(const char *name);
+void pl_env_set(const char *name, const char *value);
+int pl_env_child_size(char *const envp[], size_t *n_entries, size_t *n_bytes);
+void pl_env_child(char *const envp[], char **out, char *buf);
+void pl_env_restrip(void);
 
 /* How many times the tracer halves its tables (stack table, sampled-pointer set, mmap range table) to stay far
  * below the program's RLIMIT_AS: 0 without a limit, else the smallest k that brings their ~122 MiB of reserved

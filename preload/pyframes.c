@@ -373,7 +373,7 @@ static void version_string(unsigned *major, unsigned *minor) {
 }
 
 void pl_pyframes_init(void) {
-    const char *s = getenv("PLATEAU_PY_FRAMES");
+    const char *s = pl_env_get("PLATEAU_PY_FRAMES");
     long depth = 48;
     if (s && *s) {
         char *end;

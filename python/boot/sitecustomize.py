@@ -13,8 +13,9 @@
 #      ignores it as it does untraced, nothing named `sitecustomize` stays in sys.modules, and a later
 #      `import sitecustomize` (one in the script's directory, found first once sys.path[0] is set) gives exactly
 #      what it gives untraced.
-# PYTHONPATH reaches every child process, Python 2 and other versions included: this file must parse and run on
-# any Python (no f-strings, no annotations) and touch nothing but its own names.
+# Last, it takes its own directory out of sys.path. PYTHONPATH (which the tracer hands every child process, while
+# the program's own environment keeps its own value: docs/env.md) reaches Python 2 and other versions too: this file
+# must parse and run on any Python (no f-strings, no annotations) and touch nothing but its own names.
 
 _PLATEAU_PRIVATE = "_plateau_bootstrap"
 
@@ -88,6 +89,18 @@ def _plateau_chain():
             sys.modules.pop("imp", None)
 
 
+def _plateau_unpath():
+    """Take this file's directory out of sys.path and the import system's cache: PYTHONPATH named it only so that
+    `site` finds this file, and the program's sys.path is what it would be untraced (docs/env.md)."""
+    import os
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if not p or os.path.abspath(p) != here]
+    cache = getattr(sys, "path_importer_cache", {})
+    for key in [k for k in cache if isinstance(k, str) and k and os.path.abspath(k) == here]:
+        del cache[key]
+
+
 def _plateau_missing():
     """The error `import sitecustomize` raises where no sitecustomize exists."""
     import sys
@@ -106,4 +119,8 @@ try:
     if not _plateau_chain():
         raise _plateau_missing()
 finally:
-    del _plateau_boot, _plateau_chain, _plateau_missing, _PLATEAU_PRIVATE
+    try:
+        _plateau_unpath()
+    except Exception:
+        pass
+    del _plateau_boot, _plateau_chain, _plateau_unpath, _plateau_missing, _PLATEAU_PRIVATE

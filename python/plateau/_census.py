@@ -69,7 +69,7 @@ def _get_budget():
     global _budget
     if _budget is None:
         try:
-            b = float(os.environ.get("PLATEAU_CENSUS_BUDGET", "0.01"))
+            b = float(_native.env("PLATEAU_CENSUS_BUDGET") or "0.01")
         except ValueError:
             b = 0.01
         _budget = min(max(b, 0.0), 1.0) if b == b else 0.01

@@ -27,6 +27,13 @@ def _load():
             f.argtypes = argtypes
             f.restype = None
             funcs[name] = f
+        try:
+            f = lib.plateau_env
+            f.argtypes = [ctypes.c_char_p]
+            f.restype = ctypes.c_char_p
+            funcs["plateau_env"] = f
+        except AttributeError:
+            pass
     except Exception:
         funcs = {}
     _funcs = funcs
@@ -37,6 +44,25 @@ def get(name):
     """The export `name`, or None when the tracer is not loaded."""
     funcs = _funcs if _funcs is not None else _load()
     return funcs.get(name)
+
+
+def env(name):
+    """The value of plateau's variable `name` (PLATEAU_DIR, PLATEAU_TENSOR_BUDGET, ...), or None. The tracer keeps
+    the variables it was given out of the program's environment (docs/env.md, "The program's environment"), so the
+    program's own os.environ is read first, then the tracer's copy."""
+    v = None
+    try:
+        import os
+        v = os.environ.get(name)
+        if v is None:
+            f = get("plateau_env")
+            if f is not None:
+                raw = f(name.encode("ascii"))
+                if raw is not None:
+                    v = raw.decode("utf-8", "surrogateescape")
+    except Exception:
+        pass
+    return v
 
 
 _said = set()  # texts this process put on plateau's channel
@@ -52,7 +78,7 @@ def note(text):
             return
         _said.add(text)
         import os
-        d = os.environ.get("PLATEAU_DIR")
+        d = env("PLATEAU_DIR")
         if not d:
             return
         fd = os.open(os.path.join(d, "plateau-notes"), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC |

@@ -47,7 +47,7 @@ def _get_budget():
     channel naming the value, like the preload's malformed variables."""
     global _budget
     if _budget is None:
-        raw = os.environ.get("PLATEAU_TENSOR_BUDGET")
+        raw = _native.env("PLATEAU_TENSOR_BUDGET")
         try:
             b = float(raw) if raw is not None else 0.01
         except ValueError:

@@ -94,7 +94,7 @@ def _preload_dir():
 
 
 def _candidates():
-    env = os.environ.get("PLATEAU_ALLOC_LIB")
+    env = _native.env("PLATEAU_ALLOC_LIB")
     if env:
         return [env]
     dirs = []

@@ -79,12 +79,13 @@ if $root; then
 fi
 
 # --- every process of the run carries its id, also an image exec'd with an environment less LD_PRELOAD and
-# PLATEAU_RUN_ID; an image exec'd with an empty environment (none of plateau's variables) is not traced ---
+# PLATEAU_RUN_ID, and one exec'd with an empty environment (docs/env.md, "The program's environment") ---
 "$P" run -o "$work/fe" -- "$T/target_forkexec" scrubenv >"$work/fe.txt" 2>&1 || fail "forkexec run"
 grep -q "3 trace files in" "$work/fe.txt" || fail "forkexec: not 3 traces of this run"
 grep -q "skipped" "$work/fe.txt" && fail "forkexec: a trace of this run was skipped"
 "$P" run -o "$work/fe0" -- "$T/target_forkexec" clearenv >"$work/fe0.txt" 2>&1 || fail "forkexec clearenv run"
-grep -q "2 trace files in" "$work/fe0.txt" || fail "forkexec clearenv: not 2 traces (the empty-environment image is not traced)"
+grep -q "3 trace files in" "$work/fe0.txt" || fail "forkexec clearenv: not 3 traces (the empty-environment image is traced)"
+grep -q "skipped" "$work/fe0.txt" && fail "forkexec clearenv: a trace of this run was skipped"
 
 # --- a FIFO planted in an appended run directory: plateau run does not hang, the FIFO is named ---
 mkfifo "$work/r/666.0.pltrace"

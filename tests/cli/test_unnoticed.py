@@ -3,9 +3,13 @@
 tracer (tests/targets/unnoticed.c: threads, the kernel's task list, descriptors and RLIMIT_NOFILE, fork, exec with an
 explicit and an inherited environment, a parent capturing a child's stdout and stderr, signal dispositions and
 masks, resource limits, files written through dup2'd and reused descriptors, its own exit status and death by a
-signal; tests/targets/py_unnoticed.py on every Python from 2.7 to 3.13 found here: threads, fork, a captured child,
-an explicit environment, a user's own `sitecustomize.py` and `plateau.py` beside the script) run untraced and under
-`plateau run`; stdout, stderr, exit status and the files they write must be byte for byte the same.
+signal, its own whole environment, /usr/bin/env started with the inherited or a derived environment by execv, execvp,
+execle, posix_spawn(p), system and popen; tests/targets/py_unnoticed.py on every Python from 2.7 to 3.13 found here:
+threads, fork, a captured child, an explicit environment, os.environ and sys.path, /usr/bin/env with the inherited
+and a derived environment, a user's own `sitecustomize.py` and `plateau.py` beside the script) run untraced and under
+`plateau run`; stdout, stderr, exit status and the files they write must be byte for byte the same, and the children
+they name in pids.txt must be traced. The C environment modes also run with the preload set by hand ("fallback"),
+and with the user's own LD_PRELOAD, PYTHONPATH and a PLATEAU_* variable of theirs (the *_own_vars cases).
 Usage: test_unnoticed.py PLATEAU TARGETS_BUILD_DIR TARGETS_SOURCE_DIR [CASE...]
 """
 import glob
@@ -37,6 +41,8 @@ CASES = {
     "fork": ([C, "fork"], None),
     "exec_env": ([C, "exec_env"], None),
     "exec_inherit": ([C, "exec_inherit"], None),
+    "environ": ([C, "environ"], None),
+    "spawn_env": ([C, "spawn_env"], None),
     "stderr_capture": ([C, "stderr_capture"], None),
     "signals": ([C, "signals"], None),
     "limits": ([C, "limits"], None),
@@ -44,6 +50,14 @@ CASES = {
     "exit42": ([C, "exit", "42"], None),
     "exit_signal": ([C, "exit", "signal"], None),
 }
+
+
+# The user's own LD_PRELOAD and PYTHONPATH (which plateau run changes for the command and the tracer puts back in
+# place) and a PLATEAU_* variable of the user's (which plateau run leaves alone): the *_own_vars cases
+OWN_VARS = {"LD_PRELOAD": "libm.so.6", "PYTHONPATH": "/nonexistent-pl-a:/nonexistent-pl-b",
+            "PLATEAU_TENSOR_BUDGET": "0.5"}
+CASES["environ_own_vars"] = ([C, "environ"], None)
+CASES["spawn_env_own_vars"] = ([C, "spawn_env"], None)
 
 
 def pythons():
@@ -62,6 +76,8 @@ def pythons():
 
 for label, exe in pythons():
     CASES["python-" + label] = ([exe, "py_unnoticed.py"], None)
+    if label == "debian3":
+        CASES["python-debian3_own_vars"] = ([exe, "py_unnoticed.py"], None)
 
 
 def prepare(work):
@@ -79,7 +95,8 @@ def files_of(work):
     out = {}
     for name in sorted(os.listdir(work)):
         p = os.path.join(work, name)
-        if name in ("py_unnoticed.py", "plateau.py", "sitecustomize.py", "__pycache__") or not os.path.isfile(p):
+        if name in ("py_unnoticed.py", "plateau.py", "sitecustomize.py", "__pycache__", "pids.txt") or \
+                not os.path.isfile(p):
             continue
         with open(p, "rb") as f:  # a process id differs from run to run (CPython's fork warning prints one)
             out[name] = re.sub(rb"pid=[0-9]+", b"pid=N", f.read())
@@ -89,39 +106,92 @@ def files_of(work):
 SH = ["/bin/sh", "-c", 'exec "$@" >stdout.txt 2>stderr.txt', "sh"]
 
 
-def run(argv, preexec, work):
+def run(argv, preexec, work, extra_env=None):
     """The program's stdout and stderr go to files of its working directory (through a shell that execs it, traced
     and untraced alike: SH), so plateau run's own lines, on its stderr, stay apart from the program's"""
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    env.update(extra_env or {})
     r = subprocess.run(argv, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=preexec,
-                       timeout=120, env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+                       timeout=120, env=env)
     return r.returncode, files_of(work), r.stderr
+
+
+def diff(a, b):
+    """the lines that differ, untraced (-) and traced (+), at most 20"""
+    import difflib
+    lines = [line for line in difflib.unified_diff((a or b"").decode("utf-8", "replace").splitlines(),
+                                                   (b or b"").decode("utf-8", "replace").splitlines(),
+                                                   "untraced", "traced", lineterm="", n=0)]
+    return "\n".join("  " + line for line in lines[2:22])
+
+
+def untraced_children(name, work, rundir):
+    """The children whose pids the program wrote to pids.txt (started with the inherited environment or one derived
+    from it, which no longer shows plateau's variables) must have traces of their own in the run directory"""
+    p = os.path.join(work, "pids.txt")
+    if not os.path.exists(p):
+        return []
+    with open(p) as f:
+        pids = f.read().split()
+    missing = [pid for pid in pids if not glob.glob(os.path.join(rundir, pid + ".*.pltrace"))]
+    return ["%s: children %s of %s were not traced" % (name, missing, pids)] if missing else []
+
+
+def fallback(failures):
+    """The preload set by hand (no plateau run): the program's environment and its children's are exactly untraced
+    too, and the children are traced into the same directory"""
+    preload = os.path.join(os.path.dirname(plateau), "..", "preload", "libplateau_preload.so")
+    for mode in ("environ", "spawn_env"):
+        work, rundir = os.path.join(tmp, "fallback-" + mode, "work"), os.path.join(tmp, "fallback-" + mode, "run")
+        prepare(work)
+        plain = run(SH + [C, mode], None, work)
+        shutil.rmtree(work)
+        prepare(work)
+        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", LD_PRELOAD=os.path.abspath(preload), PLATEAU_DIR=rundir,
+                   PLATEAU_QUIET="1")
+        r = subprocess.run(SH + [C, mode], cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                           timeout=120)
+        traced = (r.returncode, files_of(work))
+        for f in sorted(set(plain[1]) | set(traced[1])):
+            if plain[1].get(f) != traced[1].get(f):
+                failures.append("fallback %s: %s differs:\n%s" % (mode, f, diff(plain[1].get(f), traced[1].get(f))))
+        if plain[0] != traced[0]:
+            failures.append("fallback %s: exit status %r vs %r" % (mode, plain[0], traced[0]))
+        if not glob.glob(os.path.join(rundir, "*.pltrace")):
+            failures.append("fallback %s: no trace was written" % mode)
+        failures += untraced_children("fallback " + mode, work, rundir)
 
 
 failures = []
 with tempfile.TemporaryDirectory(prefix="pl-unnoticed-") as tmp:
     n = 0
     for name, (argv, preexec) in CASES.items():
+        extra_env = OWN_VARS if name.endswith("_own_vars") else None
         if only and name not in only:
             continue
         n += 1
         # the same working directory for both runs (CPython's warnings name the script's path)
         work, rundir = os.path.join(tmp, name, "work"), os.path.join(tmp, name, "run")
         prepare(work)
-        plain = run(SH + argv, preexec, work)
+        plain = run(SH + argv, preexec, work, extra_env)
         shutil.rmtree(work)
         prepare(work)
         # plateau run's own lines go to its stderr; the program's stderr is the same descriptor, so plateau run
         # is told to be quiet and its stderr is compared after its own lines (prefixed "plateau: ") are dropped
-        traced = run([plateau, "run", "--no-report", "-o", rundir, "--"] + SH + argv, preexec, work)
+        traced = run([plateau, "run", "--no-report", "-o", rundir, "--"] + SH + argv, preexec, work, extra_env)
         for what, a, b in zip(("exit status", "output"), plain[:2], traced[:2]):
             if what == "output":
                 for f in sorted(set(a) | set(b)):
                     if a.get(f) != b.get(f):
-                        failures.append("%s: %s differs:\n  untraced: %r\n  traced:   %r" % (name, f, a.get(f), b.get(f)))
+                        failures.append("%s: %s differs:\n%s" % (name, f, diff(a.get(f), b.get(f))))
             elif a != b:
                 failures.append("%s: %s differs: untraced %r, traced %r" % (name, what, a, b))
         if not glob.glob(os.path.join(rundir, "*.pltrace")):
             failures.append("%s: no trace was written (plateau run said: %r)" % (name, traced[2]))
+        failures += untraced_children(name, work, rundir)
+    if not only or "fallback" in only:
+        fallback(failures)
+        n += 2
     print("%d programs compared" % n)
 
 if failures:

@@ -524,19 +524,24 @@ static void test_preload_exec_follows_without_ld_preload(void **state) {
     assert_true(img->has_end);
 }
 
-/* An environment built from scratch (none of plateau's variables) is passed as it is: the image is not traced, and
- * the exec record ends the Python process's trace. */
-static void test_preload_exec_with_empty_env_not_traced(void **state) {
+/* An environment built from scratch (none of plateau's variables) gets them back (docs/env.md, "The program's
+ * environment"): the new image is traced too, as the next image of the same pid. */
+static void test_preload_exec_with_empty_env_traced(void **state) {
     (void)state;
     char *argv[] = {"/usr/bin/python3", "-c", "import os\nos.execve('/bin/true', ['/bin/true'], {})\n", NULL};
     assert_int_equal(run(argv, NULL), 0);
     char paths[4][600];
-    assert_int_equal(list_traces(paths, 4), 1);
-    summary_t a;
+    assert_int_equal(list_traces(paths, 4), 2);
+    summary_t a, b;
     summarize(paths[0], NULL, &a);
+    summarize(paths[1], NULL, &b);
     assert_int_equal(a.rc, 0);
-    assert_int_equal(a.exec_seq, 0);
-    assert_true(a.has_exec);
+    assert_int_equal(b.rc, 0);
+    summary_t *py = a.exec_seq == 0 ? &a : &b, *img = a.exec_seq == 0 ? &b : &a;
+    assert_true(py->has_exec);
+    assert_int_equal(img->pid, py->pid);
+    assert_int_equal(img->exec_seq, 1);
+    assert_non_null(strstr(img->exe, "true"));
 }
 
 static void test_preload_dlopened_library_named_in_stacks(void **state) {
@@ -834,7 +839,7 @@ int main(void) {
         cmocka_unit_test(test_preload_steps_survive_writer_overflow),
         cmocka_unit_test(test_preload_python_workers_and_subprocess),
         cmocka_unit_test(test_preload_exec_follows_without_ld_preload),
-        cmocka_unit_test(test_preload_exec_with_empty_env_not_traced),
+        cmocka_unit_test(test_preload_exec_with_empty_env_traced),
         cmocka_unit_test(test_preload_dlopened_library_named_in_stacks),
         cmocka_unit_test(test_preload_deep_frames_named_offline_only),
         cmocka_unit_test(test_preload_exit_with_threads_still_allocating),

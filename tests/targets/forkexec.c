@@ -1,7 +1,7 @@
 /* Target: fork + exec. The parent allocates and steps; a forked child allocates, steps, then execs this
  * program again with "exec" (the new image allocates and steps); the parent waits. Usage: forkexec [clearenv|scrubenv];
- * with clearenv the child execs with an empty environment (none of plateau's variables: the new image is not
- * traced); with scrubenv, with its environment less LD_PRELOAD and PLATEAU_RUN_ID (the tracer puts them back). */
+ * with clearenv the child execs with an empty environment, with scrubenv with its environment less LD_PRELOAD and
+ * PLATEAU_RUN_ID (the tracer puts plateau's variables back either way: the new image is traced). */
 #include <sys/wait.h>
 #include <unistd.h>
 

@@ -46,6 +46,17 @@ child = subprocess.Popen(["/usr/bin/env"], env={"PATH": "/usr/bin", "X": "1"}, s
                          stderr=subprocess.STDOUT)
 print("explicit env: %r" % (child.communicate()[0],))
 
+# the program's own environment, its module search path, and /usr/bin/env run with the inherited environment and with
+# one derived from it: exactly as untraced (each child's pid goes to pids.txt, which the test does not compare: every
+# one must be traced)
+print("environ: %r" % (list(os.environ.items()),))
+print("sys.path: %r" % (sys.path,))
+for label, env in (("inherited", None), ("derived", dict(os.environ, X="1"))):
+    child = subprocess.Popen(["/usr/bin/env"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    print("env %s: %r" % (label, child.communicate()[0]))
+    with open("pids.txt", "a") as f:
+        f.write("%d\n" % child.pid)
+
 # which sitecustomize the interpreter ran, and what `import sitecustomize` gives
 try:
     import sitecustomize

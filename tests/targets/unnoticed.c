@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,6 +131,86 @@ static int mode_exec_env(void) {
     int st;
     waitpid(pid, &st, 0);
     printf("env exited %d\n", WEXITSTATUS(st));
+    return 0;
+}
+
+/* environ: the program's whole environment, entry by entry, as its own `environ` holds it */
+static int mode_environ(void) {
+    churn(1000);
+    for (char **e = environ; *e; e++) printf("%s\n", *e);
+    printf("getenv LD_PRELOAD=%s PYTHONPATH=%s\n", getenv("LD_PRELOAD") ? getenv("LD_PRELOAD") : "(unset)",
+           getenv("PYTHONPATH") ? getenv("PYTHONPATH") : "(unset)");
+    return 0;
+}
+
+/* The pid of a child that must be traced, for the test to find its trace (pids.txt is not compared). */
+static void note_pid(long pid) {
+    FILE *f = fopen("pids.txt", "a");
+    if (!f) return;
+    fprintf(f, "%ld\n", pid);
+    fclose(f);
+}
+
+static void wait_child(const char *how, pid_t pid) {
+    int st;
+    waitpid(pid, &st, 0);
+    note_pid(pid);
+    printf("%s: exited %d\n", how, WEXITSTATUS(st));
+    fflush(stdout);
+}
+
+/* spawn_env: /usr/bin/env started every way a program starts a child with the inherited environment, or one derived
+ * from it (environ plus X=1), prints the environment it was given: execv, execvp, execle, posix_spawn,
+ * posix_spawnp, system, popen. Each child's own output, status and pid (pids.txt: each must be traced). */
+static int mode_spawn_env(void) {
+    churn(1000);
+    char *argv[] = {"env", NULL};
+    size_t n = 0;
+    while (environ[n]) n++;
+    char **derived = malloc((n + 2) * sizeof *derived);
+    PL_CHECK(derived);
+    memcpy(derived, environ, n * sizeof *derived);
+    derived[n] = "X=1";
+    derived[n + 1] = NULL;
+    fflush(stdout);
+    pid_t pid = fork();
+    PL_CHECK(pid >= 0);
+    if (pid == 0) {
+        execv("/usr/bin/env", argv);
+        _exit(127);
+    }
+    wait_child("execv", pid);
+    pid = fork();
+    PL_CHECK(pid >= 0);
+    if (pid == 0) {
+        execvp("env", argv);
+        _exit(127);
+    }
+    wait_child("execvp", pid);
+    pid = fork();
+    PL_CHECK(pid >= 0);
+    if (pid == 0) {
+        execle("/usr/bin/env", "env", (char *)NULL, derived);
+        _exit(127);
+    }
+    wait_child("execle derived", pid);
+    PL_CHECK(posix_spawn(&pid, "/usr/bin/env", NULL, NULL, argv, environ) == 0);
+    wait_child("posix_spawn", pid);
+    PL_CHECK(posix_spawnp(&pid, "env", NULL, NULL, argv, derived) == 0);
+    wait_child("posix_spawnp derived", pid);
+    int st = system("echo $$ >>pids.txt; /usr/bin/env");
+    printf("system: %d\n", st);
+    /* glibc's system(): sh -c -- LINE, 127 when the shell cannot run the command, its exit status, system(NULL) */
+    printf("system argv: %d\n", system("tr '\\0' ' ' </proc/$$/cmdline; echo"));
+    printf("system exit 3: %d, NULL: %d\n", system("exit 3"), system(NULL));
+    fflush(stdout);
+    FILE *f = popen("echo $$ >>pids.txt; /usr/bin/env", "r");
+    PL_CHECK(f);
+    char buf[4096];
+    size_t got;
+    while ((got = fread(buf, 1, sizeof buf, f)) > 0) fwrite(buf, 1, got, stdout);
+    printf("popen: %d\n", pclose(f));
+    free(derived);
     return 0;
 }
 
@@ -272,6 +353,8 @@ int main(int argc, char **argv) {
     if (!strcmp(m, "fork")) return mode_fork();
     if (!strcmp(m, "exec_env")) return mode_exec_env();
     if (!strcmp(m, "exec_inherit")) return mode_exec_inherit(argv[0]);
+    if (!strcmp(m, "environ")) return mode_environ();
+    if (!strcmp(m, "spawn_env")) return mode_spawn_env();
     if (!strcmp(m, "stderr_capture")) return mode_stderr_capture(argv[0]);
     if (!strcmp(m, "noisy")) return mode_noisy();
     if (!strcmp(m, "signals")) return mode_signals();
