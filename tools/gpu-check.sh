@@ -255,7 +255,14 @@ fi
 mkdir -p "$OUT" || die "cannot make $OUT"
 OUT=$(cd "$OUT" && pwd)
 if [ "$MODE" = auto ]; then
-    if nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then MODE=gpu; else MODE=double; fi
+    MODE=double
+    if nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+        MODE=gpu
+    elif ! command -v nvidia-smi > /dev/null; then  # no nvidia-smi: ask torch, if there is one
+        for c in python3 /opt/torch/.venv/bin/python3; do
+            "$c" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' > /dev/null 2>&1 && MODE=gpu && break
+        done
+    fi
 fi
 # over the double, step 1 runs the whole cuda-backend suite (~10 s, 45 s on a loaded 2-core machine), not one test
 [ "$MODE" = double ] && [ -z "${GPU_CHECK_LIMIT_1:-}" ] && LIMIT[1]=120

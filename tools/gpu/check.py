@@ -169,8 +169,8 @@ def cmd_double_run(sdir):
     _, _, w = judge_pair(sdir, problems)
     words += w
     words.append("the leak's line: GPU-only (Python)")
-    if problems:
-        verdict(False, "; ".join(problems))
+    if problems:  # what failed first, then what held: the table keeps both
+        verdict(False, "; ".join(problems) + (" | held: " + "; ".join(words) if words else ""))
     verdict(True, "; ".join(words))
 
 
@@ -242,8 +242,8 @@ def cmd_torch_run(sdir, script):
         problems.append("the leak's line %s:%d is not named in the report" % (os.path.basename(script), leak_line))
     else:
         words.append("named at %s:%d" % (os.path.basename(script), leak_line))
-    if problems:
-        verdict(False, "; ".join(problems))
+    if problems:  # what failed first, then what held: the table keeps both
+        verdict(False, "; ".join(problems) + (" | held: " + "; ".join(words) if words else ""))
     verdict(True, "; ".join(words))
 
 
