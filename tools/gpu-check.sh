@@ -156,11 +156,14 @@ step2() {  # plateau-train --device cuda vs --device cpu
 
 # plateau run on the torch script; $1 = mode (leak|healthy), rest = extra script arguments. Writes S/<mode>/ (the
 # run), S/<mode>.json (plateau's report), S/<mode>.torch.json (torch's stats), S/<mode>.torch_snapshot.pickle.
+# 200 steps of this loop last about a second on a GPU: at the census's default budget (1 % of wall time) it would
+# run about once, and naming who keeps the leak needs several, so these runs give it 25 % (PLATEAU_CENSUS_BUDGET,
+# as the retention corpus does); step 6 measures the cost at the defaults.
 run_torch() {
     local m=$1
     shift
     rm -rf "${S:?}/$m"
-    "$PLATEAU" run -o "$S/$m" --no-report -- "$PY" "$ROOT/tests/gpu/train_cuda.py" --mode "$m" --steps 200 \
+    PLATEAU_CENSUS_BUDGET=0.25 "$PLATEAU" run -o "$S/$m" --no-report -- "$PY" "$ROOT/tests/gpu/train_cuda.py" --mode "$m" --steps 200 \
         --stats "$S/$m.torch.json" --snapshot "$S/$m.torch_snapshot.pickle" "$@" > "$S/$m.out" 2>&1 || return $?
     "$PLATEAU" report --json "$S/$m.json" "$S/$m" > "$S/$m.report.txt" 2>&1
 }
@@ -241,6 +244,8 @@ step6() {  # the tracer's cost on the CUDA script: traced / untraced, interleave
 
 if [ -n "$STEP" ]; then
     : "${OUT:?}"
+    # torch's and plateau's allocator settings from the machine would change what the steps compare
+    unset PYTORCH_CUDA_ALLOC_CONF PLATEAU_ALLOC_CONF
     DENV=()  # over the double, what loads the driver loads the double
     [ "$MODE" = double ] && DENV=("PLATEAU_LIBCUDA=$DOUBLE")
     S=$OUT/step$STEP
@@ -280,6 +285,7 @@ fi
     [ -n "$PY" ] && "$PY" -c 'import sys, torch; print("python %s, torch %s, CUDA %s" % (sys.version.split()[0], torch.__version__, torch.version.cuda))' 2>&1
     [ "$MODE" = double ] && echo "driver double: $DOUBLE"
     echo "plateau: $("$PLATEAU" --version 2>&1 | head -1)"
+    env | grep -E '^(PYTORCH_CUDA_ALLOC_CONF|PLATEAU_ALLOC_CONF|CUDA_VISIBLE_DEVICES)=' | sed 's/^/set here (the steps unset the first two): /'
     [ -f "$TREE/MANIFEST" ] && echo "bundle: $(tail -1 "$TREE/MANIFEST"); this machine: $(ldd --version 2>&1 | head -1)"
 } > "$OUT/environment.txt"
 cat "$OUT/environment.txt"
