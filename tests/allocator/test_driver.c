@@ -2,10 +2,9 @@
  * with a GPU (the GPU check, tools/gpu-check.sh step 1), or $PLATEAU_LIBCUDA (the driver double in CI).
  *
  * Unlike the rest of the allocator suite, these tests use nothing but the driver API: no control API of the double
- * (capacity, injected failures, counters), and no host access to device memory except through the driver
- * (cuMemsetD8_v2 / cuMemcpyDtoH_v2; the double implements neither, and its device memory is host memory, so there
- * the same checks are made with memset/memcmp, which fault on a page mapped without access as the driver's calls
- * fail on a GPU). What is checked against the driver's own accounting (cuMemGetInfo_v2: free device memory):
+ * (capacity, injected failures, counters), and device memory touched only through the driver (cuMemsetD8_v2,
+ * cuMemcpyDtoH_v2; on the double a page mapped without access faults there, as the copy fails on a GPU). What is
+ * checked against the driver's own accounting (cuMemGetInfo_v2: free device memory):
  *   - plain segments: the free memory drops by what the allocator reserved and comes back whole at empty_cache;
  *   - expandable segments on real virtual memory (cuMemAddressReserve/Create/Map/SetAccess): pages of the driver's
  *     granularity mapped on demand at the end of one range, blocks contiguous across pages, every byte writable
@@ -39,7 +38,7 @@
 
 typedef struct driver {
     void *h;
-    bool host_memory; /* the driver double: device memory is host memory, touched directly */
+    bool is_double; /* the driver double (it exports its control API): said in the output */
     CUresult (*retain)(CUcontext *, CUdevice);
     CUresult (*release)(CUdevice);
     CUresult (*set_current)(CUcontext);
@@ -68,7 +67,7 @@ static int driver_setup(void **state) {
     if (!path || !*path) path = "libcuda.so.1";
     drv.h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!drv.h) fail_msg("dlopen %s: %s", path, dlerror());
-    drv.host_memory = dlsym(drv.h, "pl_cuda_double_counters") != NULL;
+    drv.is_double = dlsym(drv.h, "pl_cuda_double_counters") != NULL;
     *(void **)&drv.retain = sym("cuDevicePrimaryCtxRetain", true);
     *(void **)&drv.release = sym("cuDevicePrimaryCtxRelease_v2", true);
     *(void **)&drv.set_current = sym("cuCtxSetCurrent", true);
@@ -76,12 +75,10 @@ static int driver_setup(void **state) {
     *(void **)&drv.granularity = sym("cuMemGetAllocationGranularity", true);
     *(void **)&drv.stream_create = sym("cuStreamCreate", true);
     *(void **)&drv.stream_destroy = sym("cuStreamDestroy_v2", true);
-    if (!drv.host_memory) {
-        *(void **)&drv.memset_d8 = sym("cuMemsetD8_v2", true);
-        *(void **)&drv.memcpy_dtoh = sym("cuMemcpyDtoH_v2", true);
-        *(void **)&drv.ctx_synchronize = sym("cuCtxSynchronize", true);
-    }
-    printf("gpu-check: driver %s (%s)\n", path, drv.host_memory ? "the driver double: host memory" : "device memory");
+    *(void **)&drv.memset_d8 = sym("cuMemsetD8_v2", true);
+    *(void **)&drv.memcpy_dtoh = sym("cuMemcpyDtoH_v2", true);
+    *(void **)&drv.ctx_synchronize = sym("cuCtxSynchronize", true);
+    printf("gpu-check: driver %s (%s)\n", path, drv.is_double ? "the driver double" : "a real driver");
     return 0;
 }
 
@@ -141,19 +138,15 @@ static void fx_close(fixture_t *f) {
     assert_int_equal(drv.release(0), CUDA_SUCCESS);
 }
 
-/* Write `byte` over [p, p+n) and read it back, through the driver on a GPU, directly on the double. */
+/* Write `byte` over [p, p+n) through the driver and read it back. */
 static void fill_and_check(fixture_t *f, void *p, size_t n, unsigned char byte) {
     static unsigned char buf[4 * MiB];
     assert_true(n <= sizeof buf);
-    if (drv.host_memory) {
-        memset(p, byte, n);
-        memcpy(buf, p, n);
-    } else {
-        assert_int_equal(drv.set_current(f->ctx), CUDA_SUCCESS);
-        assert_int_equal(drv.memset_d8((CUdeviceptr)(uintptr_t)p, byte, n), CUDA_SUCCESS);
-        assert_int_equal(drv.memcpy_dtoh(buf, (CUdeviceptr)(uintptr_t)p, n), CUDA_SUCCESS);
-        assert_int_equal(drv.ctx_synchronize(), CUDA_SUCCESS);
-    }
+    memset(buf, byte ^ 0xff, n);
+    assert_int_equal(drv.set_current(f->ctx), CUDA_SUCCESS);
+    assert_int_equal(drv.memset_d8((CUdeviceptr)(uintptr_t)p, byte, n), CUDA_SUCCESS);
+    assert_int_equal(drv.memcpy_dtoh(buf, (CUdeviceptr)(uintptr_t)p, n), CUDA_SUCCESS);
+    assert_int_equal(drv.ctx_synchronize(), CUDA_SUCCESS);
     for (size_t i = 0; i < n; i++)
         if (buf[i] != byte) fail_msg("byte %zu of %p reads 0x%02x, wrote 0x%02x", i, p, buf[i], byte);
 }
