@@ -102,9 +102,12 @@ need_torch_cuda() {
     [ "$MODE" = gpu ] || skip "GPU-only: needs a GPU, the CUDA runtime and torch with CUDA (this is the driver double)"
     [ -n "$PY" ] || skip "no Python with torch and a CUDA device found (--python PY)"
 }
-# A torch script that failed with status $1 (output in $2): SKIP when it said torch sees no CUDA device (77), else FAIL.
+# A torch script that failed with status $1 (output in $2): SKIP when torch sees no CUDA device (the scripts exit 77;
+# use_allocator() refuses in one line saying so), else FAIL.
 torch_failed() {
-    [ "$1" -eq 77 ] && skip "GPU-only: $(grep -m1 'sees no CUDA device' "$2" | head -c 200)"
+    if [ "$1" -eq 77 ] || grep -q 'sees no CUDA device' "$2"; then
+        skip "GPU-only: $(grep -m1 'sees no CUDA device' "$2" | head -c 200)"
+    fi
     local why
     why=$(grep -m1 -E 'use_allocator\(\): |Error|error' "$2" || grep -v '^ ' "$2" | tail -1)
     fail "$3 exited $1 ($(basename "$2"): $(echo "$why" | head -c 200))"
