@@ -2,7 +2,7 @@
 # Integration: the GPU check (tools/gpu-check.sh, docs/gpu-check.md) over the CUDA driver double, as CI runs it.
 # The table has its six steps in order, each PASS, FAIL or SKIP with a reason; what runs over the double (step 1:
 # the allocator's cuda backend; step 3: the driver hooks with the stand-in runtime and the dev.* verdicts) PASSes;
-# what needs a GPU (steps 2, 4, 5, 6) SKIPs saying so. Then step 3 again with a 1-second limit: it FAILs as timed
+# what needs a GPU (steps 2, 4, 5, 6) SKIPs saying so. Then step 3 again with a 0.05 s limit: it FAILs as timed
 # out and the steps after it still run (a failing step never stops the others), and the exit status is 1.
 # Usage: test_gpu_check.sh GPU_CHECK_SH BUILD_DIR
 set -u
@@ -41,11 +41,12 @@ PY
 for n in 1 2 3 4 5 6; do [ -s "$tmp/all/step$n/log" ] || [ -s "$tmp/all/step$n/result" ] || fail "step$n left nothing"; done
 ls "$tmp/all/step3/leak.json" "$tmp/all/step3/healthy.json" "$tmp/all/step1/driver.log" > /dev/null || fail "outputs"
 
-# a step that runs out of time FAILs, and the others still run
-GPU_CHECK_LIMIT_3=1 "$G" --mode double --tree "$B" --out "$tmp/slow" --steps 3,4 > "$tmp/slow.txt" 2>&1
+# a step that runs out of time FAILs, and the others still run (step 3 cannot end within 0.05 s: its first program
+# alone sleeps 60 ms holding device memory)
+GPU_CHECK_LIMIT_3=0.05 "$G" --mode double --tree "$B" --out "$tmp/slow" --steps 3,4 > "$tmp/slow.txt" 2>&1
 rc=$?
 cat "$tmp/slow.txt"
 [ $rc -eq 1 ] || fail "a failed step did not make the exit status 1 (got $rc)"
-grep -P '^3\t[^\t]*\tFAIL\t[0-9.]+\ttimed out after 1 s' "$tmp/slow/table.tsv" > /dev/null || fail "step 3 not timed out"
+grep -P '^3\t[^\t]*\tFAIL\t[0-9.]+\ttimed out after 0.05 s' "$tmp/slow/table.tsv" > /dev/null || fail "step 3 not timed out"
 grep -P '^4\t[^\t]*\tSKIP\t' "$tmp/slow/table.tsv" > /dev/null || fail "step 4 did not run after step 3 failed"
 echo "ok: gpu-check over the driver double"
