@@ -6,8 +6,6 @@ plateau: no `import plateau`, steps come from the optimizer.
 --stats FILE      at the end, torch's own view as JSON: torch.cuda.memory_stats() (the keys plateau compares),
                   the steps, the training loop's seconds, the losses
 --snapshot FILE   at the end, torch.cuda.memory._snapshot() pickled (what --torch-snapshot is compared with)
---allocator       plateau's allocator through plateau.torch.use_allocator() (under plateau run only); the stats
-                  are then plateau.torch.memory_stats(), the same keys
 Exits 77 with one line when torch has no CUDA device (the check's SKIP).
 """
 import argparse
@@ -24,14 +22,8 @@ p.add_argument("--steps", type=int, default=200)
 p.add_argument("--seed", type=int, default=0)
 p.add_argument("--stats")
 p.add_argument("--snapshot")
-p.add_argument("--allocator", action="store_true")
 args = p.parse_args()
 
-if args.allocator:
-    import plateau.torch
-    if not plateau.torch.use_allocator():
-        print("train_cuda: plateau.torch.use_allocator() refused (its line above)", file=sys.stderr)
-        sys.exit(3)
 if not torch.cuda.is_available():
     print("train_cuda: torch %s sees no CUDA device" % torch.__version__, file=sys.stderr)
     sys.exit(77)
@@ -65,11 +57,7 @@ torch.cuda.synchronize()
 loop_s = time.perf_counter() - t0
 
 if args.stats:
-    if args.allocator:
-        import plateau.torch
-        stats = plateau.torch.memory_stats()
-    else:
-        stats = torch.cuda.memory_stats()
+    stats = torch.cuda.memory_stats()
     keys = ("allocated_bytes.all.current", "allocated_bytes.all.peak", "allocated_bytes.all.allocated",
             "reserved_bytes.all.current", "reserved_bytes.all.peak", "reserved_bytes.all.allocated",
             "segment.all.current", "segment.all.allocated", "allocation.all.current", "num_alloc_retries",
