@@ -61,7 +61,7 @@ if args.stats:
     keys = ("allocated_bytes.all.current", "allocated_bytes.all.peak", "allocated_bytes.all.allocated",
             "reserved_bytes.all.current", "reserved_bytes.all.peak", "reserved_bytes.all.allocated",
             "segment.all.current", "segment.all.allocated", "allocation.all.current", "num_alloc_retries",
-            "num_ooms", "num_device_alloc", "num_device_free")
+            "num_ooms")
     live = sum(t.numel() * t.element_size() for t in kept) + sum(t.numel() * t.element_size() for t in cache.values())
     with open(args.stats, "w") as f:
         json.dump({"torch": torch.__version__, "cuda": torch.version.cuda, "device": torch.cuda.get_device_name(0),
