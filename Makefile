@@ -22,7 +22,7 @@ PKGS := meson ninja-build pkg-config gcc g++ clang libclang-rt-14-dev python3 \
         cmake groff-base python3-venv
 
 .PHONY: all deps build demo framework-venv torch2-venv test test-main test-torch2 test-repeat test-asan test-expensive test-nocuda test-fuzz \
-        bench clean
+        bench gpu-check gpu-bundle clean
 
 all: build
 
@@ -112,6 +112,15 @@ test-fuzz: deps
 	  -Db_sanitize=address,undefined -Db_lundef=false
 	ninja -C build-fuzz
 	PL_FUZZ_SECONDS=$(FUZZ_SECONDS) meson test -C build-fuzz --suite fuzz --print-errorlogs --num-processes 2
+
+# The GPU check (docs/gpu-check.md): six steps, one table. On a machine with a GPU it runs on the real driver, CUDA
+# runtime, CUPTI and torch; without one, over the CUDA driver double (GPU-only steps SKIP with the reason).
+# GPU_CHECK_ARGS, e.g. "--out DIR --steps 1,3". gpu-bundle: the relocatable bundle a bare GPU machine runs it from.
+gpu-check: build
+	tools/gpu-check.sh --tree $(BUILD) $(GPU_CHECK_ARGS)
+
+gpu-bundle: build
+	tools/gpu-check.sh --tree $(BUILD) --pack gpu-bundle
 
 bench: build
 	meson test -C $(BUILD) --benchmark --verbose

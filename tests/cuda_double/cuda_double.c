@@ -1487,6 +1487,69 @@ CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessD
 }
 
 /* ---------------------------------------------------------------------------------------------------------------- */
+/* Device memory through the driver: cuMemsetD8, cuMemcpyDtoH, cuCtxSynchronize (synchronous here; the memory is  */
+/* touched after the lock is released, so a fault on a page without access leaves the double usable)               */
+
+/* Is [ptr, ptr+n) device memory: inside one live plain device allocation (not pinned host memory), or inside one
+ * reservation with every page of it mapped? Records a violation when not. Caller holds the lock. A mapped page
+ * without access is device memory all the same: touching it faults (SIGSEGV), as the copy engine's access would
+ * fail on a GPU. */
+static bool device_range(uint64_t ptr, uint64_t n, const char *fn) {
+  if (n == 0) return true;
+  for (size_t b = 0; b < N_BUCKETS; b++)
+    for (node_t *x = g.bucket[b]; x; x = x->next) {
+      if (x->kind != K_ALLOC) continue;
+      alloc_t *a = (alloc_t *)x;
+      if (!a->host && ptr >= x->key && ptr - x->key < a->size_bytes && n <= a->size_bytes - (ptr - x->key))
+        return true;
+    }
+  resv_t *r = resv_find(ptr, n);
+  if (r) {
+    const uint64_t gran = g.cfg.granularity_bytes;
+    size_t first = (ptr - r->base) / gran, last = (ptr + n - 1 - r->base) / gran;
+    for (size_t i = first; i <= last; i++)
+      if (!r->page[i]) {
+        violate(CUDA_ERROR_INVALID_VALUE, "%s: page 0x%" PRIx64 " of [0x%" PRIx64 ", +%" PRIu64 ") is not mapped", fn,
+                r->base + i * gran, ptr, n);
+        return false;
+      }
+    return true;
+  }
+  violate(CUDA_ERROR_INVALID_VALUE, "%s: [0x%" PRIx64 ", +%" PRIu64 ") is not inside a live device allocation or a "
+          "mapped range", fn, ptr, n);
+  return false;
+}
+
+CUresult CUDAAPI cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N) {
+  CUresult rc = enter();
+  if (rc) return rc;
+  if (need_context("cuMemsetD8_v2") < 0) rc = no_context_code();
+  else if (!device_range(dstDevice, N, "cuMemsetD8_v2")) rc = CUDA_ERROR_INVALID_VALUE;
+  unlock();  /* before touching the memory: a fault there (no access) must not leave the lock held */
+  if (rc == CUDA_SUCCESS) memset((void *)(uintptr_t)dstDevice, uc, N);
+  return rc;
+}
+
+CUresult CUDAAPI cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount) {
+  CUresult rc = enter();
+  if (rc) return rc;
+  if (need_context("cuMemcpyDtoH_v2") < 0) rc = no_context_code();
+  else if (!dstHost && ByteCount) rc = violate(CUDA_ERROR_INVALID_VALUE, "cuMemcpyDtoH_v2: dstHost is NULL");
+  else if (!device_range(srcDevice, ByteCount, "cuMemcpyDtoH_v2")) rc = CUDA_ERROR_INVALID_VALUE;
+  unlock();
+  if (rc == CUDA_SUCCESS && ByteCount) memcpy(dstHost, (const void *)(uintptr_t)srcDevice, ByteCount);
+  return rc;
+}
+
+CUresult CUDAAPI cuCtxSynchronize(void) {
+  CUresult rc = enter();
+  if (rc) return rc;
+  if (need_context("cuCtxSynchronize") < 0) rc = no_context_code();
+  unlock();
+  return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------------------------- */
 /* Errors                                                                                                           */
 
 CUresult CUDAAPI cuGetErrorString(CUresult error, const char **pStr) {
@@ -1525,6 +1588,7 @@ static const entry_t k_entries[] = {
   E("cuDevicePrimaryCtxRelease", 11000, cuDevicePrimaryCtxRelease_v2, NULL),
   E("cuCtxGetCurrent", 4000, cuCtxGetCurrent, NULL),
   E("cuCtxSetCurrent", 4000, cuCtxSetCurrent, NULL),
+  E("cuCtxSynchronize", 2000, cuCtxSynchronize, NULL),
   E("cuMemGetInfo", 3020, cuMemGetInfo_v2, NULL),
   E("cuMemAlloc", 3020, cuMemAlloc_v2, NULL),
   E("cuMemFree", 3020, cuMemFree_v2, NULL),
@@ -1543,6 +1607,8 @@ static const entry_t k_entries[] = {
   E("cuMemUnmap", 10020, cuMemUnmap, NULL),
   E("cuMemSetAccess", 10020, cuMemSetAccess, NULL),
   E("cuMemGetAllocationGranularity", 10020, cuMemGetAllocationGranularity, NULL),
+  E("cuMemsetD8", 3020, cuMemsetD8_v2, NULL),
+  E("cuMemcpyDtoH", 3020, cuMemcpyDtoH_v2, NULL),
   E("cuStreamCreate", 2000, cuStreamCreate, NULL),
   E("cuStreamDestroy", 4000, cuStreamDestroy_v2, NULL),
   E("cuStreamSynchronize", 2000, cuStreamSynchronize, cuStreamSynchronize_ptsz),

@@ -75,6 +75,9 @@ static struct {
   PFN_cuEventRecord_v2000 eventRecord;
   PFN_cuEventQuery_v2000 eventQuery;
   PFN_cuEventDestroy_v4000 eventDestroy;
+  PFN_cuMemsetD8_v3020 memsetD8;
+  PFN_cuMemcpyDtoH_v3020 memcpyDtoH;
+  PFN_cuCtxSynchronize_v2000 ctxSynchronize;
   PFN_cuGetErrorString_v6000 getErrorString;
   PFN_cuGetErrorName_v6000 getErrorName;
   pl_cuda_double_reset_fn *reset;
@@ -133,6 +136,9 @@ static int group_setup(void **state) {
   FETCH(ctxGetCurrent, "cuCtxGetCurrent", 4000);
   FETCH(ctxSetCurrent, "cuCtxSetCurrent", 4000);
   FETCH(memGetInfo, "cuMemGetInfo", 3020);
+  FETCH(memsetD8, "cuMemsetD8", 3020);
+  FETCH(memcpyDtoH, "cuMemcpyDtoH", 3020);
+  FETCH(ctxSynchronize, "cuCtxSynchronize", 2000);
   FETCH(memAlloc, "cuMemAlloc", 3020);
   FETCH(memFree, "cuMemFree", 3020);
   FETCH(memAllocAsync, "cuMemAllocAsync", 11020);
@@ -1184,6 +1190,56 @@ static void test_cuda_double_pitch_and_pinned_host(void **state) {
   assert_int_equal(D.live(0), 0);
 }
 
+/* cuMemsetD8 / cuMemcpyDtoH: device memory written and read through the driver, in plain allocations and in mapped
+ * ranges; host memory, unmapped pages, ranges past an allocation and a missing context are refused. */
+static void test_cuda_double_memset_memcpy(void **state) {
+  (void)state;
+  start("capacity:64MiB");
+  CUdeviceptr p = 0;
+  unsigned char buf[8192];
+  assert_int_equal(D.memAlloc(&p, 5000), CUDA_SUCCESS);
+  assert_int_equal(D.memsetD8(p, 0xab, 5000), CUDA_SUCCESS);
+  assert_int_equal(D.memsetD8(p + 100, 0x01, 10), CUDA_SUCCESS);
+  assert_int_equal(D.memcpyDtoH(buf, p, 5000), CUDA_SUCCESS);
+  assert_int_equal(D.ctxSynchronize(), CUDA_SUCCESS);
+  assert_int_equal(buf[0], 0xab);
+  assert_int_equal(buf[105], 0x01);
+  assert_int_equal(buf[4999], 0xab);
+  assert_int_equal(((unsigned char *)hostp(p))[110], 0xab); /* host memory underneath */
+  assert_int_equal(D.memsetD8(p, 0, 0), CUDA_SUCCESS);
+  REFUSED(D.memsetD8(p + 4990, 0, 11), CUDA_ERROR_INVALID_VALUE);        /* past the allocation's requested size */
+  REFUSED(D.memcpyDtoH(buf, p + 8192, 1), CUDA_ERROR_INVALID_VALUE);     /* nobody's memory */
+  REFUSED(D.memcpyDtoH(NULL, p, 1), CUDA_ERROR_INVALID_VALUE);
+  void *h = NULL;
+  assert_int_equal(D.memAllocHost(&h, 4096), CUDA_SUCCESS);
+  REFUSED(D.memsetD8((CUdeviceptr)(uintptr_t)h, 0, 16), CUDA_ERROR_INVALID_VALUE); /* pinned host memory */
+  assert_int_equal(D.memFreeHost(h), CUDA_SUCCESS);
+  /* a reservation with its first page mapped and accessible: the page, not beyond it */
+  CUmemAllocationProp prop = prop_dev(0);
+  CUdeviceptr base = 0;
+  CUmemGenericAllocationHandle hd = 0;
+  assert_int_equal(D.memAddressReserve(&base, 4 * GRAN, 0, 0, 0), CUDA_SUCCESS);
+  assert_int_equal(D.memCreate(&hd, GRAN, &prop, 0), CUDA_SUCCESS);
+  assert_int_equal(D.memMap(base, GRAN, 0, hd, 0), CUDA_SUCCESS);
+  assert_int_equal(set_rw(base, GRAN, CU_MEM_ACCESS_FLAGS_PROT_READWRITE), CUDA_SUCCESS);
+  assert_int_equal(D.memsetD8(base + GRAN - 4096, 0x5c, 4096), CUDA_SUCCESS);
+  assert_int_equal(D.memcpyDtoH(buf, base + GRAN - 4096, 4096), CUDA_SUCCESS);
+  assert_int_equal(buf[4095], 0x5c);
+  REFUSED(D.memsetD8(base + GRAN - 4096, 0, 8192), CUDA_ERROR_INVALID_VALUE); /* into the unmapped second page */
+  assert_int_equal(D.memUnmap(base, GRAN), CUDA_SUCCESS);
+  assert_int_equal(D.memRelease(hd), CUDA_SUCCESS);
+  REFUSED(D.memsetD8(base, 0, 1), CUDA_ERROR_INVALID_VALUE);                /* unmapped again */
+  assert_int_equal(D.memAddressFree(base, 4 * GRAN), CUDA_SUCCESS);
+  assert_int_equal(D.memFree(p), CUDA_SUCCESS);
+  /* without a current context */
+  assert_int_equal(D.ctxSetCurrent(NULL), CUDA_SUCCESS);
+  REFUSED(D.ctxSynchronize(), CUDA_ERROR_INVALID_CONTEXT);
+  assert_int_equal(counters().n_violations, 7);
+  assert_int_equal(D.primaryCtxRelease(0), CUDA_SUCCESS);
+  assert_int_equal(counters().n_leaks, 0);
+  assert_int_equal(D.live(1), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_cuda_double_proc_address),
@@ -1203,6 +1259,7 @@ int main(void) {
     cmocka_unit_test(test_cuda_double_fork_child),
     cmocka_unit_test(test_cuda_double_log),
     cmocka_unit_test(test_cuda_double_pitch_and_pinned_host),
+    cmocka_unit_test(test_cuda_double_memset_memcpy),
     cmocka_unit_test(test_cuda_double_threads),
     cmocka_unit_test(test_cuda_double_hint_and_asan),
   };
