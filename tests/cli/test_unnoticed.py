@@ -4,7 +4,8 @@ tracer (tests/targets/unnoticed.c: threads, the kernel's task list, descriptors 
 explicit and an inherited environment, a parent capturing a child's stdout and stderr, signal dispositions and
 masks, resource limits, files written through dup2'd and reused descriptors, its own exit status and death by a
 signal; tests/targets/py_unnoticed.py on every Python from 2.7 to 3.13 found here: threads, fork, a captured child,
-an explicit environment, a user's own `sitecustomize.py` and `plateau.py` beside the script) run untraced and under
+an explicit environment, a user's own `sitecustomize.py` and `plateau.py` beside the script; a torch program dying of
+an uncaught CUDA OOM, tests/targets/py_torch_oom.py) run untraced and under
 `plateau run`; stdout, stderr, exit status and the files they write must be byte for byte the same.
 Usage: test_unnoticed.py PLATEAU TARGETS_BUILD_DIR TARGETS_SOURCE_DIR [CASE...]
 """
@@ -62,6 +63,11 @@ def pythons():
 
 for label, exe in pythons():
     CASES["python-" + label] = ([exe, "py_unnoticed.py"], None)
+# the bootstrap's end-of-run record (a wrapped torch.cuda.OutOfMemoryError.__init__, an atexit callback): a torch
+# program that catches one OOM and dies of another, uncaught
+if subprocess.run(["/usr/bin/python3", "-c", "import torch"], stdout=subprocess.DEVNULL,
+                  stderr=subprocess.DEVNULL).returncode == 0:
+    CASES["python-torch-oom"] = (["/usr/bin/python3", os.path.join(tsrc, "py_torch_oom.py")], None)
 
 
 def prepare(work):
