@@ -57,6 +57,9 @@ signals)
   grep -q "crashed: SIGSEGV (signal 11)" "$tmp/segv.txt" || fail "SIGSEGV not said"
   grep -q "crashed: SIGABRT (signal 6), an abort" "$tmp/abort.txt" || fail "SIGABRT not said"
   grep "^end of pid" "$tmp/segv.txt" | grep -q "OOM\|out of memory" && fail "a crash called an OOM"
+  "$P" report "$tmp/kill" --html "$tmp/kill.html" >/dev/null 2>&1 || fail "report --html"
+  grep -q "<b>How it ended:</b> killed by SIGKILL" "$tmp/kill.html" || fail "HTML: how it ended"
+  grep -q "Live by call site at its last record" "$tmp/kill.html" || fail "HTML: live sites"
   end_json "$tmp/kill" sigkill
   end_json "$tmp/segv" crash
   # a clean exit says nothing of an end
