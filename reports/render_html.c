@@ -267,6 +267,23 @@ static void sites(FILE *o, const pl_extract_proc_t *xp) {
 }
 
 /* What grew between two steps (reports/window.h): the section of report --between, before the processes' own. */
+/* The processes a window leaves out for one reason, in one paragraph. */
+static void window_left_out_html(FILE *o, const pl_run_t *run, pl_window_fit_t why) {
+    const pl_extract_t *x = run->ext;
+    char name[256];
+    size_t n = 0;
+    for (size_t i = 0; i < x->n_procs; i++) {
+        const pl_extract_proc_t *p = &x->procs[i];
+        if (pl_window_fit(p) != why) continue;
+        if (!n) fputs(why == PL_WINDOW_NO_STEPS ? "<p>Left out, no steps (a window is counted in steps): "
+                                                : "<p>Left out, ended before the window: ", o);
+        fputs(n++ ? ", " : "", o);
+        esc(o, pl_window_who(run, p, name, sizeof name));
+        if (why == PL_WINDOW_AFTER_END) fprintf(o, " at step %lld", (long long)p->window->last_step);
+    }
+    if (n) fputs(".</p>\n", o);
+}
+
 static void window_html(FILE *o, const pl_run_t *run) {
     const pl_extract_t *x = run ? run->ext : NULL;
     const pl_extract_window_t *w0 = pl_window_first(x);
@@ -279,16 +296,9 @@ static void window_html(FILE *o, const pl_run_t *run) {
         const pl_extract_window_t *w = p->window;
         pl_window_fit_t f = pl_window_fit(p);
         if (f == PL_WINDOW_NONE) continue;
+        if (f == PL_WINDOW_NO_STEPS || f == PL_WINDOW_AFTER_END) continue; /* listed after the others */
         fputs("<h3>", o);
         esc(o, pl_window_who(run, p, name, sizeof name));
-        if (f == PL_WINDOW_NO_STEPS) {
-            fputs(": records no steps (left out)</h3>\n", o);
-            continue;
-        }
-        if (f == PL_WINDOW_AFTER_END) {
-            fprintf(o, ": ended at step %lld, before the window (left out)</h3>\n", (long long)w->last_step);
-            continue;
-        }
         fprintf(o, ": step %lld &rarr; %lld%s</h3>\n", (long long)w->from_step, (long long)w->end_step,
                 f == PL_WINDOW_CUT ? " (its last step: it ended inside the window)" : "");
         fputs("<table><tr><th>metric</th><th>from</th><th>to</th><th>change</th><th>per step</th></tr>\n", o);
@@ -318,6 +328,8 @@ static void window_html(FILE *o, const pl_run_t *run) {
         }
         fputs("</table>\n", o);
     }
+    window_left_out_html(o, run, PL_WINDOW_NO_STEPS);
+    window_left_out_html(o, run, PL_WINDOW_AFTER_END);
 }
 
 static const pl_extract_proc_t *extras_of(const pl_extract_t *x, const pl_report_process_t *p) {

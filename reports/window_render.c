@@ -106,6 +106,29 @@ static void sites_text(FILE *o, const pl_extract_window_t *w) {
     }
 }
 
+/* One line for the processes left out for one reason: "left out, no steps (DataLoader workers, helpers): pid 9239
+ * (python3 torch_lm.py), pid 9245 (...)", at most 8 named, then how many more. */
+static void left_out_text(FILE *o, const pl_run_t *run, pl_window_fit_t why) {
+    const pl_extract_t *x = run->ext;
+    char name[256];
+    size_t n = 0;
+    for (size_t i = 0; i < x->n_procs; i++) {
+        const pl_extract_proc_t *p = &x->procs[i];
+        if (pl_window_fit(p) != why) continue;
+        if (n == 8) {
+            size_t more = 0;
+            for (size_t j = i; j < x->n_procs; j++) more += pl_window_fit(&x->procs[j]) == why;
+            fprintf(o, " and %zu more", more);
+            break;
+        }
+        if (!n) fputs(why == PL_WINDOW_NO_STEPS ? "left out, no steps (a window is counted in steps): "
+                                                : "left out, ended before the window: ", o);
+        fprintf(o, "%s%s", n++ ? ", " : "", pl_window_who(run, p, name, sizeof name));
+        if (why == PL_WINDOW_AFTER_END) fprintf(o, " at step %lld", (long long)p->window->last_step);
+    }
+    if (n) fputc('\n', o);
+}
+
 int pl_window_text(const pl_run_t *run, FILE *o) {
     if (!run || !run->report || !run->ext || !o) return -EINVAL;
     const pl_extract_t *x = run->ext;
@@ -128,22 +151,8 @@ int pl_window_text(const pl_run_t *run, FILE *o) {
         sites_text(o, w);
         holders_text(o, p, w);
     }
-    size_t n_left = 0;
-    for (size_t i = 0; i < x->n_procs; i++) {
-        const pl_extract_proc_t *p = &x->procs[i];
-        pl_window_fit_t f = pl_window_fit(p);
-        if (f != PL_WINDOW_NO_STEPS && f != PL_WINDOW_AFTER_END) continue;
-        if (n_left == 8) {
-            fputs("; ...", o);
-            n_left++;
-            continue;
-        }
-        if (n_left > 8) continue;
-        fprintf(o, "%s%s", n_left++ ? "; " : "left out: ", pl_window_who(run, p, name, sizeof name));
-        if (f == PL_WINDOW_NO_STEPS) fputs(" records no steps", o);
-        else fprintf(o, " ended at step %lld, before the window", (long long)p->window->last_step);
-    }
-    if (n_left) fputc('\n', o);
+    left_out_text(o, run, PL_WINDOW_NO_STEPS);
+    left_out_text(o, run, PL_WINDOW_AFTER_END);
     return ferror(o) ? -EIO : 0;
 }
 

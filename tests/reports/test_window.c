@@ -151,7 +151,7 @@ static void test_window_bad_windows(void **state) {
     assert_int_equal(pl_window_usable(run.ext, why, sizeof why), 0);
     assert_non_null(strstr(why, "ended before step 161 (the last completed step: 160)"));
     t = text_of(&run);
-    assert_non_null(strstr(t, "left out: pid 4242 (python3 train.py) ended at step 160, before the window"));
+    assert_non_null(strstr(t, "left out, ended before the window: pid 4242 (python3 train.py) at step 160\n"));
     free(t);
     pl_run_destroy(&run);
 
