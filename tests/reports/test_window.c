@@ -21,6 +21,7 @@
 #include "extract.h"
 #include "render.h"
 #include "render_html.h"
+#include "retention.h"
 #include "window.h"
 
 #define LEAK (256 * 1024)
@@ -224,6 +225,39 @@ static void test_window_json_and_html(void **state) {
     pl_run_destroy(&run);
 }
 
+/* The census's holders in a window: a list flat until step 100 then growing 10 items per census (every 10 steps)
+ * grew in a window after step 100 only; a bounded cache never did. */
+static void test_window_holders(void **state) {
+    (void)state;
+    pl_retention_t rt;
+    memset(&rt, 0, sizeof rt);
+    for (uint32_t c = 1; c <= 20; c++) {
+        pl_rec_retention_t q = {.census = c, .step = c * 10u, .items = 1000, .nodes = 0, .bytes = 1000, .path = "",
+                                .what = "", .kind = "census", .file = "", .fix = ""};
+        assert_int_equal(pl_retention_add(&rt, &q), 0);
+        uint64_t items = c <= 10 ? 100 : 100 + (c - 10) * 10u;
+        q = (pl_rec_retention_t){.census = c, .step = c * 10u, .items = items, .bytes = items * 1024, .line = 9,
+                                 .path = "history", .what = "global in train.py", .kind = "list",
+                                 .file = "/src/train.py", .fix = ""};
+        assert_int_equal(pl_retention_add(&rt, &q), 0);
+        q.path = "cache";
+        q.items = 50;
+        q.bytes = 50 * 1024;
+        assert_int_equal(pl_retention_add(&rt, &q), 0);
+    }
+    pl_retention_judge(&rt);
+    size_t ix[5];
+    double g[5], bg[5];
+    assert_int_equal(pl_window_holders(&rt, 20, 90, ix, g, bg, 5), 0);
+    assert_int_equal(pl_window_holders(&rt, 100, 150, ix, g, bg, 5), 1);
+    assert_string_equal(rt.holders[ix[0]].path, "history");
+    assert_true(g[0] == 50);
+    assert_true(bg[0] == 50.0 * 1024);
+    assert_int_equal(pl_window_holders(&rt, 95, 155, ix, g, bg, 5), 1); /* between censuses: the last at or before */
+    assert_true(g[0] == 50);
+    pl_retention_free(&rt);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_window_after_onset_names_the_leak),
@@ -232,6 +266,7 @@ int main(void) {
         cmocka_unit_test(test_window_bad_windows),
         cmocka_unit_test(test_window_teardown_and_cut_short),
         cmocka_unit_test(test_window_json_and_html),
+        cmocka_unit_test(test_window_holders),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
