@@ -446,9 +446,13 @@ void pl_run_update_cut_short(pl_report_t *r, pl_extract_t *x) {
             w = snprintf(reason, sizeof reason, "damaged tail: %s%s", b, msg);
         else if (p->damaged)
             w = snprintf(reason, sizeof reason, "damaged tail: %s", p->error);
-        else if (pl_run_status_of(x, p->pid) && pl_run_status_of(x, p->pid)->signal > 0)
-            w = snprintf(reason, sizeof reason, "killed by %s", signal_text(pl_run_status_of(x, p->pid)->signal));
-        else if (pl_run_status_of(x, p->pid))
+        else if (pl_run_status_of(x, p->pid) && pl_run_status_of(x, p->pid)->signal > 0) {
+            const pl_extract_status_t *st = pl_run_status_of(x, p->pid);
+            w = snprintf(reason, sizeof reason, "killed by %s", signal_text(st->signal));
+            if (w > 0 && (size_t)w < sizeof reason && st->signal == SIGKILL && st->oom_kill > 0) /* docs/end-of-run.md */
+                w += snprintf(reason + w, sizeof reason - (size_t)w, "; the OOM killer killed %ld process%s in the "
+                              "run's cgroup while it ran", st->oom_kill, st->oom_kill > 1 ? "es" : "");
+        } else if (pl_run_status_of(x, p->pid))
             w = snprintf(reason, sizeof reason, "%s has no end record, but the command exited with status %d", b,
                          pl_run_status_of(x, p->pid)->exit);
         else

@@ -91,6 +91,7 @@ static void test_ending_sigkill_with_and_without_oom_kill(void **state) {
     assert_int_equal(e.oom_kill, 1);
     assert_non_null(strstr(e.line, "killed by SIGKILL while the OOM killer killed 1 process in the run's cgroup "
                                    "(memory.events): out of memory"));
+    assert_non_null(strstr(run.report->cut_reason, "; the OOM killer killed 1 process in the run's cgroup while it ran"));
     pl_run_destroy(&run);
 
     make_run(&run, false, false, "pid 4242 signal 9 oom_kill 0 host_oom_kill 0\n");
