@@ -3,7 +3,7 @@
  * `plateau report --merge RUN_DIR...`: the run directories of a multi-node job in one report (reports/extract.h,
  * pl_extract_paths; three or more, or two holding distinct ranks, merge without --merge), and
  * `plateau report RUN_A RUN_B [--json FILE] [--allocators A,B]`: the same program on two host allocators compared
- * (reports/compare.h).
+ * (reports/compare.h), and `plateau report --between A B RUN_DIR`: what grew between two steps (reports/window.h).
  *
  * Reads the trace(s) (reports/extract.h), classifies every series, prints the text report to stdout and writes the
  * JSON / HTML reports and the exports (--csv, --trace-events, --torch-snapshot: reports/export.h, docs/export.md)
@@ -29,6 +29,7 @@
 #include "render.h"
 #include "render_html.h"
 #include "run.h"
+#include "window.h"
 
 static void usage(FILE *o) {
     fprintf(o, "usage: plateau report RUN_DIR|TRACE [--json FILE] [--html FILE] [--csv FILE] [--trace-events FILE]"
@@ -48,6 +49,10 @@ static void usage(FILE *o) {
                "               dev.inactive_split\n"
                "  --since-step N  ignore steps before N\n"
                "  --ascii      ASCII sparklines\n"
+               "  --between A B  what grew between step A and step B (optimizer steps, 0 <= A < B): per process the\n"
+               "               change of every metric and the call sites whose live bytes grew in that window,\n"
+               "               largest first; the text is that view alone, --json adds \"between\", --html a section\n"
+               "               (docs/window.md)\n"
                "  --all-processes  every process in full (by default quiet workers are one line, and short\n"
                "               helpers, no steps, under 1 s and 64 MiB RSS, one count by name)\n"
                "  --fail-on-leak  exit 3 when the run verdict is LEAK (0 on no leak, slow growth, undecided,\n"
@@ -84,6 +89,7 @@ static int render_json(const void *ctx, FILE *o) {
 }
 static int render_text(const void *ctx, FILE *o) {
     const rendering_t *g = ctx;
+    if (pl_window_first(g->run->ext)) return pl_window_text(g->run, o); /* --between: the window's view alone */
     return pl_render_run_text(g->run, o, g->to);
 }
 static int render_csv(const void *ctx, FILE *o) {
@@ -267,6 +273,46 @@ static bool distinct_ranks(const char *a, const char *b) {
     return distinct;
 }
 
+static bool parse_step(const char *s, int64_t *out) {
+    char *end;
+    errno = 0;
+    long long v = s && *s >= '0' && *s <= '9' ? strtoll(s, &end, 10) : -1;
+    if (v < 0 || errno || *end) return false;
+    *out = v;
+    return true;
+}
+
+/* --between A B (two words), or A..B / A:B in one: steps 0 <= A < B. The second word is taken from argv when it is
+ * a number (getopt then treats it as the option's). Returns 0, or -1 after one line on stderr. */
+static int parse_between(int argc, char **argv, const char *arg, pl_extract_opts_t *eo) {
+    char a[32] = "", b[32] = "";
+    const char *sep = strstr(arg, "..");
+    size_t sl = 2;
+    if (!sep && (sep = strchr(arg, ':'))) sl = 1;
+    if (sep && (size_t)(sep - arg) < sizeof a) {
+        snprintf(a, sizeof a, "%.*s", (int)(sep - arg), arg);
+        snprintf(b, sizeof b, "%s", sep + sl);
+    } else if (!sep) {
+        snprintf(a, sizeof a, "%s", arg);
+        if (optind < argc && argv[optind][0] >= '0' && argv[optind][0] <= '9') snprintf(b, sizeof b, "%s", argv[optind++]);
+    }
+    int64_t va, vb;
+    if (!parse_step(a, &va) || !parse_step(b, &vb)) {
+        fprintf(stderr, "plateau report: --between wants two step numbers A B (0 <= A < B), not '%s%s%s'\n",
+                pl_format_esc(arg), b[0] && !sep ? " " : "", !sep ? pl_format_esc(b) : "");
+        return -1;
+    }
+    if (va >= vb) {
+        fprintf(stderr, "plateau report: --between %lld %lld: the window's first step must come before its last "
+                        "(A < B)\n", (long long)va, (long long)vb);
+        return -1;
+    }
+    eo->window = true;
+    eo->window_from = va;
+    eo->window_to = vb;
+    return 0;
+}
+
 int pl_cli_report(int argc, char **argv) {
     static const struct option longopts[] = {
         {"json", required_argument, NULL, 'j'},   {"html", required_argument, NULL, 'H'},
@@ -278,6 +324,7 @@ int pl_cli_report(int argc, char **argv) {
         {"merge", no_argument, NULL, 'M'},            {"compare", no_argument, NULL, 'C'},
         {"csv", required_argument, NULL, 'V'},        {"trace-events", required_argument, NULL, 'T'},
         {"torch-snapshot", required_argument, NULL, 'Y'},
+        {"between", required_argument, NULL, 'B'},
         {NULL, 0, NULL, 0},
     };
     const char *json = NULL, *html = NULL, *allocs = NULL, *csv = NULL, *tev = NULL, *torch = NULL;
@@ -346,6 +393,9 @@ int pl_cli_report(int argc, char **argv) {
             pp.horizon_steps = v;
             break;
         }
+        case 'B':
+            if (parse_between(argc, argv, optarg, &eo)) return 2;
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -375,6 +425,11 @@ int pl_cli_report(int argc, char **argv) {
         merge = true;
     }
     if (n_paths > 2) merge = true; /* only two runs compare */
+    if (eo.window && n_paths == 2 && !merge) {
+        fprintf(stderr, "plateau report: --between applies to one run (or the merged nodes of one job), not to a "
+                        "comparison of two runs\n");
+        return 2;
+    }
     if (n_paths == 2 && !merge) {
         if (html || eo.only_metric || csv || tev || torch) {
             fprintf(stderr, "plateau report: --html, --metric and the exports (--csv, --trace-events, "
@@ -431,6 +486,13 @@ int pl_cli_report(int argc, char **argv) {
     for (size_t i = 0; i < x->n_procs; i++)
         if (x->procs[i].damaged)
             fprintf(stderr, "plateau report: warning: %s (partial report)\n", pl_format_esc(x->procs[i].error));
+    char why[256];
+    if (eo.window && !pl_window_usable(x, why, sizeof why)) { /* a window beyond the run, a run without steps */
+        fprintf(stderr, "plateau report: --between %lld %lld: %s\n", (long long)eo.window_from,
+                (long long)eo.window_to, why);
+        status = 1;
+        goto out;
+    }
     rendering_t g = {.run = &run, .to = &to};
     if (!n_stdout && (rc = pl_cli_output(NULL, render_text, &g))) {
         fprintf(stderr, "plateau report: writing the report to stdout failed: %s\n", strerror(-rc));

@@ -59,8 +59,48 @@
  * that runs added with --append (even at once) each keep theirs. Only a regular file is written: the file is opened
  * without following a link or waiting on a FIFO planted there; anything else is said in one line and skipped. Best
  * effort: a failure only loses that detail. */
-static void write_status(const char *dir, pid_t pid, int status) {
-    char path[4096], line[64];
+/* The first "KEY N" line of file, N >= 0, or -1 (unreadable, absent). */
+static long read_counter(const char *file, const char *key) {
+    FILE *f = fopen(file, "re");
+    if (!f) return -1;
+    char line[256];
+    long v = -1;
+    size_t kl = strlen(key);
+    while (v < 0 && fgets(line, sizeof line, f))
+        if (!strncmp(line, key, kl) && line[kl] == ' ' && sscanf(line + kl + 1, "%ld", &v) != 1) v = -1;
+    fclose(f);
+    return v;
+}
+
+/* How many processes the OOM killer killed so far: in plateau run's own memory cgroup (v2 memory.events, v1
+ * memory.oom_control: both count its descendants, the command's cgroup unless it moves itself), and on the host
+ * (/proc/vmstat); -1 where unreadable. Read before and after the command, their differences go to run.status: a
+ * SIGKILL is reported as the OOM killer only when one was counted (docs/end-of-run.md). */
+typedef struct oom_counts { long cgroup, host; } oom_counts_t;
+
+static oom_counts_t oom_counts(void) {
+    oom_counts_t c = {-1, read_counter("/proc/vmstat", "oom_kill")};
+    FILE *f = fopen("/proc/self/cgroup", "re");
+    char line[4096], path[4200];
+    while (f && c.cgroup < 0 && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        const char *v1 = strstr(line, ":memory:/");
+        if (!strncmp(line, "0::/", 4)) {
+            snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.events", line + 3);
+            c.cgroup = read_counter(path, "oom_kill");
+        } else if (v1) {
+            snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.oom_control", v1 + 8);
+            c.cgroup = read_counter(path, "oom_kill");
+            if (c.cgroup < 0) /* a container sees its own cgroup as the hierarchy's root */
+                c.cgroup = read_counter("/sys/fs/cgroup/memory/memory.oom_control", "oom_kill");
+        }
+    }
+    if (f) fclose(f);
+    return c;
+}
+
+static void write_status(const char *dir, pid_t pid, int status, oom_counts_t before) {
+    char path[4096], line[160];
     if (snprintf(path, sizeof path, "%s/run.status", dir) >= (int)sizeof path) return;
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
     struct stat sb;
@@ -71,9 +111,15 @@ static void write_status(const char *dir, pid_t pid, int status) {
         if (fd >= 0) close(fd);
         return;
     }
-    int n = WIFSIGNALED(status) ? snprintf(line, sizeof line, "pid %d signal %d\n", (int)pid, WTERMSIG(status))
-                                : snprintf(line, sizeof line, "pid %d exit %d\n", (int)pid,
+    int n = WIFSIGNALED(status) ? snprintf(line, sizeof line, "pid %d signal %d", (int)pid, WTERMSIG(status))
+                                : snprintf(line, sizeof line, "pid %d exit %d", (int)pid,
                                            WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    oom_counts_t after = oom_counts();
+    if (before.cgroup >= 0 && after.cgroup >= before.cgroup)
+        n += snprintf(line + n, sizeof line - (size_t)n, " oom_kill %ld", after.cgroup - before.cgroup);
+    if (before.host >= 0 && after.host >= before.host)
+        n += snprintf(line + n, sizeof line - (size_t)n, " host_oom_kill %ld", after.host - before.host);
+    n += snprintf(line + n, sizeof line - (size_t)n, "\n");
     if (write(fd, line, (size_t)n) != n) { /* best effort */
     }
     close(fd);
@@ -745,6 +791,7 @@ int pl_cli_run(int argc, char **argv) {
     /* exec_fd: closed by a successful exec (O_CLOEXEC); a failed one writes its errno there first */
     int exec_fd[2] = {-1, -1};
     if (pipe2(exec_fd, O_CLOEXEC) != 0) exec_fd[0] = exec_fd[1] = -1;
+    oom_counts_t oom_before = oom_counts();
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
@@ -835,7 +882,7 @@ int pl_cli_run(int argc, char **argv) {
         if (made) rmdir(abs_dir); /* fails, leaving it, if anything else appeared there */
         return rc;
     }
-    write_status(abs_dir, pid, status);
+    write_status(abs_dir, pid, status, oom_before);
     int n = count_traces(abs_dir);
     fprintf(stderr, "plateau: %d trace file%s in %s", n, n == 1 ? "" : "s", pl_format_esc(abs_dir));
     if (WIFSIGNALED(status)) fprintf(stderr, " (the command was killed by signal %d)", WTERMSIG(status));

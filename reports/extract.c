@@ -188,6 +188,34 @@ static double hist_at(const hist_t *h, int64_t k) {
     return v;
 }
 
+/* live bytes of one stack after the changes of each of its last RING_KEYS distinct step keys: exact values at the
+ * end of any of the last RING_KEYS - 1 steps (the end-of-run view's "last steps": PL_EXTRACT_END_STEPS < it). */
+#define RING_KEYS 16u
+typedef struct ring { int64_t key[RING_KEYS]; double live[RING_KEYS]; uint32_t head, n; bool wrapped; } ring_t;
+
+static void ring_add(ring_t *g, int64_t key, double live) {
+    uint32_t last = (g->head + RING_KEYS - 1) % RING_KEYS;
+    if (g->n && key <= g->key[last]) { /* keys never decrease (steps only advance): the same key */
+        g->live[last] = live;
+        return;
+    }
+    g->key[g->head] = key;
+    g->live[g->head] = live;
+    g->head = (g->head + 1) % RING_KEYS;
+    if (g->n < RING_KEYS) g->n++;
+    else g->wrapped = true;
+}
+
+/* live bytes at the end of step k: after the last change keyed <= k; 0 before the first change; NAN when that
+ * change fell out of the ring */
+static double ring_at(const ring_t *g, int64_t k) {
+    for (uint32_t i = 0; i < g->n; i++) {
+        uint32_t j = (g->head + RING_KEYS - 1 - i) % RING_KEYS;
+        if (g->key[j] <= k) return g->live[j];
+    }
+    return g->wrapped ? NAN : 0;
+}
+
 typedef struct stack {
     uint32_t id;
     uint32_t n_pcs;
@@ -197,6 +225,9 @@ typedef struct stack {
     double live_bytes;     /* weighted */
     uint64_t n_live;
     hist_t by_step, by_time; /* time keys in BUCKET_NS */
+    ring_t last;             /* by step key */
+    double win_from, win_to; /* exact live bytes at the end of the window's steps (opts.window): changes keyed <= */
+    double at_uncaught;      /* live bytes when the bootstrap recorded an uncaught exception (state.uncaught_step) */
 } stack_t_;
 
 /* symbol: the trace's dladdr name, in full up to FRAME_SYMBOL_MAX bytes while the trace's symbols stay within
@@ -250,6 +281,7 @@ typedef struct state {
     int64_t cuda_t;
     int64_t ev_alloc, ev_tens, ev_res, ev_drv;  /* running device totals from events */
     double last_reserved;    /* latest reserved bytes (stats or events), NAN unknown */
+    int64_t uncaught_step;   /* steps completed when the uncaught exception was recorded, -1 none */
     pl_extract_proc_t *xp;
     pl_report_t *r;
     const pl_extract_opts_t *o;
@@ -299,8 +331,14 @@ static stack_t_ *stack_get(state_t *s, uint32_t id, bool create) {
 }
 
 static void stack_note(state_t *s, stack_t_ *st, int64_t t) {
-    hist_add(&st->by_step, s->cur_step + 1, st->live_bytes);
+    int64_t k = s->cur_step < MAX_KEY ? s->cur_step + 1 : MAX_KEY; /* the step in progress */
+    hist_add(&st->by_step, k, st->live_bytes);
     hist_add(&st->by_time, rel_t(s, t) / BUCKET_NS, st->live_bytes);
+    ring_add(&st->last, k, st->live_bytes);
+    if (s->o->window) {
+        if (k <= s->o->window_from) st->win_from = st->live_bytes;
+        if (k <= s->o->window_to) st->win_to = st->live_bytes;
+    }
 }
 
 static void copy_str(char *dst, size_t cap, const char *src) { snprintf(dst, cap, "%s", src ? src : ""); }
@@ -460,6 +498,12 @@ static int on_stats(state_t *s, const pl_trace_record_t *rec) {
     }
     s->seen_stats = true;
     s->last_reserved = sr;
+    if (ext) { /* torch's allocator at its latest snapshot: the end-of-run view's numbers at a CUDA OOM */
+        s->xp->dev_last_allocated = (int64_t)sa;
+        s->xp->dev_last_reserved = (int64_t)sr;
+        s->xp->dev_last_inactive_split = s->seen_split || a->split >= 0 ? (int64_t)ssp : -1;
+        s->xp->dev_last_step = s->cur_step;
+    }
     if (q->capacity_bytes && !na(q->capacity_bytes) && (double)q->capacity_bytes > s->r->limits.device_bytes)
         s->r->limits.device_bytes = (double)q->capacity_bytes;
     int rc = put(s, A_ST_ALLOC, q->step, rec->t_ns, sa);
@@ -660,11 +704,20 @@ static int on_module(state_t *s, const pl_rec_module_t *q) {
     return 0;
 }
 
+/* The Python bootstrap's record of an exception that ended the program (docs/end-of-run.md): its type, and what every
+ * stack held at that moment (the interpreter's exit path comes after it). The first one counts. */
+static void on_uncaught(state_t *s, const char *type) {
+    if (s->uncaught_step >= 0) return;
+    copy_str(s->xp->uncaught, sizeof s->xp->uncaught, type);
+    s->uncaught_step = s->cur_step;
+    for (size_t i = 0; i < s->n_stacks; i++) s->stacks[i].at_uncaught = s->stacks[i].live_bytes;
+}
+
 static int on_record(state_t *s, const pl_trace_record_t *rec) {
     switch (rec->type) {
     case PL_REC_PROCESS_START: on_process(s, &rec->u.process); return 0;
-    case PL_REC_PROCESS_END:
-    case PL_REC_EXEC: s->xp->clean_end = true; return 0;
+    case PL_REC_PROCESS_END: s->xp->clean_end = true; return 0;
+    case PL_REC_EXEC: s->xp->clean_end = s->xp->exec_end = true; return 0;
     case PL_REC_STEP: {
         int64_t k = clamp_key(rec->u.step.step);
         if (k > s->cur_step) s->cur_step = k;
@@ -672,6 +725,11 @@ static int on_record(state_t *s, const pl_trace_record_t *rec) {
         return 0;
     }
     case PL_REC_MARK: { /* in the step in progress, as put() keys a sample without a step; --since-step alike */
+        if (!strncmp(rec->u.mark.label ? rec->u.mark.label : "", PL_EXTRACT_UNCAUGHT_MARK,
+                     strlen(PL_EXTRACT_UNCAUGHT_MARK))) { /* plateau's own, not the user's: how the process ended */
+            on_uncaught(s, rec->u.mark.label + strlen(PL_EXTRACT_UNCAUGHT_MARK));
+            return 0;
+        }
         int64_t k = s->cur_step < MAX_KEY ? s->cur_step + 1 : MAX_KEY;
         if (s->o->since_step > 0 && k < s->o->since_step) return 0;
         return pl_report_add_mark(s->xp->proc, k, rel_t(s, rec->t_ns), rec->u.mark.label);
@@ -822,7 +880,7 @@ static void name_python_site(const state_t *s, const stack_t_ *st, pl_extract_si
     }
 }
 
-/* the key stacks merge into sites by (find_sites): the naming Python frame, else the stack alone */
+/* the key stacks merge into sites by (group_sites): the naming Python frame, else the stack alone */
 static uint64_t site_key(const state_t *s, const stack_t_ *st) {
     const pyf_t *nf = naming_frame(s, st);
     return nf ? (1ull << 40) + (uint64_t)(nf - s->pyfs) : (uint64_t)st->id + 1;
@@ -864,6 +922,117 @@ static void match_holders(state_t *s) {
     }
 }
 
+/* Per-stack values a site list is ranked by: g the live bytes gained over the window measured, end the live bytes at
+ * its end; false leaves the stack out (its value is unknown). */
+typedef bool (*stack_val_fn)(const state_t *s, const stack_t_ *st, const void *ctx, double *g, double *end);
+
+/* Stacks merge into sites: a stack whose thread ran Python by its naming frame (the same Python line reached through
+ * different native paths is one site), any other stack alone, as before Python frames existed. The sites whose
+ * ranking value (growth, or with by_live the live bytes at the end) is at least one byte (weights are fractional:
+ * less is nothing) are counted in *n_counted and summed in *total; the largest `max` are kept in out, largest first,
+ * ties by stack id for determinism, each with the stack that contributed most as its representative. Returns how
+ * many were kept; their frames are named by name_sites. */
+static size_t group_sites(state_t *s, stack_val_fn val, const void *ctx, bool by_live, pl_extract_site_t *out,
+                          size_t max, double *total, size_t *n_counted) {
+    typedef struct group { uint64_t key; double g, end, best_g; uint64_t n_live; uint32_t best_id, n; } group_t;
+    *total = 0;
+    *n_counted = 0;
+    group_t *groups = calloc(s->n_stacks ? s->n_stacks : 1, sizeof *groups);
+    if (!groups) return 0;
+    pl_table_t gix;
+    map_init(&gix);
+    size_t n_groups = 0, n_out = 0;
+    for (size_t i = 0; i < s->n_stacks; i++) {
+        stack_t_ *st = &s->stacks[i];
+        double g, end;
+        if (!val(s, st, ctx, &g, &end)) continue;
+        double rank = by_live ? end : g;
+        uint64_t key = site_key(s, st);
+        slot_t *f = pl_table_get(&gix, key);
+        group_t *gr;
+        if (f) {
+            gr = &groups[f->val];
+        } else {
+            if (map_put(&gix, key, n_groups, 0)) continue;
+            gr = &groups[n_groups++];
+            *gr = (group_t){.key = key, .best_g = -INFINITY};
+        }
+        gr->g += g;
+        gr->end += end;
+        gr->n_live += st->n_live;
+        gr->n++;
+        if (rank > gr->best_g || (rank == gr->best_g && st->id < gr->best_id)) {
+            gr->best_g = rank;
+            gr->best_id = st->id;
+        }
+    }
+    for (size_t i = 0; i < n_groups; i++) {
+        const group_t *gr = &groups[i];
+        double v = by_live ? gr->end : gr->g;
+        if (!(v >= 1)) continue;
+        *total += v;
+        ++*n_counted;
+        /* insertion into the top list, largest first; ties by stack id for determinism */
+        size_t k = n_out;
+        while (k > 0) {
+            double w = by_live ? out[k - 1].live_bytes : out[k - 1].growth_bytes;
+            if (!(w < v || (w == v && out[k - 1].stack_id > gr->best_id))) break;
+            k--;
+        }
+        if (k >= max) continue;
+        size_t last = n_out < max ? n_out : max - 1;
+        memmove(&out[k + 1], &out[k], (last - k) * sizeof out[0]);
+        if (n_out < max) n_out++;
+        pl_extract_site_t *site = &out[k];
+        memset(site, 0, sizeof *site);
+        site->stack_id = gr->best_id;
+        site->growth_bytes = gr->g;
+        site->live_bytes = gr->end;
+        site->n_live = gr->n_live;
+        site->n_stacks = gr->n;
+    }
+    pl_table_free(&gix);
+    free(groups);
+    return n_out;
+}
+
+/* The frames of the kept sites (symbol files are opened for these alone), and each one's share of total. */
+static void name_sites(state_t *s, pl_extract_site_t *sites, size_t n, double total, bool by_live) {
+    pl_symbols_t *sy = n ? pl_symbols_new() : NULL;
+    for (size_t k = 0; k < n; k++) {
+        pl_extract_site_t *site = &sites[k];
+        site->share = total > 0 ? (by_live ? site->live_bytes : site->growth_bytes) / total : 0;
+        stack_t_ *st = stack_get(s, site->stack_id, false);
+        if (!st) continue;
+        name_python_site(s, st, site);
+        /* pcs: the frames, innermost first; skip the allocator's own frames at the top */
+        uint32_t j = 0;
+        while (j < st->n_pcs) {
+            slot_t *fi = pl_table_get(&s->frame_ix, st->pcs[j]);
+            if (!fi || !is_alloc_frame(s, &s->frames[fi->val])) break;
+            j++;
+        }
+        size_t max_frames = site->py_name ? PL_EXTRACT_SITE_FRAMES : 6;
+        for (; j < st->n_pcs && site->n_frames < max_frames; j++) {
+            char *t = format_frame(s, sy, st->pcs[j]);
+            if (t) site->frames[site->n_frames++] = t;
+        }
+    }
+    pl_symbols_free(sy);
+}
+
+/* the tail's sites: growth from the tail's start to the last reported key, from the per-stack histories */
+typedef struct tail_ctx { bool by_step; int64_t tail, last_key; } tail_ctx_t;
+
+static bool tail_val(const state_t *s, const stack_t_ *st, const void *ctx, double *g, double *end) {
+    (void)s;
+    const tail_ctx_t *c = ctx;
+    const hist_t *h = c->by_step ? &st->by_step : &st->by_time;
+    *end = c->last_key == INT64_MAX ? st->live_bytes : hist_at(h, c->last_key);
+    *g = *end - hist_at(h, c->tail - 1);
+    return true;
+}
+
 static void find_sites(state_t *s, pl_report_process_t *row, bool by_step) {
     pl_extract_proc_t *xp = s->xp;
     xp->site_tail_step = -1;
@@ -891,90 +1060,82 @@ static void find_sites(state_t *s, pl_report_process_t *row, bool by_step) {
         xp->site_metric = NULL;
     }
     xp->site_tail_step = tail;
-    /* Stacks merge into sites: a stack whose thread ran Python by its naming frame (the same Python line reached
-     * through different native paths is one site), any other stack alone, as before Python frames existed. */
-    typedef struct group { uint64_t key; double g, end, best_g; uint64_t n_live; uint32_t best_id, n; } group_t;
-    group_t *groups = calloc(s->n_stacks, sizeof *groups);
-    pl_table_t gix;
-    map_init(&gix);
-    size_t n_groups = 0;
-    int64_t last_key = last_reported_key(s, by_step);
+    tail_ctx_t c = {by_step, tail, last_reported_key(s, by_step)};
     /* Auto-detected steps (period detection) may close their last step after the interpreter's teardown began,
      * and the teardown frees everything a leak kept (a Python program frees its globals at exit): the sites' end
      * is then the step before, the last one the loop certainly ran. */
-    if (xp->steps_auto && last_key != INT64_MAX && last_key > tail + 1) last_key--;
-    for (size_t i = 0; groups && i < s->n_stacks; i++) {
-        stack_t_ *st = &s->stacks[i];
-        const hist_t *h = by_step ? &st->by_step : &st->by_time;
-        double end = last_key == INT64_MAX ? st->live_bytes : hist_at(h, last_key);
-        double g = end - hist_at(h, tail - 1);
-        uint64_t key = site_key(s, st);
-        slot_t *f = pl_table_get(&gix, key);
-        group_t *gr;
-        if (f) {
-            gr = &groups[f->val];
-        } else {
-            if (map_put(&gix, key, n_groups, 0)) continue;
-            gr = &groups[n_groups++];
-            *gr = (group_t){.key = key, .best_g = -INFINITY};
-        }
-        gr->g += g;
-        gr->end += end;
-        gr->n_live += st->n_live;
-        gr->n++;
-        if (g > gr->best_g || (g == gr->best_g && st->id < gr->best_id)) {
-            gr->best_g = g;
-            gr->best_id = st->id;
-        }
+    if (xp->steps_auto && c.last_key != INT64_MAX && c.last_key > tail + 1) c.last_key--;
+    double total;
+    size_t n_counted;
+    xp->n_sites = group_sites(s, tail_val, &c, false, xp->sites, PL_EXTRACT_MAX_SITES, &total, &n_counted);
+    name_sites(s, xp->sites, xp->n_sites, total, false);
+}
+
+/* ---- windows of steps: report --between, and the end-of-run view (docs/window.md, docs/end-of-run.md) ---- */
+
+/* report --between: growth from the end of window_from to the end of end_step (window_to, or the last step when the
+ * run ended before it: then from the ring, window_to's value holding the teardown after the last step) */
+static bool between_val(const state_t *s, const stack_t_ *st, const void *ctx, double *g, double *end) {
+    const pl_extract_window_t *w = ctx;
+    double to = w->end_step == s->o->window_to ? st->win_to : ring_at(&st->last, w->end_step);
+    if (!isfinite(to)) return false;
+    *end = to;
+    *g = to - st->win_from;
+    return true;
+}
+
+static int find_window(state_t *s) {
+    pl_extract_window_t *w = calloc(1, sizeof *w);
+    if (!w) return -ENOMEM;
+    s->xp->window = w;
+    w->from_step = s->o->window_from;
+    w->to_step = s->o->window_to;
+    w->no_steps = s->xp->n_steps == 0;
+    w->last_step = s->cur_step;
+    w->end_step = w->to_step < s->cur_step ? w->to_step : s->cur_step;
+    w->reached = !w->no_steps && s->cur_step > w->from_step;
+    if (!w->reached || !s->n_stacks) return 0;
+    w->n_sites = group_sites(s, between_val, w, false, w->sites, PL_EXTRACT_WINDOW_SITES, &w->growth_bytes, &w->n_grew);
+    name_sites(s, w->sites, w->n_sites, w->growth_bytes, false);
+    return 0;
+}
+
+/* The end-of-run view: live bytes at the end (the uncaught exception's record, else the last record) by site, and
+ * their growth over the last PL_EXTRACT_END_STEPS steps before it (from the ring: exact). */
+typedef struct end_ctx { int64_t from; bool at_uncaught; } end_ctx_t;
+
+static bool end_val(const state_t *s, const stack_t_ *st, const void *ctx, double *g, double *end) {
+    (void)s;
+    const end_ctx_t *c = ctx;
+    *end = c->at_uncaught ? st->at_uncaught : st->live_bytes;
+    double from = c->from < 0 ? 0 : ring_at(&st->last, c->from);
+    if (!isfinite(from)) return false;
+    *g = *end - from;
+    return true;
+}
+
+static int find_end(state_t *s) {
+    if (!s->n_stacks) return 0;
+    pl_extract_window_t *w = calloc(1, sizeof *w);
+    if (!w) return -ENOMEM;
+    s->xp->end = w;
+    bool at_uncaught = s->uncaught_step >= 0;
+    int64_t last = at_uncaught ? s->uncaught_step : s->cur_step;
+    w->no_steps = s->xp->n_steps == 0;
+    w->last_step = w->end_step = w->to_step = last;
+    w->from_step = last > PL_EXTRACT_END_STEPS ? last - PL_EXTRACT_END_STEPS : 0;
+    w->reached = !w->no_steps;
+    end_ctx_t c = {w->no_steps ? -1 : w->from_step, at_uncaught};
+    double total;
+    size_t n;
+    w->n_live = group_sites(s, end_val, &c, true, w->live, PL_EXTRACT_WINDOW_SITES, &total, &n);
+    w->live_bytes = total;
+    name_sites(s, w->live, w->n_live, total, true);
+    if (!w->no_steps) {
+        w->n_sites = group_sites(s, end_val, &c, false, w->sites, PL_EXTRACT_WINDOW_SITES, &w->growth_bytes, &w->n_grew);
+        name_sites(s, w->sites, w->n_sites, w->growth_bytes, false);
     }
-    double total = 0;
-    for (size_t i = 0; i < n_groups; i++) {
-        const group_t *gr = &groups[i];
-        double g = gr->g;
-        if (!(g >= 1)) continue; /* weights are fractional: less than a byte is no growth */
-        total += g;
-        /* insertion into the top list, largest growth first; ties by stack id for determinism */
-        size_t k = xp->n_sites;
-        while (k > 0 && (xp->sites[k - 1].growth_bytes < g ||
-                         (xp->sites[k - 1].growth_bytes == g && xp->sites[k - 1].stack_id > gr->best_id)))
-            k--;
-        if (k >= PL_EXTRACT_MAX_SITES) continue;
-        size_t last = xp->n_sites < PL_EXTRACT_MAX_SITES ? xp->n_sites : PL_EXTRACT_MAX_SITES - 1;
-        memmove(&xp->sites[k + 1], &xp->sites[k], (last - k) * sizeof xp->sites[0]);
-        if (xp->n_sites < PL_EXTRACT_MAX_SITES) xp->n_sites++;
-        pl_extract_site_t *site = &xp->sites[k];
-        memset(site, 0, sizeof *site);
-        site->stack_id = gr->best_id;
-        site->growth_bytes = g;
-        site->live_bytes = gr->end;
-        site->n_live = gr->n_live;
-        site->n_stacks = gr->n;
-        site->n_frames = 0;
-    }
-    pl_table_free(&gix);
-    free(groups);
-    /* frames of the kept sites only (symbol files are opened for these alone) */
-    pl_symbols_t *sy = xp->n_sites ? pl_symbols_new() : NULL;
-    for (size_t k = 0; k < xp->n_sites; k++) {
-        pl_extract_site_t *site = &xp->sites[k];
-        site->share = total > 0 ? site->growth_bytes / total : 0;
-        stack_t_ *st = stack_get(s, site->stack_id, false);
-        if (!st) continue;
-        name_python_site(s, st, site);
-        /* pcs: the frames, innermost first; skip the allocator's own frames at the top */
-        uint32_t j = 0;
-        while (j < st->n_pcs) {
-            slot_t *fi = pl_table_get(&s->frame_ix, st->pcs[j]);
-            if (!fi || !is_alloc_frame(s, &s->frames[fi->val])) break;
-            j++;
-        }
-        size_t max_frames = site->py_name ? PL_EXTRACT_SITE_FRAMES : 6;
-        for (; j < st->n_pcs && site->n_frames < max_frames; j++) {
-            char *t = format_frame(s, sy, st->pcs[j]);
-            if (t) site->frames[site->n_frames++] = t;
-        }
-    }
-    pl_symbols_free(sy);
+    return 0;
 }
 
 /* last_key: the last step to report (INT64_MAX = all). */
@@ -1049,6 +1210,9 @@ static int finish(state_t *s, pl_report_process_t *row) {
         if (rc) return rc;
     }
     find_sites(s, row, by_step);
+    if (s->o->window && find_window(s)) return -ENOMEM;
+    /* how it ended: only a process that did not end cleanly, or ended by an uncaught exception, is looked at */
+    if ((!s->xp->clean_end || s->uncaught_step >= 0) && !s->xp->running && find_end(s)) return -ENOMEM;
     pl_run_site_sentence(s->xp, row->site_line, sizeof row->site_line);
     if (s->xp->retention) { /* who keeps it: the verdict line names the holder (reports/retention.c) */
         pl_retention_judge(s->xp->retention);
@@ -1100,6 +1264,7 @@ static pl_extract_proc_t *new_proc(pl_extract_t *x) {
     memset(p, 0, sizeof *p);
     p->rank = p->local_rank = -1;
     p->site_tail_step = -1;
+    p->dev_last_allocated = p->dev_last_reserved = p->dev_last_inactive_split = p->dev_last_step = -1;
     return p;
 }
 
@@ -1171,6 +1336,7 @@ static int extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd
     s->o = &o;
     s->xp = xp;
     s->last_reserved = NAN;
+    s->uncaught_step = -1;
     for (int i = 0; i < A__N; i++) {
         s->by_step.a[i].max = s->by_time.a[i].max = o.max_points;
         s->by_step.a[i].stride = s->by_time.a[i].stride = 1;

@@ -54,6 +54,31 @@ typedef struct pl_extract_site {
     double share;           /* growth_bytes / the growth of every growing site of the process (0..1) */
 } pl_extract_site_t;
 
+/* A mark whose label starts so is the Python bootstrap's record of the exception that ended the program (the
+ * exception's type follows: "MemoryError", "torch.cuda.OutOfMemoryError"); it is not a user's mark. */
+#define PL_EXTRACT_UNCAUGHT_MARK "plateau:uncaught "
+#define PL_EXTRACT_WINDOW_SITES 10 /* call sites kept per process for a window (what grew between two steps) */
+#define PL_EXTRACT_END_STEPS 10    /* "its last steps" of the end-of-run view */
+
+/* Call sites measured over a window of steps, from the live bytes of every stack kept exactly at the window's two
+ * ends as the records arrive (not from the thinned per-stack histories the tail's sites use). */
+typedef struct pl_extract_window {
+    bool no_steps;              /* the process recorded no step: a window of steps says nothing about it */
+    int64_t from_step, to_step; /* as asked: live bytes at the end of from_step, and at the end of to_step */
+    int64_t last_step;          /* the process's last completed step */
+    int64_t end_step;           /* where the window was measured to: min(to_step, last_step) */
+    bool reached;               /* the process completed a step after from_step (else nothing was measured) */
+    double growth_bytes;        /* sum of the growth of every site that grew in the window */
+    size_t n_grew;              /* sites that grew (at least one byte) */
+    size_t n_sites;             /* kept, largest growth first (end view: largest live first in live[]) */
+    pl_extract_site_t sites[PL_EXTRACT_WINDOW_SITES];
+    /* the end-of-run view only: sites by live bytes at the process's end (its last record when cut short, its last
+     * step after a clean end), largest first */
+    double live_bytes;          /* live bytes of every site then */
+    size_t n_live;
+    pl_extract_site_t live[PL_EXTRACT_WINDOW_SITES];
+} pl_extract_window_t;
+
 typedef struct pl_extract_proc {
     pl_report_process_t *proc;  /* the row in the report (owned by the report) */
     char file[256];             /* trace file it came from */
@@ -66,6 +91,7 @@ typedef struct pl_extract_proc {
     char cmdline[512];          /* argv joined by spaces (truncated) */
     int64_t last_ns;            /* CLOCK_MONOTONIC of its last record (lifetime: last_ns - t0_ns) */
     bool clean_end;             /* a process_end or exec record was read */
+    bool exec_end;              /* it was an exec record: the pid went on as a new image (its own trace) */
     bool running;               /* no end record, and the process is still running here (reports/alive.h) */
     int64_t start_realtime_ns;  /* CLOCK_REALTIME when the trace started, 0 unknown */
     bool damaged;               /* the reader stopped at a bad chunk (error holds its message) */
@@ -95,6 +121,16 @@ typedef struct pl_extract_proc {
     /* who keeps it (reports/retention.c, docs/retention.md): the Python census's holders, judged when the trace
      * is read; NULL when the trace has no retention record. Owned, freed by pl_extract_free */
     pl_retention_t *retention;
+    /* what grew between two steps (reports/window.h, docs/window.md): NULL unless the options asked for a window */
+    struct pl_extract_window *window;
+    /* how it ended (reports/ending.h, docs/end-of-run.md): sites live at its end and grown over its last steps,
+     * NULL when the trace holds no stack. Owned, freed by pl_extract_free */
+    struct pl_extract_window *end;
+    char uncaught[64];          /* the exception that ended the program, as the bootstrap recorded it; "" none */
+    /* torch's caching allocator at its last snapshot (for an uncaught CUDA OOM, taken when it was raised), summed
+     * over devices; -1 unknown */
+    int64_t dev_last_allocated, dev_last_reserved, dev_last_inactive_split;
+    int64_t dev_last_step;      /* steps completed at that snapshot */
 } pl_extract_proc_t;
 
 #define PL_EXTRACT_FAILED_NAMED 5 /* failed files named one by one; the rest are counted ("and N more") */
@@ -106,6 +142,9 @@ typedef struct pl_extract_status {
     uint32_t pid;               /* the command's pid */
     int signal;                 /* signal that ended it, 0 when it exited */
     int exit;                   /* its exit status when it exited */
+    long oom_kill;              /* processes the OOM killer killed in plateau run's cgroup while the command ran
+                                 * (memory.events oom_kill), -1 unknown */
+    long host_oom_kill;         /* the same on the whole host (/proc/vmstat oom_kill), -1 unknown */
 } pl_extract_status_t;
 
 typedef struct pl_extract {
@@ -127,6 +166,8 @@ typedef struct pl_extract_opts {
     size_t max_points;          /* per-metric bins kept while streaming (default 8192, at least 16) */
     bool only_metric;           /* keep only `metric` */
     pl_metric_t metric;
+    bool window;                /* measure the sites of the window window_from..window_to (report --between) */
+    int64_t window_from, window_to; /* steps, 0 <= from < to */
 } pl_extract_opts_t;
 
 /* An empty process table; pl_extract_free releases it and the sites' strings (reports/run.c, with the run model). */

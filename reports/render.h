@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "json.h"
 #include "report.h"
 #include "run.h"
 
@@ -35,3 +36,10 @@ int pl_render_run_lines(const pl_run_t *run, FILE *out, bool all_processes);
  * per-process file, ppid, argv, clean end, damage, call sites; totals; the leaking process; the ranks. run->ext must
  * be set. Returns 0, -EINVAL, -ENOMEM, -EIO. */
 int pl_render_run_json(const pl_run_t *run, FILE *out, size_t max_points);
+
+/* One call site after its heading: a native site's frames on lines of their own; a Python site's name, source line,
+ * Python stack and first native frames (the text report's form). Writes the newline that ends the heading. */
+void pl_render_site_text(FILE *out, const pl_extract_site_t *site);
+
+/* One call site as the JSON report's object (docs/report-schema.md, "sites"). */
+void pl_render_site_json(pl_json_t *j, const pl_extract_site_t *site);

@@ -12,6 +12,8 @@
 #include "export.h"
 #include "format.h"
 #include "retention_render.h"
+#include "window.h"
+#include "ending.h"
 
 #define CHART_W 720.0
 #define CHART_H 200.0
@@ -221,6 +223,32 @@ static void verdict_cell(FILE *o, const pl_report_t *r, const pl_report_process_
     fputs("</td>", o);
 }
 
+void pl_render_site_html(FILE *o, const pl_extract_site_t *s) {
+    if (s->py_name) { /* a Python site (docs/python-frames.md): the line, its Python stack, native collapsed */
+        fputs("<b><code>", o);
+        esc(o, s->py_name);
+        fputs("</code></b>", o);
+        if (s->py_source) {
+            fputs(": <code>", o);
+            esc(o, s->py_source);
+            fputs("</code>", o);
+        }
+        for (size_t f = 0; f < s->n_py; f++) {
+            fputs("<br><code>", o);
+            esc(o, s->py_short[f]);
+            fputs("</code>", o);
+        }
+        fprintf(o, "<details><summary>%zu native frames</summary>", s->n_frames);
+    }
+    for (size_t f = 0; f < s->n_frames; f++) {
+        fputs(f ? "<br>" : "", o);
+        fputs("<code>", o);
+        esc(o, s->frames[f]);
+        fputs("</code>", o);
+    }
+    if (s->py_name) fputs("</details>", o);
+}
+
 static void sites(FILE *o, const pl_extract_proc_t *xp) {
     if (!xp->n_sites) return;
     char a[32], b[32];
@@ -232,32 +260,76 @@ static void sites(FILE *o, const pl_extract_proc_t *xp) {
         fprintf(o, "<tr><td class=\"num\">%zu</td><td class=\"num\">+%s</td><td class=\"num\">%s</td>"
                    "<td class=\"num\">%llu</td><td>", j + 1, pl_format_bytes(s->growth_bytes, a, sizeof a),
                 pl_format_bytes(s->live_bytes, b, sizeof b), (unsigned long long)s->n_live);
-        if (s->py_name) { /* a Python site (docs/python-frames.md): the line, its Python stack, native collapsed */
-            fputs("<b><code>", o);
-            esc(o, s->py_name);
-            fputs("</code></b>", o);
-            if (s->py_source) {
-                fputs(": <code>", o);
-                esc(o, s->py_source);
-                fputs("</code>", o);
-            }
-            for (size_t f = 0; f < s->n_py; f++) {
-                fputs("<br><code>", o);
-                esc(o, s->py_short[f]);
-                fputs("</code>", o);
-            }
-            fprintf(o, "<details><summary>%zu native frames</summary>", s->n_frames);
-        }
-        for (size_t f = 0; f < s->n_frames; f++) {
-            fputs(f ? "<br>" : "", o);
-            fputs("<code>", o);
-            esc(o, s->frames[f]);
-            fputs("</code>", o);
-        }
-        if (s->py_name) fputs("</details>", o);
+        pl_render_site_html(o, s);
         fputs("</td></tr>\n", o);
     }
     fputs("</table>\n", o);
+}
+
+/* What grew between two steps (reports/window.h): the section of report --between, before the processes' own. */
+/* The processes a window leaves out for one reason, in one paragraph. */
+static void window_left_out_html(FILE *o, const pl_run_t *run, pl_window_fit_t why) {
+    const pl_extract_t *x = run->ext;
+    char name[256];
+    size_t n = 0;
+    for (size_t i = 0; i < x->n_procs; i++) {
+        const pl_extract_proc_t *p = &x->procs[i];
+        if (pl_window_fit(p) != why) continue;
+        if (!n) fputs(why == PL_WINDOW_NO_STEPS ? "<p>Left out, no steps (a window is counted in steps): "
+                                                : "<p>Left out, ended before the window: ", o);
+        fputs(n++ ? ", " : "", o);
+        esc(o, pl_window_who(run, p, name, sizeof name));
+        if (why == PL_WINDOW_AFTER_END) fprintf(o, " at step %lld", (long long)p->window->last_step);
+    }
+    if (n) fputs(".</p>\n", o);
+}
+
+static void window_html(FILE *o, const pl_run_t *run) {
+    const pl_extract_t *x = run ? run->ext : NULL;
+    const pl_extract_window_t *w0 = pl_window_first(x);
+    if (!w0) return;
+    char name[256], a[32], b[32], c[32], d[32];
+    fprintf(o, "<h2>What grew between step %lld and step %lld</h2>\n", (long long)w0->from_step,
+            (long long)w0->to_step);
+    for (size_t i = 0; i < x->n_procs; i++) {
+        const pl_extract_proc_t *p = &x->procs[i];
+        const pl_extract_window_t *w = p->window;
+        pl_window_fit_t f = pl_window_fit(p);
+        if (f == PL_WINDOW_NONE) continue;
+        if (f == PL_WINDOW_NO_STEPS || f == PL_WINDOW_AFTER_END) continue; /* listed after the others */
+        fputs("<h3>", o);
+        esc(o, pl_window_who(run, p, name, sizeof name));
+        fprintf(o, ": step %lld &rarr; %lld%s</h3>\n", (long long)w->from_step, (long long)w->end_step,
+                f == PL_WINDOW_CUT ? " (its last step: it ended inside the window)" : "");
+        fputs("<table><tr><th>metric</th><th>from</th><th>to</th><th>change</th><th>per step</th></tr>\n", o);
+        for (int m = 0; m < PL_METRIC__COUNT; m++) {
+            pl_window_metric_t v;
+            if (!pl_window_metric(p->proc, (pl_metric_t)m, w->from_step, w->end_step, &v)) continue;
+            bool bytes = pl_metric_is_bytes((pl_metric_t)m);
+            fprintf(o, "<tr><td>%s</td><td class=\"num\">%s</td><td class=\"num\">%s</td><td class=\"num\">%s</td>"
+                       "<td class=\"num\">%s</td></tr>\n", pl_metric_name((pl_metric_t)m),
+                    pl_format_value(v.from, bytes, a, sizeof a), pl_format_value(v.to, bytes, b, sizeof b),
+                    pl_window_signed(v.change, bytes, c, sizeof c), pl_window_signed(v.per_step, bytes, d, sizeof d));
+        }
+        fputs("</table>\n", o);
+        if (!w->n_sites) {
+            fputs("<p>No call site's live bytes grew in the window (sampled allocations).</p>\n", o);
+            continue;
+        }
+        fprintf(o, "<p>Call sites whose live bytes grew, largest first (sampled; %zu grew, +%s in all):</p>\n"
+                   "<table><tr><th>#</th><th>growth</th><th>live at the end</th><th>frames (innermost first)</th>"
+                   "</tr>\n", w->n_grew, pl_format_bytes(w->growth_bytes, a, sizeof a));
+        for (size_t k = 0; k < w->n_sites; k++) {
+            const pl_extract_site_t *st = &w->sites[k];
+            fprintf(o, "<tr><td class=\"num\">%zu</td><td class=\"num\">+%s</td><td class=\"num\">%s</td><td>", k + 1,
+                    pl_format_bytes(st->growth_bytes, a, sizeof a), pl_format_bytes(st->live_bytes, b, sizeof b));
+            pl_render_site_html(o, st);
+            fputs("</td></tr>\n", o);
+        }
+        fputs("</table>\n", o);
+    }
+    window_left_out_html(o, run, PL_WINDOW_NO_STEPS);
+    window_left_out_html(o, run, PL_WINDOW_AFTER_END);
 }
 
 static const pl_extract_proc_t *extras_of(const pl_extract_t *x, const pl_report_process_t *p) {
@@ -296,6 +368,55 @@ static void ranks_html(FILE *o, const pl_report_t *r) {
     fputs("</table>\n", o);
 }
 
+static void site_rows(FILE *o, const pl_extract_site_t *s, size_t n, bool live_first) {
+    char a[32], b[32];
+    fprintf(o, "<table><tr><th>#</th><th>%s</th><th>%s</th><th>frames (innermost first)</th></tr>\n",
+            live_first ? "live" : "growth", live_first ? "growth" : "live");
+    for (size_t k = 0; k < n; k++) {
+        fprintf(o, "<tr><td class=\"num\">%zu</td><td class=\"num\">%s</td><td class=\"num\">%s</td><td>", k + 1,
+                live_first ? pl_format_bytes(s[k].live_bytes, a, sizeof a)
+                           : pl_window_signed(s[k].growth_bytes, true, a, sizeof a),
+                live_first ? pl_window_signed(s[k].growth_bytes, true, b, sizeof b)
+                           : pl_format_bytes(s[k].live_bytes, b, sizeof b));
+        pl_render_site_html(o, &s[k]);
+        fputs("</td></tr>\n", o);
+    }
+    fputs("</table>\n", o);
+}
+
+/* How the process ended (reports/ending.h), when not cleanly: the line, what was live by site at its end, what grew
+ * in its last steps, torch's allocator then. */
+static void end_html(FILE *o, const pl_extract_t *x, const pl_extract_proc_t *xp) {
+    pl_end_t e;
+    pl_end_of(x, xp, &e);
+    if (e.kind == PL_END_CLEAN || e.kind == PL_END_RUNNING) return;
+    char a[32], b[32], c[32];
+    fputs("<div class=\"cut\"><b>How it ended:</b> ", o);
+    esc(o, e.line);
+    fputs("</div>\n", o);
+    const pl_extract_window_t *w = xp->end;
+    if (w && w->n_live) {
+        fprintf(o, "<h3>Live by call site at %s (sampled, %s in all)</h3>\n",
+                xp->uncaught[0] ? "the exception" : "its last record", pl_format_bytes(w->live_bytes, a, sizeof a));
+        site_rows(o, w->live, w->n_live, true);
+    }
+    if (w && !w->no_steps && w->n_sites) {
+        fprintf(o, "<h3>Grew after step %lld (its last steps, sampled, %s in all)</h3>\n", (long long)w->from_step,
+                pl_window_signed(w->growth_bytes, true, a, sizeof a));
+        site_rows(o, w->sites, w->n_sites, false);
+    }
+    if (xp->dev_last_reserved >= 0) {
+        fprintf(o, "<p>torch's CUDA allocator %s (step %lld): allocated %s, reserved %s",
+                e.kind == PL_END_CUDA_OOM ? "when the OOM was raised" : "at its last snapshot",
+                (long long)xp->dev_last_step, pl_format_bytes((double)xp->dev_last_allocated, a, sizeof a),
+                pl_format_bytes((double)xp->dev_last_reserved, b, sizeof b));
+        if (xp->dev_last_inactive_split >= 0)
+            fprintf(o, ", inactive in split blocks %s (fragmentation)",
+                    pl_format_bytes((double)xp->dev_last_inactive_split, c, sizeof c));
+        fputs(".</p>\n", o);
+    }
+}
+
 /* One row's section: heading, damage, diagnosis, the metric table, a chart per metric, the call sites. */
 static int section(FILE *o, const pl_report_t *r, const pl_extract_t *x, const pl_report_process_t *p) {
     char a[32], b[32];
@@ -315,6 +436,7 @@ static int section(FILE *o, const pl_report_t *r, const pl_extract_t *x, const p
         esc(o, xp->error);
         fputs("</div>\n", o);
     }
+    if (xp) end_html(o, x, xp);
     if (p->n_findings) {
         fputs("<h3>Diagnosis</h3>\n<ul class=\"dx\">\n", o);
         for (size_t k = 0; k < p->n_findings; k++) {
@@ -439,6 +561,7 @@ int pl_render_html(const pl_run_t *run, FILE *o) {
         esc(o, r->cut_reason);
         fputs("</div>\n", o);
     }
+    window_html(o, run); /* report --between: what grew in the window, first */
     if (r->verdict.n_ranks >= 2) ranks_html(o, r);
     if (x && x->n_procs > 1) {
         size_t n_pss;

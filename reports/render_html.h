@@ -11,3 +11,7 @@
 
 /* run->ext may be NULL (no processes table, no sites). */
 int pl_render_html(const pl_run_t *run, FILE *out);
+
+/* One call site's frames as the content of a table cell (escaped): a Python site's line, source and Python stack with
+ * its native frames collapsed, else the native frames. */
+void pl_render_site_html(FILE *out, const pl_extract_site_t *site);

@@ -13,6 +13,8 @@
 #include "export.h"
 #include "json.h"
 #include "retention_render.h"
+#include "window.h"
+#include "ending.h"
 
 static void verdict_json(pl_json_t *j, const pl_report_metric_t *m) {
     const pl_verdict_t *v = &m->verdict;
@@ -332,6 +334,36 @@ static void ranks_json(const pl_report_t *r, const pl_extract_t *x, pl_json_t *j
     free(ix);
 }
 
+void pl_render_site_json(pl_json_t *j, const pl_extract_site_t *st) {
+    pl_json_object(j);
+    pl_json_kuint(j, "stack_id", st->stack_id);
+    pl_json_knum(j, "growth_bytes", st->growth_bytes);
+    pl_json_knum(j, "live_bytes", st->live_bytes);
+    pl_json_kuint(j, "live_allocations", st->n_live);
+    pl_json_key(j, "frames");
+    pl_json_array(j);
+    for (size_t f = 0; f < st->n_frames; f++) pl_json_str(j, st->frames[f]);
+    pl_json_end(j);
+    if (st->py_name) { /* a Python site (docs/python-frames.md) */
+        pl_json_break(j, 10);
+        pl_json_key(j, "python");
+        pl_json_object(j);
+        pl_json_kstr(j, "name", st->py_name);
+        pl_json_kstr(j, "file", st->py_file ? st->py_file : "");
+        pl_json_kint(j, "line", st->py_line);
+        pl_json_key(j, "source");
+        pl_json_str_or_null(j, st->py_source);
+        pl_json_knum(j, "share", st->share);
+        pl_json_kuint(j, "merged_stacks", st->n_stacks);
+        pl_json_key(j, "frames");
+        pl_json_array(j);
+        for (size_t f = 0; f < st->n_py; f++) pl_json_str(j, st->py_frames[f]);
+        pl_json_end(j);
+        pl_json_end(j);
+    }
+    pl_json_end(j);
+}
+
 /* one process's "sites": null before a tail, else the growth metric and its top allocation sites */
 static void sites_json(pl_json_t *j, const pl_extract_proc_t *p) {
     pl_json_key(j, "sites");
@@ -345,36 +377,7 @@ static void sites_json(pl_json_t *j, const pl_extract_proc_t *p) {
     pl_json_kint(j, "since", p->site_tail_step);
     pl_json_key(j, "top");
     pl_json_array_block(j);
-    for (size_t i = 0; i < p->n_sites; i++) {
-        const pl_extract_site_t *st = &p->sites[i];
-        pl_json_object(j);
-        pl_json_kuint(j, "stack_id", st->stack_id);
-        pl_json_knum(j, "growth_bytes", st->growth_bytes);
-        pl_json_knum(j, "live_bytes", st->live_bytes);
-        pl_json_kuint(j, "live_allocations", st->n_live);
-        pl_json_key(j, "frames");
-        pl_json_array(j);
-        for (size_t f = 0; f < st->n_frames; f++) pl_json_str(j, st->frames[f]);
-        pl_json_end(j);
-        if (st->py_name) { /* a Python site (docs/python-frames.md) */
-            pl_json_break(j, 10);
-            pl_json_key(j, "python");
-            pl_json_object(j);
-            pl_json_kstr(j, "name", st->py_name);
-            pl_json_kstr(j, "file", st->py_file ? st->py_file : "");
-            pl_json_kint(j, "line", st->py_line);
-            pl_json_key(j, "source");
-            pl_json_str_or_null(j, st->py_source);
-            pl_json_knum(j, "share", st->share);
-            pl_json_kuint(j, "merged_stacks", st->n_stacks);
-            pl_json_key(j, "frames");
-            pl_json_array(j);
-            for (size_t f = 0; f < st->n_py; f++) pl_json_str(j, st->py_frames[f]);
-            pl_json_end(j);
-            pl_json_end(j);
-        }
-        pl_json_end(j);
-    }
+    for (size_t i = 0; i < p->n_sites; i++) pl_render_site_json(j, &p->sites[i]);
     pl_json_end(j);
     pl_json_end(j);
 }
@@ -449,6 +452,8 @@ static void run_json(const pl_report_t *r, const pl_extract_t *x, pl_json_t *j) 
         pl_json_break(j, 7);
         sites_json(j, p);
         pl_retention_json(j, p->retention);
+        pl_json_break(j, 7);
+        pl_end_json(j, x, p); /* how it ended (reports/ending.c) */
         pl_json_end(j);
     }
     pl_json_end(j);
@@ -464,6 +469,7 @@ int pl_render_run_json(const pl_run_t *run, FILE *out, size_t max_points) {
     int rc = render_fields(r, &j, max_points);
     if (rc) return rc;
     run_json(r, run->ext, &j);
+    pl_window_json(&j, run); /* "between": report --between's window, null without one */
     pl_json_end(&j);
     return pl_json_done(&j);
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ending.h"
 #include "format.h"
 #include "retention_render.h"
 
@@ -268,6 +269,23 @@ static void ranks_text(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
     free(ix);
 }
 
+void pl_render_site_text(FILE *o, const pl_extract_site_t *st) {
+    if (!st->py_name) {
+        fputc('\n', o);
+        for (size_t f = 0; f < st->n_frames; f++) fprintf(o, "       %s %s\n", f ? "<-" : "at", pl_format_esc(st->frames[f]));
+        return;
+    }
+    /* a Python site: the user's line, its Python stack, then the first native frames (all in --json) */
+    fprintf(o, " %s", pl_format_esc(st->py_name));
+    if (st->py_source) fprintf(o, ": `%s`", pl_format_esc(st->py_source));
+    fputc('\n', o);
+    for (size_t f = 0; f < st->n_py; f++) fprintf(o, "       %s %s\n", f ? "<-" : "py", pl_format_esc(st->py_short[f]));
+    size_t shown = st->n_frames < 3 ? st->n_frames : 3;
+    for (size_t f = 0; f < shown; f++) fprintf(o, "       %s %s\n", f ? "<-" : "c ", pl_format_esc(st->frames[f]));
+    if (st->n_frames > shown)
+        fprintf(o, "       <- ... (%zu more native frames in --json)\n", st->n_frames - shown);
+}
+
 int pl_render_run_lines(const pl_run_t *run, FILE *o, bool all) {
     if (!run || !run->report || !run->ext || !o) return -EINVAL;
     const pl_report_t *r = run->report;
@@ -361,22 +379,10 @@ int pl_render_run_lines(const pl_run_t *run, FILE *o, bool all) {
             const pl_extract_site_t *st = &p->sites[j];
             fprintf(o, "  %zu. +%s (live %s)", j + 1, pl_format_bytes(st->growth_bytes, a, sizeof a),
                     pl_format_bytes(st->live_bytes, b, sizeof b));
-            if (!st->py_name) {
-                fputc('\n', o);
-                for (size_t f = 0; f < st->n_frames; f++) fprintf(o, "       %s %s\n", f ? "<-" : "at", pl_format_esc(st->frames[f]));
-                continue;
-            }
-            /* a Python site: the user's line, its Python stack, then the first native frames (all in --json) */
-            fprintf(o, " %s", pl_format_esc(st->py_name));
-            if (st->py_source) fprintf(o, ": `%s`", pl_format_esc(st->py_source));
-            fputc('\n', o);
-            for (size_t f = 0; f < st->n_py; f++) fprintf(o, "       %s %s\n", f ? "<-" : "py", pl_format_esc(st->py_short[f]));
-            size_t shown = st->n_frames < 3 ? st->n_frames : 3;
-            for (size_t f = 0; f < shown; f++) fprintf(o, "       %s %s\n", f ? "<-" : "c ", pl_format_esc(st->frames[f]));
-            if (st->n_frames > shown)
-                fprintf(o, "       <- ... (%zu more native frames in --json)\n", st->n_frames - shown);
+            pl_render_site_text(o, st);
         }
     }
+    pl_end_text(run, o); /* how the processes that did not end cleanly ended (reports/ending.c) */
     if (x->n_files_failed) { /* every one named, up to PL_EXTRACT_FAILED_NAMED, then counted */
         fprintf(o, "skipped %zu file%s:", x->n_files_failed, x->n_files_failed == 1 ? "" : "s");
         for (size_t i = 0; i < x->n_failed_named; i++) fprintf(o, "%s %s", i ? ";" : "", pl_format_esc(x->failed[i]));

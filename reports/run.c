@@ -149,16 +149,22 @@ static void read_status(pl_extract_t *x, const char *dir) {
             memmove(&x->status[0], &x->status[1], sizeof x->status[0] * (PL_EXTRACT_MAX_STATUS - 1));
             x->n_status--;
         }
-        x->status[x->n_status].pid = pid;
-        x->status[x->n_status].signal = !strcmp(what, "signal") ? v : 0;
-        x->status[x->n_status].exit = !strcmp(what, "exit") ? v : 0;
+        pl_extract_status_t *st = &x->status[x->n_status];
+        st->pid = pid;
+        st->signal = !strcmp(what, "signal") ? v : 0;
+        st->exit = !strcmp(what, "exit") ? v : 0;
+        st->oom_kill = st->host_oom_kill = -1; /* " oom_kill N host_oom_kill M" follow when plateau run read them */
+        const char *o = strstr(line, " oom_kill ");
+        long n;
+        if (o && sscanf(o, " oom_kill %ld", &n) == 1 && n >= 0) st->oom_kill = n;
+        if ((o = strstr(line, " host_oom_kill ")) && sscanf(o, " host_oom_kill %ld", &n) == 1 && n >= 0)
+            st->host_oom_kill = n;
         x->n_status++;
     }
     fclose(f);
 }
 
-/* The status run.status gave pid's command, or NULL. */
-static const pl_extract_status_t *status_of(const pl_extract_t *x, uint32_t pid) {
+const pl_extract_status_t *pl_run_status_of(const pl_extract_t *x, uint32_t pid) {
     for (size_t i = x->n_status; i-- > 0;)
         if (x->status[i].pid == pid) return &x->status[i];
     return NULL;
@@ -440,11 +446,15 @@ void pl_run_update_cut_short(pl_report_t *r, pl_extract_t *x) {
             w = snprintf(reason, sizeof reason, "damaged tail: %s%s", b, msg);
         else if (p->damaged)
             w = snprintf(reason, sizeof reason, "damaged tail: %s", p->error);
-        else if (status_of(x, p->pid) && status_of(x, p->pid)->signal > 0)
-            w = snprintf(reason, sizeof reason, "killed by %s", signal_text(status_of(x, p->pid)->signal));
-        else if (status_of(x, p->pid))
+        else if (pl_run_status_of(x, p->pid) && pl_run_status_of(x, p->pid)->signal > 0) {
+            const pl_extract_status_t *st = pl_run_status_of(x, p->pid);
+            w = snprintf(reason, sizeof reason, "killed by %s", signal_text(st->signal));
+            if (w > 0 && (size_t)w < sizeof reason && st->signal == SIGKILL && st->oom_kill > 0) /* docs/end-of-run.md */
+                w += snprintf(reason + w, sizeof reason - (size_t)w, "; the OOM killer killed %ld process%s in the "
+                              "run's cgroup while it ran", st->oom_kill, st->oom_kill > 1 ? "es" : "");
+        } else if (pl_run_status_of(x, p->pid))
             w = snprintf(reason, sizeof reason, "%s has no end record, but the command exited with status %d", b,
-                         status_of(x, p->pid)->exit);
+                         pl_run_status_of(x, p->pid)->exit);
         else
             w = snprintf(reason, sizeof reason, "%s has no end record: ended by a signal (a crash, SIGKILL, the OOM "
                          "killer) or still running", b);
@@ -545,21 +555,33 @@ size_t pl_run_site_sentence(const pl_extract_proc_t *p, char *buf, size_t n) {
 
 void pl_extract_init(pl_extract_t *x) { memset(x, 0, sizeof *x); }
 
+static void free_sites(pl_extract_site_t *sites, size_t n) {
+    for (size_t j = 0; j < n; j++) {
+        pl_extract_site_t *st = &sites[j];
+        for (size_t f = 0; f < st->n_frames; f++) free(st->frames[f]);
+        for (size_t f = 0; f < st->n_py; f++) {
+            free(st->py_frames[f]);
+            free(st->py_short[f]);
+        }
+        free(st->py_name);
+        free(st->py_file);
+        free(st->py_source);
+    }
+}
+
+static void free_window(pl_extract_window_t *w) {
+    if (!w) return;
+    free_sites(w->sites, w->n_sites);
+    free_sites(w->live, w->n_live);
+    free(w);
+}
+
 void pl_extract_free(pl_extract_t *x) {
     if (!x) return;
-    for (size_t i = 0; i < x->n_procs; i++)
-        for (size_t j = 0; j < x->procs[i].n_sites; j++) {
-            pl_extract_site_t *st = &x->procs[i].sites[j];
-            for (size_t f = 0; f < st->n_frames; f++) free(st->frames[f]);
-            for (size_t f = 0; f < st->n_py; f++) {
-                free(st->py_frames[f]);
-                free(st->py_short[f]);
-            }
-            free(st->py_name);
-            free(st->py_file);
-            free(st->py_source);
-        }
     for (size_t i = 0; i < x->n_procs; i++) {
+        free_sites(x->procs[i].sites, x->procs[i].n_sites);
+        free_window(x->procs[i].window);
+        free_window(x->procs[i].end);
         pl_retention_free(x->procs[i].retention);
         free(x->procs[i].retention);
     }

@@ -62,6 +62,10 @@ double pl_run_last_base(const pl_report_process_t *p, pl_metric_t m);
  * how many; NULL when none (or out of memory). */
 size_t *pl_run_rank_rows(const pl_extract_t *x, size_t *n);
 
+/* The line of DIR/run.status for the command whose pid is pid (the last one), NULL when none: how plateau run saw it
+ * end. */
+const pl_extract_status_t *pl_run_status_of(const pl_extract_t *x, uint32_t pid);
+
 /* The hooks and CUPTI saw the same device allocations (count and bytes). */
 bool pl_run_crosscheck_agrees(const pl_extract_proc_t *p);
 

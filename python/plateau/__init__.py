@@ -73,6 +73,11 @@ def _on_optim(module):
         _steps.patch(module)
     except Exception:
         pass
+    try:
+        from . import _ending  # how the program ends: an uncaught MemoryError or CUDA OOM (docs/end-of-run.md)
+        _ending.install()
+    except Exception:
+        pass
 
 
 class _Loader(object):

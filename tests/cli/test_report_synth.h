@@ -45,6 +45,7 @@ typedef struct synth_cfg {
     bool no_pss;             /* no PSS in any RSS sample (a process that lived < 5 s, or PLATEAU_PSS=0) */
     bool no_rss;             /* no RSS sample at all (a worker that ended before the sampler's first read) */
     int64_t step_ns;         /* a step's length (0 = 1 s) */
+    int leak_from;           /* the host leak starts at this step (0 = the first): a leak that starts mid-run */
 } synth_cfg_t;
 
 static inline synth_cfg_t synth_default(void) {
@@ -124,11 +125,12 @@ static inline int synth_trace(const char *path, const synth_cfg_t *c) {
         EMIT();
     }
     uint64_t leaked = 0;
+    int64_t n_leaked = 0;
     for (int s = 1; s <= c->n_steps; s++) {
         int64_t t = t0 + s * sec;
         uint64_t step = c->with_steps ? (uint64_t)s : 0;
         /* host: the leak and the scratch buffer */
-        if (c->leak_bytes) {
+        if (c->leak_bytes && s >= c->leak_from) {
             memset(&r, 0, sizeof r);
             r.type = PL_REC_HOST_ALLOC;
             r.t_ns = t + 1000;
@@ -136,6 +138,7 @@ static inline int synth_trace(const char *path, const synth_cfg_t *c) {
                                                    .size = c->leak_bytes, .stack_id = 1, .tid = c->pid};
             EMIT();
             leaked += c->leak_bytes;
+            n_leaked++;
         }
         memset(&r, 0, sizeof r);
         r.type = PL_REC_HOST_ALLOC;
@@ -165,7 +168,7 @@ static inline int synth_trace(const char *path, const synth_cfg_t *c) {
         r.t_ns = t + 5000;
         r.u.heap = (pl_rec_heap_t){.step = step,
                                    .live_bytes = (c->base_bytes ? c->base_bytes : 100000000) + (int64_t)leaked + wobble,
-                                   .live_count = 5000 + s * (c->leak_bytes ? 1 : 0), .n_alloc = (uint64_t)s * 2,
+                                   .live_count = 5000 + n_leaked, .n_alloc = (uint64_t)s * 2,
                                    .n_free = (uint64_t)s};
         EMIT();
         memset(&r, 0, sizeof r);

@@ -165,7 +165,7 @@ case_status() {
     b=$!
     wait $a || fail "the first of two runs failed"
     wait $b || fail "the second of two runs failed"
-    [ "$(grep -c '^pid [0-9]* exit 0$' "$d/run.status")" = 2 ] || { cat "$d/run.status"; fail "not one line per run"; }
+    [ "$(grep -cE '^pid [0-9]+ exit 0( oom_kill [0-9]+)?( host_oom_kill [0-9]+)?$' "$d/run.status")" = 2 ] || { cat "$d/run.status"; fail "not one line per run"; }
     [ "$(cut -d' ' -f2 "$d/run.status" | sort -u | wc -l)" = 2 ] || fail "the two lines are not of two commands"
     # the live line of a run appended to a directory whose earlier run ended does not say this one has ended
     "$P" run --append --live --live-interval 0.1 --no-report -o "$d" -- "$L" 200 64 0 5000 >/dev/null 2>"$work/al.err" \

@@ -6,7 +6,8 @@ masks, resource limits, files written through dup2'd and reused descriptors, its
 signal, its own whole environment, /usr/bin/env started with the inherited or a derived environment by execv, execvp,
 execle, posix_spawn(p), system and popen; tests/targets/py_unnoticed.py on every Python from 2.7 to 3.13 found here:
 threads, fork, a captured child, an explicit environment, os.environ and sys.path, /usr/bin/env with the inherited
-and a derived environment, a user's own `sitecustomize.py` and `plateau.py` beside the script) run untraced and under
+and a derived environment, a user's own `sitecustomize.py` and `plateau.py` beside the script; a torch program dying
+of an uncaught CUDA OOM, tests/targets/py_torch_oom.py) run untraced and under
 `plateau run`; stdout, stderr, exit status and the files they write must be byte for byte the same, and the children
 they name in pids.txt must be traced. The C environment modes also run with the preload set by hand ("fallback"),
 and with the user's own LD_PRELOAD, PYTHONPATH and a PLATEAU_* variable of theirs (the *_own_vars cases).
@@ -78,6 +79,11 @@ for label, exe in pythons():
     CASES["python-" + label] = ([exe, "py_unnoticed.py"], None)
     if label == "debian3":
         CASES["python-debian3_own_vars"] = ([exe, "py_unnoticed.py"], None)
+# the bootstrap's end-of-run record (a wrapped torch.cuda.OutOfMemoryError.__init__, an atexit callback): a torch
+# program that catches one OOM and dies of another, uncaught
+if subprocess.run(["/usr/bin/python3", "-c", "import torch"], stdout=subprocess.DEVNULL,
+                  stderr=subprocess.DEVNULL).returncode == 0:
+    CASES["python-torch-oom"] = (["/usr/bin/python3", os.path.join(tsrc, "py_torch_oom.py")], None)
 
 
 def prepare(work):

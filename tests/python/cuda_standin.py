@@ -12,7 +12,9 @@ bootstrap (python/plateau/_torchstats.py) runs its real call path. The counters 
 --tensors N: also keep N CPU tensors more per step (host live tensors grow), for the first --tensor-steps steps
 (default all: a leak; fewer: a cache that warms up, then a plateau). --cuda-tensors N: keep N stand-in CUDA tensors
 more per step on each of --devices devices, device d keeping N * (d + 1) (a torch.Tensor subclass whose
-get_device() says d: what the bootstrap's per-device count reads). No plateau import.
+get_device() says d: what the bootstrap's per-device count reads). --oom-at N: at step N, raise torch's
+torch.cuda.OutOfMemoryError (as the caching allocator raises it on a GPU) and let it end the program uncaught
+(docs/end-of-run.md). No plateau import.
 """
 import argparse
 
@@ -25,12 +27,14 @@ p.add_argument("--tensors", type=int, default=0)
 p.add_argument("--tensor-steps", type=int, default=-1)
 p.add_argument("--cuda-tensors", type=int, default=0)
 p.add_argument("--devices", type=int, default=1)
+p.add_argument("--oom-at", type=int, default=0)
 args = p.parse_args()
 
 torch.manual_seed(0)
 torch.set_num_threads(1)
 MiB = 1 << 20
 step = 0
+in_oom = False
 
 
 def pools(current, peak):
@@ -43,6 +47,9 @@ def scripted_stats(device):
     if args.mode == "raises" and step > 0:
         raise RuntimeError("CUDA error: an illegal memory access was encountered (stand-in)")
     alloc, blocks, reserved, split, retries, ooms = 100 * MiB, 500, 128 * MiB, 2 * MiB, 0, 0
+    if in_oom:  # what the allocator holds when it gives up: the counters differ from every step's snapshot
+        return scripted_stats_at(alloc + 900 * MiB, blocks, reserved + 1000 * MiB, split + 96 * MiB, retries + 1,
+                                 ooms + 1)
     if args.mode == "leak":
         alloc += 4 * MiB * step
         blocks += 10 * step
@@ -54,6 +61,10 @@ def scripted_stats(device):
     elif args.mode == "retries":
         retries = min(step // 40, 3)
         ooms = 1 if step >= 100 else 0
+    return scripted_stats_at(alloc, blocks, reserved, split, retries, ooms)
+
+
+def scripted_stats_at(alloc, blocks, reserved, split, retries, ooms):
     return {"allocated_bytes": pools(alloc, alloc), "reserved_bytes": pools(reserved, reserved),
             "active_bytes": pools(alloc, alloc), "inactive_split_bytes": pools(split, split),
             "requested_bytes": pools(alloc, alloc), "allocation": pools(blocks, blocks),
@@ -96,6 +107,9 @@ for it in range(args.steps):
     loss = model(torch.randn(4, 16)).pow(2).mean()
     loss.backward()
     opt.step()
+    if step == args.oom_at:
+        in_oom = True  # noqa: F841 (read by scripted_stats)
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (stand-in on the CPU)")
     if args.tensor_steps < 0 or it < args.tensor_steps:
         kept.extend(torch.zeros(1) for _ in range(args.tensors))
         kept.extend(cuda_tensor(d) for d in range(args.devices) for _ in range(args.cuda_tensors * (d + 1)))
