@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""The python.pytest_* tests: where users look (docs/pytest.md).
+
+Usage: test_integrations.py MODE [ARGS]   (meson passes the paths in the environment, see tests/python/meson.build)
+  pytest_plugin       plateau's pytest plugin over tests/python/pytest_bodies: the leaking bodies (pure Python,
+                      torch 1.13) fail with the LEAK line, the plateauing ones pass, 40 steps of a leak and 80 of a
+                      cache filling over 64 calls are not decided (skipped with the steps that would decide; failed
+                      with undecided="fail"), a body that
+                      raises at its 5th call fails with its own error, an unmarked test is not traced unless
+                      --plateau, a bad marker fails in one line
+  pytest_repeat N     the four bodies N times over: the same outcome every time (the plugin does not flake)
+They run the interpreter of the venv `make integrations-venv` makes (PL_INTEGRATIONS_VENV,
+tests/python/integrations.txt), and skip with the reason where it is missing.
+Exit 77 = skipped (the reason is printed).
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+
+PLATEAU = os.environ["PL_PLATEAU"]
+SRC = os.environ["PL_SRC"]
+PYDIR = os.environ["PL_PYTHON_DIR"]       # build/python: the plateau package
+VENV = os.environ.get("PL_INTEGRATIONS_VENV", "")
+BODIES = os.path.join(SRC, "tests", "python", "pytest_bodies")
+SKIP = 77
+
+
+def venv_python(*modules):
+    """The integrations venv's interpreter, or exit 77 saying why it is not there or lacks a module."""
+    py = os.path.join(VENV, "bin", "python")
+    if not os.path.exists(py):
+        failed = VENV + ".failed"
+        why = open(failed).read().strip() if os.path.exists(failed) else "not made (make integrations-venv)"
+        print(f"skip: no {py}: {why}")
+        sys.exit(SKIP)
+    for m in modules:
+        r = subprocess.run([py, "-c", f"import {m}"], capture_output=True, text=True)
+        if r.returncode != 0:
+            print(f"skip: {py} cannot import {m}: {r.stderr.strip().splitlines()[-1:]}")
+            sys.exit(SKIP)
+    return py
+
+
+def clean_env(**extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PLATEAU_") and k != "PYTHONPATH"}
+    env.update(extra)
+    return env
+
+
+# ------------------------------------------------------------------------------------------------ pytest
+
+def run_pytest(py, tmp, args, name):
+    """pytest with plateau's plugin over a copy of the bodies in tmp: {test name: (outcome, message)}, the output."""
+    work = os.path.join(tmp, name)
+    shutil.copytree(BODIES, work, ignore=shutil.ignore_patterns("__pycache__"))
+    xml = os.path.join(work, "junit.xml")
+    cmd = [py, "-m", "pytest", "-p", "plateau.pytest_plugin", "-p", "no:cacheprovider", "--plateau-exe", PLATEAU,
+           "-rA", "--junitxml", xml] + args
+    t0 = time.monotonic()
+    r = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=900,
+                       env=clean_env(PYTHONPATH=PYDIR))
+    took = time.monotonic() - t0
+    assert os.path.exists(xml), f"{name}: pytest wrote no junit xml (exit {r.returncode}):\n{r.stdout}\n{r.stderr}"
+    out = {}
+    for case in ET.parse(xml).getroot().iter("testcase"):
+        outcome, msg = "passed", ""
+        for child in case:
+            if child.tag in ("failure", "error", "skipped"):
+                outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[child.tag]
+                msg = (child.get("message") or "") + "\n" + (child.text or "")
+        out[case.get("name")] = (outcome, msg)
+    return out, r.stdout + r.stderr, took
+
+
+def expect(results, name, outcome, *texts):
+    got, msg = results.get(name, ("missing", ""))
+    assert got == outcome, f"{name}: {got}, expected {outcome}:\n{msg}"
+    for t in texts:
+        assert t in msg, f"{name}: {outcome} without {t!r}:\n{msg}"
+    first = next((line for line in msg.splitlines() if "plateau" in line or "body broke" in line), "")
+    print(f"ok: {name}: {outcome}{': ' + first.strip()[:160] if first else ''}")
+
+
+BODY_OUTCOMES = [("test_leak_py", "failed", "LEAK"), ("test_plateau_py", "passed", None),
+                 ("test_leak_torch", "failed", "LEAK"), ("test_plateau_torch", "passed", None)]
+
+
+def mode_pytest_plugin(argv):
+    py = venv_python("pytest", "torch")
+    with tempfile.TemporaryDirectory(prefix="pl-pytest-") as tmp:
+        res, out, took = run_pytest(py, tmp, ["test_plateau_bodies.py"], "bodies")
+        print(f"bodies: {took:.1f} s")
+        for name, outcome, text in BODY_OUTCOMES:
+            expect(res, name, outcome, *([text, "over 200 steps of the test body", "plateau report "]
+                                         if text else []))
+        # the passing ones say their verdict in the report's plateau section (-rA)
+        assert "verdict: no leak" in out, f"no 'verdict: no leak' in the passing tests' sections:\n{out}"
+        res, out, took = run_pytest(py, tmp, ["test_plugin_edges.py"], "edges")
+        expect(res, "test_short_leak", "skipped", "not decided after 40 steps", "more steps: @pytest.mark.plateau(steps=")
+        expect(res, "test_short_leak_strict", "failed", "not decided after 40 steps")
+        # a cache filling over 64 calls, judged at 80: its first call's jump is not taken for the end of a warmup
+        # (the judged steps start at the second call), so it is not decided yet, never a leak
+        expect(res, "test_cache_still_warming", "skipped", "not decided after 80 steps")
+        expect(res, "test_fails_at_step_5", "failed", "body broke at call 5", "raised at step 5 of 20")
+        expect(res, "test_untraced", "passed")
+        expect(res, "test_bad_marker", "failed", "has no option stepz")
+        # --plateau traces the unmarked test too (and --plateau-steps gives it enough steps to decide)
+        res, out, took = run_pytest(py, tmp, ["test_plugin_edges.py", "-k", "untraced", "--plateau",
+                                              "--plateau-steps", "200"], "all")
+        expect(res, "test_untraced", "failed", "LEAK", "over 200 steps")
+
+
+def mode_pytest_repeat(argv):
+    n = int(argv[0]) if argv else 5
+    py = venv_python("pytest", "torch")
+    seen = {name: [] for name, _, _ in BODY_OUTCOMES}
+    with tempfile.TemporaryDirectory(prefix="pl-pytest-rep-") as tmp:
+        for i in range(n):
+            res, out, took = run_pytest(py, tmp, ["test_plateau_bodies.py"], f"run{i}")
+            for name, _, _ in BODY_OUTCOMES:
+                seen[name].append(res.get(name, ("missing", ""))[0])
+            print(f"run {i + 1}/{n}: {took:.1f} s: " + ", ".join(f"{k} {v[-1]}" for k, v in seen.items()))
+    for name, outcome, _ in BODY_OUTCOMES:
+        assert seen[name] == [outcome] * n, f"{name}: {seen[name]}, expected {outcome} every time"
+    print(f"ok: {n} runs of the 4 bodies, the same outcome every time")
+
+
+MODES = {"pytest_plugin": mode_pytest_plugin, "pytest_repeat": mode_pytest_repeat}
+
+if __name__ == "__main__":
+    MODES[sys.argv[1]](sys.argv[2:])
