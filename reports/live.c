@@ -42,7 +42,9 @@ typedef struct proc {
     bool ended, failed, started;
     bool earlier;            /* a process of an earlier run (opts since_realtime_ns): read no further, never shown */
     uint32_t pid;
+    int32_t rank;            /* from process_start: RANK, -1 none */
     char name[64];
+    char node[64];           /* from process_start: the host name, "" unknown */
     int64_t start_realtime_ns; /* from process_start */
     char *exe;               /* from process_start (malloc'd; freed with the series of a helper) */
     int64_t t0;              /* first record time */
@@ -126,6 +128,8 @@ static bool na(uint64_t v) { return v == PL_TRACE_NA; }
 
 static void on_process(proc_t *p, const pl_rec_process_t *q) {
     p->pid = q->pid;
+    p->rank = q->rank;
+    snprintf(p->node, sizeof p->node, "%s", q->node ? q->node : "");
     p->start_realtime_ns = q->start_realtime_ns;
     free(p->exe);
     p->exe = q->exe && q->exe[0] ? strdup(q->exe) : NULL; /* NULL on failure too: "unknown", never a wrong one */
@@ -250,6 +254,7 @@ static proc_t *find_or_add(pl_live_t *l, const char *name) {
     memset(p, 0, sizeof *p);
     snprintf(p->file, sizeof p->file, "%s", name);
     p->last_rss = p->last_dev = NAN;
+    p->rank = -1;
     return p;
 }
 
@@ -426,10 +431,12 @@ static void judge(const pl_live_t *l, const bins_t *b, bool by_time, double limi
     }
 }
 
-int pl_live_status(pl_live_t *l, pl_live_status_t *out) {
+/* The run's counts (files, processes alive, ended) into out, cleared first. */
+static void run_status(const pl_live_t *l, pl_live_status_t *out) {
     memset(out, 0, sizeof *out);
     out->state_metric = -1;
     out->rss_bytes = out->dev_bytes = NAN;
+    out->rank = -1;
     out->n_files = l->n;
     size_t n_ended = 0;
     for (size_t i = 0; i < l->n; i++) {
@@ -438,11 +445,15 @@ int pl_live_status(pl_live_t *l, pl_live_status_t *out) {
         else if (p->started) out->n_alive++;
     }
     out->ended = l->status_file || (!l->o.status_from_now && l->n && n_ended == l->n);
-    proc_t *p = shown(l);
-    if (!p) return 0;
+}
+
+/* Process p's part of the status: its series judged, its program state, its holder. */
+static void proc_status(const pl_live_t *l, proc_t *p, pl_live_status_t *out) {
     out->have_proc = true;
     out->pid = p->pid;
+    out->rank = p->rank;
     snprintf(out->name, sizeof out->name, "%s", p->name);
+    snprintf(out->node, sizeof out->node, "%s", p->node);
     out->start_realtime_ns = p->start_realtime_ns;
     snprintf(out->exe, sizeof out->exe, "%s", p->exe ? p->exe : "");
     out->by_time = p->n_steps == 0;
@@ -479,6 +490,24 @@ int pl_live_status(pl_live_t *l, pl_live_status_t *out) {
         pl_retention_judge(p->ret);
         if (p->ret->n_named) snprintf(out->holder, sizeof out->holder, "%s", p->ret->holders[0].path);
     }
+}
+
+int pl_live_status(pl_live_t *l, pl_live_status_t *out) {
+    run_status(l, out);
+    proc_t *p = shown(l);
+    if (p) proc_status(l, p, out);
+    return 0;
+}
+
+size_t pl_live_n_procs(const pl_live_t *l) { return l->n; }
+
+int pl_live_status_of(pl_live_t *l, size_t i, pl_live_status_t *out) {
+    if (i >= l->n) return -ENOENT;
+    proc_t *p = &l->procs[i];
+    /* ended helpers keep no series (proc_drop_series), an earlier run's processes are not this run's */
+    if (!p->started || p->earlier || (!p->n_steps && (p->ended || p->failed))) return -ENOENT;
+    run_status(l, out);
+    proc_status(l, p, out);
     return 0;
 }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The python.pytest_* tests: where users look (docs/pytest.md).
+"""The python.pytest_* and python.prometheus tests: where users look (docs/pytest.md, docs/live.md).
 
 Usage: test_integrations.py MODE [ARGS]   (meson passes the paths in the environment, see tests/python/meson.build)
   pytest_plugin       plateau's pytest plugin over tests/python/pytest_bodies: the leaking bodies (pure Python,
@@ -9,6 +9,10 @@ Usage: test_integrations.py MODE [ARGS]   (meson passes the paths in the environ
                       raises at its 5th call fails with its own error, an unmarked test is not traced unless
                       --plateau, a bad marker fails in one line
   pytest_repeat N     the four bodies N times over: the same outcome every time (the plugin does not flake)
+  prometheus          plateau watch --prometheus FILE on tests/targets/warmleak.c while it runs, each version of
+                      FILE parsed by prometheus_client: warming_up, then leak with a rate and a projected OOM while
+                      the run goes on, the step moving between refreshes, run_ended at the end, no temporary file
+                      left; plateau run's own DIR/live.prom; an unwritable FILE ends the watch in one line
 They run the interpreter of the venv `make integrations-venv` makes (PL_INTEGRATIONS_VENV,
 tests/python/integrations.txt), and skip with the reason where it is missing.
 Exit 77 = skipped (the reason is printed).
@@ -129,7 +133,122 @@ def mode_pytest_repeat(argv):
     print(f"ok: {n} runs of the 4 bodies, the same outcome every time")
 
 
-MODES = {"pytest_plugin": mode_pytest_plugin, "pytest_repeat": mode_pytest_repeat}
+# ------------------------------------------------------------------------------------------------ prometheus
+
+def wait_for(what, pred, timeout=120):
+    """Poll pred() every 50 ms until it returns a true value (a hang guard, not a timing)."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def parse_prom(path):
+    """The file parsed by prometheus_client: {(name, frozenset(labels)): value}, or None when absent."""
+    from prometheus_client.parser import text_string_to_metric_families
+    try:
+        with open(path) as f:
+            text = f.read()
+    except FileNotFoundError:
+        return None
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        assert fam.type == "gauge", f"{fam.name}: {fam.type}"
+        for smp in fam.samples:
+            out[(smp.name, frozenset(smp.labels.items()))] = smp.value
+    return out
+
+
+def prom_get(vals, name, **labels):
+    """The one sample of `name` whose labels include `labels`."""
+    hits = [v for (n, ls), v in vals.items() if n == name and set(labels.items()) <= set(ls)]
+    assert len(hits) == 1, f"{name} {labels}: {len(hits)} samples"
+    return hits[0]
+
+
+def prom_state(vals, pid):
+    on = [dict(ls)["state"] for (n, ls), v in vals.items()
+          if n == "plateau_verdict" and dict(ls)["pid"] == pid and v == 1]
+    assert len(on) <= 1, on
+    return on[0] if on else None
+
+
+def prom_pids(vals):
+    return sorted({dict(ls)["pid"] for (n, ls) in vals if n == "plateau_step"})
+
+
+def mode_prometheus(argv):
+    py = venv_python("prometheus_client")
+    if os.path.realpath(sys.executable) != os.path.realpath(py) and not os.environ.get("PL_IN_VENV"):
+        # the parser runs in this process: this mode again, with the venv's interpreter
+        r = subprocess.run([py, os.path.abspath(__file__), "prometheus"] + argv, env=dict(os.environ, PL_IN_VENV="1"))
+        sys.exit(r.returncode)
+    warmleak = os.path.join(os.environ["PL_TARGETS"], "target_warmleak")
+    with tempfile.TemporaryDirectory(prefix="pl-prom-") as tmp:
+        d, prom = os.path.join(tmp, "run"), os.path.join(tmp, "textfile", "plateau.prom")
+        os.mkdir(d)
+        os.mkdir(os.path.dirname(prom))
+        go, end = os.path.join(tmp, "go"), os.path.join(tmp, "end")
+        run = subprocess.Popen([PLATEAU, "run", "--no-report", "--live", "--live-interval", "0.2", "-o", d, "--",
+                                warmleak, "30", "400", go, end], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, env=clean_env())
+        watch = subprocess.Popen([PLATEAU, "watch", "--interval", "0.2", "--prometheus", prom, d],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=clean_env())
+        try:
+            def state(want):
+                def pred():
+                    v = parse_prom(prom)
+                    return v if v and prom_pids(v) and prom_state(v, prom_pids(v)[0]) == want else None
+                return pred
+            v = wait_for("warming_up in the textfile", state("warming_up"))
+            (pid,) = prom_pids(v)
+            assert prom_get(v, "plateau_run_ended") == 0
+            more = prom_get(v, "plateau_more_steps", pid=pid, metric="heap")
+            assert more > 0
+            print(f"ok: pid {pid} warming_up at step {prom_get(v, 'plateau_step', pid=pid):.0f}, {more:.0f} more steps")
+            open(go, "w").close()
+            v = wait_for("leak in the textfile", state("leak"))
+            assert prom_get(v, "plateau_run_ended") == 0, "leak seen only after the run ended"
+            rate = prom_get(v, "plateau_growth_bytes_per_step", pid=pid, metric="heap")
+            assert 60e3 < rate < 70e3, f"heap growth {rate} B/step, the target keeps 64 KiB/step"
+            oom = prom_get(v, "plateau_oom_seconds", pid=pid, metric="heap")
+            step1 = prom_get(v, "plateau_step", pid=pid)
+            assert oom > 0 and prom_get(v, "plateau_oom_step", pid=pid, metric="heap") > step1
+            assert prom_get(v, "plateau_growth_bytes_per_second", pid=pid, metric="heap") > rate
+            print(f"ok: leak at step {step1:.0f}: {rate:.0f} B/step, OOM in {oom:.0f} s")
+
+            def later():
+                x = parse_prom(prom)
+                return x if x and prom_get(x, "plateau_step", pid=pid) > step1 else None
+            v2 = wait_for("a later step", later)
+            print(f"ok: refreshed: step {step1:.0f} -> {prom_get(v2, 'plateau_step', pid=pid):.0f}")
+            own = parse_prom(os.path.join(d, "live.prom"))  # plateau run's own copy, for the callbacks
+            assert own and prom_state(own, pid) in ("leak", "leak_suspected"), own
+            print(f"ok: plateau run's RUN_DIR/live.prom: {prom_state(own, pid)}")
+            open(end, "w").close()
+            assert run.wait(timeout=120) == 0
+            assert watch.wait(timeout=120) == 0, watch.stderr.read()
+        finally:
+            for p in (run, watch):
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        v = parse_prom(prom)
+        assert prom_get(v, "plateau_run_ended") == 1 and prom_state(v, pid) == "leak", v
+        left = [f for f in os.listdir(os.path.dirname(prom)) if f != "plateau.prom"]
+        assert not left, f"left in the textfile directory: {left}"
+        print("ok: run_ended 1 at the end, verdict leak, nothing else in the directory")
+        r = subprocess.run([PLATEAU, "watch", "--once", "--prometheus", os.path.join(tmp, "nodir", "x.prom"), d],
+                           capture_output=True, text=True, env=clean_env())
+        lines = r.stderr.splitlines()
+        assert r.returncode == 1 and len(lines) == 1 and "cannot write" in lines[0], (r.returncode, r.stderr)
+        print(f"ok: an unwritable FILE: exit 1, {lines[0]}")
+
+
+MODES = {"pytest_plugin": mode_pytest_plugin, "pytest_repeat": mode_pytest_repeat, "prometheus": mode_prometheus}
 
 if __name__ == "__main__":
     MODES[sys.argv[1]](sys.argv[2:])
