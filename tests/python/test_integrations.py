@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The python.pytest_* and python.prometheus tests: where users look (docs/pytest.md, docs/live.md).
+"""The python.pytest_*, python.prometheus and python.loggers tests: where users look (docs/pytest.md, docs/live.md,
+docs/python.md "Loggers").
 
 Usage: test_integrations.py MODE [ARGS]   (meson passes the paths in the environment, see tests/python/meson.build)
   pytest_plugin       plateau's pytest plugin over tests/python/pytest_bodies: the leaking bodies (pure Python,
@@ -13,6 +14,15 @@ Usage: test_integrations.py MODE [ARGS]   (meson passes the paths in the environ
                       FILE parsed by prometheus_client: warming_up, then leak with a rate and a projected OOM while
                       the run goes on, the step moving between refreshes, run_ended at the end, no temporary file
                       left; plateau run's own DIR/live.prom; an unwritable FILE ends the watch in one line
+  loggers             a leaking torch loop with plateau.TrainerCallback under plateau run --live, configured like a
+                      Trainer with report_to=["tensorboard", "wandb"] (W&B offline): the event file read back with
+                      tensorboard's EventAccumulator and the W&B run's history (its transaction log) have plateau's
+                      per-step memory at every step and the live verdict, LEAK by the end (20 steps before the
+                      end the loop waits until the watcher has published LEAK: a hand-off, not a timing)
+  lightning_loggers   a real Lightning 2 Trainer (the framework venv `make framework-venv` makes) with a CSVLogger
+                      and plateau.LightningCallback(), leaking 256 KiB per step under plateau run --live: the
+                      logger's metrics.csv has plateau's RSS every log_every_n_steps and the verdict, LEAK by the end
+                      (the same hand-off)
 They run the interpreter of the venv `make integrations-venv` makes (PL_INTEGRATIONS_VENV,
 tests/python/integrations.txt), and skip with the reason where it is missing.
 Exit 77 = skipped (the reason is printed).
@@ -248,7 +258,166 @@ def mode_prometheus(argv):
         print(f"ok: an unwritable FILE: exit 1, {lines[0]}")
 
 
-MODES = {"pytest_plugin": mode_pytest_plugin, "pytest_repeat": mode_pytest_repeat, "prometheus": mode_prometheus}
+# ------------------------------------------------------------------------------------------------ loggers
+
+LOGGERS_SCRIPT = """import os, sys, time, types
+import torch
+import wandb
+import plateau
+out, steps = sys.argv[1], int(sys.argv[2])
+wandb.init(mode="offline", dir=out, project="plateau-test")
+# a transformers Trainer's TrainingArguments as the callback reads them (transformers is not in this venv)
+args = types.SimpleNamespace(report_to=["tensorboard", "wandb"], logging_dir=os.path.join(out, "tb"),
+                             logging_steps=1, logging_strategy="steps")
+state = types.SimpleNamespace(global_step=0, epoch=0)
+cb = plateau.TrainerCallback()
+model = torch.nn.Linear(64, 64)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+kept = []
+
+
+def wait_for_leak():  # a hand-off, not a timing: until the watcher has published LEAK for this process
+    from plateau import _loggers
+    live, t0 = _loggers.Live(), time.monotonic()
+    while live.values().get("plateau/verdict") != 6:
+        if time.monotonic() - t0 > 120:
+            sys.exit("loggers_train.py: no LEAK in the live verdict after 120 s")
+        time.sleep(0.05)
+
+
+for i in range(steps):
+    if i == steps - 20:
+        wait_for_leak()
+    opt.zero_grad()
+    model(torch.randn(16, 64)).sum().backward()
+    opt.step()
+    kept.append(torch.ones(64 * 1024))  # 256 KiB kept per step
+    state.global_step = i + 1
+    cb.on_step_end(args, state, None)
+    time.sleep(0.01)
+cb.on_train_end(args, state, None)
+wandb.finish()
+print("loggers script done", len(kept))
+"""
+
+TB_READ = """import sys, json
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+ea = EventAccumulator(sys.argv[1], size_guidance={"scalars": 0})
+ea.Reload()
+print(json.dumps({t: [(e.step, e.value) for e in ea.Scalars(t)] for t in ea.Tags()["scalars"]}))
+"""
+
+
+# The history rows of a W&B offline run, one JSON object a line, read from its transaction log (run-ID.wandb): a
+# 7-byte header (":W&B", magic, version), then LevelDB-log blocks of 32 KiB whose records carry a 7-byte header
+# (CRC-32C, length, type: 1 full, 2 first, 3 middle, 4 last), each a wandb_internal_pb2.Record.
+WANDB_READ = """import json, struct, sys
+from wandb.proto import wandb_internal_pb2
+data = open(sys.argv[1], "rb").read()
+assert data[:4] == b":W&B", data[:7]
+off, buf = 7, b""
+while off + 7 <= len(data):
+    left = 32768 - off % 32768
+    if left < 7:
+        off += left
+        continue
+    crc, n, kind = struct.unpack("<IHB", data[off:off + 7])
+    if n == 0 and kind == 0:
+        off += left
+        continue
+    chunk = data[off + 7:off + 7 + n]
+    off += 7 + n
+    buf = chunk if kind in (1, 2) else buf + chunk
+    if kind in (1, 4):
+        rec = wandb_internal_pb2.Record()
+        rec.ParseFromString(buf)
+        if rec.WhichOneof("record_type") == "history":
+            print(json.dumps({(i.key or "/".join(i.nested_key)): json.loads(i.value_json) for i in rec.history.item}))
+"""
+
+
+def mode_loggers(argv):
+    import glob
+    import json
+    py = venv_python("torch", "tensorboard", "wandb")
+    steps = 400
+    with tempfile.TemporaryDirectory(prefix="pl-loggers-") as tmp:
+        script = os.path.join(tmp, "loggers_train.py")
+        with open(script, "w") as f:
+            f.write(LOGGERS_SCRIPT)
+        d, out = os.path.join(tmp, "run"), os.path.join(tmp, "out")
+        os.mkdir(out)
+        env = clean_env(PYTHONPATH=PYDIR, WANDB_MODE="offline", WANDB_SILENT="true", WANDB_DIR=out,
+                        WANDB_CONFIG_DIR=os.path.join(tmp, "wandbcfg"), WANDB_CACHE_DIR=os.path.join(tmp, "wbc"))
+        r = subprocess.run([PLATEAU, "run", "--no-report", "--live", "--live-interval", "0.2", "-o", d, "--", py,
+                            script, out, str(steps)], capture_output=True, text=True, timeout=600, env=env)
+        assert r.returncode == 0 and "loggers script done" in r.stdout, f"exit {r.returncode}\n{r.stdout}\n{r.stderr}"
+        assert os.path.isdir(os.path.join(out, "tb")), "no TensorBoard event file: the callback logged nothing"
+        r = subprocess.run([py, "-c", TB_READ, os.path.join(out, "tb")], capture_output=True, text=True,
+                           env=clean_env())
+        assert r.returncode == 0, r.stderr
+        tb = json.loads(r.stdout.strip().splitlines()[-1])
+        rss = tb.get("plateau/rss_bytes", [])
+        assert [s for s, _ in rss] == list(range(1, steps + 1)), f"rss_bytes at steps {[s for s, _ in rss][:10]}"
+        assert rss[-1][1] > rss[0][1] + 50e6, f"RSS {rss[0][1]} -> {rss[-1][1]}: the loop keeps 100 MiB"
+        verdict = tb.get("plateau/verdict", [])
+        assert verdict and all(0 <= v <= 6 for _, v in verdict), verdict[:5]
+        assert verdict[-1][1] == 6, f"last verdict code {verdict[-1][1]}, not 6 (LEAK): {verdict[-20:]}"
+        growth = tb.get("plateau/heap_growth_bytes_per_step", [])
+        assert growth and 230e3 < growth[-1][1] < 290e3, f"heap growth {growth[-3:]}, the loop keeps 256 KiB/step"
+        first_leak = next(s for s, v in verdict if v == 6)
+        print(f"ok: TensorBoard: {len(rss)} rss_bytes points ({rss[0][1] / 2**20:.0f} -> {rss[-1][1] / 2**20:.0f} "
+              f"MiB), verdict codes {sorted(set(v for _, v in verdict))}, LEAK from step {first_leak}, heap growth "
+              f"{growth[-1][1] / 1024:.0f} KiB/step")
+        runs = glob.glob(os.path.join(out, "wandb", "offline-run-*", "run-*.wandb"))
+        assert len(runs) == 1, f"W&B offline runs: {runs}"
+        r = subprocess.run([py, "-c", WANDB_READ, runs[0]], capture_output=True, text=True, env=clean_env())
+        assert r.returncode == 0, r.stderr
+        hist = [json.loads(line) for line in r.stdout.splitlines()]
+        ours = [h for h in hist if "plateau/rss_bytes" in h]
+        assert [h["train/global_step"] for h in ours] == list(range(1, steps + 1)), \
+            f"W&B: plateau rows at global steps {[h.get('train/global_step') for h in ours][:10]}"
+        codes = [h.get("plateau/verdict") for h in ours]
+        assert codes[-1] == 6, f"W&B: last verdict code {codes[-1]}: {codes[-20:]}"
+        wgrowth = ours[-1].get("plateau/heap_growth_bytes_per_step", 0)
+        assert 230e3 < wgrowth < 290e3, f"W&B: heap growth {wgrowth}"
+        print(f"ok: W&B offline run ({os.path.basename(runs[0])}, read back from its transaction log): {len(ours)} "
+              f"plateau rows at train/global_step 1..{steps}, verdict codes {sorted(set(c for c in codes if c is not None))}"
+              f", last 6 (LEAK), heap growth {wgrowth / 1024:.0f} KiB/step")
+
+
+def mode_lightning_loggers(argv):
+    """A real Lightning Trainer's CSVLogger gets plateau's scalars every log_every_n_steps (the framework venv, over
+    Debian's torch: tests/python/frameworks.txt)."""
+    import csv
+    fw = os.environ.get("PL_FRAMEWORK_VENV", "")
+    py = os.path.join(fw, "bin", "python")
+    if not os.path.exists(os.path.join(fw, ".stamp")):
+        failed = fw + ".failed"
+        why = open(failed).read().strip() if os.path.exists(failed) else "not made (make framework-venv)"
+        print(f"skip: no framework venv {fw}: {why}")
+        sys.exit(SKIP)
+    steps = 300
+    with tempfile.TemporaryDirectory(prefix="pl-lightning-log-") as tmp:
+        d, out = os.path.join(tmp, "run"), os.path.join(tmp, "out")
+        r = subprocess.run([PLATEAU, "run", "--no-report", "--live", "--live-interval", "0.2", "-o", d, "--", py,
+                            os.path.join(SRC, "tests", "python", "lightning_loggers.py"), out, str(steps)],
+                           capture_output=True, text=True, timeout=600, env=clean_env(PYTHONPATH=PYDIR))
+        assert r.returncode == 0 and f"global_step {steps}" in r.stdout, f"exit {r.returncode}\n{r.stdout}\n{r.stderr}"
+        with open(os.path.join(out, "csv", "version_0", "metrics.csv")) as f:
+            rows = [row for row in csv.DictReader(f) if row.get("plateau/rss_bytes")]
+        got = [int(row["step"]) for row in rows]
+        assert got == list(range(5, steps + 1, 5)), f"plateau rows at steps {got}"
+        rss = [float(row["plateau/rss_bytes"]) for row in rows]
+        assert rss[-1] > rss[0] + 40e6, f"RSS {rss[0]} -> {rss[-1]}: the module keeps 75 MiB"
+        codes = [float(row["plateau/verdict"]) for row in rows if row.get("plateau/verdict")]
+        assert codes and codes[-1] == 6, f"last verdict code {codes[-1:]}, not 6 (LEAK): {codes}"
+        print(f"ok: Lightning's CSVLogger: plateau rows at steps 5..{steps} every 5, RSS {rss[0] / 2**20:.0f} -> "
+              f"{rss[-1] / 2**20:.0f} MiB, verdict codes {sorted(set(codes))}, last 6 (LEAK)")
+
+
+MODES = {"pytest_plugin": mode_pytest_plugin, "pytest_repeat": mode_pytest_repeat, "prometheus": mode_prometheus,
+         "loggers": mode_loggers, "lightning_loggers": mode_lightning_loggers}
 
 if __name__ == "__main__":
     MODES[sys.argv[1]](sys.argv[2:])
