@@ -526,6 +526,54 @@ const char *pl_live_state_name(pl_live_state_t s) {
 
 static const char *const short_names[PL_LIVE__COUNT] = {"heap", "rss", "dev"};
 
+/* One metric's part of the line: "heap: LEAK +64.0 KiB/step, OOM in ~62 min". */
+static void format_metric(const pl_live_status_t *s, int m, char *buf, size_t n) {
+    const pl_live_mstatus_t *ms = &s->m[m];
+    char a[32], b[32];
+    size_t off = 0;
+    buf[0] = 0;
+#define ADD(...)                                                              \
+    do {                                                                      \
+        if (off < n) {                                                        \
+            int w_ = snprintf(buf + off, n - off, __VA_ARGS__);               \
+            off = w_ < 0 ? n : (off + (size_t)w_ >= n ? n : off + (size_t)w_); \
+        }                                                                     \
+    } while (0)
+    /* a growing RSS beside a recorded live heap is not the program's leak: said as the report does */
+    bool grows = !ms->program && (ms->state == PL_LIVE_LEAK || ms->state == PL_LIVE_SUSPECTED);
+    ADD("%s: %s", short_names[m], grows ? "grows" : pl_live_state_name(ms->state));
+    const char *unit = s->by_time ? "s" : "step";
+    switch (ms->state) {
+    case PL_LIVE_LEAK:
+    case PL_LIVE_SLOW:
+    case PL_LIVE_SUSPECTED:
+        ADD(" %s%s/%s", ms->per_step >= 0 ? "+" : "", pl_format_bytes(ms->per_step, a, sizeof a), unit);
+        if (ms->has_oom) {
+            if (isfinite(ms->oom_seconds)) ADD(", OOM in ~%s", pl_format_duration(ms->oom_seconds, b, sizeof b));
+            else if (s->by_time) ADD(", OOM ~%s into the run", pl_format_duration((double)ms->oom_step, b, sizeof b));
+            else ADD(", OOM at step %lld", (long long)ms->oom_step);
+        }
+        break;
+    case PL_LIVE_WARMING:
+        /* by time, the series' keys are seconds: "(~40 s more)", never "(40 more ss)" */
+        if (ms->more_steps > 0 && s->by_time)
+            ADD(" (~%s more)", pl_format_duration((double)ms->more_steps, b, sizeof b));
+        else if (ms->more_steps > 0)
+            ADD(" (%lld more step%s)", (long long)ms->more_steps, ms->more_steps == 1 ? "" : "s");
+        break;
+    case PL_LIVE_FLAT:
+        if (ms->warmup_steps > 0 && s->by_time)
+            ADD(" after %s of warmup", pl_format_duration((double)ms->warmup_steps, b, sizeof b));
+        else if (ms->warmup_steps > 0)
+            ADD(" after %lld warmup step%s", (long long)ms->warmup_steps, ms->warmup_steps == 1 ? "" : "s");
+        break;
+    default: break;
+    }
+#undef ADD
+}
+
+/* In the report's verdict order: who, then the program's state with its rate, OOM and holder (the metric that
+ * decided it), then the context (step, rate, memory), then the other metrics. */
 void pl_live_format(const pl_live_status_t *s, char *buf, size_t n) {
     if (!n) return;
     buf[0] = 0;
@@ -541,8 +589,15 @@ void pl_live_format(const pl_live_status_t *s, char *buf, size_t n) {
         ADD("waiting for traces (%zu file%s)", s->n_files, s->n_files == 1 ? "" : "s");
         return;
     }
-    char a[32], b[32];
+    char a[32], part[160];
     ADD("pid %u %s", s->pid, pl_format_esc(s->name)); /* argv[0] is the program's to choose: never raw on a tty */
+    int first = s->state_metric >= 0 && s->state_metric < PL_LIVE__COUNT && s->m[s->state_metric].present
+                    ? s->state_metric : -1;
+    if (first >= 0) {
+        format_metric(s, first, part, sizeof part);
+        ADD("  %s", part);
+    }
+    if (s->holder[0]) ADD("  kept by `%s`", s->holder);
     if (s->by_time) ADD("  no steps");
     else {
         ADD("  step %lld", (long long)s->step);
@@ -551,40 +606,10 @@ void pl_live_format(const pl_live_status_t *s, char *buf, size_t n) {
     if (isfinite(s->rss_bytes)) ADD("  rss %s", pl_format_bytes(s->rss_bytes, a, sizeof a));
     if (isfinite(s->dev_bytes)) ADD("  dev %s", pl_format_bytes(s->dev_bytes, a, sizeof a));
     for (int m = 0; m < PL_LIVE__COUNT; m++) {
-        const pl_live_mstatus_t *ms = &s->m[m];
-        if (!ms->present) continue;
-        /* a growing RSS beside a recorded live heap is not the program's leak: said as the report does */
-        bool grows = !ms->program && (ms->state == PL_LIVE_LEAK || ms->state == PL_LIVE_SUSPECTED);
-        ADD("  %s: %s", short_names[m], grows ? "grows" : pl_live_state_name(ms->state));
-        const char *unit = s->by_time ? "s" : "step";
-        switch (ms->state) {
-        case PL_LIVE_LEAK:
-        case PL_LIVE_SLOW:
-        case PL_LIVE_SUSPECTED:
-            ADD(" %s%s/%s", ms->per_step >= 0 ? "+" : "", pl_format_bytes(ms->per_step, a, sizeof a), unit);
-            if (ms->has_oom) {
-                if (isfinite(ms->oom_seconds)) ADD(", OOM in ~%s", pl_format_duration(ms->oom_seconds, b, sizeof b));
-                else if (s->by_time) ADD(", OOM ~%s into the run", pl_format_duration((double)ms->oom_step, b, sizeof b));
-                else ADD(", OOM at step %lld", (long long)ms->oom_step);
-            }
-            break;
-        case PL_LIVE_WARMING:
-            /* by time, the series' keys are seconds: "(~40 s more)", never "(40 more ss)" */
-            if (ms->more_steps > 0 && s->by_time)
-                ADD(" (~%s more)", pl_format_duration((double)ms->more_steps, b, sizeof b));
-            else if (ms->more_steps > 0)
-                ADD(" (%lld more step%s)", (long long)ms->more_steps, ms->more_steps == 1 ? "" : "s");
-            break;
-        case PL_LIVE_FLAT:
-            if (ms->warmup_steps > 0 && s->by_time)
-                ADD(" after %s of warmup", pl_format_duration((double)ms->warmup_steps, b, sizeof b));
-            else if (ms->warmup_steps > 0)
-                ADD(" after %lld warmup step%s", (long long)ms->warmup_steps, ms->warmup_steps == 1 ? "" : "s");
-            break;
-        default: break;
-        }
+        if (!s->m[m].present || m == first) continue;
+        format_metric(s, m, part, sizeof part);
+        ADD("  %s", part);
     }
-    if (s->holder[0]) ADD("  kept by `%s`", s->holder);
     if (s->ended) ADD("  [run ended]");
 #undef ADD
 }

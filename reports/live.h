@@ -108,9 +108,10 @@ size_t pl_live_n_procs(const pl_live_t *l);
  * that ended without a step). */
 int pl_live_status_of(pl_live_t *l, size_t i, pl_live_status_t *out);
 
-/* One line (no newline): "step 140 (12.5/s)  rss 1.20 GiB  dev 3.40 GiB  heap: leak +64.0 KiB/step, OOM ~2 h 10 min
- * kept by `total_loss`" (the holder once the census names one).
- * Truncated to n. */
+/* One line (no newline), in the report's verdict order: who, the program's state on the metric that decided it with
+ * its rate and OOM, the holder once the census names one, then the context and the other metrics:
+ * "pid 12 python3 train.py  heap: LEAK +64.0 KiB/step, OOM in ~2.2 h  kept by `total_loss`  step 140 (12.5/s)
+ * rss 1.20 GiB  dev 3.40 GiB  rss: grows +60.1 KiB/step  dev: flat". Truncated to n. */
 void pl_live_format(const pl_live_status_t *s, char *buf, size_t n);
 
 /* "warming up", "flat", "undecided", "leak suspected", "slow growth", "LEAK", "no data". */
