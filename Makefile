@@ -63,7 +63,7 @@ framework-venv: build
 
 # python.pytest_*, .prometheus, .loggers: pytest (plateau's plugin), pytest-memray (bench/pytest_plugins.sh),
 # prometheus_client's parser, tensorboard and wandb (offline), tests/python/integrations.txt, in a venv over Debian's
-# torch 1.13. Without network the venv is not made and those tests skip with the reason.
+# torch 1.13 (~250 MB installed). Without network the venv is not made and those tests skip with the reason.
 integrations-venv: build
 	tests/python/integrations-venv.sh $(BUILD)/integrations-venv
 
