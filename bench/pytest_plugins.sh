@@ -22,6 +22,8 @@ cp -r "$src/tests/python/pytest_bodies/." "$tmp/"
 cd "$tmp" || exit 1
 export PYTHONPATH=$build/python
 unset PLATEAU_DIR
+mkdir "$tmp/runs"
+export TMPDIR=$tmp/runs  # the run directories plateau's plugin keeps (failed tests): removed with $tmp
 outcome() { # junit xml -> "test_x passed" lines
   "$py" - "$1" <<'PY'
 import sys, xml.etree.ElementTree as ET

@@ -75,8 +75,10 @@ def run_pytest(py, tmp, args, name):
     cmd = [py, "-m", "pytest", "-p", "plateau.pytest_plugin", "-p", "no:cacheprovider", "--plateau-exe", PLATEAU,
            "-rA", "--junitxml", xml] + args
     t0 = time.monotonic()
+    runs = os.path.join(tmp, name + "-runs")  # the run directories the plugin keeps (TMPDIR): removed with tmp
+    os.mkdir(runs)
     r = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=900,
-                       env=clean_env(PYTHONPATH=PYDIR))
+                       env=clean_env(PYTHONPATH=PYDIR, TMPDIR=runs))
     took = time.monotonic() - t0
     assert os.path.exists(xml), f"{name}: pytest wrote no junit xml (exit {r.returncode}):\n{r.stdout}\n{r.stderr}"
     out = {}
