@@ -21,8 +21,8 @@ PKGS := meson ninja-build pkg-config gcc g++ clang libclang-rt-14-dev python3 \
         gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user \
         cmake groff-base python3-venv
 
-.PHONY: all deps build demo framework-venv torch2-venv test test-main test-torch2 test-repeat test-asan test-expensive test-nocuda test-fuzz \
-        bench gpu-check gpu-bundle clean
+.PHONY: all deps build demo framework-venv integrations-venv torch2-venv test test-main test-torch2 test-repeat test-asan \
+        test-expensive test-nocuda test-fuzz bench gpu-check gpu-bundle clean
 
 all: build
 
@@ -61,7 +61,13 @@ test: deps
 framework-venv: build
 	tests/python/framework-venv.sh $(BUILD)/frameworks-venv
 
-test-main: build framework-venv
+# python.pytest_*, .prometheus, .loggers: pytest (plateau's plugin), pytest-memray (bench/pytest_plugins.sh),
+# prometheus_client's parser, tensorboard and wandb (offline), tests/python/integrations.txt, in a venv over Debian's
+# torch 1.13 (~250 MB installed). Without network the venv is not made and those tests skip with the reason.
+integrations-venv: build
+	tests/python/integrations-venv.sh $(BUILD)/integrations-venv
+
+test-main: build framework-venv integrations-venv
 	meson test -C $(BUILD) --print-errorlogs --num-processes 2 --no-suite repeat --no-suite torch2
 
 # torch2.*: PyPI's torch 2.15 for the CPU (tests/python/torch2.txt: every wheel pinned, its CUDA libraries included,

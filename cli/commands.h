@@ -40,6 +40,8 @@ typedef struct pl_cli_live_opts {
     int64_t warmup_steps;/* --warmup-steps: growth up to this step is warmup (reports/live.h), 0 none declared */
     int64_t since_realtime_ns; /* plateau run's start: earlier processes are an earlier run's (--append) */
     double slow_hours;   /* practical significance (24) */
+    const char *prom_path; /* --prometheus FILE: the Prometheus textfile rewritten (atomically) at each poll */
+    bool prom_quiet;     /* plateau run's DIR/live.prom: a failure to write it is never said and never ends the loop */
 } pl_cli_live_opts_t;
 
 /* The loop's exit status when it stopped the job on a leak (plateau run's watcher: plateau run then exits

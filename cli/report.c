@@ -61,6 +61,9 @@ static void usage(FILE *o) {
                "                     (default 24; slower: \"slow growth\", docs/verdict.md section 8)\n"
                "  --horizon-steps N  without step times or a limit: within N steps, or doubles within them\n"
                "                     (default 10000)\n"
+               "  --flat-rel-per-step R  the practical threshold: a series growing less than R x its level per\n"
+               "                     step is flat, never a leak (default 0.0001: +100 %% over 10 000 steps;\n"
+               "                     docs/verdict.md section 4)\n"
                "usage: plateau report [--merge] RUN_DIR RUN_DIR... [options above]\n"
                "  one report of the run directories of the nodes of one job: a row per rank, the leaking rank, whether\n"
                "  the ranks agree; processes are told apart by host name and pid (docs/verdict.md section 9)\n"
@@ -325,12 +328,14 @@ int pl_cli_report(int argc, char **argv) {
         {"csv", required_argument, NULL, 'V'},        {"trace-events", required_argument, NULL, 'T'},
         {"torch-snapshot", required_argument, NULL, 'Y'},
         {"between", required_argument, NULL, 'B'},
+        {"flat-rel-per-step", required_argument, NULL, 'R'},
         {NULL, 0, NULL, 0},
     };
     const char *json = NULL, *html = NULL, *allocs = NULL, *csv = NULL, *tev = NULL, *torch = NULL;
     pl_extract_opts_t eo = {0};
     pl_render_text_opts_t to = {0};
     pl_practical_params_t pp = {.slow_hours = 24, .horizon_steps = 10000};
+    double flat_rel = 0; /* --flat-rel-per-step; 0: the default (pl_verdict_params_default) */
     bool fail_on_leak = false, merge = false, force_compare = false;
     int c;
     optind = 1;
@@ -380,6 +385,18 @@ int pl_cli_report(int argc, char **argv) {
                 return 2;
             }
             pp.slow_hours = v;
+            break;
+        }
+        case 'R': {
+            char *end;
+            errno = 0;
+            double v = strtod(optarg, &end);
+            if (errno || *end || end == optarg || !(v > 0) || !(v < 1)) {
+                fprintf(stderr, "plateau report: --flat-rel-per-step wants a fraction of the level in (0, 1), not "
+                                "'%s'\n", optarg);
+                return 2;
+            }
+            flat_rel = v;
             break;
         }
         case 'N': {
@@ -464,6 +481,7 @@ int pl_cli_report(int argc, char **argv) {
     pl_report_t *r = run.report;
     const pl_extract_t *x = run.ext;
     r->practical = pp;
+    if (flat_rel > 0) r->params.flat_rel_per_step = flat_rel;
     int status = 0;
     int rc = n_paths > 1 ? pl_extract_paths(r, run.ext, paths, (size_t)n_paths, &eo)
                          : pl_extract_path(r, run.ext, path, &eo);

@@ -180,10 +180,15 @@ static pid_t start_watcher(const char *dir, const sigset_t *old_mask, pid_t cmd_
     if (nice(10) < 0) { /* best effort: the watcher yields to the program */
     }
     FILE *out = live ? stderr : fopen("/dev/null", "w");
+    /* the live verdict also goes to DIR/live.prom at each poll, where plateau's callbacks read it for the trainer's
+     * loggers (python/plateau/_loggers.py, docs/live.md) */
+    char prom[4096 + 16];
+    bool prom_ok = snprintf(prom, sizeof prom, "%s/live.prom", dir) < (int)sizeof prom;
     pl_cli_live_opts_t o = {.interval_s = interval_s, .tty = live && isatty(STDERR_FILENO), .bottom_line = true,
                             .out = out,
                             .stop_pid = stop ? cmd_pid : 0, .run_steps = run_steps, .warmup_steps = warmup_steps,
-                            .since_realtime_ns = since_ns, .slow_hours = 24};
+                            .since_realtime_ns = since_ns, .slow_hours = 24, .prom_path = prom_ok ? prom : NULL,
+                            .prom_quiet = true};
     int rc = out ? pl_cli_live_loop(dir, &o) : 1;
     fflush(NULL);
     _exit(rc);

@@ -1,9 +1,11 @@
-/* cli/watch: `plateau watch [--interval S] [--once] DIR`, the live verdict of a run going on elsewhere, and the loop
+/* cli/watch: `plateau watch [--interval S] [--once] [--prometheus FILE] DIR`, the live verdict of a run going on elsewhere, and the loop
  * behind `plateau run`'s status line and --stop-on-leak (pl_cli_live_loop, run in a separate process).
  * Polls DIR's traces incrementally (reports/live.h) every interval and prints one status line: rewritten in place on
  * a terminal, else a new line whenever a metric's state changes (and at least every 30 s). Ends when the run has
  * ended (run.status written, or every trace closed) after printing the final state. A DIR that does not exist yet is
- * waited for (one line on stderr says so): the watch may start before plateau run. docs/live.md. */
+ * waited for (one line on stderr says so): the watch may start before plateau run. With --prometheus FILE, each poll
+ * also rewrites FILE, a node_exporter textfile (reports/live_prom.h), through a temporary file renamed over it.
+ * docs/live.md. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -20,6 +22,7 @@
 
 #include "commands.h"
 #include "live.h"
+#include "live_prom.h"
 #include "format.h"
 
 static volatile int quit; /* set by a signal handler (an int store is atomic here, as sig_atomic_t) */
@@ -179,6 +182,30 @@ static bool stop_job(const char *dir, const pl_live_status_t *st, const pl_cli_l
     return rc == 0;
 }
 
+/* --prometheus FILE: written to FILE.<pid>.tmp beside it, then renamed over it, so that node_exporter's textfile
+ * collector (which reads *.prom only) never reads half a file. Returns 0 or -errno. */
+static int write_prom(pl_live_t *l, const char *path, const char *run) {
+    char tmp[4096 + 32];
+    if (snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid()) >= (int)sizeof tmp) return -ENAMETOOLONG;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) return -errno;
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        unlink(tmp);
+        return -e;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int rc = pl_live_prom_write(l, run, (double)ts.tv_sec + ts.tv_nsec / 1e9, f);
+    if (fflush(f) && !rc) rc = -errno;
+    if (fclose(f) && !rc) rc = -errno;
+    if (!rc && rename(tmp, path)) rc = -errno;
+    if (rc) unlink(tmp);
+    return rc;
+}
+
 int pl_cli_live_loop(const char *dir, const pl_cli_live_opts_t *o) {
     pl_live_opts_t lo = {.slow_hours = o->slow_hours, .warmup_steps = o->warmup_steps,
                          .status_from_now = !o->until_ended, /* plateau run's watcher: this run's line only */
@@ -193,7 +220,8 @@ int pl_cli_live_loop(const char *dir, const pl_cli_live_opts_t *o) {
     unsigned last_sig = 0;
     double last_print = -1e9;
     int leak_polls = 0;
-    bool stopped = false, printed_tty = false;
+    bool stopped = false, printed_tty = false, prom_said = false;
+    int n_polls = 0;
     char line[512];
     int rc = 0;
     bottom_t bottom = {0};
@@ -218,6 +246,18 @@ int pl_cli_live_loop(const char *dir, const pl_cli_live_opts_t *o) {
             rc = 1;
             break;
         }
+        if (o->prom_path) {
+            int wrc = write_prom(l, o->prom_path, dir);
+            if (wrc && !prom_said && !o->prom_quiet) { /* a bad FILE fails at once; a later failure is said once */
+                fprintf(stderr, "plateau watch: cannot write %s: %s\n", pl_format_esc(o->prom_path), strerror(-wrc));
+                prom_said = true;
+                if (!n_polls) {
+                    rc = 1;
+                    break;
+                }
+            }
+        }
+        n_polls++;
         pl_live_format(&st, line, sizeof line);
         if (shared) {
             if (resized) {
@@ -256,13 +296,17 @@ int pl_cli_live_loop(const char *dir, const pl_cli_live_opts_t *o) {
 }
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: plateau watch [--interval S] [--once] RUN_DIR\n"
+    fprintf(f, "usage: plateau watch [--interval S] [--once] [--prometheus FILE] RUN_DIR\n"
                "  the live verdict of a run in progress (started by plateau run or with PLATEAU_DIR): step, rate,\n"
                "  RSS, device memory, and per metric: warming up / flat / leak suspected / LEAK with the projected\n"
                "  OOM. Reads the traces incrementally; ends when the run ends; waits for a RUN_DIR that does not\n"
                "  exist yet. docs/live.md\n"
                "  --interval S  seconds between refreshes (default 2)\n"
-               "  --once        print the status once and exit\n");
+               "  --once        print the status once and exit\n"
+               "  --prometheus FILE  also rewrite FILE at each refresh: the verdict, step, memory, rate and\n"
+               "                projected OOM of each process with steps (each rank) in Prometheus' text format,\n"
+               "                for node_exporter's textfile collector (FILE ends in .prom); written to a\n"
+               "                temporary file and renamed over FILE\n");
 }
 
 int pl_cli_watch(int argc, char **argv) {
@@ -283,6 +327,12 @@ int pl_cli_watch(int argc, char **argv) {
             o.interval_s = v;
         } else if (!strcmp(a, "--once")) {
             o.once = true;
+        } else if (!strcmp(a, "--prometheus") && i + 1 < argc) {
+            o.prom_path = argv[++i];
+            if (!o.prom_path[0]) {
+                fprintf(stderr, "plateau watch: --prometheus wants a file name\n");
+                return 2;
+            }
         } else if (a[0] == '-' || dir) {
             fprintf(stderr, "plateau watch: unexpected argument '%s'\n", a);
             usage(stderr);

@@ -42,7 +42,9 @@ typedef struct proc {
     bool ended, failed, started;
     bool earlier;            /* a process of an earlier run (opts since_realtime_ns): read no further, never shown */
     uint32_t pid;
+    int32_t rank;            /* from process_start: RANK, -1 none */
     char name[64];
+    char node[64];           /* from process_start: the host name, "" unknown */
     int64_t start_realtime_ns; /* from process_start */
     char *exe;               /* from process_start (malloc'd; freed with the series of a helper) */
     int64_t t0;              /* first record time */
@@ -126,6 +128,8 @@ static bool na(uint64_t v) { return v == PL_TRACE_NA; }
 
 static void on_process(proc_t *p, const pl_rec_process_t *q) {
     p->pid = q->pid;
+    p->rank = q->rank;
+    snprintf(p->node, sizeof p->node, "%s", q->node ? q->node : "");
     p->start_realtime_ns = q->start_realtime_ns;
     free(p->exe);
     p->exe = q->exe && q->exe[0] ? strdup(q->exe) : NULL; /* NULL on failure too: "unknown", never a wrong one */
@@ -250,6 +254,7 @@ static proc_t *find_or_add(pl_live_t *l, const char *name) {
     memset(p, 0, sizeof *p);
     snprintf(p->file, sizeof p->file, "%s", name);
     p->last_rss = p->last_dev = NAN;
+    p->rank = -1;
     return p;
 }
 
@@ -426,10 +431,12 @@ static void judge(const pl_live_t *l, const bins_t *b, bool by_time, double limi
     }
 }
 
-int pl_live_status(pl_live_t *l, pl_live_status_t *out) {
+/* The run's counts (files, processes alive, ended) into out, cleared first. */
+static void run_status(const pl_live_t *l, pl_live_status_t *out) {
     memset(out, 0, sizeof *out);
     out->state_metric = -1;
     out->rss_bytes = out->dev_bytes = NAN;
+    out->rank = -1;
     out->n_files = l->n;
     size_t n_ended = 0;
     for (size_t i = 0; i < l->n; i++) {
@@ -438,11 +445,15 @@ int pl_live_status(pl_live_t *l, pl_live_status_t *out) {
         else if (p->started) out->n_alive++;
     }
     out->ended = l->status_file || (!l->o.status_from_now && l->n && n_ended == l->n);
-    proc_t *p = shown(l);
-    if (!p) return 0;
+}
+
+/* Process p's part of the status: its series judged, its program state, its holder. */
+static void proc_status(const pl_live_t *l, proc_t *p, pl_live_status_t *out) {
     out->have_proc = true;
     out->pid = p->pid;
+    out->rank = p->rank;
     snprintf(out->name, sizeof out->name, "%s", p->name);
+    snprintf(out->node, sizeof out->node, "%s", p->node);
     out->start_realtime_ns = p->start_realtime_ns;
     snprintf(out->exe, sizeof out->exe, "%s", p->exe ? p->exe : "");
     out->by_time = p->n_steps == 0;
@@ -479,6 +490,24 @@ int pl_live_status(pl_live_t *l, pl_live_status_t *out) {
         pl_retention_judge(p->ret);
         if (p->ret->n_named) snprintf(out->holder, sizeof out->holder, "%s", p->ret->holders[0].path);
     }
+}
+
+int pl_live_status(pl_live_t *l, pl_live_status_t *out) {
+    run_status(l, out);
+    proc_t *p = shown(l);
+    if (p) proc_status(l, p, out);
+    return 0;
+}
+
+size_t pl_live_n_procs(const pl_live_t *l) { return l->n; }
+
+int pl_live_status_of(pl_live_t *l, size_t i, pl_live_status_t *out) {
+    if (i >= l->n) return -ENOENT;
+    proc_t *p = &l->procs[i];
+    /* ended helpers keep no series (proc_drop_series), an earlier run's processes are not this run's */
+    if (!p->started || p->earlier || (!p->n_steps && (p->ended || p->failed))) return -ENOENT;
+    run_status(l, out);
+    proc_status(l, p, out);
     return 0;
 }
 
@@ -497,6 +526,54 @@ const char *pl_live_state_name(pl_live_state_t s) {
 
 static const char *const short_names[PL_LIVE__COUNT] = {"heap", "rss", "dev"};
 
+/* One metric's part of the line: "heap: LEAK +64.0 KiB/step, OOM in ~62 min". */
+static void format_metric(const pl_live_status_t *s, int m, char *buf, size_t n) {
+    const pl_live_mstatus_t *ms = &s->m[m];
+    char a[32], b[32];
+    size_t off = 0;
+    buf[0] = 0;
+#define ADD(...)                                                              \
+    do {                                                                      \
+        if (off < n) {                                                        \
+            int w_ = snprintf(buf + off, n - off, __VA_ARGS__);               \
+            off = w_ < 0 ? n : (off + (size_t)w_ >= n ? n : off + (size_t)w_); \
+        }                                                                     \
+    } while (0)
+    /* a growing RSS beside a recorded live heap is not the program's leak: said as the report does */
+    bool grows = !ms->program && (ms->state == PL_LIVE_LEAK || ms->state == PL_LIVE_SUSPECTED);
+    ADD("%s: %s", short_names[m], grows ? "grows" : pl_live_state_name(ms->state));
+    const char *unit = s->by_time ? "s" : "step";
+    switch (ms->state) {
+    case PL_LIVE_LEAK:
+    case PL_LIVE_SLOW:
+    case PL_LIVE_SUSPECTED:
+        ADD(" %s%s/%s", ms->per_step >= 0 ? "+" : "", pl_format_bytes(ms->per_step, a, sizeof a), unit);
+        if (ms->has_oom) {
+            if (isfinite(ms->oom_seconds)) ADD(", OOM in ~%s", pl_format_duration(ms->oom_seconds, b, sizeof b));
+            else if (s->by_time) ADD(", OOM ~%s into the run", pl_format_duration((double)ms->oom_step, b, sizeof b));
+            else ADD(", OOM at step %lld", (long long)ms->oom_step);
+        }
+        break;
+    case PL_LIVE_WARMING:
+        /* by time, the series' keys are seconds: "(~40 s more)", never "(40 more ss)" */
+        if (ms->more_steps > 0 && s->by_time)
+            ADD(" (~%s more)", pl_format_duration((double)ms->more_steps, b, sizeof b));
+        else if (ms->more_steps > 0)
+            ADD(" (%lld more step%s)", (long long)ms->more_steps, ms->more_steps == 1 ? "" : "s");
+        break;
+    case PL_LIVE_FLAT:
+        if (ms->warmup_steps > 0 && s->by_time)
+            ADD(" after %s of warmup", pl_format_duration((double)ms->warmup_steps, b, sizeof b));
+        else if (ms->warmup_steps > 0)
+            ADD(" after %lld warmup step%s", (long long)ms->warmup_steps, ms->warmup_steps == 1 ? "" : "s");
+        break;
+    default: break;
+    }
+#undef ADD
+}
+
+/* In the report's verdict order: who, then the program's state with its rate, OOM and holder (the metric that
+ * decided it), then the context (step, rate, memory), then the other metrics. */
 void pl_live_format(const pl_live_status_t *s, char *buf, size_t n) {
     if (!n) return;
     buf[0] = 0;
@@ -512,8 +589,15 @@ void pl_live_format(const pl_live_status_t *s, char *buf, size_t n) {
         ADD("waiting for traces (%zu file%s)", s->n_files, s->n_files == 1 ? "" : "s");
         return;
     }
-    char a[32], b[32];
+    char a[32], part[160];
     ADD("pid %u %s", s->pid, pl_format_esc(s->name)); /* argv[0] is the program's to choose: never raw on a tty */
+    int first = s->state_metric >= 0 && s->state_metric < PL_LIVE__COUNT && s->m[s->state_metric].present
+                    ? s->state_metric : -1;
+    if (first >= 0) {
+        format_metric(s, first, part, sizeof part);
+        ADD("  %s", part);
+    }
+    if (s->holder[0]) ADD("  kept by `%s`", s->holder);
     if (s->by_time) ADD("  no steps");
     else {
         ADD("  step %lld", (long long)s->step);
@@ -522,40 +606,10 @@ void pl_live_format(const pl_live_status_t *s, char *buf, size_t n) {
     if (isfinite(s->rss_bytes)) ADD("  rss %s", pl_format_bytes(s->rss_bytes, a, sizeof a));
     if (isfinite(s->dev_bytes)) ADD("  dev %s", pl_format_bytes(s->dev_bytes, a, sizeof a));
     for (int m = 0; m < PL_LIVE__COUNT; m++) {
-        const pl_live_mstatus_t *ms = &s->m[m];
-        if (!ms->present) continue;
-        /* a growing RSS beside a recorded live heap is not the program's leak: said as the report does */
-        bool grows = !ms->program && (ms->state == PL_LIVE_LEAK || ms->state == PL_LIVE_SUSPECTED);
-        ADD("  %s: %s", short_names[m], grows ? "grows" : pl_live_state_name(ms->state));
-        const char *unit = s->by_time ? "s" : "step";
-        switch (ms->state) {
-        case PL_LIVE_LEAK:
-        case PL_LIVE_SLOW:
-        case PL_LIVE_SUSPECTED:
-            ADD(" %s%s/%s", ms->per_step >= 0 ? "+" : "", pl_format_bytes(ms->per_step, a, sizeof a), unit);
-            if (ms->has_oom) {
-                if (isfinite(ms->oom_seconds)) ADD(", OOM in ~%s", pl_format_duration(ms->oom_seconds, b, sizeof b));
-                else if (s->by_time) ADD(", OOM ~%s into the run", pl_format_duration((double)ms->oom_step, b, sizeof b));
-                else ADD(", OOM at step %lld", (long long)ms->oom_step);
-            }
-            break;
-        case PL_LIVE_WARMING:
-            /* by time, the series' keys are seconds: "(~40 s more)", never "(40 more ss)" */
-            if (ms->more_steps > 0 && s->by_time)
-                ADD(" (~%s more)", pl_format_duration((double)ms->more_steps, b, sizeof b));
-            else if (ms->more_steps > 0)
-                ADD(" (%lld more step%s)", (long long)ms->more_steps, ms->more_steps == 1 ? "" : "s");
-            break;
-        case PL_LIVE_FLAT:
-            if (ms->warmup_steps > 0 && s->by_time)
-                ADD(" after %s of warmup", pl_format_duration((double)ms->warmup_steps, b, sizeof b));
-            else if (ms->warmup_steps > 0)
-                ADD(" after %lld warmup step%s", (long long)ms->warmup_steps, ms->warmup_steps == 1 ? "" : "s");
-            break;
-        default: break;
-        }
+        if (!s->m[m].present || m == first) continue;
+        format_metric(s, m, part, sizeof part);
+        ADD("  %s", part);
     }
-    if (s->holder[0]) ADD("  kept by `%s`", s->holder);
     if (s->ended) ADD("  [run ended]");
 #undef ADD
 }

@@ -52,7 +52,9 @@ typedef struct pl_live_mstatus {
 typedef struct pl_live_status {
     bool have_proc;         /* a process to show */
     uint32_t pid;
+    int32_t rank;           /* RANK of a distributed job's process, -1 none */
     char name[64];          /* "target_leak", "python3 train.py" (as recorded: escape it before printing) */
+    char node[64];          /* its host name, "" unknown (as recorded: escape it before printing) */
     int64_t start_realtime_ns; /* the process's trace start (CLOCK_REALTIME), 0 unknown: with exe, tells the process
                                 * from a later one that got its pid (reports/alive.h) */
     char exe[256];          /* its executable, "" unknown */
@@ -98,9 +100,18 @@ int pl_live_poll(pl_live_t *l);
 /* The status from what was read so far. Returns 0 or -ENOMEM. */
 int pl_live_status(pl_live_t *l, pl_live_status_t *out);
 
-/* One line (no newline): "step 140 (12.5/s)  rss 1.20 GiB  dev 3.40 GiB  heap: leak +64.0 KiB/step, OOM ~2 h 10 min
- * kept by `total_loss`" (the holder once the census names one).
- * Truncated to n. */
+/* The followed processes, numbered 0..pl_live_n_procs()-1 (the order of first sight; it only grows). */
+size_t pl_live_n_procs(const pl_live_t *l);
+
+/* The status of process i, judged as pl_live_status judges the shown one (the run's counts included). Returns 0,
+ * or -ENOENT when i is not a process of this run with series to judge (not started yet, an earlier run's, a helper
+ * that ended without a step). */
+int pl_live_status_of(pl_live_t *l, size_t i, pl_live_status_t *out);
+
+/* One line (no newline), in the report's verdict order: who, the program's state on the metric that decided it with
+ * its rate and OOM, the holder once the census names one, then the context and the other metrics:
+ * "pid 12 python3 train.py  heap: LEAK +64.0 KiB/step, OOM in ~2.2 h  kept by `total_loss`  step 140 (12.5/s)
+ * rss 1.20 GiB  dev 3.40 GiB  rss: grows +60.1 KiB/step  dev: flat". Truncated to n. */
 void pl_live_format(const pl_live_status_t *s, char *buf, size_t n);
 
 /* "warming up", "flat", "undecided", "leak suspected", "slow growth", "LEAK", "no data". */

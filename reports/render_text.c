@@ -15,16 +15,34 @@
 static const char *blocks_utf8[8] = {"\u2581", "\u2582", "\u2583", "\u2584", "\u2585", "\u2586", "\u2587", "\u2588"};
 static const char blocks_ascii[8] = {' ', '.', ':', '-', '=', '+', '*', '#'};
 
-static void sparkline(FILE *out, const pl_series_t *s, int width, bool ascii) {
+/* The sparkline of the per-step baseline, drawn over the whole series and scaled to the judged window: for a series
+ * whose verdict judged a tail after a warmup (a leak or an undecided growth after a jump), the tail's lowest and
+ * highest points are the bottom and top rows, and earlier points outside that range sit on the bottom or top row. So
+ * a 136 KiB/step climb on a 360 MiB baseline reads as the climb it is, not as the first step's jump to 360 MiB
+ * (which drew `\u2581\u2588\u2588\u2588...`). A plateau (warmup, then flat) and a flat series are scaled to the
+ * whole series: their warmup is what they show. docs/verdict.md section 1, "sparklines". */
+static void sparkline(FILE *out, const pl_series_t *s, const pl_verdict_t *v, int width, bool ascii) {
     pl_series_t c;
     if (s->n_points == 0 || pl_series_compact(s, (size_t)width, &c)) {
         fprintf(out, "%*s", width, "");
         return;
     }
+    bool tail_only = v && v->kind != PL_VERDICT_PLATEAU && v->kind != PL_VERDICT_FLAT && v->tail_points >= 2 &&
+                     v->tail_start_step > v->first_step;
+    size_t n_in = 0;
     double lo = HUGE_VAL, hi = -HUGE_VAL;
     for (size_t i = 0; i < c.n_points; i++) {
+        if (tail_only && c.points[i].step < v->tail_start_step) continue;
+        n_in++;
         if (c.points[i].base < lo) lo = c.points[i].base;
         if (c.points[i].base > hi) hi = c.points[i].base;
+    }
+    if (n_in < 2) { /* the tail is less than two characters wide: the whole series */
+        lo = HUGE_VAL, hi = -HUGE_VAL;
+        for (size_t i = 0; i < c.n_points; i++) {
+            if (c.points[i].base < lo) lo = c.points[i].base;
+            if (c.points[i].base > hi) hi = c.points[i].base;
+        }
     }
     /* a range under 2 % of the level is drawn as what it is, nearly flat, instead of being stretched to full
      * height (noise on a flat series would otherwise look like a mountain range) */
@@ -32,7 +50,7 @@ static void sparkline(FILE *out, const pl_series_t *s, int width, bool ascii) {
     if (range < 0.02 * fabs(hi)) range = 0.02 * fabs(hi);
     for (size_t i = 0; i < c.n_points; i++) {
         double f = range > 0 ? (c.points[i].base - lo) / range * 7.999 : 0;
-        int k = f >= 7 ? 7 : f > 0 ? (int)f : 0; /* NaN and overflow land at the ends, never in a cast */
+        int k = f >= 7 ? 7 : f > 0 ? (int)f : 0; /* NaN, overflow and points outside the window land at the ends */
         if (ascii) fputc(blocks_ascii[k], out);
         else fputs(blocks_utf8[k], out);
     }
@@ -198,7 +216,7 @@ int pl_render_text(const pl_report_t *r, FILE *out, const pl_render_text_opts_t 
             bool bytes = pl_metric_is_bytes((pl_metric_t)m);
             char last[32];
             fprintf(out, "  %-13s ", pl_metric_name((pl_metric_t)m));
-            sparkline(out, &mt->series, width, ascii);
+            sparkline(out, &mt->series, &mt->verdict, width, ascii);
             fprintf(out, " %10s  %-12s ", pl_format_value(mt->verdict.last_value, bytes, last, sizeof last),
                     pl_report_metric_label(r, p, (pl_metric_t)m));
             const char *label = pl_report_metric_label(r, p, (pl_metric_t)m);

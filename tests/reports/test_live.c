@@ -367,8 +367,45 @@ static void test_live_format_by_time_units(void **state) {
     assert_non_null(strstr(line, "(1 more step)"));
 }
 
+/* The line says what the report's verdict says, in its order: who, the program's state on the metric that decided it
+ * (here dev, not the first metric) with its rate and OOM, and the holder; then the step and the memory; then the
+ * other metrics. */
+static void test_live_format_verdict_first(void **state) {
+    (void)state;
+    pl_live_status_t s;
+    memset(&s, 0, sizeof s);
+    s.have_proc = true;
+    s.pid = 12;
+    snprintf(s.name, sizeof s.name, "python3 train.py");
+    s.step = 140;
+    s.steps_per_s = 12.5;
+    s.rss_bytes = 1.2 * 1073741824.0;
+    s.dev_bytes = 3.4 * 1073741824.0;
+    s.m[PL_LIVE_HEAP] = (pl_live_mstatus_t){.present = true, .program = true, .state = PL_LIVE_FLAT,
+                                            .oom_seconds = NAN};
+    s.m[PL_LIVE_RSS] = (pl_live_mstatus_t){.present = true, .program = false, .state = PL_LIVE_LEAK,
+                                           .per_step = 61542, .oom_seconds = NAN};
+    s.m[PL_LIVE_DEV] = (pl_live_mstatus_t){.present = true, .program = true, .state = PL_LIVE_LEAK,
+                                           .per_step = 65536, .has_oom = true, .oom_step = 9000,
+                                           .oom_seconds = 7920};
+    s.state = PL_LIVE_LEAK;
+    s.state_metric = PL_LIVE_DEV;
+    snprintf(s.holder, sizeof s.holder, "total_loss");
+    char line[512];
+    pl_live_format(&s, line, sizeof line);
+    print_message("%s\n", line);
+    assert_string_equal(line, "pid 12 python3 train.py  dev: LEAK +64.0 KiB/step, OOM in ~2.2 h  kept by `total_loss`"
+                              "  step 140 (12.5/s)  rss 1.20 GiB  dev 3.40 GiB  heap: flat  rss: grows +60.1 KiB/step");
+    s.state_metric = -1; /* nothing decided: the metrics in their order after the context */
+    s.holder[0] = 0;
+    pl_live_format(&s, line, sizeof line);
+    assert_true(strstr(line, "  step 140") < strstr(line, "heap: flat"));
+    assert_true(strstr(line, "heap: flat") < strstr(line, "dev: LEAK"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_live_format_verdict_first),
         cmocka_unit_test_setup_teardown(test_live_holder_named_when_it_leaks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_live_warmup_then_plateau_then_leak, setup, teardown),
         cmocka_unit_test_setup_teardown(test_live_memory_bounded, setup, teardown),

@@ -140,12 +140,50 @@ static void test_render_json_escapes_and_nulls(void **state) {
     pl_report_destroy(r);
 }
 
+/* The sparkline is scaled to the judged window: a 136 KiB/step climb on a 360 MiB baseline after a first-step jump
+ * (the model loaded in step 1) rises across the line, `\u2581\u2581\u2582\u2582...\u2588`, instead of
+ * `\u2581\u2588\u2588\u2588...` where the jump dwarfed the climb. */
+static void test_render_sparkline_judged_window(void **state) {
+    (void)state;
+    pl_report_t *r = pl_report_create("runs/torch-leak");
+    r->limits.host_bytes = 64e9;
+    pl_report_process_t *p = pl_report_add_process(r, 4242, -1, "python3 train.py");
+    enum { N = 300 };
+    pl_sample_t s[N];
+    for (int i = 0; i < N; i++) /* step 1: 24 MiB; then 360 MiB + 136 KiB per step */
+        s[i] = (pl_sample_t){i + 1, (int64_t)i * 100000000LL,
+                             i == 0 ? 24.0 * 1048576 : 360.0 * 1048576 + 136.0 * 1024 * (double)(i + 1)};
+    assert_int_equal(pl_report_set_samples(p, PL_METRIC_HEAP_BYTES, s, N, NULL), 0);
+    assert_int_equal(pl_report_analyze(r), 0);
+    char *t = render(r, 0);
+    print_message("%s", t);
+    const char *line = strstr(t, "  heap.bytes    ");
+    assert_non_null(line);
+    assert_non_null(strstr(line, "LEAK") ? strstr(line, "LEAK") : strstr(line, "leak"));
+    /* the 24 characters of the sparkline: levels 0..7 of U+2581..U+2588 (3 bytes each) */
+    const unsigned char *c = (const unsigned char *)line + strlen("  heap.bytes    ");
+    int level[24], n_levels = 0, seen[8] = {0};
+    for (int k = 0; k < 24; k++, c += 3) {
+        assert_true(c[0] == 0xe2 && c[1] == 0x96 && c[2] >= 0x81 && c[2] <= 0x88);
+        level[k] = c[2] - 0x81;
+        if (!seen[level[k]]++) n_levels++;
+    }
+    for (int k = 1; k < 24; k++) assert_true(level[k] >= level[k - 1]); /* it rises ... */
+    assert_int_equal(level[0], 0);
+    assert_int_equal(level[23], 7);
+    assert_true(n_levels >= 7);                                        /* ... through the rows, not in one jump */
+    assert_true(level[1] <= 1 && level[12] >= 2 && level[12] <= 5);
+    free(t);
+    pl_report_destroy(r);
+}
+
 int main(int argc, char **argv) {
     g_dir = argc > 1 ? argv[1] : "tests/reports/golden";
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_render_device_report),
         cmocka_unit_test(test_render_host_report),
         cmocka_unit_test(test_render_json_escapes_and_nulls),
+        cmocka_unit_test(test_render_sparkline_judged_window),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
