@@ -1,7 +1,8 @@
 # plateau: thin wrapper around meson. Installs missing Debian packages, configures, builds, runs.
 #   make demo   run the main job on the built-in demo (DEMO_ARGS="--leak graph" for a leaking run)
 #   make test   every test: main build, ASan+UBSan unit tests, the allocator at its highest check level,
-#               CUDA-disabled build, bounded fuzzers, PyPI's torch 2 (test-torch2)
+#               CUDA-disabled build, bounded fuzzers, PyPI's torch 2 (test-torch2), the wheel (test-wheel)
+#   make wheel  the plateau-profiler wheel (pip install build/wheel/dist/*.whl; docs/install.md)
 SHELL := /bin/bash
 BUILD ?= build
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -11,8 +12,8 @@ EXPENSIVE_FUZZ_SECONDS ?= 10
 
 # Debian packages the build and the tests need.
 # cmake, groff-base: the install test builds a trainer with CMake's find_package(plateau) and renders the man pages.
-# python3-venv: the venv of pinned transformers / Lightning / accelerate over Debian's torch (make framework-venv), and
-# the venv of PyPI's torch 2 (make torch2-venv).
+# python3-venv: the venv of pinned transformers / Lightning / accelerate over Debian's torch (make framework-venv), the
+# venv of PyPI's torch 2 (make torch2-venv), and the wheel's (make wheel, and the fresh venv its test installs into).
 # gcc-aarch64-linux-gnu, libc6-dev-arm64-cross, qemu-user: the preload's aarch64 dlsym trampoline is cross-built and
 # run under qemu (preload.dlsym_trampoline_aarch64).
 PKGS := meson ninja-build pkg-config gcc g++ clang libclang-rt-14-dev python3 \
@@ -21,7 +22,7 @@ PKGS := meson ninja-build pkg-config gcc g++ clang libclang-rt-14-dev python3 \
         gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user \
         cmake groff-base python3-venv
 
-.PHONY: all deps build demo framework-venv torch2-venv test test-main test-torch2 test-repeat test-asan test-expensive test-nocuda test-fuzz \
+.PHONY: all deps build demo wheel framework-venv torch2-venv test test-main test-torch2 test-wheel test-repeat test-asan test-expensive test-nocuda test-fuzz \
         bench clean
 
 all: build
@@ -51,6 +52,7 @@ test: deps
 	$(MAKE) --no-print-directory test-nocuda || echo nocuda >> .test-status; \
 	$(MAKE) --no-print-directory test-fuzz   || echo fuzz   >> .test-status; \
 	$(MAKE) --no-print-directory test-torch2 || echo torch2 >> .test-status; \
+	$(MAKE) --no-print-directory test-wheel  || echo wheel  >> .test-status; \
 	python3 tools/test-summary.py $(BUILD) build-asan build-expensive build-nocuda build-fuzz; rc=$$?; \
 	if [ -s .test-status ]; then echo "failed stages: $$(tr '\n' ' ' < .test-status)"; rm -f .test-status; exit 1; fi; \
 	exit $$rc
@@ -62,7 +64,7 @@ framework-venv: build
 	tests/python/framework-venv.sh $(BUILD)/frameworks-venv
 
 test-main: build framework-venv
-	meson test -C $(BUILD) --print-errorlogs --num-processes 2 --no-suite repeat --no-suite torch2
+	meson test -C $(BUILD) --print-errorlogs --num-processes 2 --no-suite repeat --no-suite torch2 --no-suite wheel
 
 # torch2.*: PyPI's torch 2.15 for the CPU (tests/python/torch2.txt: every wheel pinned, its CUDA libraries included,
 # ~2.8 GB of wheels kept in $(BUILD)/torch2-wheels, 5.4 GB installed) in $(BUILD)/torch2-venv over Debian's python3.
@@ -112,6 +114,18 @@ test-fuzz: deps
 	  -Db_sanitize=address,undefined -Db_lundef=false
 	ninja -C build-fuzz
 	PL_FUZZ_SECONDS=$(FUZZ_SECONDS) meson test -C build-fuzz --suite fuzz --print-errorlogs --num-processes 2
+
+# make wheel: the plateau-profiler wheel in $(BUILD)/wheel/dist (tools/wheel.sh, docs/install.md): meson-python and
+# the other pinned tools of tools/wheel-tools.txt from PyPI in $(BUILD)/wheel-venv (once), an incremental build in
+# $(BUILD)/wheel/build, auditwheel's manylinux tag. Independent of $(BUILD)'s own configuration.
+wheel: deps
+	tools/wheel.sh $(BUILD)
+
+# wheel.*: the wheel installed into a fresh venv and run (tests/install/test_wheel.sh). Without network the tools are
+# not installed, $(BUILD)/wheel.failed says why and the test skips with that reason; a build that fails still fails.
+test-wheel: build
+	tools/wheel.sh $(BUILD) --lenient
+	meson test -C $(BUILD) --print-errorlogs --num-processes 2 --suite wheel --logbase testlog-wheel
 
 bench: build
 	meson test -C $(BUILD) --benchmark --verbose
