@@ -28,7 +28,7 @@ TEST_PKGS := g++ clang libclang-rt-14-dev \
 # make wheel: a venv (python3-venv) and a native build (as BUILD_PKGS); the tools come from PyPI (tools/wheel.sh).
 WHEEL_PKGS := $(BUILD_PKGS) python3-venv
 
-.PHONY: all deps deps-test deps-wheel build demo wheel framework-venv torch2-venv test test-main test-torch2 test-wheel test-repeat test-asan test-expensive test-nocuda test-fuzz \
+.PHONY: all deps deps-test deps-wheel build demo wheel sdist framework-venv torch2-venv test test-main test-torch2 test-wheel test-repeat test-asan test-expensive test-nocuda test-fuzz \
         bench clean
 
 all: build
@@ -134,6 +134,11 @@ test-fuzz: deps-test
 # $(BUILD)/wheel/build, auditwheel's manylinux tag. Independent of $(BUILD)'s own configuration.
 wheel: deps-wheel
 	tools/wheel.sh $(BUILD)
+
+# make sdist: $(BUILD)/wheel/sdist/plateau_profiler-<version>.tar.gz, the committed tree (meson dist), which pip builds
+# into a wheel where a compiler and the -dev packages exist (docs/install.md)
+sdist: deps-wheel
+	tools/wheel.sh $(BUILD) --sdist
 
 # wheel.*: the wheel installed into a fresh venv and run (tests/install/test_wheel.sh). Without network the tools are
 # not installed, $(BUILD)/wheel.failed says why and the test skips with that reason; a build that fails still fails.

@@ -1,5 +1,6 @@
 #!/bin/bash
-# wheel.sh BUILD [--lenient]: the plateau-profiler wheel (docs/install.md), as `make wheel` makes it.
+# wheel.sh BUILD [--lenient|--sdist]: the plateau-profiler wheel (docs/install.md), as `make wheel` makes it; with
+# --sdist (make sdist) the source distribution instead, BUILD/wheel/sdist/plateau_profiler-<version>.tar.gz.
 #   1. BUILD/wheel-venv: a venv over Debian's python3 holding the pinned build tools of tools/wheel-tools.txt
 #      (meson-python, meson, build, wheel, auditwheel and what they need), made once (.stamp);
 #   2. meson-python builds the wheel from this tree (pyproject.toml: -Dwheel=true, install tag 'wheel') in
@@ -39,6 +40,15 @@ if ! { [ -f "$venv/.stamp" ] && [ "$venv/.stamp" -nt "$lock" ]; }; then
   touch "$venv/.stamp"
 fi
 export PATH=$venv/bin:$PATH
+if [ "$lenient" = --sdist ]; then
+  # meson dist: the committed tree (HEAD), not uncommitted changes
+  rm -rf "$out/sdist"
+  "$venv/bin/python" -m build --sdist --no-isolation --outdir "$out/sdist" "$src" >>"$log" 2>&1 ||
+    fail "meson-python could not make the sdist"
+  rm -f "$log"
+  echo "sdist: $(ls "$out"/sdist/*.tar.gz) ($(du -k "$out"/sdist/*.tar.gz | cut -f1) KiB)"
+  exit 0
+fi
 rm -rf "$out/raw" "$out/tagged" "$out/dist"
 mkdir -p "$out/raw" "$out/tagged" "$out/dist"
 # --no-isolation: the pinned tools of the venv, no download per build; build-dir: incremental rebuilds
