@@ -5,6 +5,8 @@
 # unset). Then that venv's `plateau`:
 # - finds its preload, the bundled libjemalloc.so.2 and the bootstrap inside the installed package (LD_PRELOAD and
 #   PYTHONPATH the traced command sees are under the venv's site-packages/plateau_profiler);
+# - leaves the traced command's ignored signals as they are untraced (the console script is Python, which ignores
+#   SIGPIPE and SIGXFSZ: it puts them back before it execs the executable);
 # - runs an unmodified leaking torch 1.13 script (tests/targets/py_torch_append.py, copied out of the tree) on a
 #   second venv, over Debian's python3 with its site packages for torch only: the report counts its 200 optimizer
 #   steps (the bootstrap came from the wheel), calls it a leak and names the script's `# LEAK` line;
@@ -52,6 +54,13 @@ P=$work/venv/bin/plateau
 grep -qx "LD_PRELOAD=$site/lib/libplateau_preload.so:$site/lib/libjemalloc.so.2" "$work/env.txt" ||
   fail "the preload and jemalloc are not the package's ($site/lib)"
 grep -qx "PYTHONPATH=$site/boot" "$work/env.txt" || fail "the bootstrap is not the package's ($site/boot)"
+
+# the signals the traced command ignores are those it ignores untraced: the console script is Python, which ignores
+# SIGPIPE and SIGXFSZ, and an ignored signal stays ignored across its exec of bin/plateau
+want=$(grep '^SigIgn' /proc/self/status)
+got=$("$P" run -o "$work/sig-run" --no-report -- grep '^SigIgn' /proc/self/status 2>"$work/sig.txt") ||
+  fail "plateau run grep"
+[ "$got" = "$want" ] || fail "the traced command ignores other signals: $got, untraced $want"
 
 # the program's own venv: Debian's python3 with its site packages (torch 1.13), nothing of plateau
 $py -m venv --system-site-packages "$work/prog" >>"$work/venv.txt" 2>&1 || fail "python3 -m venv (program)"
