@@ -10,6 +10,8 @@
 # - runs an unmodified leaking torch 1.13 script (tests/targets/py_torch_append.py, copied out of the tree) on a
 #   second venv, over Debian's python3 with its site packages for torch only: the report counts its 200 optimizer
 #   steps (the bootstrap came from the wheel), calls it a leak and names the script's `# LEAK` line;
+# - under it, `import plateau` gives plateau's package only where the program has no `plateau` of its own (a
+#   stand-in for PyPI's other `plateau` wins), `import plateau_profiler` always;
 # - with the package's libplateau_preload.so moved away, says it cannot find it and exits 2 (the lookup is the
 #   package's, nothing outside it).
 # The wheel's platform tag names a manylinux glibc floor, not the build machine's `linux`.
@@ -87,6 +89,18 @@ assert proc["steps"] == 200, f"{proc['steps']} steps, want the script's 200 opti
 assert "leak" in (verdicts.get("heap.bytes"), verdicts.get("heap.count")), verdicts
 assert head.startswith("verdict: LEAK") and f"allocated at leak.py:{line}" in head, f"want leak.py:{line}: {head}"
 PY
+
+# names: under plateau run `import plateau` is plateau's package only where the program has no `plateau` of its own
+# (PyPI's other project, here a stand-in in the program's venv); `import plateau_profiler` is always ours
+"$P" run -o "$work/names-run" --no-report -- "$work/venv/bin/python" -c \
+  'import plateau, plateau_profiler; print(plateau.__file__); print(plateau_profiler.__file__)' \
+  >"$work/names.txt" 2>&1 || fail "import plateau, plateau_profiler under plateau run"
+[ "$(grep -cx "$site/__init__.py" "$work/names.txt")" -eq 2 ] || fail "plateau and plateau_profiler are not the package"
+other=$("$work/prog/bin/python" -c 'import site; print(site.getsitepackages()[0])')/plateau
+mkdir "$other" && echo 'NAME = "other"' >"$other/__init__.py"
+"$P" run -o "$work/other-run" --no-report -- "$work/prog/bin/python" -c 'import plateau; print(plateau.NAME)' \
+  >"$work/other.txt" 2>&1 || fail "import plateau beside another plateau under plateau run"
+grep -qx other "$work/other.txt" || fail "the program's own plateau lost to plateau's package"
 
 # the lookup is the package's: without its preload library, plateau run says so and traces nothing
 mv "$site/lib/libplateau_preload.so" "$site/preload.away"
