@@ -12,6 +12,7 @@
 #   steps (the bootstrap came from the wheel), calls it a leak and names the script's `# LEAK` line;
 # - under it, `import plateau` gives plateau's package only where the program has no `plateau` of its own (a
 #   stand-in for PyPI's other `plateau` wins), `import plateau_profiler` always;
+# - installs the same way into venvs of pyenv's CPython 3.7 and newer, where present, whose plateau bootstraps them;
 # - with the package's libplateau_preload.so moved away, says it cannot find it and exits 2 (the lookup is the
 #   package's, nothing outside it).
 # The wheel's platform tag names a manylinux glibc floor, not the build machine's `linux`.
@@ -35,6 +36,7 @@ case $(basename "$whl") in
   *) fail "the wheel's tags are not py3-none-manylinux_2_N: $(basename "$whl")" ;;
 esac
 
+pyenv_versions=$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")/versions
 # a clean environment: nothing of the tree or of a plateau outside the venv
 unset PYTHONPATH LD_PRELOAD LD_LIBRARY_PATH PYTHONHOME VIRTUAL_ENV
 for v in $(env | sed -n 's/^\(PLATEAU_[A-Z_]*\)=.*/\1/p'); do unset "$v"; done
@@ -102,6 +104,24 @@ mkdir "$other" && echo 'NAME = "other"' >"$other/__init__.py"
   >"$work/other.txt" 2>&1 || fail "import plateau beside another plateau under plateau run"
 grep -qx other "$work/other.txt" || fail "the program's own plateau lost to plateau's package"
 
+# other Pythons (pyenv's 3.7+, where present): the same wheel installs into a venv of each, and under its plateau
+# run `import plateau` in that venv's Python is the package installed there (the bootstrap, on that version)
+pythons=""
+for v in "$pyenv_versions"/3.*/bin/python3; do
+  [ -x "$v" ] || continue
+  ver=$("$v" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null) || continue
+  case $ver in 3.[0-6]) continue ;; esac
+  "$v" -m venv "$work/v$ver" >>"$work/venv.txt" 2>&1 || fail "venv of $v"
+  "$work/v$ver/bin/pip" --disable-pip-version-check install --no-index --no-deps "$whl" >>"$work/pip.txt" 2>&1 ||
+    fail "pip install of the wheel on Python $ver"
+  vsite=$("$work/v$ver/bin/python" -c 'import plateau_profiler, os; print(os.path.dirname(plateau_profiler.__file__))')
+  "$work/v$ver/bin/plateau" run -o "$work/run-$ver" --no-report -- "$work/v$ver/bin/python" -c \
+    'import plateau; print(plateau.__file__)' >"$work/py$ver.txt" 2>&1 || fail "plateau run on Python $ver"
+  grep -qx "$vsite/__init__.py" "$work/py$ver.txt" || fail "import plateau on Python $ver is not the package"
+  pythons="$pythons $ver"
+  rm -rf "$work/v$ver"
+done
+
 # the lookup is the package's: without its preload library, plateau run says so and traces nothing
 mv "$site/lib/libplateau_preload.so" "$site/preload.away"
 rc=0
@@ -110,3 +130,4 @@ mv "$site/preload.away" "$site/lib/libplateau_preload.so"
 [ $rc -eq 2 ] && grep -q "cannot find libplateau_preload.so" "$work/nolib.txt" ||
   fail "without the package's lib/libplateau_preload.so, plateau run exited $rc"
 echo "ok: $(basename "$whl") in a fresh venv: preload, jemalloc and bootstrap from $site; leak.py:$line named"
+echo "ok: also installed and bootstrapped on Python${pythons:- (no pyenv Python found)}"
