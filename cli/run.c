@@ -3,9 +3,10 @@
  *               [--host-allocator glibc|jemalloc] [--append] [--no-report] [--live|--no-live]
  *               [--all-processes] [--fail-on-leak] [--stop-on-leak] [--run-steps N] [--warmup-steps N] -- CMD ARGS...
  * Wiring only: finds libplateau_preload.so (PLATEAU_PRELOAD, else next to this executable in a build tree,
- * else the install libdir, relative to this executable then absolute: config.h; a wheel's lib/ beside its bin/), makes the run directory, sets
- * LD_PRELOAD and PLATEAU_* (docs/env.md), runs CMD, relays signals (below), returns CMD's exit status (128 + signal if it was killed), and prints where the
- * traces are and the report summary (`plateau report DIR`, unless --no-report).
+ * else the install libdir, relative to this executable then absolute: config.h; a wheel's lib/ beside its bin/),
+ * makes the run directory, sets LD_PRELOAD and PLATEAU_* (docs/env.md), runs CMD, relays signals (below), returns
+ * CMD's exit status (128 + signal if it was killed), and prints where the traces are and the report summary
+ * (`plateau report DIR`, unless --no-report).
  *
  * Signals (docs/env.md, "Signals"). CMD stays in our process group, so the terminal's and job control's
  * signals reach it as they would without plateau. Every catchable signal a shell passes on (all but SIGKILL,

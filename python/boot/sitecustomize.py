@@ -2,12 +2,11 @@
 # else of plateau's) first on PYTHONPATH, so Python's `site` imports this module at start-up instead of the next
 # `sitecustomize` on sys.path. It does three things, in this order, and registers no name a program could use:
 #   1. loads plateau's package (../plateau; in a wheel, .., the package plateau_profiler itself) under the private
-#      name `_plateau_bootstrap`, never as `plateau`: it
-#      installs an import watch that hooks optimizer steps once the program imports torch.optim, and imports
-#      nothing else; then puts a finder at the very end of sys.meta_path that answers `import plateau` with that
-#      package only when nothing on sys.path (the script's directory, PYTHONPATH, site-packages) has a `plateau` of
-#      its own. Skipped with PLATEAU_PYTHON=0 or before Python 3.7; any failure is swallowed (one stderr line with
-#      PLATEAU_DEBUG=1);
+#      name `_plateau_bootstrap`, never as `plateau`: it installs an import watch that hooks optimizer steps once
+#      the program imports torch.optim, and imports nothing else; then puts a finder at the very end of
+#      sys.meta_path that answers `import plateau` with that package only when nothing on sys.path (the script's
+#      directory, PYTHONPATH, site-packages) has a `plateau` of its own. Skipped with PLATEAU_PYTHON=0 or before
+#      Python 3.7; any failure is swallowed (one stderr line with PLATEAU_DEBUG=1);
 #   2. runs the `sitecustomize` it shadows (the next one on sys.path), as `site` would have, and leaves it in
 #      sys.modules under that name; its own errors reach `site` unchanged;
 #   3. when there is none, fails its own import with the ImportError Python gives for a missing module: `site`
