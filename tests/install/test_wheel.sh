@@ -4,7 +4,8 @@
 # working directory outside the tree, with no build tree on any path (PATH, PYTHONPATH, LD_LIBRARY_PATH, PLATEAU_*
 # unset). Then that venv's `plateau`:
 # - finds its preload, the bundled libjemalloc.so.2 and the bootstrap inside the installed package (LD_PRELOAD and
-#   PYTHONPATH the traced command sees are under the venv's site-packages/plateau_profiler);
+#   PYTHONPATH the traced command sees are under the venv's site-packages/plateau_profiler), as
+#   plateau_profiler.torch finds its libplateau_alloc.so there, outside plateau run too;
 # - leaves the traced command's ignored signals as they are untraced (the console script is Python, which ignores
 #   SIGPIPE and SIGXFSZ: it puts them back before it execs the executable);
 # - runs an unmodified leaking torch 1.13 script (tests/targets/py_torch_append.py, copied out of the tree) on a
@@ -49,6 +50,8 @@ $py -m venv "$work/venv" >"$work/venv.txt" 2>&1 || fail "python3 -m venv"
 site=$("$work/venv/bin/python" -c 'import plateau_profiler, os; print(os.path.dirname(plateau_profiler.__file__))')
 case $site in "$work/venv/"*) ;; *) fail "plateau_profiler imported from $site, not the venv" ;; esac
 "$work/venv/bin/python" -c 'import plateau' >/dev/null 2>&1 && fail "the wheel installs a top-level 'plateau'"
+alloc=$("$work/venv/bin/python" -c 'import plateau_profiler.torch as t; print(t.library_path())')
+[ "$alloc" = "$site/lib/libplateau_alloc.so" ] || fail "plateau_profiler.torch finds $alloc, not the package's"
 P=$work/venv/bin/plateau
 [ -x "$P" ] || fail "no $P"
 "$P" --version >"$work/version.txt" 2>&1 || fail "plateau --version"
