@@ -18,7 +18,7 @@
 #   package's, nothing outside it).
 # The wheel's platform tag names a manylinux glibc floor, not the build machine's `linux`.
 # Exit 77 (skip) when there is no wheel: BUILD/wheel.failed says why (no network for its tools), else `make wheel`
-# was not run.
+# was not run; also when Debian's python3 has no torch.
 # usage: test_wheel.sh BUILD_ROOT SOURCE_ROOT
 set -euo pipefail
 build=$(realpath "$1") src=$(realpath "$2")
@@ -28,6 +28,7 @@ wheels=("$build"/wheel/dist/plateau_profiler-*.whl)
 [ ${#wheels[@]} -eq 1 ] || { echo "SKIP: no wheel in $build/wheel/dist (make wheel makes it)"; exit 77; }
 whl=${wheels[0]}
 py=/usr/bin/python3
+$py -c 'import torch' >/dev/null 2>&1 || { echo "SKIP: $py cannot import torch (python3-torch: make test installs it)"; exit 77; }
 work=$(mktemp -d /tmp/pl-test-wheel-XXXXXX)
 [ -n "${KEEP:-}" ] || trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*" >&2; for f in "$work"/*.txt; do echo "== $f"; head -c 4000 "$f"; done >&2; exit 1; }
