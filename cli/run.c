@@ -3,9 +3,10 @@
  *               [--host-allocator glibc|jemalloc] [--append] [--no-report] [--live|--no-live]
  *               [--all-processes] [--fail-on-leak] [--stop-on-leak] [--run-steps N] [--warmup-steps N] -- CMD ARGS...
  * Wiring only: finds libplateau_preload.so (PLATEAU_PRELOAD, else next to this executable in a build tree,
- * else the install libdir, relative to this executable then absolute: config.h), makes the run directory, sets
- * LD_PRELOAD and PLATEAU_* (docs/env.md), runs CMD, relays signals (below), returns CMD's exit status (128 + signal if it was killed), and prints where the
- * traces are and the report summary (`plateau report DIR`, unless --no-report).
+ * else the install libdir, relative to this executable then absolute: config.h; a wheel's lib/ beside its bin/),
+ * makes the run directory, sets LD_PRELOAD and PLATEAU_* (docs/env.md), runs CMD, relays signals (below), returns
+ * CMD's exit status (128 + signal if it was killed), and prints where the traces are and the report summary
+ * (`plateau report DIR`, unless --no-report).
  *
  * Signals (docs/env.md, "Signals"). CMD stays in our process group, so the terminal's and job control's
  * signals reach it as they would without plateau. Every catchable signal a shell passes on (all but SIGKILL,
@@ -356,10 +357,21 @@ static bool is_file(const char *p) {
     return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
+/* This executable's directory into out (PATH_MAX); false when /proc/self/exe cannot be read. */
+static bool exe_dir(char *out) {
+    ssize_t len = readlink("/proc/self/exe", out, PATH_MAX - 1);
+    if (len <= 0) return false;
+    out[len] = 0;
+    char *slash = strrchr(out, '/');
+    if (!slash) return false;
+    *slash = 0;
+    return true;
+}
+
 /* Find the preload library: PLATEAU_PRELOAD; else next to this executable in a build tree (build/cli/plateau ->
  * build/preload); else the install libdir relative to this executable's directory (PL_BINDIR_TO_LIBDIR: an
- * install, also one copied elsewhere or under a DESTDIR); else the configured libdir (PL_LIBDIR). Returns false
- * when none is found. */
+ * install, also one copied elsewhere or under a DESTDIR, and the wheel's package, bin/ -> lib/); else the configured
+ * libdir (PL_LIBDIR; '' in a wheel). Returns false when none is found. */
 static bool find_preload(char *out, size_t n) {
     const char *env = getenv("PLATEAU_PRELOAD");
     if (env && *env) {
@@ -367,30 +379,31 @@ static bool find_preload(char *out, size_t n) {
         return is_file(out);
     }
     char exe[PATH_MAX];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (len <= 0) return false;
-    exe[len] = 0;
-    char *slash = strrchr(exe, '/');
-    if (!slash) return false;
-    *slash = 0; /* exe = directory of plateau */
+    if (!exe_dir(exe)) return false;
     char cand[3][PATH_MAX + 64];
     snprintf(cand[0], sizeof cand[0], "%s/../preload/libplateau_preload.so", exe);
     snprintf(cand[1], sizeof cand[1], "%s/%s/libplateau_preload.so", exe, PL_BINDIR_TO_LIBDIR);
     snprintf(cand[2], sizeof cand[2], "%s/libplateau_preload.so", PL_LIBDIR);
     for (size_t i = 0; i < 3; i++) {
         if (i == 1 && !PL_BINDIR_TO_LIBDIR[0]) continue; /* an absolute libdir: only PL_LIBDIR */
+        if (i == 2 && !PL_LIBDIR[0]) continue;           /* a wheel: nothing outside its package */
         if (is_file(cand[i]) && realpath(cand[i], out)) return true;
     }
     return false;
 }
 
-static bool find_jemalloc(char *out, size_t n) {
+/* libjemalloc.so.2 for --host-allocator jemalloc: PLATEAU_JEMALLOC; else beside the preload library (the copy a
+ * wheel bundles in its lib/); else the one the build found (config.h PL_JEMALLOC_PATH, from the root meson.build). */
+static bool find_jemalloc(const char *preload, char *out, size_t n) {
     const char *env = getenv("PLATEAU_JEMALLOC");
     if (env && *env) {
         snprintf(out, n, "%s", env);
         return is_file(out);
     }
-    snprintf(out, n, "%s", PL_JEMALLOC_PATH); /* configured: config.h, from the root meson.build */
+    const char *slash = strrchr(preload, '/');
+    if (slash && snprintf(out, n, "%.*s/libjemalloc.so.2", (int)(slash - preload), preload) < (int)n && is_file(out))
+        return true;
+    snprintf(out, n, "%s", PL_JEMALLOC_PATH);
     return out[0] == '/' && is_file(out);
 }
 
@@ -421,10 +434,11 @@ static void bootstrap_in(const char *d, char *dir) {
 }
 
 /* The Python bootstrap (docs/python.md): put DIR/boot, the directory holding only plateau's sitecustomize.py (which
- * loads DIR/plateau under a private name), first on PYTHONPATH, unless PLATEAU_PYTHON is off. DIR is found through
- * PLATEAU_PYTHON_DIR, else next to this executable (build tree: build/python; install: <datadir>/plateau/python
- * relative to this executable, as for the preload, then the configured one). Not finding it only costs the optimizer steps: say so once and run the
- * command anyway. */
+ * loads DIR/plateau, or DIR itself in a wheel, under a private name), first on PYTHONPATH, unless PLATEAU_PYTHON is
+ * off. DIR is found through PLATEAU_PYTHON_DIR, else next to this executable (build tree: build/python; install:
+ * <datadir>/plateau/python relative to this executable, as for the preload (PL_BINDIR_TO_PYTHONDIR; in a wheel, the
+ * package plateau_profiler, bin/..), then the configured one, PL_PYTHONDIR). Not finding it only costs the
+ * optimizer steps: say so once and run the command anyway. */
 static void python_bootstrap_env(void) {
     const char *onoff = getenv("PLATEAU_PYTHON");
     char low[8] = "";
@@ -436,19 +450,15 @@ static void python_bootstrap_env(void) {
     char dir[PATH_MAX] = "";
     const char *env = getenv("PLATEAU_PYTHON_DIR");
     char exe[PATH_MAX];
-    ssize_t len;
     if (env && *env) {
         snprintf(dir, sizeof dir, "%s", env);
-    } else if ((len = readlink("/proc/self/exe", exe, sizeof exe - 1)) > 0) {
-        exe[len] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash) *slash = 0;
+    } else if (exe_dir(exe)) {
         char rel[3][PATH_MAX + 64];
         snprintf(rel[0], sizeof rel[0], "%s/../python", exe);
-        snprintf(rel[1], sizeof rel[1], "%s/%s/plateau/python", exe, PL_BINDIR_TO_DATADIR);
-        snprintf(rel[2], sizeof rel[2], "%s/plateau/python", PL_DATADIR);
+        snprintf(rel[1], sizeof rel[1], "%s/%s", exe, PL_BINDIR_TO_PYTHONDIR);
+        snprintf(rel[2], sizeof rel[2], "%s", PL_PYTHONDIR);
         for (size_t i = 0; i < 3 && !dir[0]; i++)
-            if (i != 1 || PL_BINDIR_TO_DATADIR[0]) bootstrap_in(rel[i], dir);
+            if ((i != 1 || PL_BINDIR_TO_PYTHONDIR[0]) && (i != 2 || PL_PYTHONDIR[0])) bootstrap_in(rel[i], dir);
     }
     char site[PATH_MAX + 32];
     snprintf(site, sizeof site, "%s/boot/sitecustomize.py", dir);
@@ -703,12 +713,12 @@ int pl_cli_run(int argc, char **argv) {
 
     char preload[PATH_MAX];
     if (!find_preload(preload, sizeof preload)) {
-        fprintf(stderr, "plateau run: cannot find libplateau_preload.so (looked next to this program and in the "
-                        "install libdir %s); set PLATEAU_PRELOAD to its path\n", PL_LIBDIR);
+        fprintf(stderr, "plateau run: cannot find libplateau_preload.so (looked next to this program%s%s); set "
+                        "PLATEAU_PRELOAD to its path\n", PL_LIBDIR[0] ? " and in the install libdir " : "", PL_LIBDIR);
         return 2;
     }
     char jemalloc[PATH_MAX] = "";
-    if (!strcmp(allocator, "jemalloc") && !find_jemalloc(jemalloc, sizeof jemalloc)) {
+    if (!strcmp(allocator, "jemalloc") && !find_jemalloc(preload, jemalloc, sizeof jemalloc)) {
         fprintf(stderr, "plateau run: libjemalloc.so.2 not found (install libjemalloc2 or set PLATEAU_JEMALLOC)\n");
         return 2;
     }

@@ -31,20 +31,25 @@ static const char *after_packages(const char *file) {
     return best;
 }
 
+/* Does the folder of `file` (up to `base`, its last '/') end with `dir` ("/python/boot")? */
+static bool dir_ends(const char *file, const char *base, const char *dir) {
+    size_t n = strlen(dir);
+    return (size_t)(base - file) >= n && !strncmp(base - n, dir, n);
+}
+
 /* A file of plateau's own Python side (the .py files of python/plateau/ and python/boot/sitecustomize.py: built, or
- * under <datadir>/plateau/python/ installed): the census, the step hook and the callbacks run inside the program,
- * but their lines are never the line a user changes. Matched by folder and file name, so a user's own folder of the
- * same name with other files stays theirs. */
+ * under <datadir>/plateau/python/ installed; the wheel's package plateau_profiler/ and its boot/, wherever pip put it,
+ * `--target` folders included): the census, the step hook and the callbacks run inside the program, but their lines
+ * are never the line a user changes. Matched by folder and file name, so a user's own folder of the same name with
+ * other files stays theirs. */
 static bool plateau_own(const char *file) {
     static const char *const names[] = {"__init__.py", "_callbacks.py", "_census.py", "_native.py", "_steps.py",
                                         "_torchstats.py", "torch.py"};
     const char *base = strrchr(file, '/');
     if (!base) return false;
-    size_t dir_len = (size_t)(base - file);
-    static const char boot[] = "/python/boot", pkg[] = "/python/plateau";
-    if (dir_len >= sizeof boot - 1 && !strncmp(base - (sizeof boot - 1), boot, sizeof boot - 1))
+    if (dir_ends(file, base, "/python/boot") || dir_ends(file, base, "/plateau_profiler/boot"))
         return !strcmp(base + 1, "sitecustomize.py");
-    if (dir_len < sizeof pkg - 1 || strncmp(base - (sizeof pkg - 1), pkg, sizeof pkg - 1)) return false;
+    if (!dir_ends(file, base, "/python/plateau") && !dir_ends(file, base, "/plateau_profiler")) return false;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(base + 1, names[i])) return true;
     return false;

@@ -1,12 +1,12 @@
 # plateau's bootstrap for Python programs (docs/python.md). `plateau run` puts this file's directory (and nothing
 # else of plateau's) first on PYTHONPATH, so Python's `site` imports this module at start-up instead of the next
 # `sitecustomize` on sys.path. It does three things, in this order, and registers no name a program could use:
-#   1. loads plateau's package (../plateau) under the private name `_plateau_bootstrap`, never as `plateau`: it
-#      installs an import watch that hooks optimizer steps once the program imports torch.optim, and imports
-#      nothing else; then puts a finder at the very end of sys.meta_path that answers `import plateau` with that
-#      package only when nothing on sys.path (the script's directory, PYTHONPATH, site-packages) has a `plateau` of
-#      its own. Skipped with PLATEAU_PYTHON=0 or before Python 3.7; any failure is swallowed (one stderr line with
-#      PLATEAU_DEBUG=1);
+#   1. loads plateau's package (../plateau; in a wheel, .., the package plateau_profiler itself) under the private
+#      name `_plateau_bootstrap`, never as `plateau`: it installs an import watch that hooks optimizer steps once
+#      the program imports torch.optim, and imports nothing else; then puts a finder at the very end of
+#      sys.meta_path that answers `import plateau` with that package only when nothing on sys.path (the script's
+#      directory, PYTHONPATH, site-packages) has a `plateau` of its own. Skipped with PLATEAU_PYTHON=0 or before
+#      Python 3.7; any failure is swallowed (one stderr line with PLATEAU_DEBUG=1);
 #   2. runs the `sitecustomize` it shadows (the next one on sys.path), as `site` would have, and leaves it in
 #      sys.modules under that name; its own errors reach `site` unchanged;
 #   3. when there is none, fails its own import with the ImportError Python gives for a missing module: `site`
@@ -28,7 +28,9 @@ def _plateau_boot():
     if os.environ.get("PLATEAU_PYTHON", "1").strip().lower() in ("0", "no", "false", "off"):
         return
     try:
-        pkg = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "plateau")
+        pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        if os.path.isfile(os.path.join(pkg, "plateau", "__init__.py")):
+            pkg = os.path.join(pkg, "plateau")  # build tree, install; a wheel: boot/ is inside the package itself
         # the interpreter's own frozen import machinery: importlib.util would cost ~5 ms of imports
         boot = sys.modules["_frozen_importlib"]
         spec = sys.modules["_frozen_importlib_external"].spec_from_file_location(

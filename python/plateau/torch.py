@@ -102,13 +102,14 @@ def _candidates():
     if pre:
         dirs += [pre, os.path.join(pre, "..", "allocator")]  # an install's libdir; a build tree: build/preload
     here = os.path.dirname(os.path.abspath(__file__))  # build/python/plateau in a build tree
-    dirs.append(os.path.join(here, "..", "..", "allocator"))
+    dirs += [os.path.join(here, "..", "..", "allocator"), os.path.join(here, "lib")]  # the wheel's package: lib/
     return [os.path.join(d, n) for d in dirs for n in _NAMES]
 
 
 def library_path():
     """The libplateau_alloc.so use_allocator() would load: PLATEAU_ALLOC_LIB; else beside the preloaded tracer (an
-    install's libdir) or in its build tree (build/allocator); None when none exists."""
+    install's libdir) or in its build tree (build/allocator), or in the lib/ of the wheel's package; None when none
+    exists."""
     for c in _candidates():
         if os.path.isfile(c):
             return os.path.realpath(c)

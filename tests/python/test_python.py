@@ -166,6 +166,23 @@ def mode_sitecustomize(argv):
         print("ok: the program's own sitecustomize ran once")
 
 
+def mode_wheel_layout(argv):
+    """The wheel's layout (docs/install.md): the package is the Python directory itself, boot/ inside it, with no
+    plateau/ folder. The bootstrap loads that folder as the package: train.py's optimizer steps are exact, and under
+    plateau run `import plateau` is the package's __init__.py."""
+    need_torch()
+    with tempfile.TemporaryDirectory(prefix="pl-py-wheel-") as tmp:
+        pkg = os.path.join(tmp, "site", "plateau_profiler")
+        shutil.copytree(os.path.join(PYDIR, "plateau"), pkg, ignore=shutil.ignore_patterns("__pycache__"))
+        os.makedirs(os.path.join(pkg, "boot"))
+        shutil.copy(os.path.join(BOOT, "sitecustomize.py"), os.path.join(pkg, "boot"))
+        env = clean_env(PLATEAU_PYTHON_DIR=pkg)
+        check_steps(tmp, "wheel", 6, [], env=env)
+        d, r = plateau_run(tmp, "import", [TORCH_PY, "-c", "import plateau; print(plateau.__file__)"], env=env)
+        assert r.stdout.strip() == os.path.join(pkg, "__init__.py"), f"import plateau gave {r.stdout!r}"
+        print("ok: the package as its own Python directory: exact steps, import plateau is the package")
+
+
 def mode_disabled(argv):
     need_torch()
     with tempfile.TemporaryDirectory(prefix="pl-py-off-") as tmp:

@@ -233,6 +233,10 @@ static void test_pysites_paths(void **state) {
     assert_false(pl_pysite_is_user("/opt/p/share/plateau/python/boot/sitecustomize.py"));
     assert_true(pl_pysite_is_user("/home/u/robot/python/boot/train.py"));
     assert_true(pl_pysite_is_user("/home/u/proj/python/plateau/model.py"));
+    /* the wheel's package, also where pip --target put it (no site-packages in the path) */
+    assert_false(pl_pysite_is_user("/opt/tools/plateau_profiler/_census.py"));
+    assert_false(pl_pysite_is_user("/opt/tools/plateau_profiler/boot/sitecustomize.py"));
+    assert_true(pl_pysite_is_user("/home/u/plateau_profiler/train.py"));
     assert_false(pl_pysite_is_user("/venv/lib/python3.11/site-packages/numpy/core/numeric.py"));
     assert_false(pl_pysite_is_user("<frozen importlib._bootstrap>"));
     assert_false(pl_pysite_is_user(""));
