@@ -1,5 +1,6 @@
 /* The program's own environment (docs/env.md, "The program's environment"). Every traced image takes plateau's
- * variables out of `environ` in the preload's constructor, before main and before CPython copies the environment
+ * variables out of `environ` (a copy of the initial array: the kernel's, on the stack, is left as it is) in the
+ * preload's constructor, before main and before CPython copies the environment
  * into os.environ, keeps them here (the tracer's own memory), and puts them back only into the environments it hands
  * to a new image (exec, posix_spawn, system, popen: exec.c), with two markers that tell the new image's preload
  * exactly what to take out again, so every image sees the environment its parent gave it:
@@ -19,6 +20,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "preload.h"
 
@@ -197,11 +201,30 @@ static void strip(char **env, bool keep) {
     env[j] = NULL;
 }
 
+/* The stripped copy of the initial environment array: the kernel's lies on the process's stack right before the
+ * auxiliary vector, and runtimes that walk argv, envp and auxv on the stack themselves (Go's finds its page size
+ * there) must find it as the kernel laid it out, so it is never changed; `environ` points at this copy instead. */
+#define ENV_STATIC 4096
+static char *env_static[ENV_STATIC];
+
 void pl_env_init(void) {
     void *g = dlsym(RTLD_NEXT, "getenv");
     memcpy(&es.real_getenv, &g, sizeof g);
     if (!environ) return;
-    strip(environ, true);
+    size_t n = 0;
+    while (environ[n]) n++;
+    char **copy = env_static;
+    if (n + 1 > ENV_STATIC) { /* a huge environment: pages of our own (no malloc in a constructor) */
+        long m = syscall(SYS_mmap, NULL, (n + 1) * sizeof *copy, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                         -1, 0);
+        if (m < 0 && m > -4096) return; /* left as it is: plateau's variables stay visible */
+        copy = (char **)(uintptr_t)m;
+    }
+    memcpy(copy, environ, (n + 1) * sizeof *copy);
+    strip(copy, true);
+    size_t k = 0;
+    while (copy[k]) k++;
+    if (k != n || memcmp(copy, environ, n * sizeof *copy)) environ = copy; /* else nothing of plateau's: unchanged */
     saved_t *pp = find_saved("PYTHONPATH", 10);
     void *f = pp ? dlsym(RTLD_DEFAULT, "Py_IsInitialized") : NULL;
     memcpy(&es.py_initialized, &f, sizeof f);

@@ -43,6 +43,7 @@ CASES = {
     "exec_env": ([C, "exec_env"], None),
     "exec_inherit": ([C, "exec_inherit"], None),
     "environ": ([C, "environ"], None),
+    "stack": ([C, "stack"], None),
     "spawn_env": ([C, "spawn_env"], None),
     "stderr_capture": ([C, "stderr_capture"], None),
     "signals": ([C, "signals"], None),

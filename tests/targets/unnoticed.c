@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -140,6 +141,24 @@ static int mode_environ(void) {
     for (char **e = environ; *e; e++) printf("%s\n", *e);
     printf("getenv LD_PRELOAD=%s PYTHONPATH=%s\n", getenv("LD_PRELOAD") ? getenv("LD_PRELOAD") : "(unset)",
            getenv("PYTHONPATH") ? getenv("PYTHONPATH") : "(unset)");
+    return 0;
+}
+
+/* stack: the process's initial stack as the kernel laid it out (argv, envp, auxv), which some runtimes walk
+ * themselves (Go's finds its page size there): past envp's NULL lie the auxiliary vector's pairs, AT_PAGESZ among
+ * them with the page size getauxval and sysconf report. */
+static int mode_stack(char **argv) {
+    char **p = argv;
+    while (*p) p++;                       /* argv's NULL */
+    for (p++; *p; p++) {                  /* envp's entries, up to its NULL */
+    }
+    const unsigned long *av = (const unsigned long *)(p + 1);
+    long pagesz = -1;
+    int n = 0;
+    for (; av[0] != AT_NULL && n < 256; av += 2, n++)
+        if (av[0] == AT_PAGESZ) pagesz = (long)av[1];
+    printf("auxv after envp: AT_PAGESZ %s\n", pagesz == sysconf(_SC_PAGESIZE) &&
+           (unsigned long)pagesz == getauxval(AT_PAGESZ) ? "found, the page size" : "MISSING or wrong");
     return 0;
 }
 
@@ -354,6 +373,7 @@ int main(int argc, char **argv) {
     if (!strcmp(m, "exec_env")) return mode_exec_env();
     if (!strcmp(m, "exec_inherit")) return mode_exec_inherit(argv[0]);
     if (!strcmp(m, "environ")) return mode_environ();
+    if (!strcmp(m, "stack")) return mode_stack(argv);
     if (!strcmp(m, "spawn_env")) return mode_spawn_env();
     if (!strcmp(m, "stderr_capture")) return mode_stderr_capture(argv[0]);
     if (!strcmp(m, "noisy")) return mode_noisy();
