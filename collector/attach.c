@@ -47,6 +47,7 @@ struct pl_attach {
     int64_t boot_realtime_ns;           /* btime of <proc>/stat */
     char node[64];
     uint64_t host_mem_bytes;
+    int64_t next_scan_ns;               /* next look for ended processes and new children */
     aproc_t **procs;                    /* procs[0]: the first attached, whose steps pl_attach_step records */
     size_t n, cap;
     uint32_t refused[256];              /* pids whose /proc could not be read: said once */
@@ -397,10 +398,14 @@ static void find_children(pl_attach_t *a) {
 }
 
 int pl_attach_poll(pl_attach_t *a) {
-    for (size_t i = 0; i < a->n; i++)
-        if (!a->procs[i]->ended && !same_alive(a, a->procs[i])) end_proc(a, a->procs[i]);
-    if (a->o.children) find_children(a);
     int64_t t = mono_ns();
+    if (t >= a->next_scan_ns) { /* /proc walked once per interval, however often the caller polls (its log) */
+        for (size_t i = 0; i < a->n; i++)
+            if (!a->procs[i]->ended && !same_alive(a, a->procs[i])) end_proc(a, a->procs[i]);
+        if (a->o.children) find_children(a);
+        a->next_scan_ns = t + a->interval_ns;
+        t = mono_ns();
+    }
     bool due = false;
     for (size_t i = 0; i < a->n; i++) due = due || (!a->procs[i]->ended && t >= a->procs[i]->next_sample_ns);
     if (due && a->o.nvml) pl_nvml_refresh(a->o.nvml);

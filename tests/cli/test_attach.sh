@@ -49,11 +49,18 @@ n=$("$DUMP" "$work/leak/$job.0.pltrace" | grep -c ' step step=[0-9]* source=4')
 "$DUMP" "$work/leak/$job.0.pltrace" | grep -q ' process_end' || fail "leak: no process_end record"
 ls "$work/leak"/*.pltrace | grep -vq "/$job.0.pltrace" || fail "leak: the child has no trace"
 
-# --- a warmup, then flat: no leak ---
+# --- a warmup, then flat: no leak; steps by a pattern ---
 job flat --host plateau --steps 150
-attach flat --steps-from "$work/flat.log" --fail-on-leak
+attach flat --steps-from "$work/flat.log" --step-pattern '^st[e]p ([0-9]+)$' --fail-on-leak
 [ "$rc" = 0 ] || fail "flat: exit $rc"
 grep -q '^verdict: no leak' "$work/flat.out" || fail "flat: not 'no leak'"
+grep -q '^note: steps: from the job.s log .* by the pattern ^st\[e\]p (\[0-9\]+)\$$' "$work/flat.out" ||
+    fail "flat: the pattern is not said"
+n=$("$DUMP" "$work/flat/$job.0.pltrace" | grep -c ' step step=[0-9]* source=4')
+[ "$n" -ge 100 ] || fail "flat: $n step records by the pattern, expected >= 100 of 150"
+"$P" attach --steps-from "$work/flat.log" --step-pattern '(' "$$" >"$work/badre.out" 2>&1; rc=$?
+[ "$rc" = 2 ] && [ "$(wc -l <"$work/badre.out")" = 1 ] && grep -q "^plateau attach: --step-pattern '(': " \
+    "$work/badre.out" || fail "a bad pattern: exit $rc, $(cat "$work/badre.out")"
 
 # --- no --steps-from: by wall time, said in the report ---
 job bytime --host flat --steps 60
@@ -71,6 +78,8 @@ grep -q '^verdict: LEAK in pid '"$job"' .*dev.reserved' "$work/dev.out" || fail 
 grep -q '^note: device memory: used memory per process from NVML (1 device)' "$work/dev.out" ||
     fail "dev: NVML not said"
 "$DUMP" "$work/dev/$job.0.pltrace" | grep -q ' alloc_stats allocator=65539 ' || fail "dev: no NVML alloc_stats"
+"$P" watch --once "$work/dev" >"$work/devwatch.out" 2>&1 || fail "dev: plateau watch"
+grep -q 'dev: LEAK' "$work/devwatch.out" || fail "dev: plateau watch does not show the device leak"
 job devflat --host flat --device plateau --nvml-state "$PL_NVML_DOUBLE_STATE" --steps 150
 attach devflat --steps-from "$work/devflat.log" --fail-on-leak
 [ "$rc" = 0 ] || fail "devflat: exit $rc"

@@ -73,6 +73,7 @@ val = DataLoader(Tokens(128, args.seq, 2), batch_size=32, num_workers=args.worke
 lossf = torch.nn.CrossEntropyLoss()
 
 total_loss, outputs, cache = 0.0, [], {}
+vl = float("nan")  # no validation pass yet (--val-every above --steps: none)
 step = 0
 it = iter(train)
 while step < args.steps:
