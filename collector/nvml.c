@@ -92,7 +92,8 @@ int pl_nvml_open(pl_nvml_t **out, char *why, size_t why_size) {
     if (n > PL_NVML_MAX_DEVICES) n = PL_NVML_MAX_DEVICES;
     for (unsigned i = 0; i < n; i++) {
         nvml_mem_t m;
-        if ((e = nv->handle(i, &nv->dev[i].handle)) != NVML_SUCCESS || (e = nv->mem(nv->dev[i].handle, &m)) != NVML_SUCCESS) {
+        if ((e = nv->handle(i, &nv->dev[i].handle)) != NVML_SUCCESS ||
+            (e = nv->mem(nv->dev[i].handle, &m)) != NVML_SUCCESS) {
             snprintf(why, why_size, "NVML device %u cannot be read (NVML error %d)", i, e);
             rc = -EIO;
             goto fail;

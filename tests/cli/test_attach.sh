@@ -13,7 +13,11 @@ rm -rf "$work"; mkdir -p "$work"
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$work"; }
 trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; for f in "$work"/*.err "$work"/*.out; do [ -f "$f" ] && { echo "== $f" >&2; tail -n 40 "$f" >&2; }; done; exit 1; }
+fail() {
+    echo "FAIL: $*" >&2
+    for f in "$work"/*.err "$work"/*.out; do [ -f "$f" ] && { echo "== $f" >&2; tail -n 40 "$f" >&2; }; done
+    exit 1
+}
 
 # job NAME ARGS...: start the target in the background (its log: $work/NAME.log); $job = its pid
 job() {

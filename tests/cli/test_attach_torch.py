@@ -92,7 +92,7 @@ with tempfile.TemporaryDirectory(prefix="pl-test-attach-torch-") as tmp:
             if leaking(att_rep) or av["kind"] != "no-leak":
                 failures.append(f"healthy: attach says {av['kind']} (leaking {att_rep['run']['leaking_pids']})")
             if len(procs) < 2:
-                failures.append(f"healthy: attach followed {len(procs)} process(es): the DataLoader workers are missing")
+                failures.append(f"healthy: attach followed {len(procs)} process(es): no DataLoader worker")
         if "note: attached from outside" not in text:
             failures.append(f"{variant}: the attach report does not say what it cannot see")
 for f in failures:

@@ -57,7 +57,8 @@ static void test_nvml_used_per_process(void **state) {
     assert_int_equal(used, 0); /* not on device 0 */
     assert_int_equal(pl_nvml_used(nv, 2, 10, &used, &total), -EINVAL);
     /* the double's state changes: a refresh sees it, no refresh keeps the last reading */
-    write_state("device 0 total 1000000\ndevice 1 total 2000000\npid 10 device 0 used 65536\npid 12 device 0 used na\n");
+    write_state("device 0 total 1000000\ndevice 1 total 2000000\n"
+                "pid 10 device 0 used 65536\npid 12 device 0 used na\n");
     assert_int_equal(pl_nvml_used(nv, 0, 10, &used, &total), 0);
     assert_int_equal(used, 4096);
     assert_int_equal(pl_nvml_refresh(nv), 0);
