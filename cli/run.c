@@ -492,8 +492,8 @@ static int claim_run_dir(const char *who, const char *dir, bool made, bool appen
         while ((e = readdir(d)))
             if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) empty = false;
         if (!empty && !append) {
-            fprintf(stderr, "%s: the run directory '%s' is not empty (a previous run?): give a new one, or "
-                            "--append to add this run to it\n", who, dir);
+            fprintf(stderr, "%s: the run directory '%s' is not empty (a previous run?): give a new one%s\n", who, dir,
+                    strcmp(who, "plateau run") ? "" : ", or --append to add this run to it"); /* only run appends */
             goto out;
         }
         pl_trace_dir_t list; /* the run id already there, if the file is ours */
