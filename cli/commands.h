@@ -7,6 +7,7 @@ int pl_cli_report(int argc, char **argv);
 int pl_cli_tune(int argc, char **argv);
 int pl_cli_replay(int argc, char **argv);
 int pl_cli_judge(int argc, char **argv);
+int pl_cli_attach(int argc, char **argv);
 
 /* Exit status of `plateau report --fail-on-leak` and `plateau run --fail-on-leak` when the run verdict is a leak
  * (docs/ci.md). 0, 1 and 2 keep their meanings (report produced / input unusable / bad arguments). */
@@ -64,3 +65,14 @@ typedef struct pl_cli_stop {
 int pl_cli_stop_job(const pl_cli_stop_t *t, FILE *record);
 /* Make sig end the loop (after its current poll). */
 void pl_cli_live_quit_on(int sig);
+
+/* cli/run.c: the run directory of plateau run and plateau attach (docs/env.md, "Run directory"): dir_arg (made, or
+ * an empty directory of ours; with append, an earlier run's), else ./<prefix>-<time>[-N], claimed as ours with a new
+ * run-id file naming `allocator`. Messages start with who. Returns 0 with the absolute path in abs_dir (PATH_MAX
+ * bytes), the run id, whether the directory and the run-id file were made here; or -1 after one line on stderr. */
+int pl_cli_run_dir(const char *who, const char *dir_arg, const char *prefix, bool append, const char *allocator,
+                   char *abs_dir, uint64_t *run_id, bool *made, bool *wrote_id);
+
+/* cli/attach.c: the note plateau attach leaves in its run directory (PL_TRACE_ATTACH_FILE), as "note: ..." lines on
+ * out; nothing for a directory without one (plateau report calls it under the text report). */
+void pl_cli_attach_note_print(const char *dir, FILE *out);

@@ -21,11 +21,13 @@ typedef struct {
 #pragma weak pl_cli_replay
 #pragma weak pl_cli_watch
 #pragma weak pl_cli_judge
+#pragma weak pl_cli_attach
 
 static const command_t commands[] = {
     {"run", pl_cli_run, "run a command under the tracer: plateau run [-o DIR] [options] -- CMD ARGS..."},
     {"report", pl_cli_report, "report on a run: plateau report RUN_DIR|TRACE [--json FILE] [--html FILE]"},
     {"watch", pl_cli_watch, "the live verdict of a run in progress: plateau watch RUN_DIR"},
+    {"attach", pl_cli_attach, "follow running processes plateau did not start: plateau attach [options] PID..."},
     {"judge", pl_cli_judge, "judge the memory a training log already holds: plateau judge LOG|CSV|JSONL"},
     {"tune", pl_cli_tune, "recommend allocator settings from a recorded run: plateau tune RUN_DIR|TRACE"},
     {"replay", pl_cli_replay, "replay a recorded run under one setting: plateau replay TRACE --conf STRING"},

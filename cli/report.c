@@ -516,6 +516,8 @@ int pl_cli_report(int argc, char **argv) {
         fprintf(stderr, "plateau report: writing the report to stdout failed: %s\n", strerror(-rc));
         status = 1;
     }
+    if (!n_stdout && !rc)
+        for (int i = 0; i < n_paths; i++) pl_cli_attach_note_print(paths[i], stdout); /* plateau attach's runs */
     if (json && write_file(json, "JSON report", &g, render_json)) status = 1;
     if (html && write_file(html, "HTML report", &g, render_html)) status = 1;
     if (csv && write_file(csv, "CSV series", &g, render_csv)) status = 1;

@@ -515,33 +515,33 @@ static uint64_t new_run_id(void) {
  * writable by no one else, and empty unless --append; its run-id file names the run whose traces the report
  * reads (tracer/read/rundir.c). With --append the run id already there is kept, so the runs are reported together.
  * Returns 0 with *run_id, or prints one line and returns -1. */
-static int claim_run_dir(const char *dir, bool made, bool append, const char *allocator, uint64_t *run_id,
-                         bool *wrote_id) {
+static int claim_run_dir(const char *who, const char *dir, bool made, bool append, const char *allocator,
+                         uint64_t *run_id, bool *wrote_id) {
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dfd < 0) {
         struct stat sb;
         if (errno == ELOOP || (lstat(dir, &sb) == 0 && S_ISLNK(sb.st_mode)))
-            fprintf(stderr, "plateau run: '%s' is a symbolic link: give the directory it points to, if you trust it\n",
+            fprintf(stderr, "%s: '%s' is a symbolic link: give the directory it points to, if you trust it\n", who,
                     pl_format_esc(dir));
         else
-            fprintf(stderr, "plateau run: cannot open the run directory '%s': %s\n", pl_format_esc(dir), strerror(errno));
+            fprintf(stderr, "%s: cannot open the run directory '%s': %s\n", who, pl_format_esc(dir), strerror(errno));
         return -1;
     }
     struct stat sb;
     int rc = -1;
     DIR *d = NULL;
     if (fstat(dfd, &sb) != 0) {
-        fprintf(stderr, "plateau run: cannot open the run directory '%s': %s\n", pl_format_esc(dir), strerror(errno));
+        fprintf(stderr, "%s: cannot open the run directory '%s': %s\n", who, pl_format_esc(dir), strerror(errno));
         goto out;
     }
     if (sb.st_uid != geteuid()) {
-        fprintf(stderr, "plateau run: the run directory '%s' belongs to uid %u, not to you (uid %u): use a directory "
-                        "of your own\n", pl_format_esc(dir), (unsigned)sb.st_uid, (unsigned)geteuid());
+        fprintf(stderr, "%s: the run directory '%s' belongs to uid %u, not to you (uid %u): use a directory "
+                        "of your own\n", who, pl_format_esc(dir), (unsigned)sb.st_uid, (unsigned)geteuid());
         goto out;
     }
     if (sb.st_mode & 022) {
-        fprintf(stderr, "plateau run: the run directory '%s' is writable by others (mode %03o): files planted there "
-                        "would be read as traces; use a directory only you can write (chmod go-w)\n",
+        fprintf(stderr, "%s: the run directory '%s' is writable by others (mode %03o): files planted there "
+                        "would be read as traces; use a directory only you can write (chmod go-w)\n", who,
                 pl_format_esc(dir), (unsigned)(sb.st_mode & 0777));
         goto out;
     }
@@ -565,7 +565,7 @@ static int claim_run_dir(const char *dir, bool made, bool append, const char *al
         d = dfd2 >= 0 ? fdopendir(dfd2) : NULL;
         if (!d) {
             if (dfd2 >= 0) close(dfd2);
-            fprintf(stderr, "plateau run: cannot list the run directory '%s': %s\n", pl_format_esc(dir), strerror(errno));
+            fprintf(stderr, "%s: cannot list the run directory '%s': %s\n", who, pl_format_esc(dir), strerror(errno));
             goto out;
         }
         bool empty = true;
@@ -573,8 +573,8 @@ static int claim_run_dir(const char *dir, bool made, bool append, const char *al
         while ((e = readdir(d)))
             if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) empty = false;
         if (!empty && !append) {
-            fprintf(stderr, "plateau run: the run directory '%s' is not empty (a previous run?): give a new one, or "
-                            "--append to add this run to it\n", dir);
+            fprintf(stderr, "%s: the run directory '%s' is not empty (a previous run?): give a new one%s\n", who, dir,
+                    strcmp(who, "plateau run") ? "" : ", or --append to add this run to it"); /* only run appends */
             goto out;
         }
         pl_trace_dir_t list; /* the run id already there, if the file is ours */
@@ -589,7 +589,7 @@ static int claim_run_dir(const char *dir, bool made, bool append, const char *al
         char line[64]; /* the host allocator asked for: the report's comparison of two runs reads it */
         int n = snprintf(line, sizeof line, "%016llx\nhost-allocator %s\n", (unsigned long long)*run_id, allocator);
         if (fd < 0 || write(fd, line, (size_t)n) != n) {
-            fprintf(stderr, "plateau run: cannot write '%s/%s': %s\n", pl_format_esc(dir), PL_TRACE_RUN_ID_FILE, strerror(errno));
+            fprintf(stderr, "%s: cannot write '%s/%s': %s\n", who, pl_format_esc(dir), PL_TRACE_RUN_ID_FILE, strerror(errno));
             if (fd >= 0) close(fd);
             goto out;
         }
@@ -610,6 +610,41 @@ static int count_traces(const char *dir) {
     int n = (int)list.n_paths;
     pl_trace_dir_free(&list);
     return n;
+}
+
+/* The run directory of plateau run and plateau attach (docs/env.md, "Run directory"): dir_arg (made, or an empty
+ * directory of ours; with append, an earlier run's), else ./<prefix>-<time>[-N]; then claimed (claim_run_dir).
+ * Messages start with who. Returns 0 with the absolute path in abs_dir (PATH_MAX bytes), or -1 after one line. */
+int pl_cli_run_dir(const char *who, const char *dir_arg, const char *prefix, bool append, const char *allocator,
+                   char *abs_dir, uint64_t *run_id, bool *made, bool *wrote_id) {
+    char dir[PATH_MAX];
+    *made = true;
+    if (dir_arg) {
+        snprintf(dir, sizeof dir, "%s", dir_arg);
+        int rc = make_dirs(dir, made);
+        if (rc < 0) {
+            fprintf(stderr, "%s: cannot create '%s': %s\n", who, pl_format_esc(dir), strerror(-rc));
+            return -1;
+        }
+    } else {
+        time_t now = time(NULL);
+        struct tm tm;
+        localtime_r(&now, &tm);
+        char stamp[32], base[96];
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+        snprintf(base, sizeof base, "%s-%s", prefix, stamp);
+        snprintf(dir, sizeof dir, "%s", base);
+        for (int k = 1; mkdir(dir, 0700) < 0; k++) {
+            if (errno != EEXIST || k > 100) {
+                fprintf(stderr, "%s: cannot create '%s': %s\n", who, pl_format_esc(dir), strerror(errno));
+                return -1;
+            }
+            snprintf(dir, sizeof dir, "%s-%d", base, k);
+        }
+    }
+    if (claim_run_dir(who, dir, *made, append, allocator, run_id, wrote_id)) return -1;
+    if (!realpath(dir, abs_dir)) snprintf(abs_dir, PATH_MAX, "%s", dir);
+    return 0;
 }
 
 int pl_cli_run(int argc, char **argv) {
@@ -723,36 +758,11 @@ int pl_cli_run(int argc, char **argv) {
         return 2;
     }
 
-    /* Run directory: -o DIR, else ./plateau-run-<time>[-N]. */
-    char dir[PATH_MAX];
-    bool made = true;
-    if (dir_arg) {
-        snprintf(dir, sizeof dir, "%s", dir_arg);
-        int rc = make_dirs(dir, &made);
-        if (rc < 0) {
-            fprintf(stderr, "plateau run: cannot create '%s': %s\n", pl_format_esc(dir), strerror(-rc));
-            return 2;
-        }
-    } else {
-        time_t now = time(NULL);
-        struct tm tm;
-        localtime_r(&now, &tm);
-        char base[64];
-        strftime(base, sizeof base, "plateau-run-%Y%m%d-%H%M%S", &tm);
-        snprintf(dir, sizeof dir, "%s", base);
-        for (int k = 1; mkdir(dir, 0700) < 0; k++) {
-            if (errno != EEXIST || k > 100) {
-                fprintf(stderr, "plateau run: cannot create '%s': %s\n", pl_format_esc(dir), strerror(errno));
-                return 2;
-            }
-            snprintf(dir, sizeof dir, "%s-%d", base, k);
-        }
-    }
-    uint64_t run_id;
-    bool wrote_id;
-    if (claim_run_dir(dir, made, append, allocator, &run_id, &wrote_id)) return 2;
     char abs_dir[PATH_MAX];
-    if (!realpath(dir, abs_dir)) snprintf(abs_dir, sizeof abs_dir, "%s", dir);
+    uint64_t run_id;
+    bool made, wrote_id;
+    if (pl_cli_run_dir("plateau run", dir_arg, "plateau-run", append, allocator, abs_dir, &run_id, &made, &wrote_id))
+        return 2;
 
     /* Environment for the child. */
     const char *old = getenv("LD_PRELOAD");

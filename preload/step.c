@@ -65,7 +65,7 @@ static int64_t stat_at(const uint64_t *vals, int n, int i) {
 
 PL_EXPORT void plateau_alloc_stats(int source, int device, const uint64_t *vals, int n) {
     if (!atomic_load_explicit(&pl_g.active, memory_order_relaxed)) return;
-    if (n < 0 || (n > 0 && !vals) || source < 1 || source > 0xffff) return;
+    if (n < 0 || (n > 0 && !vals) || source < 1 || source > 0xffff || source == PLATEAU_STATS_NVML) return;
     PL_GUARD_SCOPE();
     pl_trace_record_t r = {.type = PL_REC_ALLOC_STATS, .t_ns = pl_now_ns()};
     uint64_t cap = n > PLATEAU_STAT_CAPACITY_BYTES ? vals[PLATEAU_STAT_CAPACITY_BYTES] : PL_TRACE_NA;

@@ -274,6 +274,7 @@ typedef struct state {
     astat_t astats[MAX_ALLOCATORS];
     size_t n_astats;
     bool seen_stats, seen_alloc_src, seen_map, seen_drv, seen_active, seen_split, seen_py_tensors;
+    bool seen_stats_alloc;   /* a stats record with allocated bytes and blocks (not NVML's, which has reserved only) */
     /* live torch.Tensor objects per CUDA device in the bootstrap's latest count (on_tensor_count) */
     int64_t cuda_tensors[MAX_TENSOR_DEVICES];
     bool cuda_pending, seen_cuda_tensors;
@@ -497,6 +498,7 @@ static int on_stats(state_t *s, const pl_trace_record_t *rec) {
         if (s->astats[i].split >= 0) ssp += (double)s->astats[i].split;
     }
     s->seen_stats = true;
+    if (q->allocator_id != PL_ALLOC_ID_NVML) s->seen_stats_alloc = true;
     s->last_reserved = sr;
     if (ext) { /* torch's allocator at its latest snapshot: the end-of-run view's numbers at a CUDA OOM */
         s->xp->dev_last_allocated = (int64_t)sa;
@@ -1180,9 +1182,11 @@ static int finish(state_t *s, pl_report_process_t *row) {
     src[PL_METRIC_CGROUP] = A_CGROUP;
     src[PL_METRIC_DEV_OTHER] = A_OTHER;
     if (s->seen_stats) {
-        src[PL_METRIC_DEV_ALLOCATED] = A_ST_ALLOC;
+        if (s->seen_stats_alloc) { /* NVML alone (plateau attach) gives the used memory: dev.reserved only */
+            src[PL_METRIC_DEV_ALLOCATED] = A_ST_ALLOC;
+            src[PL_METRIC_DEV_TENSORS] = A_ST_TENS;
+        }
         src[PL_METRIC_DEV_RESERVED] = A_ST_RES;
-        src[PL_METRIC_DEV_TENSORS] = A_ST_TENS;
     } else {
         if (s->seen_alloc_src) {
             src[PL_METRIC_DEV_ALLOCATED] = A_EV_ALLOC;

@@ -186,7 +186,8 @@ static int on_record(proc_t *p, const pl_trace_record_t *rec) {
             bins_free(&p->time[PL_LIVE_DEV]);
         }
         if (q->capacity_bytes && !na(q->capacity_bytes)) p->dev_limit = (double)q->capacity_bytes;
-        p->last_dev = (double)q->allocated_bytes;
+        /* NVML's reading (plateau attach) is the process's used memory, in reserved_bytes; allocated is NA */
+        p->last_dev = (double)(q->allocator_id == PL_ALLOC_ID_NVML ? q->reserved_bytes : q->allocated_bytes);
         return put(p, PL_LIVE_DEV, q->step, rec->t_ns, p->last_dev);
     }
     case PL_REC_RETENTION:

@@ -21,7 +21,7 @@
 typedef enum pl_live_metric {
     PL_LIVE_HEAP = 0,  /* heap.bytes: malloc family + anonymous mmap */
     PL_LIVE_RSS,       /* rss */
-    PL_LIVE_DEV,       /* dev.allocated (caching allocator stats, else device used) */
+    PL_LIVE_DEV,       /* dev.allocated (caching allocator stats; plateau attach: NVML used; else device used) */
     PL_LIVE__COUNT
 } pl_live_metric_t;
 

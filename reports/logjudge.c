@@ -217,6 +217,11 @@ static bool text_step(const char *s, const char *e, int64_t *step, const char **
     return false;
 }
 
+bool pl_log_text_step(const char *s, size_t len, int64_t *step) {
+    const char *after, *word;
+    return s && step && text_step(s, s + len, step, &after, &word);
+}
+
 /* The name of a value at p: the word before it (skipping spaces, ':', '=', '|'), "memory" when there is none. */
 static void name_before(const char *s, const char *p, char *name, size_t size) {
     const char *q = p;

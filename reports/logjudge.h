@@ -64,5 +64,10 @@ double pl_log_unit(const char *name);
 int pl_log_parse(const char *text, size_t len, const pl_log_opts_t *opts, pl_log_t *out, char *err, size_t err_size);
 void pl_log_free(pl_log_t *log);
 
+/* The step number of one line of free text, as the text reader finds it (a step word, any case: step, iteration,
+ * iter, it, global_step, batch; then spaces, ':', '=', '#' or '['; then digits): plateau attach --steps-from reads
+ * a job's log with it. Returns false when the line names none. */
+bool pl_log_text_step(const char *s, size_t len, int64_t *step);
+
 /* "text", "CSV", "JSON lines" */
 const char *pl_log_format_name(pl_log_format_t f);

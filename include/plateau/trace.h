@@ -77,9 +77,10 @@ typedef enum pl_rec_type {
 } pl_rec_type_t;
 
 /* PL_STEP_AUTO: synthesised by the report's period detection; PL_STEP_OPTIMIZER: plateau_step_auto() (the Python
- * bootstrap's optimizer hook, python/plateau/_steps.py) */
+ * bootstrap's optimizer hook, python/plateau/_steps.py); PL_STEP_LOG: a line of the job's own log, read by
+ * `plateau attach --steps-from` */
 typedef enum pl_step_source {
-    PL_STEP_API_CALL = 0, PL_STEP_SIGNAL = 1, PL_STEP_AUTO = 2, PL_STEP_OPTIMIZER = 3
+    PL_STEP_API_CALL = 0, PL_STEP_SIGNAL = 1, PL_STEP_AUTO = 2, PL_STEP_OPTIMIZER = 3, PL_STEP_LOG = 4
 } pl_step_source_t;
 
 typedef enum pl_host_kind {
@@ -169,6 +170,9 @@ typedef struct pl_rec_device {
 #define PL_ALLOC_ID_EXTERNAL 0x10000u
 #define PL_ALLOC_ID_TORCH_CUDA (PL_ALLOC_ID_EXTERNAL + 1u)
 #define PL_ALLOC_ID_TORCH_TENSORS (PL_ALLOC_ID_EXTERNAL + 2u)
+/* the used device memory of one process on one device, as NVML reports it from outside the process (`plateau
+ * attach`): reserved_bytes holds it, capacity_bytes the device's memory, every other counter is NA */
+#define PL_ALLOC_ID_NVML (PL_ALLOC_ID_EXTERNAL + 3u) /* PLATEAU_STATS_NVML: a program cannot write it */
 
 typedef struct pl_rec_alloc_stats {
     uint32_t allocator_id;
@@ -314,6 +318,10 @@ PL_TRACE_API void pl_trace_close(pl_trace_reader_t *r);
  * appended by the traced processes (each text once per process) and by the Python bootstrap; `plateau run` prints
  * them grouped when the command ends. */
 #define PL_TRACE_NOTES_FILE "plateau-notes"
+
+/* `plateau attach`'s note in its run directory: plain text, a few lines saying what a run followed from outside could
+ * not see and what its verdict rests on; `plateau report` shows it under the text report. */
+#define PL_TRACE_ATTACH_FILE "plateau-attach"
 
 /* The trace files of a run directory (tracer/read/rundir.c): every regular file named *.pltrace, sorted by name,
  * owned by the directory's owner and, when the directory has a run-id file (owned by its owner), whose header

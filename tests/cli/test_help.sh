@@ -13,7 +13,7 @@ fail() { echo "FAIL: $*" >&2; for f in "$work"/*.txt; do echo "== $f"; cat "$f";
 cmp -s "$work/help.txt" "$work/dashhelp.txt" || fail "plateau help differs from plateau --help"
 grep -q '^usage: plateau COMMAND' "$work/help.txt" || fail "no usage from plateau help"
 [ ! -s "$work/help.err" ] || fail "plateau help wrote to stderr"
-for c in run report tune replay; do
+for c in run attach report tune replay; do
     "$P" help "$c" >"$work/help-$c.txt" || fail "plateau help $c"
     "$P" "$c" --help >"$work/dash-$c.txt" || fail "plateau $c --help"
     cmp -s "$work/help-$c.txt" "$work/dash-$c.txt" || fail "plateau help $c differs from plateau $c --help"

@@ -7,7 +7,8 @@ through a second 2-worker DataLoader (workers start and exit at each validation)
   outputs outputs appended to a list
   cache   a per-step cache dict that keeps 0.5 MiB of new host tensors each step
 --no-mark runs unmarked (plateau finds steps by period detection or uses time buckets); by default each optimizer
-step calls plateau_step() when the tracer is preloaded, and nothing otherwise.
+step calls plateau_step() when the tracer is preloaded, and nothing otherwise. --print-steps prints "step N" after
+each step (the log plateau attach --steps-from follows).
 """
 import argparse
 import ctypes
@@ -24,6 +25,7 @@ p.add_argument("--val-every", type=int, default=50)
 p.add_argument("--workers", type=int, default=2)
 p.add_argument("--seq", type=int, default=32)
 p.add_argument("--batch", type=int, default=8)
+p.add_argument("--print-steps", action="store_true", help="print 'step N' after each step (a log to follow)")
 args = p.parse_args()
 
 step_fn = (lambda: None) if args.no_mark else getattr(ctypes.CDLL(None), "plateau_step", lambda: None)
@@ -71,6 +73,7 @@ val = DataLoader(Tokens(128, args.seq, 2), batch_size=32, num_workers=args.worke
 lossf = torch.nn.CrossEntropyLoss()
 
 total_loss, outputs, cache = 0.0, [], {}
+vl = float("nan")  # no validation pass yet (--val-every above --steps: none)
 step = 0
 it = iter(train)
 while step < args.steps:
@@ -96,6 +99,8 @@ while step < args.steps:
         cache[step] = torch.randn(128 * 1024)  # 512 KiB of live host memory per step
     step += 1
     step_fn()
+    if args.print_steps:
+        print(f"step {step}", flush=True)
     if step % args.val_every == 0:
         model.eval()
         with torch.no_grad():
