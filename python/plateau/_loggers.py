@@ -15,6 +15,8 @@ import os
 import re
 import sys
 
+from . import _native
+
 # the verdict codes: ordered by severity, as the live line ranks the states (reports/live.c)
 VERDICT_CODES = {"no_data": 0, "flat": 1, "warming_up": 2, "undecided": 3, "slow_growth": 4, "leak_suspected": 5,
                  "leak": 6}
@@ -52,7 +54,8 @@ class Live(object):
     """The live verdict of this process, re-read from the run directory's live.prom when the file changed."""
 
     def __init__(self, run_dir=None):
-        d = run_dir if run_dir is not None else os.environ.get("PLATEAU_DIR", "")
+        # plateau's variables are not in the program's environment (docs/env.md): the tracer's copy
+        d = run_dir if run_dir is not None else (_native.env("PLATEAU_DIR") or "")
         self.path = os.path.join(d, LIVE_FILE) if d else None
         self._stamp = None
         self._values = {}
@@ -110,7 +113,6 @@ class Collector(object):
         self._steps += 1
         if not self.live.seen and not self._noted and self.live.path and self._steps >= 100:
             self._noted = True
-            from . import _native
             _native.note("the callbacks log memory only: no live verdict in %s after %d steps (it is written by "
                          "plateau run's live line: a terminal, or plateau run --live)" % (self.live.path,
                                                                                          self._steps))
