@@ -154,7 +154,11 @@ def _child_command(item, exe, rundir, steps):
         cmd += ["-c", str(inipath)]
     if config.pluginmanager.get_plugin(_NAME) is not None:  # loaded by -p or pytest_plugins, not the entry point
         cmd += ["-p", _NAME]
-    return cmd + [item.nodeid]
+    # the test by its file's absolute path and its names within it: a node id is relative to the rootdir, which a
+    # project file above another argument's path (--plateau-exe's, a pyproject.toml) can move away from the test
+    names = item.nodeid.split("::")[1:]
+    path = getattr(item, "path", None) or getattr(item, "fspath", None)
+    return cmd + ["::".join([str(path)] + names) if path is not None and names else item.nodeid]
 
 
 def _report(exe, rundir, since_step, slow_hours, flat_rel):
