@@ -640,6 +640,19 @@ static int on_module(state_t *s, const pl_rec_module_t *q) {
     return 0;
 }
 
+/* Host allocations the collector counted instead of writing (docs/long-runs.md): each was freed within the step that
+ * made it, so no site's live bytes at a step boundary miss them; their usable sizes still tell the host allocator
+ * apart (compare.h), as the records would have. */
+static void on_aggregate(pl_extract_proc_t *xp, const pl_rec_aggregate_t *q) {
+    if (q->what != PL_AGG_HOST_PAIRS) return;
+    if (!xp->n_agg_pairs || q->step_first < xp->agg_step_first) xp->agg_step_first = q->step_first;
+    if (q->step_last > xp->agg_step_last) xp->agg_step_last = q->step_last;
+    xp->n_agg_pairs += q->n;
+    xp->agg_pair_bytes += q->bytes;
+    xp->n_usable_sizes += q->n_sized;
+    xp->n_usable_8mod16 += q->n_8mod16 <= q->n_sized ? q->n_8mod16 : q->n_sized;
+}
+
 static int on_record(state_t *s, const pl_trace_record_t *rec) {
     switch (rec->type) {
     case PL_REC_PROCESS_START: on_process(s, &rec->u.process); return 0;
@@ -678,6 +691,7 @@ static int on_record(state_t *s, const pl_trace_record_t *rec) {
     case PL_REC_MODULE: return on_module(s, &rec->u.module);
     case PL_REC_PYFRAME: return on_pyframe(s, &rec->u.pyframe);
     case PL_REC_LOST: s->xp->n_lost_records += rec->u.lost.n_records; return 0;
+    case PL_REC_AGGREGATE: on_aggregate(s->xp, &rec->u.aggregate); return 0;
     case PL_REC_RETENTION:
         if (!s->xp->retention && !(s->xp->retention = calloc(1, sizeof *s->xp->retention))) return -ENOMEM;
         return pl_retention_add(s->xp->retention, &rec->u.retention);

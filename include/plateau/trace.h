@@ -29,7 +29,7 @@ extern "C" {
 #endif
 
 #define PL_TRACE_VERSION 1u
-#define PL_TRACE_VERSION_MINOR 8u  /* 1.1: module records carry build-id, file size and mtime (appended fields);
+#define PL_TRACE_VERSION_MINOR 9u  /* 1.1: module records carry build-id, file size and mtime (appended fields);
                                     * 1.2: process_start records carry the host allocator (appended fields);
                                     * 1.3: host_alloc records carry the thread's malloc-call ordinal (appended);
                                     * 1.4: the header carries the run id (formerly reserved bytes);
@@ -38,7 +38,9 @@ extern "C" {
                                     *      counters through plateau_alloc_stats), whose counters may be NA;
                                     * 1.7: process_start records carry the host name (appended field), so the
                                     *      ranks of a multi-node job are told apart by (node, pid);
-                                    * 1.8: retention records (the Python census: who keeps a leak) */
+                                    * 1.8: retention records (the Python census: who keeps a leak);
+                                    * 1.9: aggregate records (what plateau run's collector left out of a
+                                    *      long run's trace, counted: docs/long-runs.md) */
 #define PL_TRACE_MAX_CHUNK_BYTES (1u << 20)  /* largest chunk payload a reader accepts */
 #define PL_TRACE_MAX_FRAMES 128              /* frames per stack (native and Python together) */
 #define PL_TRACE_MAX_ARGV 32                 /* argv entries kept in a process record */
@@ -71,7 +73,8 @@ typedef enum pl_rec_type {
     PL_REC_EXEC = 20,         /* the process is about to exec (the new image writes its own trace) */
     PL_REC_PYFRAME = 21,      /* since 1.4: one Python frame (file, function, line) of stack records */
     PL_REC_RETENTION = 22,    /* since 1.8: one holder sized by the Python census, or one census (docs/retention.md) */
-    PL_REC_TYPE_MAX = 22
+    PL_REC_AGGREGATE = 23,    /* since 1.9: records the collector left out, counted per call stack (docs/long-runs.md) */
+    PL_REC_TYPE_MAX = 23
 } pl_rec_type_t;
 
 /* PL_STEP_AUTO: synthesised by the report's period detection; PL_STEP_OPTIMIZER: plateau_step_auto() (the Python
@@ -238,6 +241,22 @@ typedef struct pl_rec_retention {
     const char *fix;          /* a likely fix for a known shape, "" none */
 } pl_rec_retention_t;
 
+/* since 1.9: what plateau run's collector left out of the trace, counted (docs/long-runs.md). One record per call
+ * stack and kind, written at least every 1,024 steps and when the trace ends; a trace may hold several for the
+ * same stack (add them up). */
+#define PL_AGG_HOST_PAIRS 1u        /* sampled host allocations freed within the step that made them: a host_alloc
+                                     * and its host_free, neither written */
+typedef struct pl_rec_aggregate {
+    uint32_t what;            /* PL_AGG_* */
+    uint32_t stack_id;        /* the stack of the allocations counted (its stack record is in the trace) */
+    uint64_t step_first;      /* steps completed when the first of them was made */
+    uint64_t step_last;       /* ... and the last */
+    uint64_t n;               /* allocations counted (each with its free) */
+    uint64_t bytes;           /* their usable bytes, summed */
+    uint64_t n_sized;         /* of them, those not mmap and over 16 bytes ... */
+    uint64_t n_8mod16;        /* ... and of those, the ones whose usable size is 8 mod 16 (the host allocator's mark) */
+} pl_rec_aggregate_t;
+
 typedef struct pl_rec_thread_name { uint32_t tid; const char *name; } pl_rec_thread_name_t;
 typedef struct pl_rec_lost { uint64_t n_records, n_bytes; } pl_rec_lost_t;
 typedef struct pl_rec_exec { const char *path; } pl_rec_exec_t;
@@ -263,6 +282,7 @@ typedef struct pl_trace_record {
         pl_rec_exec_t exec;
         pl_rec_pyframe_t pyframe;
         pl_rec_retention_t retention;
+        pl_rec_aggregate_t aggregate;
     } u;
 } pl_trace_record_t;
 

@@ -1,0 +1,361 @@
+/* The collector's compaction (compact.h; docs/long-runs.md). Invariants:
+ * - Kept records reach the sink in the order they were fed; an aggregate record is written after every record
+ *   whose pair it counts was held, so it never counts a pair that a later damaged chunk could have kept.
+ * - A pair is elided only within one block of held records, and a block never holds a step record but as its last
+ *   record: both halves of an elided pair belong to the same step, and no site's live bytes at a step boundary
+ *   change (reports/extract.c keys a sampled allocation by the step in progress).
+ * - `live` holds the addresses whose host_alloc the file holds without their host_free: an allocation at such an
+ *   address displaces that one in the report, so it is never elided (nor is one at an address held live in the
+ *   same block). When `live` is full, elision stops for the trace: what it cannot track is written whole. */
+#include "compact.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <plateau/trace.h>
+
+#include "event.h"
+#include "table.h"
+
+#define HOLD_BYTES_DEFAULT ((size_t)4 << 20)
+#define HOLD_NS_DEFAULT 10000000000LL
+#define AGG_STEPS_DEFAULT 1024u
+#define OUT_NS_DEFAULT 250000000LL
+#define AGG_MAX_NS 60000000000LL        /* aggregates written at least every minute of a stepping trace */
+#define LIVE_MAX ((size_t)1 << 19)      /* addresses tracked live in the file (the report's own bound) */
+#define OUT_CHUNK ((size_t)256 << 10)   /* payload of the chunks handed to the sink */
+#define AGG_OUT ((size_t)64 << 10)      /* aggregate records are written in chunks of at most this */
+
+/* host_alloc / host_free / step field offsets (docs/trace-format.md: a 12-byte header, then the fields) */
+#define OFF_ADDR 12
+#define OFF_SIZE 20
+#define OFF_STACK 28
+#define OFF_KIND 36
+#define OFF_STEP 12
+
+typedef struct held { uint32_t off, len; uint16_t type; bool drop; } held_t;
+
+typedef struct agg {
+    uint32_t stack_id;
+    uint64_t step_first, step_last, n, bytes, n_sized, n_8mod16;
+} agg_t;
+
+struct pl_compact {
+    pl_compact_opts_t o;
+    pl_compact_sink_fn sink;
+    void *ctx;
+    uint8_t *buf;                 /* held records, back to back */
+    size_t len, cap;
+    held_t *recs;
+    size_t n_recs, cap_recs;
+    int64_t held_since_ns;        /* when the first held record arrived */
+    bool stepping;                /* a step record was seen: the trace is reported by step */
+    bool broken;                  /* bytes that were not whole records, or `live` full: no more elision */
+    uint64_t steps;               /* steps completed (the largest step record) */
+    pl_table_t live;              /* set: addresses live in the file */
+    pl_table_t pending;           /* per block: address -> index of its latest held host_alloc (+1) */
+    pl_table_t aggs;              /* stack id + 1 -> agg_t */
+    uint64_t agg_first_step;      /* steps completed when the open aggregates began */
+    int64_t agg_since_ns;
+    bool agg_open;
+    uint8_t *out;                 /* OUT_CHUNK bytes: kept records not handed to the sink yet */
+    size_t out_len;
+    uint32_t out_n;
+    int64_t out_since_ns;         /* when the first of them was kept */
+    int64_t now_ns;               /* the caller's clock at the current call */
+    uint8_t *agg_out;             /* AGG_OUT bytes, the aggregate records' encoding buffer (malloc'd on first use) */
+    pl_compact_stats_t st;
+};
+
+static uint64_t rd_u64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+static uint32_t rd_u32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static uint16_t rd_u16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
+
+pl_compact_t *pl_compact_new(const pl_compact_opts_t *opts, pl_compact_sink_fn sink, void *ctx) {
+    pl_compact_t *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    if (opts) c->o = *opts;
+    if (!c->o.hold_bytes) c->o.hold_bytes = HOLD_BYTES_DEFAULT;
+    if (c->o.hold_ns <= 0) c->o.hold_ns = HOLD_NS_DEFAULT;
+    if (!c->o.agg_steps) c->o.agg_steps = AGG_STEPS_DEFAULT;
+    if (c->o.out_ns <= 0) c->o.out_ns = OUT_NS_DEFAULT;
+    c->sink = sink;
+    c->ctx = ctx;
+    pl_table_init(&c->live, 0, LIVE_MAX);
+    pl_table_init(&c->pending, sizeof(uint64_t), 0);
+    pl_table_init(&c->aggs, sizeof(agg_t), 0);
+    return c;
+}
+
+void pl_compact_free(pl_compact_t *c) {
+    if (!c) return;
+    pl_table_free(&c->live);
+    pl_table_free(&c->pending);
+    pl_table_free(&c->aggs);
+    free(c->buf);
+    free(c->recs);
+    free(c->agg_out);
+    free(c->out);
+    free(c);
+}
+
+void pl_compact_get_stats(const pl_compact_t *c, pl_compact_stats_t *out) { *out = c->st; }
+
+/* Kept records wait in `out` until OUT_CHUNK bytes are there or out_ns have passed since the first of them (a
+ * chunk per step would cost a 24-byte header a step), then reach the sink as one chunk. */
+static int drain_out(pl_compact_t *c) {
+    if (!c->out_len) return 0;
+    int rc = c->sink(c->ctx, c->out, (uint32_t)c->out_len, c->out_n);
+    c->out_len = 0;
+    c->out_n = 0;
+    return rc;
+}
+
+static int emit(pl_compact_t *c, const uint8_t *p, size_t len, uint32_t n) {
+    if (!len) return 0;
+    c->st.n_out += n;
+    c->st.bytes_out += len;
+    if (c->out_len + len > OUT_CHUNK) {
+        int rc = drain_out(c);
+        if (rc) return rc;
+    }
+    if (!c->out && !(c->out = malloc(OUT_CHUNK))) return c->sink(c->ctx, p, (uint32_t)len, n);
+    if (!c->out_len) c->out_since_ns = c->now_ns;
+    memcpy(c->out + c->out_len, p, len);
+    c->out_len += len;
+    c->out_n += n;
+    return 0;
+}
+
+/* ---- aggregates ---- */
+
+static void agg_count(pl_compact_t *c, const uint8_t *alloc) {
+    uint32_t stack = rd_u32(alloc + OFF_STACK), kind = rd_u32(alloc + OFF_KIND);
+    uint64_t size = rd_u64(alloc + OFF_SIZE);
+    void *v;
+    if (pl_table_get(&c->aggs, (uint64_t)stack + 1) == NULL) {
+        if (pl_table_put(&c->aggs, (uint64_t)stack + 1, &v) != 0) return; /* out of memory: goes uncounted */
+        *(agg_t *)v = (agg_t){.stack_id = stack, .step_first = c->steps};
+    }
+    agg_t *a = pl_table_get(&c->aggs, (uint64_t)stack + 1);
+    a->step_last = c->steps;
+    a->n++;
+    a->bytes += size;
+    if (kind != PL_HOST_MMAP && size > 16) { /* what the report reads of usable sizes (reports/compare.h) */
+        a->n_sized++;
+        a->n_8mod16 += size % 16 == 8;
+    }
+    if (!c->agg_open) {
+        c->agg_open = true;
+        c->agg_first_step = c->steps;
+    }
+}
+
+static int write_aggs(pl_compact_t *c, int64_t now_ns) {
+    if (!c->agg_open) return 0;
+    if (!c->agg_out && !(c->agg_out = malloc(AGG_OUT))) return -ENOMEM; /* not on the ring thread's small stack */
+    uint8_t *out = c->agg_out;
+    size_t len = 0;
+    uint32_t n = 0;
+    int rc = 0;
+    for (size_t i = 0; i < c->aggs.cap && !rc; i++) {
+        const agg_t *a = pl_table_slot(&c->aggs, i);
+        if (!a) continue;
+        pl_trace_record_t r = {.type = PL_REC_AGGREGATE, .t_ns = now_ns};
+        r.u.aggregate = (pl_rec_aggregate_t){.what = PL_AGG_HOST_PAIRS, .stack_id = a->stack_id,
+                                             .step_first = a->step_first, .step_last = a->step_last, .n = a->n,
+                                             .bytes = a->bytes, .n_sized = a->n_sized, .n_8mod16 = a->n_8mod16};
+        size_t m = pl_event_encode(&r, out + len, AGG_OUT - len);
+        if (!m) { /* the chunk is full */
+            rc = emit(c, out, len, n);
+            len = n = 0;
+            m = pl_event_encode(&r, out, AGG_OUT);
+        }
+        len += m;
+        n++;
+        c->st.n_aggregates++;
+    }
+    if (!rc) rc = emit(c, out, len, n);
+    pl_table_free(&c->aggs);
+    c->agg_open = false;
+    return rc;
+}
+
+/* ---- one block ---- */
+
+/* Decide which held pairs to drop (see the invariants above). `pending` maps an address to the index + 1 of its
+ * latest held host_alloc that may go, to KEEP for one that must stay (it displaces a live allocation), or to FREED
+ * once a held host_free made the address free. */
+#define KEEP 0
+#define FREED UINT64_MAX
+static void elide(pl_compact_t *c) {
+    if (!c->stepping || c->broken) return;
+    pl_table_free(&c->pending);
+    for (size_t i = 0; i < c->n_recs; i++) {
+        held_t *h = &c->recs[i];
+        const uint8_t *p = c->buf + h->off;
+        if (h->type != PL_REC_HOST_ALLOC && h->type != PL_REC_HOST_FREE) continue;
+        if (h->len < OFF_ADDR + 8 || (h->type == PL_REC_HOST_ALLOC && h->len < OFF_KIND + 4)) continue;
+        uint64_t addr = rd_u64(p + OFF_ADDR);
+        if (!addr) continue;
+        uint64_t *pend = pl_table_get(&c->pending, addr);
+        bool live = pend ? *pend != FREED : pl_table_get(&c->live, addr) != NULL;
+        if (!pend) {
+            void *v;
+            if (pl_table_put(&c->pending, addr, &v) != 0) continue; /* out of memory: both halves stay */
+            pend = v;
+        }
+        if (h->type == PL_REC_HOST_ALLOC) {
+            *pend = live ? KEEP : i + 1;
+            continue;
+        }
+        if (*pend != KEEP && *pend != FREED) { /* the free of an allocation that may go: both go */
+            c->recs[*pend - 1].drop = h->drop = true;
+            agg_count(c, c->buf + c->recs[*pend - 1].off);
+            c->st.n_pairs++;
+            c->st.pair_bytes += rd_u64(c->buf + c->recs[*pend - 1].off + OFF_SIZE);
+        }
+        *pend = FREED;
+    }
+    pl_table_free(&c->pending);
+}
+
+/* What the file holds live after the kept records of the block. */
+static void track_live(pl_compact_t *c) {
+    if (c->broken) return;
+    for (size_t i = 0; i < c->n_recs; i++) {
+        const held_t *h = &c->recs[i];
+        if (h->drop || (h->type != PL_REC_HOST_ALLOC && h->type != PL_REC_HOST_FREE) || h->len < OFF_ADDR + 8)
+            continue;
+        uint64_t addr = rd_u64(c->buf + h->off + OFF_ADDR);
+        if (!addr) continue;
+        void *v = pl_table_get(&c->live, addr);
+        if (h->type == PL_REC_HOST_FREE) {
+            if (v) pl_table_del(&c->live, v);
+        } else if (!v && pl_table_put(&c->live, addr, &v) != 0) {
+            c->broken = true; /* full (or out of memory): liveness unknown from here on */
+            return;
+        }
+    }
+}
+
+/* Write the held block's kept records and empty it. */
+static int write_block(pl_compact_t *c) {
+    elide(c);
+    track_live(c);
+    int rc = 0;
+    size_t start = 0, len = 0;
+    uint32_t n = 0;
+    /* kept records are compacted in place (dropped ones removed), then written in chunks of at most OUT_CHUNK */
+    size_t w = 0;
+    for (size_t i = 0; i < c->n_recs; i++) {
+        const held_t *h = &c->recs[i];
+        if (h->drop) continue;
+        if (w != h->off) memmove(c->buf + w, c->buf + h->off, h->len);
+        if (len + h->len > OUT_CHUNK && n) {
+            rc = emit(c, c->buf + start, len, n);
+            if (rc) break;
+            start += len;
+            len = n = 0;
+        }
+        w += h->len;
+        len += h->len;
+        n++;
+    }
+    if (!rc) rc = emit(c, c->buf + start, len, n);
+    c->len = 0;
+    c->n_recs = 0;
+    return rc;
+}
+
+static int hold(pl_compact_t *c, const uint8_t *p, uint32_t len, uint16_t type, int64_t now_ns) {
+    if (c->len + len > c->cap) {
+        size_t nc = c->cap ? c->cap * 2 : 64 << 10;
+        while (nc < c->len + len) nc *= 2;
+        uint8_t *nb = realloc(c->buf, nc);
+        if (!nb) return -ENOMEM;
+        c->buf = nb;
+        c->cap = nc;
+    }
+    if (c->n_recs == c->cap_recs) {
+        size_t nc = c->cap_recs ? c->cap_recs * 2 : 1024;
+        held_t *nr = realloc(c->recs, nc * sizeof *nr);
+        if (!nr) return -ENOMEM;
+        c->recs = nr;
+        c->cap_recs = nc;
+    }
+    if (!c->n_recs) c->held_since_ns = now_ns;
+    memcpy(c->buf + c->len, p, len);
+    c->recs[c->n_recs++] = (held_t){(uint32_t)c->len, len, type, false};
+    c->len += len;
+    return 0;
+}
+
+static int end_block(pl_compact_t *c, int64_t now_ns) {
+    int rc = write_block(c);
+    if (!rc && c->agg_open &&
+        (c->steps - c->agg_first_step >= c->o.agg_steps || now_ns - c->agg_since_ns >= AGG_MAX_NS)) {
+        rc = write_aggs(c, now_ns);
+        c->agg_since_ns = now_ns;
+    }
+    return rc;
+}
+
+int pl_compact_feed(pl_compact_t *c, const uint8_t *recs, uint32_t len, uint32_t n_records, int64_t now_ns) {
+    c->now_ns = now_ns;
+    c->st.n_in += n_records;
+    c->st.bytes_in += len;
+    if (!c->o.enabled) {
+        c->st.n_out += n_records;
+        c->st.bytes_out += len;
+        return c->sink(c->ctx, recs, len, n_records);
+    }
+    if (!c->agg_since_ns) c->agg_since_ns = now_ns;
+    uint32_t off = 0;
+    while (off < len) {
+        uint16_t rl = len - off >= PL_REC_HEADER_BYTES ? rd_u16(recs + off + 2) : 0;
+        if (rl < PL_REC_HEADER_BYTES || rl > len - off) { /* not whole records: pass the rest on as it came */
+            c->broken = true;
+            int rc = write_block(c);
+            if (!rc) rc = drain_out(c); /* then those bytes, in a chunk of their own, as the ring had them */
+            if (!rc) {
+                c->st.n_out += n_records;
+                c->st.bytes_out += len - off;
+                rc = c->sink(c->ctx, recs + off, len - off, n_records);
+            }
+            return rc ? rc : -EBADMSG;
+        }
+        uint16_t type = rd_u16(recs + off);
+        int rc = hold(c, recs + off, rl, type, now_ns);
+        if (rc) return rc;
+        off += rl;
+        if (n_records) n_records--;
+        if (type == PL_REC_STEP && rl >= OFF_STEP + 8) { /* the block ends with the step it closes */
+            c->stepping = true;
+            rc = end_block(c, now_ns);
+            uint64_t s = rd_u64(recs + off - rl + OFF_STEP);
+            if (s > c->steps) c->steps = s;
+        } else if (c->len >= c->o.hold_bytes) {
+            rc = end_block(c, now_ns);
+        }
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+int pl_compact_tick(pl_compact_t *c, int64_t now_ns) {
+    c->now_ns = now_ns;
+    int rc = 0;
+    if (c->n_recs && now_ns - c->held_since_ns >= c->o.hold_ns) rc = end_block(c, now_ns);
+    if (!rc && c->out_len && now_ns - c->out_since_ns >= c->o.out_ns) rc = drain_out(c);
+    return rc;
+}
+
+int pl_compact_flush(pl_compact_t *c, bool final, int64_t now_ns) {
+    c->now_ns = now_ns;
+    int rc = c->n_recs ? end_block(c, now_ns) : 0;
+    if (!rc && final) rc = write_aggs(c, now_ns);
+    if (!rc) rc = drain_out(c);
+    return rc;
+}
