@@ -59,6 +59,7 @@ struct pl_compact {
     uint64_t agg_first_step;      /* steps completed when the open aggregates began */
     int64_t agg_since_ns;
     bool agg_open;
+    uint64_t thin_n, thin_first, thin_last; /* periodic samples left out (thin()), and the steps they came from */
     uint8_t *out;                 /* OUT_CHUNK bytes: kept records not handed to the sink yet */
     size_t out_len;
     uint32_t out_n;
@@ -154,6 +155,13 @@ static void agg_count(pl_compact_t *c, const uint8_t *alloc) {
 
 static int write_aggs(pl_compact_t *c, int64_t now_ns) {
     if (!c->agg_open) return 0;
+    if (c->thin_n) { /* one record for the samples: stack 0 */
+        void *v;
+        if (pl_table_put(&c->aggs, UINT64_MAX, &v) == 0)
+            *(agg_t *)v = (agg_t){.stack_id = 0, .step_first = c->thin_first, .step_last = c->thin_last,
+                                  .n = c->thin_n};
+        c->thin_n = 0;
+    }
     if (!c->agg_out && !(c->agg_out = malloc(AGG_OUT))) return -ENOMEM; /* not on the ring thread's small stack */
     uint8_t *out = c->agg_out;
     size_t len = 0;
@@ -163,7 +171,8 @@ static int write_aggs(pl_compact_t *c, int64_t now_ns) {
         const agg_t *a = pl_table_slot(&c->aggs, i);
         if (!a) continue;
         pl_trace_record_t r = {.type = PL_REC_AGGREGATE, .t_ns = now_ns};
-        r.u.aggregate = (pl_rec_aggregate_t){.what = PL_AGG_HOST_PAIRS, .stack_id = a->stack_id,
+        r.u.aggregate = (pl_rec_aggregate_t){.what = a->stack_id ? PL_AGG_HOST_PAIRS : PL_AGG_SAMPLES,
+                                             .stack_id = a->stack_id,
                                              .step_first = a->step_first, .step_last = a->step_last, .n = a->n,
                                              .bytes = a->bytes, .n_sized = a->n_sized, .n_8mod16 = a->n_8mod16};
         size_t m = pl_event_encode(&r, out + len, AGG_OUT - len);
@@ -221,6 +230,86 @@ static void elide(pl_compact_t *c) {
     pl_table_free(&c->pending);
 }
 
+/* Periodic totals (heap and rss records with step 0) of a stepping trace: the report keys them by the step in
+ * progress and keeps, per step, the first sample's time and each metric's lowest and highest value
+ * (reports/extract.c, agg_add). So within a block (one step, or part of one) only these go to the file: the first
+ * and the last periodic sample of each kind (the last heap sample holds the latest call counts, the exit's
+ * totals), and for each metric the lowest and the highest; a sample with PSS or device memory is always kept (PSS
+ * is rare and judged on its own points; device memory joins the allocator's reserved bytes, which depend on the
+ * order). Step-tagged samples are never touched. */
+#define N_DERIVED 5
+static bool derived(const uint8_t *p, uint16_t type, double v[N_DERIVED], bool has[N_DERIVED]) {
+    uint64_t f[7];
+    for (int k = 0; k < 7; k++) f[k] = rd_u64(p + 20 + 8 * k);
+    memset(has, 0, N_DERIVED * sizeof *has);
+    if (type == PL_REC_HEAP) { /* live_bytes, live_count, n_alloc, n_free, alloc_bytes, mmap bytes, mmap count */
+        v[0] = (double)(int64_t)f[0] + (double)(int64_t)f[5];
+        v[1] = (double)(int64_t)f[1] + (double)(int64_t)f[6];
+        has[0] = has[1] = true;
+        return true;
+    }
+    /* rss_anon, rss_file, rss_shmem, pss, cgroup_current, device_used, device_total */
+    if (f[3] != PL_TRACE_NA || f[5] != PL_TRACE_NA) return false; /* always kept */
+    for (int k = 0; k < 3; k++) {
+        has[k + 1] = f[k] != PL_TRACE_NA;
+        v[k + 1] = (double)f[k];
+    }
+    has[0] = has[1] && has[2] && has[3];
+    v[0] = (double)f[0] + (double)f[1] + (double)f[2];
+    has[4] = f[4] != PL_TRACE_NA;
+    v[4] = (double)f[4];
+    return true;
+}
+
+static void thin(pl_compact_t *c) {
+    if (!c->stepping || c->broken) return;
+    for (int kind = 0; kind < 2; kind++) {
+        uint16_t type = kind ? PL_REC_RSS : PL_REC_HEAP;
+        size_t first = SIZE_MAX, last = SIZE_MAX, lo[N_DERIVED], hi[N_DERIVED];
+        double vlo[N_DERIVED], vhi[N_DERIVED];
+        bool any[N_DERIVED] = {0};
+        size_t n = 0;
+        for (size_t i = 0; i < c->n_recs; i++) {
+            const held_t *h = &c->recs[i];
+            const uint8_t *p = c->buf + h->off;
+            if (h->type != type || h->len < 76 || rd_u64(p + OFF_STEP) != 0) continue;
+            double v[N_DERIVED];
+            bool has[N_DERIVED];
+            if (!derived(p, type, v, has)) continue;
+            n++;
+            if (first == SIZE_MAX) first = i;
+            last = i;
+            for (int k = 0; k < N_DERIVED; k++) {
+                if (!has[k]) continue;
+                if (!any[k] || v[k] < vlo[k]) vlo[k] = v[k], lo[k] = i;
+                if (!any[k] || v[k] > vhi[k]) vhi[k] = v[k], hi[k] = i;
+                any[k] = true;
+            }
+        }
+        if (n <= 2) continue;
+        for (size_t i = first + 1; i < last; i++) {
+            held_t *h = &c->recs[i];
+            const uint8_t *p = c->buf + h->off;
+            if (h->type != type || h->len < 76 || rd_u64(p + OFF_STEP) != 0) continue;
+            double v[N_DERIVED];
+            bool has[N_DERIVED];
+            if (!derived(p, type, v, has)) continue;
+            bool keep = false;
+            for (int k = 0; k < N_DERIVED && !keep; k++) keep = any[k] && (lo[k] == i || hi[k] == i);
+            if (keep) continue;
+            h->drop = true;
+            if (!c->thin_n) c->thin_first = c->steps;
+            c->thin_last = c->steps;
+            c->thin_n++;
+            c->st.n_samples++;
+            if (!c->agg_open) {
+                c->agg_open = true;
+                c->agg_first_step = c->steps;
+            }
+        }
+    }
+}
+
 /* What the file holds live after the kept records of the block. */
 static void track_live(pl_compact_t *c) {
     if (c->broken) return;
@@ -243,6 +332,7 @@ static void track_live(pl_compact_t *c) {
 /* Write the held block's kept records and empty it. */
 static int write_block(pl_compact_t *c) {
     elide(c);
+    thin(c);
     track_live(c);
     int rc = 0;
     size_t start = 0, len = 0;

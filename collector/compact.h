@@ -4,8 +4,9 @@
  * Records pass through in their order, held for at most one step: when a step ends (its step record), the
  * sampled host allocations of that step that were freed within it (a host_alloc and its host_free, with no step
  * record between them) are dropped and counted per call stack into `aggregate` records (trace format 1.9): they
- * change no site's live bytes at any step boundary, which is all the report reads of them. Everything else is
- * written as it came. Pairs are elided only in a trace that has step records (one without them is reported by
+ * change no site's live bytes at any step boundary, which is all the report reads of them. Of the step's periodic
+ * heap and RSS samples only those the report's per-step points are made of are kept (the first, the last, and each
+ * metric's lowest and highest), the others counted. Everything else is written as it came. Pairs are elided only in a trace that has step records (one without them is reported by
  * time and its allocation stream feeds period detection: it is written whole), and only when the allocation
  * displaces nothing the file holds live at that address.
  *
@@ -34,6 +35,7 @@ typedef struct pl_compact_stats {
     uint64_t n_in, bytes_in;          /* records and bytes fed */
     uint64_t n_out, bytes_out;        /* records and bytes handed to the sink (aggregates included) */
     uint64_t n_pairs, pair_bytes;     /* host_alloc/host_free pairs elided; their usable bytes */
+    uint64_t n_samples;               /* periodic heap/rss samples left out (neither first, last, lowest, highest) */
     uint64_t n_aggregates;            /* aggregate records written */
 } pl_compact_stats_t;
 

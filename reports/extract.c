@@ -644,6 +644,10 @@ static int on_module(state_t *s, const pl_rec_module_t *q) {
  * made it, so no site's live bytes at a step boundary miss them; their usable sizes still tell the host allocator
  * apart (compare.h), as the records would have. */
 static void on_aggregate(pl_extract_proc_t *xp, const pl_rec_aggregate_t *q) {
+    if (q->what == PL_AGG_SAMPLES) { /* periodic samples that were no step's first, last, lowest or highest */
+        xp->n_agg_samples += q->n;
+        return;
+    }
     if (q->what != PL_AGG_HOST_PAIRS) return;
     if (!xp->n_agg_pairs || q->step_first < xp->agg_step_first) xp->agg_step_first = q->step_first;
     if (q->step_last > xp->agg_step_last) xp->agg_step_last = q->step_last;

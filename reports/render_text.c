@@ -348,11 +348,17 @@ int pl_render_run_lines(const pl_run_t *run, FILE *o, bool all) {
                         100.0 * (double)p->n_lost_records / (double)p->n_host_events);
             fprintf(o, ": stacks and counts may be incomplete\n");
         }
-        if (p->n_agg_pairs) /* a bounded trace (docs/long-runs.md): what the collector counted instead of writing */
-            fprintf(o, "pid %u: bounded trace: %llu sampled allocations freed within their step (%s, steps %llu-%llu) "
-                       "were counted per call stack, not kept; totals, sites and verdicts do not depend on them\n",
-                    p->pid, (unsigned long long)p->n_agg_pairs, pl_format_bytes((double)p->agg_pair_bytes, a, sizeof a),
-                    (unsigned long long)p->agg_step_first + 1, (unsigned long long)p->agg_step_last + 1);
+        if (p->n_agg_pairs || p->n_agg_samples) { /* a bounded trace (docs/long-runs.md): what was counted instead */
+            fprintf(o, "pid %u: bounded trace:", p->pid);
+            if (p->n_agg_pairs)
+                fprintf(o, " %llu sampled allocations freed within their step (%s, steps %llu-%llu)",
+                        (unsigned long long)p->n_agg_pairs, pl_format_bytes((double)p->agg_pair_bytes, a, sizeof a),
+                        (unsigned long long)p->agg_step_first + 1, (unsigned long long)p->agg_step_last + 1);
+            if (p->n_agg_samples)
+                fprintf(o, "%s %llu periodic samples between each step's first, last, lowest and highest",
+                        p->n_agg_pairs ? " and" : "", (unsigned long long)p->n_agg_samples);
+            fprintf(o, " were counted, not kept; totals, sites and verdicts do not depend on them\n");
+        }
         if (!p->n_sites || !proc_leaks(p->proc)) continue; /* growth during a warmup is not a finding */
         char rk[128] = ""; /* in a run of ranks, pids of different nodes may be equal */
         if (pl_report_is_rank(p->proc) && r->verdict.n_ranks >= 2)

@@ -194,13 +194,22 @@ static void loop_trace(const char *path, const loop_cfg_t *c) {
                       PL_HOST_MALLOC);
             EMIT_REC();
             n_alloc++;
-            if (k == 2) { /* a periodic sample between an allocation and its free */
-                r.type = PL_REC_HEAP;
-                r.t_ns = t + 305 + k * 10;
-                r.u.heap = (pl_rec_heap_t){.step = 0, .live_bytes = 100000000 + (int64_t)leaked + 4096,
-                                           .live_count = 5000, .n_alloc = n_alloc, .n_free = n_free};
-                EMIT_REC();
-            }
+            /* periodic samples between an allocation and its free, every 6th step a spike up and one down */
+            int64_t dv = (int64_t)((s * 31 + k * 17) % 7) * 8192 + (s % 6 == 0 && k == 3 ? 50000000 : 0) -
+                         (s % 6 == 3 && k == 4 ? 30000000 : 0);
+            r.type = PL_REC_HEAP;
+            r.t_ns = t + 305 + k * 10;
+            r.u.heap = (pl_rec_heap_t){.step = 0, .live_bytes = 100000000 + (int64_t)leaked + dv,
+                                       .live_count = 5000 + (int64_t)k, .n_alloc = n_alloc, .n_free = n_free};
+            EMIT_REC();
+            r.type = PL_REC_RSS;
+            r.t_ns = t + 305 + k * 10;
+            r.u.rss = (pl_rec_rss_t){.step = 0, .rss_anon = 500000000ull + leaked + (uint64_t)(dv + 40000000),
+                                     .rss_file = 200000000ull + (uint64_t)k * 4096, .rss_shmem = 0,
+                                     .pss = s % 50 == 0 && k == 1 ? 690000000ull : PL_TRACE_NA,
+                                     .cgroup_current = PL_TRACE_NA, .device_used = PL_TRACE_NA,
+                                     .device_total = PL_TRACE_NA};
+            EMIT_REC();
             free_rec(&r, t + 306 + k * 10, a); EMIT_REC(); n_free++;
         }
         alloc_rec(&r, t + 400, 0x70000000ull, 1 << 20, 7, PL_HOST_MMAP); EMIT_REC();
@@ -392,6 +401,9 @@ static void test_compact_keeps_what_the_report_reads(void **state) {
     assert_int_equal(b.x.procs[0].n_agg_pairs, 7 * 3000 - 1);
     assert_int_equal(b.x.procs[0].agg_step_first, 0);
     assert_int_equal(b.x.procs[0].agg_step_last, 2999);
+    /* of the 6 periodic heap and 6 RSS samples of each step, some were neither first, last, lowest nor highest */
+    assert_int_equal(b.x.procs[0].n_agg_samples, st.n_samples);
+    assert_true(st.n_samples > 3000);
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
