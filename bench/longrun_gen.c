@@ -2,6 +2,8 @@
  * (bench/longrun_bench.sh; docs/long-runs.md).
  *
  * usage: longrun_gen full|bounded DIR RANKS HOURS [STEPS_PER_S=11]
+ *        longrun_gen compact IN_DIR OUT_DIR   (every trace of IN_DIR, compacted as plateau run's collector does,
+ *                                              into OUT_DIR under the same name, with the run-id file)
  *
  * Each rank is one process running HOURS of a training loop at STEPS_PER_S, with the record mix measured on
  * bench/torch_realistic.py's trainer under plateau run (bench/RESULTS.md, "Long runs"): per step 25 sampled host
@@ -11,6 +13,7 @@
  * flat loop. `full` writes every record (PLATEAU_TRACE_FULL=1); `bounded` passes the same records through the
  * collector's compaction (collector/compact.c), exactly as plateau run does. Files are named <pid>.0.pltrace, one
  * rank per pid, node "node<rank/8>" (8 ranks per node). Prints the bytes written per rank and in all. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -206,7 +209,65 @@ static int one_rank(const char *dir, int rank, double hours, double steps_per_s,
     return 0;
 }
 
+/* An existing trace through the collector's compaction: its chunks' payloads in, as the ring hands them over. */
+static int compact_one(const char *in, const char *out) {
+    FILE *f = fopen(in, "rb");
+    if (!f) return -errno;
+    static gen_t g;
+    memset(&g, 0, sizeof g);
+    g.fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    uint8_t hb[PL_TRACE_HEADER_BYTES];
+    if (g.fd < 0 || fread(hb, 1, sizeof hb, f) != sizeof hb || pwrite(g.fd, hb, sizeof hb, 0) != (ssize_t)sizeof hb) {
+        fclose(f);
+        return -EIO;
+    }
+    g.off = sizeof hb;
+    g.compact = pl_compact_new(&(pl_compact_opts_t){.enabled = true}, file_sink, &g);
+    static uint8_t payload[PL_TRACE_MAX_CHUNK_BYTES];
+    uint8_t ch[PL_CHUNK_HEADER_BYTES];
+    int64_t now = 0;
+    while (fread(ch, 1, sizeof ch, f) == sizeof ch) {
+        uint32_t len, n;
+        memcpy(&len, ch + 4, 4);
+        memcpy(&n, ch + 8, 4);
+        if (len > sizeof payload || fread(payload, 1, len, f) != len) break;
+        now += 1000000;
+        pl_compact_feed(g.compact, payload, len, n, now);
+        pl_compact_tick(g.compact, now);
+    }
+    pl_compact_flush(g.compact, true, now);
+    pl_compact_stats_t st;
+    pl_compact_get_stats(g.compact, &st);
+    pl_compact_free(g.compact);
+    fclose(f);
+    close(g.fd);
+    printf("%s: %" PRIu64 " -> %" PRIu64 " bytes of records, %" PRIu64 " pairs and %" PRIu64 " samples counted\n",
+           in, st.bytes_in, st.bytes_out, st.n_pairs, st.n_samples);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 4 && !strcmp(argv[1], "compact")) {
+        DIR *d = opendir(argv[2]);
+        if (!d || (mkdir(argv[3], 0700) < 0 && errno != EEXIST)) return 1;
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            char in[4096], out[4096];
+            snprintf(in, sizeof in, "%s/%s", argv[2], e->d_name);
+            snprintf(out, sizeof out, "%s/%s", argv[3], e->d_name);
+            size_t n = strlen(e->d_name);
+            if (!strcmp(e->d_name, PL_TRACE_RUN_ID_FILE)) {
+                char cmd[9000];
+                snprintf(cmd, sizeof cmd, "cp -p '%s' '%s'", in, out);
+                if (system(cmd)) return 1;
+            } else if (n > 8 && !strcmp(e->d_name + n - 8, ".pltrace") && compact_one(in, out)) {
+                fprintf(stderr, "longrun_gen: %s: cannot compact\n", in);
+                return 1;
+            }
+        }
+        closedir(d);
+        return 0;
+    }
     if (argc < 5 || (strcmp(argv[1], "full") && strcmp(argv[1], "bounded"))) {
         fprintf(stderr, "usage: %s full|bounded DIR RANKS HOURS [STEPS_PER_S=11]\n", argv[0]);
         return 2;
