@@ -431,7 +431,8 @@ int pl_compact_feed(pl_compact_t *c, const uint8_t *recs, uint32_t len, uint32_t
         }
         if (rc) return rc;
     }
-    return 0;
+    /* Until a trace has stepped nothing is left out of it (elide, thin): holding its records would only delay them */
+    return c->stepping || !c->n_recs ? 0 : end_block(c, now_ns);
 }
 
 int pl_compact_tick(pl_compact_t *c, int64_t now_ns) {

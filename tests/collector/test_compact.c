@@ -539,9 +539,34 @@ static void test_compact_golden_trace_same_report(void **state) {
     }
 }
 
+/* A trace that has not stepped (yet) loses nothing: its records are not held for a step that may never come, they
+ * reach the sink within out_ns like every kept record (the collector's PLATEAU_FLUSH_MS promise). */
+static void test_compact_holds_nothing_before_a_step(void **state) {
+    (void)state;
+    uint8_t in[512], outb[4096];
+    size_t len = 0;
+    pl_trace_record_t r;
+    memset(&r, 0, sizeof r);
+    alloc_rec(&r, 10, 0xa000, 40, 3, PL_HOST_MALLOC);
+    len += pl_event_encode(&r, in + len, sizeof in - len);
+    free_rec(&r, 11, 0xa000);
+    len += pl_event_encode(&r, in + len, sizeof in - len);
+    mem_t sink = {outb, 0, 0};
+    pl_compact_t *c = pl_compact_new(&(pl_compact_opts_t){.enabled = true, .out_ns = 250000000}, mem_sink, &sink);
+    assert_non_null(c);
+    assert_int_equal(pl_compact_feed(c, in, (uint32_t)len, 2, 1000000000), 0);
+    assert_int_equal(pl_compact_tick(c, 1100000000), 0);
+    assert_int_equal(sink.n, 0); /* within out_ns: gathered into one chunk with what follows */
+    assert_int_equal(pl_compact_tick(c, 1250000000), 0);
+    assert_int_equal(sink.n, 2);
+    assert_int_equal(sink.len, len);
+    pl_compact_free(c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_compact_pairs_within_a_step),
+        cmocka_unit_test(test_compact_holds_nothing_before_a_step),
         cmocka_unit_test(test_compact_keeps_what_the_report_reads),
         cmocka_unit_test(test_compact_without_steps_writes_all),
         cmocka_unit_test(test_compact_golden_trace_same_report),
