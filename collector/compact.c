@@ -36,6 +36,16 @@
 
 typedef struct held { uint32_t off, len; uint16_t type; bool drop; } held_t;
 
+typedef struct fold_slot { uint64_t key, seq; uint16_t len; bool used; uint8_t rec[128]; } fold_slot_t;
+typedef struct fold {
+    uint64_t b, wid, end;        /* window width (steps), its number (step / b), the step after the last window */
+    bool open;
+    int64_t since_ns;            /* when the open window's first total arrived */
+    uint64_t n_added;            /* totals put into the open window */
+    double lo[5], hi[5];         /* each derived metric's lowest and highest in the window (N_DERIVED) */
+    fold_slot_t slot[12];        /* FOLD_SLOTS: first, last, then each metric's lowest and highest */
+} fold_t;
+
 typedef struct agg {
     uint32_t stack_id;
     uint64_t step_first, step_last, n, bytes, n_sized, n_8mod16;
@@ -65,6 +75,8 @@ struct pl_compact {
     uint32_t out_n;
     int64_t out_since_ns;         /* when the first of them was kept */
     int64_t now_ns;               /* the caller's clock at the current call */
+    fold_t fold[2];               /* heap, rss: the open windows of folded totals */
+    uint64_t fold_seq;            /* arrival order of folded totals */
     uint8_t *agg_out;             /* AGG_OUT bytes, the aggregate records' encoding buffer (malloc'd on first use) */
     pl_compact_stats_t st;
 };
@@ -81,6 +93,7 @@ pl_compact_t *pl_compact_new(const pl_compact_opts_t *opts, pl_compact_sink_fn s
     if (c->o.hold_ns <= 0) c->o.hold_ns = HOLD_NS_DEFAULT;
     if (!c->o.agg_steps) c->o.agg_steps = AGG_STEPS_DEFAULT;
     if (c->o.out_ns <= 0) c->o.out_ns = OUT_NS_DEFAULT;
+    if (!c->o.fold_points) c->o.fold_points = 8192;
     c->sink = sink;
     c->ctx = ctx;
     pl_table_init(&c->live, 0, LIVE_MAX);
@@ -329,31 +342,144 @@ static void track_live(pl_compact_t *c) {
     }
 }
 
-/* Write the held block's kept records and empty it. */
+/* ---- folding the totals of long runs ----
+ * The report keeps at most 8,192 points per metric (reports/extract.c, agg_add): past that, neighbouring steps merge
+ * into bins of a power-of-two width F, each keeping its smallest step with the time of its first sample, and each
+ * metric's lowest and highest value. Once a trace has S steps, F is at least S / 8,192, whatever comes later. So the
+ * collector may fold the heap and RSS totals (periodic and per step) into windows of B steps, B the largest power
+ * of two <= S / (2 * fold_points), aligned to multiples of B: of each window it keeps the record with the smallest
+ * step (the earliest such), the last (the latest call counts), and each metric's lowest and highest. A window lies
+ * inside one of the report's bins and every bin keeps a record, so the report's bins, its stride, and everything
+ * it computes from them are those of the full trace. A periodic sample kept so carries its step (the step in
+ * progress, which is how the report keys it): it is written at the window's end, after later step records. Samples
+ * with PSS or device memory, and every other record, are never folded. Windows close early after hold_ns (a
+ * superset is kept). */
+#define FOLD_SLOTS (2 + 2 * N_DERIVED)
+#define FOLD_REC_MAX 128
+
+static int fold_kind(const pl_compact_t *c, const held_t *h, const uint8_t *p) {
+    if (!c->stepping || c->broken || h->len < 76 || h->len > FOLD_REC_MAX) return -1;
+    if (h->type == PL_REC_HEAP) return 0;
+    if (h->type != PL_REC_RSS) return -1;
+    return rd_u64(p + 44) == PL_TRACE_NA && rd_u64(p + 60) == PL_TRACE_NA ? 1 : -1; /* no PSS, no device memory */
+}
+
+static uint64_t fold_width(const pl_compact_t *c) {
+    uint64_t target = c->steps / (2 * c->o.fold_points), b = 1;
+    while (b * 2 <= target) b *= 2;
+    return b;
+}
+
+static int fold_close(pl_compact_t *c, int kind) {
+    fold_t *f = &c->fold[kind];
+    if (!f->open) return 0;
+    f->open = false;
+    fold_slot_t *pick[FOLD_SLOTS];
+    unsigned n = 0;
+    for (unsigned i = 0; i < FOLD_SLOTS; i++) { /* distinct records, by (step, arrival) */
+        fold_slot_t *sl = &f->slot[i];
+        if (!sl->used) continue;
+        bool dup = false;
+        for (unsigned k = 0; k < n && !dup; k++) dup = pick[k]->seq == sl->seq;
+        if (dup) continue;
+        unsigned k = n++;
+        while (k && (pick[k - 1]->key > sl->key || (pick[k - 1]->key == sl->key && pick[k - 1]->seq > sl->seq))) {
+            pick[k] = pick[k - 1];
+            k--;
+        }
+        pick[k] = sl;
+    }
+    if (!c->thin_n && f->n_added > n) c->thin_first = c->steps;
+    c->thin_n += f->n_added - n;
+    c->st.n_samples += f->n_added - n;
+    if (f->n_added > n) {
+        if (!c->agg_open) {
+            c->agg_open = true;
+            c->agg_first_step = c->steps;
+        }
+        c->thin_last = c->steps;
+    }
+    int rc = 0;
+    for (unsigned k = 0; k < n && !rc; k++) {
+        memcpy(pick[k]->rec + OFF_STEP, &pick[k]->key, 8); /* a periodic sample carries the step it was keyed by */
+        rc = emit(c, pick[k]->rec, pick[k]->len, 1);
+    }
+    for (unsigned i = 0; i < FOLD_SLOTS; i++) f->slot[i].used = false;
+    f->n_added = 0;
+    return rc;
+}
+
+static void fold_put(fold_slot_t *sl, const uint8_t *p, uint16_t len, uint64_t key, uint64_t seq) {
+    memcpy(sl->rec, p, len);
+    sl->len = len;
+    sl->key = key;
+    sl->seq = seq;
+    sl->used = true;
+}
+
+/* A kept heap or RSS total, keyed by its step (the step in progress for a periodic one): into its window. */
+static int fold_add(pl_compact_t *c, int kind, const uint8_t *p, uint16_t len, int64_t now_ns) {
+    fold_t *f = &c->fold[kind];
+    uint64_t step = rd_u64(p + OFF_STEP), key = step ? step : c->steps + 1;
+    if (f->open && key / f->b < f->wid) { /* a late total of a closed window: written as it is (a superset) */
+        uint8_t rec[FOLD_REC_MAX];
+        memcpy(rec, p, len);
+        memcpy(rec + OFF_STEP, &key, 8);
+        return emit(c, rec, len, 1);
+    }
+    if (f->open && key / f->b != f->wid) {
+        int rc = fold_close(c, kind);
+        if (rc) return rc;
+    }
+    if (!f->open) {
+        uint64_t b = fold_width(c);
+        if (b < f->b || f->end % b || key < f->end) b = f->b ? f->b : 1; /* widen only at a boundary of the new width */
+        if (b == 1) { /* nothing to fold (yet) */
+            f->b = 1;
+            return emit(c, p, len, 1);
+        }
+        f->b = b;
+        f->wid = key / b;
+        f->end = (f->wid + 1) * b;
+        f->open = true;
+        f->since_ns = now_ns;
+    }
+    uint64_t seq = ++c->fold_seq;
+    double v[N_DERIVED];
+    bool has[N_DERIVED];
+    derived(p, kind ? PL_REC_RSS : PL_REC_HEAP, v, has);
+    f->n_added++;
+    fold_slot_t *first = &f->slot[0];
+    if (!first->used || key < first->key) fold_put(first, p, len, key, seq);
+    fold_put(&f->slot[1], p, len, key, seq);
+    for (int k = 0; k < N_DERIVED; k++) {
+        if (!has[k]) continue;
+        fold_slot_t *lo = &f->slot[2 + 2 * k], *hi = &f->slot[3 + 2 * k];
+        if (!lo->used || v[k] < f->lo[k]) {
+            fold_put(lo, p, len, key, seq);
+            f->lo[k] = v[k];
+        }
+        if (!hi->used || v[k] > f->hi[k]) {
+            fold_put(hi, p, len, key, seq);
+            f->hi[k] = v[k];
+        }
+    }
+    return 0;
+}
+
+/* Write the held block's kept records (through the folding of totals) and empty it. */
 static int write_block(pl_compact_t *c) {
     elide(c);
     thin(c);
     track_live(c);
     int rc = 0;
-    size_t start = 0, len = 0;
-    uint32_t n = 0;
-    /* kept records are compacted in place (dropped ones removed), then written in chunks of at most OUT_CHUNK */
-    size_t w = 0;
-    for (size_t i = 0; i < c->n_recs; i++) {
+    for (size_t i = 0; i < c->n_recs && !rc; i++) {
         const held_t *h = &c->recs[i];
         if (h->drop) continue;
-        if (w != h->off) memmove(c->buf + w, c->buf + h->off, h->len);
-        if (len + h->len > OUT_CHUNK && n) {
-            rc = emit(c, c->buf + start, len, n);
-            if (rc) break;
-            start += len;
-            len = n = 0;
-        }
-        w += h->len;
-        len += h->len;
-        n++;
+        const uint8_t *p = c->buf + h->off;
+        int kind = fold_kind(c, h, p);
+        rc = kind >= 0 ? fold_add(c, kind, p, (uint16_t)h->len, c->now_ns) : emit(c, p, h->len, 1);
     }
-    if (!rc) rc = emit(c, c->buf + start, len, n);
     c->len = 0;
     c->n_recs = 0;
     return rc;
@@ -439,6 +565,8 @@ int pl_compact_tick(pl_compact_t *c, int64_t now_ns) {
     c->now_ns = now_ns;
     int rc = 0;
     if (c->n_recs && now_ns - c->held_since_ns >= c->o.hold_ns) rc = end_block(c, now_ns);
+    for (int k = 0; k < 2 && !rc; k++)
+        if (c->fold[k].open && now_ns - c->fold[k].since_ns >= c->o.hold_ns) rc = fold_close(c, k);
     if (!rc && c->out_len && now_ns - c->out_since_ns >= c->o.out_ns) rc = drain_out(c);
     return rc;
 }
@@ -446,6 +574,7 @@ int pl_compact_tick(pl_compact_t *c, int64_t now_ns) {
 int pl_compact_flush(pl_compact_t *c, bool final, int64_t now_ns) {
     c->now_ns = now_ns;
     int rc = c->n_recs ? end_block(c, now_ns) : 0;
+    for (int k = 0; k < 2 && !rc; k++) rc = fold_close(c, k);
     if (!rc && final) rc = write_aggs(c, now_ns);
     if (!rc) rc = drain_out(c);
     return rc;

@@ -6,7 +6,8 @@
  * record between them) are dropped and counted per call stack into `aggregate` records (trace format 1.9): they
  * change no site's live bytes at any step boundary, which is all the report reads of them. Of the step's periodic
  * heap and RSS samples only those the report's per-step points are made of are kept (the first, the last, and each
- * metric's lowest and highest), the others counted. Everything else is written as it came. Pairs are elided only in a trace that has step records (one without them is reported by
+ * metric's lowest and highest), the others counted. Past 2 x 8,192 steps, the totals fold into windows of steps no
+ * wider than half the report's bins (compact.c, "folding"). Everything else is written as it came. Pairs are elided only in a trace that has step records (one without them is reported by
  * time and its allocation stream feeds period detection: it is written whole), and only when the allocation
  * displaces nothing the file holds live at that address.
  *
@@ -29,6 +30,8 @@ typedef struct pl_compact_opts {
     int64_t hold_ns;       /* longest a record is held; 0 = 10 s */
     uint64_t agg_steps;    /* aggregate records are written at least every agg_steps steps (and 10 minutes); 0 = 16384 */
     int64_t out_ns;        /* kept records wait at most this long to be written in one chunk; 0 = 250 ms */
+    uint64_t fold_points;  /* totals fold into windows of B steps, B <= steps / (2 * fold_points): the report's
+                              points per metric; 0 = 8192 (reports/extract.c's default) */
 } pl_compact_opts_t;
 
 typedef struct pl_compact_stats {

@@ -262,11 +262,14 @@ static void loop_trace(const char *path, const loop_cfg_t *c) {
 
 typedef struct run { pl_report_t *r; pl_extract_t x; } run_t;
 
+static size_t g_max_points; /* the report's points per metric; 0 = its default */
+
 static void run_file(run_t *u, const char *path) {
     u->r = pl_report_create(path);
     assert_non_null(u->r);
     pl_extract_init(&u->x);
-    assert_int_equal(pl_extract_path(u->r, &u->x, path, NULL), 0);
+    pl_extract_opts_t o = {.max_points = g_max_points};
+    assert_int_equal(pl_extract_path(u->r, &u->x, path, &o), 0);
     assert_int_equal(pl_report_analyze(u->r), 0);
 }
 
@@ -308,8 +311,8 @@ static char *render(run_t *u, bool json) {
     }
     out[w] = 0;
     free(buf);
-    static const char *const subs[] = {"/full/", "/bounded/", "/tiny/"}; /* the folders of tpath_in: one name */
-    for (size_t i = 0; i < 3; i++)
+    static const char *const subs[] = {"/full/", "/bounded/", "/tiny/", "/plain/"}; /* tpath_in's folders: one name */
+    for (size_t i = 0; i < 4; i++)
         for (char *p; (p = strstr(out, subs[i]));) {
             size_t k = strlen(subs[i]);
             memcpy(p, "/x/", 3);
@@ -411,6 +414,41 @@ static void test_compact_keeps_what_the_report_reads(void **state) {
     fclose(f);
     assert_non_null(strstr(text, "pid 31: bounded trace: 20999 sampled allocations freed within their step"));
     free(text);
+    run_free(&a);
+    run_free(&b);
+    run_free(&t);
+}
+
+/* A long run's totals fold into windows of steps no wider than half the report's bins: the same report. The report
+ * keeps 64 points per metric here (8,192 by default), so a 3,000-step loop is "long": its totals fold into windows of
+ * up to 16 steps. Windows cut short by the hold time keep more, never less. */
+static void test_compact_folds_long_runs_totals(void **state) {
+    (void)state;
+    char full[256], out[256], cut[256];
+    tpath_in(full, sizeof full, "full", "fold.pltrace");
+    tpath_in(out, sizeof out, "bounded", "fold.pltrace");
+    tpath_in(cut, sizeof cut, "tiny", "fold.pltrace");
+    loop_cfg_t c = {.n_steps = 3000, .leak_from = 1700, .leak_bytes = 64 * 1024, .with_steps = true};
+    loop_trace(full, &c);
+    pl_compact_stats_t st, st2;
+    compact_file(full, out, &(pl_compact_opts_t){.enabled = true, .fold_points = 64}, &st);
+    compact_file(full, cut, &(pl_compact_opts_t){.enabled = true, .fold_points = 64, .hold_ns = 3000000}, &st2);
+    pl_compact_stats_t plain;
+    char plain_path[256];
+    tpath_in(plain_path, sizeof plain_path, "plain", "fold.pltrace");
+    compact_file(full, plain_path, &(pl_compact_opts_t){.enabled = true}, &plain);
+    assert_true(st.n_samples > plain.n_samples + 4000); /* most totals of steps 256-3000 folded */
+    assert_true(st2.n_samples > plain.n_samples && st2.n_samples < st.n_samples);
+    assert_true(file_size(out) < file_size(plain_path));
+    g_max_points = 64;
+    run_t a, b, t;
+    run_file(&a, full);
+    run_file(&b, out);
+    run_file(&t, cut);
+    g_max_points = 0;
+    assert_int_equal(a.r->procs[0]->metrics[PL_METRIC_HEAP_BYTES].verdict.kind, PL_VERDICT_LEAK);
+    assert_same_report(&a, &b);
+    assert_same_report(&a, &t);
     run_free(&a);
     run_free(&b);
     run_free(&t);
@@ -569,6 +607,7 @@ int main(void) {
         cmocka_unit_test(test_compact_holds_nothing_before_a_step),
         cmocka_unit_test(test_compact_keeps_what_the_report_reads),
         cmocka_unit_test(test_compact_without_steps_writes_all),
+        cmocka_unit_test(test_compact_folds_long_runs_totals),
         cmocka_unit_test(test_compact_golden_trace_same_report),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
