@@ -8,8 +8,27 @@
 # metric, on at most 8,192 points: the same at 1 h as at 72 h once a run has 16,384 steps) plus reading (linear in
 # the bytes): run it at two lengths to tell them apart (bench/RESULTS.md, "Long runs"). Its memory does not grow
 # with the run's length. Needs ~RANKS*HOURS*100 MB of free space in $TMPDIR (or /tmp) in full mode, a fifth bounded.
+#   bench/longrun_bench.sh BUILD job [RANKS=64] [HOURS=72] [STEPS_PER_S=11]
+# The whole job, bounded: one rank generated for HOURS, cloned to RANKS ranks (longrun_gen clone: each its own pid,
+# rank and node), `plateau report --merge` over the node directories. Needs ~RANKS*HOURS*5 MB (23 GB for 64 x 72 h).
 set -euo pipefail
-build=${1:-build}; ranks=${2:-64}; hours=${3:-0.25}; sps=${4:-11}; modes=${5:-full bounded}
+build=${1:-build}
+if [ "${2:-}" = job ]; then
+  ranks=${3:-64}; hours=${4:-72}; sps=${5:-11}
+  tmp=$(mktemp -d "${TMPDIR:-/tmp}/plateau-longrun-XXXXXX")
+  trap 'rm -rf "$tmp"' EXIT
+  echo "machine: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+  "$build/bench/longrun_gen" bounded "$tmp/one" 1 "$hours" "$sps"
+  "$build/bench/longrun_gen" clone "$tmp/one/1000.0.pltrace" "$tmp/job" "$ranks"
+  rm -rf "$tmp/one"
+  echo "$ranks ranks x $hours h: $(du -sb "$tmp/job" | cut -f1) bytes"
+  /usr/bin/time -v "$build/cli/plateau" report --merge "$tmp/job"/node* >"$tmp/report" 2>"$tmp/time" || true
+  grep -E 'Elapsed|Maximum resident|User time|System time' "$tmp/time"
+  head -1 "$tmp/report"
+  echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+  exit 0
+fi
+ranks=${2:-64}; hours=${3:-0.25}; sps=${4:-11}; modes=${5:-full bounded}
 gen="$build/bench/longrun_gen"; plateau="$build/cli/plateau"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/plateau-longrun-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT

@@ -4,6 +4,9 @@
  * usage: longrun_gen full|bounded DIR RANKS HOURS [STEPS_PER_S=11]
  *        longrun_gen compact IN_DIR OUT_DIR   (every trace of IN_DIR, compacted as plateau run's collector does,
  *                                              into OUT_DIR under the same name, with the run-id file)
+ *        longrun_gen clone TRACE OUT_DIR RANKS (RANKS copies of one rank's trace, each its own rank, pid and node:
+ *                                              OUT_DIR/node<rank/8>/<pid>.0.pltrace; for jobs too long to generate
+ *                                              rank by rank)
  *
  * Each rank is one process running HOURS of a training loop at STEPS_PER_S, with the record mix measured on
  * bench/torch_realistic.py's trainer under plateau run (bench/RESULTS.md, "Long runs"): per step 25 sampled host
@@ -246,7 +249,76 @@ static int compact_one(const char *in, const char *out) {
     return 0;
 }
 
+/* Copy `src` as rank `rank`: the header's pid and the process_start record (the first chunk, re-encoded) changed,
+ * every later chunk copied as it is (their checksums do not depend on their offset). */
+static int clone_one(const char *src, const char *dir, int rank) {
+    int in = open(src, O_RDONLY | O_CLOEXEC);
+    if (in < 0) return -errno;
+    uint8_t hb[PL_TRACE_HEADER_BYTES], ch[PL_CHUNK_HEADER_BYTES];
+    static uint8_t payload[PL_TRACE_MAX_CHUNK_BYTES], out[PL_TRACE_MAX_CHUNK_BYTES];
+    pl_trace_header_t h;
+    uint32_t len, n;
+    if (read(in, hb, sizeof hb) != (ssize_t)sizeof hb || pl_event_header_decode(hb, &h) < 0 ||
+        read(in, ch, sizeof ch) != (ssize_t)sizeof ch) {
+        close(in);
+        return -EBADMSG;
+    }
+    memcpy(&len, ch + 4, 4);
+    memcpy(&n, ch + 8, 4);
+    if (len > sizeof payload || read(in, payload, len) != (ssize_t)len) {
+        close(in);
+        return -EBADMSG;
+    }
+    uint32_t pid = 1000 + (uint32_t)rank;
+    char node[32], path[4096];
+    snprintf(node, sizeof node, "node%d", rank / 8);
+    snprintf(path, sizeof path, "%s/%s", dir, node);
+    mkdir(path, 0700);
+    snprintf(path, sizeof path, "%s/%s/%u.0.pltrace", dir, node, pid);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        close(in);
+        return -errno;
+    }
+    h.pid = pid;
+    pl_event_header_encode(&h, hb);
+    size_t olen = 0;
+    for (size_t off = 0; off < len;) {
+        pl_trace_record_t r;
+        size_t used;
+        if (pl_event_decode(payload + off, len - off, &r, &used) != 0) break;
+        if (r.type == PL_REC_PROCESS_START) {
+            r.u.process.pid = pid;
+            r.u.process.rank = rank;
+            r.u.process.local_rank = rank % 8;
+            r.u.process.node = node;
+        }
+        olen += pl_event_encode(&r, out + olen, sizeof out - olen);
+        off += used;
+    }
+    pl_event_chunk_header(ch, out, (uint32_t)olen, n, 0);
+    int rc = write(fd, hb, sizeof hb) == (ssize_t)sizeof hb && write(fd, ch, sizeof ch) == (ssize_t)sizeof ch &&
+                     write(fd, out, olen) == (ssize_t)olen
+                 ? 0
+                 : -EIO;
+    ssize_t k;
+    while (!rc && (k = read(in, payload, sizeof payload)) > 0)
+        if (write(fd, payload, (size_t)k) != k) rc = -EIO;
+    close(fd);
+    close(in);
+    return rc;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 5 && !strcmp(argv[1], "clone")) {
+        mkdir(argv[3], 0700);
+        for (int k = 0; k < atoi(argv[4]); k++)
+            if (clone_one(argv[2], argv[3], k)) {
+                fprintf(stderr, "longrun_gen: cannot clone %s\n", argv[2]);
+                return 1;
+            }
+        return 0;
+    }
     if (argc == 4 && !strcmp(argv[1], "compact")) {
         DIR *d = opendir(argv[2]);
         if (!d || (mkdir(argv[3], 0700) < 0 && errno != EEXIST)) return 1;

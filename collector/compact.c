@@ -20,9 +20,9 @@
 
 #define HOLD_BYTES_DEFAULT ((size_t)4 << 20)
 #define HOLD_NS_DEFAULT 10000000000LL
-#define AGG_STEPS_DEFAULT 16384u
+#define AGG_STEPS_DEFAULT 65536u
 #define OUT_NS_DEFAULT 250000000LL
-#define AGG_MAX_NS 600000000000LL       /* aggregates written at least every 10 minutes of a stepping trace */
+#define AGG_MAX_NS 3600000000000LL      /* aggregates written at least every hour of a stepping trace */
 #define LIVE_MAX ((size_t)1 << 19)      /* addresses tracked live in the file (the report's own bound) */
 #define OUT_CHUNK ((size_t)256 << 10)   /* payload of the chunks handed to the sink */
 #define AGG_OUT ((size_t)64 << 10)      /* aggregate records are written in chunks of at most this */

@@ -28,7 +28,7 @@ typedef struct pl_compact_opts {
     bool enabled;          /* false: every record passes through at once, untouched */
     size_t hold_bytes;     /* most bytes held before a flush; 0 = 4 MiB */
     int64_t hold_ns;       /* longest a record is held; 0 = 10 s */
-    uint64_t agg_steps;    /* aggregate records are written at least every agg_steps steps (and 10 minutes); 0 = 16384 */
+    uint64_t agg_steps;    /* aggregate records are written at least every agg_steps steps (and every hour); 0 = 65536 */
     int64_t out_ns;        /* kept records wait at most this long to be written in one chunk; 0 = 250 ms */
     uint64_t fold_points;  /* totals fold into windows of B steps, B <= steps / (2 * fold_points): the report's
                               points per metric; 0 = 8192 (reports/extract.c's default) */

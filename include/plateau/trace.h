@@ -242,7 +242,7 @@ typedef struct pl_rec_retention {
 } pl_rec_retention_t;
 
 /* since 1.9: what plateau run's collector left out of the trace, counted (docs/long-runs.md). One record per call
- * stack and kind, written at least every 16,384 steps or 10 minutes and when the trace ends; a trace may hold several for the
+ * stack and kind, written at least every 65,536 steps or hour and when the trace ends; a trace may hold several for the
  * same stack (add them up). */
 #define PL_AGG_HOST_PAIRS 1u        /* sampled host allocations freed within the step that made them: a host_alloc
                                      * and its host_free, neither written */
