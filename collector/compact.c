@@ -1,12 +1,13 @@
 /* The collector's compaction (compact.h; docs/long-runs.md). Invariants:
- * - Kept records reach the sink in the order they were fed; an aggregate record is written after every record
- *   whose pair it counts was held, so it never counts a pair that a later damaged chunk could have kept.
+ * - Kept records reach the sink in the order they were fed, but for folded totals (below, "folding"), which come at
+ *   the end of their window carrying their step; an aggregate record is written after every record it counts.
  * - A pair is elided only within one block of held records, and a block never holds a step record but as its last
  *   record: both halves of an elided pair belong to the same step, and no site's live bytes at a step boundary
  *   change (reports/extract.c keys a sampled allocation by the step in progress).
  * - `live` holds the addresses whose host_alloc the file holds without their host_free: an allocation at such an
  *   address displaces that one in the report, so it is never elided (nor is one at an address held live in the
- *   same block). When `live` is full, elision stops for the trace: what it cannot track is written whole. */
+ *   same block). When `live` is full, elision stops for the trace: what it cannot track is written whole.
+ * - Bytes that are not whole records stop all compaction for the trace (`broken`): the rest goes as it came. */
 #include "compact.h"
 
 #include <errno.h>
@@ -61,7 +62,8 @@ struct pl_compact {
     size_t n_recs, cap_recs;
     int64_t held_since_ns;        /* when the first held record arrived */
     bool stepping;                /* a step record was seen: the trace is reported by step */
-    bool broken;                  /* bytes that were not whole records, or `live` full: no more elision */
+    bool broken;                  /* bytes that were not whole records: nothing more is compacted */
+    bool live_full;               /* `live` is full (or out of memory): no more elision */
     uint64_t steps;               /* steps completed (the largest step record) */
     pl_table_t live;              /* set: addresses live in the file */
     pl_table_t pending;           /* per block: address -> index of its latest held host_alloc (+1) */
@@ -212,7 +214,7 @@ static int write_aggs(pl_compact_t *c, int64_t now_ns) {
 #define KEEP 0
 #define FREED UINT64_MAX
 static void elide(pl_compact_t *c) {
-    if (!c->stepping || c->broken) return;
+    if (!c->stepping || c->broken || c->live_full) return;
     pl_table_free(&c->pending);
     for (size_t i = 0; i < c->n_recs; i++) {
         held_t *h = &c->recs[i];
@@ -325,7 +327,7 @@ static void thin(pl_compact_t *c) {
 
 /* What the file holds live after the kept records of the block. */
 static void track_live(pl_compact_t *c) {
-    if (c->broken) return;
+    if (c->broken || c->live_full) return;
     for (size_t i = 0; i < c->n_recs; i++) {
         const held_t *h = &c->recs[i];
         if (h->drop || (h->type != PL_REC_HOST_ALLOC && h->type != PL_REC_HOST_FREE) || h->len < OFF_ADDR + 8)
@@ -336,7 +338,7 @@ static void track_live(pl_compact_t *c) {
         if (h->type == PL_REC_HOST_FREE) {
             if (v) pl_table_del(&c->live, v);
         } else if (!v && pl_table_put(&c->live, addr, &v) != 0) {
-            c->broken = true; /* full (or out of memory): liveness unknown from here on */
+            c->live_full = true; /* full (or out of memory): liveness unknown from here on */
             return;
         }
     }
