@@ -31,8 +31,11 @@
 #include "compact.h"
 #include "ring.h"
 #include "rss.h"
+#include "units.h"
 
 #define SCAN_MS 200
+#define TRACE_MAX_DEFAULT ((uint64_t)1 << 30) /* PLATEAU_TRACE_MAX: a 72-hour run of bench/torch_realistic.py writes ~0.36 GB */
+#define TRACE_MAX_LEAST ((uint64_t)1 << 20)   /* less would not hold a PyTorch process's stacks */
 #define MIN_STEP_RSS_GAP_NS 2000000LL   /* at most one step RSS sample per 2 ms, as the in-process sampler */
 #define PSS_MIN_GAP_NS 5000000000LL     /* PSS: the in-process sampler's schedule (preload/sampler.c) */
 #define PSS_GAP_PER_READ 500
@@ -59,6 +62,7 @@ typedef struct ring {
 static struct {
     char dir[PATH_MAX];
     bool full_trace;              /* PLATEAU_TRACE_FULL: every record as the program made it, no compaction */
+    uint64_t trace_max;           /* PLATEAU_TRACE_MAX: the most bytes of a trace (0 = no limit) */
     pthread_mutex_t list_mu;
     ring_t *rings;                /* list_mu */
     char refused[64][64];         /* rings that could not be read: said once, not retried (main thread) */
@@ -321,7 +325,7 @@ static void attach(const char *name) {
         free(r);
         return;
     }
-    pl_compact_opts_t co = {.enabled = !g.full_trace};
+    pl_compact_opts_t co = {.enabled = !g.full_trace, .max_bytes = g.trace_max};
     r->compact = pl_compact_new(&co, compact_out, r);
     if (r->compact) { /* else (out of memory) the records go to the file as they came */
         r->rd.sink = compact_sink;
@@ -476,6 +480,13 @@ int pl_collector_start(const char *dir, pl_collector_t *c) {
         const char *full = getenv("PLATEAU_TRACE_FULL");
         g.full_trace = full && (!strcmp(full, "1") || !strcasecmp(full, "yes") || !strcasecmp(full, "true") ||
                                 !strcasecmp(full, "on"));
+        const char *max = getenv("PLATEAU_TRACE_MAX");
+        g.trace_max = TRACE_MAX_DEFAULT;
+        if (max && pl_units_parse(max, &g.trace_max) < 0) {
+            fprintf(stderr, "plateau: PLATEAU_TRACE_MAX='%s' is not a size; using the default (1G)\n", max);
+            g.trace_max = TRACE_MAX_DEFAULT;
+        }
+        if (g.trace_max && g.trace_max < TRACE_MAX_LEAST) g.trace_max = TRACE_MAX_LEAST;
         collector_main(ctl[0], done[1], parent);
     }
     close(ctl[0]);

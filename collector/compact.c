@@ -48,7 +48,7 @@ typedef struct fold {
 } fold_t;
 
 typedef struct agg {
-    uint32_t stack_id;
+    uint32_t what, stack_id;      /* PL_AGG_* */
     uint64_t step_first, step_last, n, bytes, n_sized, n_8mod16;
 } agg_t;
 
@@ -79,6 +79,9 @@ struct pl_compact {
     int64_t now_ns;               /* the caller's clock at the current call */
     fold_t fold[2];               /* heap, rss: the open windows of folded totals */
     uint64_t fold_seq;            /* arrival order of folded totals */
+    uint64_t file_bytes;          /* what the sink got: payloads and their chunk headers */
+    bool capped;                  /* the trace reached max_bytes: only its end and its counts are written */
+    uint64_t cap_step, cap_n, cap_bytes; /* steps completed then; records and bytes not written since */
     uint8_t *agg_out;             /* AGG_OUT bytes, the aggregate records' encoding buffer (malloc'd on first use) */
     pl_compact_stats_t st;
 };
@@ -122,14 +125,32 @@ void pl_compact_get_stats(const pl_compact_t *c, pl_compact_stats_t *out) { *out
  * chunk per step would cost a 24-byte header a step), then reach the sink as one chunk. */
 static int drain_out(pl_compact_t *c) {
     if (!c->out_len) return 0;
+    c->file_bytes += c->out_len + PL_CHUNK_HEADER_BYTES;
     int rc = c->sink(c->ctx, c->out, (uint32_t)c->out_len, c->out_n);
     c->out_len = 0;
     c->out_n = 0;
     return rc;
 }
 
+/* The size limit (max_bytes): once the file would pass it, records are counted instead of written, but for the
+ * trace's end (process_end, exec) and, at the end, the aggregates, which stay within max_bytes / 64 of it. */
+static bool over_limit(pl_compact_t *c, const uint8_t *p, size_t len, uint32_t n) {
+    if (!c->o.max_bytes || n != 1) return false; /* aggregate chunks (n > 1 or the last ones) are the counts */
+    uint16_t type = rd_u16(p);
+    if (type == PL_REC_PROCESS_END || type == PL_REC_EXEC || type == PL_REC_AGGREGATE) return false;
+    if (!c->capped && c->file_bytes + c->out_len + len + PL_CHUNK_HEADER_BYTES <= c->o.max_bytes - c->o.max_bytes / 64)
+        return false;
+    if (!c->capped) {
+        c->capped = true;
+        c->cap_step = c->steps;
+    }
+    c->cap_n++;
+    c->cap_bytes += len;
+    return true;
+}
+
 static int emit(pl_compact_t *c, const uint8_t *p, size_t len, uint32_t n) {
-    if (!len) return 0;
+    if (!len || over_limit(c, p, len, n)) return 0;
     c->st.n_out += n;
     c->st.bytes_out += len;
     if (c->out_len + len > OUT_CHUNK) {
@@ -152,7 +173,7 @@ static void agg_count(pl_compact_t *c, const uint8_t *alloc) {
     void *v;
     if (pl_table_get(&c->aggs, (uint64_t)stack + 1) == NULL) {
         if (pl_table_put(&c->aggs, (uint64_t)stack + 1, &v) != 0) return; /* out of memory: goes uncounted */
-        *(agg_t *)v = (agg_t){.stack_id = stack, .step_first = c->steps};
+        *(agg_t *)v = (agg_t){.what = PL_AGG_HOST_PAIRS, .stack_id = stack, .step_first = c->steps};
     }
     agg_t *a = pl_table_get(&c->aggs, (uint64_t)stack + 1);
     a->step_last = c->steps;
@@ -169,11 +190,19 @@ static void agg_count(pl_compact_t *c, const uint8_t *alloc) {
 }
 
 static int write_aggs(pl_compact_t *c, int64_t now_ns) {
+    if (c->capped && c->cap_n) { /* one record: where the trace stopped, what was not written */
+        void *v;
+        if (pl_table_put(&c->aggs, UINT64_MAX - 1, &v) == 0)
+            *(agg_t *)v = (agg_t){.what = PL_AGG_LIMIT, .step_first = c->cap_step, .step_last = c->steps,
+                                  .n = c->cap_n, .bytes = c->cap_bytes};
+        c->cap_n = c->cap_bytes = 0;
+        c->agg_open = true;
+    }
     if (!c->agg_open) return 0;
     if (c->thin_n) { /* one record for the samples: stack 0 */
         void *v;
         if (pl_table_put(&c->aggs, UINT64_MAX, &v) == 0)
-            *(agg_t *)v = (agg_t){.stack_id = 0, .step_first = c->thin_first, .step_last = c->thin_last,
+            *(agg_t *)v = (agg_t){.what = PL_AGG_SAMPLES, .step_first = c->thin_first, .step_last = c->thin_last,
                                   .n = c->thin_n};
         c->thin_n = 0;
     }
@@ -186,8 +215,7 @@ static int write_aggs(pl_compact_t *c, int64_t now_ns) {
         const agg_t *a = pl_table_slot(&c->aggs, i);
         if (!a) continue;
         pl_trace_record_t r = {.type = PL_REC_AGGREGATE, .t_ns = now_ns};
-        r.u.aggregate = (pl_rec_aggregate_t){.what = a->stack_id ? PL_AGG_HOST_PAIRS : PL_AGG_SAMPLES,
-                                             .stack_id = a->stack_id,
+        r.u.aggregate = (pl_rec_aggregate_t){.what = a->what, .stack_id = a->stack_id,
                                              .step_first = a->step_first, .step_last = a->step_last, .n = a->n,
                                              .bytes = a->bytes, .n_sized = a->n_sized, .n_8mod16 = a->n_8mod16};
         size_t m = pl_event_encode(&r, out + len, AGG_OUT - len);
@@ -512,7 +540,7 @@ static int hold(pl_compact_t *c, const uint8_t *p, uint32_t len, uint16_t type, 
 
 static int end_block(pl_compact_t *c, int64_t now_ns) {
     int rc = write_block(c);
-    if (!rc && c->agg_open &&
+    if (!rc && c->agg_open && !c->capped &&
         (c->steps - c->agg_first_step >= c->o.agg_steps || now_ns - c->agg_since_ns >= AGG_MAX_NS)) {
         rc = write_aggs(c, now_ns);
         c->agg_since_ns = now_ns;

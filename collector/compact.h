@@ -30,6 +30,9 @@ typedef struct pl_compact_opts {
     int64_t hold_ns;       /* longest a record is held; 0 = 10 s */
     uint64_t agg_steps;    /* aggregate records are written at least every agg_steps steps (and every hour); 0 = 65536 */
     int64_t out_ns;        /* kept records wait at most this long to be written in one chunk; 0 = 250 ms */
+    uint64_t max_bytes;    /* the most bytes written (PLATEAU_TRACE_MAX): past max_bytes - max_bytes / 64, records
+                              are counted, not written, but for the trace's end and, when it ends, the aggregates
+                              (one record per call stack, and one saying where it stopped); 0 = no limit */
     uint64_t fold_points;  /* totals fold into windows of B steps, B <= steps / (2 * fold_points): the report's
                               points per metric; 0 = 8192 (reports/extract.c's default) */
 } pl_compact_opts_t;

@@ -644,6 +644,14 @@ static int on_module(state_t *s, const pl_rec_module_t *q) {
  * made it, so no site's live bytes at a step boundary miss them; their usable sizes still tell the host allocator
  * apart (compare.h), as the records would have. */
 static void on_aggregate(pl_extract_proc_t *xp, const pl_rec_aggregate_t *q) {
+    if (q->what == PL_AGG_LIMIT) { /* the trace stopped at its size limit: the report covers what came before */
+        xp->capped = true;
+        xp->cap_step = q->step_first;
+        xp->cap_last_step = q->step_last;
+        xp->cap_records += q->n;
+        xp->cap_bytes += q->bytes;
+        return;
+    }
     if (q->what == PL_AGG_SAMPLES) { /* periodic samples that were no step's first, last, lowest or highest */
         xp->n_agg_samples += q->n;
         return;

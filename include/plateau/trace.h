@@ -246,6 +246,9 @@ typedef struct pl_rec_retention {
  * same stack (add them up). */
 #define PL_AGG_HOST_PAIRS 1u        /* sampled host allocations freed within the step that made them: a host_alloc
                                      * and its host_free, neither written */
+#define PL_AGG_LIMIT 3u             /* the trace reached its size limit (PLATEAU_TRACE_MAX) when step_first steps were
+                                     * complete: n records (bytes) after it were not written, the process went on to
+                                     * step_last; stack_id 0 */
 #define PL_AGG_SAMPLES 2u           /* periodic heap and rss samples (step 0) that were neither the first, the last,
                                      * nor any metric's lowest or highest of their step: stack_id 0, bytes 0 */
 typedef struct pl_rec_aggregate {

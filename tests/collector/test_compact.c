@@ -454,6 +454,45 @@ static void test_compact_folds_long_runs_totals(void **state) {
     run_free(&t);
 }
 
+/* The size limit: past it only the trace's end and its counts are written; the report says where the trace stopped
+ * and judges what came before, never more (the loop's leak starts after the limit: no leak is claimed). */
+static void test_compact_size_limit(void **state) {
+    (void)state;
+    char full[256], out[256];
+    tpath_in(full, sizeof full, "full", "limit.pltrace");
+    tpath_in(out, sizeof out, "bounded", "limit.pltrace");
+    loop_cfg_t c = {.n_steps = 3000, .leak_from = 2000, .leak_bytes = 64 * 1024, .with_steps = true};
+    loop_trace(full, &c);
+    const uint64_t max = 256 << 10;
+    pl_compact_stats_t st;
+    compact_file(full, out, &(pl_compact_opts_t){.enabled = true, .max_bytes = max}, &st);
+    assert_true((uint64_t)file_size(out) <= PL_TRACE_HEADER_BYTES + max);
+    run_t a, b;
+    run_file(&a, full);
+    run_file(&b, out);
+    const pl_extract_proc_t *xp = &b.x.procs[0];
+    assert_true(xp->capped);
+    assert_true(xp->cap_step > 100 && xp->cap_step < 2000);
+    assert_int_equal(xp->cap_last_step, 3000);
+    assert_int_equal(xp->n_steps, xp->cap_step); /* the steps recorded */
+    assert_true(xp->clean_end);                   /* the end is written: not "killed or still running" */
+    assert_int_equal(a.r->procs[0]->metrics[PL_METRIC_HEAP_BYTES].verdict.kind, PL_VERDICT_LEAK);
+    assert_int_not_equal(b.r->procs[0]->metrics[PL_METRIC_HEAP_BYTES].verdict.kind, PL_VERDICT_LEAK);
+    char want[160];
+    snprintf(want, sizeof want, "pid 31: the trace reached its size limit (PLATEAU_TRACE_MAX) at step %llu: ",
+             (unsigned long long)xp->cap_step);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(pl_render_run_text(&(pl_run_t){b.r, &b.x}, f, NULL), 0);
+    fclose(f);
+    assert_non_null(strstr(buf, want));
+    assert_non_null(strstr(buf, "this report covers steps up to"));
+    free(buf);
+    run_free(&a);
+    run_free(&b);
+}
+
 /* A trace without step records is reported by time, and its allocation stream is period detection's input: it is
  * written whole. */
 static void test_compact_without_steps_writes_all(void **state) {
@@ -608,6 +647,7 @@ int main(void) {
         cmocka_unit_test(test_compact_keeps_what_the_report_reads),
         cmocka_unit_test(test_compact_without_steps_writes_all),
         cmocka_unit_test(test_compact_folds_long_runs_totals),
+        cmocka_unit_test(test_compact_size_limit),
         cmocka_unit_test(test_compact_golden_trace_same_report),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
