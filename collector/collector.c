@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -27,10 +28,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "compact.h"
 #include "ring.h"
 #include "rss.h"
+#include "units.h"
 
 #define SCAN_MS 200
+#define TRACE_MAX_DEFAULT ((uint64_t)1 << 30) /* PLATEAU_TRACE_MAX: a 72-hour run of bench/torch_realistic.py writes ~0.36 GB */
+#define TRACE_MAX_LEAST ((uint64_t)1 << 20)   /* less would not hold a PyTorch process's stacks */
 #define MIN_STEP_RSS_GAP_NS 2000000LL   /* at most one step RSS sample per 2 ms, as the in-process sampler */
 #define PSS_MIN_GAP_NS 5000000000LL     /* PSS: the in-process sampler's schedule (preload/sampler.c) */
 #define PSS_GAP_PER_READ 500
@@ -42,6 +47,7 @@ typedef struct ring {
     char name[64];                /* <pid>.<seq>.ring */
     uint32_t pid, seq;
     pl_ring_reader_t rd;          /* rd.hdr: guarded by mu against the main thread's wake-up (pl_ring_ring) */
+    pl_compact_t *compact;        /* rd's sink (compact.h): what a long run's trace keeps; owned by the ring thread */
     pthread_mutex_t mu;
     pl_rss_ctx_t rss;
     unsigned long long start_ticks; /* /proc/PID/stat starttime at attach: a reused pid is not this process */
@@ -55,6 +61,8 @@ typedef struct ring {
 
 static struct {
     char dir[PATH_MAX];
+    bool full_trace;              /* PLATEAU_TRACE_FULL: every record as the program made it, no compaction */
+    uint64_t trace_max;           /* PLATEAU_TRACE_MAX: the most bytes of a trace (0 = no limit) */
     pthread_mutex_t list_mu;
     ring_t *rings;                /* list_mu */
     char refused[64][64];         /* rings that could not be read: said once, not retried (main thread) */
@@ -164,9 +172,27 @@ static void rss_record(ring_t *r, pl_trace_record_t *rec, uint64_t step, bool ps
     rec->t_ns = now_ns();
 }
 
+/* The ring's sink: records into the compactor, which writes what it keeps to the trace file. Bytes that are not
+ * whole records were passed on as they came (the reader stops at them); only a failed write is an error. */
+static int compact_sink(void *ctx, const uint8_t *payload, uint32_t len, uint32_t n_records) {
+    ring_t *r = ctx;
+    int rc = pl_compact_feed(r->compact, payload, len, n_records, now_ns());
+    return rc == -EBADMSG ? 0 : rc;
+}
+
+static int compact_out(void *ctx, const uint8_t *payload, uint32_t len, uint32_t n_records) {
+    return pl_ring_put_chunk(&((ring_t *)ctx)->rd, payload, len, n_records);
+}
+
+/* Everything held by the compactor to the file; `final`: the image is gone, its aggregates too. */
+static void compact_flush(ring_t *r, bool final) {
+    if (r->compact && !r->rd.stopped) pl_compact_flush(r->compact, final, now_ns());
+}
+
 static void collect(ring_t *r, bool partial) {
     bool was = r->rd.stopped;
     long rc = pl_ring_collect(&r->rd, partial);
+    if (rc >= 0 && r->compact && !r->rd.stopped) rc = pl_compact_tick(r->compact, now_ns());
     if (rc < 0 && !was) {
         char what[96];
         snprintf(what, sizeof what, "%u.%u.pltrace", r->pid, r->seq);
@@ -224,9 +250,13 @@ static void *ring_main(void *arg) {
         if (n && !r->rd.stopped) pl_ring_write_records(&r->rd, recs, n);
         if (gone) {
             collect(r, true);
+            compact_flush(r, true);
             break;
         }
-        if (finish) atomic_store(&r->passed, true);
+        if (finish) {
+            compact_flush(r, false); /* the report may read the file now: nothing of it stays held */
+            atomic_store(&r->passed, true);
+        }
         int64_t until = next_sample < next_partial ? next_sample : next_partial;
         if (atomic_load(&h->events) & PL_RING_EV_RSS && last_rss + MIN_STEP_RSS_GAP_NS < until)
             until = last_rss + MIN_STEP_RSS_GAP_NS;
@@ -243,6 +273,8 @@ static void *ring_main(void *arg) {
     pthread_mutex_lock(&r->mu);
     pl_ring_detach(&r->rd);
     pthread_mutex_unlock(&r->mu);
+    pl_compact_free(r->compact);
+    r->compact = NULL;
     pl_rss_close(&r->rss);
     atomic_store(&r->passed, true);
     atomic_store(&r->done, true);
@@ -293,6 +325,12 @@ static void attach(const char *name) {
         free(r);
         return;
     }
+    pl_compact_opts_t co = {.enabled = !g.full_trace, .max_bytes = g.trace_max};
+    r->compact = pl_compact_new(&co, compact_out, r);
+    if (r->compact) { /* else (out of memory) the records go to the file as they came */
+        r->rd.sink = compact_sink;
+        r->rd.sink_ctx = r;
+    }
     if (!proc_alive(pid, &r->start_ticks)) r->start_ticks = ~0ull; /* gone already: drain it */
     char proc[64];
     snprintf(proc, sizeof proc, "/proc/%u", pid);
@@ -305,6 +343,7 @@ static void attach(const char *name) {
     if (rc) {
         note("cannot start a thread for %s (%s)", name, rc);
         pl_ring_detach(&r->rd);
+        pl_compact_free(r->compact);
         pl_rss_close(&r->rss);
         free(r);
         return;
@@ -438,6 +477,16 @@ int pl_collector_start(const char *dir, pl_collector_t *c) {
         close(ctl[1]);
         close(done[0]);
         snprintf(g.dir, sizeof g.dir, "%s", dir);
+        const char *full = getenv("PLATEAU_TRACE_FULL");
+        g.full_trace = full && (!strcmp(full, "1") || !strcasecmp(full, "yes") || !strcasecmp(full, "true") ||
+                                !strcasecmp(full, "on"));
+        const char *max = getenv("PLATEAU_TRACE_MAX");
+        g.trace_max = TRACE_MAX_DEFAULT;
+        if (max && pl_units_parse(max, &g.trace_max) < 0) {
+            fprintf(stderr, "plateau: PLATEAU_TRACE_MAX='%s' is not a size; using the default (1G)\n", max);
+            g.trace_max = TRACE_MAX_DEFAULT;
+        }
+        if (g.trace_max && g.trace_max < TRACE_MAX_LEAST) g.trace_max = TRACE_MAX_LEAST;
         collector_main(ctl[0], done[1], parent);
     }
     close(ctl[0]);

@@ -715,6 +715,31 @@ static void on_uncaught(state_t *s, const char *type) {
     for (size_t i = 0; i < s->n_stacks; i++) s->stacks[i].at_uncaught = s->stacks[i].live_bytes;
 }
 
+/* Host allocations the collector counted instead of writing (docs/long-runs.md): each was freed within the step that
+ * made it, so no site's live bytes at a step boundary miss them; their usable sizes still tell the host allocator
+ * apart (compare.h), as the records would have. */
+static void on_aggregate(pl_extract_proc_t *xp, const pl_rec_aggregate_t *q) {
+    if (q->what == PL_AGG_LIMIT) { /* the trace stopped at its size limit: the report covers what came before */
+        xp->capped = true;
+        xp->cap_step = q->step_first;
+        xp->cap_last_step = q->step_last;
+        xp->cap_records += q->n;
+        xp->cap_bytes += q->bytes;
+        return;
+    }
+    if (q->what == PL_AGG_SAMPLES) { /* periodic samples that were no step's first, last, lowest or highest */
+        xp->n_agg_samples += q->n;
+        return;
+    }
+    if (q->what != PL_AGG_HOST_PAIRS) return;
+    if (!xp->n_agg_pairs || q->step_first < xp->agg_step_first) xp->agg_step_first = q->step_first;
+    if (q->step_last > xp->agg_step_last) xp->agg_step_last = q->step_last;
+    xp->n_agg_pairs += q->n;
+    xp->agg_pair_bytes += q->bytes;
+    xp->n_usable_sizes += q->n_sized;
+    xp->n_usable_8mod16 += q->n_8mod16 <= q->n_sized ? q->n_8mod16 : q->n_sized;
+}
+
 static int on_record(state_t *s, const pl_trace_record_t *rec) {
     switch (rec->type) {
     case PL_REC_PROCESS_START: on_process(s, &rec->u.process); return 0;
@@ -758,6 +783,7 @@ static int on_record(state_t *s, const pl_trace_record_t *rec) {
     case PL_REC_MODULE: return on_module(s, &rec->u.module);
     case PL_REC_PYFRAME: return on_pyframe(s, &rec->u.pyframe);
     case PL_REC_LOST: s->xp->n_lost_records += rec->u.lost.n_records; return 0;
+    case PL_REC_AGGREGATE: on_aggregate(s->xp, &rec->u.aggregate); return 0;
     case PL_REC_RETENTION: return on_retention(s, &rec->u.retention);
     default: return 0;
     }

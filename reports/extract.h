@@ -104,6 +104,13 @@ typedef struct pl_extract_proc {
     size_t n_sites;
     pl_extract_site_t sites[PL_EXTRACT_MAX_SITES];
     uint64_t n_untracked;       /* allocations not tracked because a bounded table was full */
+    /* what plateau run's collector left out of a bounded trace, counted (trace 1.9 aggregate records,
+     * docs/long-runs.md): sampled host allocations freed within their step, their usable bytes, and the steps they
+     * came from (steps completed at the first and last of them); all 0 in a full trace */
+    uint64_t n_agg_pairs, agg_pair_bytes, agg_step_first, agg_step_last;
+    uint64_t n_agg_samples;     /* periodic heap/rss samples left out: no step's first, last, lowest or highest */
+    bool capped;                /* the trace reached its size limit (PLATEAU_TRACE_MAX) after cap_step steps: */
+    uint64_t cap_step, cap_records, cap_bytes, cap_last_step; /* records and bytes not written, steps it ran to */
     /* the host allocator (reports/compare.c): as the tracer recorded it in the trace's first record, process_start
      * (trace 1.2+: "glibc", "jemalloc", "other:<file>", "unknown"; "" when absent), and for traces that did not say,
      * the sampled malloc-family allocations over 16 bytes and how many of their usable sizes are 8 mod 16 */

@@ -438,6 +438,21 @@ static void run_json(const pl_report_t *r, const pl_extract_t *x, pl_json_t *j) 
         pl_json_knum(j, "lost_share", p->n_host_events ? (double)p->n_lost_records / (double)p->n_host_events : NAN);
         pl_json_kuint(j, "steps", p->n_steps);
         pl_json_kuint(j, "untracked", p->n_untracked);
+        if (p->n_agg_pairs || p->n_agg_samples || p->capped) { /* only in bounded traces (docs/long-runs.md) */
+            pl_json_break(j, 7);
+            pl_json_key(j, "aggregated");
+            pl_json_object(j);
+            pl_json_kuint(j, "host_pairs", p->n_agg_pairs);
+            pl_json_kuint(j, "host_pair_bytes", p->agg_pair_bytes);
+            pl_json_kuint(j, "first_step", p->agg_step_first + 1);
+            pl_json_kuint(j, "last_step", p->agg_step_last + 1);
+            pl_json_kuint(j, "samples", p->n_agg_samples);
+            pl_json_key(j, "limit_step"); /* the step at which the trace reached PLATEAU_TRACE_MAX, null if it did not */
+            if (p->capped) pl_json_uint(j, p->cap_step);
+            else pl_json_null(j);
+            pl_json_kuint(j, "not_written_records", p->cap_records);
+            pl_json_end(j);
+        }
         if (p->n_cupti_dev_allocs) { /* only in traces with CUPTI records */
             pl_json_break(j, 7);
             pl_json_key(j, "device_crosscheck");

@@ -384,6 +384,23 @@ int pl_render_run_lines(const pl_run_t *run, FILE *o, bool all) {
                         100.0 * (double)p->n_lost_records / (double)p->n_host_events);
             fprintf(o, ": stacks and counts may be incomplete\n");
         }
+        if (p->n_agg_pairs || p->n_agg_samples) { /* a bounded trace (docs/long-runs.md): what was counted instead */
+            fprintf(o, "pid %u: bounded trace:", p->pid);
+            if (p->n_agg_pairs)
+                fprintf(o, " %llu sampled allocations freed within their step (%s, steps %llu-%llu)",
+                        (unsigned long long)p->n_agg_pairs, pl_format_bytes((double)p->agg_pair_bytes, a, sizeof a),
+                        (unsigned long long)p->agg_step_first + 1, (unsigned long long)p->agg_step_last + 1);
+            if (p->n_agg_samples)
+                fprintf(o, "%s %llu periodic samples between each step's first, last, lowest and highest",
+                        p->n_agg_pairs ? " and" : "", (unsigned long long)p->n_agg_samples);
+            fprintf(o, " were counted, not kept; totals, sites and verdicts do not depend on them\n");
+        }
+        if (p->capped) /* the size limit (docs/long-runs.md): what follows is not in the trace, nor in the verdict */
+            fprintf(o, "pid %u: the trace reached its size limit (PLATEAU_TRACE_MAX) at step %llu: %llu records (%s) "
+                       "of steps %llu-%llu were not written; this report covers steps up to %llu\n",
+                    p->pid, (unsigned long long)p->cap_step, (unsigned long long)p->cap_records,
+                    pl_format_bytes((double)p->cap_bytes, a, sizeof a), (unsigned long long)p->cap_step + 1,
+                    (unsigned long long)p->cap_last_step + 1, (unsigned long long)p->cap_step);
         if (!p->n_sites || !proc_leaks(p->proc)) continue; /* growth during a warmup is not a finding */
         char rk[128] = ""; /* in a run of ranks, pids of different nodes may be equal */
         if (pl_report_is_rank(p->proc) && r->verdict.n_ranks >= 2)

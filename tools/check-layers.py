@@ -56,8 +56,10 @@ ALLOWED = {
 # Tests may include the private headers of the component they test (and what it reaches), and these besides: the
 # preload's site and CUDA tests check what the report makes of a trace the preload recorded; the report's export
 # tests read the PyTorch snapshot they write back through tune's pickle reader (the consumer's parser); the
-# report's, tune's and the command's tests write the traces they read with the tracer's own writer.
+# report's, tune's and the command's tests write the traces they read with the tracer's own writer; the collector's
+# compaction test reads the traces it compacted through the report (what a bounded trace must not change).
 TESTS_ALSO = {
+    "collector": {"reports"},
     "preload": {"reports"},
     "reports": {"tune", "tracer.writer"},
     "tune": {"tracer.writer"},

@@ -39,7 +39,9 @@ extern "C" {
                                     * 1.7: process_start records carry the host name (appended field), so the
                                     *      ranks of a multi-node job are told apart by (node, pid);
                                     * 1.8: retention records (the Python census: who keeps a leak);
-                                    * 1.9: retention records carry storages reachable from the holder (appended) */
+                                    * 1.9: retention records carry storages reachable from the holder (appended);
+                                    *      aggregate records (what plateau run's collector left out of a
+                                    *      long run's trace, counted: docs/long-runs.md) */
 #define PL_TRACE_MAX_CHUNK_BYTES (1u << 20)  /* largest chunk payload a reader accepts */
 #define PL_TRACE_MAX_FRAMES 128              /* frames per stack (native and Python together) */
 #define PL_RETENTION_MAX_RANGES 32           /* storages a retention record carries (since 1.9) */
@@ -73,7 +75,8 @@ typedef enum pl_rec_type {
     PL_REC_EXEC = 20,         /* the process is about to exec (the new image writes its own trace) */
     PL_REC_PYFRAME = 21,      /* since 1.4: one Python frame (file, function, line) of stack records */
     PL_REC_RETENTION = 22,    /* since 1.8: one holder sized by the Python census, or one census (docs/retention.md) */
-    PL_REC_TYPE_MAX = 22
+    PL_REC_AGGREGATE = 23,    /* since 1.9: records the collector left out, counted per call stack (docs/long-runs.md) */
+    PL_REC_TYPE_MAX = 23
 } pl_rec_type_t;
 
 /* PL_STEP_AUTO: synthesised by the report's period detection; PL_STEP_OPTIMIZER: plateau_step_auto() (the Python
@@ -250,6 +253,27 @@ typedef struct pl_rec_retention {
     uint64_t range_bytes[PL_RETENTION_MAX_RANGES];
 } pl_rec_retention_t;
 
+/* since 1.9: what plateau run's collector left out of the trace, counted (docs/long-runs.md). One record per call
+ * stack and kind, written at least every 65,536 steps or hour and when the trace ends; a trace may hold several for the
+ * same stack (add them up). */
+#define PL_AGG_HOST_PAIRS 1u        /* sampled host allocations freed within the step that made them: a host_alloc
+                                     * and its host_free, neither written */
+#define PL_AGG_LIMIT 3u             /* the trace reached its size limit (PLATEAU_TRACE_MAX) when step_first steps were
+                                     * complete: n records (bytes) after it were not written, the process went on to
+                                     * step_last; stack_id 0 */
+#define PL_AGG_SAMPLES 2u           /* periodic heap and rss samples (step 0) that were neither the first, the last,
+                                     * nor any metric's lowest or highest of their step: stack_id 0, bytes 0 */
+typedef struct pl_rec_aggregate {
+    uint32_t what;            /* PL_AGG_* */
+    uint32_t stack_id;        /* the stack of the allocations counted (its stack record is in the trace) */
+    uint64_t step_first;      /* steps completed when the first of them was made */
+    uint64_t step_last;       /* ... and the last */
+    uint64_t n;               /* allocations counted (each with its free) */
+    uint64_t bytes;           /* their usable bytes, summed */
+    uint64_t n_sized;         /* of them, those not mmap and over 16 bytes ... */
+    uint64_t n_8mod16;        /* ... and of those, the ones whose usable size is 8 mod 16 (the host allocator's mark) */
+} pl_rec_aggregate_t;
+
 typedef struct pl_rec_thread_name { uint32_t tid; const char *name; } pl_rec_thread_name_t;
 typedef struct pl_rec_lost { uint64_t n_records, n_bytes; } pl_rec_lost_t;
 typedef struct pl_rec_exec { const char *path; } pl_rec_exec_t;
@@ -275,6 +299,7 @@ typedef struct pl_trace_record {
         pl_rec_exec_t exec;
         pl_rec_pyframe_t pyframe;
         pl_rec_retention_t retention;
+        pl_rec_aggregate_t aggregate;
     } u;
 } pl_trace_record_t;
 

@@ -88,6 +88,11 @@ static inline void rec_sample(pl_rec_type_t type, unsigned seed, pl_trace_record
             r->u.retention.range_bytes[i] = 4096 + i;
         }
         break;
+    case PL_REC_AGGREGATE:
+        r->u.aggregate = (pl_rec_aggregate_t){.what = PL_AGG_HOST_PAIRS, .stack_id = 7 + seed, .step_first = seed,
+                                              .step_last = 1000 + seed, .n = 123456, .bytes = 1ull << 33,
+                                              .n_sized = 120000, .n_8mod16 = 60000};
+        break;
     }
 }
 

@@ -267,6 +267,18 @@ static bool c_fields(codec_t *c, pl_trace_record_t *r) {
         }
         return true;
     }
+    case PL_REC_AGGREGATE: {
+        pl_rec_aggregate_t *q = &r->u.aggregate;
+        c_u32(c, &q->what);
+        c_u32(c, &q->stack_id);
+        c_u64(c, &q->step_first);
+        c_u64(c, &q->step_last);
+        c_u64(c, &q->n);
+        c_u64(c, &q->bytes);
+        c_u64(c, &q->n_sized);
+        c_u64(c, &q->n_8mod16);
+        return true;
+    }
     }
     return false;
 }

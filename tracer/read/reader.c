@@ -256,6 +256,7 @@ const char *pl_trace_type_name(pl_rec_type_t type) {
         [PL_REC_MODULE] = "module",               [PL_REC_THREAD_NAME] = "thread_name",
         [PL_REC_LOST] = "lost",                   [PL_REC_EXEC] = "exec",
         [PL_REC_PYFRAME] = "pyframe",             [PL_REC_RETENTION] = "retention",
+        [PL_REC_AGGREGATE] = "aggregate",
     };
     if ((unsigned)type >= sizeof names / sizeof names[0] || !names[type]) return "unknown";
     return names[type];

@@ -56,7 +56,7 @@ int pl_ring_attach(const char *ring_path, const char *trace_path, pl_ring_reader
     return 0;
 }
 
-static int put_chunk(pl_ring_reader_t *r, const uint8_t *payload, uint32_t len, uint32_t n_records) {
+int pl_ring_put_chunk(pl_ring_reader_t *r, const uint8_t *payload, uint32_t len, uint32_t n_records) {
     if (r->stopped) return -EPIPE;
     int rc = pl_writer_chunk_write(r->trace_fd, r->file_off, r->seq, payload, len, n_records);
     if (rc < 0) {
@@ -66,6 +66,10 @@ static int put_chunk(pl_ring_reader_t *r, const uint8_t *payload, uint32_t len, 
     r->seq++;
     r->file_off += PL_CHUNK_HEADER_BYTES + len;
     return 0;
+}
+
+static int pass_on(pl_ring_reader_t *r, const uint8_t *payload, uint32_t len, uint32_t n_records) {
+    return r->sink ? r->sink(r->sink_ctx, payload, len, n_records) : pl_ring_put_chunk(r, payload, len, n_records);
 }
 
 long pl_ring_collect(pl_ring_reader_t *r, bool partial) {
@@ -82,7 +86,7 @@ long pl_ring_collect(pl_ring_reader_t *r, bool partial) {
         }
         if (len > r->done_len && !r->stopped) {
             const uint8_t *data = (const uint8_t *)h + PL_RING_HEADER_BYTES + (size_t)r->head * r->cap_bytes;
-            int rc = put_chunk(r, data + r->done_len, len - r->done_len, n - r->done_records);
+            int rc = pass_on(r, data + r->done_len, len - r->done_len, n - r->done_records);
             if (rc < 0) return rc;
             total += len - r->done_len;
         }
@@ -108,7 +112,7 @@ int pl_ring_write_records(pl_ring_reader_t *r, const pl_trace_record_t *recs, un
         len += m;
         k++;
     }
-    return k ? put_chunk(r, buf, (uint32_t)len, k) : 0;
+    return k ? pass_on(r, buf, (uint32_t)len, k) : 0;
 }
 
 void pl_ring_detach(pl_ring_reader_t *r) {

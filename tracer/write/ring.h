@@ -82,6 +82,11 @@ typedef struct pl_ring_reader {
     unsigned head;                 /* the buffer being collected */
     uint32_t done_len, done_records; /* of buffer `head`: what earlier chunks already carried */
     bool stopped;                  /* a write failed: nothing more is written */
+    /* Where collected records go: NULL, chunks straight to the trace file; else sink(sink_ctx, ...) gets every
+     * published range of whole records (the collector's compaction, collector/compact.h), which writes what it
+     * keeps through pl_ring_put_chunk. Set after attach, before the first collect. */
+    int (*sink)(void *ctx, const uint8_t *payload, uint32_t len, uint32_t n_records);
+    void *sink_ctx;
 } pl_ring_reader_t;
 
 /* Map ring file `ring_path` (which must be complete: its magic set) and open `trace_path` to append chunks.
@@ -92,6 +97,10 @@ int pl_ring_attach(const char *ring_path, const char *trace_path, pl_ring_reader
  * with `partial`, the new tail of the buffer being filled. Returns bytes of payload written, or -errno when a
  * write failed (then r->stopped and nothing more is written). */
 long pl_ring_collect(pl_ring_reader_t *r, bool partial);
+
+/* Append one chunk of whole records to the trace file (the sink's way to the file). Returns 0 or -errno (then
+ * r->stopped and nothing more is written). */
+int pl_ring_put_chunk(pl_ring_reader_t *r, const uint8_t *payload, uint32_t len, uint32_t n_records);
 
 /* Write n records of the collector's own (RSS samples, thread names) as one chunk after what was collected. */
 int pl_ring_write_records(pl_ring_reader_t *r, const pl_trace_record_t *recs, unsigned n);
