@@ -70,6 +70,20 @@ static double helper_rss_peak(const pl_extract_t *x, const pl_extract_proc_t *p)
     return NAN;
 }
 
+/* The live heap a worker forked from a process of the run without exec (the same command line: a DataLoader worker)
+ * started with: the tracer's counts are inherited at fork, so its first heap.bytes point is its parent's heap, the
+ * pages it may copy as it reads them (copy-on-access, reports/diagnosis.c). 0 when p is no such fork. */
+static double forked_heap(const pl_extract_t *x, const pl_extract_proc_t *p) {
+    const pl_report_metric_t *h = &p->proc->metrics[PL_METRIC_HEAP_BYTES];
+    if (!h->present || !h->series.n_points) return 0;
+    for (size_t i = 0; i < x->n_procs; i++) {
+        const pl_extract_proc_t *up = &x->procs[i];
+        if (parent_image(up, p) && !strcmp(up->cmdline, p->cmdline))
+            return h->series.points[0].base > 0 ? h->series.points[0].base : 0;
+    }
+    return 0;
+}
+
 static void update_roles(pl_extract_t *x) {
     bool any_steps = false;
     int64_t longest = 0;
@@ -84,6 +98,7 @@ static void update_roles(pl_extract_t *x) {
         p->proc->role = main_proc ? PL_ROLE_MAIN : PL_ROLE_WORKER;
         p->proc->helper = !main_proc && !p->n_steps && p->last_ns - p->t0_ns < PL_EXTRACT_HELPER_NS &&
                           !(helper_rss_peak(x, p) >= PL_EXTRACT_HELPER_RSS_BYTES);
+        p->proc->forked_heap_bytes = main_proc ? 0 : forked_heap(x, p);
     }
 }
 
