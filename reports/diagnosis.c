@@ -284,9 +284,10 @@ static void host_rules(ctx_t *c) {
             rate(c, PL_METRIC_RSS_FILE, a, sizeof a));
     } else {
         say(c, PL_DX_HOST_RETENTION,
-            "RSS and the live heap disagree: RSS grows %s%s while the live heap is flat: the host allocator keeps "
-            "freed memory (glibc arenas), not a program leak. Try `plateau run --host-allocator jemalloc`, "
-            "MALLOC_ARENA_MAX=2, or malloc_trim(0) after each step.%s",
+            "RSS and the live heap disagree: RSS grows %s%s while the live heap is flat, so no object of the program "
+            "is kept. A guess: the host allocator keeps freed memory (glibc arenas, fragmentation). What helps: "
+            "MALLOC_ARENA_MAX=2, MALLOC_TRIM_THRESHOLD_=131072, malloc_trim(0) after each step, or jemalloc "
+            "(`plateau run --host-allocator jemalloc`).%s",
             rate(c, anon ? PL_METRIC_RSS_ANON : rss_m, a, sizeof a), anon ? " in anonymous memory (RssAnon)" : "",
             anon || M(c, PL_METRIC_RSS_ANON) ? "" : " (RssAnon/RssFile were not recorded: file-backed pages are "
                                                     "also possible.)");
@@ -410,6 +411,24 @@ static void impact(ctx_t *c, pl_proc_verdict_t *pv) {
     else
         say(c, PL_DX_OOM, "At this rate %s reaches the %s (%s) at step %lld%s.", pl_metric_name(bm),
             best->limit_source ? best->limit_source : "limit", lim, (long long)best->verdict.oom_step, when);
+}
+
+/* Growth beside a flat live heap (allocator retention, RSS beside an undecided heap) is no object the program keeps,
+ * and it may level off at any time (glibc's arenas stop growing when they hold what the program churns through):
+ * its projection to the limit is said only when it reaches no farther than PL_DX_PROJECT_FACTOR times the span the
+ * series was observed over. A creep of +1 MiB/step projected 19 h ahead from a 5 min run is not said: the data
+ * cannot tell a slope that continues from one that stops. */
+#define PL_DX_PROJECT_FACTOR 20
+static bool within_data(const ctx_t *c, pl_metric_t m) {
+    const pl_report_metric_t *mt = M(c, m);
+    if (!mt || !mt->verdict.has_oom || mt->series.n_points < 2) return false;
+    const pl_series_t *s = &mt->series;
+    const pl_point_t *a = &s->points[0], *b = &s->points[s->n_points - 1];
+    double seen_s = s->by_time && s->bucket_ns > 0 ? (double)(b->step - a->step) * (double)s->bucket_ns / 1e9
+                    : a->t_ns >= 0 && b->t_ns > a->t_ns ? (double)(b->t_ns - a->t_ns) / 1e9 : NAN;
+    if (isfinite(mt->verdict.oom_seconds) && isfinite(seen_s))
+        return mt->verdict.oom_seconds <= PL_DX_PROJECT_FACTOR * seen_s;
+    return (double)(mt->verdict.oom_step - mt->verdict.last_step) <= PL_DX_PROJECT_FACTOR * (double)(b->step - a->step);
 }
 
 static void slow_growth(ctx_t *c, const pl_metric_t *pm, size_t n_pm) {
@@ -562,7 +581,7 @@ int pl_diagnosis_run(const pl_report_process_t *proc, const char *cut_reason, co
                 if (c.out[k].code == named[j]) {
                     static const pl_metric_t rss[] = {PL_METRIC_RSS, PL_METRIC_RSS_ANON, PL_METRIC_RSS_FILE};
                     for (size_t q = 0; q < 3; q++)
-                        if (leak(&c, rss[q]) && M(&c, rss[q])->verdict.has_oom) {
+                        if (leak(&c, rss[q]) && M(&c, rss[q])->verdict.has_oom && within_data(&c, rss[q])) {
                             pl_proc_verdict_t tmp = pv; /* impact() says the OOM sentence; the verdict stays */
                             impact(&c, &tmp);
                             pv.other_dx = (int)named[j];

@@ -316,18 +316,31 @@ static void test_diagnosis_pss_and_rss_never_decide(void **state) {
     assert_string_equal(pl_report_metric_label(r, p, PL_METRIC_RSS_ANON), "grows");
     pl_report_destroy(r);
 
-    /* the same retention ~11 h from the limit: said in the diagnosis, not in the headline (a quarter of slow_hours
-     * is the bound: a projection over most of a day from a short run comes and goes between identical runs) */
+    /* the same retention ~11 h from the limit, seen for 5 min: a creep beside a flat heap may level off at any
+     * time, and 11 h is 130 times what was seen: the retention is said (a guess, with the settings that help), its
+     * projection is not, in the diagnosis nor in the headline (issue 27 item 4) */
     p = fresh(&r);
     put(p, PL_METRIC_RSS_ANON, LEAK, 5e9, 1.5e6);
     put(p, PL_METRIC_HEAP_BYTES, FLAT, 3e9, 0);
     r->limits.host_bytes = 64e9;
     assert_int_equal(pl_report_analyze(r), 0);
     assert_true(has(p, PL_DX_HOST_RETENTION));
-    assert_true(has(p, PL_DX_OOM));
-    assert_int_equal(p->verdict.other_dx, PL_DX_HOST_RETENTION);
+    assert_non_null(strstr(text(p, PL_DX_HOST_RETENTION), "A guess"));
+    assert_non_null(strstr(text(p, PL_DX_HOST_RETENTION), "MALLOC_TRIM_THRESHOLD_"));
+    assert_false(has(p, PL_DX_OOM));
+    assert_int_equal(p->verdict.other_dx, -1);
+    assert_int_equal(p->verdict.kind, PL_PV_NO_LEAK);
     assert_null(strstr(r->verdict.line, "retention"));
     assert_non_null(strstr(r->verdict.line, "verdict: no leak"));
+    pl_report_destroy(r);
+    /* ~29 min from the limit, within twenty times the 5 min seen: said */
+    p = fresh(&r);
+    put(p, PL_METRIC_RSS_ANON, LEAK, 5e9, 1.5e6);
+    put(p, PL_METRIC_HEAP_BYTES, FLAT, 3e9, 0);
+    r->limits.host_bytes = 8e9;
+    assert_int_equal(pl_report_analyze(r), 0);
+    assert_true(has(p, PL_DX_OOM));
+    assert_int_equal(p->verdict.other_dx, PL_DX_HOST_RETENTION);
     pl_report_destroy(r);
 
     /* without the live heap, RSS is the program's memory: it decides */
