@@ -182,7 +182,8 @@ static const pl_extract_status_t *status_of(const pl_extract_t *x, uint32_t pid)
 /* ---- worker pools (docs/verdict.md §8) ----
  * The long-lived workers of a stepping process (DataLoader workers with persistent_workers) are judged together on
  * that process's steps: their live heaps are summed at each of its steps (the traces share CLOCK_MONOTONIC) into one
- * more row, role worker, n_pool = how many. Only workers alive over at least 80 % of the trainer's steps take part,
+ * more row, role worker, n_pool = how many. Only workers alive over at least 80 % of the trainer's steps (from the end
+ * of its first step: that point also holds the start-up before its loop) take part,
  * and only the steps at which all of them are alive are used: short-lived workers (validation loaders) would add and
  * remove whole processes, a sawtooth wider than a step; they are judged one by one. */
 
@@ -255,6 +256,9 @@ static int build_pools(pl_report_t *r, pl_extract_t *x) {
         if (!heap_trainer(tr)) continue;
         int64_t tlo, thi;
         abs_span(tr, ts, &tlo, &thi);
+        /* its steps: from the end of the first one, whose point also spans the start-up before the loop (imports,
+         * a dataset built in Python), which persistent workers forked when the loop starts do not live through */
+        if (ts->n_points > 2 && ts->points[1].t_ns >= 0) tlo = tr->t0_ns + ts->points[1].t_ns;
         const pl_extract_proc_t *mem[64];
         size_t n = 0;
         for (size_t j = 0; j < x->n_procs && n < 64; j++)

@@ -45,6 +45,8 @@ typedef struct synth_cfg {
     bool no_pss;             /* no PSS in any RSS sample (a process that lived < 5 s, or PLATEAU_PSS=0) */
     bool no_rss;             /* no RSS sample at all (a worker that ended before the sampler's first read) */
     int64_t step_ns;         /* a step's length (0 = 1 s) */
+    int64_t startup_ns;      /* > 0: the steps begin this much after the trace starts (imports, building a dataset),
+                              * with one heap sample at the start: the first step's point then spans the start-up */
 } synth_cfg_t;
 
 static inline synth_cfg_t synth_default(void) {
@@ -124,8 +126,15 @@ static inline int synth_trace(const char *path, const synth_cfg_t *c) {
         EMIT();
     }
     uint64_t leaked = 0;
+    if (c->startup_ns > 0) {
+        memset(&r, 0, sizeof r);
+        r.type = PL_REC_HEAP;
+        r.t_ns = t0 + 1000;
+        r.u.heap = (pl_rec_heap_t){.live_bytes = c->base_bytes ? c->base_bytes : 100000000, .live_count = 5000};
+        EMIT();
+    }
     for (int s = 1; s <= c->n_steps; s++) {
-        int64_t t = t0 + s * sec;
+        int64_t t = t0 + (c->startup_ns > 0 ? c->startup_ns : 0) + s * sec;
         uint64_t step = c->with_steps ? (uint64_t)s : 0;
         /* host: the leak and the scratch buffer */
         if (c->leak_bytes) {

@@ -443,6 +443,41 @@ static void test_extract_worker_pool_on_trainer_steps(void **state) {
     run_free(&u);
 }
 
+/* A trainer whose loop starts after a minute of start-up (imports, a dataset built in Python) forks its persistent
+ * workers when the loop starts: they live through all of its steps, and are its pool, though not through the
+ * start-up before its first step ended (73 % of the trainer's trace) */
+static void test_extract_worker_pool_after_startup(void **state) {
+    (void)state;
+    char d[256], p[300];
+    tpath(d, sizeof d, "poolstart");
+    assert_int_equal(mkdir(d, 0700), 0);
+    synth_cfg_t c = synth_default();
+    c.pid = 500;
+    c.leak_bytes = 0;
+    c.startup_ns = 60000000000LL;
+    snprintf(p, sizeof p, "%s/500.0.pltrace", d);
+    assert_int_equal(synth_trace(p, &c), 0);
+    c.with_steps = false;
+    c.device = false;
+    c.leak_bytes = 1 << 20;
+    c.startup_ns = 0;
+    c.t0_ns = 61000000000LL; /* forked when the loop starts */
+    for (uint32_t pid = 501; pid <= 502; pid++) {
+        c.pid = pid;
+        c.ppid = 500;
+        snprintf(p, sizeof p, "%s/%u.0.pltrace", d, pid);
+        assert_int_equal(synth_trace(p, &c), 0);
+    }
+    run_t u;
+    run_file(&u, d);
+    assert_int_equal(u.r->n_procs, 4);
+    const pl_report_process_t *pool = u.r->procs[3];
+    assert_int_equal(pool->n_pool, 2);
+    assert_int_equal(pool->metrics[PL_METRIC_HEAP_BYTES].verdict.kind, PL_VERDICT_LEAK);
+    assert_int_equal(u.r->verdict.kind, PL_PV_LEAK);
+    run_free(&u);
+}
+
 /* A trainer (pid 500, 160 steps of 1 s, flat heap unless trainer_leak) that starts 2 validation workers every 20
  * steps (7 generations, each worker living 2 s, forked: its heap starts at the trainer's). Each worker of
  * generation g holds gen_bytes * g more than the trainer's heap when it started. */
@@ -1373,6 +1408,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_extract_lost_records_said),
         cmocka_unit_test(test_extract_roles_order_and_teardown),
         cmocka_unit_test(test_extract_worker_pool_on_trainer_steps),
+        cmocka_unit_test(test_extract_worker_pool_after_startup),
         cmocka_unit_test(test_extract_generations_leak),
         cmocka_unit_test(test_extract_generations_flat),
         cmocka_unit_test(test_extract_generations_inherited),
