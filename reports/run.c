@@ -72,10 +72,21 @@ static double helper_rss_peak(const pl_extract_t *x, const pl_extract_proc_t *p)
 
 /* The live heap a worker forked from a process of the run without exec (the same command line: a DataLoader worker)
  * started with: the tracer's counts are inherited at fork, so its first heap.bytes point is its parent's heap, the
- * pages it may copy as it reads them (copy-on-access, reports/diagnosis.c). 0 when p is no such fork. */
+ * pages it may copy as it reads them (copy-on-access, reports/diagnosis.c). 0 when p is no such fork, or when its PSS
+ * can move for another reason (below). */
 static double forked_heap(const pl_extract_t *x, const pl_extract_proc_t *p) {
     const pl_report_metric_t *h = &p->proc->metrics[PL_METRIC_HEAP_BYTES];
     if (!h->present || !h->series.n_points) return 0;
+    /* A sibling (another child of the same parent: a validation loader's worker) that starts or ends while p lives
+     * shared the parent's pages with p too, so p's PSS moves when it comes and goes, copy or not: no such claim then.
+     * Siblings forked with p (within 1 s) and ending with it (persistent workers of one loader) do not. */
+    for (size_t i = 0; i < x->n_procs; i++) {
+        const pl_extract_proc_t *q = &x->procs[i];
+        if (q == p || q->ppid != p->ppid || !same_node(q, p)) continue;
+        bool starts = q->t0_ns > p->t0_ns + 1000000000LL && q->t0_ns < p->last_ns;
+        bool ends = q->last_ns > p->t0_ns && q->last_ns < p->last_ns - 1000000000LL;
+        if (starts || ends) return 0;
+    }
     for (size_t i = 0; i < x->n_procs; i++) {
         const pl_extract_proc_t *up = &x->procs[i];
         if (parent_image(up, p) && !strcmp(up->cmdline, p->cmdline))

@@ -45,6 +45,7 @@ typedef struct synth_cfg {
     bool no_pss;             /* no PSS in any RSS sample (a process that lived < 5 s, or PLATEAU_PSS=0) */
     bool no_rss;             /* no RSS sample at all (a worker that ended before the sampler's first read) */
     int64_t step_ns;         /* a step's length (0 = 1 s) */
+    uint64_t pss_per_step;   /* PSS climbs by this much a step while RSS and the heap do not (copy-on-access) */
     int64_t startup_ns;      /* > 0: the steps begin this much after the trace starts (imports, building a dataset),
                               * with one heap sample at the start: the first step's point then spans the start-up */
 } synth_cfg_t;
@@ -182,7 +183,7 @@ static inline int synth_trace(const char *path, const synth_cfg_t *c) {
         r.t_ns = t + 6000;
         r.u.rss = (pl_rec_rss_t){.step = step, .rss_anon = 500000000ull + leaked + (uint64_t)wobble,
                                  .rss_file = 200000000ull, .rss_shmem = 0,
-                                 .pss = c->no_pss ? PL_TRACE_NA : 690000000ull + leaked,
+                                 .pss = c->no_pss ? PL_TRACE_NA : 690000000ull + leaked + (uint64_t)s * c->pss_per_step,
                                  .cgroup_current = PL_TRACE_NA, .device_used = PL_TRACE_NA,
                                  .device_total = PL_TRACE_NA};
         if (!c->no_rss) EMIT();
