@@ -426,6 +426,47 @@ static void test_diagnosis_copy_on_access(void **state) {
     pl_report_destroy(r);
 }
 
+/* First touch (issue 27 item 3): RssAnon grows beside a flat live heap that is larger than it (the heap counts the
+ * program's mappings whole when they are made; their pages become resident when first written): allocated memory
+ * filled as the program goes, bounded by the heap, never retention and never projected to the limit. RssAnon at or
+ * above the live heap, or without room left for the growth it showed, stays retention. */
+static void test_diagnosis_first_touch(void **state) {
+    (void)state;
+    pl_report_t *r;
+    pl_report_process_t *p = fresh(&r);
+    put(p, PL_METRIC_RSS_ANON, LEAK, 3e8, 1e6); /* 1e8 -> 3e8 in 40 steps, then +1 MB/step: 5.6e8 at the end */
+    put(p, PL_METRIC_HEAP_BYTES, FLAT, 1.1e9, 0);
+    r->limits.host_bytes = 2e9;
+    assert_int_equal(pl_report_analyze(r), 0);
+    assert_true(has(p, PL_DX_FIRST_TOUCH));
+    assert_false(has(p, PL_DX_HOST_RETENTION));
+    assert_false(has(p, PL_DX_OOM));
+    assert_int_equal(p->verdict.kind, PL_PV_NO_LEAK);
+    assert_int_equal(p->verdict.other_dx, -1);
+    const char *t = text(p, PL_DX_FIRST_TOUCH);
+    assert_non_null(strstr(t, "touched for the first time"));
+    assert_non_null(strstr(t, "a guess"));
+    assert_non_null(strstr(t, "Bounded: "));
+    assert_non_null(strstr(r->verdict.line, "verdict: no leak"));
+    pl_report_destroy(r);
+    /* the live heap below RssAnon: freed memory kept, retention */
+    p = fresh(&r);
+    put(p, PL_METRIC_RSS_ANON, LEAK, 3e8, 1e6);
+    put(p, PL_METRIC_HEAP_BYTES, FLAT, 2e8, 0);
+    assert_int_equal(pl_report_analyze(r), 0);
+    assert_false(has(p, PL_DX_FIRST_TOUCH));
+    assert_true(has(p, PL_DX_HOST_RETENTION));
+    pl_report_destroy(r);
+    /* above it, but with less room left than RssAnon grew over its tail (2.6e8): retention */
+    p = fresh(&r);
+    put(p, PL_METRIC_RSS_ANON, LEAK, 3e8, 1e6);
+    put(p, PL_METRIC_HEAP_BYTES, FLAT, 6e8, 0);
+    assert_int_equal(pl_report_analyze(r), 0);
+    assert_false(has(p, PL_DX_FIRST_TOUCH));
+    assert_true(has(p, PL_DX_HOST_RETENTION));
+    pl_report_destroy(r);
+}
+
 /* The run: main processes decide; a worker counts only when it leaks; undecided or empty workers fold */
 static void test_diagnosis_run_verdict_workers(void **state) {
     (void)state;
@@ -543,6 +584,7 @@ int main(void) {
         cmocka_unit_test(test_diagnosis_pss_and_rss_never_decide),
         cmocka_unit_test(test_diagnosis_run_verdict_workers),
         cmocka_unit_test(test_diagnosis_copy_on_access),
+        cmocka_unit_test(test_diagnosis_first_touch),
         cmocka_unit_test(test_diagnosis_misuse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
