@@ -227,7 +227,8 @@ static bool first_touch(ctx_t *c) {
         "RssAnon grows %s beside a flat live heap larger than it (%s vs %s): allocated or mapped memory touched for "
         "the first time (an arena, cache or buffer mapped whole and filled as it goes; a guess). Bounded: %s more "
         "at most while the live heap stays flat. Not a leak of the program's objects.",
-        rate(c, PL_METRIC_RSS_ANON, a, sizeof a), pl_format_bytes(heap, h, sizeof h), pl_format_bytes(last, l, sizeof l),
+        rate(c, PL_METRIC_RSS_ANON, a, sizeof a), pl_format_bytes(heap, h, sizeof h),
+        pl_format_bytes(last, l, sizeof l),
         pl_format_bytes(heap - last, room, sizeof room));
     return true;
 }

@@ -173,9 +173,9 @@ static void cow_cgroup(pl_report_t *r) {
             if (f->code != PL_DX_RSS_UNEXPLAINED || strncmp(f->text, "cgroup grows", 12)) continue;
             char a[32], b[32], c[32];
             f->code = PL_DX_COPY_ON_ACCESS;
-            snprintf(f->text, sizeof f->text, "cgroup grows (+%s over its tail) within what the forked workers can copy of their "
-                     "parent's pages (copy-on-access: PSS +%s in all, ceiling %s in all): the cgroup is charged for "
-                     "the pages they copy; not a leak.", pl_format_bytes(grew, a, sizeof a),
+            snprintf(f->text, sizeof f->text, "cgroup grows (+%s over its tail) within what the forked workers can "
+                     "copy of their parent's pages (copy-on-access: PSS +%s in all, ceiling %s in all): the cgroup is "
+                     "charged for the pages they copy; not a leak.", pl_format_bytes(grew, a, sizeof a),
                      pl_format_bytes(rise, b, sizeof b), pl_format_bytes(room, c, sizeof c));
         }
     }

@@ -404,7 +404,8 @@ static void test_diagnosis_copy_on_access(void **state) {
     w->forked_heap_bytes = 2.2e8;
     assert_int_equal(pl_report_analyze(r), 0);
     assert_true(has(w, PL_DX_COPY_ON_ACCESS));
-    assert_true(w->verdict.cow_ceiling < 3.9e8 && w->verdict.cow_ceiling >= w->metrics[PL_METRIC_PSS].verdict.last_value * 0.99);
+    assert_true(w->verdict.cow_ceiling < 3.9e8);
+    assert_true(w->verdict.cow_ceiling >= w->metrics[PL_METRIC_PSS].verdict.last_value * 0.99);
     /* not a fork of its parent: PSS growth alone is a share that moved */
     w->forked_heap_bytes = 0;
     assert_int_equal(pl_report_analyze(r), 0);
