@@ -21,7 +21,7 @@
 static const char *dx_names[PL_DX__COUNT] = {
     "cut-short", "retained-tensors", "device-growth", "fragmentation", "device-other", "host-leak", "heap-not-rss",
     "host-retention", "file-pages", "rss-unexplained", "oom", "undecided", "no-leak", "slow-growth", "no-data",
-    "pss-sharing", "alloc-retries",
+    "pss-sharing", "alloc-retries", "copy-on-access", "first-touch",
 };
 
 const char *pl_dx_name(pl_dx_t c) { return (unsigned)c < PL_DX__COUNT ? dx_names[c] : "?"; }
@@ -208,6 +208,31 @@ static void device_rules(ctx_t *c) {
     }
 }
 
+/* Memory outside malloc's churn (docs/verdict.md §5, "First touch"): the live heap counts the program's anonymous
+ * mappings whole when they are made (preload/heap.c), but the kernel makes a page resident only when it is first
+ * written. A mapping made at its full size and filled as the program goes (an arena, a library's cache, a
+ * preallocated buffer) raises RssAnon step after step while the live heap stays flat, and it is not allocator
+ * retention: retention keeps freed memory, so RssAnon then exceeds the live heap. Said when RssAnon grows beside a
+ * flat live heap whose level is above RssAnon's last value by at least the growth RssAnon showed over its tail (room
+ * left to fill): bounded by what is allocated, so no OOM is projected from it. A guess, labelled: a large mapping
+ * left untouched elsewhere would hide retention the same way. */
+static bool first_touch(ctx_t *c) {
+    const pl_report_metric_t *ra = M(c, PL_METRIC_RSS_ANON), *hb = M(c, PL_METRIC_HEAP_BYTES);
+    if (!ra || !hb || !settled(c, PL_METRIC_HEAP_BYTES) || ra->series.n_points < 2) return false;
+    double last = ra->series.points[ra->series.n_points - 1].base, heap = hb->verdict.level;
+    double tail_rise = ra->verdict.slope_per_step * (double)ra->verdict.tail_steps;
+    if (!(tail_rise > 0) || !(heap - last >= tail_rise)) return false;
+    char a[48], h[32], l[32], room[32];
+    say(c, PL_DX_FIRST_TOUCH,
+        "RssAnon grows %s beside a flat live heap larger than it (%s vs %s): allocated or mapped memory touched for "
+        "the first time (an arena, cache or buffer mapped whole and filled as it goes; a guess). Bounded: %s more "
+        "at most while the live heap stays flat. Not a leak of the program's objects.",
+        rate(c, PL_METRIC_RSS_ANON, a, sizeof a), pl_format_bytes(heap, h, sizeof h),
+        pl_format_bytes(last, l, sizeof l),
+        pl_format_bytes(heap - last, room, sizeof room));
+    return true;
+}
+
 static void host_rules(ctx_t *c) {
     char a[48], b[48], d[48], e[48];
     bool heap_rec = M(c, PL_METRIC_HEAP_BYTES) || M(c, PL_METRIC_HEAP_COUNT);
@@ -276,6 +301,7 @@ static void host_rules(ctx_t *c) {
         return;
     }
     bool anon = grows(c, PL_METRIC_RSS_ANON), file = grows(c, PL_METRIC_RSS_FILE);
+    if (anon && first_touch(c)) return;
     if (file && !anon) {
         say(c, PL_DX_FILE_PAGES,
             "RSS and the live heap disagree: RSS grows %s in file-backed pages (RssFile) while the live heap is "
@@ -284,13 +310,79 @@ static void host_rules(ctx_t *c) {
             rate(c, PL_METRIC_RSS_FILE, a, sizeof a));
     } else {
         say(c, PL_DX_HOST_RETENTION,
-            "RSS and the live heap disagree: RSS grows %s%s while the live heap is flat: the host allocator keeps "
-            "freed memory (glibc arenas), not a program leak. Try `plateau run --host-allocator jemalloc`, "
-            "MALLOC_ARENA_MAX=2, or malloc_trim(0) after each step.%s",
+            "RSS and the live heap disagree: RSS grows %s%s while the live heap is flat, so no object of the program "
+            "is kept. A guess: the host allocator keeps freed memory (glibc arenas, fragmentation). What helps: "
+            "MALLOC_ARENA_MAX=2, MALLOC_TRIM_THRESHOLD_=131072, malloc_trim(0) after each step, or jemalloc "
+            "(`plateau run --host-allocator jemalloc`).%s",
             rate(c, anon ? PL_METRIC_RSS_ANON : rss_m, a, sizeof a), anon ? " in anonymous memory (RssAnon)" : "",
             anon || M(c, PL_METRIC_RSS_ANON) ? "" : " (RssAnon/RssFile were not recorded: file-backed pages are "
                                                     "also possible.)");
     }
+}
+
+/* first and last per-step baselines of m, and the time between them in seconds (NAN when unknown) */
+static bool ends(const ctx_t *c, pl_metric_t m, double *first, double *last, double *span_s) {
+    const pl_series_t *s = M(c, m) ? &M(c, m)->series : NULL;
+    if (!s || s->n_points < 2) return false;
+    const pl_point_t *a = &s->points[0], *b = &s->points[s->n_points - 1];
+    *first = a->base;
+    *last = b->base;
+    if (s->by_time && s->bucket_ns > 0) *span_s = (double)(b->step - a->step) * (double)s->bucket_ns / 1e9;
+    else *span_s = a->t_ns >= 0 && b->t_ns >= a->t_ns ? (double)(b->t_ns - a->t_ns) / 1e9 : NAN;
+    return true;
+}
+
+/* last baseline at or before step hi minus the first at or after step lo; NAN when none lies between */
+static double rise_between(const pl_series_t *s, int64_t lo, int64_t hi) {
+    size_t a = 0, b = s->n_points;
+    while (a < s->n_points && s->points[a].step < lo) a++;
+    while (b > 0 && s->points[b - 1].step > hi) b--;
+    return a < s->n_points && b > a ? s->points[b - 1].base - s->points[a].base : NAN;
+}
+
+/* Copy-on-access (docs/verdict.md, "Copy-on-access workers"): a worker forked from its parent without exec (a
+ * DataLoader worker) shares the parent's pages until either writes them. Reading a Python object writes its
+ * reference count, so a worker that reads its parent's lists of objects copies, page by page, the part of the
+ * parent's heap it reads: its PSS climbs towards its RSS while RSS itself and its live heap stay flat (the pages
+ * were already mapped and counted, and nothing was allocated). The climb is bounded by the heap it inherited, and
+ * PSS never exceeds RSS. Needs PSS at 3 samples or more, a climb of at least 8 MiB and 5 % of where it started, and
+ * RSS and the live heap each rising less than a quarter of it: a worker that allocates what it keeps (a leak) raises
+ * its heap and RSS with it, and is judged on its heap as any process. Fills pv's cow fields; true when said. */
+#define COW_MIN_RISE_BYTES (8.0 * 1024 * 1024)
+static bool cow_rule(ctx_t *c, pl_proc_verdict_t *pv) {
+    if (!(c->p->forked_heap_bytes > 0) || !M(c, PL_METRIC_PSS) || M(c, PL_METRIC_PSS)->series.n_points < 3)
+        return false;
+    double p0, p1, ps, r0, r1, rs;
+    pl_metric_t rss_m = M(c, PL_METRIC_RSS_ANON) ? PL_METRIC_RSS_ANON : PL_METRIC_RSS;
+    if (!ends(c, PL_METRIC_PSS, &p0, &p1, &ps) || !ends(c, rss_m, &r0, &r1, &rs) || !M(c, PL_METRIC_HEAP_BYTES))
+        return false;
+    double rise = p1 - p0;
+    if (!(rise >= COW_MIN_RISE_BYTES && rise >= 0.05 * p0)) return false;
+    /* RSS and the heap over the same steps as PSS (its first sample comes 5 s in, after the worker's start-up) */
+    const pl_series_t *pss = &M(c, PL_METRIC_PSS)->series;
+    int64_t lo = pss->points[0].step, hi = pss->points[pss->n_points - 1].step;
+    double r_rise = rise_between(&M(c, rss_m)->series, lo, hi);
+    double h_rise = rise_between(&M(c, PL_METRIC_HEAP_BYTES)->series, lo, hi);
+    if (!(r_rise <= rise / 4) || !(h_rise <= rise / 4) || grows(c, PL_METRIC_HEAP_BYTES)) return false;
+    double rss_last = r1, t0, t1, ts; /* total RSS when recorded: PSS counts file pages too */
+    if (rss_m != PL_METRIC_RSS && ends(c, PL_METRIC_RSS, &t0, &t1, &ts)) rss_last = t1;
+    double ceiling = p0 + c->p->forked_heap_bytes; /* it can copy at most what it inherited ... */
+    if (rss_last > 0 && rss_last < ceiling) ceiling = rss_last; /* ... and PSS never exceeds RSS */
+    if (ceiling < p1) ceiling = p1;
+    pv->cow_rise = rise;
+    pv->cow_ceiling = ceiling;
+    char a[32], b[32], d[24], h[32], e[32];
+    pl_format_bytes(rise, a, sizeof a);
+    pl_format_bytes(p1, b, sizeof b);
+    pl_format_bytes(c->p->forked_heap_bytes, h, sizeof h);
+    pl_format_bytes(ceiling, e, sizeof e);
+    say(c, PL_DX_COPY_ON_ACCESS,
+        "Copy-on-access, not a leak: PSS +%s%s%s (to %s) while RSS and the live heap stay flat: this forked worker "
+        "copies its parent's pages as it reads its Python objects (a read writes the reference count). Ceiling "
+        "%s: it can copy at most the %s heap it inherited, and PSS never exceeds RSS. Keep the data in numpy arrays "
+        "or tensors, not Python lists, or use fewer workers.",
+        a, isfinite(ps) ? " over " : "", isfinite(ps) ? pl_format_duration(ps, d, sizeof d) : "", b, e, h);
+    return true;
 }
 
 /* Growth of a metric no rule above explains: PSS (shared pages changing hands), shmem, the cgroup. Findings, never
@@ -345,6 +437,24 @@ static void impact(ctx_t *c, pl_proc_verdict_t *pv) {
     else
         say(c, PL_DX_OOM, "At this rate %s reaches the %s (%s) at step %lld%s.", pl_metric_name(bm),
             best->limit_source ? best->limit_source : "limit", lim, (long long)best->verdict.oom_step, when);
+}
+
+/* Growth beside a flat live heap (allocator retention, RSS beside an undecided heap) is no object the program keeps,
+ * and it may level off at any time (glibc's arenas stop growing when they hold what the program churns through):
+ * its projection to the limit is said only when it reaches no farther than PL_DX_PROJECT_FACTOR times the span the
+ * series was observed over. A creep of +1 MiB/step projected 19 h ahead from a 5 min run is not said: the data
+ * cannot tell a slope that continues from one that stops. */
+#define PL_DX_PROJECT_FACTOR 20
+static bool within_data(const ctx_t *c, pl_metric_t m) {
+    const pl_report_metric_t *mt = M(c, m);
+    if (!mt || !mt->verdict.has_oom || mt->series.n_points < 2) return false;
+    const pl_series_t *s = &mt->series;
+    const pl_point_t *a = &s->points[0], *b = &s->points[s->n_points - 1];
+    double seen_s = s->by_time && s->bucket_ns > 0 ? (double)(b->step - a->step) * (double)s->bucket_ns / 1e9
+                    : a->t_ns >= 0 && b->t_ns > a->t_ns ? (double)(b->t_ns - a->t_ns) / 1e9 : NAN;
+    if (isfinite(mt->verdict.oom_seconds) && isfinite(seen_s))
+        return mt->verdict.oom_seconds <= PL_DX_PROJECT_FACTOR * seen_s;
+    return (double)(mt->verdict.oom_step - mt->verdict.last_step) <= PL_DX_PROJECT_FACTOR * (double)(b->step - a->step);
 }
 
 static void slow_growth(ctx_t *c, const pl_metric_t *pm, size_t n_pm) {
@@ -446,7 +556,8 @@ int pl_diagnosis_run(const pl_report_process_t *proc, const char *cut_reason, co
     pl_practical_params_t dpp = {.slow_hours = 24, .horizon_steps = 10000};
     ctx_t c = {.p = proc, .pp = pp ? pp : &dpp, .out = out, .max = max};
     pl_proc_verdict_t pv = {.kind = PL_PV_NO_DATA, .metric = -1, .metric_warmup = -1, .oom_seconds = NAN,
-                            .other_dx = -1, .other_metric = -1, .other_oom_seconds = NAN};
+                            .other_dx = -1, .other_metric = -1, .other_oom_seconds = NAN, .cow_rise = 0,
+                            .cow_ceiling = 0};
     pv.by_time = by_time(&c);
     if (cut_reason) {
         int64_t last = -1;
@@ -464,7 +575,7 @@ int pl_diagnosis_run(const pl_report_process_t *proc, const char *cut_reason, co
     device_rules(&c);
     size_t before_host = c.n;
     host_rules(&c);
-    if (c.n == before_host) other_rules(&c);
+    if (c.n == before_host && !cow_rule(&c, &pv)) other_rules(&c);
     /* the process verdict: the program-memory leak nearest its limit (else the fastest relative growth) */
     const pl_report_metric_t *lk = NULL, *sl = NULL;
     for (size_t i = 0; i < n_pm; i++) {
@@ -496,7 +607,7 @@ int pl_diagnosis_run(const pl_report_process_t *proc, const char *cut_reason, co
                 if (c.out[k].code == named[j]) {
                     static const pl_metric_t rss[] = {PL_METRIC_RSS, PL_METRIC_RSS_ANON, PL_METRIC_RSS_FILE};
                     for (size_t q = 0; q < 3; q++)
-                        if (leak(&c, rss[q]) && M(&c, rss[q])->verdict.has_oom) {
+                        if (leak(&c, rss[q]) && M(&c, rss[q])->verdict.has_oom && within_data(&c, rss[q])) {
                             pl_proc_verdict_t tmp = pv; /* impact() says the OOM sentence; the verdict stays */
                             impact(&c, &tmp);
                             pv.other_dx = (int)named[j];

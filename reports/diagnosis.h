@@ -27,6 +27,8 @@ typedef enum pl_dx {
     PL_DX_NO_DATA,           /* no program-memory series long enough to judge */
     PL_DX_PSS_SHARING,       /* PSS grows, RSS does not: shared pages changed hands, not this process's memory */
     PL_DX_ALLOC_RETRIES,     /* torch's caching allocator retried allocations or raised out-of-memory errors */
+    PL_DX_COPY_ON_ACCESS,    /* a forked worker's PSS climbs beside a flat RSS and heap: it copies its parent's pages */
+    PL_DX_FIRST_TOUCH,       /* RssAnon grows beside a flat live heap larger than it: allocated memory touched at last */
     PL_DX__COUNT
 } pl_dx_t;
 

@@ -515,6 +515,11 @@ static int workers_html(FILE *o, const pl_report_t *r, const pl_extract_t *x) {
     fputs("<h2>Workers</h2>\n", o);
     char line[480];
     int rc = 0;
+    if (pl_report_cow_line(r, line, sizeof line)) {
+        fputs("<p class=\"cow\">", o);
+        esc(o, line);
+        fputs("</p>\n", o);
+    }
     if (pl_report_workers_line(r, line, sizeof line)) rc = fold_group(o, r, x, FOLD_WORKERS, "workers", line);
     if (!rc && n_helpers) {
         snprintf(line, sizeof line, "%zu short helper process%s: none leaks (no steps, under 1 s, under 64 MiB RSS)",

@@ -130,6 +130,13 @@ static void proc_verdict_json(pl_json_t *j, const pl_proc_verdict_t *v) {
     if (v->kind == PL_PV_UNDECIDED) pl_json_int(j, v->more_steps);
     else pl_json_null(j);
     pl_json_kint(j, "warmup_steps", v->warmup_steps);
+    if (v->cow_rise > 0) { /* only with the copy-on-access finding: reports without it are unchanged */
+        pl_json_key(j, "copy_on_access");
+        pl_json_object(j);
+        pl_json_knum(j, "pss_rise_bytes", v->cow_rise);
+        pl_json_knum(j, "ceiling_bytes", v->cow_ceiling);
+        pl_json_end(j);
+    }
     pl_json_end(j);
 }
 

@@ -230,6 +230,7 @@ int pl_render_text(const pl_report_t *r, FILE *out, const pl_render_text_opts_t 
     char line[400];
     if (n_folded && pl_report_workers_line(r, line, sizeof line)) fprintf(out, "%s\n", line);
     if (n_helpers) helpers_line(r, out, n_helpers);
+    if (pl_report_cow_line(r, line, sizeof line)) fprintf(out, "%s\n", line);
     for (size_t i = 0; i < r->n_procs; i++) { /* quiet pools: one line each */
         const pl_report_process_t *p = r->procs[i];
         const pl_report_metric_t *mt = &p->metrics[PL_METRIC_HEAP_BYTES];

@@ -148,6 +148,39 @@ static double metric_limit(const pl_report_t *r, pl_metric_t m, const char **sou
     }
 }
 
+/* The cgroup counts every process in it, so the pages forked workers copy as they read their parent's objects
+ * (copy-on-access, diagnosis.c) raise it while no process's own metric grows: a growth of the cgroup that fits
+ * (its slope over its tail) within what those workers can copy (their ceilings summed) is said as theirs,
+ * instead of "no finer metric explains it". */
+static void cow_cgroup(pl_report_t *r) {
+    double room = 0, rise = 0;
+    for (size_t i = 0; i < r->n_procs; i++) {
+        const pl_proc_verdict_t *v = &r->procs[i]->verdict;
+        if (r->procs[i]->role == PL_ROLE_WORKER && v->cow_rise > 0) {
+            rise += v->cow_rise;
+            room += v->cow_ceiling;
+        }
+    }
+    if (!(rise > 0)) return;
+    for (size_t i = 0; i < r->n_procs; i++) {
+        pl_report_process_t *p = r->procs[i];
+        const pl_report_metric_t *cg = &p->metrics[PL_METRIC_CGROUP];
+        if (!cg->present || cg->verdict.kind != PL_VERDICT_LEAK || cg->verdict.tail_steps <= 0) continue;
+        double grew = cg->verdict.slope_per_step * (double)cg->verdict.tail_steps; /* over its growing tail */
+        if (grew > room) continue;
+        for (size_t k = 0; k < p->n_findings; k++) {
+            pl_finding_t *f = &p->findings[k];
+            if (f->code != PL_DX_RSS_UNEXPLAINED || strncmp(f->text, "cgroup grows", 12)) continue;
+            char a[32], b[32], c[32];
+            f->code = PL_DX_COPY_ON_ACCESS;
+            snprintf(f->text, sizeof f->text, "cgroup grows (+%s over its tail) within what the forked workers can "
+                     "copy of their parent's pages (copy-on-access: PSS +%s in all, ceiling %s in all): the cgroup is "
+                     "charged for the pages they copy; not a leak.", pl_format_bytes(grew, a, sizeof a),
+                     pl_format_bytes(rise, b, sizeof b), pl_format_bytes(room, c, sizeof c));
+        }
+    }
+}
+
 int pl_report_analyze(pl_report_t *r) {
     if (!r) return -EINVAL;
     for (size_t i = 0; i < r->n_procs; i++) {
@@ -169,6 +202,7 @@ int pl_report_analyze(pl_report_t *r) {
                                   PL_REPORT_MAX_FINDINGS, &p->n_findings, &p->verdict);
         if (rc) return rc;
     }
+    cow_cgroup(r);
     pl_report_run_verdict(r);
     return 0;
 }
@@ -281,6 +315,34 @@ static void cat(char *buf, size_t size, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(buf + len, size - len, fmt, ap);
     va_end(ap);
+}
+
+size_t pl_report_cow_line(const pl_report_t *r, char *buf, size_t size) {
+    if (!size) return 0;
+    buf[0] = 0;
+    size_t n = 0;
+    double rise = 0, ceiling = 0;
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (size_t i = 0; r && i < r->n_procs; i++) {
+        const pl_report_process_t *p = r->procs[i];
+        if (p->role != PL_ROLE_WORKER || !(p->verdict.cow_rise > 0)) continue;
+        n++;
+        rise += p->verdict.cow_rise;
+        ceiling += p->verdict.cow_ceiling;
+        if (p->pid < lo) lo = p->pid;
+        if (p->pid > hi) hi = p->pid;
+    }
+    if (!n) return 0;
+    char a[32], b[32];
+    cat(buf, size, "copy-on-access in %zu forked worker%s (", n, n > 1 ? "s" : "");
+    if (lo == hi) cat(buf, size, "pid %lld", (long long)lo);
+    else cat(buf, size, "pids %lld..%lld", (long long)lo, (long long)hi);
+    cat(buf, size, "): PSS +%s%s while %s RSS and live heap stay flat, ceiling %s%s; not a leak: %s the "
+        "parent's pages as %s its Python objects (keep the data in numpy arrays or tensors, or use fewer workers)",
+        pl_format_bytes(rise, a, sizeof a), n > 1 ? " in all" : "", n > 1 ? "their" : "its",
+        pl_format_bytes(ceiling, b, sizeof b), n > 1 ? " in all" : "", n > 1 ? "they copy" : "it copies",
+        n > 1 ? "they read" : "it reads");
+    return n;
 }
 
 /* n_ranks, agreement and the sentence: one rank growing while the others are flat is a finding of its own (a

@@ -89,6 +89,9 @@ typedef struct pl_proc_verdict {
     int other_metric;           /* pl_metric_t that grows */
     double other_per_step;
     double other_oom_seconds;   /* NAN when unknown */
+    /* copy-on-access (a forked worker copying its parent's pages as it reads them, PL_DX_COPY_ON_ACCESS): how much
+     * its PSS climbed, and the most it can reach (bytes); 0 when not said */
+    double cow_rise, cow_ceiling;
 } pl_proc_verdict_t;
 
 /* A plateau_mark(label) point: where it falls in the process's series (step key, as series.h numbers steps: the
@@ -115,6 +118,9 @@ typedef struct pl_report_process {
                                  * generation on its steps, judged by reports/generations.c (role worker) */
     size_t n_gen_workers;       /* workers in those generations */
     int64_t gen_every_steps;    /* median trainer steps between two generations' starts, 0 unknown */
+    double forked_heap_bytes;   /* > 0: a worker forked from a process of the run without exec (same command line:
+                                 * a DataLoader worker), and the live heap it started with, its parent's pages it may
+                                 * copy (set by the front end before pl_report_analyze); 0 otherwise */
     pl_report_metric_t metrics[PL_METRIC__COUNT];
     pl_finding_t findings[PL_REPORT_MAX_FINDINGS];
     size_t n_findings;
@@ -230,3 +236,9 @@ bool pl_report_quiet_worker(const pl_report_process_t *p);
  * noisy), 12 too brief to judge". Writes at most size bytes (cut, NUL-terminated); "" when there is none. Returns how
  * many processes it sums up. */
 size_t pl_report_workers_line(const pl_report_t *r, char *buf, size_t size);
+
+/* The line that sums up the workers copying their parent's pages (the copy-on-access finding, docs/verdict.md):
+ * "copy-on-access in 2 forked workers (pids 101..102): PSS +96.0 MiB in all while their RSS and live heap stay flat,
+ * ceiling 410 MiB in all; not a leak: ...". Writes at most size bytes (cut, NUL-terminated); "" when none. Returns
+ * how many workers it sums up. */
+size_t pl_report_cow_line(const pl_report_t *r, char *buf, size_t size);

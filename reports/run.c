@@ -70,6 +70,31 @@ static double helper_rss_peak(const pl_extract_t *x, const pl_extract_proc_t *p)
     return NAN;
 }
 
+/* The live heap a worker forked from a process of the run without exec (the same command line: a DataLoader worker)
+ * started with: the tracer's counts are inherited at fork, so its first heap.bytes point is its parent's heap, the
+ * pages it may copy as it reads them (copy-on-access, reports/diagnosis.c). 0 when p is no such fork, or when its PSS
+ * can move for another reason (below). */
+static double forked_heap(const pl_extract_t *x, const pl_extract_proc_t *p) {
+    const pl_report_metric_t *h = &p->proc->metrics[PL_METRIC_HEAP_BYTES];
+    if (!h->present || !h->series.n_points) return 0;
+    /* A sibling (another child of the same parent: a validation loader's worker) that starts or ends while p lives
+     * shared the parent's pages with p too, so p's PSS moves when it comes and goes, copy or not: no such claim then.
+     * Siblings forked with p (within 1 s) and ending with it (persistent workers of one loader) do not. */
+    for (size_t i = 0; i < x->n_procs; i++) {
+        const pl_extract_proc_t *q = &x->procs[i];
+        if (q == p || q->ppid != p->ppid || !same_node(q, p)) continue;
+        bool starts = q->t0_ns > p->t0_ns + 1000000000LL && q->t0_ns < p->last_ns;
+        bool ends = q->last_ns > p->t0_ns && q->last_ns < p->last_ns - 1000000000LL;
+        if (starts || ends) return 0;
+    }
+    for (size_t i = 0; i < x->n_procs; i++) {
+        const pl_extract_proc_t *up = &x->procs[i];
+        if (parent_image(up, p) && !strcmp(up->cmdline, p->cmdline))
+            return h->series.points[0].base > 0 ? h->series.points[0].base : 0;
+    }
+    return 0;
+}
+
 static void update_roles(pl_extract_t *x) {
     bool any_steps = false;
     int64_t longest = 0;
@@ -84,6 +109,7 @@ static void update_roles(pl_extract_t *x) {
         p->proc->role = main_proc ? PL_ROLE_MAIN : PL_ROLE_WORKER;
         p->proc->helper = !main_proc && !p->n_steps && p->last_ns - p->t0_ns < PL_EXTRACT_HELPER_NS &&
                           !(helper_rss_peak(x, p) >= PL_EXTRACT_HELPER_RSS_BYTES);
+        p->proc->forked_heap_bytes = main_proc ? 0 : forked_heap(x, p);
     }
 }
 
@@ -173,7 +199,8 @@ const pl_extract_status_t *pl_run_status_of(const pl_extract_t *x, uint32_t pid)
 /* ---- worker pools (docs/verdict.md §8) ----
  * The long-lived workers of a stepping process (DataLoader workers with persistent_workers) are judged together on
  * that process's steps: their live heaps are summed at each of its steps (the traces share CLOCK_MONOTONIC) into one
- * more row, role worker, n_pool = how many. Only workers alive over at least 80 % of the trainer's steps take part,
+ * more row, role worker, n_pool = how many. Only workers alive over at least 80 % of the trainer's steps (from the end
+ * of its first step: that point also holds the start-up before its loop) take part,
  * and only the steps at which all of them are alive are used: short-lived workers (validation loaders) would add and
  * remove whole processes, a sawtooth wider than a step; they are judged one by one. */
 
@@ -246,6 +273,9 @@ static int build_pools(pl_report_t *r, pl_extract_t *x) {
         if (!heap_trainer(tr)) continue;
         int64_t tlo, thi;
         abs_span(tr, ts, &tlo, &thi);
+        /* its steps: from the end of the first one, whose point also spans the start-up before the loop (imports,
+         * a dataset built in Python), which persistent workers forked when the loop starts do not live through */
+        if (ts->n_points > 2 && ts->points[1].t_ns >= 0) tlo = tr->t0_ns + ts->points[1].t_ns;
         const pl_extract_proc_t *mem[64];
         size_t n = 0;
         for (size_t j = 0; j < x->n_procs && n < 64; j++)

@@ -46,6 +46,9 @@ typedef struct synth_cfg {
     bool no_rss;             /* no RSS sample at all (a worker that ended before the sampler's first read) */
     int64_t step_ns;         /* a step's length (0 = 1 s) */
     int leak_from;           /* the host leak starts at this step (0 = the first): a leak that starts mid-run */
+    uint64_t pss_per_step;   /* PSS climbs by this much a step while RSS and the heap do not (copy-on-access) */
+    int64_t startup_ns;      /* > 0: the steps begin this much after the trace starts (imports, building a dataset),
+                              * with one heap sample at the start: the first step's point then spans the start-up */
 } synth_cfg_t;
 
 static inline synth_cfg_t synth_default(void) {
@@ -126,8 +129,15 @@ static inline int synth_trace(const char *path, const synth_cfg_t *c) {
     }
     uint64_t leaked = 0;
     int64_t n_leaked = 0;
+    if (c->startup_ns > 0) {
+        memset(&r, 0, sizeof r);
+        r.type = PL_REC_HEAP;
+        r.t_ns = t0 + 1000;
+        r.u.heap = (pl_rec_heap_t){.live_bytes = c->base_bytes ? c->base_bytes : 100000000, .live_count = 5000};
+        EMIT();
+    }
     for (int s = 1; s <= c->n_steps; s++) {
-        int64_t t = t0 + s * sec;
+        int64_t t = t0 + (c->startup_ns > 0 ? c->startup_ns : 0) + s * sec;
         uint64_t step = c->with_steps ? (uint64_t)s : 0;
         /* host: the leak and the scratch buffer */
         if (c->leak_bytes && s >= c->leak_from) {
@@ -176,7 +186,7 @@ static inline int synth_trace(const char *path, const synth_cfg_t *c) {
         r.t_ns = t + 6000;
         r.u.rss = (pl_rec_rss_t){.step = step, .rss_anon = 500000000ull + leaked + (uint64_t)wobble,
                                  .rss_file = 200000000ull, .rss_shmem = 0,
-                                 .pss = c->no_pss ? PL_TRACE_NA : 690000000ull + leaked,
+                                 .pss = c->no_pss ? PL_TRACE_NA : 690000000ull + leaked + (uint64_t)s * c->pss_per_step,
                                  .cgroup_current = PL_TRACE_NA, .device_used = PL_TRACE_NA,
                                  .device_total = PL_TRACE_NA};
         if (!c->no_rss) EMIT();

@@ -316,18 +316,31 @@ static void test_diagnosis_pss_and_rss_never_decide(void **state) {
     assert_string_equal(pl_report_metric_label(r, p, PL_METRIC_RSS_ANON), "grows");
     pl_report_destroy(r);
 
-    /* the same retention ~11 h from the limit: said in the diagnosis, not in the headline (a quarter of slow_hours
-     * is the bound: a projection over most of a day from a short run comes and goes between identical runs) */
+    /* the same retention ~11 h from the limit, seen for 5 min: a creep beside a flat heap may level off at any
+     * time, and 11 h is 130 times what was seen: the retention is said (a guess, with the settings that help), its
+     * projection is not, in the diagnosis nor in the headline (issue 27 item 4) */
     p = fresh(&r);
     put(p, PL_METRIC_RSS_ANON, LEAK, 5e9, 1.5e6);
     put(p, PL_METRIC_HEAP_BYTES, FLAT, 3e9, 0);
     r->limits.host_bytes = 64e9;
     assert_int_equal(pl_report_analyze(r), 0);
     assert_true(has(p, PL_DX_HOST_RETENTION));
-    assert_true(has(p, PL_DX_OOM));
-    assert_int_equal(p->verdict.other_dx, PL_DX_HOST_RETENTION);
+    assert_non_null(strstr(text(p, PL_DX_HOST_RETENTION), "A guess"));
+    assert_non_null(strstr(text(p, PL_DX_HOST_RETENTION), "MALLOC_TRIM_THRESHOLD_"));
+    assert_false(has(p, PL_DX_OOM));
+    assert_int_equal(p->verdict.other_dx, -1);
+    assert_int_equal(p->verdict.kind, PL_PV_NO_LEAK);
     assert_null(strstr(r->verdict.line, "retention"));
     assert_non_null(strstr(r->verdict.line, "verdict: no leak"));
+    pl_report_destroy(r);
+    /* ~29 min from the limit, within twenty times the 5 min seen: said */
+    p = fresh(&r);
+    put(p, PL_METRIC_RSS_ANON, LEAK, 5e9, 1.5e6);
+    put(p, PL_METRIC_HEAP_BYTES, FLAT, 3e9, 0);
+    r->limits.host_bytes = 8e9;
+    assert_int_equal(pl_report_analyze(r), 0);
+    assert_true(has(p, PL_DX_OOM));
+    assert_int_equal(p->verdict.other_dx, PL_DX_HOST_RETENTION);
     pl_report_destroy(r);
 
     /* without the live heap, RSS is the program's memory: it decides */
@@ -339,6 +352,119 @@ static void test_diagnosis_pss_and_rss_never_decide(void **state) {
     assert_int_equal(p->verdict.kind, PL_PV_LEAK);
     assert_int_equal(p->verdict.metric, PL_METRIC_RSS_ANON);
     assert_string_equal(pl_report_metric_label(r, p, PL_METRIC_RSS_ANON), "leak");
+    pl_report_destroy(r);
+}
+
+/* Copy-on-access (issue 27 item 2): a forked worker's PSS climbs while its RSS and live heap stay flat: named as
+ * such with its ceiling, never a leak and never "a share moved"; the same growth in a process that is no fork of
+ * its parent stays pss-sharing; a forked worker whose live heap leaks is still a leak */
+static void test_diagnosis_copy_on_access(void **state) {
+    (void)state;
+    pl_report_t *r;
+    pl_report_process_t *p = fresh(&r);
+    put(p, PL_METRIC_HEAP_BYTES, PLATEAU, 3e8, 0);
+    pl_report_process_t *w = pl_report_add_process(r, 43, -1, "worker");
+    assert_non_null(w);
+    w->role = PL_ROLE_WORKER;
+    w->forked_heap_bytes = 5e8;
+    put(w, PL_METRIC_PSS, LEAK, 1.5e8, 2e5); /* 50 MB -> 150 MB in 40 steps, then +200 KB/step: +202 MB */
+    put(w, PL_METRIC_RSS, FLAT, 4e8, 0);
+    put(w, PL_METRIC_RSS_ANON, FLAT, 3.5e8, 0);
+    put(w, PL_METRIC_HEAP_BYTES, FLAT, 3e8, 0);
+    r->limits.host_bytes = 64e9;
+    assert_int_equal(pl_report_analyze(r), 0);
+    assert_true(has(w, PL_DX_COPY_ON_ACCESS));
+    assert_false(has(w, PL_DX_PSS_SHARING));
+    const char *t = text(w, PL_DX_COPY_ON_ACCESS);
+    assert_non_null(strstr(t, "Copy-on-access, not a leak"));
+    assert_non_null(strstr(t, "numpy"));
+    assert_int_equal(w->verdict.kind, PL_PV_NO_LEAK);
+    const pl_series_t *ps = &w->metrics[PL_METRIC_PSS].series;
+    assert_true(w->verdict.cow_rise > 1e8);
+    assert_true(fabs(w->verdict.cow_rise - (ps->points[ps->n_points - 1].base - ps->points[0].base)) < 1);
+    /* the ceiling: PSS can rise to the worker's RSS (4e8), below its first PSS and what it inherited (5e8) */
+    assert_true(fabs(w->verdict.cow_ceiling - 4e8) < 0.02e8);
+    assert_non_null(strstr(r->verdict.line, "verdict: no leak"));
+    char line[400];
+    assert_int_equal(pl_report_cow_line(r, line, sizeof line), 1);
+    assert_non_null(strstr(line, "copy-on-access in 1 forked worker (pid 43): PSS +"));
+    assert_non_null(strstr(line, "not a leak"));
+    /* the trainer's cgroup counts the copied pages: a growth within the workers' ceiling is theirs, a larger one is
+     * not explained by them */
+    put(p, PL_METRIC_CGROUP, LEAK, 3e8, 2e5);
+    assert_int_equal(pl_report_analyze(r), 0);
+    assert_true(has(p, PL_DX_COPY_ON_ACCESS));
+    assert_false(has(p, PL_DX_RSS_UNEXPLAINED));
+    assert_non_null(strstr(text(p, PL_DX_COPY_ON_ACCESS), "cgroup grows (+"));
+    put(p, PL_METRIC_CGROUP, LEAK, 3e8, 2e6); /* +520 MB over its tail: more than they can copy */
+    assert_int_equal(pl_report_analyze(r), 0);
+    assert_false(has(p, PL_DX_COPY_ON_ACCESS));
+    assert_true(has(p, PL_DX_RSS_UNEXPLAINED));
+    /* a smaller inherited heap bounds it first */
+    w->forked_heap_bytes = 2.2e8;
+    assert_int_equal(pl_report_analyze(r), 0);
+    assert_true(has(w, PL_DX_COPY_ON_ACCESS));
+    assert_true(w->verdict.cow_ceiling < 3.9e8);
+    assert_true(w->verdict.cow_ceiling >= w->metrics[PL_METRIC_PSS].verdict.last_value * 0.99);
+    /* not a fork of its parent: PSS growth alone is a share that moved */
+    w->forked_heap_bytes = 0;
+    assert_int_equal(pl_report_analyze(r), 0);
+    assert_false(has(w, PL_DX_COPY_ON_ACCESS));
+    assert_true(has(w, PL_DX_PSS_SHARING));
+    assert_int_equal(pl_report_cow_line(r, line, sizeof line), 0);
+    /* RSS rising with PSS: pages are being added, not copied */
+    w->forked_heap_bytes = 3e8;
+    put(w, PL_METRIC_RSS, LEAK, 4e8, 2e5);
+    put(w, PL_METRIC_RSS_ANON, LEAK, 3.5e8, 2e5);
+    assert_int_equal(pl_report_analyze(r), 0);
+    assert_false(has(w, PL_DX_COPY_ON_ACCESS));
+    /* a forked worker whose live heap leaks is a leak, and the run's */
+    put(w, PL_METRIC_HEAP_BYTES, LEAK, 3e8, 2e6);
+    assert_int_equal(pl_report_analyze(r), 0);
+    assert_false(has(w, PL_DX_COPY_ON_ACCESS));
+    assert_int_equal(w->verdict.kind, PL_PV_LEAK);
+    assert_int_equal(r->verdict.kind, PL_PV_LEAK);
+    pl_report_destroy(r);
+}
+
+/* First touch (issue 27 item 3): RssAnon grows beside a flat live heap that is larger than it (the heap counts the
+ * program's mappings whole when they are made; their pages become resident when first written): allocated memory
+ * filled as the program goes, bounded by the heap, never retention and never projected to the limit. RssAnon at or
+ * above the live heap, or without room left for the growth it showed, stays retention. */
+static void test_diagnosis_first_touch(void **state) {
+    (void)state;
+    pl_report_t *r;
+    pl_report_process_t *p = fresh(&r);
+    put(p, PL_METRIC_RSS_ANON, LEAK, 3e8, 1e6); /* 1e8 -> 3e8 in 40 steps, then +1 MB/step: 5.6e8 at the end */
+    put(p, PL_METRIC_HEAP_BYTES, FLAT, 1.1e9, 0);
+    r->limits.host_bytes = 2e9;
+    assert_int_equal(pl_report_analyze(r), 0);
+    assert_true(has(p, PL_DX_FIRST_TOUCH));
+    assert_false(has(p, PL_DX_HOST_RETENTION));
+    assert_false(has(p, PL_DX_OOM));
+    assert_int_equal(p->verdict.kind, PL_PV_NO_LEAK);
+    assert_int_equal(p->verdict.other_dx, -1);
+    const char *t = text(p, PL_DX_FIRST_TOUCH);
+    assert_non_null(strstr(t, "touched for the first time"));
+    assert_non_null(strstr(t, "a guess"));
+    assert_non_null(strstr(t, "Bounded: "));
+    assert_non_null(strstr(r->verdict.line, "verdict: no leak"));
+    pl_report_destroy(r);
+    /* the live heap below RssAnon: freed memory kept, retention */
+    p = fresh(&r);
+    put(p, PL_METRIC_RSS_ANON, LEAK, 3e8, 1e6);
+    put(p, PL_METRIC_HEAP_BYTES, FLAT, 2e8, 0);
+    assert_int_equal(pl_report_analyze(r), 0);
+    assert_false(has(p, PL_DX_FIRST_TOUCH));
+    assert_true(has(p, PL_DX_HOST_RETENTION));
+    pl_report_destroy(r);
+    /* above it, but with less room left than RssAnon grew over its tail (2.6e8): retention */
+    p = fresh(&r);
+    put(p, PL_METRIC_RSS_ANON, LEAK, 3e8, 1e6);
+    put(p, PL_METRIC_HEAP_BYTES, FLAT, 6e8, 0);
+    assert_int_equal(pl_report_analyze(r), 0);
+    assert_false(has(p, PL_DX_FIRST_TOUCH));
+    assert_true(has(p, PL_DX_HOST_RETENTION));
     pl_report_destroy(r);
 }
 
@@ -458,6 +584,8 @@ int main(void) {
         cmocka_unit_test(test_diagnosis_count_leak_needs_bytes_that_matter),
         cmocka_unit_test(test_diagnosis_pss_and_rss_never_decide),
         cmocka_unit_test(test_diagnosis_run_verdict_workers),
+        cmocka_unit_test(test_diagnosis_copy_on_access),
+        cmocka_unit_test(test_diagnosis_first_touch),
         cmocka_unit_test(test_diagnosis_misuse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -443,6 +443,87 @@ static void test_extract_worker_pool_on_trainer_steps(void **state) {
     run_free(&u);
 }
 
+/* A trainer whose loop starts after a minute of start-up (imports, a dataset built in Python) forks its persistent
+ * workers when the loop starts: they live through all of its steps, and are its pool, though not through the
+ * start-up before its first step ended (73 % of the trainer's trace) */
+static void test_extract_worker_pool_after_startup(void **state) {
+    (void)state;
+    char d[256], p[300];
+    tpath(d, sizeof d, "poolstart");
+    assert_int_equal(mkdir(d, 0700), 0);
+    synth_cfg_t c = synth_default();
+    c.pid = 500;
+    c.leak_bytes = 0;
+    c.startup_ns = 60000000000LL;
+    snprintf(p, sizeof p, "%s/500.0.pltrace", d);
+    assert_int_equal(synth_trace(p, &c), 0);
+    c.with_steps = false;
+    c.device = false;
+    c.leak_bytes = 1 << 20;
+    c.startup_ns = 0;
+    c.t0_ns = 61000000000LL; /* forked when the loop starts */
+    for (uint32_t pid = 501; pid <= 502; pid++) {
+        c.pid = pid;
+        c.ppid = 500;
+        snprintf(p, sizeof p, "%s/%u.0.pltrace", d, pid);
+        assert_int_equal(synth_trace(p, &c), 0);
+    }
+    run_t u;
+    run_file(&u, d);
+    assert_int_equal(u.r->n_procs, 4);
+    const pl_report_process_t *pool = u.r->procs[3];
+    assert_int_equal(pool->n_pool, 2);
+    assert_int_equal(pool->metrics[PL_METRIC_HEAP_BYTES].verdict.kind, PL_VERDICT_LEAK);
+    assert_int_equal(u.r->verdict.kind, PL_PV_LEAK);
+    run_free(&u);
+}
+
+/* Copy-on-access needs a worker forked from its parent (the same command line) whose PSS is not moved by siblings
+ * coming and going: two persistent workers whose PSS climbs 1 MiB/s beside a flat heap and RSS are named; a
+ * validation worker of the same trainer that starts and exits while they live (its pages were shared with them)
+ * makes their PSS move for another reason, and nothing is named */
+static void test_extract_copy_on_access_siblings(void **state) {
+    (void)state;
+    for (int with_val = 0; with_val <= 1; with_val++) {
+        char d[256], p[300];
+        tpath(d, sizeof d, with_val ? "cowval" : "cow");
+        assert_int_equal(mkdir(d, 0700), 0);
+        synth_cfg_t c = synth_default();
+        c.pid = 500;
+        c.leak_bytes = 0;
+        c.n_steps = 80;
+        snprintf(p, sizeof p, "%s/500.0.pltrace", d);
+        assert_int_equal(synth_trace(p, &c), 0);
+        c.with_steps = false;
+        c.device = false;
+        c.n_steps = 60;
+        c.pss_per_step = 1 << 20;
+        c.t0_ns = 5000000000LL;
+        c.ppid = 500;
+        for (uint32_t pid = 501; pid <= 502; pid++) {
+            c.pid = pid;
+            snprintf(p, sizeof p, "%s/%u.0.pltrace", d, pid);
+            assert_int_equal(synth_trace(p, &c), 0);
+        }
+        if (with_val) {
+            c.pid = 503;
+            c.n_steps = 3;
+            c.pss_per_step = 0;
+            c.t0_ns = 30000000000LL;
+            snprintf(p, sizeof p, "%s/503.0.pltrace", d);
+            assert_int_equal(synth_trace(p, &c), 0);
+        }
+        run_t u;
+        run_file(&u, d);
+        size_t n_cow = 0;
+        for (size_t i = 0; i < u.r->n_procs; i++) n_cow += u.r->procs[i]->verdict.cow_rise > 0;
+        assert_int_equal(n_cow, with_val ? 0 : 2);
+        char line[400];
+        assert_int_equal(pl_report_cow_line(u.r, line, sizeof line), with_val ? 0 : 2);
+        run_free(&u);
+    }
+}
+
 /* A trainer (pid 500, 160 steps of 1 s, flat heap unless trainer_leak) that starts 2 validation workers every 20
  * steps (7 generations, each worker living 2 s, forked: its heap starts at the trainer's). Each worker of
  * generation g holds gen_bytes * g more than the trainer's heap when it started. */
@@ -1373,6 +1454,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_extract_lost_records_said),
         cmocka_unit_test(test_extract_roles_order_and_teardown),
         cmocka_unit_test(test_extract_worker_pool_on_trainer_steps),
+        cmocka_unit_test(test_extract_worker_pool_after_startup),
+        cmocka_unit_test(test_extract_copy_on_access_siblings),
         cmocka_unit_test(test_extract_generations_leak),
         cmocka_unit_test(test_extract_generations_flat),
         cmocka_unit_test(test_extract_generations_inherited),
