@@ -73,9 +73,14 @@ static void usage(FILE *f) {
             "  --no-children          only the PIDs given, not the processes they start\n"
             "  --no-gpu               do not load NVML (libnvidia-ml.so.1, or PLATEAU_LIBNVML)\n"
             "  --no-report            do not print the report when attach ends\n"
-            "  --live, --no-live, --live-interval S, --all-processes, --fail-on-leak, --stop-on-leak,\n"
-            "  --run-steps N, --warmup-steps N   as for plateau run (plateau help run); --stop-on-leak stops the\n"
-            "                         leaking process and the processes above it up to the first PID\n"
+            "  --live, --no-live      the live status line on stderr, or none (default: on a terminal)\n"
+            "  --live-interval S      seconds between live refreshes (default 2)\n"
+            "  --all-processes        the report shows every process in full\n"
+            "  --fail-on-leak         exit 3 when the report's run verdict is LEAK\n"
+            "  --stop-on-leak         stop the process that leaks (SIGTERM), and the processes above it up to the\n"
+            "                         first PID, once a leak of its own memory is confirmed (as for plateau run)\n"
+            "  --run-steps N          the run's planned number of steps, for --stop-on-leak\n"
+            "  --warmup-steps N       growth up to step N is warmup for --stop-on-leak and the live line\n"
             "exit status: 0; 3 with --fail-on-leak when the run leaks, or when --stop-on-leak stopped the job; 2 on\n"
             "a usage error, a PID that does not exist or is not yours, or a run directory that cannot be made\n");
 }

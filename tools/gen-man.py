@@ -93,7 +93,13 @@ def option_words(blocks, synopses):
     for b in blocks:
         if b[0] != 'opt' or not b[1].startswith('-'):
             continue
-        parts = b[1].split()
+        for item in b[1].split(', ')[1:]:  # "--live, --no-live, --live-interval S": several options on one line
+            words = item.split()
+            if words and words[0].startswith('-') and words[0] not in opts:
+                opts.append(words[0])
+                if len(words) > 1:
+                    valued.append(words[0])
+        parts = b[1].split(', ')[0].split()
         opts.append(parts[0])
         if len(parts) > 1:
             valued.append(parts[0])

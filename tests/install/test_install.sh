@@ -42,14 +42,14 @@ cc -std=c11 -Wall -Wextra -o "$work/trainer" "$src/trainer.c" $flags 2>"$work/cc
 unset PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR
 export LD_LIBRARY_PATH=$D$libdir
 "$work/trainer" 3 >"$work/untraced.txt" 2>&1 || fail "the trainer untraced"
-grep -qx 'LD_PRELOAD=' "$work/untraced.txt" || fail "untraced run preloaded something"
+grep -qx 'preload=' "$work/untraced.txt" || fail "untraced run preloaded something"
 
 # plateau run [from BIN] [LIBDIR expected to hold the preload] [DATADIR expected to hold the bootstrap] [run dir]
 traced() {
     local p=$1 lib=$2 data=$3 out=$4
     (cd "$work" && "$p" run -o "$out" --no-report -- "$work/trainer" 12) >"$work/$out.txt" 2>&1 ||
         fail "plateau run from $p"
-    grep -qx "LD_PRELOAD=$(realpath "$lib")/libplateau_preload.so" "$work/$out.txt" ||
+    grep -qx "preload=$(realpath "$lib")/libplateau_preload.so" "$work/$out.txt" ||
         fail "plateau run from $p did not preload $lib/libplateau_preload.so"
     grep -q "^PYTHONPATH=$(realpath "$data")/plateau/python" "$work/$out.txt" ||
         fail "plateau run from $p did not find its Python bootstrap in $data/plateau/python"
@@ -95,7 +95,7 @@ for c in $cmds; do
     groff -man -Tascii "$man1/plateau-$c.1" 2>/dev/null | sed 's/.\x08//g' >"$work/man-$c.txt"
     sed -n '/^OPTIONS/,/^SEE ALSO/p' "$work/man-$c.txt" >"$work/man-$c-options.txt"
     for o in $(described_of "$c"); do
-        grep -qE -- "^ +$o( |\$)" "$work/man-$c-options.txt" || fail "plateau-$c.1's OPTIONS lacks $o"
+        grep -qE -- "^ +$o( |,|\$)" "$work/man-$c-options.txt" || fail "plateau-$c.1's OPTIONS lacks $o"
     done
     for o in $(opts_of "$c"); do
         grep -q -- "$o" "$work/man-$c.txt" || fail "plateau-$c.1 lacks $o"

@@ -2,6 +2,8 @@
  * plateau)`, or CMake's find_package(plateau). It steps with plateau_step() and plateau_mark() from
  * <plateau/step.h>, allocates through the caching allocator of <plateau/alloc.h> on the sim device, and prints
  * what it ran with. Usage: trainer [STEPS=12]. */
+#define _GNU_SOURCE /* RTLD_DEFAULT */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,9 +36,24 @@ int main(int argc, char **argv) {
     pl_alloc_stats_t st;
     pl_alloc_get_stats(a, &st);
     printf("trainer: %d steps, peak reserved %zu bytes\n", steps, (size_t)st.reserved_bytes[0].peak);
-    const char *lp = getenv("LD_PRELOAD");
-    printf("LD_PRELOAD=%s\n", lp ? lp : "");
-    const char *pp = getenv("PYTHONPATH");
+    /* the tracer keeps its variables out of the program's environment (docs/env.md): which preload is mapped, and
+     * the PYTHONPATH it hands to a Python child, from the tracer itself */
+    char line[4096], preload[4096] = "";
+    FILE *maps = fopen("/proc/self/maps", "r");
+    while (maps && fgets(line, sizeof line, maps)) {
+        char *p = strstr(line, " /");
+        if (p && strstr(p, "libplateau_preload.so")) {
+            snprintf(preload, sizeof preload, "%s", p + 1);
+            preload[strcspn(preload, "\n")] = 0;
+            break;
+        }
+    }
+    if (maps) fclose(maps);
+    printf("preload=%s\n", preload);
+    const char *(*env)(const char *);
+    void *sym = dlsym(RTLD_DEFAULT, "plateau_env");
+    memcpy(&env, &sym, sizeof env);
+    const char *pp = env ? env("PYTHONPATH") : NULL;
     printf("PYTHONPATH=%s\n", pp ? pp : "");
     pl_alloc_destroy(a);
     pl_backend_destroy(be);
