@@ -39,6 +39,9 @@ Usage: test_python.py MODE [ARGS]   (meson passes the paths in the environment, 
   lightning_real                     a real Lightning Trainer, 1.x and 2.x (tests/python/lightning_trainer.py), with
                                      and without accumulate_grad_batches: exact steps from the bootstrap alone; with
                                      plateau.LightningCallback() the same steps and marks around each validation
+  judge_lightning                    plateau judge on metrics.csv files that Lightning 2's own CSVLogger wrote in a
+                                     tiny real Trainer run (tests/python/lightning_csv.py): a warmup then flat reads
+                                     "no leak (warmup 40 steps, then flat)", a warmup then +3 MB/step LEAK (exit 3)
   accelerate_real                    a single-process accelerate loop (tests/python/accelerate_train.py), with and
                                      without gradient accumulation: exact steps from the bootstrap alone
   framework_venv                     tests/python/framework-venv.sh without an index (no network) or without torch:
@@ -1132,6 +1135,41 @@ def mode_lightning_real(argv):
             assert row["steps_optimizer"] == 1 and row["steps_api"] == 5, f"{name}: {row}"
             assert row["marks"] == ["epoch 0"] + ["validation-begin", "validation-end"] * 3, f"{name}: {row['marks']}"
             print(f"ok: a real {package} Trainer + plateau.LightningCallback(): 6 steps, marks {row['marks']}")
+
+
+def judge(path):
+    r = subprocess.run([PLATEAU, "judge", path, "--fail-on-leak"], capture_output=True, text=True, timeout=60)
+    return r.returncode, r.stdout + r.stderr
+
+
+def mode_judge_lightning(argv):
+    # the metrics.csv a user of Lightning has: written by the real CSVLogger of a real Trainer, not typed in its shape
+    py, _, script = framework_script(["lightning.pytorch"], "lightning_csv.py")
+    steps = 200
+    with tempfile.TemporaryDirectory(prefix="pl-py-judge-lightning-") as tmp:
+        want = {  # shape: (exit status under --fail-on-leak, the verdict line's start)
+            "plateau": (0, "verdict: no leak (warmup 40 steps, then flat)"),
+            "leak": (3, "verdict: LEAK in pid 1 (run 1 (lines 2-204, steps 0-199)): +2.86 MiB/step of dev.reserved"),
+        }
+        for shape, (rc_want, verdict) in want.items():
+            out = os.path.join(tmp, shape)
+            r = subprocess.run([py, script, out, shape, str(steps)], capture_output=True, text=True, timeout=200,
+                               env=clean_env())
+            assert r.returncode == 0 and f"global_step {steps}" in r.stdout, f"{shape}: {r.stdout}\n{r.stderr}"
+            csv_path = os.path.join(out, "csv", "version_0", "metrics.csv")
+            with open(csv_path) as f:
+                lines = f.read().splitlines()
+            # Lightning's own layout: sorted columns, a row per step, validation rows without the memory value
+            assert lines[0] == "epoch,gpu_mem_mb,step,train_loss,val_loss", f"{shape}: header {lines[0]}"
+            val_rows = [line for line in lines[1:] if line.split(",")[1] == ""]
+            assert len(lines) == 1 + steps + 4 and len(val_rows) == 4, f"{shape}: {len(lines)} lines, {val_rows}"
+            rc, text = judge(csv_path)
+            assert rc == rc_want, f"{shape}: plateau judge exited {rc}, not {rc_want}\n{text}"
+            first, second = text.splitlines()[:2]
+            assert first == (f"plateau judge: {csv_path}: CSV, 1 run, steps from 'step'; "
+                             f"'gpu_mem_mb' judged as dev.reserved"), f"{shape}: {first}"
+            assert second.startswith(verdict), f"{shape}: {second!r} is not {verdict!r}\n{text}"
+            print(f"ok: Lightning's CSVLogger, {shape}: {second}")
 
 
 def mode_accelerate_real(argv):
