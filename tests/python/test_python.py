@@ -36,9 +36,10 @@ Usage: test_python.py MODE [ARGS]   (meson passes the paths in the environment, 
                                      default budget counting rarely
   callbacks_real                     the callbacks are the real frameworks' types; a real transformers Trainer
                                      (tests/python/hf_trainer.py) gets exact steps and marks
-  lightning_real                     a real Lightning Trainer, 1.x and 2.x (tests/python/lightning_trainer.py), with
+  lightning_real [PACKAGE...]        a real Lightning Trainer, 1.x and 2.x (tests/python/lightning_trainer.py), with
                                      and without accumulate_grad_batches: exact steps from the bootstrap alone; with
-                                     plateau.LightningCallback() the same steps and marks around each validation
+                                     plateau.LightningCallback() the same steps and marks around each validation;
+                                     PACKAGEs: the Lightnings to import (pytorch_lightning lightning.pytorch)
   judge_lightning                    plateau judge on metrics.csv files that Lightning 2's own CSVLogger wrote in a
                                      tiny real Trainer run (tests/python/lightning_csv.py): a warmup then flat reads
                                      "no leak (warmup 40 steps, then flat)", a warmup then +3 MB/step LEAK (exit 3)
@@ -49,8 +50,9 @@ Usage: test_python.py MODE [ARGS]   (meson passes the paths in the environment, 
                                      and print it
                                      The *_real tests run the interpreter PL_FRAMEWORK_PYTHON names, else the venv
                                      `make framework-venv` makes (PL_FRAMEWORK_VENV, tests/python/frameworks.txt),
-                                     else Debian's python3; they skip, with the reason, where the framework does
-                                     not import there
+                                     else PL_TORCH_PYTHON (Debian's python3); they skip, with the reason, where
+                                     the framework does not import or PL_TORCH_PYTHON does not exist. torch2.*
+                                     runs callbacks_real and lightning_real with both naming the torch 2 venv there
 Exit 77 = skipped (the reason is printed).
 """
 import glob
@@ -1011,6 +1013,8 @@ def framework_python():
     if venv and os.path.exists(venv + ".failed"):
         with open(venv + ".failed") as f:
             why = f.read().strip()
+    if not os.path.exists(TORCH_PY):  # the torch2.* reuse: no torch 2 venv, no fallback (skip with its reason)
+        need_torch()
     return TORCH_PY, why
 
 
@@ -1031,6 +1035,11 @@ sys.path.insert(0, sys.argv[1])
 import torch113_compat
 torch113_compat.install()
 import plateau
+try:
+    import torch
+    print("torch", torch.__version__)
+except Exception as e:
+    print("torch: cannot import: %s: %s" % (type(e).__name__, e))
 ok = []
 try:
     import transformers
@@ -1040,6 +1049,7 @@ else:
     cb = plateau.TrainerCallback()
     assert isinstance(cb, transformers.TrainerCallback)
     cb.on_step_end(None, transformers.TrainerState(global_step=1), transformers.TrainerControl())
+    print("transformers", transformers.__version__)
     ok.append("transformers")
 for name in ("lightning.pytorch", "pytorch_lightning"):
     try:
@@ -1049,6 +1059,7 @@ for name in ("lightning.pytorch", "pytorch_lightning"):
     else:
         base = sys.modules[name].Callback
         assert isinstance(plateau.LightningCallback(), base)
+        print(name, sys.modules[name].__version__)
         ok.append(name)
         break
 print("real:", " ".join(ok))
@@ -1113,8 +1124,11 @@ def framework_script(modules, script):
 
 def mode_lightning_real(argv):
     # both Lightnings are in the framework venv: 1.x (pytorch_lightning) and 2.x (lightning.pytorch); each program
-    # imports one, and the callback must subclass that one's Callback (lightning_trainer.py checks)
-    py, packages, script = framework_script(["pytorch_lightning", "lightning.pytorch"], "lightning_trainer.py")
+    # imports one, and the callback must subclass that one's Callback (lightning_trainer.py checks). ARGV names the
+    # packages to run instead (torch2.lightning_real: lightning.pytorch alone, whose pytorch_lightning is the same
+    # 2.x code under its other name)
+    py, packages, script = framework_script(argv or ["pytorch_lightning", "lightning.pytorch"],
+                                            "lightning_trainer.py")
     with tempfile.TemporaryDirectory(prefix="pl-py-lightning-") as tmp:
         for package in packages:
             # the bootstrap alone: one step per optimizer step, with and without accumulate_grad_batches
