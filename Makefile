@@ -87,7 +87,8 @@ test-main: build deps-test framework-venv integrations-venv
 	meson test -C $(BUILD) --print-errorlogs --num-processes 2 --no-suite repeat --no-suite torch2 --no-suite wheel
 
 # torch2.*: PyPI's torch 2.15 for the CPU (tests/python/torch2.txt: every wheel pinned, its CUDA libraries included,
-# ~2.8 GB of wheels kept in $(BUILD)/torch2-wheels, 5.4 GB installed) in $(BUILD)/torch2-venv over Debian's python3.
+# with transformers and Lightning 2; ~2.85 GB of wheels kept in $(BUILD)/torch2-wheels, 5.6 GB installed) in
+# $(BUILD)/torch2-venv over Debian's python3.
 # A second run downloads nothing; without network the venv is not made and the tests skip with the reason. Its log is
 # meson-logs/testlog-torch2.* (test-main's testlog.* stays; tools/test-summary.py counts both).
 torch2-venv: build deps-test

@@ -36,9 +36,13 @@ Usage: test_python.py MODE [ARGS]   (meson passes the paths in the environment, 
                                      default budget counting rarely
   callbacks_real                     the callbacks are the real frameworks' types; a real transformers Trainer
                                      (tests/python/hf_trainer.py) gets exact steps and marks
-  lightning_real                     a real Lightning Trainer, 1.x and 2.x (tests/python/lightning_trainer.py), with
+  lightning_real [PACKAGE...]        a real Lightning Trainer, 1.x and 2.x (tests/python/lightning_trainer.py), with
                                      and without accumulate_grad_batches: exact steps from the bootstrap alone; with
-                                     plateau.LightningCallback() the same steps and marks around each validation
+                                     plateau.LightningCallback() the same steps and marks around each validation;
+                                     PACKAGEs: the Lightnings to import (pytorch_lightning lightning.pytorch)
+  judge_lightning                    plateau judge on metrics.csv files that Lightning 2's own CSVLogger wrote in a
+                                     tiny real Trainer run (tests/python/lightning_csv.py): a warmup then flat reads
+                                     "no leak (warmup 40 steps, then flat)", a warmup then +3 MB/step LEAK (exit 3)
   accelerate_real                    a single-process accelerate loop (tests/python/accelerate_train.py), with and
                                      without gradient accumulation: exact steps from the bootstrap alone
   framework_venv                     tests/python/framework-venv.sh without an index (no network) or without torch:
@@ -46,8 +50,9 @@ Usage: test_python.py MODE [ARGS]   (meson passes the paths in the environment, 
                                      and print it
                                      The *_real tests run the interpreter PL_FRAMEWORK_PYTHON names, else the venv
                                      `make framework-venv` makes (PL_FRAMEWORK_VENV, tests/python/frameworks.txt),
-                                     else Debian's python3; they skip, with the reason, where the framework does
-                                     not import there
+                                     else PL_TORCH_PYTHON (Debian's python3); they skip, with the reason, where
+                                     the framework does not import or PL_TORCH_PYTHON does not exist. torch2.*
+                                     runs callbacks_real and lightning_real with both naming the torch 2 venv there
 Exit 77 = skipped (the reason is printed).
 """
 import glob
@@ -1008,6 +1013,8 @@ def framework_python():
     if venv and os.path.exists(venv + ".failed"):
         with open(venv + ".failed") as f:
             why = f.read().strip()
+    if not os.path.exists(TORCH_PY):  # the torch2.* reuse: no torch 2 venv, no fallback (skip with its reason)
+        need_torch()
     return TORCH_PY, why
 
 
@@ -1028,6 +1035,11 @@ sys.path.insert(0, sys.argv[1])
 import torch113_compat
 torch113_compat.install()
 import plateau
+try:
+    import torch
+    print("torch", torch.__version__)
+except Exception as e:
+    print("torch: cannot import: %s: %s" % (type(e).__name__, e))
 ok = []
 try:
     import transformers
@@ -1037,6 +1049,7 @@ else:
     cb = plateau.TrainerCallback()
     assert isinstance(cb, transformers.TrainerCallback)
     cb.on_step_end(None, transformers.TrainerState(global_step=1), transformers.TrainerControl())
+    print("transformers", transformers.__version__)
     ok.append("transformers")
 for name in ("lightning.pytorch", "pytorch_lightning"):
     try:
@@ -1046,6 +1059,7 @@ for name in ("lightning.pytorch", "pytorch_lightning"):
     else:
         base = sys.modules[name].Callback
         assert isinstance(plateau.LightningCallback(), base)
+        print(name, sys.modules[name].__version__)
         ok.append(name)
         break
 print("real:", " ".join(ok))
@@ -1110,8 +1124,11 @@ def framework_script(modules, script):
 
 def mode_lightning_real(argv):
     # both Lightnings are in the framework venv: 1.x (pytorch_lightning) and 2.x (lightning.pytorch); each program
-    # imports one, and the callback must subclass that one's Callback (lightning_trainer.py checks)
-    py, packages, script = framework_script(["pytorch_lightning", "lightning.pytorch"], "lightning_trainer.py")
+    # imports one, and the callback must subclass that one's Callback (lightning_trainer.py checks). ARGV names the
+    # packages to run instead (torch2.lightning_real: lightning.pytorch alone, whose pytorch_lightning is the same
+    # 2.x code under its other name)
+    py, packages, script = framework_script(argv or ["pytorch_lightning", "lightning.pytorch"],
+                                            "lightning_trainer.py")
     with tempfile.TemporaryDirectory(prefix="pl-py-lightning-") as tmp:
         for package in packages:
             # the bootstrap alone: one step per optimizer step, with and without accumulate_grad_batches
@@ -1132,6 +1149,41 @@ def mode_lightning_real(argv):
             assert row["steps_optimizer"] == 1 and row["steps_api"] == 5, f"{name}: {row}"
             assert row["marks"] == ["epoch 0"] + ["validation-begin", "validation-end"] * 3, f"{name}: {row['marks']}"
             print(f"ok: a real {package} Trainer + plateau.LightningCallback(): 6 steps, marks {row['marks']}")
+
+
+def judge(path):
+    r = subprocess.run([PLATEAU, "judge", path, "--fail-on-leak"], capture_output=True, text=True, timeout=60)
+    return r.returncode, r.stdout + r.stderr
+
+
+def mode_judge_lightning(argv):
+    # the metrics.csv a user of Lightning has: written by the real CSVLogger of a real Trainer, not typed in its shape
+    py, _, script = framework_script(["lightning.pytorch"], "lightning_csv.py")
+    steps = 200
+    with tempfile.TemporaryDirectory(prefix="pl-py-judge-lightning-") as tmp:
+        want = {  # shape: (exit status under --fail-on-leak, the verdict line's start)
+            "plateau": (0, "verdict: no leak (warmup 40 steps, then flat)"),
+            "leak": (3, "verdict: LEAK in pid 1 (run 1 (lines 2-204, steps 0-199)): +2.86 MiB/step of dev.reserved"),
+        }
+        for shape, (rc_want, verdict) in want.items():
+            out = os.path.join(tmp, shape)
+            r = subprocess.run([py, script, out, shape, str(steps)], capture_output=True, text=True, timeout=200,
+                               env=clean_env())
+            assert r.returncode == 0 and f"global_step {steps}" in r.stdout, f"{shape}: {r.stdout}\n{r.stderr}"
+            csv_path = os.path.join(out, "csv", "version_0", "metrics.csv")
+            with open(csv_path) as f:
+                lines = f.read().splitlines()
+            # Lightning's own layout: sorted columns, a row per step, validation rows without the memory value
+            assert lines[0] == "epoch,gpu_mem_mb,step,train_loss,val_loss", f"{shape}: header {lines[0]}"
+            val_rows = [line for line in lines[1:] if line.split(",")[1] == ""]
+            assert len(lines) == 1 + steps + 4 and len(val_rows) == 4, f"{shape}: {len(lines)} lines, {val_rows}"
+            rc, text = judge(csv_path)
+            assert rc == rc_want, f"{shape}: plateau judge exited {rc}, not {rc_want}\n{text}"
+            first, second = text.splitlines()[:2]
+            assert first == (f"plateau judge: {csv_path}: CSV, 1 run, steps from 'step'; "
+                             f"'gpu_mem_mb' judged as dev.reserved"), f"{shape}: {first}"
+            assert second.startswith(verdict), f"{shape}: {second!r} is not {verdict!r}\n{text}"
+            print(f"ok: Lightning's CSVLogger, {shape}: {second}")
 
 
 def mode_accelerate_real(argv):
