@@ -3,8 +3,9 @@
 # tools/wheel.sh) into a fresh venv of Debian's python3, without its site packages and without network, in a
 # working directory outside the tree, with no build tree on any path (PATH, PYTHONPATH, LD_LIBRARY_PATH, PLATEAU_*
 # unset). Then that venv's `plateau`:
-# - finds its preload, the bundled libjemalloc.so.2 and the bootstrap inside the installed package (LD_PRELOAD and
-#   PYTHONPATH the traced command sees are under the venv's site-packages/plateau_profiler), as
+# - finds its preload, the bundled libjemalloc.so.2 and the bootstrap inside the installed package (what the traced
+#   command maps, and the PYTHONPATH the tracer hands to Python, are under the venv's
+#   site-packages/plateau_profiler), as
 #   plateau_profiler.torch finds its libplateau_alloc.so there, outside plateau run too;
 # - leaves the traced command's ignored signals as they are untraced (the console script is Python, which ignores
 #   SIGPIPE and SIGXFSZ: it puts them back before it execs the executable);
@@ -57,11 +58,18 @@ P=$work/venv/bin/plateau
 [ -x "$P" ] || fail "no $P"
 "$P" --version >"$work/version.txt" 2>&1 || fail "plateau --version"
 
-# what the traced command sees: the preload, jemalloc and the bootstrap from the package
-"$P" run -o "$work/env-run" --no-report --host-allocator jemalloc -- env >"$work/env.txt" 2>&1 || fail "plateau run env"
-grep -qx "LD_PRELOAD=$site/lib/libplateau_preload.so:$site/lib/libjemalloc.so.2" "$work/env.txt" ||
+# what the traced command runs with: the preload and jemalloc mapped from the package, and the bootstrap's directory
+# on the PYTHONPATH the tracer hands to Python (the command's own environment does not show plateau's variables:
+# docs/env.md), both from the package
+"$P" run -o "$work/env-run" --no-report --host-allocator jemalloc -- sh -c 'cat /proc/$$/maps' >"$work/env.txt" 2>&1 ||
+  fail "plateau run sh"
+grep -q " $site/lib/libplateau_preload.so\$" "$work/env.txt" && grep -q " $site/lib/libjemalloc.so.2\$" "$work/env.txt" ||
   fail "the preload and jemalloc are not the package's ($site/lib)"
-grep -qx "PYTHONPATH=$site/boot" "$work/env.txt" || fail "the bootstrap is not the package's ($site/boot)"
+"$P" run -o "$work/pp-run" --no-report -- "$work/venv/bin/python" -c 'import ctypes
+f = ctypes.CDLL(None).plateau_env
+f.restype = ctypes.c_char_p
+print("PYTHONPATH=" + f(b"PYTHONPATH").decode())' >"$work/pp.txt" 2>&1 || fail "plateau run python"
+grep -qx "PYTHONPATH=$site/boot" "$work/pp.txt" || fail "the bootstrap is not the package's ($site/boot)"
 
 # the signals the traced command ignores are those it ignores untraced: the console script is Python, which ignores
 # SIGPIPE and SIGXFSZ, and an ignored signal stays ignored across its exec of bin/plateau
