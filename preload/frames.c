@@ -11,7 +11,7 @@
  * .dynsym): every PC resolved here is a return address on this very thread's stack, so its object cannot be
  * unloaded while we read it. The only lock is frames_mu (the PC and module sets, shared by all threads), a leaf:
  * nothing taken under it calls back into the tracer, and fork holds it across (pl_frames_fork_*). Static
- * functions, C++ demangling and long names are resolved offline (reports/symbols.c). Without _dl_find_object
+ * functions, C++ demangling and long names are resolved offline (reports/ingest/symbols.c). Without _dl_find_object
  * (glibc < 2.35) dladdr is used, with the loader-lock caveat above. */
 #include "config.h"
 

@@ -19,7 +19,7 @@
  * frames list, written once; STOP (Python's pickletools documents each opcode).
  */
 #include "export.h"
-#include "symbols.h"
+#include "ingest.h"
 #include "table.h"
 
 #include <errno.h>
@@ -52,26 +52,8 @@ typedef struct live {         /* a live block or segment, the value of its addre
 /* ---- the trace's stacks, for the snapshot's 'frames' ----
  * A stack with Python frames is written as its Python frames (what PyTorch's snapshots show by default), else as
  * its native frames without the tracer's own (module libplateau*): innermost first, {'filename', 'line', 'name'}.
- * Bounded: what does not fit is left out, and its allocations get fewer or no frames. */
-#define ST_MAX_STACKS (1u << 16)
-#define ST_MAX_POOL (1u << 21)      /* pcs and Python frame ids of all stacks together */
-#define ST_MAX_FRAMES (1u << 16)    /* resolved pcs, and Python frames, each */
-#define ST_MAX_MODULES 4096u
-#define ST_MAX_STR_BYTES (32u << 20)
-
-typedef struct stk { uint32_t off, n_native, n_py; } stk_t;
-typedef struct nfr { uint32_t module; char *symbol; uint64_t symbol_offset, module_offset; } nfr_t;
-typedef struct pyf { char *file, *function; int32_t line; } pyf_t;
-
-typedef struct stacks {
-    pl_table_t stack_ix, frame_ix, module_ix, pyf_ix; /* id + 1 -> uint32_t index (common/table.h) */
-    stk_t *stacks;
-    uint64_t *pool;           /* per stack: its pcs, then its Python frame ids */
-    nfr_t *frames;
-    pl_sym_module_t *modules; /* path and identity, as the report's offline lookup takes them */
-    pyf_t *pyfs;
-    size_t n_stacks, n_pool, n_frames, n_modules, n_pyfs, str_bytes;
-} stacks_t;
+ * The stacks are ingest's table (reports/ingest), bounded there: what does not fit is left out, and its
+ * allocations get fewer or no frames. */
 
 /* one source's view of one process */
 typedef struct side {
@@ -85,7 +67,7 @@ typedef struct side {
 struct pl_export_torch {
     side_t s;
     bool allocator;           /* blocks from plateau's allocator (else the CUDA hooks) */
-    stacks_t st;
+    pl_ingest_t *in;          /* the trace's stacks */
 };
 
 #define DELETED UINT64_MAX     /* an address the tables refuse (kept as before they shared common/table.h) */
@@ -191,152 +173,30 @@ static int side_record(side_t *s, bool allocator, pl_rec_type_t type, const pl_r
     return 0;
 }
 
-/* Ids in the stack tables are stored as id + 1, so that id 0 is a key; UINT64_MAX (a pc only a hostile trace holds)
- * is neither stored nor found. */
-static const uint32_t *idmap_get(const pl_table_t *m, uint64_t key) { return pl_table_get(m, key + 1); }
+/* One trace read through ingest: its device records into the allocator's side and the hooks' side, its stacks into
+ * ingest's table. */
+typedef struct reading {
+    side_t *as, *cs;
+    int64_t shift;            /* CLOCK_MONOTONIC -> CLOCK_REALTIME, 0 unknown */
+} reading_t;
 
-/* 0 (also for UINT64_MAX, not stored), -EEXIST (kept the first), -ENOMEM */
-static int idmap_put(pl_table_t *m, uint64_t key, uint32_t val) {
-    if (idmap_get(m, key)) return -EEXIST;
-    void *p;
-    int rc = pl_table_put(m, key + 1, &p);
-    if (rc) return rc > 0 ? 0 : rc;
-    *(uint32_t *)p = val;
-    return 0;
+static int on_device(void *ctx, const pl_trace_record_t *rec) {
+    const reading_t *r = ctx;
+    const pl_rec_device_t *q = &rec->u.device;
+    if (q->source == PL_DEV_SRC_CUPTI) return 0; /* repeats what the hooks saw */
+    bool allocator = q->source == PL_DEV_SRC_ALLOCATOR;
+    int rc;
+    /* OOM records come from the driver hook even under plateau's allocator: both sides keep them */
+    if (rec->type == PL_REC_DEVICE_OOM && (rc = side_record(r->as, true, rec->type, q, rec->t_ns + r->shift))) return rc;
+    return side_record(allocator ? r->as : r->cs, allocator, rec->type, q, rec->t_ns + r->shift);
 }
 
-static void stacks_init(stacks_t *st) {
-    memset(st, 0, sizeof *st);
-    pl_table_t *maps[] = {&st->stack_ix, &st->frame_ix, &st->module_ix, &st->pyf_ix};
-    for (size_t i = 0; i < sizeof maps / sizeof maps[0]; i++) pl_table_init(maps[i], sizeof(uint32_t), 0);
-}
-
-static void stacks_free(stacks_t *st) {
-    pl_table_free(&st->stack_ix);
-    pl_table_free(&st->frame_ix);
-    pl_table_free(&st->module_ix);
-    pl_table_free(&st->pyf_ix);
-    for (size_t i = 0; i < st->n_frames; i++) free(st->frames[i].symbol);
-    for (size_t i = 0; i < st->n_modules; i++) {
-        free((char *)st->modules[i].path);
-        free((char *)st->modules[i].build_id);
-    }
-    for (size_t i = 0; i < st->n_pyfs; i++) {
-        free(st->pyfs[i].file);
-        free(st->pyfs[i].function);
-    }
-    free(st->stacks);
-    free(st->pool);
-    free(st->frames);
-    free(st->modules);
-    free(st->pyfs);
-    memset(st, 0, sizeof *st);
-}
-
-/* a copy of a trace string within the budget; NULL when over it or out of memory */
-static char *st_strdup(stacks_t *st, const char *s) {
-    size_t n = strlen(s ? s : "") + 1;
-    if (st->str_bytes + n > ST_MAX_STR_BYTES) return NULL;
-    char *c = malloc(n);
-    if (!c) return NULL;
-    memcpy(c, s ? s : "", n);
-    st->str_bytes += n;
-    return c;
-}
-
-/* grow *arr (elem bytes each) to hold max elements, allocated whole on first use */
-static int st_array(void *arr, size_t elem, size_t max) {
-    void **a = arr;
-    if (*a) return 0;
-    *a = malloc(elem * max);
-    return *a ? 0 : -ENOMEM;
-}
-
-/* one stack, frame, module or Python frame record; what does not fit the bounds is dropped */
-static int stacks_record(stacks_t *st, const pl_trace_record_t *rec) {
-    int rc = 0;
-    switch (rec->type) {
-    case PL_REC_STACK: {
-        const pl_rec_stack_t *q = &rec->u.stack;
-        uint32_t n_nat = q->n_frames < PL_TRACE_MAX_FRAMES ? q->n_frames : PL_TRACE_MAX_FRAMES;
-        uint32_t n_py = q->n_py <= PL_TRACE_MAX_FRAMES - n_nat ? q->n_py : PL_TRACE_MAX_FRAMES - n_nat;
-        if (st->n_stacks >= ST_MAX_STACKS || st->n_pool + n_nat + n_py > ST_MAX_POOL) return 0;
-        if ((rc = st_array(&st->stacks, sizeof *st->stacks, ST_MAX_STACKS)) ||
-            (rc = st_array(&st->pool, sizeof *st->pool, ST_MAX_POOL)))
-            return rc;
-        rc = idmap_put(&st->stack_ix, q->stack_id, (uint32_t)st->n_stacks);
-        if (rc) return rc == -EEXIST ? 0 : rc;
-        st->stacks[st->n_stacks++] = (stk_t){(uint32_t)st->n_pool, n_nat, n_py};
-        for (uint32_t i = 0; i < n_nat; i++) st->pool[st->n_pool++] = q->pcs[i];
-        for (uint32_t i = 0; i < n_py; i++) st->pool[st->n_pool++] = q->py[i];
-        return 0;
-    }
-    case PL_REC_FRAME: {
-        const pl_rec_frame_t *q = &rec->u.frame;
-        if (st->n_frames >= ST_MAX_FRAMES || idmap_get(&st->frame_ix, q->pc)) return 0;
-        if ((rc = st_array(&st->frames, sizeof *st->frames, ST_MAX_FRAMES))) return rc;
-        char *sym = st_strdup(st, q->symbol);
-        if (!sym) return 0;
-        if ((rc = idmap_put(&st->frame_ix, q->pc, (uint32_t)st->n_frames))) {
-            free(sym);
-            return rc;
-        }
-        st->frames[st->n_frames++] = (nfr_t){q->module_id, sym, q->symbol_offset, q->module_offset};
-        return 0;
-    }
-    case PL_REC_MODULE: {
-        const pl_rec_module_t *q = &rec->u.module;
-        if (st->n_modules >= ST_MAX_MODULES || idmap_get(&st->module_ix, q->module_id)) return 0;
-        if ((rc = st_array(&st->modules, sizeof *st->modules, ST_MAX_MODULES))) return rc;
-        char *path = st_strdup(st, q->path), *bid = path ? st_strdup(st, q->build_id) : NULL;
-        if (!bid) {
-            free(path);
-            return 0;
-        }
-        if ((rc = idmap_put(&st->module_ix, q->module_id, (uint32_t)st->n_modules))) {
-            free(path);
-            free(bid);
-            return rc;
-        }
-        st->modules[st->n_modules++] = (pl_sym_module_t){path, bid, q->file_size, q->file_mtime_ns};
-        return 0;
-    }
-    case PL_REC_PYFRAME: {
-        const pl_rec_pyframe_t *q = &rec->u.pyframe;
-        if (st->n_pyfs >= ST_MAX_FRAMES || idmap_get(&st->pyf_ix, q->pyframe_id)) return 0;
-        if ((rc = st_array(&st->pyfs, sizeof *st->pyfs, ST_MAX_FRAMES))) return rc;
-        char *file = st_strdup(st, q->file), *fn = st_strdup(st, q->function);
-        if (!file || !fn || (rc = idmap_put(&st->pyf_ix, q->pyframe_id, (uint32_t)st->n_pyfs))) {
-            free(file);
-            free(fn);
-            return rc;
-        }
-        st->pyfs[st->n_pyfs++] = (pyf_t){file, fn, q->line};
-        return 0;
-    }
-    default: return 0;
-    }
-}
-
-/* Read one trace into *as (allocator source), *cs (CUDA hooks) and *st (its stacks); closes rd. */
-static int read_trace(pl_trace_reader_t *rd, side_t *as, side_t *cs, stacks_t *st) {
-    int rc = 0;
+/* Read one trace into *as (allocator source), *cs (CUDA hooks) and in's tables; closes rd. */
+static int read_trace(pl_trace_reader_t *rd, side_t *as, side_t *cs, pl_ingest_t *in) {
     const pl_trace_header_t *h = pl_trace_header(rd);
-    int64_t shift = h && h->start_realtime_ns > 0 ? h->start_realtime_ns - h->start_mono_ns : 0;
-    pl_trace_record_t rec;
-    int nrc;
-    while ((nrc = pl_trace_next(rd, &rec)) > 0) {
-        if (rec.type < PL_REC_DEVICE_ALLOC || rec.type > PL_REC_DEVICE_OOM) {
-            if ((rc = stacks_record(st, &rec))) break;
-            continue;
-        }
-        const pl_rec_device_t *q = &rec.u.device;
-        if (q->source == PL_DEV_SRC_CUPTI) continue; /* repeats what the hooks saw */
-        bool allocator = q->source == PL_DEV_SRC_ALLOCATOR;
-        /* OOM records come from the driver hook even under plateau's allocator: both sides keep them */
-        if (rec.type == PL_REC_DEVICE_OOM && (rc = side_record(as, true, rec.type, q, rec.t_ns + shift))) break;
-        if ((rc = side_record(allocator ? as : cs, allocator, rec.type, q, rec.t_ns + shift))) break;
-    }
+    reading_t r = {as, cs, h && h->start_realtime_ns > 0 ? h->start_realtime_ns - h->start_mono_ns : 0};
+    static const pl_ingest_handlers_t handlers = {.device = on_device};
+    int rc = pl_ingest_read(in, rd, &handlers, &r, NULL);
     pl_trace_close(rd);
     return rc; /* a damaged trace gives what was read before the damage, as the report does */
 }
@@ -346,11 +206,11 @@ static int read_trace(pl_trace_reader_t *rd, side_t *as, side_t *cs, stacks_t *s
 static int collect_reader(pl_trace_reader_t *rd, pl_export_torch_t **out) {
     *out = NULL;
     side_t as, cs;
-    stacks_t st;
     side_init(&as);
     side_init(&cs);
-    stacks_init(&st);
-    int rc = read_trace(rd, &as, &cs, &st);
+    pl_ingest_t *in = pl_ingest_new(true);
+    int rc = in ? read_trace(rd, &as, &cs, in) : -ENOMEM;
+    if (!in) pl_trace_close(rd);
     bool use_alloc = as.n_allocs > 0;
     side_t *keep = use_alloc ? &as : &cs;
     if (!rc && keep->n_allocs) {
@@ -359,15 +219,15 @@ static int collect_reader(pl_trace_reader_t *rd, pl_export_torch_t **out) {
         else {
             t->s = *keep;
             t->allocator = use_alloc;
-            t->st = st;
+            t->in = in;
+            in = NULL;
             memset(keep, 0, sizeof *keep);
-            memset(&st, 0, sizeof st);
             *out = t;
         }
     }
     side_free(&as);
     side_free(&cs);
-    stacks_free(&st);
+    pl_ingest_free(in);
     return rc;
 }
 
@@ -421,7 +281,7 @@ int pl_export_torch_collect_mem(const void *data, size_t len, pl_export_torch_t 
 void pl_export_torch_free(pl_export_torch_t *t) {
     if (!t) return;
     side_free(&t->s);
-    stacks_free(&t->st);
+    pl_ingest_free(t->in);
     free(t);
 }
 
@@ -507,9 +367,9 @@ typedef struct pk {
     const char *memo[MEMO_MAX]; /* strings written once and then fetched by memo index (pointer identity) */
     uint8_t memo_ix[MEMO_MAX];  /* their memo indexes */
     size_t n_memo;
-    const stacks_t *st;         /* the trace's stacks */
+    const pl_ingest_t *in;      /* the trace's stacks */
     uint32_t *stack_memo;       /* per stack: memo index + 1 of its frames list once written (0: not yet) */
-    pl_symbols_t *sy;           /* offline names of native frames (reports/symbols.c), opened on first use */
+    pl_symbols_t *sy;           /* offline names of native frames (reports/ingest/symbols.c), opened on first use */
     uint32_t next_memo;         /* the next memo index: numbered in order of use, as picklers do (a reader may
                                  * refuse an index beyond the values read so far: tune/pickle.c does) */
 } pk_t;
@@ -580,67 +440,58 @@ static void pk_frame(pk_t *p, const char *file, int64_t line, const char *name) 
     pk_dict_close(p);
 }
 
-/* a native frame's module (NULL unknown), and whether it is the tracer's own */
-static const pl_sym_module_t *frame_module(const stacks_t *st, const nfr_t *f, bool *own) {
-    const uint32_t *m = idmap_get(&st->module_ix, f->module);
-    const char *path = m ? st->modules[*m].path : "", *b = strrchr(path, '/');
-    b = b ? b + 1 : path;
-    *own = strlen(b) >= 10 && !memcmp(b, "libplateau", 10);
-    return m ? &st->modules[*m] : NULL;
+/* One native frame of a stack: the function named by the module file itself (the trace names only a stack's
+ * innermost frames: preload/frames.c), else the trace's dynamic symbol, else the module offset (the pc when the
+ * frame is unknown). */
+static void pk_native_frame(pk_t *p, uint64_t pc, const pl_ingest_frame_t *f, const pl_sym_module_t *md) {
+    const char *mod = md ? md->path : "";
+    const char *fn = NULL;
+    uint64_t off;
+    if (f && mod[0] && !p->sy) p->sy = pl_symbols_new();
+    if (f && mod[0] && p->sy && pl_symbols_lookup(p->sy, md, f->module_offset, &fn, &off) == PL_SYM_OK && fn) {
+        pk_frame(p, mod, 0, fn);
+        return;
+    }
+    if (f && f->symbol[0]) {
+        pk_frame(p, mod, 0, f->symbol);
+        return;
+    }
+    char name[96];
+    snprintf(name, sizeof name, "0x%llx", (unsigned long long)(f ? f->module_offset : pc));
+    pk_frame(p, mod, 0, name);
 }
 
 /* The frames list of a stack: written once, then fetched from the memo (LONG_BINPUT / LONG_BINGET) */
 static void pk_frames(pk_t *p, uint32_t stack_id) {
-    const stacks_t *st = p->st;
-    const uint32_t *ix = stack_id && st ? idmap_get(&st->stack_ix, stack_id) : NULL;
-    if (!ix) {
+    pl_ingest_stack_t k;
+    if (!p->in || !pl_ingest_stack(p->in, stack_id, &k)) {
         pk_empty_list(p);
         return;
     }
-    if (p->stack_memo && p->stack_memo[*ix]) {
+    if (p->stack_memo && p->stack_memo[k.index]) {
         fputc('j', p->o); /* LONG_BINGET */
-        pk_u32le(p->o, p->stack_memo[*ix] - 1);
+        pk_u32le(p->o, p->stack_memo[k.index] - 1);
         return;
     }
-    const stk_t *k = &st->stacks[*ix];
     pk_list_open(p);
-    if (k->n_py) {
-        for (uint32_t i = 0; i < k->n_py; i++) {
-            const uint32_t *f = idmap_get(&st->pyf_ix, st->pool[k->off + k->n_native + i]);
-            if (f) pk_frame(p, st->pyfs[*f].file, st->pyfs[*f].line, st->pyfs[*f].function);
+    if (k.n_py) {
+        for (uint32_t i = 0; i < k.n_py; i++) {
+            const pl_ingest_pyframe_t *f = pl_ingest_pyframe(p->in, k.py[i]);
+            if (f) pk_frame(p, f->file, f->line, f->function);
         }
     } else {
         bool inner = true; /* still in the tracer's own innermost frames */
-        for (uint32_t i = 0; i < k->n_native; i++) {
-            uint64_t pc = st->pool[k->off + i];
-            const uint32_t *f = idmap_get(&st->frame_ix, pc);
-            char name[96];
-            bool own = false;
-            const pl_sym_module_t *md = f ? frame_module(st, &st->frames[*f], &own) : NULL;
-            const char *mod = md ? md->path : "";
-            if (inner && own) continue;
+        for (uint32_t i = 0; i < k.n_pcs; i++) {
+            const pl_ingest_frame_t *f = pl_ingest_frame(p->in, k.pcs[i]);
+            const pl_sym_module_t *md = f ? pl_ingest_module(p->in, f->module_id) : NULL;
+            if (inner && pl_ingest_module_own(md)) continue;
             inner = false;
-            /* the function named by the module file itself (the trace names only a stack's innermost frames:
-             * preload/frames.c), else the trace's dynamic symbol, else the module offset */
-            const char *fn = NULL;
-            uint64_t off;
-            if (f && mod[0] && !p->sy) p->sy = pl_symbols_new();
-            if (f && mod[0] && p->sy && pl_symbols_lookup(p->sy, md, st->frames[*f].module_offset, &fn, &off) ==
-                                            PL_SYM_OK && fn) {
-                pk_frame(p, mod, 0, fn);
-                continue;
-            }
-            if (f && st->frames[*f].symbol[0]) {
-                pk_frame(p, mod, 0, st->frames[*f].symbol);
-                continue;
-            }
-            snprintf(name, sizeof name, "0x%llx", (unsigned long long)(f ? st->frames[*f].module_offset : pc));
-            pk_frame(p, mod, 0, name);
+            pk_native_frame(p, k.pcs[i], f, md);
         }
     }
     pk_list_close(p);
     if (p->stack_memo) {
-        p->stack_memo[*ix] = ++p->next_memo; /* memo index next_memo - 1 */
+        p->stack_memo[k.index] = ++p->next_memo; /* memo index next_memo - 1 */
         fputc('r', p->o); /* LONG_BINPUT */
         pk_u32le(p->o, p->next_memo - 1);
     }
@@ -752,8 +603,9 @@ int pl_export_torch_write(const pl_export_torch_t *t, FILE *o) {
     size_t n_segs;
     int rc = final_state(t, &segs, &n_segs, &blocks);
     if (rc) return rc;
-    pk_t p = {.o = o, .st = &t->st};
-    if (t->st.n_stacks && !(p.stack_memo = calloc(t->st.n_stacks, sizeof *p.stack_memo))) {
+    pk_t p = {.o = o, .in = t->in};
+    size_t n_stacks = pl_ingest_n_stacks(t->in);
+    if (n_stacks && !(p.stack_memo = calloc(n_stacks, sizeof *p.stack_memo))) {
         free(segs);
         free(blocks);
         return -ENOMEM;

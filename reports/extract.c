@@ -239,7 +239,7 @@ typedef struct frame { uint32_t module_id; uint64_t module_offset, symbol_offset
 #define FRAME_SYMBOLS_BUDGET ((size_t)32 << 20)
 /* one Python frame (pyframe record): strings malloc'd */
 typedef struct pyf { char *file, *func; int32_t line; } pyf_t;
-/* path, build-id, size, mtime: what reports/symbols.c needs to find the file and check it is the one that ran */
+/* path, build-id, size, mtime: what reports/ingest/symbols.c needs to find the file and check it is the one that ran */
 typedef struct module { char path[1024]; char build_id[129]; uint64_t file_size; int64_t file_mtime_ns; } module_t;
 
 /* ---- per-trace state ---- */
@@ -806,7 +806,7 @@ static bool is_alloc_frame(const state_t *s, const frame_t *f) {
     return false;
 }
 
-/* Text of one frame, malloc'd (NULL on failure): the function named by the module file itself (reports/symbols.c:
+/* Text of one frame, malloc'd (NULL on failure): the function named by the module file itself (reports/ingest/symbols.c:
  * static functions, demangled C++, never cut), else the trace's dladdr name (demangled), else module+offset;
  * ", changed since the run" when the file on disk was rebuilt. */
 static char *format_frame(const state_t *s, pl_symbols_t *sy, uint64_t pc) {

@@ -39,7 +39,7 @@ typedef struct pl_extract_site {
     uint64_t n_live;        /* sampled allocations still live at the end */
     size_t n_frames;
     /* "symbol+0x1c (libx.so)", whole (C++ names demangled, static functions from the module's .symtab:
-     * reports/symbols.c); malloc'd, freed by pl_extract_free */
+     * reports/ingest/symbols.c); malloc'd, freed by pl_extract_free */
     char *frames[PL_EXTRACT_SITE_FRAMES];
     /* Python sites (docs/python-frames.md): stacks whose allocating thread ran Python merge by their naming frame,
      * the innermost frame in the user's own code (else the innermost Python frame). All malloc'd or NULL. */

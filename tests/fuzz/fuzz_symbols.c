@@ -1,4 +1,4 @@
-/* Fuzz target: reports/symbols.c on arbitrary module files. The input is written to a scratch file which is then
+/* Fuzz target: reports/ingest/symbols.c on arbitrary module files. The input is written to a scratch file which is then
  * opened as a module and looked up at a spread of offsets: the ELF reader must never read out of bounds, crash or
  * hang whatever the headers, section table, symbol table or notes say, and a name it returns must be a string.
  * Seeded with a small real shared object (fuzz_symbols_seed.c) so mutations start from valid ELF structure. */

@@ -1,5 +1,5 @@
 /* Target: a leak in a static (non-exported) function, which dladdr cannot name even with -rdynamic: the report
- * must find leak_static_fn in the executable's .symtab (reports/symbols.c). Each step keeps 16 blocks of 4000
+ * must find leak_static_fn in the executable's .symtab (reports/ingest/symbols.c). Each step keeps 16 blocks of 4000
  * bytes from leak_static_fn; temporaries are freed. Usage: leak_static [STEPS=30]. */
 #include "target.h"
 

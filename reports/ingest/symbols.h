@@ -1,4 +1,4 @@
-/* reports/symbols: offline symbolisation of trace frames (module file + offset -> function name).
+/* reports/ingest/symbols: offline symbolisation of trace frames (module file + offset -> function name).
  *
  * The preload records, per PC, only what the running process knows cheaply: the module (path, load base,
  * build-id, file size and mtime), the offset in it, and dladdr's dynamic symbol. Here, in the report, each module

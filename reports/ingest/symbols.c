@@ -1,4 +1,4 @@
-/* reports/symbols: offline symbolisation (see symbols.h for the contract).
+/* reports/ingest/symbols: offline symbolisation (see symbols.h for the contract).
  *
  * Invariants: a module is opened at most once per cache (keyed by path and recorded identity); its function symbols
  * are copied into one array sorted by start address (ties: global before weak before local), names pointing into the
