@@ -17,6 +17,7 @@
 #include <plateau/trace.h>
 
 #include "format.h"
+#include "ingest.h"
 #include "series.h"
 #include "retention.h"
 #include "verdict.h"
@@ -147,54 +148,76 @@ static void on_process(proc_t *p, const pl_rec_process_t *q) {
     p->host_limit = cg > 0 && (host <= 0 || cg < host) ? cg : host;
 }
 
+static int on_start(void *ctx, const pl_trace_record_t *rec) {
+    on_process(ctx, &rec->u.process);
+    return 0;
+}
+
+static int on_end(void *ctx, const pl_trace_record_t *rec) {
+    (void)rec;
+    ((proc_t *)ctx)->ended = true;
+    return 0;
+}
+
+static int on_step(void *ctx, const pl_trace_record_t *rec) {
+    proc_t *p = ctx;
+    if ((int64_t)rec->u.step.step > p->cur_step) p->cur_step = (int64_t)rec->u.step.step;
+    p->n_steps++;
+    return 0;
+}
+
+static int on_heap(void *ctx, const pl_trace_record_t *rec) {
+    const pl_rec_heap_t *q = &rec->u.heap;
+    return put(ctx, PL_LIVE_HEAP, q->step, rec->t_ns, (double)q->live_bytes + (double)q->mmap_live_bytes);
+}
+
+static int on_rss(void *ctx, const pl_trace_record_t *rec) {
+    proc_t *p = ctx;
+    const pl_rec_rss_t *q = &rec->u.rss;
+    int rc = 0;
+    if (!na(q->rss_anon) && !na(q->rss_file) && !na(q->rss_shmem)) {
+        p->last_rss = (double)q->rss_anon + (double)q->rss_file + (double)q->rss_shmem;
+        rc = put(p, PL_LIVE_RSS, q->step, rec->t_ns, p->last_rss);
+    }
+    if (!na(q->device_total) && q->device_total) p->dev_limit = (double)q->device_total;
+    if (!na(q->device_used) && !p->dev_from_stats) {
+        p->last_dev = (double)q->device_used;
+        rc |= put(p, PL_LIVE_DEV, q->step, rec->t_ns, p->last_dev);
+    }
+    return rc;
+}
+
+static int on_stats(void *ctx, const pl_trace_record_t *rec) {
+    proc_t *p = ctx;
+    const pl_rec_alloc_stats_t *q = &rec->u.alloc_stats;
+    if (!p->dev_from_stats) { /* the allocator's own count replaces the device-used fallback */
+        p->dev_from_stats = true;
+        bins_free(&p->step[PL_LIVE_DEV]);
+        bins_free(&p->time[PL_LIVE_DEV]);
+    }
+    if (q->capacity_bytes && !na(q->capacity_bytes)) p->dev_limit = (double)q->capacity_bytes;
+    /* NVML's reading (plateau attach) is the process's used memory, in reserved_bytes; allocated is NA */
+    p->last_dev = (double)(q->allocator_id == PL_ALLOC_ID_NVML ? q->reserved_bytes : q->allocated_bytes);
+    return put(p, PL_LIVE_DEV, q->step, rec->t_ns, p->last_dev);
+}
+
+static int on_retention(void *ctx, const pl_trace_record_t *rec) {
+    proc_t *p = ctx;
+    if (!p->ret && !(p->ret = calloc(1, sizeof *p->ret))) return -ENOMEM;
+    return pl_retention_add(p->ret, &rec->u.retention);
+}
+
+static const pl_ingest_handlers_t handlers = {
+    .process = on_start, .end = on_end, .step = on_step, .heap = on_heap, .rss = on_rss, .alloc_stats = on_stats,
+    .retention = on_retention,
+};
+
 static int on_record(proc_t *p, const pl_trace_record_t *rec) {
     if (!p->started) {
         p->started = true;
         p->t0 = rec->t_ns;
     }
-    switch (rec->type) {
-    case PL_REC_PROCESS_START: on_process(p, &rec->u.process); return 0;
-    case PL_REC_PROCESS_END:
-    case PL_REC_EXEC: p->ended = true; return 0;
-    case PL_REC_STEP:
-        if ((int64_t)rec->u.step.step > p->cur_step) p->cur_step = (int64_t)rec->u.step.step;
-        p->n_steps++;
-        return 0;
-    case PL_REC_HEAP: {
-        const pl_rec_heap_t *q = &rec->u.heap;
-        return put(p, PL_LIVE_HEAP, q->step, rec->t_ns, (double)q->live_bytes + (double)q->mmap_live_bytes);
-    }
-    case PL_REC_RSS: {
-        const pl_rec_rss_t *q = &rec->u.rss;
-        int rc = 0;
-        if (!na(q->rss_anon) && !na(q->rss_file) && !na(q->rss_shmem)) {
-            p->last_rss = (double)q->rss_anon + (double)q->rss_file + (double)q->rss_shmem;
-            rc = put(p, PL_LIVE_RSS, q->step, rec->t_ns, p->last_rss);
-        }
-        if (!na(q->device_total) && q->device_total) p->dev_limit = (double)q->device_total;
-        if (!na(q->device_used) && !p->dev_from_stats) {
-            p->last_dev = (double)q->device_used;
-            rc |= put(p, PL_LIVE_DEV, q->step, rec->t_ns, p->last_dev);
-        }
-        return rc;
-    }
-    case PL_REC_ALLOC_STATS: {
-        const pl_rec_alloc_stats_t *q = &rec->u.alloc_stats;
-        if (!p->dev_from_stats) { /* the allocator's own count replaces the device-used fallback */
-            p->dev_from_stats = true;
-            bins_free(&p->step[PL_LIVE_DEV]);
-            bins_free(&p->time[PL_LIVE_DEV]);
-        }
-        if (q->capacity_bytes && !na(q->capacity_bytes)) p->dev_limit = (double)q->capacity_bytes;
-        /* NVML's reading (plateau attach) is the process's used memory, in reserved_bytes; allocated is NA */
-        p->last_dev = (double)(q->allocator_id == PL_ALLOC_ID_NVML ? q->reserved_bytes : q->allocated_bytes);
-        return put(p, PL_LIVE_DEV, q->step, rec->t_ns, p->last_dev);
-    }
-    case PL_REC_RETENTION:
-        if (!p->ret && !(p->ret = calloc(1, sizeof *p->ret))) return -ENOMEM;
-        return pl_retention_add(p->ret, &rec->u.retention);
-    default: return 0;
-    }
+    return pl_ingest_record(NULL, rec, &handlers, p);
 }
 
 static void proc_drop_series(proc_t *p) {

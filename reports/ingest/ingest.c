@@ -171,16 +171,16 @@ int pl_ingest_record(pl_ingest_t *in, const pl_trace_record_t *rec, const pl_ing
     case PL_REC_DEVICE_OOM: return hand(h->device, ctx, rec);
     case PL_REC_ALLOC_STATS: return hand(h->alloc_stats, ctx, rec);
     case PL_REC_STACK:
-        if (in->tables && (rc = take_stack(in, &rec->u.stack))) return rc;
+        if (in && in->tables && (rc = take_stack(in, &rec->u.stack))) return rc;
         return hand(h->stack, ctx, rec);
     case PL_REC_FRAME:
-        if (in->tables && (rc = take_frame(in, &rec->u.frame))) return rc;
+        if (in && in->tables && (rc = take_frame(in, &rec->u.frame))) return rc;
         return hand(h->frame, ctx, rec);
     case PL_REC_MODULE:
-        if (in->tables && (rc = take_module(in, &rec->u.module))) return rc;
+        if (in && in->tables && (rc = take_module(in, &rec->u.module))) return rc;
         return hand(h->module, ctx, rec);
     case PL_REC_PYFRAME:
-        if (in->tables && (rc = take_pyframe(in, &rec->u.pyframe))) return rc;
+        if (in && in->tables && (rc = take_pyframe(in, &rec->u.pyframe))) return rc;
         return hand(h->pyframe, ctx, rec);
     case PL_REC_THREAD_NAME: return hand(h->thread_name, ctx, rec);
     case PL_REC_LOST: return hand(h->lost, ctx, rec);

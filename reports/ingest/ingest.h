@@ -80,12 +80,12 @@ typedef struct pl_ingest_pyframe {
     int32_t line;
 } pl_ingest_pyframe_t;
 
-/* tables: false for a consumer that names no stack (the live verdict): table records are then only handed on. */
+/* tables: false for a consumer that only counts stacks: table records are then only handed on. */
 pl_ingest_t *pl_ingest_new(bool tables);
 void pl_ingest_free(pl_ingest_t *in);
 
 /* The one switch: the tables take what is theirs, then the record goes to its handler. 0, -ENOMEM (the tables), or a
- * handler's return. */
+ * handler's return. in may be NULL (no tables: a consumer that names no stack) here and in pl_ingest_read. */
 int pl_ingest_record(pl_ingest_t *in, const pl_trace_record_t *rec, const pl_ingest_handlers_t *h, void *ctx);
 
 /* Every record of rd through pl_ingest_record, until the end of the trace or the first non-zero return of
