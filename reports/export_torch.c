@@ -187,7 +187,8 @@ static int on_device(void *ctx, const pl_trace_record_t *rec) {
     bool allocator = q->source == PL_DEV_SRC_ALLOCATOR;
     int rc;
     /* OOM records come from the driver hook even under plateau's allocator: both sides keep them */
-    if (rec->type == PL_REC_DEVICE_OOM && (rc = side_record(r->as, true, rec->type, q, rec->t_ns + r->shift))) return rc;
+    if (rec->type == PL_REC_DEVICE_OOM && (rc = side_record(r->as, true, rec->type, q, rec->t_ns + r->shift)))
+        return rc;
     return side_record(allocator ? r->as : r->cs, allocator, rec->type, q, rec->t_ns + r->shift);
 }
 

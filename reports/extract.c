@@ -806,7 +806,7 @@ static bool is_alloc_frame(const state_t *s, const frame_t *f) {
     return false;
 }
 
-/* Text of one frame, malloc'd (NULL on failure): the function named by the module file itself (reports/ingest/symbols.c:
+/* Text of one frame, malloc'd (NULL on failure): the function named by the module file itself (symbols.c:
  * static functions, demangled C++, never cut), else the trace's dladdr name (demangled), else module+offset;
  * ", changed since the run" when the file on disk was rebuilt. */
 static char *format_frame(const state_t *s, pl_symbols_t *sy, uint64_t pc) {

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "hash.h"
+#include "ingest.h"
 #include "table.h"
 
 #define SEQ_WINDOW 32768     /* events of the sequence detector (the middle of the stream) */
@@ -127,77 +128,89 @@ static int push_event(pl_period_input_t *in, const pl_period_event_t *e) {
     return 0;
 }
 
+static int on_host_alloc(void *ctx, const pl_trace_record_t *rec) {
+    pl_period_input_t *in = ctx;
+    const pl_rec_host_alloc_t *q = &rec->u.host_alloc;
+    /* recorded for sure when every call is (sample_bytes 0) or nearly so (p = 1 - exp(-s/sample) > 0.98) */
+    bool exact = in->have_sample_bytes && (in->sample_bytes == 0 || q->size >= HOST_EXACT_FACTOR * in->sample_bytes);
+    /* an mmap record carries the count of calls before it (it is no malloc call): the same as the call before,
+     * so it gives the ordinal detector nothing and would read as a repeated ordinal */
+    uint64_t key = make_key(PL_REC_HOST_ALLOC, canon_id(in, q->stack_id), q->size);
+    uint64_t ordinal = q->kind == PL_HOST_MMAP ? PL_TRACE_NA : q->call_ordinal;
+    pl_period_event_t e = {rec->t_ns, key, q->size, exact, q->tid, ordinal};
+    return push_event(in, &e);
+}
+
+static int on_device(void *ctx, const pl_trace_record_t *rec) {
+    pl_period_input_t *in = ctx;
+    const pl_rec_device_t *q = &rec->u.device;
+    if (rec->type != PL_REC_DEVICE_ALLOC) return 0;
+    pl_period_event_t e = {rec->t_ns, make_key(PL_REC_DEVICE_ALLOC, canon_id(in, q->stack_id), q->size), q->size,
+                           true, 0, PL_TRACE_NA};
+    return push_event(in, &e);
+}
+
+static int on_stack(void *ctx, const pl_trace_record_t *rec) { return add_stack(ctx, &rec->u.stack); }
+
+static int on_process(void *ctx, const pl_trace_record_t *rec) {
+    pl_period_input_t *in = ctx;
+    in->sample_bytes = rec->u.process.sample_bytes;
+    in->have_sample_bytes = true;
+    return 0;
+}
+
+static int on_step(void *ctx, const pl_trace_record_t *rec) {
+    pl_period_input_t *in = ctx;
+    if (in->n_steps == in->cap_steps) {
+        size_t nc = in->cap_steps ? in->cap_steps * 2 : 256;
+        int64_t *ns = realloc(in->step_ns, nc * sizeof *ns);
+        if (!ns) return -ENOMEM;
+        in->step_ns = ns;
+        in->cap_steps = nc;
+    }
+    in->step_ns[in->n_steps++] = rec->t_ns;
+    return 0;
+}
+
+static int on_heap(void *ctx, const pl_trace_record_t *rec) {
+    pl_period_input_t *in = ctx;
+    if (in->heap_t0_ns == 0 && in->heap_t1_ns == 0) {
+        in->heap_n_alloc0 = rec->u.heap.n_alloc;
+        in->heap_t0_ns = rec->t_ns;
+    }
+    if (rec->t_ns >= in->heap_t1_ns) {
+        in->heap_n_alloc1 = rec->u.heap.n_alloc;
+        in->heap_t1_ns = rec->t_ns;
+    }
+    if (in->n_heap == in->cap_heap) {
+        if (in->cap_heap >= PL_PERIOD_MAX_EVENTS) return 0; /* enough: keep the first ones */
+        size_t nc = in->cap_heap ? in->cap_heap * 2 : 256;
+        int64_t *nt = realloc(in->heap_t_ns, nc * sizeof *nt);
+        if (!nt) return -ENOMEM;
+        in->heap_t_ns = nt;
+        uint64_t *nn = realloc(in->heap_n_alloc, nc * sizeof *nn);
+        if (!nn) return -ENOMEM;
+        in->heap_n_alloc = nn;
+        in->cap_heap = nc;
+    }
+    in->heap_t_ns[in->n_heap] = rec->t_ns;
+    in->heap_n_alloc[in->n_heap++] = rec->u.heap.n_alloc;
+    return 0;
+}
+
+/* what period detection reads of a trace: allocations, stacks (to tell identical call paths apart by their pcs),
+ * steps and heap totals */
+static const pl_ingest_handlers_t handlers = {.host_alloc = on_host_alloc, .device = on_device, .stack = on_stack,
+                                              .process = on_process, .step = on_step, .heap = on_heap};
+
 int pl_period_add(pl_period_input_t *in, const pl_trace_record_t *rec) {
     if (!in || !rec) return -EINVAL;
-    switch (rec->type) {
-    case PL_REC_HOST_ALLOC: {
-        const pl_rec_host_alloc_t *q = &rec->u.host_alloc;
-        /* recorded for sure when every call is (sample_bytes 0) or nearly so (p = 1 - exp(-s/sample) > 0.98) */
-        bool exact = in->have_sample_bytes &&
-                     (in->sample_bytes == 0 || q->size >= HOST_EXACT_FACTOR * in->sample_bytes);
-        /* an mmap record carries the count of calls before it (it is no malloc call): the same as the call before,
-         * so it gives the ordinal detector nothing and would read as a repeated ordinal */
-        uint64_t key = make_key(PL_REC_HOST_ALLOC, canon_id(in, q->stack_id), q->size);
-        pl_period_event_t e = {rec->t_ns, key, q->size, exact, q->tid,
-                               q->kind == PL_HOST_MMAP ? PL_TRACE_NA : q->call_ordinal};
-        return push_event(in, &e);
-    }
-    case PL_REC_DEVICE_ALLOC: {
-        const pl_rec_device_t *q = &rec->u.device;
-        pl_period_event_t e = {rec->t_ns, make_key(PL_REC_DEVICE_ALLOC, canon_id(in, q->stack_id), q->size), q->size,
-                               true, 0, PL_TRACE_NA};
-        return push_event(in, &e);
-    }
-    case PL_REC_STACK: return add_stack(in, &rec->u.stack);
-    case PL_REC_PROCESS_START:
-        in->sample_bytes = rec->u.process.sample_bytes;
-        in->have_sample_bytes = true;
-        return 0;
-    case PL_REC_STEP:
-        if (in->n_steps == in->cap_steps) {
-            size_t nc = in->cap_steps ? in->cap_steps * 2 : 256;
-            int64_t *ns = realloc(in->step_ns, nc * sizeof *ns);
-            if (!ns) return -ENOMEM;
-            in->step_ns = ns;
-            in->cap_steps = nc;
-        }
-        in->step_ns[in->n_steps++] = rec->t_ns;
-        return 0;
-    case PL_REC_HEAP:
-        if (in->heap_t0_ns == 0 && in->heap_t1_ns == 0) {
-            in->heap_n_alloc0 = rec->u.heap.n_alloc;
-            in->heap_t0_ns = rec->t_ns;
-        }
-        if (rec->t_ns >= in->heap_t1_ns) {
-            in->heap_n_alloc1 = rec->u.heap.n_alloc;
-            in->heap_t1_ns = rec->t_ns;
-        }
-        if (in->n_heap == in->cap_heap) {
-            if (in->cap_heap >= PL_PERIOD_MAX_EVENTS) return 0; /* enough: keep the first ones */
-            size_t nc = in->cap_heap ? in->cap_heap * 2 : 256;
-            int64_t *nt = realloc(in->heap_t_ns, nc * sizeof *nt);
-            if (!nt) return -ENOMEM;
-            in->heap_t_ns = nt;
-            uint64_t *nn = realloc(in->heap_n_alloc, nc * sizeof *nn);
-            if (!nn) return -ENOMEM;
-            in->heap_n_alloc = nn;
-            in->cap_heap = nc;
-        }
-        in->heap_t_ns[in->n_heap] = rec->t_ns;
-        in->heap_n_alloc[in->n_heap++] = rec->u.heap.n_alloc;
-        return 0;
-    default: return 0;
-    }
+    return pl_ingest_record(NULL, rec, &handlers, in);
 }
 
 int pl_period_scan(pl_trace_reader_t *rd, pl_period_input_t *in) {
     if (!rd || !in) return -EINVAL;
-    pl_trace_record_t rec;
-    while (pl_trace_next(rd, &rec) > 0) {
-        int rc = pl_period_add(in, &rec);
-        if (rc) return rc;
-    }
-    return 0;
+    return pl_ingest_read(NULL, rd, &handlers, in, NULL);
 }
 
 /* ---- helpers ---- */

@@ -232,7 +232,9 @@ const char *pl_ingest_module_base(const pl_sym_module_t *m) {
     return b ? b + 1 : m->path;
 }
 
-bool pl_ingest_module_own(const pl_sym_module_t *m) { return m && !strncmp(pl_ingest_module_base(m), "libplateau", 10); }
+bool pl_ingest_module_own(const pl_sym_module_t *m) {
+    return m && !strncmp(pl_ingest_module_base(m), "libplateau", 10);
+}
 
 pl_sym_status_t pl_ingest_lookup(const pl_ingest_t *in, pl_symbols_t *sy, uint64_t pc, const pl_ingest_frame_t **frame,
                                  const pl_sym_module_t **module, const char **name, uint64_t *offset) {

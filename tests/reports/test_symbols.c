@@ -1,4 +1,4 @@
-/* reports.symbols: offline symbolisation (reports/ingest/symbols.c). A static function of this very program is looked up
+/* reports.symbols: offline symbolisation (ingest/symbols.c). A static function of this very program is looked up
  * by module path + offset the way a trace records it; identity checks (build-id, size+mtime) refuse a file that is
  * not the one that ran; C++ names demangle; broken files (truncated, garbage, corrupted section table) never crash
  * and never yield a name. */
