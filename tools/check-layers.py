@@ -51,7 +51,7 @@ ALLOWED = {
     "training": {"allocator"},
     "reports.ingest": {"tracer.reader", "common"},
     "reports": {"reports.ingest", "tracer.reader", "common"},
-    "tune": {"tracer.reader", "allocator", "common"},
+    "tune": {"reports.ingest", "tracer.reader", "allocator", "common"},
     "collector": {"tracer.writer", "common"},
     "cli": {"reports", "tune", "collector"},
 }

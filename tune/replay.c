@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ingest.h"
 #include "table.h"
 
 #define MAP_EMPTY UINT64_MAX
@@ -230,16 +231,24 @@ static void scan_add(scan_t *sc, size_t file, const pl_rec_device_t *d) {
                                   .device = d->device, .n_allocs = 1};
 }
 
+typedef struct scanning { scan_t *sc; size_t file; } scanning_t;
+
+static int scan_device(void *ctx, const pl_trace_record_t *rec) {
+    scanning_t *g = ctx;
+    g->sc->n_device_records++;
+    if (rec->type != PL_REC_DEVICE_ALLOC) return 0;
+    g->sc->n_alloc_records++;
+    /* device -1 from the CUDA interposers is pinned host memory (cudaMallocHost): not a device sequence */
+    if (rec->u.device.device >= 0 || rec->u.device.source == PL_DEV_SRC_ALLOCATOR)
+        scan_add(g->sc, g->file, &rec->u.device);
+    return 0;
+}
+
 /* Pass 1 over one reader: count device_alloc records per candidate. Damage is ignored here (pass 2 reports it). */
 static void scan_reader(scan_t *sc, size_t file, pl_trace_reader_t *rd) {
-    pl_trace_record_t rec;
-    while (pl_trace_next(rd, &rec) == 1) {
-        if (rec.type >= PL_REC_DEVICE_ALLOC && rec.type <= PL_REC_DEVICE_OOM) sc->n_device_records++;
-        if (rec.type == PL_REC_DEVICE_ALLOC) sc->n_alloc_records++;
-        /* device -1 from the CUDA interposers is pinned host memory (cudaMallocHost): not a device sequence */
-        if (rec.type == PL_REC_DEVICE_ALLOC && (rec.u.device.device >= 0 || rec.u.device.source == PL_DEV_SRC_ALLOCATOR))
-            scan_add(sc, file, &rec.u.device);
-    }
+    static const pl_ingest_handlers_t h = {.device = scan_device};
+    scanning_t g = {sc, file};
+    pl_ingest_read(NULL, rd, &h, &g, NULL);
 }
 
 static const cand_t *scan_best(const scan_t *sc) {
@@ -267,54 +276,59 @@ static bool same_cand_oom(const pl_replay_seq_t *s, const pl_rec_device_t *d) {
     return d->source == s->source && d->allocator_id == s->allocator_id && (d->device == s->device || d->device < 0);
 }
 
+typedef struct folding { pl_replay_seq_t *s; uint64_t device_total; } folding_t;
+
+static int fold_device(void *ctx, const pl_trace_record_t *rec) {
+    pl_replay_seq_t *s = ((folding_t *)ctx)->s;
+    const pl_rec_device_t *d = &rec->u.device;
+    switch (rec->type) {
+    case PL_REC_DEVICE_ALLOC:
+        if (!same_cand(s, d)) {
+            s->n_other_streams_records++;
+            return 0;
+        }
+        return pl_replay_seq_alloc(s, d->addr, request_size(d), d->stream);
+    case PL_REC_DEVICE_FREE: return same_cand(s, d) ? pl_replay_seq_free_addr(s, d->addr) : 0;
+    case PL_REC_DEVICE_OOM: return same_cand_oom(s, d) ? pl_replay_seq_probe(s, request_size(d), d->stream) : 0;
+    case PL_REC_DEVICE_MAP:
+        if (same_cand(s, d)) s->n_map_records++;
+        return 0;
+    case PL_REC_DEVICE_UNMAP:
+        if (same_cand(s, d)) s->n_unmap_records++;
+        return 0;
+    default: return 0;
+    }
+}
+
+static int fold_stats(void *ctx, const pl_trace_record_t *rec) {
+    pl_replay_seq_t *s = ((folding_t *)ctx)->s;
+    const pl_rec_alloc_stats_t *q = &rec->u.alloc_stats;
+    if (s->source != PL_DEV_SRC_ALLOCATOR || q->allocator_id != s->allocator_id || q->device != s->device) return 0;
+    s->have_stats = true;
+    s->last_stats = *q;
+    s->stats_event = s->n_events;
+    if (q->capacity_bytes) {
+        s->capacity_bytes = q->capacity_bytes;
+        snprintf(s->capacity_from, sizeof s->capacity_from, "the trace's alloc_stats");
+    }
+    return 0;
+}
+
+static int fold_rss(void *ctx, const pl_trace_record_t *rec) {
+    folding_t *f = ctx;
+    if (rec->u.rss.device_total != PL_TRACE_NA && rec->u.rss.device_total) f->device_total = rec->u.rss.device_total;
+    return 0;
+}
+
 /* Pass 2: fold the chosen candidate's records into s. */
 static int fold_reader(pl_replay_seq_t *s, pl_trace_reader_t *rd, const char *name) {
-    pl_trace_record_t rec;
-    int rc, n;
-    uint64_t device_total = 0;
-    while ((n = pl_trace_next(rd, &rec)) == 1) {
-        rc = 0;
-        switch (rec.type) {
-        case PL_REC_DEVICE_ALLOC:
-            if (!same_cand(s, &rec.u.device)) {
-                s->n_other_streams_records++;
-                break;
-            }
-            rc = pl_replay_seq_alloc(s, rec.u.device.addr, request_size(&rec.u.device), rec.u.device.stream);
-            break;
-        case PL_REC_DEVICE_FREE:
-            if (same_cand(s, &rec.u.device)) rc = pl_replay_seq_free_addr(s, rec.u.device.addr);
-            break;
-        case PL_REC_DEVICE_OOM:
-            if (same_cand_oom(s, &rec.u.device)) rc = pl_replay_seq_probe(s, request_size(&rec.u.device), rec.u.device.stream);
-            break;
-        case PL_REC_DEVICE_MAP:
-            if (same_cand(s, &rec.u.device)) s->n_map_records++;
-            break;
-        case PL_REC_DEVICE_UNMAP:
-            if (same_cand(s, &rec.u.device)) s->n_unmap_records++;
-            break;
-        case PL_REC_ALLOC_STATS:
-            if (s->source == PL_DEV_SRC_ALLOCATOR && rec.u.alloc_stats.allocator_id == s->allocator_id &&
-                rec.u.alloc_stats.device == s->device) {
-                s->have_stats = true;
-                s->last_stats = rec.u.alloc_stats;
-                s->stats_event = s->n_events;
-                if (rec.u.alloc_stats.capacity_bytes) {
-                    s->capacity_bytes = rec.u.alloc_stats.capacity_bytes;
-                    snprintf(s->capacity_from, sizeof s->capacity_from, "the trace's alloc_stats");
-                }
-            }
-            break;
-        case PL_REC_RSS:
-            if (rec.u.rss.device_total != PL_TRACE_NA && rec.u.rss.device_total) device_total = rec.u.rss.device_total;
-            break;
-        default: break;
-        }
-        if (rc) return rc;
-    }
-    if (!s->capacity_bytes && device_total) {
-        s->capacity_bytes = device_total;
+    static const pl_ingest_handlers_t h = {.device = fold_device, .alloc_stats = fold_stats, .rss = fold_rss};
+    folding_t f = {s, 0};
+    int n;
+    int rc = pl_ingest_read(NULL, rd, &h, &f, &n);
+    if (rc) return rc;
+    if (!s->capacity_bytes && f.device_total) {
+        s->capacity_bytes = f.device_total;
         snprintf(s->capacity_from, sizeof s->capacity_from, "the trace's device total memory");
     }
     if (n < 0) {
