@@ -21,19 +21,16 @@
 
 #include "pysites.h"
 #include "run.h"
-#include "symbols.h"
+#include "ingest.h"
 #include "table.h"
 
 #define BUCKET_NS 1000000000LL       /* time bucket for processes without steps, before widening */
 #define MAX_KEY (INT64_MAX / 4)
 #define MAP_MAX_ENTRIES (1u << 19)    /* per address map: at most 2^20 slots of 24 B */
 #define MAX_STACKS 16384u
-#define STACK_PCS 16u
+#define STACK_PCS 16u                  /* native frames read per stack (innermost first) */
 #define STACK_HIST 32u
-#define MAX_FRAMES 65536u
-#define MAX_PYFRAMES 65536u
 #define STACK_PY 32u                  /* Python frames kept per stack (innermost first) */
-#define MAX_MODULES 4096u
 #define MAX_ALLOCATORS 16u
 #define MAX_TENSOR_DEVICES 64 /* CUDA devices whose live tensor counts are kept (allocator/pluggable.c's bound) */
 #define MAX_BLOCK_BYTES (1ull << 40)
@@ -217,11 +214,7 @@ static double ring_at(const ring_t *g, int64_t k) {
 }
 
 typedef struct stack {
-    uint32_t id;
-    uint32_t n_pcs;
-    uint64_t pcs[STACK_PCS];
-    uint32_t n_py;
-    uint32_t py[STACK_PY]; /* pyframe ids, innermost first */
+    uint32_t id;           /* its frames are ingest's (stack_frames) */
     double live_bytes;     /* weighted */
     uint64_t n_live;
     hist_t by_step, by_time; /* time keys in BUCKET_NS */
@@ -229,18 +222,6 @@ typedef struct stack {
     double win_from, win_to; /* exact live bytes at the end of the window's steps (opts.window): changes keyed <= */
     double at_uncaught;      /* live bytes when the bootstrap recorded an uncaught exception (state.uncaught_step) */
 } stack_t_;
-
-/* symbol: the trace's dladdr name, in full up to FRAME_SYMBOL_MAX bytes while the trace's symbols stay within
- * FRAME_SYMBOLS_BUDGET in all, then cut to FRAME_SYMBOL_CUT (a hostile trace cannot make the report hold 65536 x
- * 65,000 bytes); a mangled name cut short no longer demangles, so the budget is generous. */
-typedef struct frame { uint32_t module_id; uint64_t module_offset, symbol_offset; char *symbol; } frame_t;
-#define FRAME_SYMBOL_MAX 4096u
-#define FRAME_SYMBOL_CUT 95u
-#define FRAME_SYMBOLS_BUDGET ((size_t)32 << 20)
-/* one Python frame (pyframe record): strings malloc'd */
-typedef struct pyf { char *file, *func; int32_t line; } pyf_t;
-/* path, build-id, size, mtime: what reports/ingest/symbols.c needs to find the file and check it is the one that ran */
-typedef struct module { char path[1024]; char build_id[129]; uint64_t file_size; int64_t file_mtime_ns; } module_t;
 
 /* ---- per-trace state ---- */
 
@@ -259,18 +240,10 @@ typedef struct state {
     int64_t t0;              /* CLOCK_MONOTONIC at trace start */
     int64_t start_realtime_ns; /* CLOCK_REALTIME at process start (0 unknown): source files changed later are not quoted */
     uint64_t sample_bytes;
-    pl_table_t host, blocks, segs, stack_ix, frame_ix;
-    stack_t_ *stacks;
+    pl_table_t host, blocks, segs, stack_ix;
+    stack_t_ *stacks;        /* what each stack holds; its frames are in the ingest's table */
     size_t n_stacks;
-    frame_t *frames;
-    size_t frame_symbol_bytes; /* held by frames[].symbol */
-    size_t n_frames;
-    pl_table_t module_ix;
-    module_t *modules;
-    size_t n_modules;
-    pl_table_t pyf_ix;            /* pyframe id + 1 -> index in pyfs */
-    pyf_t *pyfs;
-    size_t n_pyfs;
+    pl_ingest_t *in;         /* the one reader's tables: stacks, frames, modules, Python frames */
     astat_t astats[MAX_ALLOCATORS];
     size_t n_astats;
     bool seen_stats, seen_alloc_src, seen_map, seen_drv, seen_active, seen_split, seen_py_tensors;
@@ -405,7 +378,8 @@ static void on_process(state_t *s, const pl_rec_process_t *p) {
         l->cgroup_bytes = (double)p->cgroup_max_bytes;
 }
 
-static int on_rss(state_t *s, const pl_trace_record_t *rec) {
+static int on_rss(void *ctx, const pl_trace_record_t *rec) {
+    state_t *s = ctx;
     const pl_rec_rss_t *q = &rec->u.rss;
     int rc = 0;
     if (!na(q->rss_anon) && !na(q->rss_file) && !na(q->rss_shmem))
@@ -468,7 +442,8 @@ static int on_tensor_count(state_t *s, const pl_trace_record_t *rec) {
     return 0;
 }
 
-static int on_stats(state_t *s, const pl_trace_record_t *rec) {
+static int on_stats(void *ctx, const pl_trace_record_t *rec) {
+    state_t *s = ctx;
     const pl_rec_alloc_stats_t *q = &rec->u.alloc_stats;
     if (q->allocator_id == PL_ALLOC_ID_TORCH_TENSORS) return on_tensor_count(s, rec);
     astat_t *a = NULL;
@@ -523,10 +498,12 @@ static int on_stats(state_t *s, const pl_trace_record_t *rec) {
 }
 
 
-static int on_device(state_t *s, const pl_trace_record_t *rec) {
+static int on_device(void *ctx, const pl_trace_record_t *rec) {
+    state_t *s = ctx;
     const pl_rec_device_t *q = &rec->u.device;
     slot_t old;
     int rc = 0;
+    if (rec->type == PL_REC_DEVICE_OOM) return 0; /* a failed request holds nothing */
     /* CUPTI memory activity duplicates what the hooks saw: counted for the cross-check only */
     if (rec->type == PL_REC_DEVICE_ALLOC && q->source != PL_DEV_SRC_ALLOCATOR) {
         bool cupti = q->source == PL_DEV_SRC_CUPTI;
@@ -580,7 +557,8 @@ static int on_device(state_t *s, const pl_trace_record_t *rec) {
     return rc ? -ENOMEM : 0;
 }
 
-static int on_host_alloc(state_t *s, const pl_trace_record_t *rec) {
+static int on_host_alloc(void *ctx, const pl_trace_record_t *rec) {
+    state_t *s = ctx;
     const pl_rec_host_alloc_t *q = &rec->u.host_alloc;
     if (q->kind != PL_HOST_MMAP && q->size > 16) { /* the usable sizes the host allocator is told by (compare.h) */
         s->xp->n_usable_sizes++;
@@ -607,14 +585,16 @@ static int on_host_alloc(state_t *s, const pl_trace_record_t *rec) {
     return 0;
 }
 
-static void on_host_free(state_t *s, const pl_trace_record_t *rec) {
+static int on_host_free(void *ctx, const pl_trace_record_t *rec) {
+    state_t *s = ctx;
     slot_t old;
-    if (!map_take(&s->host, rec->u.host_free.addr, &old)) return;
+    if (!map_take(&s->host, rec->u.host_free.addr, &old)) return 0;
     stack_t_ *st = stack_get(s, old.aux, false);
-    if (!st) return;
+    if (!st) return 0;
     st->live_bytes -= weight(s, old.val);
     if (st->n_live) st->n_live--;
     stack_note(s, st, rec->t_ns);
+    return 0;
 }
 
 /* Who keeps it (reports/retention.c); and, from the storages a holder's record carries (trace 1.9), which sampled
@@ -637,73 +617,21 @@ static int on_retention(state_t *s, const pl_rec_retention_t *q) {
     return 0;
 }
 
-static void on_stack(state_t *s, const pl_rec_stack_t *q) {
-    stack_t_ *st = stack_get(s, q->stack_id, true);
-    if (!st) return;
-    st->n_pcs = q->n_frames < STACK_PCS ? q->n_frames : STACK_PCS;
-    memcpy(st->pcs, q->pcs, st->n_pcs * sizeof st->pcs[0]);
-    st->n_py = q->n_py < STACK_PY ? q->n_py : STACK_PY;
-    memcpy(st->py, q->py, st->n_py * sizeof st->py[0]);
-}
-
-static int on_pyframe(state_t *s, const pl_rec_pyframe_t *q) {
-    if (pl_table_get(&s->pyf_ix, (uint64_t)q->pyframe_id + 1) || s->n_pyfs >= MAX_PYFRAMES) return 0;
-    if (!s->pyfs) {
-        s->pyfs = malloc(MAX_PYFRAMES * sizeof *s->pyfs);
-        if (!s->pyfs) return -ENOMEM;
-    }
-    char *file = strdup(q->file ? q->file : ""), *func = strdup(q->function ? q->function : "");
-    int rc = file && func ? map_put(&s->pyf_ix, (uint64_t)q->pyframe_id + 1, s->n_pyfs, 0) : -ENOMEM;
-    if (rc) {
-        free(file);
-        free(func);
-        return rc < 0 ? rc : 0;
-    }
-    s->pyfs[s->n_pyfs++] = (pyf_t){file, func, q->line};
+/* a stack gets its place in stacks[] when its record is read (the order sites tie by), its frames in the tables */
+static int on_stack(void *ctx, const pl_trace_record_t *rec) {
+    stack_get(ctx, rec->u.stack.stack_id, true);
     return 0;
 }
 
-static int on_frame(state_t *s, const pl_rec_frame_t *q) {
-    if (pl_table_get(&s->frame_ix, q->pc) || s->n_frames >= MAX_FRAMES) return 0;
-    if (!s->frames) {
-        s->frames = malloc(MAX_FRAMES * sizeof *s->frames);
-        if (!s->frames) return -ENOMEM;
+/* A stack's frames, as many as a site names: at most STACK_PCS native and STACK_PY Python frames. */
+static bool stack_frames(const state_t *s, const stack_t_ *st, pl_ingest_stack_t *k) {
+    if (!pl_ingest_stack(s->in, st->id, k)) {
+        *k = (pl_ingest_stack_t){0};
+        return false;
     }
-    size_t len = q->symbol ? strlen(q->symbol) : 0, cap = FRAME_SYMBOL_MAX;
-    if (s->frame_symbol_bytes + len > FRAME_SYMBOLS_BUDGET) cap = FRAME_SYMBOL_CUT;
-    if (len > cap) len = cap;
-    char *sym = malloc(len + 1);
-    if (!sym) return -ENOMEM;
-    memcpy(sym, q->symbol ? q->symbol : "", len);
-    sym[len] = 0;
-    int rc = map_put(&s->frame_ix, q->pc, s->n_frames, 0);
-    if (rc) {
-        free(sym);
-        return rc < 0 ? rc : 0;
-    }
-    s->frame_symbol_bytes += len + 1;
-    frame_t *f = &s->frames[s->n_frames++];
-    f->module_id = q->module_id;
-    f->module_offset = q->module_offset;
-    f->symbol_offset = q->symbol_offset;
-    f->symbol = sym;
-    return 0;
-}
-
-static int on_module(state_t *s, const pl_rec_module_t *q) {
-    if (pl_table_get(&s->module_ix, (uint64_t)q->module_id + 1) || s->n_modules >= MAX_MODULES) return 0;
-    if (!s->modules) {
-        s->modules = malloc(MAX_MODULES * sizeof *s->modules);
-        if (!s->modules) return -ENOMEM;
-    }
-    int rc = map_put(&s->module_ix, (uint64_t)q->module_id + 1, s->n_modules, 0);
-    if (rc) return rc < 0 ? rc : 0;
-    module_t *md = &s->modules[s->n_modules++];
-    copy_str(md->path, sizeof md->path, q->path);
-    copy_str(md->build_id, sizeof md->build_id, q->build_id);
-    md->file_size = q->file_size;
-    md->file_mtime_ns = q->file_mtime_ns;
-    return 0;
+    if (k->n_pcs > STACK_PCS) k->n_pcs = STACK_PCS;
+    if (k->n_py > STACK_PY) k->n_py = STACK_PY;
+    return true;
 }
 
 /* The Python bootstrap's record of an exception that ended the program (docs/end-of-run.md): its type, and what every
@@ -740,70 +668,80 @@ static void on_aggregate(pl_extract_proc_t *xp, const pl_rec_aggregate_t *q) {
     xp->n_usable_8mod16 += q->n_8mod16 <= q->n_sized ? q->n_8mod16 : q->n_sized;
 }
 
-static int on_record(state_t *s, const pl_trace_record_t *rec) {
-    switch (rec->type) {
-    case PL_REC_PROCESS_START: on_process(s, &rec->u.process); return 0;
-    case PL_REC_PROCESS_END: s->xp->clean_end = true; return 0;
-    case PL_REC_EXEC: s->xp->clean_end = s->xp->exec_end = true; return 0;
-    case PL_REC_STEP: {
-        int64_t k = clamp_key(rec->u.step.step);
-        if (k > s->cur_step) s->cur_step = k;
-        s->xp->n_steps++;
+static int on_start(void *ctx, const pl_trace_record_t *rec) {
+    on_process(ctx, &rec->u.process);
+    return 0;
+}
+
+static int on_end(void *ctx, const pl_trace_record_t *rec) {
+    state_t *s = ctx;
+    s->xp->clean_end = true;
+    if (rec->type == PL_REC_EXEC) s->xp->exec_end = true;
+    return 0;
+}
+
+static int on_step(void *ctx, const pl_trace_record_t *rec) {
+    state_t *s = ctx;
+    int64_t k = clamp_key(rec->u.step.step);
+    if (k > s->cur_step) s->cur_step = k;
+    s->xp->n_steps++;
+    return 0;
+}
+
+/* in the step in progress, as put() keys a sample without a step; --since-step alike */
+static int on_mark(void *ctx, const pl_trace_record_t *rec) {
+    state_t *s = ctx;
+    if (!strncmp(rec->u.mark.label ? rec->u.mark.label : "", PL_EXTRACT_UNCAUGHT_MARK,
+                 strlen(PL_EXTRACT_UNCAUGHT_MARK))) { /* plateau's own, not the user's: how the process ended */
+        on_uncaught(s, rec->u.mark.label + strlen(PL_EXTRACT_UNCAUGHT_MARK));
         return 0;
     }
-    case PL_REC_MARK: { /* in the step in progress, as put() keys a sample without a step; --since-step alike */
-        if (!strncmp(rec->u.mark.label ? rec->u.mark.label : "", PL_EXTRACT_UNCAUGHT_MARK,
-                     strlen(PL_EXTRACT_UNCAUGHT_MARK))) { /* plateau's own, not the user's: how the process ended */
-            on_uncaught(s, rec->u.mark.label + strlen(PL_EXTRACT_UNCAUGHT_MARK));
-            return 0;
-        }
-        int64_t k = s->cur_step < MAX_KEY ? s->cur_step + 1 : MAX_KEY;
-        if (s->o->since_step > 0 && k < s->o->since_step) return 0;
-        return pl_report_add_mark(s->xp->proc, k, rel_t(s, rec->t_ns), rec->u.mark.label);
-    }
-    case PL_REC_RSS: return on_rss(s, rec);
-    case PL_REC_HEAP: {
-        const pl_rec_heap_t *q = &rec->u.heap;
-        if (q->n_alloc + q->n_free > s->xp->n_host_events) s->xp->n_host_events = q->n_alloc + q->n_free;
-        /* the host live heap is the malloc family plus anonymous mmap (Python's arenas, a simulated device, and
-         * allocators that map directly): the tracer counts them apart, the report judges them together */
-        int rc = put(s, A_HEAP, q->step, rec->t_ns, (double)q->live_bytes + (double)q->mmap_live_bytes);
-        rc |= put(s, A_HEAPN, q->step, rec->t_ns, (double)q->live_count + (double)q->mmap_live_count);
-        return rc ? -ENOMEM : 0;
-    }
-    case PL_REC_ALLOC_STATS: return on_stats(s, rec);
-    case PL_REC_DEVICE_ALLOC:
-    case PL_REC_DEVICE_FREE:
-    case PL_REC_DEVICE_MAP:
-    case PL_REC_DEVICE_UNMAP: return on_device(s, rec);
-    case PL_REC_HOST_ALLOC: return on_host_alloc(s, rec);
-    case PL_REC_HOST_FREE: on_host_free(s, rec); return 0;
-    case PL_REC_STACK: on_stack(s, &rec->u.stack); return 0;
-    case PL_REC_FRAME: return on_frame(s, &rec->u.frame);
-    case PL_REC_MODULE: return on_module(s, &rec->u.module);
-    case PL_REC_PYFRAME: return on_pyframe(s, &rec->u.pyframe);
-    case PL_REC_LOST: s->xp->n_lost_records += rec->u.lost.n_records; return 0;
-    case PL_REC_AGGREGATE: on_aggregate(s->xp, &rec->u.aggregate); return 0;
-    case PL_REC_RETENTION: return on_retention(s, &rec->u.retention);
-    default: return 0;
-    }
+    int64_t k = s->cur_step < MAX_KEY ? s->cur_step + 1 : MAX_KEY;
+    if (s->o->since_step > 0 && k < s->o->since_step) return 0;
+    return pl_report_add_mark(s->xp->proc, k, rel_t(s, rec->t_ns), rec->u.mark.label);
 }
+
+static int on_heap(void *ctx, const pl_trace_record_t *rec) {
+    state_t *s = ctx;
+    const pl_rec_heap_t *q = &rec->u.heap;
+    if (q->n_alloc + q->n_free > s->xp->n_host_events) s->xp->n_host_events = q->n_alloc + q->n_free;
+    /* the host live heap is the malloc family plus anonymous mmap (Python's arenas, a simulated device, and
+     * allocators that map directly): the tracer counts them apart, the report judges them together */
+    int rc = put(s, A_HEAP, q->step, rec->t_ns, (double)q->live_bytes + (double)q->mmap_live_bytes);
+    rc |= put(s, A_HEAPN, q->step, rec->t_ns, (double)q->live_count + (double)q->mmap_live_count);
+    return rc ? -ENOMEM : 0;
+}
+
+static int on_lost(void *ctx, const pl_trace_record_t *rec) {
+    ((state_t *)ctx)->xp->n_lost_records += rec->u.lost.n_records;
+    return 0;
+}
+
+static int on_aggregate_rec(void *ctx, const pl_trace_record_t *rec) {
+    on_aggregate(((state_t *)ctx)->xp, &rec->u.aggregate);
+    return 0;
+}
+
+static int on_retention_rec(void *ctx, const pl_trace_record_t *rec) { return on_retention(ctx, &rec->u.retention); }
+
+/* what extraction reads of each record kind (reports/ingest hands them on; its tables keep the frames) */
+static const pl_ingest_handlers_t handlers = {
+    .process = on_start, .end = on_end, .step = on_step, .mark = on_mark, .rss = on_rss, .heap = on_heap,
+    .alloc_stats = on_stats, .device = on_device, .host_alloc = on_host_alloc, .host_free = on_host_free,
+    .stack = on_stack, .lost = on_lost, .aggregate = on_aggregate_rec, .retention = on_retention_rec,
+};
+
+static int on_record(state_t *s, const pl_trace_record_t *rec) { return pl_ingest_record(s->in, rec, &handlers, s); }
 
 /* ---- finishing one trace ---- */
 
-static bool is_alloc_frame(const state_t *s, const frame_t *f) {
+static bool is_alloc_frame(const state_t *s, const pl_ingest_frame_t *f) {
     static const char *const alloc_syms[] = {"malloc", "calloc", "realloc", "free", "posix_memalign", "aligned_alloc",
                                              "memalign", "valloc", "pvalloc", "mmap", "mmap64", "_Znwm", "_Znam",
                                              "_ZnwmRKSt9nothrow_t", "_ZnwmSt11align_val_t", "reallocarray"};
     for (size_t i = 0; i < sizeof alloc_syms / sizeof alloc_syms[0]; i++)
         if (!strcmp(f->symbol, alloc_syms[i])) return true;
-    slot_t *m = pl_table_get(&s->module_ix, (uint64_t)f->module_id + 1);
-    if (m) {
-        const char *path = s->modules[m->val].path, *b = strrchr(path, '/');
-        b = b ? b + 1 : path;
-        if (!strncmp(b, "libplateau", 10)) return true;
-    }
-    return false;
+    return pl_ingest_module_own(pl_ingest_module(s->in, f->module_id));
 }
 
 /* Text of one frame, malloc'd (NULL on failure): the function named by the module file itself (symbols.c:
@@ -812,23 +750,17 @@ static bool is_alloc_frame(const state_t *s, const frame_t *f) {
 static char *format_frame(const state_t *s, pl_symbols_t *sy, uint64_t pc) {
     char *out = NULL;
     int w;
-    slot_t *fi = pl_table_get(&s->frame_ix, pc);
-    if (!fi) {
+    const pl_ingest_frame_t *f;
+    const pl_sym_module_t *md;
+    const char *name = NULL;
+    uint64_t off = 0;
+    pl_sym_status_t st = pl_ingest_lookup(s->in, sy, pc, &f, &md, &name, &off);
+    if (!f) {
         w = asprintf(&out, "0x%llx", (unsigned long long)pc);
         return w < 0 ? NULL : out;
     }
-    const frame_t *f = &s->frames[fi->val];
-    const char *mod = "?", *name = NULL;
-    uint64_t off = 0;
-    pl_sym_status_t st = PL_SYM_NO_FILE;
-    slot_t *m = pl_table_get(&s->module_ix, (uint64_t)f->module_id + 1);
-    if (m) {
-        const module_t *md = &s->modules[m->val];
-        const char *b = strrchr(md->path, '/');
-        mod = b ? b + 1 : md->path;
-        pl_sym_module_t q = {md->path, md->build_id, md->file_size, md->file_mtime_ns};
-        st = pl_symbols_lookup(sy, &q, f->module_offset, &name, &off);
-    }
+    const char *mod = pl_ingest_module_base(md);
+    if (st != PL_SYM_OK) name = NULL;
     if (st != PL_SYM_OK && f->symbol[0]) {
         name = pl_symbols_demangle(sy, f->symbol);
         off = f->symbol_offset;
@@ -865,37 +797,46 @@ static int64_t last_reported_key(const state_t *s, bool by_step) {
 }
 
 /* The Python frame naming a stack: its innermost frame in the user's own code (pysites.h), else its innermost
- * Python frame; NULL for a stack without Python frames. */
-static const pyf_t *naming_frame(const state_t *s, const stack_t_ *st) {
-    const pyf_t *first = NULL;
-    for (uint32_t i = 0; i < st->n_py; i++) {
-        slot_t *f = pl_table_get(&s->pyf_ix, (uint64_t)st->py[i] + 1);
-        if (!f) continue;
-        const pyf_t *p = &s->pyfs[f->val];
-        if (pl_pysite_is_user(p->file)) return p;
-        if (!first) first = p;
+ * Python frame; NULL for a stack without Python frames. *id: its pyframe id. */
+static const pl_ingest_pyframe_t *naming_frame(const state_t *s, const stack_t_ *st, uint32_t *id) {
+    const pl_ingest_pyframe_t *first = NULL;
+    pl_ingest_stack_t k;
+    stack_frames(s, st, &k);
+    for (uint32_t i = 0; i < k.n_py; i++) {
+        const pl_ingest_pyframe_t *p = pl_ingest_pyframe(s->in, k.py[i]);
+        if (!p) continue;
+        if (pl_pysite_is_user(p->file)) {
+            *id = k.py[i];
+            return p;
+        }
+        if (!first) {
+            first = p;
+            *id = k.py[i];
+        }
     }
     return first;
 }
 
 /* A site's Python name, source line and Python frames, from its representative stack (nothing when it has none). */
 static void name_python_site(const state_t *s, const stack_t_ *st, pl_extract_site_t *site) {
-    const pyf_t *nf = naming_frame(s, st);
+    uint32_t id;
+    const pl_ingest_pyframe_t *nf = naming_frame(s, st, &id);
     if (!nf) return;
-    if (asprintf(&site->py_name, "%s:%d in %s", pl_pysite_short(nf->file), (int)nf->line, nf->func) < 0)
+    if (asprintf(&site->py_name, "%s:%d in %s", pl_pysite_short(nf->file), (int)nf->line, nf->function) < 0)
         site->py_name = NULL;
     site->py_file = strdup(nf->file);
     site->py_line = nf->line;
     site->py_source = pl_pysite_source(nf->file, nf->line, s->start_realtime_ns);
-    for (uint32_t i = 0; i < st->n_py && site->n_py < PL_EXTRACT_SITE_PY_FRAMES; i++) {
-        slot_t *f = pl_table_get(&s->pyf_ix, (uint64_t)st->py[i] + 1);
+    pl_ingest_stack_t k;
+    stack_frames(s, st, &k);
+    for (uint32_t i = 0; i < k.n_py && site->n_py < PL_EXTRACT_SITE_PY_FRAMES; i++) {
+        const pl_ingest_pyframe_t *p = pl_ingest_pyframe(s->in, k.py[i]);
         char *t = NULL, *u = NULL;
-        if (f) {
-            const pyf_t *p = &s->pyfs[f->val];
-            if (asprintf(&t, "%s:%d in %s", p->file, (int)p->line, p->func) < 0) t = NULL;
-            if (asprintf(&u, "%s:%d in %s", pl_pysite_short(p->file), (int)p->line, p->func) < 0) u = NULL;
+        if (p) {
+            if (asprintf(&t, "%s:%d in %s", p->file, (int)p->line, p->function) < 0) t = NULL;
+            if (asprintf(&u, "%s:%d in %s", pl_pysite_short(p->file), (int)p->line, p->function) < 0) u = NULL;
         } else {
-            if (asprintf(&t, "pyframe %u (no pyframe record)", st->py[i]) < 0) t = NULL;
+            if (asprintf(&t, "pyframe %u (no pyframe record)", k.py[i]) < 0) t = NULL;
             u = t ? strdup(t) : NULL;
         }
         if (t && u) {
@@ -910,8 +851,8 @@ static void name_python_site(const state_t *s, const stack_t_ *st, pl_extract_si
 
 /* the key stacks merge into sites by (group_sites): the naming Python frame, else the stack alone */
 static uint64_t site_key(const state_t *s, const stack_t_ *st) {
-    const pyf_t *nf = naming_frame(s, st);
-    return nf ? (1ull << 40) + (uint64_t)(nf - s->pyfs) : (uint64_t)st->id + 1;
+    uint32_t id;
+    return naming_frame(s, st, &id) ? (1ull << 40) + (uint64_t)id : (uint64_t)st->id + 1;
 }
 
 /* A named holder's matched storages (on_retention) tie it to the growing site most of them were allocated at: "the
@@ -1034,15 +975,17 @@ static void name_sites(state_t *s, pl_extract_site_t *sites, size_t n, double to
         if (!st) continue;
         name_python_site(s, st, site);
         /* pcs: the frames, innermost first; skip the allocator's own frames at the top */
+        pl_ingest_stack_t fr;
+        stack_frames(s, st, &fr);
         uint32_t j = 0;
-        while (j < st->n_pcs) {
-            slot_t *fi = pl_table_get(&s->frame_ix, st->pcs[j]);
-            if (!fi || !is_alloc_frame(s, &s->frames[fi->val])) break;
+        while (j < fr.n_pcs) {
+            const pl_ingest_frame_t *f = pl_ingest_frame(s->in, fr.pcs[j]);
+            if (!f || !is_alloc_frame(s, f)) break;
             j++;
         }
         size_t max_frames = site->py_name ? PL_EXTRACT_SITE_FRAMES : 6;
-        for (; j < st->n_pcs && site->n_frames < max_frames; j++) {
-            char *t = format_frame(s, sy, st->pcs[j]);
+        for (; j < fr.n_pcs && site->n_frames < max_frames; j++) {
+            char *t = format_frame(s, sy, fr.pcs[j]);
             if (t) site->frames[site->n_frames++] = t;
         }
     }
@@ -1266,18 +1209,8 @@ static void state_free(state_t *s) {
     pl_table_free(&s->blocks);
     pl_table_free(&s->segs);
     pl_table_free(&s->stack_ix);
-    pl_table_free(&s->frame_ix);
-    pl_table_free(&s->module_ix);
-    pl_table_free(&s->pyf_ix);
-    for (size_t i = 0; i < s->n_pyfs; i++) {
-        free(s->pyfs[i].file);
-        free(s->pyfs[i].func);
-    }
-    free(s->pyfs);
     free(s->stacks);
-    for (size_t i = 0; i < s->n_frames; i++) free(s->frames[i].symbol);
-    free(s->frames);
-    free(s->modules);
+    pl_ingest_free(s->in);
 }
 
 /* ---- one trace: a new process row and its extras ---- */
@@ -1360,8 +1293,13 @@ static int extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd
         return -ENOMEM;
     }
     s->t0 = h ? h->start_mono_ns : 0;
-    pl_table_t *maps[] = {&s->host, &s->blocks, &s->segs, &s->stack_ix, &s->frame_ix, &s->module_ix, &s->pyf_ix};
+    pl_table_t *maps[] = {&s->host, &s->blocks, &s->segs, &s->stack_ix};
     for (size_t i = 0; i < sizeof maps / sizeof maps[0]; i++) map_init(maps[i]);
+    if (!(s->in = pl_ingest_new(true))) {
+        if (scanning) pl_period_input_free(&in);
+        free(s);
+        return -ENOMEM;
+    }
     s->r = r;
     s->o = &o;
     s->xp = xp;
