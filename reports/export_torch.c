@@ -125,52 +125,62 @@ static int side_event(side_t *s, int action, const pl_rec_device_t *q, int64_t t
     return 0;
 }
 
-/* one device record into its side; returns 0 or -ENOMEM */
-static int side_record(side_t *s, bool allocator, pl_rec_type_t type, const pl_rec_device_t *q, int64_t t_ns) {
-    if (q->device < -1 || q->device >= PL_EXPORT_TORCH_MAX_DEVICES) {
-        s->n_skipped++; /* a hostile ordinal */
-        return 0;
-    }
-    /* -1: the hooks could not tell the calling thread's device (or pinned host memory, which the report's device
-     * series counts too): shown on device 0, as the report counts it with the rest */
-    pl_rec_device_t d0 = *q;
-    if (d0.device < 0) d0.device = 0;
-    q = &d0;
-    live_t v = {q->addr, q->size, q->requested ? q->requested : q->size, q->stream, q->device, q->pool, q->stack_id};
-    live_t old;
-    int rc;
-    switch (type) {
-    case PL_REC_DEVICE_ALLOC:
-        if (!q->addr || q->addr == DELETED || !q->size || pl_table_get(&s->blocks, q->addr)) break;
-        if ((rc = table_put(&s->blocks, &v))) return rc;
-        s->n_allocs++;
-        if (!allocator && (rc = side_event(s, A_SEG_ALLOC, q, t_ns))) return rc;
-        return side_event(s, A_ALLOC, q, t_ns);
-    case PL_REC_DEVICE_FREE: {
-        if (!table_take(&s->blocks, q->addr, &old)) break;
-        pl_rec_device_t f = *q;
-        f.size = old.size; /* a free record may not carry the size */
-        f.device = old.device;
-        f.stream = old.stream;
-        if ((rc = side_event(s, A_FREE, &f, t_ns))) return rc;
-        return allocator ? 0 : side_event(s, A_SEG_FREE, &f, t_ns);
-    }
-    case PL_REC_DEVICE_MAP:
-        if (!q->addr || q->addr == DELETED || !q->size || pl_table_get(&s->segs, q->addr)) break;
-        if ((rc = table_put(&s->segs, &v))) return rc;
-        return side_event(s, allocator ? A_SEG_ALLOC : A_SEG_MAP, q, t_ns);
-    case PL_REC_DEVICE_UNMAP: {
-        if (!table_take(&s->segs, q->addr, &old)) break;
-        pl_rec_device_t f = *q;
-        f.size = old.size;
-        f.device = old.device;
-        return side_event(s, allocator ? A_SEG_FREE : A_SEG_UNMAP, &f, t_ns);
-    }
-    case PL_REC_DEVICE_OOM: return side_event(s, A_OOM, q, t_ns);
-    default: return 0;
-    }
-    s->n_skipped++; /* a duplicate (runtime call and the driver call under it) or an address never seen */
+/* One device record into its side, by kind; each returns 0 or -ENOMEM. q's device is a shown one (side_device). */
+typedef int (*side_fn)(side_t *s, bool allocator, const pl_rec_device_t *q, int64_t t_ns);
+
+static live_t live_of(const pl_rec_device_t *q) {
+    uint64_t requested = q->requested ? q->requested : q->size;
+    return (live_t){q->addr, q->size, requested, q->stream, q->device, q->pool, q->stack_id};
+}
+
+/* a duplicate (runtime call and the driver call under it) or an address never seen */
+static int skipped(side_t *s) {
+    s->n_skipped++;
     return 0;
+}
+
+static int kind_alloc(side_t *s, bool allocator, const pl_rec_device_t *q, int64_t t_ns) {
+    if (!q->addr || q->addr == DELETED || !q->size || pl_table_get(&s->blocks, q->addr)) return skipped(s);
+    live_t v = live_of(q);
+    int rc;
+    if ((rc = table_put(&s->blocks, &v))) return rc;
+    s->n_allocs++;
+    if (!allocator && (rc = side_event(s, A_SEG_ALLOC, q, t_ns))) return rc;
+    return side_event(s, A_ALLOC, q, t_ns);
+}
+
+static int kind_free(side_t *s, bool allocator, const pl_rec_device_t *q, int64_t t_ns) {
+    live_t old;
+    if (!table_take(&s->blocks, q->addr, &old)) return skipped(s);
+    pl_rec_device_t f = *q;
+    f.size = old.size; /* a free record may not carry the size */
+    f.device = old.device;
+    f.stream = old.stream;
+    int rc = side_event(s, A_FREE, &f, t_ns);
+    if (rc) return rc;
+    return allocator ? 0 : side_event(s, A_SEG_FREE, &f, t_ns);
+}
+
+static int kind_map(side_t *s, bool allocator, const pl_rec_device_t *q, int64_t t_ns) {
+    if (!q->addr || q->addr == DELETED || !q->size || pl_table_get(&s->segs, q->addr)) return skipped(s);
+    live_t v = live_of(q);
+    int rc = table_put(&s->segs, &v);
+    if (rc) return rc;
+    return side_event(s, allocator ? A_SEG_ALLOC : A_SEG_MAP, q, t_ns);
+}
+
+static int kind_unmap(side_t *s, bool allocator, const pl_rec_device_t *q, int64_t t_ns) {
+    live_t old;
+    if (!table_take(&s->segs, q->addr, &old)) return skipped(s);
+    pl_rec_device_t f = *q;
+    f.size = old.size;
+    f.device = old.device;
+    return side_event(s, allocator ? A_SEG_FREE : A_SEG_UNMAP, &f, t_ns);
+}
+
+static int kind_oom(side_t *s, bool allocator, const pl_rec_device_t *q, int64_t t_ns) {
+    (void)allocator;
+    return side_event(s, A_OOM, q, t_ns);
 }
 
 /* One trace read through ingest: its device records into the allocator's side and the hooks' side, its stacks into
@@ -180,23 +190,44 @@ typedef struct reading {
     int64_t shift;            /* CLOCK_MONOTONIC -> CLOCK_REALTIME, 0 unknown */
 } reading_t;
 
-static int on_device(void *ctx, const pl_trace_record_t *rec) {
-    const reading_t *r = ctx;
+/* one device record into side s by fn, its device checked: -1 (the hooks could not tell the calling thread's device,
+ * or pinned host memory, which the report's device series counts too) is shown on device 0, as the report counts it
+ * with the rest; a hostile ordinal is skipped */
+static int side_device(side_t *s, bool allocator, side_fn fn, const pl_trace_record_t *rec, int64_t shift) {
     const pl_rec_device_t *q = &rec->u.device;
-    if (q->source == PL_DEV_SRC_CUPTI) return 0; /* repeats what the hooks saw */
-    bool allocator = q->source == PL_DEV_SRC_ALLOCATOR;
-    int rc;
-    /* OOM records come from the driver hook even under plateau's allocator: both sides keep them */
-    if (rec->type == PL_REC_DEVICE_OOM && (rc = side_record(r->as, true, rec->type, q, rec->t_ns + r->shift)))
-        return rc;
-    return side_record(allocator ? r->as : r->cs, allocator, rec->type, q, rec->t_ns + r->shift);
+    if (q->device < -1 || q->device >= PL_EXPORT_TORCH_MAX_DEVICES) return skipped(s);
+    pl_rec_device_t d0 = *q;
+    if (d0.device < 0) d0.device = 0;
+    return fn(s, allocator, &d0, rec->t_ns + shift);
+}
+
+static int route(void *ctx, const pl_trace_record_t *rec, side_fn fn) {
+    const reading_t *r = ctx;
+    uint32_t source = rec->u.device.source;
+    if (source == PL_DEV_SRC_CUPTI) return 0; /* repeats what the hooks saw */
+    bool allocator = source == PL_DEV_SRC_ALLOCATOR;
+    return side_device(allocator ? r->as : r->cs, allocator, fn, rec, r->shift);
+}
+
+static int on_alloc(void *ctx, const pl_trace_record_t *rec) { return route(ctx, rec, kind_alloc); }
+static int on_free(void *ctx, const pl_trace_record_t *rec) { return route(ctx, rec, kind_free); }
+static int on_map(void *ctx, const pl_trace_record_t *rec) { return route(ctx, rec, kind_map); }
+static int on_unmap(void *ctx, const pl_trace_record_t *rec) { return route(ctx, rec, kind_unmap); }
+
+/* OOM records come from the driver hook even under plateau's allocator: both sides keep them */
+static int on_oom(void *ctx, const pl_trace_record_t *rec) {
+    const reading_t *r = ctx;
+    if (rec->u.device.source == PL_DEV_SRC_CUPTI) return 0;
+    int rc = side_device(r->as, true, kind_oom, rec, r->shift);
+    return rc ? rc : route(ctx, rec, kind_oom);
 }
 
 /* Read one trace into *as (allocator source), *cs (CUDA hooks) and in's tables; closes rd. */
 static int read_trace(pl_trace_reader_t *rd, side_t *as, side_t *cs, pl_ingest_t *in) {
     const pl_trace_header_t *h = pl_trace_header(rd);
     reading_t r = {as, cs, h && h->start_realtime_ns > 0 ? h->start_realtime_ns - h->start_mono_ns : 0};
-    static const pl_ingest_handlers_t handlers = {.device = on_device};
+    static const pl_ingest_handlers_t handlers = {.device_alloc = on_alloc, .device_free = on_free,
+                                                  .device_map = on_map, .device_unmap = on_unmap, .device_oom = on_oom};
     int rc = pl_ingest_read(in, rd, &handlers, &r, NULL);
     pl_trace_close(rd);
     return rc; /* a damaged trace gives what was read before the damage, as the report does */

@@ -498,63 +498,87 @@ static int on_stats(void *ctx, const pl_trace_record_t *rec) {
 }
 
 
-static int on_device(void *ctx, const pl_trace_record_t *rec) {
-    state_t *s = ctx;
+/* A device record of a source the report counts, its size capped: at most 1 TiB per block, so with at most
+ * MAP_MAX_ENTRIES live the running sums cannot overflow. CUPTI memory activity duplicates what the hooks saw: counted
+ * for the cross-check only (false). */
+static bool dev_counted(state_t *s, const pl_trace_record_t *rec, uint64_t *sz) {
     const pl_rec_device_t *q = &rec->u.device;
-    slot_t old;
-    int rc = 0;
-    if (rec->type == PL_REC_DEVICE_OOM) return 0; /* a failed request holds nothing */
-    /* CUPTI memory activity duplicates what the hooks saw: counted for the cross-check only */
     if (rec->type == PL_REC_DEVICE_ALLOC && q->source != PL_DEV_SRC_ALLOCATOR) {
         bool cupti = q->source == PL_DEV_SRC_CUPTI;
         *(cupti ? &s->xp->n_cupti_dev_allocs : &s->xp->n_hook_dev_allocs) += 1;
         *(cupti ? &s->xp->cupti_dev_alloc_bytes : &s->xp->hook_dev_alloc_bytes) += q->size;
     }
-    if (q->source == PL_DEV_SRC_CUPTI) return 0;
-    bool alloc_src = q->source == PL_DEV_SRC_ALLOCATOR;
-    /* at most 1 TiB per block: with at most MAP_MAX_ENTRIES live, the running sums cannot overflow */
-    uint64_t sz = q->size > MAX_BLOCK_BYTES ? MAX_BLOCK_BYTES : q->size;
-    switch (rec->type) {
-    case PL_REC_DEVICE_ALLOC:
-        rc = map_put(&s->blocks, q->addr, sz, alloc_src);
-        if (rc < 0) return rc;
-        if (rc > 0) { s->xp->n_untracked++; return 0; }
-        if (alloc_src) {
-            s->seen_alloc_src = true;
-            s->ev_alloc += (int64_t)sz;
-            s->ev_tens++;
-        } else {
-            s->ev_drv += (int64_t)sz;
-        }
-        break;
-    case PL_REC_DEVICE_FREE:
-        if (!map_take(&s->blocks, q->addr, &old)) return 0;
-        if (old.aux) {
-            s->ev_alloc -= (int64_t)old.val;
-            s->ev_tens--;
-        } else {
-            s->ev_drv -= (int64_t)old.val;
-        }
-        break;
-    case PL_REC_DEVICE_MAP:
-        rc = map_put(&s->segs, q->addr, sz, 0);
-        if (rc < 0) return rc;
-        if (rc > 0) { s->xp->n_untracked++; return 0; }
-        s->seen_map = true;
-        s->ev_res += (int64_t)sz;
-        break;
-    case PL_REC_DEVICE_UNMAP:
-        if (!map_take(&s->segs, q->addr, &old)) return 0;
-        s->ev_res -= (int64_t)old.val;
-        break;
-    default: return 0;
-    }
+    *sz = q->size > MAX_BLOCK_BYTES ? MAX_BLOCK_BYTES : q->size;
+    return q->source != PL_DEV_SRC_CUPTI;
+}
+
+/* the device totals from events, after each event that changed them */
+static int dev_totals(state_t *s, int64_t t_ns) {
     if (!s->seen_stats) s->last_reserved = s->seen_map ? (double)s->ev_res : (double)s->ev_drv;
-    rc = put(s, A_EV_ALLOC, 0, rec->t_ns, (double)s->ev_alloc);
-    rc |= put(s, A_EV_TENS, 0, rec->t_ns, (double)s->ev_tens);
-    if (s->seen_map) rc |= put(s, A_EV_RES, 0, rec->t_ns, (double)s->ev_res);
-    rc |= put(s, A_EV_DRV, 0, rec->t_ns, (double)s->ev_drv);
+    int rc = put(s, A_EV_ALLOC, 0, t_ns, (double)s->ev_alloc);
+    rc |= put(s, A_EV_TENS, 0, t_ns, (double)s->ev_tens);
+    if (s->seen_map) rc |= put(s, A_EV_RES, 0, t_ns, (double)s->ev_res);
+    rc |= put(s, A_EV_DRV, 0, t_ns, (double)s->ev_drv);
     return rc ? -ENOMEM : 0;
+}
+
+static int on_dev_alloc(void *ctx, const pl_trace_record_t *rec) {
+    state_t *s = ctx;
+    uint64_t sz;
+    if (!dev_counted(s, rec, &sz)) return 0;
+    bool alloc_src = rec->u.device.source == PL_DEV_SRC_ALLOCATOR;
+    int rc = map_put(&s->blocks, rec->u.device.addr, sz, alloc_src);
+    if (rc < 0) return rc;
+    if (rc > 0) {
+        s->xp->n_untracked++;
+        return 0;
+    }
+    if (alloc_src) {
+        s->seen_alloc_src = true;
+        s->ev_alloc += (int64_t)sz;
+        s->ev_tens++;
+    } else {
+        s->ev_drv += (int64_t)sz;
+    }
+    return dev_totals(s, rec->t_ns);
+}
+
+static int on_dev_free(void *ctx, const pl_trace_record_t *rec) {
+    state_t *s = ctx;
+    uint64_t sz;
+    slot_t old;
+    if (!dev_counted(s, rec, &sz) || !map_take(&s->blocks, rec->u.device.addr, &old)) return 0;
+    if (old.aux) {
+        s->ev_alloc -= (int64_t)old.val;
+        s->ev_tens--;
+    } else {
+        s->ev_drv -= (int64_t)old.val;
+    }
+    return dev_totals(s, rec->t_ns);
+}
+
+static int on_dev_map(void *ctx, const pl_trace_record_t *rec) {
+    state_t *s = ctx;
+    uint64_t sz;
+    if (!dev_counted(s, rec, &sz)) return 0;
+    int rc = map_put(&s->segs, rec->u.device.addr, sz, 0);
+    if (rc < 0) return rc;
+    if (rc > 0) {
+        s->xp->n_untracked++;
+        return 0;
+    }
+    s->seen_map = true;
+    s->ev_res += (int64_t)sz;
+    return dev_totals(s, rec->t_ns);
+}
+
+static int on_dev_unmap(void *ctx, const pl_trace_record_t *rec) {
+    state_t *s = ctx;
+    uint64_t sz;
+    slot_t old;
+    if (!dev_counted(s, rec, &sz) || !map_take(&s->segs, rec->u.device.addr, &old)) return 0;
+    s->ev_res -= (int64_t)old.val;
+    return dev_totals(s, rec->t_ns);
 }
 
 static int on_host_alloc(void *ctx, const pl_trace_record_t *rec) {
@@ -727,7 +751,8 @@ static int on_retention_rec(void *ctx, const pl_trace_record_t *rec) { return on
 /* what extraction reads of each record kind (reports/ingest hands them on; its tables keep the frames) */
 static const pl_ingest_handlers_t handlers = {
     .process = on_start, .end = on_end, .step = on_step, .mark = on_mark, .rss = on_rss, .heap = on_heap,
-    .alloc_stats = on_stats, .device = on_device, .host_alloc = on_host_alloc, .host_free = on_host_free,
+    .alloc_stats = on_stats, .device_alloc = on_dev_alloc, .device_free = on_dev_free, .device_map = on_dev_map,
+    .device_unmap = on_dev_unmap, .host_alloc = on_host_alloc, .host_free = on_host_free,
     .stack = on_stack, .lost = on_lost, .aggregate = on_aggregate_rec, .retention = on_retention_rec,
 };
 

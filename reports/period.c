@@ -141,10 +141,9 @@ static int on_host_alloc(void *ctx, const pl_trace_record_t *rec) {
     return push_event(in, &e);
 }
 
-static int on_device(void *ctx, const pl_trace_record_t *rec) {
+static int on_device_alloc(void *ctx, const pl_trace_record_t *rec) {
     pl_period_input_t *in = ctx;
     const pl_rec_device_t *q = &rec->u.device;
-    if (rec->type != PL_REC_DEVICE_ALLOC) return 0;
     pl_period_event_t e = {rec->t_ns, make_key(PL_REC_DEVICE_ALLOC, canon_id(in, q->stack_id), q->size), q->size,
                            true, 0, PL_TRACE_NA};
     return push_event(in, &e);
@@ -200,8 +199,9 @@ static int on_heap(void *ctx, const pl_trace_record_t *rec) {
 
 /* what period detection reads of a trace: allocations, stacks (to tell identical call paths apart by their pcs),
  * steps and heap totals */
-static const pl_ingest_handlers_t handlers = {.host_alloc = on_host_alloc, .device = on_device, .stack = on_stack,
-                                              .process = on_process, .step = on_step, .heap = on_heap};
+static const pl_ingest_handlers_t handlers = {.host_alloc = on_host_alloc, .device_alloc = on_device_alloc,
+                                              .stack = on_stack, .process = on_process, .step = on_step,
+                                              .heap = on_heap};
 
 int pl_period_add(pl_period_input_t *in, const pl_trace_record_t *rec) {
     if (!in || !rec) return -EINVAL;

@@ -234,9 +234,14 @@ static void scan_add(scan_t *sc, size_t file, const pl_rec_device_t *d) {
 typedef struct scanning { scan_t *sc; size_t file; } scanning_t;
 
 static int scan_device(void *ctx, const pl_trace_record_t *rec) {
+    (void)rec;
+    ((scanning_t *)ctx)->sc->n_device_records++;
+    return 0;
+}
+
+static int scan_alloc(void *ctx, const pl_trace_record_t *rec) {
     scanning_t *g = ctx;
     g->sc->n_device_records++;
-    if (rec->type != PL_REC_DEVICE_ALLOC) return 0;
     g->sc->n_alloc_records++;
     /* device -1 from the CUDA interposers is pinned host memory (cudaMallocHost): not a device sequence */
     if (rec->u.device.device >= 0 || rec->u.device.source == PL_DEV_SRC_ALLOCATOR)
@@ -246,7 +251,9 @@ static int scan_device(void *ctx, const pl_trace_record_t *rec) {
 
 /* Pass 1 over one reader: count device_alloc records per candidate. Damage is ignored here (pass 2 reports it). */
 static void scan_reader(scan_t *sc, size_t file, pl_trace_reader_t *rd) {
-    static const pl_ingest_handlers_t h = {.device = scan_device};
+    static const pl_ingest_handlers_t h = {.device_alloc = scan_alloc, .device_free = scan_device,
+                                           .device_map = scan_device, .device_unmap = scan_device,
+                                           .device_oom = scan_device};
     scanning_t g = {sc, file};
     pl_ingest_read(NULL, rd, &h, &g, NULL);
 }
@@ -278,26 +285,35 @@ static bool same_cand_oom(const pl_replay_seq_t *s, const pl_rec_device_t *d) {
 
 typedef struct folding { pl_replay_seq_t *s; uint64_t device_total; } folding_t;
 
-static int fold_device(void *ctx, const pl_trace_record_t *rec) {
+static int fold_alloc(void *ctx, const pl_trace_record_t *rec) {
     pl_replay_seq_t *s = ((folding_t *)ctx)->s;
     const pl_rec_device_t *d = &rec->u.device;
-    switch (rec->type) {
-    case PL_REC_DEVICE_ALLOC:
-        if (!same_cand(s, d)) {
-            s->n_other_streams_records++;
-            return 0;
-        }
-        return pl_replay_seq_alloc(s, d->addr, request_size(d), d->stream);
-    case PL_REC_DEVICE_FREE: return same_cand(s, d) ? pl_replay_seq_free_addr(s, d->addr) : 0;
-    case PL_REC_DEVICE_OOM: return same_cand_oom(s, d) ? pl_replay_seq_probe(s, request_size(d), d->stream) : 0;
-    case PL_REC_DEVICE_MAP:
-        if (same_cand(s, d)) s->n_map_records++;
-        return 0;
-    case PL_REC_DEVICE_UNMAP:
-        if (same_cand(s, d)) s->n_unmap_records++;
-        return 0;
-    default: return 0;
-    }
+    if (same_cand(s, d)) return pl_replay_seq_alloc(s, d->addr, request_size(d), d->stream);
+    s->n_other_streams_records++;
+    return 0;
+}
+
+static int fold_free(void *ctx, const pl_trace_record_t *rec) {
+    pl_replay_seq_t *s = ((folding_t *)ctx)->s;
+    return same_cand(s, &rec->u.device) ? pl_replay_seq_free_addr(s, rec->u.device.addr) : 0;
+}
+
+static int fold_oom(void *ctx, const pl_trace_record_t *rec) {
+    pl_replay_seq_t *s = ((folding_t *)ctx)->s;
+    const pl_rec_device_t *d = &rec->u.device;
+    return same_cand_oom(s, d) ? pl_replay_seq_probe(s, request_size(d), d->stream) : 0;
+}
+
+static int fold_map(void *ctx, const pl_trace_record_t *rec) {
+    pl_replay_seq_t *s = ((folding_t *)ctx)->s;
+    if (same_cand(s, &rec->u.device)) s->n_map_records++;
+    return 0;
+}
+
+static int fold_unmap(void *ctx, const pl_trace_record_t *rec) {
+    pl_replay_seq_t *s = ((folding_t *)ctx)->s;
+    if (same_cand(s, &rec->u.device)) s->n_unmap_records++;
+    return 0;
 }
 
 static int fold_stats(void *ctx, const pl_trace_record_t *rec) {
@@ -322,7 +338,9 @@ static int fold_rss(void *ctx, const pl_trace_record_t *rec) {
 
 /* Pass 2: fold the chosen candidate's records into s. */
 static int fold_reader(pl_replay_seq_t *s, pl_trace_reader_t *rd, const char *name) {
-    static const pl_ingest_handlers_t h = {.device = fold_device, .alloc_stats = fold_stats, .rss = fold_rss};
+    static const pl_ingest_handlers_t h = {.device_alloc = fold_alloc, .device_free = fold_free, .device_oom = fold_oom,
+                                           .device_map = fold_map, .device_unmap = fold_unmap,
+                                           .alloc_stats = fold_stats, .rss = fold_rss};
     folding_t f = {s, 0};
     int n;
     int rc = pl_ingest_read(NULL, rd, &h, &f, &n);

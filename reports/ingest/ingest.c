@@ -164,11 +164,11 @@ int pl_ingest_record(pl_ingest_t *in, const pl_trace_record_t *rec, const pl_ing
     case PL_REC_HEAP: return hand(h->heap, ctx, rec);
     case PL_REC_HOST_ALLOC: return hand(h->host_alloc, ctx, rec);
     case PL_REC_HOST_FREE: return hand(h->host_free, ctx, rec);
-    case PL_REC_DEVICE_ALLOC:
-    case PL_REC_DEVICE_FREE:
-    case PL_REC_DEVICE_MAP:
-    case PL_REC_DEVICE_UNMAP:
-    case PL_REC_DEVICE_OOM: return hand(h->device, ctx, rec);
+    case PL_REC_DEVICE_ALLOC: return hand(h->device_alloc, ctx, rec);
+    case PL_REC_DEVICE_FREE: return hand(h->device_free, ctx, rec);
+    case PL_REC_DEVICE_MAP: return hand(h->device_map, ctx, rec);
+    case PL_REC_DEVICE_UNMAP: return hand(h->device_unmap, ctx, rec);
+    case PL_REC_DEVICE_OOM: return hand(h->device_oom, ctx, rec);
     case PL_REC_ALLOC_STATS: return hand(h->alloc_stats, ctx, rec);
     case PL_REC_STACK:
         if (in && in->tables && (rc = take_stack(in, &rec->u.stack))) return rc;

@@ -49,7 +49,11 @@ typedef struct pl_ingest_handlers {
     pl_ingest_fn heap;
     pl_ingest_fn host_alloc;
     pl_ingest_fn host_free;
-    pl_ingest_fn device;       /* PL_REC_DEVICE_ALLOC, _FREE, _MAP, _UNMAP, _OOM */
+    pl_ingest_fn device_alloc;
+    pl_ingest_fn device_free;
+    pl_ingest_fn device_map;
+    pl_ingest_fn device_unmap;
+    pl_ingest_fn device_oom;
     pl_ingest_fn alloc_stats;
     pl_ingest_fn stack;        /* after the table took it */
     pl_ingest_fn frame;        /* after the table took it */

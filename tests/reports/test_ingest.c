@@ -23,8 +23,8 @@ static int count(void *ctx, const pl_trace_record_t *rec) {
     return ++s->calls == s->stop_at ? -ENOSPC : 0;
 }
 
-static const pl_ingest_handlers_t all = {count, count, count, count, count, count, count, count, count,
-                                         count, count, count, count, count, count, count, count, count};
+static const pl_ingest_handlers_t all = {count, count, count, count, count, count, count, count, count, count, count,
+                                         count, count, count, count, count, count, count, count, count, count, count};
 
 static void test_ingest_dispatch(void **state) {
     (void)state;
@@ -42,7 +42,8 @@ static void test_ingest_dispatch(void **state) {
     for (int t = 1; t <= PL_REC_TYPE_MAX; t++) assert_int_equal(s.n[t], 1); /* each kind to its handler, once */
     /* only the device handler: nothing else is called */
     seen_t d = {.stop_at = -1};
-    pl_ingest_handlers_t dev = {.device = count};
+    pl_ingest_handlers_t dev = {.device_alloc = count, .device_free = count, .device_map = count,
+                                .device_unmap = count, .device_oom = count};
     for (int t = 1; t <= PL_REC_TYPE_MAX; t++) {
         pl_trace_record_t r = {.type = (pl_rec_type_t)t};
         if (t == PL_REC_FRAME || t == PL_REC_MODULE || t == PL_REC_PYFRAME || t == PL_REC_STACK) continue;
