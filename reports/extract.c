@@ -1265,63 +1265,35 @@ static bool on_this_node(const pl_extract_proc_t *p) {
     return !strcmp(host, p->node);
 }
 
-/* One pass over a trace (record handlers: extraction's on_record, and period detection's pl_period_add while no
- * step record has been read).
- *  - auto_steps: the second pass of a trace whose period was found: its step ends are delivered as step records.
- *  - detect (not NULL): the first pass also collects the period detector's input. A step record ends that (a trace
- *    with steps is never given synthetic ones), and so does the end of the trace without one when no period is
- *    found: in both cases this pass's extraction is the one with auto_steps NULL, and it stands. When a period is
- *    found, the pass is undone (row, xp and the report's limits back to their state before it; *detect holds the
- *    period) and 1 is returned: the caller reads the trace again with auto_steps = detect, into the same row
- *    (*again). Same results as detecting in a pass of its own first, with one read of the trace unless a period is
- *    found (its boundaries must be known before the first sample is keyed by step).
- *  - *again (not NULL on entry): the row and process of an undone pass to fill again; else a new row is added.
- * Returns 0, 1 (read again) or -errno. */
+/* One pass over a trace, its records through extraction's handlers (on_record), into a new row. auto_steps (not
+ * NULL): the period detection found in an unmarked trace (pl_period_steps, a pass of its own before this one): its
+ * step ends are delivered as step records. Returns 0 or -errno. */
 static int extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd, const char *file,
-                          const pl_extract_opts_t *opts, const pl_period_t *auto_steps, pl_period_t *detect,
-                          pl_extract_proc_t **again) {
+                          const pl_extract_opts_t *opts, const pl_period_t *auto_steps) {
     pl_extract_opts_t o = {0};
     if (opts) o = *opts;
     if (o.max_points == 0) o.max_points = 8192;
     if (o.max_points < 16) o.max_points = 16;
     const pl_trace_header_t *h = pl_trace_header(rd);
-    pl_extract_proc_t *xp = again ? *again : NULL;
-    pl_report_process_t *row = xp ? xp->proc : NULL;
-    if (!xp) {
-        row = pl_report_add_process(r, h ? h->pid : 0, -1, "");
-        if (!row) return -ENOMEM;
-        xp = new_proc(x);
-        if (!xp) return -ENOMEM;
-        xp->proc = row;
-        copy_str(xp->file, sizeof xp->file, file);
-        if (h) {
-            xp->pid = h->pid;
-            xp->ppid = h->ppid;
-            xp->exec_seq = h->exec_seq;
-            xp->start_realtime_ns = h->start_realtime_ns;
-            xp->t0_ns = h->start_mono_ns;
-        }
-    }
-    /* --- period detection: what a pass that finds a period undoes (on_record writes only these) --- */
-    pl_report_process_t row0 = *row;
-    pl_extract_proc_t xp0 = *xp;
-    pl_report_limits_t limits0 = r->limits;
-    pl_period_input_t in;
-    bool scanning = detect != NULL;
-    if (detect) {
-        memset(detect, 0, sizeof *detect);
-        pl_period_input_init(&in);
+    pl_report_process_t *row = pl_report_add_process(r, h ? h->pid : 0, -1, "");
+    if (!row) return -ENOMEM;
+    pl_extract_proc_t *xp = new_proc(x);
+    if (!xp) return -ENOMEM;
+    xp->proc = row;
+    copy_str(xp->file, sizeof xp->file, file);
+    if (h) {
+        xp->pid = h->pid;
+        xp->ppid = h->ppid;
+        xp->exec_seq = h->exec_seq;
+        xp->start_realtime_ns = h->start_realtime_ns;
+        xp->t0_ns = h->start_mono_ns;
     }
     state_t *s = calloc(1, sizeof *s);
-    if (!s) {
-        if (scanning) pl_period_input_free(&in);
-        return -ENOMEM;
-    }
+    if (!s) return -ENOMEM;
     s->t0 = h ? h->start_mono_ns : 0;
     pl_table_t *maps[] = {&s->host, &s->blocks, &s->segs, &s->stack_ix};
     for (size_t i = 0; i < sizeof maps / sizeof maps[0]; i++) map_init(maps[i]);
     if (!(s->in = pl_ingest_new(true))) {
-        if (scanning) pl_period_input_free(&in);
         free(s);
         return -ENOMEM;
     }
@@ -1336,26 +1308,19 @@ static int extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd
     }
     pl_trace_record_t rec;
     int rc, nrc;
-    size_t next_bound = 0; /* period detection: synthetic step records of auto_steps not yet delivered */
+    size_t next_bound = 0; /* synthetic step records of auto_steps not yet delivered */
     while ((nrc = pl_trace_next(rd, &rec)) > 0) {
-        if (scanning && rec.type == PL_REC_STEP) { /* --- period detection: a trace with steps keeps them --- */
-            pl_period_input_free(&in);
-            scanning = false;
-        } else if (scanning && (rc = pl_period_add(&in, &rec))) {
-            goto out;
-        }
         if (!xp->n_records && rec.type == PL_REC_PROCESS_START) /* the host allocator, as recorded (compare.h) */
             copy_str(xp->host_allocator, sizeof xp->host_allocator, rec.u.process.host_allocator);
         xp->n_records++;
         if (rec.t_ns > xp->last_ns) xp->last_ns = rec.t_ns;
-        /* --- period detection (reports/period.c): a step record at each detected step end --- */
+        /* a step record at each step end period detection found (reports/period.c) */
         while (auto_steps && next_bound < auto_steps->n_bounds && rec.t_ns >= auto_steps->bounds_ns[next_bound]) {
             pl_trace_record_t sr = {.type = PL_REC_STEP, .t_ns = auto_steps->bounds_ns[next_bound]};
             sr.u.step.step = ++next_bound;
             sr.u.step.source = PL_STEP_AUTO;
             if ((rc = on_record(s, &sr)) < 0) goto out;
         }
-        /* --- end period detection --- */
         if (rec.type == PL_REC_DEVICE_ALLOC && rec.u.device.source != PL_DEV_SRC_ALLOCATOR &&
             rec.u.device.source != PL_DEV_SRC_CUPTI)
             s->seen_drv = true;
@@ -1369,24 +1334,8 @@ static int extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd
         else snprintf(xp->error, sizeof xp->error, "%s: offset %llu: %s", file ? file : "trace",
                       (unsigned long long)pl_trace_offset(rd), strerror(-nrc));
     }
-    if (scanning) { /* --- period detection: no step record in the whole trace --- */
-        rc = pl_period_detect(&in, NULL, detect);
-        pl_period_input_free(&in);
-        scanning = false;
-        if (rc) goto out;
-        if (detect->found) { /* undo this pass: the trace is read again with the detected steps */
-            free(row->marks);
-            *row = row0;
-            *xp = xp0;
-            r->limits = limits0;
-            if (again) *again = xp;
-            rc = 1;
-            goto out;
-        }
-        pl_period_free(detect);
-    }
     xp->running = !xp->clean_end && on_this_node(xp) && pl_alive_same_process(xp->pid, xp->start_realtime_ns, xp->exe);
-    if (auto_steps && xp->n_steps) { /* --- period detection --- */
+    if (auto_steps && xp->n_steps) {
         xp->steps_auto = true;
         xp->auto_period_allocs = auto_steps->period_allocs;
         xp->auto_period_ms = auto_steps->period_ns / 1e6;
@@ -1395,7 +1344,6 @@ static int extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd
     rc = finish(s, row);
     if (rc) goto out;
 out:
-    if (scanning) pl_period_input_free(&in);
     state_free(s);
     free(s);
     return rc;
@@ -1427,14 +1375,13 @@ static void note_open_error(pl_extract_t *x, const char *path, int rc) {
 int pl_extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd, const char *file,
                       const pl_extract_opts_t *opts) {
     if (!r || !x || !rd) return -EINVAL;
-    int rc = extract_reader(r, x, rd, file, opts, NULL, NULL, NULL);
+    int rc = extract_reader(r, x, rd, file, opts, NULL);
     pl_run_update_cut_short(r, x);
     return rc;
 }
 
-/* --- period detection (reports/period.c, docs/period.md) ---
- * A trace is read once (extract_reader collects the detector's input beside extraction) and again only when it holds
- * no step record and a period is found; reopen() opens the source again for that second pass. */
+/* A trace is read twice: period detection (reports/period.c, docs/period.md) reads it up to its first step record
+ * (to its end when it has none), then extraction from its start; reopen() opens the source again for that pass. */
 typedef int (*reopen_fn)(const void *src, size_t len, const char *name, pl_trace_reader_t **out);
 
 static int reopen_file(const void *src, size_t len, const char *name, pl_trace_reader_t **out) {
@@ -1449,25 +1396,24 @@ static int reopen_mem(const void *src, size_t len, const char *name, pl_trace_re
 
 /* Extract the trace open in rd (closed here), with period detection. name: the file name given to extract_reader
  * (NULL for an unnamed buffer); src, len: what reopen opens. */
+/* A trace read twice: period detection's pass (an unmarked trace gets the steps it finds), then extraction's. */
 static int extract_detect(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd, const char *name,
                           const pl_extract_opts_t *opts, reopen_fn reopen, const void *src, size_t len) {
     pl_period_t per;
-    pl_extract_proc_t *again = NULL;
-    int rc = extract_reader(r, x, rd, name, opts, NULL, &per, &again);
+    int rc = pl_period_steps(rd, NULL, &per);
     pl_trace_close(rd);
-    if (rc != 1) return rc;
-    rc = reopen(src, len, name, &rd); /* a period was found: the second pass */
+    if (rc) return rc;
+    rc = reopen(src, len, name, &rd);
     if (rc) {
         pl_period_free(&per);
         if (rc != -ENOMEM) note_open_error(x, name ? name : "memory", rc);
         return rc;
     }
-    rc = extract_reader(r, x, rd, name, opts, &per, NULL, &again);
+    rc = extract_reader(r, x, rd, name, opts, per.found ? &per : NULL);
     pl_period_free(&per);
     pl_trace_close(rd);
     return rc;
 }
-/* --- end period detection --- */
 
 static int extract_file(pl_report_t *r, pl_extract_t *x, const char *path, const pl_extract_opts_t *opts) {
     pl_trace_reader_t *rd;

@@ -213,6 +213,27 @@ int pl_period_scan(pl_trace_reader_t *rd, pl_period_input_t *in) {
     return pl_ingest_read(NULL, rd, &handlers, in, NULL);
 }
 
+/* a step record ends the pass that looks for steps: the trace has its own */
+static int stop_at_step(void *ctx, const pl_trace_record_t *rec) {
+    (void)ctx;
+    (void)rec;
+    return 1;
+}
+
+int pl_period_steps(pl_trace_reader_t *rd, const pl_period_opts_t *opts, pl_period_t *out) {
+    if (!rd || !out) return -EINVAL;
+    memset(out, 0, sizeof *out);
+    pl_ingest_handlers_t h = handlers;
+    h.step = stop_at_step;
+    pl_period_input_t in;
+    pl_period_input_init(&in);
+    int rc = pl_ingest_read(NULL, rd, &h, &in, NULL);
+    if (rc == 0) rc = pl_period_detect(&in, opts, out);
+    else if (rc == 1) rc = 0; /* marked: *out stays not found */
+    pl_period_input_free(&in);
+    return rc;
+}
+
 /* ---- helpers ---- */
 
 typedef struct tev { int64_t t_ns; uint64_t key; size_t ix; } tev_t;

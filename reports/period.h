@@ -16,7 +16,8 @@
  *    mapped to times through the thread's records (immune to timing jitter).
  * The result is a period with a confidence in [0, 1] and synthetic step boundaries (end times of steps), or
  * "not found". Invariants: bounds_ns is sorted, strictly increasing; found implies n_bounds >= 2.
- * Data flow: tracer reader -> pl_period_scan -> pl_period_detect -> reports/extract (synthetic step records).
+ * Data flow: tracer reader -> pl_period_steps (pl_period_scan + pl_period_detect) -> reports/extract (synthetic step
+ * records).
  * Thread safety: none needed (no globals); memory: the events of one trace, capped at PL_PERIOD_MAX_EVENTS.
  */
 #pragma once
@@ -98,6 +99,11 @@ int pl_period_add(pl_period_input_t *in, const pl_trace_record_t *rec);
 
 /* Read every record of rd into `in` (stops cleanly at a damaged tail). Returns 0 or -ENOMEM. */
 int pl_period_scan(pl_trace_reader_t *rd, pl_period_input_t *in);
+
+/* Period detection's pass of its own over an unmarked trace: reads rd up to its first step record (a trace with steps
+ * keeps them: *out not found) or its end (a damaged tail ends it too), then detects. *out filled on 0 (release with
+ * pl_period_free); -EINVAL, -ENOMEM. rd is read, not closed. */
+int pl_period_steps(pl_trace_reader_t *rd, const pl_period_opts_t *opts, pl_period_t *out);
 
 /* Detect the period of in's allocation events (step records ignored). opts may be NULL (defaults). On return 0
  * *out is filled (found or not; release with pl_period_free); -EINVAL, -ENOMEM. Deterministic. */

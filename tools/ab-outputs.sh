@@ -35,6 +35,11 @@ record)
     [ -e "$B/tests/cuda_double/libcuda.so.1" ] && PLATEAU_LIBCUDA=$B/tests/cuda_double/libcuda.so.1 rec cuda "$T/target_cuda" 40
     rec train "$B/training/plateau-train" --steps 60
     rec train_leak "$B/training/plateau-train" --steps 80 --leak graph --leak-start 20
+    # no step records: the steps come from period detection (a whole trace, as plateau run writes it without steps)
+    sed 's/^    step = ctypes.CDLL(None).plateau_step$/    step = lambda: None/' "$src/tests/reports/period_loop.py" \
+        >"$D/unmarked_loop.py"
+    PLATEAU_TRACE_FULL=1 rec unmarked_loop /usr/bin/python3 "$D/unmarked_loop.py" 60 4000
+    rm -f "$D/unmarked_loop.py"
     if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
         for s in leak_total_loss leak_list_append control_lru leak_self_history; do
             PLATEAU_CENSUS_BUDGET=0.5 rec "py_$s" /usr/bin/python3 "$src/tests/python/retention/$s.py"
