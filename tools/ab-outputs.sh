@@ -25,14 +25,19 @@ record)
     src=$(cd "$(dirname "$0")/.." && pwd)
     mkdir -p "$D"
     export OMP_WAIT_POLICY=passive
-    rec() { local n=$1; shift; "$P" run --no-report -o "$D/$n" -- "$@" >/dev/null 2>&1 || echo "ab-outputs: $n exited $?"; }
+    rec() {
+        local n=$1
+        shift
+        "$P" run --no-report -o "$D/$n" -- "$@" >/dev/null 2>&1 || echo "ab-outputs: $n exited $?"
+    }
     rec marks "$T/target_marks" 12
     rec leak_static "$T/target_leak_static"
     rec leak_cxx "$T/target_leak_cxx"
     rec warmleak "$T/target_warmleak"
     rec threads "$T/target_threads"
     rec forkexec "$T/target_forkexec"
-    [ -e "$B/tests/cuda_double/libcuda.so.1" ] && PLATEAU_LIBCUDA=$B/tests/cuda_double/libcuda.so.1 rec cuda "$T/target_cuda" 40
+    double=$B/tests/cuda_double/libcuda.so.1
+    [ -e "$double" ] && PLATEAU_LIBCUDA=$double rec cuda "$T/target_cuda" 40
     rec train "$B/training/plateau-train" --steps 60
     rec train_leak "$B/training/plateau-train" --steps 80 --leak graph --leak-start 20
     # no step records: the steps come from period detection (a whole trace, as plateau run writes it without steps)
