@@ -32,6 +32,8 @@ typedef struct parser {
     uint32_t *memo;
     size_t cap_memo, n_memo; /* n_memo: entries set (Python's len(memo)) */
     size_t op_off; /* offset of the opcode being run (for messages) */
+    pl_pickle_doc_t *doc; /* the document being read: protocol, root (PROTO, STOP) */
+    bool stopped;         /* STOP was read */
     char *err;
     size_t err_len;
 } parser_t;
@@ -266,219 +268,268 @@ static int finalize(parser_t *ps, pl_pickle_doc_t *doc) {
     return 0;
 }
 
-static int run(parser_t *ps, pl_pickle_doc_t *doc) {
-    int rc = 0;
+/* Opcode handlers: one per opcode or family, each reads its argument bytes (ps->p is past the opcode) and returns 0
+ * or a negative errno through fail(). run() dispatches through OPS[]; an opcode without a handler is refused or
+ * unknown (op_refused). */
+typedef int (*op_fn)(parser_t *ps, uint8_t op);
+
+static int op_proto(parser_t *ps, uint8_t op) {
+    (void)op;
+    int rc;
+    if ((rc = need_bytes(ps, 1, "PROTO"))) return rc;
+    if (ps->op_off != 0) return fail(ps, -EBADMSG, "PROTO after the start");
+    ps->doc->protocol = *ps->p++;
+    if (ps->doc->protocol < 2 || ps->doc->protocol > 5)
+        return fail(ps, -ENOTSUP, "pickle protocol %d is not supported (2..5 are)", ps->doc->protocol);
+    return 0;
+}
+
+/* FRAME: a length prefix for buffering; opcodes are read the same with or without it */
+static int op_frame(parser_t *ps, uint8_t op) {
+    (void)op;
+    int rc;
+    if ((rc = need_bytes(ps, 8, "FRAME"))) return rc;
+    uint64_t n = rd_le(ps->p, 8);
+    ps->p += 8;
+    if (n > (uint64_t)(ps->end - ps->p))
+        return fail(ps, -EBADMSG, "truncated frame (%llu bytes announced, %zu left)", (unsigned long long)n,
+                    (size_t)(ps->end - ps->p));
+    return 0;
+}
+
+/* EMPTY_DICT, EMPTY_LIST, EMPTY_TUPLE, NONE */
+static int op_empty(parser_t *ps, uint8_t op) {
+    pl_pickle_type_t t = op == '}' ? PL_PICKLE_DICT : op == ']' ? PL_PICKLE_LIST : op == ')' ? PL_PICKLE_TUPLE
+                                                                                              : PL_PICKLE_NONE;
+    return push_new(ps, t, NULL);
+}
+
+/* NEWTRUE, NEWFALSE */
+static int op_bool(parser_t *ps, uint8_t op) {
+    uint32_t v;
+    int rc = push_new(ps, PL_PICKLE_BOOL, &v);
+    if (!rc) ps->values[v].u.i = op == 0x88;
+    return rc;
+}
+
+static int op_mark(parser_t *ps, uint8_t op) {
+    (void)op;
+    if (ps->n_marks >= ps->max_depth)
+        return fail(ps, -E2BIG, "more than %zu nested MARKs (the depth limit)", ps->max_depth);
+    ps->marks[ps->n_marks++] = (uint32_t)ps->n_stack;
+    return 0;
+}
+
+/* POP: the top value, or the top mark when nothing is above it */
+static int op_pop(parser_t *ps, uint8_t op) {
+    (void)op;
+    size_t mark = 0;
+    if (avail(ps)) {
+        ps->n_stack--;
+        return 0;
+    }
+    return pop_mark(ps, &mark);
+}
+
+static int op_pop_mark(parser_t *ps, uint8_t op) {
+    (void)op;
+    size_t mark = 0;
+    int rc = pop_mark(ps, &mark);
+    if (!rc) ps->n_stack = mark;
+    return rc;
+}
+
+static int op_dup(parser_t *ps, uint8_t op) {
+    (void)op;
+    if (!avail(ps)) return fail(ps, -EBADMSG, "DUP on an empty stack");
+    return push(ps, ps->stack[ps->n_stack - 1]);
+}
+
+static int op_append(parser_t *ps, uint8_t op) {
+    (void)op;
+    if (avail(ps) < 2) return fail(ps, -EBADMSG, "APPEND needs a list and a value");
+    uint32_t v = ps->stack[ps->n_stack - 2];
+    if (ps->values[v].type != PL_PICKLE_LIST)
+        return fail(ps, -EBADMSG, "APPEND to a %s", pl_pickle_type_name(ps->values[v].type));
+    int rc = add_cell(ps, v, ps->stack[ps->n_stack - 1]);
+    ps->n_stack--;
+    return rc;
+}
+
+static int op_setitem(parser_t *ps, uint8_t op) {
+    (void)op;
+    if (avail(ps) < 3) return fail(ps, -EBADMSG, "SETITEM needs a dict, a key and a value");
+    uint32_t v = ps->stack[ps->n_stack - 3];
+    if (ps->values[v].type != PL_PICKLE_DICT)
+        return fail(ps, -EBADMSG, "SETITEM on a %s", pl_pickle_type_name(ps->values[v].type));
+    int rc = add_cell(ps, v, ps->stack[ps->n_stack - 2]);
+    if (!rc) rc = add_cell(ps, v, ps->stack[ps->n_stack - 1]);
+    ps->n_stack -= 2;
+    return rc;
+}
+
+/* APPENDS ('e', into a list) and SETITEMS ('u', into a dict): everything above the MARK goes into the container
+ * just below it */
+static int op_extend(parser_t *ps, uint8_t op) {
+    const char *name = op == 'e' ? "APPENDS" : "SETITEMS";
+    pl_pickle_type_t want = op == 'e' ? PL_PICKLE_LIST : PL_PICKLE_DICT;
+    size_t mark = 0;
+    int rc;
+    if ((rc = pop_mark(ps, &mark))) return rc;
+    if (mark == 0 || mark - 1 < (ps->n_marks ? ps->marks[ps->n_marks - 1] : 0))
+        return fail(ps, -EBADMSG, "%s without a %s below the MARK", name, op == 'e' ? "list" : "dict");
+    if (op == 'u' && (ps->n_stack - mark) % 2)
+        return fail(ps, -EBADMSG, "SETITEMS with an odd number of keys and values");
+    uint32_t v = ps->stack[mark - 1];
+    if (ps->values[v].type != want)
+        return fail(ps, -EBADMSG, "%s %s a %s", name, op == 'e' ? "to" : "on", pl_pickle_type_name(ps->values[v].type));
+    for (size_t i = mark; i < ps->n_stack && !rc; i++) rc = add_cell(ps, v, ps->stack[i]);
+    ps->n_stack = mark;
+    return rc;
+}
+
+/* The top n stack values (from `from` up) become a new tuple in their place. */
+static int make_tuple(parser_t *ps, size_t from) {
+    uint32_t v;
+    int rc;
+    if ((rc = new_value(ps, PL_PICKLE_TUPLE, &v))) return rc;
+    for (size_t i = from; i < ps->n_stack && !rc; i++) rc = add_cell(ps, v, ps->stack[i]);
+    ps->n_stack = from;
+    if (!rc) rc = push(ps, v);
+    return rc;
+}
+
+static int op_tuple(parser_t *ps, uint8_t op) {
+    (void)op;
+    size_t mark = 0;
+    int rc = pop_mark(ps, &mark);
+    return rc ? rc : make_tuple(ps, mark);
+}
+
+/* TUPLE1, TUPLE2, TUPLE3 */
+static int op_tuple_n(parser_t *ps, uint8_t op) {
+    size_t n = (size_t)(op - 0x84);
+    if (avail(ps) < n) return fail(ps, -EBADMSG, "TUPLE%zu needs %zu values", n, n);
+    return make_tuple(ps, ps->n_stack - n);
+}
+
+/* BININT1, BININT2 (unsigned), BININT (signed 32-bit) */
+static int op_binint(parser_t *ps, uint8_t op) {
+    size_t n = op == 'K' ? 1 : op == 'M' ? 2 : 4;
+    int rc;
+    if ((rc = need_bytes(ps, n, op == 'K' ? "BININT1" : op == 'M' ? "BININT2" : "BININT"))) return rc;
+    uint64_t u = rd_le(ps->p, n);
+    ps->p += n;
+    if (op != 'J') return do_int(ps, (int64_t)u);
+    uint32_t u32 = (uint32_t)u;
+    int32_t i;
+    memcpy(&i, &u32, sizeof i);
+    return do_int(ps, i);
+}
+
+static int op_long1(parser_t *ps, uint8_t op) {
+    (void)op;
+    int rc;
+    if ((rc = need_bytes(ps, 1, "LONG1"))) return rc;
+    return do_long(ps, *ps->p++);
+}
+
+static int op_long4(parser_t *ps, uint8_t op) {
+    (void)op;
+    int rc;
+    if ((rc = need_bytes(ps, 4, "LONG4"))) return rc;
+    uint32_t n = (uint32_t)rd_le(ps->p, 4);
+    ps->p += 4;
+    if (n & 0x80000000u) return fail(ps, -EBADMSG, "LONG4 with a negative length");
+    return do_long(ps, n);
+}
+
+/* BINFLOAT: big-endian IEEE 754 double */
+static int op_binfloat(parser_t *ps, uint8_t op) {
+    (void)op;
+    uint32_t v;
+    int rc;
+    if ((rc = need_bytes(ps, 8, "BINFLOAT"))) return rc;
+    uint64_t u = 0;
+    for (int i = 0; i < 8; i++) u = (u << 8) | ps->p[i];
+    ps->p += 8;
+    if (!(rc = push_new(ps, PL_PICKLE_FLOAT, &v))) memcpy(&ps->values[v].u.f, &u, sizeof u);
+    return rc;
+}
+
+/* Strings and bytes by the width of their length: SHORT_BINUNICODE, SHORT_BINBYTES (1); BINUNICODE, BINBYTES (4);
+ * BINUNICODE8, BINBYTES8, BYTEARRAY8 (8) */
+static int op_blob(parser_t *ps, uint8_t op) {
+    size_t w = op == 0x8c || op == 'C' ? 1 : op == 'X' || op == 'B' ? 4 : 8;
+    bool str = op == 0x8c || op == 'X' || op == 0x8d;
+    int rc;
+    if ((rc = need_bytes(ps, w, "length"))) return rc;
+    uint64_t n = rd_le(ps->p, w);
+    ps->p += w;
+    return do_blob(ps, str ? PL_PICKLE_STR : PL_PICKLE_BYTES, n);
+}
+
+/* MEMOIZE: stores at len(memo), the number of entries stored so far (as Python does) */
+static int op_memoize(parser_t *ps, uint8_t op) {
+    (void)op;
+    return memo_put(ps, ps->n_memo);
+}
+
+/* BINPUT, LONG_BINPUT, BINGET, LONG_BINGET: a 1- or 4-byte memo index */
+static int op_memo(parser_t *ps, uint8_t op) {
+    static const char *const names[] = {"BINPUT", "LONG_BINPUT", "BINGET", "LONG_BINGET"};
+    int k = op == 'q' ? 0 : op == 'r' ? 1 : op == 'h' ? 2 : 3;
+    size_t w = k % 2 ? 4 : 1;
+    int rc;
+    if ((rc = need_bytes(ps, w, names[k]))) return rc;
+    uint64_t idx = rd_le(ps->p, w);
+    ps->p += w;
+    return k < 2 ? memo_put(ps, idx) : memo_get(ps, idx);
+}
+
+static int op_stop(parser_t *ps, uint8_t op) {
+    (void)op;
+    if (ps->n_marks) return fail(ps, -EBADMSG, "STOP with %zu open MARKs", ps->n_marks);
+    if (ps->n_stack != 1) return fail(ps, -EBADMSG, "STOP with %zu values on the stack (1 expected)", ps->n_stack);
+    if (ps->p != ps->end) return fail(ps, -EBADMSG, "%zu bytes after STOP", (size_t)(ps->end - ps->p));
+    ps->doc->root = ps->stack[0];
+    ps->stopped = true;
+    return finalize(ps, ps->doc);
+}
+
+static int op_refused(parser_t *ps, uint8_t op) {
+    const char *name = refused_name(op);
+    if (name)
+        return fail(ps, -ENOTSUP, "opcode %s (0x%02x) refused: only plain data (dict, list, tuple, str, bytes, int, "
+                    "float, bool, None) is read, never code that imports or builds Python objects", name, op);
+    name = old_name(op);
+    if (name)
+        return fail(ps, -ENOTSUP, "opcode %s (0x%02x) is not supported (protocol 0/1 text opcodes and sets are not "
+                    "part of a memory snapshot)", name, op);
+    return fail(ps, -EBADMSG, "unknown opcode 0x%02x", op);
+}
+
+static const op_fn OPS[256] = {
+    [0x80] = op_proto,    [0x95] = op_frame,    ['}'] = op_empty,     [']'] = op_empty,     [')'] = op_empty,
+    ['N'] = op_empty,     [0x88] = op_bool,     [0x89] = op_bool,     ['('] = op_mark,      ['0'] = op_pop,
+    ['1'] = op_pop_mark,  ['2'] = op_dup,       ['a'] = op_append,    ['e'] = op_extend,    ['s'] = op_setitem,
+    ['u'] = op_extend,    ['t'] = op_tuple,     [0x85] = op_tuple_n,  [0x86] = op_tuple_n,  [0x87] = op_tuple_n,
+    ['K'] = op_binint,    ['M'] = op_binint,    ['J'] = op_binint,    [0x8a] = op_long1,    [0x8b] = op_long4,
+    ['G'] = op_binfloat,  [0x8c] = op_blob,     ['C'] = op_blob,      ['X'] = op_blob,      ['B'] = op_blob,
+    [0x8d] = op_blob,     [0x8e] = op_blob,     [0x96] = op_blob,     [0x94] = op_memoize,  ['q'] = op_memo,
+    ['r'] = op_memo,      ['h'] = op_memo,      ['j'] = op_memo,      ['.'] = op_stop,
+};
+
+static int run(parser_t *ps) {
     if (ps->p == ps->end) return fail(ps, -EBADMSG, "empty input");
     if (ps->p[0] != 0x80)
         return fail(ps, -ENOTSUP, "not a pickle of protocol 2..5 (first byte 0x%02x, not PROTO 0x80)", ps->p[0]);
     while (ps->p < ps->end) {
         ps->op_off = (size_t)(ps->p - ps->start);
         uint8_t op = *ps->p++;
-        uint32_t v;
-        size_t mark = 0;
-        switch (op) {
-        case 0x80: /* PROTO */
-            if ((rc = need_bytes(ps, 1, "PROTO"))) return rc;
-            if (ps->op_off != 0) return fail(ps, -EBADMSG, "PROTO after the start");
-            doc->protocol = *ps->p++;
-            if (doc->protocol < 2 || doc->protocol > 5)
-                return fail(ps, -ENOTSUP, "pickle protocol %d is not supported (2..5 are)", doc->protocol);
-            break;
-        case 0x95: /* FRAME: a length prefix for buffering; opcodes are read the same with or without it */
-            if ((rc = need_bytes(ps, 8, "FRAME"))) return rc;
-            {
-                uint64_t n = rd_le(ps->p, 8);
-                ps->p += 8;
-                if (n > (uint64_t)(ps->end - ps->p))
-                    return fail(ps, -EBADMSG, "truncated frame (%llu bytes announced, %zu left)",
-                                (unsigned long long)n, (size_t)(ps->end - ps->p));
-            }
-            break;
-        case '}': rc = push_new(ps, PL_PICKLE_DICT, NULL); break;
-        case ']': rc = push_new(ps, PL_PICKLE_LIST, NULL); break;
-        case ')': rc = push_new(ps, PL_PICKLE_TUPLE, NULL); break;
-        case 'N': rc = push_new(ps, PL_PICKLE_NONE, NULL); break;
-        case 0x88: /* NEWTRUE */
-        case 0x89: /* NEWFALSE */
-            if (!(rc = push_new(ps, PL_PICKLE_BOOL, &v))) ps->values[v].u.i = op == 0x88;
-            break;
-        case '(': /* MARK */
-            if (ps->n_marks >= ps->max_depth)
-                return fail(ps, -E2BIG, "more than %zu nested MARKs (the depth limit)", ps->max_depth);
-            ps->marks[ps->n_marks++] = (uint32_t)ps->n_stack;
-            break;
-        case '0': /* POP: the top value, or the top mark when nothing is above it */
-            if (avail(ps)) ps->n_stack--;
-            else if ((rc = pop_mark(ps, &mark))) return rc;
-            break;
-        case '1': /* POP_MARK */
-            if ((rc = pop_mark(ps, &mark))) return rc;
-            ps->n_stack = mark;
-            break;
-        case '2': /* DUP */
-            if (!avail(ps)) return fail(ps, -EBADMSG, "DUP on an empty stack");
-            rc = push(ps, ps->stack[ps->n_stack - 1]);
-            break;
-        case 'a': /* APPEND */
-            if (avail(ps) < 2) return fail(ps, -EBADMSG, "APPEND needs a list and a value");
-            v = ps->stack[ps->n_stack - 2];
-            if (ps->values[v].type != PL_PICKLE_LIST)
-                return fail(ps, -EBADMSG, "APPEND to a %s", pl_pickle_type_name(ps->values[v].type));
-            rc = add_cell(ps, v, ps->stack[ps->n_stack - 1]);
-            ps->n_stack--;
-            break;
-        case 'e': /* APPENDS */
-            if ((rc = pop_mark(ps, &mark))) return rc;
-            if (mark == 0 || mark - 1 < (ps->n_marks ? ps->marks[ps->n_marks - 1] : 0))
-                return fail(ps, -EBADMSG, "APPENDS without a list below the MARK");
-            v = ps->stack[mark - 1];
-            if (ps->values[v].type != PL_PICKLE_LIST)
-                return fail(ps, -EBADMSG, "APPENDS to a %s", pl_pickle_type_name(ps->values[v].type));
-            for (size_t i = mark; i < ps->n_stack && !rc; i++) rc = add_cell(ps, v, ps->stack[i]);
-            ps->n_stack = mark;
-            break;
-        case 's': /* SETITEM */
-            if (avail(ps) < 3) return fail(ps, -EBADMSG, "SETITEM needs a dict, a key and a value");
-            v = ps->stack[ps->n_stack - 3];
-            if (ps->values[v].type != PL_PICKLE_DICT)
-                return fail(ps, -EBADMSG, "SETITEM on a %s", pl_pickle_type_name(ps->values[v].type));
-            if (!(rc = add_cell(ps, v, ps->stack[ps->n_stack - 2]))) rc = add_cell(ps, v, ps->stack[ps->n_stack - 1]);
-            ps->n_stack -= 2;
-            break;
-        case 'u': /* SETITEMS */
-            if ((rc = pop_mark(ps, &mark))) return rc;
-            if (mark == 0 || mark - 1 < (ps->n_marks ? ps->marks[ps->n_marks - 1] : 0))
-                return fail(ps, -EBADMSG, "SETITEMS without a dict below the MARK");
-            if ((ps->n_stack - mark) % 2) return fail(ps, -EBADMSG, "SETITEMS with an odd number of keys and values");
-            v = ps->stack[mark - 1];
-            if (ps->values[v].type != PL_PICKLE_DICT)
-                return fail(ps, -EBADMSG, "SETITEMS on a %s", pl_pickle_type_name(ps->values[v].type));
-            for (size_t i = mark; i < ps->n_stack && !rc; i++) rc = add_cell(ps, v, ps->stack[i]);
-            ps->n_stack = mark;
-            break;
-        case 't': /* TUPLE */
-            if ((rc = pop_mark(ps, &mark))) return rc;
-            if ((rc = new_value(ps, PL_PICKLE_TUPLE, &v))) return rc;
-            for (size_t i = mark; i < ps->n_stack && !rc; i++) rc = add_cell(ps, v, ps->stack[i]);
-            ps->n_stack = mark;
-            if (!rc) rc = push(ps, v);
-            break;
-        case 0x85: /* TUPLE1 */
-        case 0x86: /* TUPLE2 */
-        case 0x87: { /* TUPLE3 */
-            size_t n = (size_t)(op - 0x84);
-            if (avail(ps) < n) return fail(ps, -EBADMSG, "TUPLE%zu needs %zu values", n, n);
-            if ((rc = new_value(ps, PL_PICKLE_TUPLE, &v))) return rc;
-            for (size_t i = ps->n_stack - n; i < ps->n_stack && !rc; i++) rc = add_cell(ps, v, ps->stack[i]);
-            ps->n_stack -= n;
-            if (!rc) rc = push(ps, v);
-            break;
-        }
-        case 'K': /* BININT1 */
-            if ((rc = need_bytes(ps, 1, "BININT1"))) return rc;
-            rc = do_int(ps, *ps->p++);
-            break;
-        case 'M': /* BININT2 */
-            if ((rc = need_bytes(ps, 2, "BININT2"))) return rc;
-            rc = do_int(ps, (int64_t)rd_le(ps->p, 2));
-            ps->p += 2;
-            break;
-        case 'J': { /* BININT: signed 32-bit */
-            if ((rc = need_bytes(ps, 4, "BININT"))) return rc;
-            uint32_t u = (uint32_t)rd_le(ps->p, 4);
-            int32_t i;
-            memcpy(&i, &u, sizeof i);
-            ps->p += 4;
-            rc = do_int(ps, i);
-            break;
-        }
-        case 0x8a: /* LONG1 */
-            if ((rc = need_bytes(ps, 1, "LONG1"))) return rc;
-            rc = do_long(ps, *ps->p++);
-            break;
-        case 0x8b: { /* LONG4 */
-            if ((rc = need_bytes(ps, 4, "LONG4"))) return rc;
-            uint32_t n = (uint32_t)rd_le(ps->p, 4);
-            ps->p += 4;
-            if (n & 0x80000000u) return fail(ps, -EBADMSG, "LONG4 with a negative length");
-            rc = do_long(ps, n);
-            break;
-        }
-        case 'G': { /* BINFLOAT: big-endian IEEE 754 double */
-            if ((rc = need_bytes(ps, 8, "BINFLOAT"))) return rc;
-            uint64_t u = 0;
-            for (int i = 0; i < 8; i++) u = (u << 8) | ps->p[i];
-            ps->p += 8;
-            if (!(rc = push_new(ps, PL_PICKLE_FLOAT, &v))) memcpy(&ps->values[v].u.f, &u, sizeof u);
-            break;
-        }
-        case 0x8c: /* SHORT_BINUNICODE */
-        case 'C':  /* SHORT_BINBYTES */
-            if ((rc = need_bytes(ps, 1, "length"))) return rc;
-            rc = do_blob(ps, op == 'C' ? PL_PICKLE_BYTES : PL_PICKLE_STR, *ps->p++);
-            break;
-        case 'X': /* BINUNICODE */
-        case 'B': /* BINBYTES */
-            if ((rc = need_bytes(ps, 4, "length"))) return rc;
-            {
-                uint64_t n = rd_le(ps->p, 4);
-                ps->p += 4;
-                rc = do_blob(ps, op == 'B' ? PL_PICKLE_BYTES : PL_PICKLE_STR, n);
-            }
-            break;
-        case 0x8d: /* BINUNICODE8 */
-        case 0x8e: /* BINBYTES8 */
-        case 0x96: /* BYTEARRAY8 */
-            if ((rc = need_bytes(ps, 8, "length"))) return rc;
-            {
-                uint64_t n = rd_le(ps->p, 8);
-                ps->p += 8;
-                rc = do_blob(ps, op == 0x8d ? PL_PICKLE_STR : PL_PICKLE_BYTES, n);
-            }
-            break;
-        case 0x94: /* MEMOIZE: stores at len(memo), the number of entries stored so far (as Python does) */
-            rc = memo_put(ps, ps->n_memo);
-            break;
-        case 'q': /* BINPUT */
-            if ((rc = need_bytes(ps, 1, "BINPUT"))) return rc;
-            rc = memo_put(ps, *ps->p++);
-            break;
-        case 'r': /* LONG_BINPUT */
-            if ((rc = need_bytes(ps, 4, "LONG_BINPUT"))) return rc;
-            rc = memo_put(ps, rd_le(ps->p, 4));
-            ps->p += 4;
-            break;
-        case 'h': /* BINGET */
-            if ((rc = need_bytes(ps, 1, "BINGET"))) return rc;
-            rc = memo_get(ps, *ps->p++);
-            break;
-        case 'j': /* LONG_BINGET */
-            if ((rc = need_bytes(ps, 4, "LONG_BINGET"))) return rc;
-            rc = memo_get(ps, rd_le(ps->p, 4));
-            ps->p += 4;
-            break;
-        case '.': /* STOP */
-            if (ps->n_marks) return fail(ps, -EBADMSG, "STOP with %zu open MARKs", ps->n_marks);
-            if (ps->n_stack != 1) return fail(ps, -EBADMSG, "STOP with %zu values on the stack (1 expected)",
-                                              ps->n_stack);
-            if (ps->p != ps->end)
-                return fail(ps, -EBADMSG, "%zu bytes after STOP", (size_t)(ps->end - ps->p));
-            doc->root = ps->stack[0];
-            return finalize(ps, doc);
-        default: {
-            const char *name = refused_name(op);
-            if (name)
-                return fail(ps, -ENOTSUP, "opcode %s (0x%02x) refused: only plain data (dict, list, tuple, str, "
-                            "bytes, int, float, bool, None) is read, never code that imports or builds Python "
-                            "objects", name, op);
-            name = old_name(op);
-            if (name)
-                return fail(ps, -ENOTSUP, "opcode %s (0x%02x) is not supported (protocol 0/1 text opcodes and sets "
-                            "are not part of a memory snapshot)", name, op);
-            return fail(ps, -EBADMSG, "unknown opcode 0x%02x", op);
-        }
-        }
-        if (rc) return rc;
+        op_fn fn = OPS[op] ? OPS[op] : op_refused;
+        int rc = fn(ps, op);
+        if (rc || ps->stopped) return rc;
     }
     ps->op_off = (size_t)(ps->p - ps->start);
     return fail(ps, -EBADMSG, "truncated: the input ends before STOP");
@@ -494,6 +545,7 @@ int pl_pickle_parse(const void *data, size_t len, const pl_pickle_limits_t *lim,
     parser_t ps = {.p = data, .start = data, .end = (const uint8_t *)data + len, .lim = &l,
                    .max_mem = l.max_mem_bytes, .max_depth = l.max_depth, .err = err, .err_len = err_len};
     pl_pickle_doc_t d = {.data = data, .len = len, .root = PL_PICKLE_NULL};
+    ps.doc = &d;
     if (len > l.max_input_bytes) {
         if (err && err_len)
             snprintf(err, err_len, "input of %zu bytes is larger than the limit of %zu bytes", len, l.max_input_bytes);
@@ -510,7 +562,7 @@ int pl_pickle_parse(const void *data, size_t len, const pl_pickle_limits_t *lim,
         goto out;
     }
     ps.mem_bytes = l.max_depth * sizeof *ps.marks;
-    rc = run(&ps, &d);
+    rc = run(&ps);
 out:
     free(ps.marks);
     free(ps.stack);
