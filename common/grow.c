@@ -17,7 +17,7 @@ size_t pl_grow_cap(size_t cap, size_t need, size_t first, size_t elem) {
     return nc > max ? max : nc;
 }
 
-int pl_grow_first(void **p, size_t *cap, size_t need, size_t elem, size_t first) {
+int pl_grow_realloc(void **p, size_t *cap, size_t need, size_t elem, size_t first) {
     if (need <= *cap) return 0;
     size_t nc = pl_grow_cap(*cap, need, first, elem);
     if (!nc) {
@@ -33,5 +33,3 @@ int pl_grow_first(void **p, size_t *cap, size_t need, size_t elem, size_t first)
     *cap = nc;
     return 0;
 }
-
-int pl_grow(void **p, size_t *cap, size_t need, size_t elem) { return pl_grow_first(p, cap, need, elem, PL_GROW_FIRST); }

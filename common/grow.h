@@ -16,11 +16,18 @@
  * charge the capacity to a budget or clamp it before they allocate. */
 size_t pl_grow_cap(size_t cap, size_t need, size_t first, size_t elem);
 
+/* The slow half of pl_grow_first: the realloc, for need > *cap. */
+int pl_grow_realloc(void **p, size_t *cap, size_t need, size_t elem, size_t first);
+
 /* Make *p (a malloc'd array of *cap elements of elem bytes, or NULL with *cap 0) hold at least need elements:
- * realloc to pl_grow_cap(*cap, need, first, elem). Returns 0 (also when it already holds need), or -1 with errno
- * EOVERFLOW (the byte count does not fit a size_t) or ENOMEM; on failure *p and *cap are unchanged and *p is still
- * the caller's to free. New elements are not initialised. */
-int pl_grow_first(void **p, size_t *cap, size_t need, size_t elem, size_t first);
+ * realloc to pl_grow_cap(*cap, need, first, elem). Returns 0 (also when it already holds need: inline, no call, so
+ * it may sit on a per-record path), or -1 with errno EOVERFLOW (the byte count does not fit a size_t) or ENOMEM; on
+ * failure *p and *cap are unchanged and *p is still the caller's to free. New elements are not initialised. */
+static inline int pl_grow_first(void **p, size_t *cap, size_t need, size_t elem, size_t first) {
+    return need <= *cap ? 0 : pl_grow_realloc(p, cap, need, elem, first);
+}
 
 /* pl_grow_first from PL_GROW_FIRST elements. */
-int pl_grow(void **p, size_t *cap, size_t need, size_t elem);
+static inline int pl_grow(void **p, size_t *cap, size_t need, size_t elem) {
+    return pl_grow_first(p, cap, need, elem, PL_GROW_FIRST);
+}

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
+
 typedef struct cell {
     uint32_t container, member;
 } cell_t;
@@ -55,8 +57,8 @@ static int fail(parser_t *ps, int rc, const char *fmt, ...) {
 static int grow(parser_t *ps, void **arr, size_t *cap, size_t need, size_t elem, const char *what) {
     if (need <= *cap) return 0;
     if (need > (size_t)UINT32_MAX - 1) return fail(ps, -E2BIG, "more than 2^32 %s", what);
-    size_t ncap = *cap ? *cap : 64;
-    while (ncap < need) ncap *= 2;
+    size_t ncap = pl_grow_cap(*cap, need, 64, elem);
+    if (!ncap) return fail(ps, -E2BIG, "more than 2^32 %s", what);
     size_t old_bytes = *cap * elem;
     if (ps->mem_bytes - old_bytes + ncap * elem > ps->max_mem) {
         ncap = need; /* the last doubling would pass the budget: try the exact size */
