@@ -271,12 +271,10 @@ static int finalize(parser_t *ps, pl_pickle_doc_t *doc) {
 }
 
 /* Opcode handlers: one per opcode or family, each reads its argument bytes (ps->p is past the opcode) and returns 0
- * or a negative errno through fail(). run() dispatches through OPS[]; an opcode without a handler is refused or
- * unknown (op_refused). */
-typedef int (*op_fn)(parser_t *ps, uint8_t op);
-
-static int op_proto(parser_t *ps, uint8_t op) {
-    (void)op;
+ * or a negative errno through fail(). step() dispatches with a switch whose cases pass each family's constants (an
+ * argument's width, a value's type), so the compiler inlines the handlers back into one jump table with constant
+ * widths: the reader is hot on multi-GB snapshots. */
+static int op_proto(parser_t *ps) {
     int rc;
     if ((rc = need_bytes(ps, 1, "PROTO"))) return rc;
     if (ps->op_off != 0) return fail(ps, -EBADMSG, "PROTO after the start");
@@ -287,8 +285,7 @@ static int op_proto(parser_t *ps, uint8_t op) {
 }
 
 /* FRAME: a length prefix for buffering; opcodes are read the same with or without it */
-static int op_frame(parser_t *ps, uint8_t op) {
-    (void)op;
+static int op_frame(parser_t *ps) {
     int rc;
     if ((rc = need_bytes(ps, 8, "FRAME"))) return rc;
     uint64_t n = rd_le(ps->p, 8);
@@ -299,23 +296,15 @@ static int op_frame(parser_t *ps, uint8_t op) {
     return 0;
 }
 
-/* EMPTY_DICT, EMPTY_LIST, EMPTY_TUPLE, NONE */
-static int op_empty(parser_t *ps, uint8_t op) {
-    pl_pickle_type_t t = op == '}' ? PL_PICKLE_DICT : op == ']' ? PL_PICKLE_LIST : op == ')' ? PL_PICKLE_TUPLE
-                                                                                              : PL_PICKLE_NONE;
-    return push_new(ps, t, NULL);
-}
-
 /* NEWTRUE, NEWFALSE */
-static int op_bool(parser_t *ps, uint8_t op) {
+static int op_bool(parser_t *ps, bool value) {
     uint32_t v;
     int rc = push_new(ps, PL_PICKLE_BOOL, &v);
-    if (!rc) ps->values[v].u.i = op == 0x88;
+    if (!rc) ps->values[v].u.i = value;
     return rc;
 }
 
-static int op_mark(parser_t *ps, uint8_t op) {
-    (void)op;
+static int op_mark(parser_t *ps) {
     if (ps->n_marks >= ps->max_depth)
         return fail(ps, -E2BIG, "more than %zu nested MARKs (the depth limit)", ps->max_depth);
     ps->marks[ps->n_marks++] = (uint32_t)ps->n_stack;
@@ -323,8 +312,7 @@ static int op_mark(parser_t *ps, uint8_t op) {
 }
 
 /* POP: the top value, or the top mark when nothing is above it */
-static int op_pop(parser_t *ps, uint8_t op) {
-    (void)op;
+static int op_pop(parser_t *ps) {
     size_t mark = 0;
     if (avail(ps)) {
         ps->n_stack--;
@@ -333,22 +321,19 @@ static int op_pop(parser_t *ps, uint8_t op) {
     return pop_mark(ps, &mark);
 }
 
-static int op_pop_mark(parser_t *ps, uint8_t op) {
-    (void)op;
+static int op_pop_mark(parser_t *ps) {
     size_t mark = 0;
     int rc = pop_mark(ps, &mark);
     if (!rc) ps->n_stack = mark;
     return rc;
 }
 
-static int op_dup(parser_t *ps, uint8_t op) {
-    (void)op;
+static int op_dup(parser_t *ps) {
     if (!avail(ps)) return fail(ps, -EBADMSG, "DUP on an empty stack");
     return push(ps, ps->stack[ps->n_stack - 1]);
 }
 
-static int op_append(parser_t *ps, uint8_t op) {
-    (void)op;
+static int op_append(parser_t *ps) {
     if (avail(ps) < 2) return fail(ps, -EBADMSG, "APPEND needs a list and a value");
     uint32_t v = ps->stack[ps->n_stack - 2];
     if (ps->values[v].type != PL_PICKLE_LIST)
@@ -358,8 +343,7 @@ static int op_append(parser_t *ps, uint8_t op) {
     return rc;
 }
 
-static int op_setitem(parser_t *ps, uint8_t op) {
-    (void)op;
+static int op_setitem(parser_t *ps) {
     if (avail(ps) < 3) return fail(ps, -EBADMSG, "SETITEM needs a dict, a key and a value");
     uint32_t v = ps->stack[ps->n_stack - 3];
     if (ps->values[v].type != PL_PICKLE_DICT)
@@ -370,27 +354,46 @@ static int op_setitem(parser_t *ps, uint8_t op) {
     return rc;
 }
 
-/* APPENDS ('e', into a list) and SETITEMS ('u', into a dict): everything above the MARK goes into the container
- * just below it */
-static int op_extend(parser_t *ps, uint8_t op) {
-    const char *name = op == 'e' ? "APPENDS" : "SETITEMS";
-    pl_pickle_type_t want = op == 'e' ? PL_PICKLE_LIST : PL_PICKLE_DICT;
-    size_t mark = 0;
-    int rc;
-    if ((rc = pop_mark(ps, &mark))) return rc;
-    if (mark == 0 || mark - 1 < (ps->n_marks ? ps->marks[ps->n_marks - 1] : 0))
-        return fail(ps, -EBADMSG, "%s without a %s below the MARK", name, op == 'e' ? "list" : "dict");
-    if (op == 'u' && (ps->n_stack - mark) % 2)
-        return fail(ps, -EBADMSG, "SETITEMS with an odd number of keys and values");
-    uint32_t v = ps->stack[mark - 1];
-    if (ps->values[v].type != want)
-        return fail(ps, -EBADMSG, "%s %s a %s", name, op == 'e' ? "to" : "on", pl_pickle_type_name(ps->values[v].type));
+/* The MARK of APPENDS or SETITEMS, popped, with a value below it (the container) that is not below the MARK before
+ * it. */
+static int container_mark(parser_t *ps, const char *name, const char *what, size_t *mark) {
+    int rc = pop_mark(ps, mark);
+    if (rc) return rc;
+    if (*mark == 0 || *mark - 1 < (ps->n_marks ? ps->marks[ps->n_marks - 1] : 0))
+        return fail(ps, -EBADMSG, "%s without a %s below the MARK", name, what);
+    return 0;
+}
+
+/* Everything above the mark into container v, then off the stack. */
+static int extend(parser_t *ps, uint32_t v, size_t mark) {
+    int rc = 0;
     for (size_t i = mark; i < ps->n_stack && !rc; i++) rc = add_cell(ps, v, ps->stack[i]);
     ps->n_stack = mark;
     return rc;
 }
 
-/* The top n stack values (from `from` up) become a new tuple in their place. */
+static int op_appends(parser_t *ps) {
+    size_t mark = 0;
+    int rc = container_mark(ps, "APPENDS", "list", &mark);
+    if (rc) return rc;
+    uint32_t v = ps->stack[mark - 1];
+    if (ps->values[v].type != PL_PICKLE_LIST)
+        return fail(ps, -EBADMSG, "APPENDS to a %s", pl_pickle_type_name(ps->values[v].type));
+    return extend(ps, v, mark);
+}
+
+static int op_setitems(parser_t *ps) {
+    size_t mark = 0;
+    int rc = container_mark(ps, "SETITEMS", "dict", &mark);
+    if (rc) return rc;
+    if ((ps->n_stack - mark) % 2) return fail(ps, -EBADMSG, "SETITEMS with an odd number of keys and values");
+    uint32_t v = ps->stack[mark - 1];
+    if (ps->values[v].type != PL_PICKLE_DICT)
+        return fail(ps, -EBADMSG, "SETITEMS on a %s", pl_pickle_type_name(ps->values[v].type));
+    return extend(ps, v, mark);
+}
+
+/* The stack values from `from` up become a new tuple in their place. */
 static int make_tuple(parser_t *ps, size_t from) {
     uint32_t v;
     int rc;
@@ -401,43 +404,51 @@ static int make_tuple(parser_t *ps, size_t from) {
     return rc;
 }
 
-static int op_tuple(parser_t *ps, uint8_t op) {
-    (void)op;
+static int op_tuple(parser_t *ps) {
     size_t mark = 0;
     int rc = pop_mark(ps, &mark);
     return rc ? rc : make_tuple(ps, mark);
 }
 
 /* TUPLE1, TUPLE2, TUPLE3 */
-static int op_tuple_n(parser_t *ps, uint8_t op) {
-    size_t n = (size_t)(op - 0x84);
+static int op_tuple_n(parser_t *ps, size_t n) {
     if (avail(ps) < n) return fail(ps, -EBADMSG, "TUPLE%zu needs %zu values", n, n);
     return make_tuple(ps, ps->n_stack - n);
 }
 
-/* BININT1, BININT2 (unsigned), BININT (signed 32-bit) */
-static int op_binint(parser_t *ps, uint8_t op) {
-    size_t n = op == 'K' ? 1 : op == 'M' ? 2 : 4;
+/* BININT1 and BININT2: unsigned */
+static int op_binint1(parser_t *ps) {
     int rc;
-    if ((rc = need_bytes(ps, n, op == 'K' ? "BININT1" : op == 'M' ? "BININT2" : "BININT"))) return rc;
-    uint64_t u = rd_le(ps->p, n);
-    ps->p += n;
-    if (op != 'J') return do_int(ps, (int64_t)u);
-    uint32_t u32 = (uint32_t)u;
-    int32_t i;
-    memcpy(&i, &u32, sizeof i);
+    if ((rc = need_bytes(ps, 1, "BININT1"))) return rc;
+    return do_int(ps, *ps->p++);
+}
+
+static int op_binint2(parser_t *ps) {
+    int rc;
+    if ((rc = need_bytes(ps, 2, "BININT2"))) return rc;
+    int64_t i = (int64_t)rd_le(ps->p, 2);
+    ps->p += 2;
     return do_int(ps, i);
 }
 
-static int op_long1(parser_t *ps, uint8_t op) {
-    (void)op;
+/* BININT: signed 32-bit */
+static int op_binint(parser_t *ps) {
+    int rc;
+    if ((rc = need_bytes(ps, 4, "BININT"))) return rc;
+    uint32_t u = (uint32_t)rd_le(ps->p, 4);
+    int32_t i;
+    memcpy(&i, &u, sizeof i);
+    ps->p += 4;
+    return do_int(ps, i);
+}
+
+static int op_long1(parser_t *ps) {
     int rc;
     if ((rc = need_bytes(ps, 1, "LONG1"))) return rc;
     return do_long(ps, *ps->p++);
 }
 
-static int op_long4(parser_t *ps, uint8_t op) {
-    (void)op;
+static int op_long4(parser_t *ps) {
     int rc;
     if ((rc = need_bytes(ps, 4, "LONG4"))) return rc;
     uint32_t n = (uint32_t)rd_le(ps->p, 4);
@@ -447,8 +458,7 @@ static int op_long4(parser_t *ps, uint8_t op) {
 }
 
 /* BINFLOAT: big-endian IEEE 754 double */
-static int op_binfloat(parser_t *ps, uint8_t op) {
-    (void)op;
+static int op_binfloat(parser_t *ps) {
     uint32_t v;
     int rc;
     if ((rc = need_bytes(ps, 8, "BINFLOAT"))) return rc;
@@ -459,38 +469,47 @@ static int op_binfloat(parser_t *ps, uint8_t op) {
     return rc;
 }
 
-/* Strings and bytes by the width of their length: SHORT_BINUNICODE, SHORT_BINBYTES (1); BINUNICODE, BINBYTES (4);
- * BINUNICODE8, BINBYTES8, BYTEARRAY8 (8) */
-static int op_blob(parser_t *ps, uint8_t op) {
-    size_t w = op == 0x8c || op == 'C' ? 1 : op == 'X' || op == 'B' ? 4 : 8;
-    bool str = op == 0x8c || op == 'X' || op == 0x8d;
+/* A string or bytes whose length takes width bytes: SHORT_BINUNICODE, SHORT_BINBYTES (1); BINUNICODE, BINBYTES
+ * (4); BINUNICODE8, BINBYTES8, BYTEARRAY8 (8) */
+static int op_blob(parser_t *ps, size_t width, pl_pickle_type_t type) {
     int rc;
-    if ((rc = need_bytes(ps, w, "length"))) return rc;
-    uint64_t n = rd_le(ps->p, w);
-    ps->p += w;
-    return do_blob(ps, str ? PL_PICKLE_STR : PL_PICKLE_BYTES, n);
+    if ((rc = need_bytes(ps, width, "length"))) return rc;
+    uint64_t n = rd_le(ps->p, width);
+    ps->p += width;
+    return do_blob(ps, type, n);
 }
 
-/* MEMOIZE: stores at len(memo), the number of entries stored so far (as Python does) */
-static int op_memoize(parser_t *ps, uint8_t op) {
-    (void)op;
-    return memo_put(ps, ps->n_memo);
-}
-
-/* BINPUT, LONG_BINPUT, BINGET, LONG_BINGET: a 1- or 4-byte memo index */
-static int op_memo(parser_t *ps, uint8_t op) {
-    static const char *const names[] = {"BINPUT", "LONG_BINPUT", "BINGET", "LONG_BINGET"};
-    int k = op == 'q' ? 0 : op == 'r' ? 1 : op == 'h' ? 2 : 3;
-    size_t w = k % 2 ? 4 : 1;
+/* The memo opcodes: BINPUT and BINGET take a 1-byte index, LONG_BINPUT and LONG_BINGET a 4-byte one (one handler
+ * each, so each reads a constant width: they are most of a snapshot's opcodes). */
+static int op_binput(parser_t *ps) {
     int rc;
-    if ((rc = need_bytes(ps, w, names[k]))) return rc;
-    uint64_t idx = rd_le(ps->p, w);
-    ps->p += w;
-    return k < 2 ? memo_put(ps, idx) : memo_get(ps, idx);
+    if ((rc = need_bytes(ps, 1, "BINPUT"))) return rc;
+    return memo_put(ps, *ps->p++);
 }
 
-static int op_stop(parser_t *ps, uint8_t op) {
-    (void)op;
+static int op_long_binput(parser_t *ps) {
+    int rc;
+    if ((rc = need_bytes(ps, 4, "LONG_BINPUT"))) return rc;
+    uint64_t idx = rd_le(ps->p, 4);
+    ps->p += 4;
+    return memo_put(ps, idx);
+}
+
+static int op_binget(parser_t *ps) {
+    int rc;
+    if ((rc = need_bytes(ps, 1, "BINGET"))) return rc;
+    return memo_get(ps, *ps->p++);
+}
+
+static int op_long_binget(parser_t *ps) {
+    int rc;
+    if ((rc = need_bytes(ps, 4, "LONG_BINGET"))) return rc;
+    uint64_t idx = rd_le(ps->p, 4);
+    ps->p += 4;
+    return memo_get(ps, idx);
+}
+
+static int op_stop(parser_t *ps) {
     if (ps->n_marks) return fail(ps, -EBADMSG, "STOP with %zu open MARKs", ps->n_marks);
     if (ps->n_stack != 1) return fail(ps, -EBADMSG, "STOP with %zu values on the stack (1 expected)", ps->n_stack);
     if (ps->p != ps->end) return fail(ps, -EBADMSG, "%zu bytes after STOP", (size_t)(ps->end - ps->p));
@@ -511,16 +530,51 @@ static int op_refused(parser_t *ps, uint8_t op) {
     return fail(ps, -EBADMSG, "unknown opcode 0x%02x", op);
 }
 
-static const op_fn OPS[256] = {
-    [0x80] = op_proto,    [0x95] = op_frame,    ['}'] = op_empty,     [']'] = op_empty,     [')'] = op_empty,
-    ['N'] = op_empty,     [0x88] = op_bool,     [0x89] = op_bool,     ['('] = op_mark,      ['0'] = op_pop,
-    ['1'] = op_pop_mark,  ['2'] = op_dup,       ['a'] = op_append,    ['e'] = op_extend,    ['s'] = op_setitem,
-    ['u'] = op_extend,    ['t'] = op_tuple,     [0x85] = op_tuple_n,  [0x86] = op_tuple_n,  [0x87] = op_tuple_n,
-    ['K'] = op_binint,    ['M'] = op_binint,    ['J'] = op_binint,    [0x8a] = op_long1,    [0x8b] = op_long4,
-    ['G'] = op_binfloat,  [0x8c] = op_blob,     ['C'] = op_blob,      ['X'] = op_blob,      ['B'] = op_blob,
-    [0x8d] = op_blob,     [0x8e] = op_blob,     [0x96] = op_blob,     [0x94] = op_memoize,  ['q'] = op_memo,
-    ['r'] = op_memo,      ['h'] = op_memo,      ['j'] = op_memo,      ['.'] = op_stop,
-};
+/* One opcode (already consumed) through its handler. */
+static int step(parser_t *ps, uint8_t op) {
+    switch (op) {
+    case 0x80: return op_proto(ps);
+    case 0x95: return op_frame(ps);
+    case '}': return push_new(ps, PL_PICKLE_DICT, NULL);  /* EMPTY_DICT */
+    case ']': return push_new(ps, PL_PICKLE_LIST, NULL);  /* EMPTY_LIST */
+    case ')': return push_new(ps, PL_PICKLE_TUPLE, NULL); /* EMPTY_TUPLE */
+    case 'N': return push_new(ps, PL_PICKLE_NONE, NULL);  /* NONE */
+    case 0x88: return op_bool(ps, true);
+    case 0x89: return op_bool(ps, false);
+    case '(': return op_mark(ps);
+    case '0': return op_pop(ps);
+    case '1': return op_pop_mark(ps);
+    case '2': return op_dup(ps);
+    case 'a': return op_append(ps);
+    case 'e': return op_appends(ps);
+    case 's': return op_setitem(ps);
+    case 'u': return op_setitems(ps);
+    case 't': return op_tuple(ps);
+    case 0x85: return op_tuple_n(ps, 1);
+    case 0x86: return op_tuple_n(ps, 2);
+    case 0x87: return op_tuple_n(ps, 3);
+    case 'K': return op_binint1(ps);
+    case 'M': return op_binint2(ps);
+    case 'J': return op_binint(ps);
+    case 0x8a: return op_long1(ps);
+    case 0x8b: return op_long4(ps);
+    case 'G': return op_binfloat(ps);
+    case 0x8c: return op_blob(ps, 1, PL_PICKLE_STR);   /* SHORT_BINUNICODE */
+    case 'C': return op_blob(ps, 1, PL_PICKLE_BYTES);  /* SHORT_BINBYTES */
+    case 'X': return op_blob(ps, 4, PL_PICKLE_STR);    /* BINUNICODE */
+    case 'B': return op_blob(ps, 4, PL_PICKLE_BYTES);  /* BINBYTES */
+    case 0x8d: return op_blob(ps, 8, PL_PICKLE_STR);   /* BINUNICODE8 */
+    case 0x8e: return op_blob(ps, 8, PL_PICKLE_BYTES); /* BINBYTES8 */
+    case 0x96: return op_blob(ps, 8, PL_PICKLE_BYTES); /* BYTEARRAY8 */
+    case 0x94: return memo_put(ps, ps->n_memo); /* MEMOIZE: at len(memo), the entries stored so far, as Python */
+    case 'q': return op_binput(ps);
+    case 'r': return op_long_binput(ps);
+    case 'h': return op_binget(ps);
+    case 'j': return op_long_binget(ps);
+    case '.': return op_stop(ps);
+    default: return op_refused(ps, op);
+    }
+}
 
 static int run(parser_t *ps) {
     if (ps->p == ps->end) return fail(ps, -EBADMSG, "empty input");
@@ -528,9 +582,7 @@ static int run(parser_t *ps) {
         return fail(ps, -ENOTSUP, "not a pickle of protocol 2..5 (first byte 0x%02x, not PROTO 0x80)", ps->p[0]);
     while (ps->p < ps->end) {
         ps->op_off = (size_t)(ps->p - ps->start);
-        uint8_t op = *ps->p++;
-        op_fn fn = OPS[op] ? OPS[op] : op_refused;
-        int rc = fn(ps, op);
+        int rc = step(ps, *ps->p++);
         if (rc || ps->stopped) return rc;
     }
     ps->op_off = (size_t)(ps->p - ps->start);
