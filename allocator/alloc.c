@@ -22,6 +22,7 @@
 #include "batch.h"
 #include "bins.h"
 #include "debug.h"
+#include "grow.h"
 #include "internal.h"
 #include "units.h"
 
@@ -411,13 +412,7 @@ static void garbage_collect(pl_alloc_t *a) {
         for (pl_block_t *b = s->first; b; b = b->next) {
             if (b->state != PL_BLOCK_FREE) continue;
             if (s->expandable ? !pl_expandable_releasable(a, b) : b != s->first || b->next) continue;
-            if (n == cap) {
-                size_t nc = cap ? 2 * cap : 32;
-                pl_block_t **c2 = realloc(cand, nc * sizeof *c2);
-                if (!c2) goto out;
-                cand = c2;
-                cap = nc;
-            }
+            if (pl_grow_first((void **)&cand, &cap, n + 1, sizeof *cand, 32)) goto out;
             cand[n++] = b;
             total_age += a->lookups[PL_POOL_LARGE] - b->gc_base;
         }

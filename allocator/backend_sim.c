@@ -30,6 +30,7 @@
 #include <sys/mman.h>
 
 #include "backend.h"
+#include "grow.h"
 
 typedef struct sim_phys {
     size_t size_bytes;
@@ -115,13 +116,7 @@ static int va_give(sim_backend_t *s, uintptr_t addr, size_t size) {
     } else if (right) {
         s->va[i].lo = lo;
     } else {
-        if (s->n_va == s->cap_va) {
-            size_t cap = s->cap_va ? 2 * s->cap_va : 16;
-            struct va_range *n = realloc(s->va, cap * sizeof *n);
-            if (!n) return -ENOMEM;
-            s->va = n;
-            s->cap_va = cap;
-        }
+        if (pl_grow((void **)&s->va, &s->cap_va, s->n_va + 1, sizeof *s->va)) return -ENOMEM;
         memmove(&s->va[i + 1], &s->va[i], (s->n_va - i) * sizeof *s->va);
         s->va[i] = (struct va_range){lo, hi};
         s->n_va++;

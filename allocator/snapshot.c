@@ -74,13 +74,13 @@ PL_API int pl_alloc_snapshot_json(pl_alloc_t *a, char **out, size_t *len) {
     return 0;
 }
 
-#define CHECK(cond, ...)                                  \
-    do {                                                  \
-        if (!(cond)) {                                    \
+/* CHECK: the invariant holds, or err says which and the walk stops with -EFAULT. */
+#define CHECK(cond, ...)                                             \
+    do {                                                             \
+        if (!(cond)) {                                               \
             if (err && err_len) snprintf(err, err_len, __VA_ARGS__); \
-            rc = -EFAULT;                                 \
-            goto out;                                     \
-        }                                                 \
+            return -EFAULT;                                          \
+        }                                                            \
     } while (0)
 
 static int cmp_seg(const void *x, const void *y) {
@@ -88,94 +88,112 @@ static int cmp_seg(const void *x, const void *y) {
     return a < b ? -1 : a > b;
 }
 
-int pl_alloc_check_locked(pl_alloc_t *a, char *err, size_t err_len) {
-    int rc = 0;
-    pl_segment_t **segs = calloc(a->n_segments + 1, sizeof *segs);
+/* What the walk over the blocks counts, per pool, for comparison with the allocator's own stats. */
+typedef struct tally {
+    int64_t alloc_b[PL_POOL_N], alloc_n[PL_POOL_N], active_b[PL_POOL_N], active_n[PL_POOL_N];
+    int64_t free_b[PL_POOL_N], reserved[PL_POOL_N], split_n[PL_POOL_N], split_b[PL_POOL_N];
+    int64_t req_b[PL_POOL_N], seg_n[PL_POOL_N];
+    size_t n_free_blocks, n_allocated; /* n_allocated: blocks in the map */
+} tally_t;
+
+/* One block of segment s by its state; *mapped gains its bytes when they are backed. */
+static int check_block_state(pl_alloc_t *a, const pl_segment_t *s, const pl_block_t *b, tally_t *t, size_t *mapped,
+                             char *err, size_t err_len) {
+    switch (b->state) {
+    case PL_BLOCK_ALLOCATED:
+        if (b->by_handle) { /* handle API blocks stay out of the map */
+            CHECK(pl_blockmap_find(&a->map, b->addr) == NULL, "handle block %#" PRIxPTR " in the map", b->addr);
+        } else {
+            CHECK(pl_blockmap_find(&a->map, b->addr) == b, "allocated block %#" PRIxPTR " not in the map", b->addr);
+            t->n_allocated++;
+        }
+        t->alloc_b[b->pool] += (int64_t)b->size_bytes;
+        t->alloc_n[b->pool]++;
+        /* fallthrough */
+    case PL_BLOCK_PENDING:
+        CHECK(b->state == PL_BLOCK_ALLOCATED || b->event_count > 0, "pending block without events");
+        t->active_b[b->pool] += (int64_t)b->size_bytes;
+        t->active_n[b->pool]++;
+        t->req_b[b->pool] += (int64_t)b->requested_bytes;
+        *mapped += b->size_bytes;
+        return 0;
+    case PL_BLOCK_FREE:
+        CHECK(b->counted_split == (!s->expandable && (b->prev || b->next)),
+              "free block %#" PRIxPTR ": inactive_split flag wrong", b->addr);
+        if (b->counted_split) {
+            t->split_n[b->pool]++;
+            t->split_b[b->pool] += (int64_t)b->size_bytes;
+        }
+        CHECK(pl_bins_lower_bound(s->bins, b->size_bytes) != NULL, "free block not findable");
+        t->free_b[b->pool] += (int64_t)b->size_bytes;
+        *mapped += b->size_bytes;
+        t->n_free_blocks++;
+        return 0;
+    case PL_BLOCK_UNMAPPED:
+        CHECK(s->expandable, "unmapped block in a plain segment");
+        CHECK(b->addr % a->gran_bytes == 0 && b->size_bytes % a->gran_bytes == 0, "unmapped block unaligned");
+        for (size_t i = (b->addr - s->addr) / a->gran_bytes; i < (b->addr + b->size_bytes - s->addr) / a->gran_bytes; i++)
+            CHECK(s->pages[i] == 0, "page %zu of an unmapped block is mapped", i);
+        return 0;
+    default:
+        CHECK(0, "block %#" PRIxPTR ": bad state %d", b->addr, b->state);
+    }
+    return 0;
+}
+
+/* One segment: its blocks tile it, link both ways, never two FREE or two UNMAPPED in a row; its mapped bytes and
+ * pages agree. */
+static int check_segment(pl_alloc_t *a, const pl_segment_t *s, tally_t *t, char *err, size_t err_len) {
+    CHECK(s->first && !s->first->prev, "segment %#" PRIxPTR ": bad first block", s->addr);
+    uintptr_t at = s->addr;
+    size_t mapped = 0;
+    int prev_state = 0, rc;
+    t->seg_n[s->pool]++;
+    for (pl_block_t *b = s->first; b; b = b->next) {
+        CHECK(b->addr == at, "segment %#" PRIxPTR ": block %#" PRIxPTR " not contiguous (expected %#" PRIxPTR ")",
+              s->addr, b->addr, at);
+        CHECK(b->seg == s && b->pool == s->pool && b->in_expandable == s->expandable,
+              "block %#" PRIxPTR ": wrong segment, pool or expandable flag", b->addr);
+        CHECK(b->size_bytes > 0 && b->size_bytes % PL_MIN_BLOCK == 0, "block %#" PRIxPTR ": size %zu",
+              b->addr, b->size_bytes);
+        CHECK(!b->next || b->next->prev == b, "block %#" PRIxPTR ": broken links", b->addr);
+        CHECK(!(b->state == PL_BLOCK_FREE && prev_state == PL_BLOCK_FREE), "block %#" PRIxPTR ": two FREE blocks touch",
+              b->addr);
+        CHECK(!(b->state == PL_BLOCK_UNMAPPED && prev_state == PL_BLOCK_UNMAPPED),
+              "block %#" PRIxPTR ": two UNMAPPED blocks touch", b->addr);
+        if ((rc = check_block_state(a, s, b, t, &mapped, err, err_len))) return rc;
+        prev_state = b->state;
+        at += b->size_bytes;
+    }
+    CHECK(at == s->addr + s->size_bytes, "segment %#" PRIxPTR ": blocks cover %zu of %zu bytes", s->addr,
+          (size_t)(at - s->addr), s->size_bytes);
+    CHECK(mapped == s->mapped_bytes, "segment %#" PRIxPTR ": mapped %zu != %zu", s->addr, mapped, s->mapped_bytes);
+    if (s->expandable) {
+        size_t pages = 0;
+        for (size_t i = 0; i < s->n_pages; i++) pages += s->pages[i] != 0;
+        CHECK(pages * a->gran_bytes == s->mapped_bytes, "segment %#" PRIxPTR ": %zu pages for %zu mapped bytes",
+              s->addr, pages, s->mapped_bytes);
+        CHECK(s->bins->expandable == s, "expandable segment not registered in its binset");
+    }
+    t->reserved[s->pool] += (int64_t)s->mapped_bytes;
+    return 0;
+}
+
+/* Every segment, then: no two overlap, the map holds the allocated blocks, the bins the free ones. segs has room
+ * for n_segments + 1. */
+static int check_segments(pl_alloc_t *a, pl_segment_t **segs, tally_t *t, char *err, size_t err_len) {
     size_t n_segs = 0;
-    int64_t alloc_b[PL_POOL_N] = {0}, alloc_n[PL_POOL_N] = {0}, active_b[PL_POOL_N] = {0}, active_n[PL_POOL_N] = {0};
-    int64_t free_b[PL_POOL_N] = {0}, reserved[PL_POOL_N] = {0}, split_n[PL_POOL_N] = {0}, split_b[PL_POOL_N] = {0};
-    int64_t req_b[PL_POOL_N] = {0}, seg_n[PL_POOL_N] = {0};
-    size_t n_free_blocks = 0, n_allocated = 0; /* n_allocated: blocks in the map */
-    CHECK(segs, "out of memory");
+    int rc;
     for (pl_segment_t *s = a->segments; s; s = s->next_seg) {
         CHECK(n_segs < a->n_segments, "segment list longer than n_segments");
         segs[n_segs++] = s;
-        CHECK(s->first && !s->first->prev, "segment %#" PRIxPTR ": bad first block", s->addr);
-        uintptr_t at = s->addr;
-        size_t mapped = 0;
-        int prev_state = 0;
-        seg_n[s->pool]++;
-        for (pl_block_t *b = s->first; b; b = b->next) {
-            CHECK(b->addr == at, "segment %#" PRIxPTR ": block %#" PRIxPTR " not contiguous (expected %#" PRIxPTR ")",
-                  s->addr, b->addr, at);
-            CHECK(b->seg == s && b->pool == s->pool && b->in_expandable == s->expandable,
-                  "block %#" PRIxPTR ": wrong segment, pool or expandable flag", b->addr);
-            CHECK(b->size_bytes > 0 && b->size_bytes % PL_MIN_BLOCK == 0, "block %#" PRIxPTR ": size %zu",
-                  b->addr, b->size_bytes);
-            CHECK(!b->next || b->next->prev == b, "block %#" PRIxPTR ": broken links", b->addr);
-            CHECK(!(b->state == PL_BLOCK_FREE && prev_state == PL_BLOCK_FREE), "block %#" PRIxPTR ": two FREE blocks touch",
-                  b->addr);
-            CHECK(!(b->state == PL_BLOCK_UNMAPPED && prev_state == PL_BLOCK_UNMAPPED),
-                  "block %#" PRIxPTR ": two UNMAPPED blocks touch", b->addr);
-            switch (b->state) {
-            case PL_BLOCK_ALLOCATED:
-                if (b->by_handle) { /* handle API blocks stay out of the map */
-                    CHECK(pl_blockmap_find(&a->map, b->addr) == NULL, "handle block %#" PRIxPTR " in the map", b->addr);
-                } else {
-                    CHECK(pl_blockmap_find(&a->map, b->addr) == b, "allocated block %#" PRIxPTR " not in the map", b->addr);
-                    n_allocated++;
-                }
-                alloc_b[b->pool] += (int64_t)b->size_bytes;
-                alloc_n[b->pool]++;
-                /* fallthrough */
-            case PL_BLOCK_PENDING:
-                CHECK(b->state == PL_BLOCK_ALLOCATED || b->event_count > 0, "pending block without events");
-                active_b[b->pool] += (int64_t)b->size_bytes;
-                active_n[b->pool]++;
-                req_b[b->pool] += (int64_t)b->requested_bytes;
-                mapped += b->size_bytes;
-                break;
-            case PL_BLOCK_FREE:
-                CHECK(b->counted_split == (!s->expandable && (b->prev || b->next)),
-                      "free block %#" PRIxPTR ": inactive_split flag wrong", b->addr);
-                if (b->counted_split) {
-                    split_n[b->pool]++;
-                    split_b[b->pool] += (int64_t)b->size_bytes;
-                }
-                CHECK(pl_bins_lower_bound(s->bins, b->size_bytes) != NULL, "free block not findable");
-                free_b[b->pool] += (int64_t)b->size_bytes;
-                mapped += b->size_bytes;
-                n_free_blocks++;
-                break;
-            case PL_BLOCK_UNMAPPED:
-                CHECK(s->expandable, "unmapped block in a plain segment");
-                CHECK(b->addr % a->gran_bytes == 0 && b->size_bytes % a->gran_bytes == 0, "unmapped block unaligned");
-                for (size_t i = (b->addr - s->addr) / a->gran_bytes; i < (b->addr + b->size_bytes - s->addr) / a->gran_bytes; i++)
-                    CHECK(s->pages[i] == 0, "page %zu of an unmapped block is mapped", i);
-                break;
-            default:
-                CHECK(0, "block %#" PRIxPTR ": bad state %d", b->addr, b->state);
-            }
-            prev_state = b->state;
-            at += b->size_bytes;
-        }
-        CHECK(at == s->addr + s->size_bytes, "segment %#" PRIxPTR ": blocks cover %zu of %zu bytes", s->addr,
-              (size_t)(at - s->addr), s->size_bytes);
-        CHECK(mapped == s->mapped_bytes, "segment %#" PRIxPTR ": mapped %zu != %zu", s->addr, mapped, s->mapped_bytes);
-        if (s->expandable) {
-            size_t pages = 0;
-            for (size_t i = 0; i < s->n_pages; i++) pages += s->pages[i] != 0;
-            CHECK(pages * a->gran_bytes == s->mapped_bytes, "segment %#" PRIxPTR ": %zu pages for %zu mapped bytes",
-                  s->addr, pages, s->mapped_bytes);
-            CHECK(s->bins->expandable == s, "expandable segment not registered in its binset");
-        }
-        reserved[s->pool] += (int64_t)s->mapped_bytes;
+        if ((rc = check_segment(a, s, t, err, err_len))) return rc;
     }
     CHECK(n_segs == a->n_segments, "n_segments %zu != %zu", a->n_segments, n_segs);
     qsort(segs, n_segs, sizeof *segs, cmp_seg);
     for (size_t i = 1; i < n_segs; i++)
         CHECK(segs[i - 1]->addr + segs[i - 1]->size_bytes <= segs[i]->addr, "segments overlap");
-    CHECK(n_allocated == a->map.n, "map holds %zu blocks, %zu allocated", a->map.n, n_allocated);
+    CHECK(t->n_allocated == a->map.n, "map holds %zu blocks, %zu allocated", a->map.n, t->n_allocated);
     size_t in_bins = 0;
     for (int p = 1; p < PL_POOL_N; p++)
         for (pl_binset_t *bs = a->binsets[p]; bs; bs = bs->next) {
@@ -183,31 +201,50 @@ int pl_alloc_check_locked(pl_alloc_t *a, char *err, size_t err_len) {
             CHECK(pl_bins_check(bs, &n) == 0, "treap of pool %d stream %" PRIuPTR " broken", p, bs->stream);
             in_bins += n;
         }
-    CHECK(in_bins == n_free_blocks, "bins hold %zu blocks, %zu free", in_bins, n_free_blocks);
+    CHECK(in_bins == t->n_free_blocks, "bins hold %zu blocks, %zu free", in_bins, t->n_free_blocks);
+    return 0;
+}
+
+/* The allocator's stats against what the walk counted. */
+static int check_stats(pl_alloc_t *a, const tally_t *t, char *err, size_t err_len) {
     pl_alloc_stats_t view;
     pl_stats_view(a, &view);
     const pl_alloc_stats_t *st = &view;
     int64_t total_reserved = 0;
     for (int p = 1; p < PL_POOL_N; p++) {
-        total_reserved += reserved[p];
-        CHECK(active_b[p] + free_b[p] == reserved[p], "pool %d: active %" PRId64 " + free %" PRId64 " != reserved %" PRId64, p,
-              active_b[p], free_b[p], reserved[p]);
-        CHECK(st->allocated_bytes[p].current == alloc_b[p], "pool %d: allocated_bytes stat %" PRId64 " != %" PRId64, p,
-              st->allocated_bytes[p].current, alloc_b[p]);
-        CHECK(st->allocation[p].current == alloc_n[p], "pool %d: allocation stat", p);
-        CHECK(st->active_bytes[p].current == active_b[p], "pool %d: active_bytes stat", p);
-        CHECK(st->active[p].current == active_n[p], "pool %d: active stat", p);
-        CHECK(st->requested_bytes[p].current == req_b[p], "pool %d: requested_bytes stat", p);
-        CHECK(st->reserved_bytes[p].current == reserved[p], "pool %d: reserved_bytes stat %" PRId64 " != %" PRId64, p,
-              st->reserved_bytes[p].current, reserved[p]);
-        CHECK(st->inactive_split[p].current == split_n[p], "pool %d: inactive_split stat", p);
-        CHECK(st->inactive_split_bytes[p].current == split_b[p], "pool %d: inactive_split_bytes stat", p);
-        CHECK(st->segment[p].current == seg_n[p], "pool %d: segment stat", p);
+        total_reserved += t->reserved[p];
+        CHECK(t->active_b[p] + t->free_b[p] == t->reserved[p],
+              "pool %d: active %" PRId64 " + free %" PRId64 " != reserved %" PRId64, p, t->active_b[p], t->free_b[p],
+              t->reserved[p]);
+        CHECK(st->allocated_bytes[p].current == t->alloc_b[p], "pool %d: allocated_bytes stat %" PRId64 " != %" PRId64,
+              p, st->allocated_bytes[p].current, t->alloc_b[p]);
+        CHECK(st->allocation[p].current == t->alloc_n[p], "pool %d: allocation stat", p);
+        CHECK(st->active_bytes[p].current == t->active_b[p], "pool %d: active_bytes stat", p);
+        CHECK(st->active[p].current == t->active_n[p], "pool %d: active stat", p);
+        CHECK(st->requested_bytes[p].current == t->req_b[p], "pool %d: requested_bytes stat", p);
+        CHECK(st->reserved_bytes[p].current == t->reserved[p], "pool %d: reserved_bytes stat %" PRId64 " != %" PRId64,
+              p, st->reserved_bytes[p].current, t->reserved[p]);
+        CHECK(st->inactive_split[p].current == t->split_n[p], "pool %d: inactive_split stat", p);
+        CHECK(st->inactive_split_bytes[p].current == t->split_b[p], "pool %d: inactive_split_bytes stat", p);
+        CHECK(st->segment[p].current == t->seg_n[p], "pool %d: segment stat", p);
     }
     CHECK((int64_t)a->reserved_bytes == total_reserved, "reserved %zu != %" PRId64, a->reserved_bytes, total_reserved);
     CHECK(st->reserved_bytes[PL_POOL_ALL].current == total_reserved, "all-pool reserved stat");
     CHECK(a->reserved_bytes <= a->capacity_bytes, "reserved above capacity");
-out:
+    return 0;
+}
+
+int pl_alloc_check_locked(pl_alloc_t *a, char *err, size_t err_len) {
+    pl_segment_t **segs = calloc(a->n_segments + 1, sizeof *segs);
+    tally_t t;
+    memset(&t, 0, sizeof t);
+    int rc;
+    if (!segs) {
+        if (err && err_len) snprintf(err, err_len, "out of memory");
+        return -EFAULT;
+    }
+    rc = check_segments(a, segs, &t, err, err_len);
+    if (!rc) rc = check_stats(a, &t, err, err_len);
     free(segs);
     return rc;
 }

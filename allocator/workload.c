@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
+
 typedef struct gen {
     pl_workload_t *w;
     size_t cap;
@@ -22,15 +24,9 @@ typedef struct gen {
 
 static void emit(gen_t *g, uint32_t kind, uint32_t id, size_t size) {
     if (g->failed) return;
-    if (g->w->n_ops == g->cap) {
-        size_t cap = g->cap ? 2 * g->cap : 4096;
-        pl_workload_op_t *o = realloc(g->w->ops, cap * sizeof *o);
-        if (!o) {
-            g->failed = 1;
-            return;
-        }
-        g->w->ops = o;
-        g->cap = cap;
+    if (pl_grow_first((void **)&g->w->ops, &g->cap, g->w->n_ops + 1, sizeof *g->w->ops, 4096)) {
+        g->failed = 1;
+        return;
     }
     g->w->ops[g->w->n_ops++] = (pl_workload_op_t){kind, id, size};
     if (kind == PL_WORKLOAD_ALLOC) g->w->n_allocs++;

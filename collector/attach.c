@@ -22,6 +22,7 @@
 
 #include <plateau/trace.h>
 
+#include "grow.h"
 #include "rss.h"
 #include "writer.h"
 
@@ -235,13 +236,7 @@ static void refuse_once(pl_attach_t *a, uint32_t pid, const char *why) {
 }
 
 static int add(pl_attach_t *a, uint32_t pid, const pstat_t *st) {
-    if (a->n == a->cap) {
-        size_t cap = a->cap ? 2 * a->cap : 16;
-        aproc_t **np = realloc(a->procs, cap * sizeof *np);
-        if (!np) return -ENOMEM;
-        a->procs = np;
-        a->cap = cap;
-    }
+    if (pl_grow((void **)&a->procs, &a->cap, a->n + 1, sizeof *a->procs)) return -ENOMEM;
     aproc_t *p = calloc(1, sizeof *p);
     if (!p) return -ENOMEM;
     p->pid = pid;
@@ -360,12 +355,7 @@ static void find_children(pl_attach_t *a) {
         if (*end || pid > UINT32_MAX || pid == self) continue;
         pstat_t st;
         if (!read_stat(a->proc_root, (uint32_t)pid, &st) || !alive(&st)) continue;
-        if (n == cap) {
-            cap = cap ? 2 * cap : 256;
-            ent_t *ne = realloc(ents, cap * sizeof *ne);
-            if (!ne) break;
-            ents = ne;
-        }
+        if (pl_grow_first((void **)&ents, &cap, n + 1, sizeof *ents, 256)) break;
         ents[n++] = (ent_t){(uint32_t)pid, st.ppid, st};
     }
     closedir(d);

@@ -17,6 +17,7 @@
 #include <plateau/trace.h>
 
 #include "event.h"
+#include "grow.h"
 #include "table.h"
 
 #define HOLD_BYTES_DEFAULT ((size_t)4 << 20)
@@ -516,21 +517,8 @@ static int write_block(pl_compact_t *c) {
 }
 
 static int hold(pl_compact_t *c, const uint8_t *p, uint32_t len, uint16_t type, int64_t now_ns) {
-    if (c->len + len > c->cap) {
-        size_t nc = c->cap ? c->cap * 2 : 64 << 10;
-        while (nc < c->len + len) nc *= 2;
-        uint8_t *nb = realloc(c->buf, nc);
-        if (!nb) return -ENOMEM;
-        c->buf = nb;
-        c->cap = nc;
-    }
-    if (c->n_recs == c->cap_recs) {
-        size_t nc = c->cap_recs ? c->cap_recs * 2 : 1024;
-        held_t *nr = realloc(c->recs, nc * sizeof *nr);
-        if (!nr) return -ENOMEM;
-        c->recs = nr;
-        c->cap_recs = nc;
-    }
+    if (pl_grow_first((void **)&c->buf, &c->cap, c->len + len, 1, 64 << 10)) return -ENOMEM;
+    if (pl_grow_first((void **)&c->recs, &c->cap_recs, c->n_recs + 1, sizeof *c->recs, 1024)) return -ENOMEM;
     if (!c->n_recs) c->held_since_ns = now_ns;
     memcpy(c->buf + c->len, p, len);
     c->recs[c->n_recs++] = (held_t){(uint32_t)c->len, len, type, false};

@@ -45,7 +45,7 @@ ALLOWED = {
     "allocator": {"common"},
     "tracer.core": set(),
     "tracer.writer": {"tracer.core", "common"},
-    "tracer.reader": {"tracer.core"},
+    "tracer.reader": {"tracer.core", "common"},
     "tracer": {"tracer.core", "tracer.writer", "tracer.reader"},
     "preload": {"tracer.writer", "common"},
     "training": {"allocator"},

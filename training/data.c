@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
+
 #ifndef PL_CORPUS_PATH
 #error "PL_CORPUS_PATH must name training/data/corpus.txt"
 #endif
@@ -60,14 +62,9 @@ int pl_data_open_text(pl_data_t *d, const char *path, uint64_t seed) {
     size_t len = 0, cap = 0;
     int rc = 0;
     for (;;) {
-        if (len == cap) {
-            cap = cap ? 2 * cap : 1 << 16;
-            unsigned char *nb = realloc(buf, cap);
-            if (!nb) {
-                rc = -ENOMEM;
-                break;
-            }
-            buf = nb;
+        if (pl_grow_first((void **)&buf, &cap, len + 1, 1, 1 << 16)) {
+            rc = -ENOMEM;
+            break;
         }
         size_t got = fread(buf + len, 1, cap - len, f);
         len += got;

@@ -213,6 +213,134 @@ static void print_stats(pl_alloc_t *a, const pl_gpt2_t *m, const pl_train_device
            mib((double)pl_gpt2_leaked_bytes(m)));
 }
 
+/* What a run holds; everything but the options is released by close_run. */
+typedef struct run {
+    pl_train_device_t dev;
+    pl_alloc_t *alloc;
+    pl_gpt2_t *model;
+    pl_data_t data;
+    int *inputs, *targets;
+    void (*step_fn)(void); /* plateau_step / plateau_mark when the preload is there, else NULL */
+    void (*mark_fn)(const char *);
+} run_t;
+
+/* Device, allocator, data, model (loaded if asked) and the batch buffers. Returns 0, or the exit status after
+ * saying why on stderr. */
+static int open_run(const opts_t *o, run_t *r) {
+    char err[512];
+    pl_sim_options_t sim;
+    pl_sim_options_default(&sim);
+    const char *simenv = getenv("PLATEAU_SIM_DEVICE");
+    if (simenv && pl_sim_options_parse(simenv, &sim, err, sizeof err) != 0) {
+        fprintf(stderr, "plateau-train: PLATEAU_SIM_DEVICE: %s\n", err);
+        return 1;
+    }
+    int rc = pl_train_device_open(o->device, &sim, &r->dev, err, sizeof err);
+    if (rc != 0) {
+        fprintf(stderr, "plateau-train: %s\n", err);
+        return rc == -ENODEV ? 2 : 1;
+    }
+    printf("device: %s\n", r->dev.reason);
+    fflush(stdout);
+    if (pl_alloc_create(r->dev.backend, NULL, &r->alloc, err, sizeof err) != 0) {
+        fprintf(stderr, "plateau-train: %s\n", err);
+        return 1;
+    }
+    if (o->model.vocab == 256)
+        rc = pl_data_open_text(&r->data, o->data_path, o->seed);
+    else
+        rc = pl_data_open_synthetic(&r->data, o->model.vocab, (size_t)1 << 20, o->seed);
+    if (rc != 0) {
+        fprintf(stderr, "plateau-train: cannot load data %s: %s\n", o->data_path ? o->data_path : "(built-in)",
+                strerror(-rc));
+        return 1;
+    }
+    print_budget(o, &r->dev);
+    if (o->model.vocab != 256)
+        printf("data: synthetic stream, %zu tokens over vocab %d\n", r->data.n_tokens, r->data.vocab);
+    else
+        printf("data: %s, %zu byte tokens\n", o->data_path ? o->data_path : "built-in corpus", r->data.n_tokens);
+
+    r->model = pl_gpt2_create_on(r->alloc, r->dev.ops, &o->model, o->seed);
+    if (!r->model) {
+        fprintf(stderr, "plateau-train: cannot create the model: %s\n", pl_alloc_last_error());
+        return 2;
+    }
+    pl_gpt2_set_leak(r->model, &o->leak);
+    if (o->load_path) {
+        if (pl_gpt2_load(r->model, o->load_path, err, sizeof err) != 0) {
+            fprintf(stderr, "plateau-train: %s\n", err);
+            return 1;
+        }
+        printf("loaded %s at step %d\n", o->load_path, pl_gpt2_step(r->model));
+    }
+    int maxB = o->batch > o->eval_batch ? o->batch : o->eval_batch;
+    r->inputs = malloc(sizeof(int) * (size_t)maxB * (size_t)o->seq);
+    r->targets = malloc(sizeof(int) * (size_t)maxB * (size_t)o->seq);
+    if (!r->inputs || !r->targets) {
+        fprintf(stderr, "plateau-train: out of host memory\n");
+        return 2;
+    }
+    return 0;
+}
+
+static void close_run(run_t *r) {
+    free(r->targets);
+    free(r->inputs);
+    pl_gpt2_destroy(r->model);
+    pl_data_close(&r->data);
+    if (r->alloc) pl_alloc_destroy(r->alloc);
+    pl_train_device_close(&r->dev);
+}
+
+/* The evaluation batch at step s, between eval-begin and eval-end marks. */
+static void eval_step(const opts_t *o, run_t *r, int s) {
+    if (r->mark_fn) r->mark_fn("eval-begin");
+    pl_data_batch(&r->data, true, o->eval_batch, o->seq, r->inputs, r->targets);
+    float vloss = pl_gpt2_forward(r->model, r->inputs, r->targets, o->eval_batch, o->seq, false);
+    if (r->mark_fn) r->mark_fn("eval-end");
+    printf("step %5d  val loss %.4f  (eval batch %d)\n", s, vloss, o->eval_batch);
+}
+
+/* o->steps training steps, each logged every log_every steps (and the first and the last), then the summary. */
+static void train(const opts_t *o, run_t *r) {
+    double t_start = now_s(), tokens = 0;
+    float first_loss = 0, last_loss = 0;
+    for (int s = 1; s <= o->steps; s++) {
+        int T = o->seq;
+        if (o->variable_seq) { /* 8 lengths, multiples of seq/8: the allocator's cache warms up to a plateau */
+            int unit = o->seq / 8 > 0 ? o->seq / 8 : 1;
+            T = unit * (1 + (int)pl_data_rand(&r->data, 8));
+            if (T > o->seq) T = o->seq;
+        }
+        double t0 = now_s();
+        pl_data_batch(&r->data, false, o->batch, T, r->inputs, r->targets);
+        float loss = pl_gpt2_forward(r->model, r->inputs, r->targets, o->batch, T, true);
+        pl_gpt2_backward(r->model);
+        float norm = pl_gpt2_update(r->model, &o->adamw);
+        pl_gpt2_zero_grad(r->model);
+        if (r->step_fn) r->step_fn();
+        double dt = now_s() - t0;
+        tokens += (double)o->batch * T;
+        if (s == 1) first_loss = loss;
+        last_loss = loss;
+        if (s % o->log_every == 0 || s == 1 || s == o->steps) {
+            pl_alloc_stats_t st;
+            pl_alloc_get_stats(r->alloc, &st);
+            printf("step %5d  loss %.4f  norm %6.3f  T %4d  %7.1f ms  allocated %8.2f MiB  reserved %8.2f MiB  "
+                   "blocks %lld\n",
+                   s, loss, norm, T, dt * 1e3, mib((double)st.allocated_bytes[0].current),
+                   mib((double)st.reserved_bytes[0].current), (long long)st.allocation[0].current);
+            fflush(stdout);
+        }
+        if (o->eval_every && s % o->eval_every == 0) eval_step(o, r, s);
+    }
+    double elapsed = now_s() - t_start;
+    if (o->steps > 0)
+        printf("done: %d steps on %s in %.1f s, %.0f tokens/s, loss %.4f -> %.4f\n", o->steps, r->dev.ops->name,
+               elapsed, tokens / elapsed, first_loss, last_loss);
+}
+
 int main(int argc, char **argv) {
     opts_t o;
     parse(argc, argv, &o);
@@ -224,131 +352,21 @@ int main(int argc, char **argv) {
 #if PL_HAVE_OPENMP
     if (o.threads) omp_set_num_threads(o.threads);
 #endif
-    void (*step_fn)(void) = NULL;
-    void (*mark_fn)(const char *) = NULL;
-    *(void **)&step_fn = dlsym(RTLD_DEFAULT, "plateau_step");
-    *(void **)&mark_fn = dlsym(RTLD_DEFAULT, "plateau_mark");
-
-    pl_sim_options_t sim;
-    pl_sim_options_default(&sim);
-    const char *simenv = getenv("PLATEAU_SIM_DEVICE");
-    if (simenv && pl_sim_options_parse(simenv, &sim, err, sizeof err) != 0) {
-        fprintf(stderr, "plateau-train: PLATEAU_SIM_DEVICE: %s\n", err);
-        return 1;
-    }
-    pl_train_device_t dev = {0};
-    pl_alloc_t *alloc = NULL;
-    pl_gpt2_t *model = NULL;
-    pl_data_t data = {0};
-    int *inputs = NULL, *targets = NULL;
-    int status = 1, rc;
-    rc = pl_train_device_open(o.device, &sim, &dev, err, sizeof err);
-    if (rc != 0) {
-        fprintf(stderr, "plateau-train: %s\n", err);
-        status = rc == -ENODEV ? 2 : 1;
-        goto out;
-    }
-    printf("device: %s\n", dev.reason);
-    fflush(stdout);
-    if (pl_alloc_create(dev.backend, NULL, &alloc, err, sizeof err) != 0) {
-        fprintf(stderr, "plateau-train: %s\n", err);
-        goto out;
-    }
-    if (o.model.vocab == 256)
-        rc = pl_data_open_text(&data, o.data_path, o.seed);
-    else
-        rc = pl_data_open_synthetic(&data, o.model.vocab, (size_t)1 << 20, o.seed);
-    if (rc != 0) {
-        fprintf(stderr, "plateau-train: cannot load data %s: %s\n", o.data_path ? o.data_path : "(built-in)",
-                strerror(-rc));
-        goto out;
-    }
-    print_budget(&o, &dev);
-    if (o.model.vocab != 256)
-        printf("data: synthetic stream, %zu tokens over vocab %d\n", data.n_tokens, data.vocab);
-    else
-        printf("data: %s, %zu byte tokens\n", o.data_path ? o.data_path : "built-in corpus", data.n_tokens);
-
-    model = pl_gpt2_create_on(alloc, dev.ops, &o.model, o.seed);
-    if (!model) {
-        fprintf(stderr, "plateau-train: cannot create the model: %s\n", pl_alloc_last_error());
-        status = 2;
-        goto out;
-    }
-    pl_gpt2_set_leak(model, &o.leak);
-    if (o.load_path) {
-        if (pl_gpt2_load(model, o.load_path, err, sizeof err) != 0) {
+    run_t r = {0};
+    *(void **)&r.step_fn = dlsym(RTLD_DEFAULT, "plateau_step");
+    *(void **)&r.mark_fn = dlsym(RTLD_DEFAULT, "plateau_mark");
+    int status = open_run(&o, &r);
+    if (status == 0) {
+        train(&o, &r);
+        status = 1;
+        if (o.save_path && pl_gpt2_save(r.model, o.save_path, err, sizeof err) != 0) {
             fprintf(stderr, "plateau-train: %s\n", err);
-            goto out;
-        }
-        printf("loaded %s at step %d\n", o.load_path, pl_gpt2_step(model));
-    }
-
-    int maxB = o.batch > o.eval_batch ? o.batch : o.eval_batch;
-    inputs = malloc(sizeof(int) * (size_t)maxB * (size_t)o.seq);
-    targets = malloc(sizeof(int) * (size_t)maxB * (size_t)o.seq);
-    if (!inputs || !targets) {
-        fprintf(stderr, "plateau-train: out of host memory\n");
-        status = 2;
-        goto out;
-    }
-
-    double t_start = now_s(), tokens = 0;
-    float first_loss = 0, last_loss = 0;
-    for (int s = 1; s <= o.steps; s++) {
-        int T = o.seq;
-        if (o.variable_seq) { /* 8 lengths, multiples of seq/8: the allocator's cache warms up to a plateau */
-            int unit = o.seq / 8 > 0 ? o.seq / 8 : 1;
-            T = unit * (1 + (int)pl_data_rand(&data, 8));
-            if (T > o.seq) T = o.seq;
-        }
-        double t0 = now_s();
-        pl_data_batch(&data, false, o.batch, T, inputs, targets);
-        float loss = pl_gpt2_forward(model, inputs, targets, o.batch, T, true);
-        pl_gpt2_backward(model);
-        float norm = pl_gpt2_update(model, &o.adamw);
-        pl_gpt2_zero_grad(model);
-        if (step_fn) step_fn();
-        double dt = now_s() - t0;
-        tokens += (double)o.batch * T;
-        if (s == 1) first_loss = loss;
-        last_loss = loss;
-        if (s % o.log_every == 0 || s == 1 || s == o.steps) {
-            pl_alloc_stats_t st;
-            pl_alloc_get_stats(alloc, &st);
-            printf("step %5d  loss %.4f  norm %6.3f  T %4d  %7.1f ms  allocated %8.2f MiB  reserved %8.2f MiB  "
-                   "blocks %lld\n",
-                   s, loss, norm, T, dt * 1e3, mib((double)st.allocated_bytes[0].current),
-                   mib((double)st.reserved_bytes[0].current), (long long)st.allocation[0].current);
-            fflush(stdout);
-        }
-        if (o.eval_every && s % o.eval_every == 0) {
-            if (mark_fn) mark_fn("eval-begin");
-            pl_data_batch(&data, true, o.eval_batch, o.seq, inputs, targets);
-            float vloss = pl_gpt2_forward(model, inputs, targets, o.eval_batch, o.seq, false);
-            if (mark_fn) mark_fn("eval-end");
-            printf("step %5d  val loss %.4f  (eval batch %d)\n", s, vloss, o.eval_batch);
+        } else {
+            if (o.save_path) printf("saved %s\n", o.save_path);
+            print_stats(r.alloc, r.model, &r.dev);
+            status = 0;
         }
     }
-    double elapsed = now_s() - t_start;
-    if (o.steps > 0)
-        printf("done: %d steps on %s in %.1f s, %.0f tokens/s, loss %.4f -> %.4f\n", o.steps, dev.ops->name,
-               elapsed, tokens / elapsed, first_loss, last_loss);
-    if (o.save_path) {
-        if (pl_gpt2_save(model, o.save_path, err, sizeof err) != 0) {
-            fprintf(stderr, "plateau-train: %s\n", err);
-            goto out;
-        }
-        printf("saved %s\n", o.save_path);
-    }
-    print_stats(alloc, model, &dev);
-    status = 0;
-out:
-    free(targets);
-    free(inputs);
-    pl_gpt2_destroy(model);
-    pl_data_close(&data);
-    if (alloc) pl_alloc_destroy(alloc);
-    pl_train_device_close(&dev);
+    close_run(&r);
     return status;
 }

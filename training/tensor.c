@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
+
 pl_tensor_t *pl_tensor_new(pl_alloc_t *a, const char *name, pl_dtype_t dtype, int d0, int d1, int d2, int d3) {
     int dims[4] = {d0, d1, d2, d3};
     size_t n = 1;
@@ -44,13 +46,7 @@ void pl_tensor_free(pl_tensor_t *t) {
 }
 
 int pl_tensor_list_push(pl_tensor_list_t *l, pl_tensor_t *t) {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 64;
-        pl_tensor_t **items = realloc(l->items, cap * sizeof *items);
-        if (!items) return -ENOMEM;
-        l->items = items;
-        l->cap = cap;
-    }
+    if (pl_grow_first((void **)&l->items, &l->cap, l->n + 1, sizeof *l->items, 64)) return -ENOMEM;
     l->items[l->n++] = t;
     return 0;
 }

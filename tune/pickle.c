@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
+
 typedef struct cell {
     uint32_t container, member;
 } cell_t;
@@ -32,6 +34,8 @@ typedef struct parser {
     uint32_t *memo;
     size_t cap_memo, n_memo; /* n_memo: entries set (Python's len(memo)) */
     size_t op_off; /* offset of the opcode being run (for messages) */
+    pl_pickle_doc_t *doc; /* the document being read: protocol, root (PROTO, STOP) */
+    bool stopped;         /* STOP was read */
     char *err;
     size_t err_len;
 } parser_t;
@@ -53,8 +57,8 @@ static int fail(parser_t *ps, int rc, const char *fmt, ...) {
 static int grow(parser_t *ps, void **arr, size_t *cap, size_t need, size_t elem, const char *what) {
     if (need <= *cap) return 0;
     if (need > (size_t)UINT32_MAX - 1) return fail(ps, -E2BIG, "more than 2^32 %s", what);
-    size_t ncap = *cap ? *cap : 64;
-    while (ncap < need) ncap *= 2;
+    size_t ncap = pl_grow_cap(*cap, need, 64, elem);
+    if (!ncap) return fail(ps, -E2BIG, "more than 2^32 %s", what);
     size_t old_bytes = *cap * elem;
     if (ps->mem_bytes - old_bytes + ncap * elem > ps->max_mem) {
         ncap = need; /* the last doubling would pass the budget: try the exact size */
@@ -266,219 +270,320 @@ static int finalize(parser_t *ps, pl_pickle_doc_t *doc) {
     return 0;
 }
 
-static int run(parser_t *ps, pl_pickle_doc_t *doc) {
+/* Opcode handlers: one per opcode or family, each reads its argument bytes (ps->p is past the opcode) and returns 0
+ * or a negative errno through fail(). step() dispatches with a switch whose cases pass each family's constants (an
+ * argument's width, a value's type), so the compiler inlines the handlers back into one jump table with constant
+ * widths: the reader is hot on multi-GB snapshots. */
+static int op_proto(parser_t *ps) {
+    int rc;
+    if ((rc = need_bytes(ps, 1, "PROTO"))) return rc;
+    if (ps->op_off != 0) return fail(ps, -EBADMSG, "PROTO after the start");
+    ps->doc->protocol = *ps->p++;
+    if (ps->doc->protocol < 2 || ps->doc->protocol > 5)
+        return fail(ps, -ENOTSUP, "pickle protocol %d is not supported (2..5 are)", ps->doc->protocol);
+    return 0;
+}
+
+/* FRAME: a length prefix for buffering; opcodes are read the same with or without it */
+static int op_frame(parser_t *ps) {
+    int rc;
+    if ((rc = need_bytes(ps, 8, "FRAME"))) return rc;
+    uint64_t n = rd_le(ps->p, 8);
+    ps->p += 8;
+    if (n > (uint64_t)(ps->end - ps->p))
+        return fail(ps, -EBADMSG, "truncated frame (%llu bytes announced, %zu left)", (unsigned long long)n,
+                    (size_t)(ps->end - ps->p));
+    return 0;
+}
+
+/* NEWTRUE, NEWFALSE */
+static int op_bool(parser_t *ps, bool value) {
+    uint32_t v;
+    int rc = push_new(ps, PL_PICKLE_BOOL, &v);
+    if (!rc) ps->values[v].u.i = value;
+    return rc;
+}
+
+static int op_mark(parser_t *ps) {
+    if (ps->n_marks >= ps->max_depth)
+        return fail(ps, -E2BIG, "more than %zu nested MARKs (the depth limit)", ps->max_depth);
+    ps->marks[ps->n_marks++] = (uint32_t)ps->n_stack;
+    return 0;
+}
+
+/* POP: the top value, or the top mark when nothing is above it */
+static int op_pop(parser_t *ps) {
+    size_t mark = 0;
+    if (avail(ps)) {
+        ps->n_stack--;
+        return 0;
+    }
+    return pop_mark(ps, &mark);
+}
+
+static int op_pop_mark(parser_t *ps) {
+    size_t mark = 0;
+    int rc = pop_mark(ps, &mark);
+    if (!rc) ps->n_stack = mark;
+    return rc;
+}
+
+static int op_dup(parser_t *ps) {
+    if (!avail(ps)) return fail(ps, -EBADMSG, "DUP on an empty stack");
+    return push(ps, ps->stack[ps->n_stack - 1]);
+}
+
+static int op_append(parser_t *ps) {
+    if (avail(ps) < 2) return fail(ps, -EBADMSG, "APPEND needs a list and a value");
+    uint32_t v = ps->stack[ps->n_stack - 2];
+    if (ps->values[v].type != PL_PICKLE_LIST)
+        return fail(ps, -EBADMSG, "APPEND to a %s", pl_pickle_type_name(ps->values[v].type));
+    int rc = add_cell(ps, v, ps->stack[ps->n_stack - 1]);
+    ps->n_stack--;
+    return rc;
+}
+
+static int op_setitem(parser_t *ps) {
+    if (avail(ps) < 3) return fail(ps, -EBADMSG, "SETITEM needs a dict, a key and a value");
+    uint32_t v = ps->stack[ps->n_stack - 3];
+    if (ps->values[v].type != PL_PICKLE_DICT)
+        return fail(ps, -EBADMSG, "SETITEM on a %s", pl_pickle_type_name(ps->values[v].type));
+    int rc = add_cell(ps, v, ps->stack[ps->n_stack - 2]);
+    if (!rc) rc = add_cell(ps, v, ps->stack[ps->n_stack - 1]);
+    ps->n_stack -= 2;
+    return rc;
+}
+
+/* The MARK of APPENDS or SETITEMS, popped, with a value below it (the container) that is not below the MARK before
+ * it. */
+static int container_mark(parser_t *ps, const char *name, const char *what, size_t *mark) {
+    int rc = pop_mark(ps, mark);
+    if (rc) return rc;
+    if (*mark == 0 || *mark - 1 < (ps->n_marks ? ps->marks[ps->n_marks - 1] : 0))
+        return fail(ps, -EBADMSG, "%s without a %s below the MARK", name, what);
+    return 0;
+}
+
+/* Everything above the mark into container v, then off the stack. */
+static int extend(parser_t *ps, uint32_t v, size_t mark) {
     int rc = 0;
+    for (size_t i = mark; i < ps->n_stack && !rc; i++) rc = add_cell(ps, v, ps->stack[i]);
+    ps->n_stack = mark;
+    return rc;
+}
+
+static int op_appends(parser_t *ps) {
+    size_t mark = 0;
+    int rc = container_mark(ps, "APPENDS", "list", &mark);
+    if (rc) return rc;
+    uint32_t v = ps->stack[mark - 1];
+    if (ps->values[v].type != PL_PICKLE_LIST)
+        return fail(ps, -EBADMSG, "APPENDS to a %s", pl_pickle_type_name(ps->values[v].type));
+    return extend(ps, v, mark);
+}
+
+static int op_setitems(parser_t *ps) {
+    size_t mark = 0;
+    int rc = container_mark(ps, "SETITEMS", "dict", &mark);
+    if (rc) return rc;
+    if ((ps->n_stack - mark) % 2) return fail(ps, -EBADMSG, "SETITEMS with an odd number of keys and values");
+    uint32_t v = ps->stack[mark - 1];
+    if (ps->values[v].type != PL_PICKLE_DICT)
+        return fail(ps, -EBADMSG, "SETITEMS on a %s", pl_pickle_type_name(ps->values[v].type));
+    return extend(ps, v, mark);
+}
+
+/* The stack values from `from` up become a new tuple in their place. */
+static int make_tuple(parser_t *ps, size_t from) {
+    uint32_t v;
+    int rc;
+    if ((rc = new_value(ps, PL_PICKLE_TUPLE, &v))) return rc;
+    for (size_t i = from; i < ps->n_stack && !rc; i++) rc = add_cell(ps, v, ps->stack[i]);
+    ps->n_stack = from;
+    if (!rc) rc = push(ps, v);
+    return rc;
+}
+
+static int op_tuple(parser_t *ps) {
+    size_t mark = 0;
+    int rc = pop_mark(ps, &mark);
+    return rc ? rc : make_tuple(ps, mark);
+}
+
+/* TUPLE1, TUPLE2, TUPLE3 */
+static int op_tuple_n(parser_t *ps, size_t n) {
+    if (avail(ps) < n) return fail(ps, -EBADMSG, "TUPLE%zu needs %zu values", n, n);
+    return make_tuple(ps, ps->n_stack - n);
+}
+
+/* BININT1 and BININT2: unsigned */
+static int op_binint1(parser_t *ps) {
+    int rc;
+    if ((rc = need_bytes(ps, 1, "BININT1"))) return rc;
+    return do_int(ps, *ps->p++);
+}
+
+static int op_binint2(parser_t *ps) {
+    int rc;
+    if ((rc = need_bytes(ps, 2, "BININT2"))) return rc;
+    int64_t i = (int64_t)rd_le(ps->p, 2);
+    ps->p += 2;
+    return do_int(ps, i);
+}
+
+/* BININT: signed 32-bit */
+static int op_binint(parser_t *ps) {
+    int rc;
+    if ((rc = need_bytes(ps, 4, "BININT"))) return rc;
+    uint32_t u = (uint32_t)rd_le(ps->p, 4);
+    int32_t i;
+    memcpy(&i, &u, sizeof i);
+    ps->p += 4;
+    return do_int(ps, i);
+}
+
+static int op_long1(parser_t *ps) {
+    int rc;
+    if ((rc = need_bytes(ps, 1, "LONG1"))) return rc;
+    return do_long(ps, *ps->p++);
+}
+
+static int op_long4(parser_t *ps) {
+    int rc;
+    if ((rc = need_bytes(ps, 4, "LONG4"))) return rc;
+    uint32_t n = (uint32_t)rd_le(ps->p, 4);
+    ps->p += 4;
+    if (n & 0x80000000u) return fail(ps, -EBADMSG, "LONG4 with a negative length");
+    return do_long(ps, n);
+}
+
+/* BINFLOAT: big-endian IEEE 754 double */
+static int op_binfloat(parser_t *ps) {
+    uint32_t v;
+    int rc;
+    if ((rc = need_bytes(ps, 8, "BINFLOAT"))) return rc;
+    uint64_t u = 0;
+    for (int i = 0; i < 8; i++) u = (u << 8) | ps->p[i];
+    ps->p += 8;
+    if (!(rc = push_new(ps, PL_PICKLE_FLOAT, &v))) memcpy(&ps->values[v].u.f, &u, sizeof u);
+    return rc;
+}
+
+/* A string or bytes whose length takes width bytes: SHORT_BINUNICODE, SHORT_BINBYTES (1); BINUNICODE, BINBYTES
+ * (4); BINUNICODE8, BINBYTES8, BYTEARRAY8 (8) */
+static int op_blob(parser_t *ps, size_t width, pl_pickle_type_t type) {
+    int rc;
+    if ((rc = need_bytes(ps, width, "length"))) return rc;
+    uint64_t n = rd_le(ps->p, width);
+    ps->p += width;
+    return do_blob(ps, type, n);
+}
+
+/* The memo opcodes: BINPUT and BINGET take a 1-byte index, LONG_BINPUT and LONG_BINGET a 4-byte one (one handler
+ * each, so each reads a constant width: they are most of a snapshot's opcodes). */
+static int op_binput(parser_t *ps) {
+    int rc;
+    if ((rc = need_bytes(ps, 1, "BINPUT"))) return rc;
+    return memo_put(ps, *ps->p++);
+}
+
+static int op_long_binput(parser_t *ps) {
+    int rc;
+    if ((rc = need_bytes(ps, 4, "LONG_BINPUT"))) return rc;
+    uint64_t idx = rd_le(ps->p, 4);
+    ps->p += 4;
+    return memo_put(ps, idx);
+}
+
+static int op_binget(parser_t *ps) {
+    int rc;
+    if ((rc = need_bytes(ps, 1, "BINGET"))) return rc;
+    return memo_get(ps, *ps->p++);
+}
+
+static int op_long_binget(parser_t *ps) {
+    int rc;
+    if ((rc = need_bytes(ps, 4, "LONG_BINGET"))) return rc;
+    uint64_t idx = rd_le(ps->p, 4);
+    ps->p += 4;
+    return memo_get(ps, idx);
+}
+
+static int op_stop(parser_t *ps) {
+    if (ps->n_marks) return fail(ps, -EBADMSG, "STOP with %zu open MARKs", ps->n_marks);
+    if (ps->n_stack != 1) return fail(ps, -EBADMSG, "STOP with %zu values on the stack (1 expected)", ps->n_stack);
+    if (ps->p != ps->end) return fail(ps, -EBADMSG, "%zu bytes after STOP", (size_t)(ps->end - ps->p));
+    ps->doc->root = ps->stack[0];
+    ps->stopped = true;
+    return finalize(ps, ps->doc);
+}
+
+static int op_refused(parser_t *ps, uint8_t op) {
+    const char *name = refused_name(op);
+    if (name)
+        return fail(ps, -ENOTSUP, "opcode %s (0x%02x) refused: only plain data (dict, list, tuple, str, bytes, int, "
+                    "float, bool, None) is read, never code that imports or builds Python objects", name, op);
+    name = old_name(op);
+    if (name)
+        return fail(ps, -ENOTSUP, "opcode %s (0x%02x) is not supported (protocol 0/1 text opcodes and sets are not "
+                    "part of a memory snapshot)", name, op);
+    return fail(ps, -EBADMSG, "unknown opcode 0x%02x", op);
+}
+
+/* One opcode (already consumed) through its handler. */
+static int step(parser_t *ps, uint8_t op) {
+    switch (op) {
+    case 0x80: return op_proto(ps);
+    case 0x95: return op_frame(ps);
+    case '}': return push_new(ps, PL_PICKLE_DICT, NULL);  /* EMPTY_DICT */
+    case ']': return push_new(ps, PL_PICKLE_LIST, NULL);  /* EMPTY_LIST */
+    case ')': return push_new(ps, PL_PICKLE_TUPLE, NULL); /* EMPTY_TUPLE */
+    case 'N': return push_new(ps, PL_PICKLE_NONE, NULL);  /* NONE */
+    case 0x88: return op_bool(ps, true);
+    case 0x89: return op_bool(ps, false);
+    case '(': return op_mark(ps);
+    case '0': return op_pop(ps);
+    case '1': return op_pop_mark(ps);
+    case '2': return op_dup(ps);
+    case 'a': return op_append(ps);
+    case 'e': return op_appends(ps);
+    case 's': return op_setitem(ps);
+    case 'u': return op_setitems(ps);
+    case 't': return op_tuple(ps);
+    case 0x85: return op_tuple_n(ps, 1);
+    case 0x86: return op_tuple_n(ps, 2);
+    case 0x87: return op_tuple_n(ps, 3);
+    case 'K': return op_binint1(ps);
+    case 'M': return op_binint2(ps);
+    case 'J': return op_binint(ps);
+    case 0x8a: return op_long1(ps);
+    case 0x8b: return op_long4(ps);
+    case 'G': return op_binfloat(ps);
+    case 0x8c: return op_blob(ps, 1, PL_PICKLE_STR);   /* SHORT_BINUNICODE */
+    case 'C': return op_blob(ps, 1, PL_PICKLE_BYTES);  /* SHORT_BINBYTES */
+    case 'X': return op_blob(ps, 4, PL_PICKLE_STR);    /* BINUNICODE */
+    case 'B': return op_blob(ps, 4, PL_PICKLE_BYTES);  /* BINBYTES */
+    case 0x8d: return op_blob(ps, 8, PL_PICKLE_STR);   /* BINUNICODE8 */
+    case 0x8e: return op_blob(ps, 8, PL_PICKLE_BYTES); /* BINBYTES8 */
+    case 0x96: return op_blob(ps, 8, PL_PICKLE_BYTES); /* BYTEARRAY8 */
+    case 0x94: return memo_put(ps, ps->n_memo); /* MEMOIZE: at len(memo), the entries stored so far, as Python */
+    case 'q': return op_binput(ps);
+    case 'r': return op_long_binput(ps);
+    case 'h': return op_binget(ps);
+    case 'j': return op_long_binget(ps);
+    case '.': return op_stop(ps);
+    default: return op_refused(ps, op);
+    }
+}
+
+static int run(parser_t *ps) {
     if (ps->p == ps->end) return fail(ps, -EBADMSG, "empty input");
     if (ps->p[0] != 0x80)
         return fail(ps, -ENOTSUP, "not a pickle of protocol 2..5 (first byte 0x%02x, not PROTO 0x80)", ps->p[0]);
     while (ps->p < ps->end) {
         ps->op_off = (size_t)(ps->p - ps->start);
-        uint8_t op = *ps->p++;
-        uint32_t v;
-        size_t mark = 0;
-        switch (op) {
-        case 0x80: /* PROTO */
-            if ((rc = need_bytes(ps, 1, "PROTO"))) return rc;
-            if (ps->op_off != 0) return fail(ps, -EBADMSG, "PROTO after the start");
-            doc->protocol = *ps->p++;
-            if (doc->protocol < 2 || doc->protocol > 5)
-                return fail(ps, -ENOTSUP, "pickle protocol %d is not supported (2..5 are)", doc->protocol);
-            break;
-        case 0x95: /* FRAME: a length prefix for buffering; opcodes are read the same with or without it */
-            if ((rc = need_bytes(ps, 8, "FRAME"))) return rc;
-            {
-                uint64_t n = rd_le(ps->p, 8);
-                ps->p += 8;
-                if (n > (uint64_t)(ps->end - ps->p))
-                    return fail(ps, -EBADMSG, "truncated frame (%llu bytes announced, %zu left)",
-                                (unsigned long long)n, (size_t)(ps->end - ps->p));
-            }
-            break;
-        case '}': rc = push_new(ps, PL_PICKLE_DICT, NULL); break;
-        case ']': rc = push_new(ps, PL_PICKLE_LIST, NULL); break;
-        case ')': rc = push_new(ps, PL_PICKLE_TUPLE, NULL); break;
-        case 'N': rc = push_new(ps, PL_PICKLE_NONE, NULL); break;
-        case 0x88: /* NEWTRUE */
-        case 0x89: /* NEWFALSE */
-            if (!(rc = push_new(ps, PL_PICKLE_BOOL, &v))) ps->values[v].u.i = op == 0x88;
-            break;
-        case '(': /* MARK */
-            if (ps->n_marks >= ps->max_depth)
-                return fail(ps, -E2BIG, "more than %zu nested MARKs (the depth limit)", ps->max_depth);
-            ps->marks[ps->n_marks++] = (uint32_t)ps->n_stack;
-            break;
-        case '0': /* POP: the top value, or the top mark when nothing is above it */
-            if (avail(ps)) ps->n_stack--;
-            else if ((rc = pop_mark(ps, &mark))) return rc;
-            break;
-        case '1': /* POP_MARK */
-            if ((rc = pop_mark(ps, &mark))) return rc;
-            ps->n_stack = mark;
-            break;
-        case '2': /* DUP */
-            if (!avail(ps)) return fail(ps, -EBADMSG, "DUP on an empty stack");
-            rc = push(ps, ps->stack[ps->n_stack - 1]);
-            break;
-        case 'a': /* APPEND */
-            if (avail(ps) < 2) return fail(ps, -EBADMSG, "APPEND needs a list and a value");
-            v = ps->stack[ps->n_stack - 2];
-            if (ps->values[v].type != PL_PICKLE_LIST)
-                return fail(ps, -EBADMSG, "APPEND to a %s", pl_pickle_type_name(ps->values[v].type));
-            rc = add_cell(ps, v, ps->stack[ps->n_stack - 1]);
-            ps->n_stack--;
-            break;
-        case 'e': /* APPENDS */
-            if ((rc = pop_mark(ps, &mark))) return rc;
-            if (mark == 0 || mark - 1 < (ps->n_marks ? ps->marks[ps->n_marks - 1] : 0))
-                return fail(ps, -EBADMSG, "APPENDS without a list below the MARK");
-            v = ps->stack[mark - 1];
-            if (ps->values[v].type != PL_PICKLE_LIST)
-                return fail(ps, -EBADMSG, "APPENDS to a %s", pl_pickle_type_name(ps->values[v].type));
-            for (size_t i = mark; i < ps->n_stack && !rc; i++) rc = add_cell(ps, v, ps->stack[i]);
-            ps->n_stack = mark;
-            break;
-        case 's': /* SETITEM */
-            if (avail(ps) < 3) return fail(ps, -EBADMSG, "SETITEM needs a dict, a key and a value");
-            v = ps->stack[ps->n_stack - 3];
-            if (ps->values[v].type != PL_PICKLE_DICT)
-                return fail(ps, -EBADMSG, "SETITEM on a %s", pl_pickle_type_name(ps->values[v].type));
-            if (!(rc = add_cell(ps, v, ps->stack[ps->n_stack - 2]))) rc = add_cell(ps, v, ps->stack[ps->n_stack - 1]);
-            ps->n_stack -= 2;
-            break;
-        case 'u': /* SETITEMS */
-            if ((rc = pop_mark(ps, &mark))) return rc;
-            if (mark == 0 || mark - 1 < (ps->n_marks ? ps->marks[ps->n_marks - 1] : 0))
-                return fail(ps, -EBADMSG, "SETITEMS without a dict below the MARK");
-            if ((ps->n_stack - mark) % 2) return fail(ps, -EBADMSG, "SETITEMS with an odd number of keys and values");
-            v = ps->stack[mark - 1];
-            if (ps->values[v].type != PL_PICKLE_DICT)
-                return fail(ps, -EBADMSG, "SETITEMS on a %s", pl_pickle_type_name(ps->values[v].type));
-            for (size_t i = mark; i < ps->n_stack && !rc; i++) rc = add_cell(ps, v, ps->stack[i]);
-            ps->n_stack = mark;
-            break;
-        case 't': /* TUPLE */
-            if ((rc = pop_mark(ps, &mark))) return rc;
-            if ((rc = new_value(ps, PL_PICKLE_TUPLE, &v))) return rc;
-            for (size_t i = mark; i < ps->n_stack && !rc; i++) rc = add_cell(ps, v, ps->stack[i]);
-            ps->n_stack = mark;
-            if (!rc) rc = push(ps, v);
-            break;
-        case 0x85: /* TUPLE1 */
-        case 0x86: /* TUPLE2 */
-        case 0x87: { /* TUPLE3 */
-            size_t n = (size_t)(op - 0x84);
-            if (avail(ps) < n) return fail(ps, -EBADMSG, "TUPLE%zu needs %zu values", n, n);
-            if ((rc = new_value(ps, PL_PICKLE_TUPLE, &v))) return rc;
-            for (size_t i = ps->n_stack - n; i < ps->n_stack && !rc; i++) rc = add_cell(ps, v, ps->stack[i]);
-            ps->n_stack -= n;
-            if (!rc) rc = push(ps, v);
-            break;
-        }
-        case 'K': /* BININT1 */
-            if ((rc = need_bytes(ps, 1, "BININT1"))) return rc;
-            rc = do_int(ps, *ps->p++);
-            break;
-        case 'M': /* BININT2 */
-            if ((rc = need_bytes(ps, 2, "BININT2"))) return rc;
-            rc = do_int(ps, (int64_t)rd_le(ps->p, 2));
-            ps->p += 2;
-            break;
-        case 'J': { /* BININT: signed 32-bit */
-            if ((rc = need_bytes(ps, 4, "BININT"))) return rc;
-            uint32_t u = (uint32_t)rd_le(ps->p, 4);
-            int32_t i;
-            memcpy(&i, &u, sizeof i);
-            ps->p += 4;
-            rc = do_int(ps, i);
-            break;
-        }
-        case 0x8a: /* LONG1 */
-            if ((rc = need_bytes(ps, 1, "LONG1"))) return rc;
-            rc = do_long(ps, *ps->p++);
-            break;
-        case 0x8b: { /* LONG4 */
-            if ((rc = need_bytes(ps, 4, "LONG4"))) return rc;
-            uint32_t n = (uint32_t)rd_le(ps->p, 4);
-            ps->p += 4;
-            if (n & 0x80000000u) return fail(ps, -EBADMSG, "LONG4 with a negative length");
-            rc = do_long(ps, n);
-            break;
-        }
-        case 'G': { /* BINFLOAT: big-endian IEEE 754 double */
-            if ((rc = need_bytes(ps, 8, "BINFLOAT"))) return rc;
-            uint64_t u = 0;
-            for (int i = 0; i < 8; i++) u = (u << 8) | ps->p[i];
-            ps->p += 8;
-            if (!(rc = push_new(ps, PL_PICKLE_FLOAT, &v))) memcpy(&ps->values[v].u.f, &u, sizeof u);
-            break;
-        }
-        case 0x8c: /* SHORT_BINUNICODE */
-        case 'C':  /* SHORT_BINBYTES */
-            if ((rc = need_bytes(ps, 1, "length"))) return rc;
-            rc = do_blob(ps, op == 'C' ? PL_PICKLE_BYTES : PL_PICKLE_STR, *ps->p++);
-            break;
-        case 'X': /* BINUNICODE */
-        case 'B': /* BINBYTES */
-            if ((rc = need_bytes(ps, 4, "length"))) return rc;
-            {
-                uint64_t n = rd_le(ps->p, 4);
-                ps->p += 4;
-                rc = do_blob(ps, op == 'B' ? PL_PICKLE_BYTES : PL_PICKLE_STR, n);
-            }
-            break;
-        case 0x8d: /* BINUNICODE8 */
-        case 0x8e: /* BINBYTES8 */
-        case 0x96: /* BYTEARRAY8 */
-            if ((rc = need_bytes(ps, 8, "length"))) return rc;
-            {
-                uint64_t n = rd_le(ps->p, 8);
-                ps->p += 8;
-                rc = do_blob(ps, op == 0x8d ? PL_PICKLE_STR : PL_PICKLE_BYTES, n);
-            }
-            break;
-        case 0x94: /* MEMOIZE: stores at len(memo), the number of entries stored so far (as Python does) */
-            rc = memo_put(ps, ps->n_memo);
-            break;
-        case 'q': /* BINPUT */
-            if ((rc = need_bytes(ps, 1, "BINPUT"))) return rc;
-            rc = memo_put(ps, *ps->p++);
-            break;
-        case 'r': /* LONG_BINPUT */
-            if ((rc = need_bytes(ps, 4, "LONG_BINPUT"))) return rc;
-            rc = memo_put(ps, rd_le(ps->p, 4));
-            ps->p += 4;
-            break;
-        case 'h': /* BINGET */
-            if ((rc = need_bytes(ps, 1, "BINGET"))) return rc;
-            rc = memo_get(ps, *ps->p++);
-            break;
-        case 'j': /* LONG_BINGET */
-            if ((rc = need_bytes(ps, 4, "LONG_BINGET"))) return rc;
-            rc = memo_get(ps, rd_le(ps->p, 4));
-            ps->p += 4;
-            break;
-        case '.': /* STOP */
-            if (ps->n_marks) return fail(ps, -EBADMSG, "STOP with %zu open MARKs", ps->n_marks);
-            if (ps->n_stack != 1) return fail(ps, -EBADMSG, "STOP with %zu values on the stack (1 expected)",
-                                              ps->n_stack);
-            if (ps->p != ps->end)
-                return fail(ps, -EBADMSG, "%zu bytes after STOP", (size_t)(ps->end - ps->p));
-            doc->root = ps->stack[0];
-            return finalize(ps, doc);
-        default: {
-            const char *name = refused_name(op);
-            if (name)
-                return fail(ps, -ENOTSUP, "opcode %s (0x%02x) refused: only plain data (dict, list, tuple, str, "
-                            "bytes, int, float, bool, None) is read, never code that imports or builds Python "
-                            "objects", name, op);
-            name = old_name(op);
-            if (name)
-                return fail(ps, -ENOTSUP, "opcode %s (0x%02x) is not supported (protocol 0/1 text opcodes and sets "
-                            "are not part of a memory snapshot)", name, op);
-            return fail(ps, -EBADMSG, "unknown opcode 0x%02x", op);
-        }
-        }
-        if (rc) return rc;
+        int rc = step(ps, *ps->p++);
+        if (rc || ps->stopped) return rc;
     }
     ps->op_off = (size_t)(ps->p - ps->start);
     return fail(ps, -EBADMSG, "truncated: the input ends before STOP");
@@ -494,6 +599,7 @@ int pl_pickle_parse(const void *data, size_t len, const pl_pickle_limits_t *lim,
     parser_t ps = {.p = data, .start = data, .end = (const uint8_t *)data + len, .lim = &l,
                    .max_mem = l.max_mem_bytes, .max_depth = l.max_depth, .err = err, .err_len = err_len};
     pl_pickle_doc_t d = {.data = data, .len = len, .root = PL_PICKLE_NULL};
+    ps.doc = &d;
     if (len > l.max_input_bytes) {
         if (err && err_len)
             snprintf(err, err_len, "input of %zu bytes is larger than the limit of %zu bytes", len, l.max_input_bytes);
@@ -510,7 +616,7 @@ int pl_pickle_parse(const void *data, size_t len, const pl_pickle_limits_t *lim,
         goto out;
     }
     ps.mem_bytes = l.max_depth * sizeof *ps.marks;
-    rc = run(&ps, &d);
+    rc = run(&ps);
 out:
     free(ps.marks);
     free(ps.stack);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "grow.h"
 #include "ingest.h"
 #include "table.h"
 
@@ -93,9 +94,9 @@ static void map_delete_at(pl_replay_seq_t *s, size_t i) {
 static int push(pl_replay_seq_t *s, pl_replay_event_t e) {
     if (s->n_events >= s->max_events) return -E2BIG;
     if (s->n_events == s->cap_events) {
-        size_t cap = s->cap_events ? s->cap_events * 2 : 4096;
-        if (cap > s->max_events) cap = s->max_events;
-        pl_replay_event_t *n = realloc(s->ev, cap * sizeof *n);
+        size_t cap = pl_grow_cap(s->cap_events, s->n_events + 1, 4096, sizeof *s->ev);
+        if (cap > s->max_events) cap = s->max_events; /* never past the limit: n_events < max_events here */
+        pl_replay_event_t *n = cap ? realloc(s->ev, cap * sizeof *n) : NULL;
         if (!n) return -ENOMEM;
         s->ev = n;
         s->cap_events = cap;
@@ -129,13 +130,8 @@ int pl_replay_seq_free_addr(pl_replay_seq_t *s, uint64_t addr) {
     uint32_t slot = s->map_slot[i];
     int rc = push(s, (pl_replay_event_t){.slot = slot, .kind = PL_REPLAY_FREE});
     if (rc) return rc;
-    if (s->n_free_slots == s->cap_free_slots) {
-        size_t cap = s->cap_free_slots ? s->cap_free_slots * 2 : 1024;
-        uint32_t *n = realloc(s->free_slots, cap * sizeof *n);
-        if (!n) return -ENOMEM;
-        s->free_slots = n;
-        s->cap_free_slots = cap;
-    }
+    if (pl_grow_first((void **)&s->free_slots, &s->cap_free_slots, s->n_free_slots + 1, sizeof *s->free_slots, 1024))
+        return -ENOMEM;
     s->free_slots[s->n_free_slots++] = slot;
     map_delete_at(s, i);
     s->n_frees++;

@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "grow.h"
+
 const char *pl_replay_format_name(pl_replay_format_t f) {
     switch (f) {
     case PL_REPLAY_FORMAT_TRACE: return "plateau trace";
@@ -90,7 +92,8 @@ static int slurp(const char *path, int fd, size_t max, unsigned char **out, size
                 snprintf(err, err_len, "%s: more than the input limit of %zu bytes", path, max);
                 return -E2BIG;
             }
-            size_t ncap = cap * 2 > max + 1 ? max + 1 : cap * 2;
+            size_t ncap = pl_grow_cap(cap, cap + 1, 0, 1); /* doubled, then no more than the limit + 1 */
+            if (ncap > max + 1) ncap = max + 1;
             unsigned char *nb = realloc(buf, ncap);
             if (!nb) {
                 free(buf);

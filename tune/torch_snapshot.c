@@ -236,6 +236,169 @@ static int read_segments(reader_t *r, pl_pickle_ref_t segs, int device, pl_torch
     return 0;
 }
 
+/* The root dict's device_traces (a list of lists, or NULL) and segments; fails when neither is there. */
+static int find_traces(reader_t *r, pl_pickle_ref_t root, pl_pickle_ref_t *traces, pl_pickle_ref_t *segs) {
+    const pl_pickle_doc_t *doc = r->doc;
+    if (pl_pickle_type(doc, root) != PL_PICKLE_DICT)
+        return fail(r, -EBADMSG, "not a PyTorch memory snapshot: the pickle holds a %s, not a dict",
+                    pl_pickle_type_name(pl_pickle_type(doc, root)));
+    *traces = pl_pickle_dict_get(doc, root, "device_traces");
+    *segs = pl_pickle_dict_get(doc, root, "segments");
+    if (*traces == PL_PICKLE_NULL && *segs == PL_PICKLE_NULL)
+        return fail(r, -EBADMSG, "not a PyTorch memory snapshot: the dict has neither 'device_traces' nor 'segments'");
+    if (*traces != PL_PICKLE_NULL && pl_pickle_type(doc, *traces) != PL_PICKLE_LIST)
+        return fail(r, -EBADMSG, "'device_traces' is a %s, not a list",
+                    pl_pickle_type_name(pl_pickle_type(doc, *traces)));
+    size_t n_dev = pl_pickle_len(doc, *traces);
+    for (size_t i = 0; i < n_dev; i++)
+        if (pl_pickle_type(doc, pl_pickle_item(doc, *traces, i)) != PL_PICKLE_LIST)
+            return fail(r, -EBADMSG, "device_traces[%zu] is not a list", i);
+    return 0;
+}
+
+/* The device asked for (dev >= 0), or else the one with the most allocations (the first on a tie). */
+static int pick_device(reader_t *r, pl_pickle_ref_t traces, size_t n_dev, int *dev) {
+    if (*dev >= 0 && (size_t)*dev >= n_dev)
+        return fail(r, -ENODEV, "no device %d in the snapshot (device_traces has %zu device%s)", *dev, n_dev,
+                    n_dev == 1 ? "" : "s");
+    if (*dev >= 0) return 0;
+    size_t best = 0;
+    *dev = 0;
+    for (size_t i = 0; i < n_dev; i++) {
+        size_t c = 0;
+        int rc = count_allocs(r, pl_pickle_item(r->doc, traces, i), &c);
+        if (rc) return rc;
+        if (c > best) best = c, *dev = (int)i;
+    }
+    r->work = 0; /* counting is a separate, bounded pass */
+    return 0;
+}
+
+/* Pass 1: validate every entry of the trace and count its actions. */
+static int count_actions(reader_t *r, pl_pickle_ref_t trace, pl_torch_snapshot_info_t *in) {
+    size_t n = pl_pickle_len(r->doc, trace);
+    for (size_t i = 0; i < n; i++) {
+        entry_t e;
+        int rc = read_entry(r, pl_pickle_item(r->doc, trace, i), i, &e);
+        if (rc) return rc;
+        switch (e.action) {
+        case ACT_ALLOC: in->n_alloc++; break;
+        case ACT_FREE_REQ: in->n_free_requested++; break;
+        case ACT_FREE_DONE: in->n_free_completed++; break;
+        case ACT_FREE_LEGACY: in->n_free_legacy++; break;
+        case ACT_OOM: in->n_oom++; break;
+        case ACT_SEG_ALLOC: in->n_segment_alloc++; break;
+        case ACT_SEG_FREE: in->n_segment_free++; break;
+        case ACT_SEG_MAP: in->n_segment_map++; break;
+        case ACT_SEG_UNMAP: in->n_segment_unmap++; break;
+        case ACT_SNAPSHOT: in->n_snapshot++; break;
+        case ACT_OTHER: in->n_other_actions++; break;
+        }
+    }
+    return 0;
+}
+
+/* Reserved bytes along the trace, relative to its start (segment actions), and at its first OOM. */
+typedef struct reserved {
+    int64_t resv, resv_max;
+    bool have_oom_free;         /* the first oom with device_free: */
+    int64_t oom_resv, oom_free; /* reserved then (relative to the start) and the free device bytes */
+} reserved_t;
+
+/* Pass 2: the replay sequence (frees come from free_completed when there are any), and the reserved bytes. */
+static int build_seq(reader_t *r, pl_pickle_ref_t trace, const pl_torch_snapshot_info_t *in, pl_replay_seq_t *s,
+                     reserved_t *rv) {
+    size_t n = pl_pickle_len(r->doc, trace);
+    for (size_t i = 0; i < n; i++) {
+        entry_t e;
+        int rc = read_entry(r, pl_pickle_item(r->doc, trace, i), i, &e);
+        if (rc) return rc;
+        bool is_free = e.action == ACT_FREE_DONE ||
+                       (in->frees_from_requested && (e.action == ACT_FREE_REQ || e.action == ACT_FREE_LEGACY));
+        if (e.action == ACT_ALLOC)
+            rc = pl_replay_seq_alloc(s, (uint64_t)e.addr, (uint64_t)e.size, (uint64_t)e.stream);
+        else if (is_free)
+            rc = pl_replay_seq_free_addr(s, (uint64_t)e.addr);
+        else if (e.action == ACT_OOM) {
+            rc = pl_replay_seq_probe(s, (uint64_t)e.size, (uint64_t)e.stream);
+            if (e.have_device_free && !rv->have_oom_free) {
+                rv->have_oom_free = true;
+                rv->oom_resv = rv->resv;
+                rv->oom_free = e.device_free;
+            }
+        }
+        else if ((e.action == ACT_SEG_ALLOC || e.action == ACT_SEG_MAP) &&
+                 __builtin_add_overflow(rv->resv, e.size, &rv->resv))
+            rv->resv = INT64_MAX; /* saturate: only a reference number */
+        else if ((e.action == ACT_SEG_FREE || e.action == ACT_SEG_UNMAP) &&
+                 __builtin_sub_overflow(rv->resv, e.size, &rv->resv))
+            rv->resv = INT64_MIN;
+        if (rv->resv > rv->resv_max) rv->resv_max = rv->resv;
+        if (rc == -E2BIG)
+            return fail(r, -E2BIG, "more than %zu events (or %d streams): raise --max-events", s->max_events,
+                        PL_REPLAY_MAX_STREAMS);
+        if (rc) return fail(r, rc, "%s", strerror(-rc));
+    }
+    return 0;
+}
+
+/* Reserved at the trace's start = reserved at the snapshot - the trace's net segment bytes; from it the reserved
+ * peak and, with the first OOM's free device bytes, the capacity the recorded run had. */
+static void reserved_peak(const reserved_t *rv, pl_torch_snapshot_info_t *in, pl_replay_seq_t *s) {
+    int64_t start, peak;
+    if (!in->have_segments || in->reserved_bytes > INT64_MAX ||
+        __builtin_sub_overflow((int64_t)in->reserved_bytes, rv->resv, &start) || start < 0 ||
+        __builtin_add_overflow(start, rv->resv_max, &peak))
+        return;
+    in->have_reserved_peak = true;
+    in->reserved_peak_bytes = (uint64_t)peak;
+    /* The device's capacity for this allocator, as the recorded run saw it at its first OOM: what it had reserved
+     * then plus what the device still had free (cudaMemGetInfo; memory of other processes and the CUDA context is in
+     * neither). The replay at this capacity fails where the run failed. */
+    int64_t at, cap;
+    if (rv->have_oom_free && !__builtin_add_overflow(start, rv->oom_resv, &at) && at >= 0 &&
+        !__builtin_add_overflow(at, rv->oom_free, &cap) && cap > 0) {
+        in->have_oom_capacity = true;
+        in->oom_reserved_bytes = (uint64_t)at;
+        in->oom_device_free_bytes = (uint64_t)rv->oom_free;
+        s->capacity_bytes = (uint64_t)cap;
+        snprintf(s->capacity_from, sizeof s->capacity_from,
+                 "the snapshot: reserved + free device memory at its first OOM");
+    }
+}
+
+/* Everything after parsing: the device's trace into *s, the counts and reference numbers into *in. */
+static int read_doc(reader_t *r, const pl_torch_snapshot_opts_t *o, pl_replay_seq_t *s, pl_torch_snapshot_info_t *in) {
+    const pl_pickle_doc_t *doc = r->doc;
+    pl_pickle_ref_t traces = PL_PICKLE_NULL, segs = PL_PICKLE_NULL;
+    int rc;
+    if ((rc = find_traces(r, doc->root, &traces, &segs))) return rc;
+    size_t n_dev = pl_pickle_len(doc, traces);
+    if (n_dev > INT32_MAX) n_dev = INT32_MAX;
+    in->n_devices = (int)n_dev;
+    int dev = o->device;
+    if ((rc = pick_device(r, traces, n_dev, &dev))) return rc;
+    in->device = dev;
+    s->device = dev;
+    pl_pickle_ref_t trace = pl_pickle_item(doc, traces, (size_t)dev);
+    in->n_entries = pl_pickle_len(doc, trace);
+    if ((rc = count_actions(r, trace, in))) return rc;
+    in->frees_from_requested = in->n_free_completed == 0;
+    reserved_t rv = {0};
+    if ((rc = build_seq(r, trace, in, s, &rv))) return rc;
+    s->n_map_records = in->n_segment_map;
+    s->n_unmap_records = in->n_segment_unmap;
+    if (segs != PL_PICKLE_NULL && (rc = read_segments(r, segs, dev, in))) return rc;
+    reserved_peak(&rv, in, s);
+    pl_pickle_ref_t st = pl_pickle_dict_get(doc, doc->root, "allocator_settings");
+    if (pl_pickle_type(doc, st) == PL_PICKLE_DICT) read_settings(r, st, in);
+    if (s->n_allocs == 0 && s->n_probes == 0)
+        return fail(r, -ENODATA, "the snapshot has no allocation history for device %d (%zu trace entries), so there "
+                    "is nothing to replay. Record one with torch.cuda.memory._record_memory_history(max_entries=...) "
+                    "before the code to study, then torch.cuda.memory._dump_snapshot(FILE)", dev, in->n_entries);
+    return 0;
+}
+
 int pl_torch_snapshot_read(const void *data, size_t len, const char *name, const pl_torch_snapshot_opts_t *opts,
                            pl_replay_seq_t *s, pl_torch_snapshot_info_t *info, char *err, size_t err_len) {
     pl_torch_snapshot_opts_t o = opts ? *opts : (pl_torch_snapshot_opts_t){.device = -1};
@@ -256,141 +419,7 @@ int pl_torch_snapshot_read(const void *data, size_t len, const char *name, const
     snprintf(s->file, sizeof s->file, "%s", name);
     s->source = PL_DEV_SRC_ALLOCATOR; /* the caching allocator's own history */
     in.protocol = doc.protocol;
-    pl_pickle_ref_t root = doc.root;
-    if (pl_pickle_type(&doc, root) != PL_PICKLE_DICT) {
-        rc = fail(&r, -EBADMSG, "not a PyTorch memory snapshot: the pickle holds a %s, not a dict",
-                  pl_pickle_type_name(pl_pickle_type(&doc, root)));
-        goto out;
-    }
-    pl_pickle_ref_t traces = pl_pickle_dict_get(&doc, root, "device_traces");
-    pl_pickle_ref_t segs = pl_pickle_dict_get(&doc, root, "segments");
-    if (traces == PL_PICKLE_NULL && segs == PL_PICKLE_NULL) {
-        rc = fail(&r, -EBADMSG, "not a PyTorch memory snapshot: the dict has neither 'device_traces' nor 'segments'");
-        goto out;
-    }
-    if (traces != PL_PICKLE_NULL && pl_pickle_type(&doc, traces) != PL_PICKLE_LIST) {
-        rc = fail(&r, -EBADMSG, "'device_traces' is a %s, not a list",
-                  pl_pickle_type_name(pl_pickle_type(&doc, traces)));
-        goto out;
-    }
-    size_t n_dev = pl_pickle_len(&doc, traces);
-    if (n_dev > INT32_MAX) n_dev = INT32_MAX;
-    in.n_devices = (int)n_dev;
-    for (size_t i = 0; i < n_dev; i++)
-        if (pl_pickle_type(&doc, pl_pickle_item(&doc, traces, i)) != PL_PICKLE_LIST) {
-            rc = fail(&r, -EBADMSG, "device_traces[%zu] is not a list", i);
-            goto out;
-        }
-    int dev = o.device;
-    if (dev >= 0 && (size_t)dev >= n_dev) {
-        rc = fail(&r, -ENODEV, "no device %d in the snapshot (device_traces has %zu device%s)", dev, n_dev,
-                  n_dev == 1 ? "" : "s");
-        goto out;
-    }
-    if (dev < 0) {
-        size_t best = 0;
-        dev = 0;
-        for (size_t i = 0; i < n_dev; i++) {
-            size_t c = 0;
-            if ((rc = count_allocs(&r, pl_pickle_item(&doc, traces, i), &c))) goto out;
-            if (c > best) best = c, dev = (int)i;
-        }
-        r.work = 0; /* counting is a separate, bounded pass */
-    }
-    in.device = dev;
-    s->device = dev;
-    pl_pickle_ref_t trace = pl_pickle_item(&doc, traces, (size_t)dev);
-    size_t n = pl_pickle_len(&doc, trace);
-    in.n_entries = n;
-    /* pass 1: validate every entry, count actions (frees come from free_completed when there are any) */
-    for (size_t i = 0; i < n; i++) {
-        entry_t e;
-        if ((rc = read_entry(&r, pl_pickle_item(&doc, trace, i), i, &e))) goto out;
-        switch (e.action) {
-        case ACT_ALLOC: in.n_alloc++; break;
-        case ACT_FREE_REQ: in.n_free_requested++; break;
-        case ACT_FREE_DONE: in.n_free_completed++; break;
-        case ACT_FREE_LEGACY: in.n_free_legacy++; break;
-        case ACT_OOM: in.n_oom++; break;
-        case ACT_SEG_ALLOC: in.n_segment_alloc++; break;
-        case ACT_SEG_FREE: in.n_segment_free++; break;
-        case ACT_SEG_MAP: in.n_segment_map++; break;
-        case ACT_SEG_UNMAP: in.n_segment_unmap++; break;
-        case ACT_SNAPSHOT: in.n_snapshot++; break;
-        case ACT_OTHER: in.n_other_actions++; break;
-        }
-    }
-    in.frees_from_requested = in.n_free_completed == 0;
-    /* pass 2: the sequence, and the recorded reserved bytes relative to the trace's start */
-    int64_t resv = 0, resv_max = 0;
-    bool have_oom_free = false;  /* the first oom with device_free: */
-    int64_t oom_resv = 0, oom_free = 0; /* reserved then (relative to the start) and the free device bytes */
-    for (size_t i = 0; i < n; i++) {
-        entry_t e;
-        if ((rc = read_entry(&r, pl_pickle_item(&doc, trace, i), i, &e))) goto out;
-        bool is_free = e.action == ACT_FREE_DONE ||
-                       (in.frees_from_requested && (e.action == ACT_FREE_REQ || e.action == ACT_FREE_LEGACY));
-        if (e.action == ACT_ALLOC)
-            rc = pl_replay_seq_alloc(s, (uint64_t)e.addr, (uint64_t)e.size, (uint64_t)e.stream);
-        else if (is_free)
-            rc = pl_replay_seq_free_addr(s, (uint64_t)e.addr);
-        else if (e.action == ACT_OOM) {
-            rc = pl_replay_seq_probe(s, (uint64_t)e.size, (uint64_t)e.stream);
-            if (e.have_device_free && !have_oom_free) {
-                have_oom_free = true;
-                oom_resv = resv;
-                oom_free = e.device_free;
-            }
-        }
-        else if ((e.action == ACT_SEG_ALLOC || e.action == ACT_SEG_MAP) && __builtin_add_overflow(resv, e.size, &resv))
-            resv = INT64_MAX; /* saturate: only a reference number */
-        else if ((e.action == ACT_SEG_FREE || e.action == ACT_SEG_UNMAP) && __builtin_sub_overflow(resv, e.size, &resv))
-            resv = INT64_MIN;
-        if (resv > resv_max) resv_max = resv;
-        if (rc == -E2BIG) {
-            rc = fail(&r, -E2BIG, "more than %zu events (or %d streams): raise --max-events", s->max_events,
-                      PL_REPLAY_MAX_STREAMS);
-            goto out;
-        }
-        if (rc) {
-            rc = fail(&r, rc, "%s", strerror(-rc));
-            goto out;
-        }
-    }
-    s->n_map_records = in.n_segment_map;
-    s->n_unmap_records = in.n_segment_unmap;
-    if (segs != PL_PICKLE_NULL && (rc = read_segments(&r, segs, dev, &in))) goto out;
-    /* reserved at the trace's start = reserved at the snapshot - the trace's net segment bytes */
-    int64_t start, peak;
-    if (in.have_segments && in.reserved_bytes <= INT64_MAX &&
-        !__builtin_sub_overflow((int64_t)in.reserved_bytes, resv, &start) && start >= 0 &&
-        !__builtin_add_overflow(start, resv_max, &peak)) {
-        in.have_reserved_peak = true;
-        in.reserved_peak_bytes = (uint64_t)peak;
-        /* The device's capacity for this allocator, as the recorded run saw it at its first OOM: what it had
-         * reserved then plus what the device still had free (cudaMemGetInfo; memory of other processes and the
-         * CUDA context is in neither). The replay at this capacity fails where the run failed. */
-        int64_t at, cap;
-        if (have_oom_free && !__builtin_add_overflow(start, oom_resv, &at) && at >= 0 &&
-            !__builtin_add_overflow(at, oom_free, &cap) && cap > 0) {
-            in.have_oom_capacity = true;
-            in.oom_reserved_bytes = (uint64_t)at;
-            in.oom_device_free_bytes = (uint64_t)oom_free;
-            s->capacity_bytes = (uint64_t)cap;
-            snprintf(s->capacity_from, sizeof s->capacity_from,
-                     "the snapshot: reserved + free device memory at its first OOM");
-        }
-    }
-    pl_pickle_ref_t st = pl_pickle_dict_get(&doc, root, "allocator_settings");
-    if (pl_pickle_type(&doc, st) == PL_PICKLE_DICT) read_settings(&r, st, &in);
-    if (s->n_allocs == 0 && s->n_probes == 0) {
-        rc = fail(&r, -ENODATA, "the snapshot has no allocation history for device %d (%zu trace entries), so there "
-                  "is nothing to replay. Record one with torch.cuda.memory._record_memory_history(max_entries=...) "
-                  "before the code to study, then torch.cuda.memory._dump_snapshot(FILE)", dev, n);
-        goto out;
-    }
-    rc = 0;
-out:
+    rc = read_doc(&r, &o, s, &in);
     pl_pickle_doc_free(&doc);
     if (rc) {
         pl_replay_seq_free(s);

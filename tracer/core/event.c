@@ -75,40 +75,182 @@ static void c_device(codec_t *c, pl_rec_device_t *d) {
     c_u32(c, &d->tid);
 }
 
+/* The fields of each record kind, in their wire order. A "1.N" comment marks fields appended in that minor version. */
+static void c_process(codec_t *c, pl_rec_process_t *p) {
+    c_u32(c, &p->pid);
+    c_u32(c, &p->ppid);
+    c_u32(c, &p->exec_seq);
+    c_i32(c, &p->rank);
+    c_i32(c, &p->local_rank);
+    c_u64(c, &p->sample_bytes);
+    c_u64(c, &p->interval_ns);
+    c_u64(c, &p->host_mem_bytes);
+    c_u64(c, &p->cgroup_max_bytes);
+    c_i64(c, &p->start_realtime_ns);
+    c_str(c, &p->exe, PL_STR_MAX_BYTES);
+    c_u32(c, &p->argc);
+    c_u32(c, &p->n_argv);
+    if (p->n_argv > PL_TRACE_MAX_ARGV) {
+        if (!c->writing) c->bad = true;
+        return;
+    }
+    for (uint32_t i = 0; i < p->n_argv; i++) c_str(c, &p->argv[i], 1024);
+    if (c_more(c)) { /* 1.2 */
+        c_str(c, &p->host_allocator, 63);
+        c_str(c, &p->host_allocator_version, 127);
+    } else {
+        p->host_allocator = "";
+        p->host_allocator_version = "";
+    }
+    if (c_more(c)) c_str(c, &p->node, 63); /* 1.7 */
+    else p->node = "";
+}
+
+static void c_rss(codec_t *c, pl_rec_rss_t *s) {
+    c_u64(c, &s->step);
+    c_u64(c, &s->rss_anon);
+    c_u64(c, &s->rss_file);
+    c_u64(c, &s->rss_shmem);
+    c_u64(c, &s->pss);
+    c_u64(c, &s->cgroup_current);
+    c_u64(c, &s->device_used);
+    c_u64(c, &s->device_total);
+}
+
+static void c_heap(codec_t *c, pl_rec_heap_t *h) {
+    c_u64(c, &h->step);
+    c_i64(c, &h->live_bytes);
+    c_i64(c, &h->live_count);
+    c_u64(c, &h->n_alloc);
+    c_u64(c, &h->n_free);
+    c_u64(c, &h->alloc_bytes);
+    c_i64(c, &h->mmap_live_bytes);
+    c_i64(c, &h->mmap_live_count);
+}
+
+static void c_host_alloc(codec_t *c, pl_rec_host_alloc_t *a) {
+    c_u64(c, &a->addr);
+    c_u64(c, &a->size);
+    c_u32(c, &a->stack_id);
+    c_u32(c, &a->tid);
+    c_u32(c, &a->kind);
+    if (c_more(c)) c_u64(c, &a->call_ordinal); /* 1.3 */
+    else a->call_ordinal = PL_TRACE_NA;
+}
+
+static void c_alloc_stats(codec_t *c, pl_rec_alloc_stats_t *s) {
+    c_u32(c, &s->allocator_id);
+    c_i32(c, &s->device);
+    c_u64(c, &s->step);
+    c_i64(c, &s->allocated_bytes);
+    c_i64(c, &s->allocated_bytes_peak);
+    c_i64(c, &s->reserved_bytes);
+    c_i64(c, &s->reserved_bytes_peak);
+    c_i64(c, &s->active_bytes);
+    c_i64(c, &s->inactive_split_bytes);
+    c_i64(c, &s->requested_bytes);
+    c_i64(c, &s->n_allocations);
+    c_i64(c, &s->n_segments);
+    c_i64(c, &s->num_alloc_retries);
+    c_i64(c, &s->num_ooms);
+    c_i64(c, &s->num_device_alloc);
+    c_i64(c, &s->num_device_free);
+    c_u64(c, &s->largest_free_bytes);
+    c_u64(c, &s->capacity_bytes);
+    c_f64(c, &s->fragmentation);
+}
+
+static void c_stack(codec_t *c, pl_rec_stack_t *s) {
+    c_u32(c, &s->stack_id);
+    c_u32(c, &s->n_frames);
+    if (s->n_frames > PL_TRACE_MAX_FRAMES) {
+        c->bad = true;
+        return;
+    }
+    c_bytes(c, s->pcs, (size_t)s->n_frames * 8);
+    if (c_more(c)) { /* 1.5 */
+        c_u32(c, &s->n_py);
+        if (s->n_py > PL_TRACE_MAX_FRAMES - s->n_frames) {
+            c->bad = true;
+            return;
+        }
+        c_bytes(c, s->py, (size_t)s->n_py * 4);
+    }
+}
+
+static void c_frame(codec_t *c, pl_rec_frame_t *f) {
+    c_u64(c, &f->pc);
+    c_u32(c, &f->module_id);
+    c_u64(c, &f->module_offset);
+    c_str(c, &f->symbol, PL_TRACE_MAX_SYMBOL_BYTES);
+    c_u64(c, &f->symbol_offset);
+}
+
+static void c_module(codec_t *c, pl_rec_module_t *m) {
+    c_u32(c, &m->module_id);
+    c_u64(c, &m->base);
+    c_str(c, &m->path, PL_STR_MAX_BYTES);
+    if (c_more(c)) { /* 1.1 */
+        c_str(c, &m->build_id, 128);
+        c_u64(c, &m->file_size);
+        c_i64(c, &m->file_mtime_ns);
+    } else {
+        m->build_id = "";
+        m->file_size = PL_TRACE_NA;
+        m->file_mtime_ns = 0;
+    }
+}
+
+static void c_pyframe(codec_t *c, pl_rec_pyframe_t *f) {
+    c_u32(c, &f->pyframe_id);
+    c_i32(c, &f->line);
+    c_str(c, &f->file, PL_STR_MAX_BYTES);
+    c_str(c, &f->function, PL_STR_MAX_BYTES);
+}
+
+static void c_retention(codec_t *c, pl_rec_retention_t *q) {
+    c_u32(c, &q->census);
+    c_u32(c, &q->flags);
+    c_u64(c, &q->step);
+    c_u64(c, &q->items);
+    c_u64(c, &q->nodes);
+    c_u64(c, &q->bytes);
+    c_i32(c, &q->line);
+    c_str(c, &q->path, 255);
+    c_str(c, &q->what, 255);
+    c_str(c, &q->kind, 31);
+    c_str(c, &q->file, 1023);
+    c_str(c, &q->fix, 255);
+    if (!c_more(c)) { /* 1.9 */
+        q->n_ranges = 0;
+        return;
+    }
+    c_u32(c, &q->n_ranges);
+    if (q->n_ranges > PL_RETENTION_MAX_RANGES) {
+        c->bad = true;
+        return;
+    }
+    for (uint32_t i = 0; i < q->n_ranges; i++) {
+        c_u64(c, &q->range_addr[i]);
+        c_u64(c, &q->range_bytes[i]);
+    }
+}
+
+static void c_aggregate(codec_t *c, pl_rec_aggregate_t *q) {
+    c_u32(c, &q->what);
+    c_u32(c, &q->stack_id);
+    c_u64(c, &q->step_first);
+    c_u64(c, &q->step_last);
+    c_u64(c, &q->n);
+    c_u64(c, &q->bytes);
+    c_u64(c, &q->n_sized);
+    c_u64(c, &q->n_8mod16);
+}
+
 /* Fields of each type. Returns false for an unknown type. */
 static bool c_fields(codec_t *c, pl_trace_record_t *r) {
     switch (r->type) {
-    case PL_REC_PROCESS_START: {
-        pl_rec_process_t *p = &r->u.process;
-        c_u32(c, &p->pid);
-        c_u32(c, &p->ppid);
-        c_u32(c, &p->exec_seq);
-        c_i32(c, &p->rank);
-        c_i32(c, &p->local_rank);
-        c_u64(c, &p->sample_bytes);
-        c_u64(c, &p->interval_ns);
-        c_u64(c, &p->host_mem_bytes);
-        c_u64(c, &p->cgroup_max_bytes);
-        c_i64(c, &p->start_realtime_ns);
-        c_str(c, &p->exe, PL_STR_MAX_BYTES);
-        c_u32(c, &p->argc);
-        c_u32(c, &p->n_argv);
-        if (p->n_argv > PL_TRACE_MAX_ARGV) {
-            if (!c->writing) c->bad = true;
-            return true;
-        }
-        for (uint32_t i = 0; i < p->n_argv; i++) c_str(c, &p->argv[i], 1024);
-        if (c_more(c)) { /* 1.2 */
-            c_str(c, &p->host_allocator, 63);
-            c_str(c, &p->host_allocator_version, 127);
-        } else {
-            p->host_allocator = "";
-            p->host_allocator_version = "";
-        }
-        if (c_more(c)) c_str(c, &p->node, 63); /* 1.7 */
-        else p->node = "";
-        return true;
-    }
+    case PL_REC_PROCESS_START: c_process(c, &r->u.process); return true;
     case PL_REC_PROCESS_END: return true;
     case PL_REC_STEP:
         c_u64(c, &r->u.step.step);
@@ -118,39 +260,9 @@ static bool c_fields(codec_t *c, pl_trace_record_t *r) {
         c_u64(c, &r->u.mark.step);
         c_str(c, &r->u.mark.label, 63);
         return true;
-    case PL_REC_RSS: {
-        pl_rec_rss_t *s = &r->u.rss;
-        c_u64(c, &s->step);
-        c_u64(c, &s->rss_anon);
-        c_u64(c, &s->rss_file);
-        c_u64(c, &s->rss_shmem);
-        c_u64(c, &s->pss);
-        c_u64(c, &s->cgroup_current);
-        c_u64(c, &s->device_used);
-        c_u64(c, &s->device_total);
-        return true;
-    }
-    case PL_REC_HEAP: {
-        pl_rec_heap_t *h = &r->u.heap;
-        c_u64(c, &h->step);
-        c_i64(c, &h->live_bytes);
-        c_i64(c, &h->live_count);
-        c_u64(c, &h->n_alloc);
-        c_u64(c, &h->n_free);
-        c_u64(c, &h->alloc_bytes);
-        c_i64(c, &h->mmap_live_bytes);
-        c_i64(c, &h->mmap_live_count);
-        return true;
-    }
-    case PL_REC_HOST_ALLOC:
-        c_u64(c, &r->u.host_alloc.addr);
-        c_u64(c, &r->u.host_alloc.size);
-        c_u32(c, &r->u.host_alloc.stack_id);
-        c_u32(c, &r->u.host_alloc.tid);
-        c_u32(c, &r->u.host_alloc.kind);
-        if (c_more(c)) c_u64(c, &r->u.host_alloc.call_ordinal); /* 1.3 */
-        else r->u.host_alloc.call_ordinal = PL_TRACE_NA;
-        return true;
+    case PL_REC_RSS: c_rss(c, &r->u.rss); return true;
+    case PL_REC_HEAP: c_heap(c, &r->u.heap); return true;
+    case PL_REC_HOST_ALLOC: c_host_alloc(c, &r->u.host_alloc); return true;
     case PL_REC_HOST_FREE:
         c_u64(c, &r->u.host_free.addr);
         c_u32(c, &r->u.host_free.tid);
@@ -160,69 +272,10 @@ static bool c_fields(codec_t *c, pl_trace_record_t *r) {
     case PL_REC_DEVICE_MAP:
     case PL_REC_DEVICE_UNMAP:
     case PL_REC_DEVICE_OOM: c_device(c, &r->u.device); return true;
-    case PL_REC_ALLOC_STATS: {
-        pl_rec_alloc_stats_t *s = &r->u.alloc_stats;
-        c_u32(c, &s->allocator_id);
-        c_i32(c, &s->device);
-        c_u64(c, &s->step);
-        c_i64(c, &s->allocated_bytes);
-        c_i64(c, &s->allocated_bytes_peak);
-        c_i64(c, &s->reserved_bytes);
-        c_i64(c, &s->reserved_bytes_peak);
-        c_i64(c, &s->active_bytes);
-        c_i64(c, &s->inactive_split_bytes);
-        c_i64(c, &s->requested_bytes);
-        c_i64(c, &s->n_allocations);
-        c_i64(c, &s->n_segments);
-        c_i64(c, &s->num_alloc_retries);
-        c_i64(c, &s->num_ooms);
-        c_i64(c, &s->num_device_alloc);
-        c_i64(c, &s->num_device_free);
-        c_u64(c, &s->largest_free_bytes);
-        c_u64(c, &s->capacity_bytes);
-        c_f64(c, &s->fragmentation);
-        return true;
-    }
-    case PL_REC_STACK: {
-        pl_rec_stack_t *s = &r->u.stack;
-        c_u32(c, &s->stack_id);
-        c_u32(c, &s->n_frames);
-        if (s->n_frames > PL_TRACE_MAX_FRAMES) {
-            c->bad = true;
-            return true;
-        }
-        c_bytes(c, s->pcs, (size_t)s->n_frames * 8);
-        if (c_more(c)) { /* 1.5 */
-            c_u32(c, &s->n_py);
-            if (s->n_py > PL_TRACE_MAX_FRAMES - s->n_frames) {
-                c->bad = true;
-                return true;
-            }
-            c_bytes(c, s->py, (size_t)s->n_py * 4);
-        }
-        return true;
-    }
-    case PL_REC_FRAME:
-        c_u64(c, &r->u.frame.pc);
-        c_u32(c, &r->u.frame.module_id);
-        c_u64(c, &r->u.frame.module_offset);
-        c_str(c, &r->u.frame.symbol, PL_TRACE_MAX_SYMBOL_BYTES);
-        c_u64(c, &r->u.frame.symbol_offset);
-        return true;
-    case PL_REC_MODULE:
-        c_u32(c, &r->u.module.module_id);
-        c_u64(c, &r->u.module.base);
-        c_str(c, &r->u.module.path, PL_STR_MAX_BYTES);
-        if (c_more(c)) { /* 1.1 */
-            c_str(c, &r->u.module.build_id, 128);
-            c_u64(c, &r->u.module.file_size);
-            c_i64(c, &r->u.module.file_mtime_ns);
-        } else {
-            r->u.module.build_id = "";
-            r->u.module.file_size = PL_TRACE_NA;
-            r->u.module.file_mtime_ns = 0;
-        }
-        return true;
+    case PL_REC_ALLOC_STATS: c_alloc_stats(c, &r->u.alloc_stats); return true;
+    case PL_REC_STACK: c_stack(c, &r->u.stack); return true;
+    case PL_REC_FRAME: c_frame(c, &r->u.frame); return true;
+    case PL_REC_MODULE: c_module(c, &r->u.module); return true;
     case PL_REC_THREAD_NAME:
         c_u32(c, &r->u.thread_name.tid);
         c_str(c, &r->u.thread_name.name, 63);
@@ -232,53 +285,9 @@ static bool c_fields(codec_t *c, pl_trace_record_t *r) {
         c_u64(c, &r->u.lost.n_bytes);
         return true;
     case PL_REC_EXEC: c_str(c, &r->u.exec.path, PL_STR_MAX_BYTES); return true;
-    case PL_REC_PYFRAME:
-        c_u32(c, &r->u.pyframe.pyframe_id);
-        c_i32(c, &r->u.pyframe.line);
-        c_str(c, &r->u.pyframe.file, PL_STR_MAX_BYTES);
-        c_str(c, &r->u.pyframe.function, PL_STR_MAX_BYTES);
-        return true;
-    case PL_REC_RETENTION: {
-        pl_rec_retention_t *q = &r->u.retention;
-        c_u32(c, &q->census);
-        c_u32(c, &q->flags);
-        c_u64(c, &q->step);
-        c_u64(c, &q->items);
-        c_u64(c, &q->nodes);
-        c_u64(c, &q->bytes);
-        c_i32(c, &q->line);
-        c_str(c, &q->path, 255);
-        c_str(c, &q->what, 255);
-        c_str(c, &q->kind, 31);
-        c_str(c, &q->file, 1023);
-        c_str(c, &q->fix, 255);
-        if (c_more(c)) { /* 1.9 */
-            c_u32(c, &q->n_ranges);
-            if (q->n_ranges > PL_RETENTION_MAX_RANGES) {
-                c->bad = true;
-                return true;
-            }
-            for (uint32_t i = 0; i < q->n_ranges; i++) {
-                c_u64(c, &q->range_addr[i]);
-                c_u64(c, &q->range_bytes[i]);
-            }
-        } else {
-            q->n_ranges = 0;
-        }
-        return true;
-    }
-    case PL_REC_AGGREGATE: {
-        pl_rec_aggregate_t *q = &r->u.aggregate;
-        c_u32(c, &q->what);
-        c_u32(c, &q->stack_id);
-        c_u64(c, &q->step_first);
-        c_u64(c, &q->step_last);
-        c_u64(c, &q->n);
-        c_u64(c, &q->bytes);
-        c_u64(c, &q->n_sized);
-        c_u64(c, &q->n_8mod16);
-        return true;
-    }
+    case PL_REC_PYFRAME: c_pyframe(c, &r->u.pyframe); return true;
+    case PL_REC_RETENTION: c_retention(c, &r->u.retention); return true;
+    case PL_REC_AGGREGATE: c_aggregate(c, &r->u.aggregate); return true;
     }
     return false;
 }

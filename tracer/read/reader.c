@@ -20,6 +20,7 @@
 
 #include "crc.h"
 #include "event.h"
+#include "grow.h"
 
 struct pl_trace_reader {
     int fd;                 /* -1 for a memory source */
@@ -182,14 +183,7 @@ static int load_chunk(pl_trace_reader_t *r) {
     if (v[1] > PL_TRACE_MAX_CHUNK_BYTES)
         return stop(r, off, "chunk length %u exceeds the maximum %u", v[1], PL_TRACE_MAX_CHUNK_BYTES);
     if (v[3] != r->next_seq) return stop(r, off, "chunk sequence %u, expected %u", v[3], r->next_seq);
-    if (v[1] > r->chunk_cap) {
-        size_t cap = r->chunk_cap ? r->chunk_cap : 65536;
-        while (cap < v[1]) cap *= 2;
-        uint8_t *b = realloc(r->chunk, cap);
-        if (!b) return r->status = -ENOMEM;
-        r->chunk = b;
-        r->chunk_cap = cap;
-    }
+    if (pl_grow_first((void **)&r->chunk, &r->chunk_cap, v[1], 1, 65536)) return r->status = -ENOMEM;
     n = src_read(r, off + sizeof h, r->chunk, v[1]);
     if (n < 0) return r->status = (int)n;
     if ((size_t)n < v[1] && r->follow) return 0; /* r->offset unchanged: read again from this header */

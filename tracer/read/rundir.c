@@ -24,6 +24,7 @@
 #include <plateau/trace.h>
 
 #include "event.h"
+#include "grow.h"
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
@@ -34,15 +35,9 @@ static bool has_suffix(const char *s, const char *suf) {
 
 static int push(char ***v, size_t *n, size_t *cap, char *s) {
     if (!s) return -ENOMEM;
-    if (*n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 16;
-        char **nv = realloc(*v, nc * sizeof *nv);
-        if (!nv) {
-            free(s);
-            return -ENOMEM;
-        }
-        *v = nv;
-        *cap = nc;
+    if (pl_grow((void **)v, cap, *n + 1, sizeof **v)) {
+        free(s);
+        return -ENOMEM;
     }
     (*v)[(*n)++] = s;
     return 0;
