@@ -425,16 +425,36 @@ static const char *who(const pl_report_t *r, const pl_report_process_t *p, char 
     return buf;
 }
 
+/* Is p a member of a pool that leaks or grows slowly (docs/verdict.md §8)? Then the pool says it, on its trainer's
+ * steps: the workers of one loader grow together, and which of them a run names on its own must not change between
+ * identical runs (a worker whose loop period detection found has steps of its own, one that it did not has time
+ * buckets, too few to decide). */
+static bool said_by_pool(const pl_report_t *r, const pl_report_process_t *p) {
+    if (p->pool_pid <= 0 || p->n_pool || p->role != PL_ROLE_WORKER) return false;
+    for (size_t i = 0; i < r->n_procs; i++) {
+        const pl_report_process_t *q = r->procs[i];
+        if (q->n_pool && q->pid == p->pool_pid && !strcmp(q->node, p->node) &&
+            (q->verdict.kind == PL_PV_LEAK || q->verdict.kind == PL_PV_SLOW_GROWTH))
+            return true;
+    }
+    return false;
+}
+
 void pl_report_run_verdict(pl_report_t *r) {
     pl_run_verdict_t *rv = &r->verdict;
     memset(rv, 0, sizeof *rv);
     rv->proc = -1;
     long slow_proc = -1;
     /* Main processes decide; a worker counts only when it leaks (or grows slowly): a worker that never steps and
-     * lives a second cannot be "not decided", and its undecided series are not the run's. */
+     * lives a second cannot be "not decided", and its undecided series are not the run's. A member of a pool that
+     * grows is counted in its pool. */
     for (size_t i = 0; i < r->n_procs; i++) {
         const pl_report_process_t *p = r->procs[i];
         const pl_proc_verdict_t *v = &p->verdict;
+        if (said_by_pool(r, p)) {
+            rv->n_workers++;
+            continue;
+        }
         if (v->kind == PL_PV_LEAK) rv->n_leaking++;
         if (v->kind == PL_PV_SLOW_GROWTH) {
             rv->n_slow++;

@@ -113,6 +113,8 @@ typedef struct pl_report_process {
                                  * one count-by-name line of the text report (reports/extract.c, docs/verdict.md) */
     size_t n_pool;              /* > 0: not a process but the pool of n_pool long-lived workers of process pid,
                                  * their summed live heap on its steps (role worker) */
+    int64_t pool_pid;           /* > 0: a member of the pool of process pool_pid on the same node (set by the front
+                                 * end): when that pool leaks, the run verdict says so once, as the pool's */
     size_t n_gen;               /* > 0: not a process but n_gen generations of short-lived workers of process pid
                                  * (a validation loader's: started together, exited after the pass), one point per
                                  * generation on its steps, judged by reports/generations.c (role worker) */

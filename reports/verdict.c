@@ -3,8 +3,9 @@
  * Order of the rules matters and encodes the product's priorities: a false "leak" on a warmup is the worst error
  * (it sends users chasing ghosts: corpus series seed003_*, a real run that grew for 90 steps, then stayed flat),
  * so "leak" needs a confirmed regime, a long enough tail, a significant Mann-Kendall test, a Sen interval above
- * zero, a slope above the practical threshold and a rise clear of the noise. Growth since the first step is warmup until it has lasted warmup_allow_steps; geometrically decelerating
- * growth is "settling", not a leak.
+ * zero, a slope above the practical threshold and a rise clear of the noise. Growth since the first step (or since
+ * a jump at the first steps) is warmup until it has lasted warmup_allow_steps; geometrically decelerating growth is
+ * "settling", not a leak.
  */
 #include "verdict.h"
 
@@ -142,9 +143,12 @@ static int fit_tail(const double *x, const double *y, size_t n, size_t from, con
     /* A rise of RISE_SIGMAS_CERTAIN noise widths is a trend whatever the autocorrelation correction says: the
      * correction's AR(1) bound inflates the variance up to 99x when the residuals of a near-perfect line are a
      * regular pattern (one heap sample per step at the same phase), which called a straight 64 KiB/step climb
-     * "noisy, not significant"; autocorrelated wander rises a few noise widths over a tail, not hundreds. */
+     * "noisy, not significant"; autocorrelated wander rises a few noise widths over a tail, not hundreds. The same
+     * inflation widens Sen's interval, to no lower bound at all on a tail of 100 points (the part after the warmup
+     * allowance): the interval's lower bound and the trend test are one piece of evidence, and both yield to it. */
     bool certain = rise > 0 && rise >= RISE_SIGMAS_CERTAIN * noise;
-    f->growing = (f->t.p_up < p->alpha || certain) && f->t.slope_lo > 0 && f->t.slope >= f->thr && f->t.slope > 0 &&
+    f->growing = (f->t.p_up < p->alpha || certain) && (f->t.slope_lo > 0 || certain) && f->t.slope >= f->thr &&
+                 f->t.slope > 0 &&
                  rise >= (vs_before ? RISE_SIGMAS : RISE_SIGMAS_AFTER_WARMUP) * noise;
     f->flat = f->t.slope_hi < f->thr || (f->thr == 0 && f->t.slope_hi <= 0);
     return 0;
@@ -213,6 +217,14 @@ static bool recent_onset(const double *x, const double *y, size_t n, size_t from
     *from_out = k;
     return true;
 }
+
+/* Is the regime change that warmup detection found only a jump at the start (the model's weights at the first
+ * step, the first batch at the second: the tail starts within 2 steps of the first point)? A jump is no warmup that
+ * ended: a cache that keeps filling after it is still warming up, so growth after the jump gets the allowance of
+ * rule 2 like growth since the first step (docs/verdict.md §4). A ramp over more steps (a warmup of 10 steps, then
+ * a leak) keeps its own end, and so does a series whose points are wider than a step (a sawtooth's periods, the
+ * bins of a long run): there the jump lies within the first point. */
+static bool jump_at_start(const double *x, size_t from) { return from > 0 && x[from] - x[0] <= 2; }
 
 int pl_verdict_classify(const pl_series_t *s, const pl_verdict_params_t *pp, pl_verdict_t *out) {
     if (!s || !out || (s->n_points && !s->points)) return -EINVAL;
@@ -301,9 +313,9 @@ int pl_verdict_classify(const pl_series_t *s, const pl_verdict_params_t *pp, pl_
     if (rc) goto done;
     int64_t span = v.last_step - (int64_t)x[from];
 
-    if (!w.found && !f.flat) {
-        /* One regime since the first step and not flat: a warmup cannot be excluded until growth has outlasted
-         * warmup_allow_steps; then judge only what came after the allowance. */
+    if ((!w.found || jump_at_start(x, from)) && !f.flat) {
+        /* One regime since the first step (or since a jump at the first step) and not flat: a warmup cannot be
+         * excluded until growth has outlasted warmup_allow_steps; then judge only what came after the allowance. */
         int64_t allow_end = v.first_step + p.warmup_allow_steps;
         if (v.last_step - allow_end < p.min_tail_steps) {
             v.undecided = PL_UNDECIDED_WARMUP;

@@ -117,6 +117,51 @@ static void test_verdict_linear_growth_becomes_leak_after_allowance(void **state
     free(s);
 }
 
+/* A jump at the first step (the model's weights, the first batch: 20 MB -> 500 MB), then a cache that keeps filling
+ * (+100 MB over steps 2..130, then flat). The jump is no end of warmup: until the allowance has passed, the run is
+ * "not decided (warmup)", never a leak; once the cache has stopped, a plateau. A leak right after the same jump is
+ * still a leak, judged after the allowance. */
+static double jump_then(double t, const double *k) { /* k: before, after, fill bytes, fill end step, leak/step */
+    if (t < 1.5) return k[0];
+    return k[1] + k[2] * (t < k[3] ? (t - 2) / (k[3] - 2) : 1.0) + k[4] * (t - 2);
+}
+
+static void test_verdict_first_step_jump_keeps_warmup_allowance(void **state) {
+    (void)state;
+    const double cache[] = {20e6, 500e6, 100e6, 130, 0};
+    for (uint64_t seed = 1; seed <= 5; seed++) {
+        pl_sample_t *s = synth_series(seed, 300, jump_then, cache, 0.002, 0, 0);
+        for (size_t n = 60; n <= 100; n += 20) { /* still filling at the last step */
+            pl_verdict_t v = run(s, n, NULL);
+            if (v.kind != PL_VERDICT_INCONCLUSIVE || v.undecided != PL_UNDECIDED_WARMUP)
+                fail_msg("seed %llu, %zu steps: %s/%s (tail from step %lld)", (unsigned long long)seed, n,
+                         pl_verdict_name(v.kind), pl_verdict_undecided_name(v.undecided),
+                         (long long)v.tail_start_step);
+            assert_int_equal(v.more_steps, 1 + 100 + 40 - (int64_t)n);
+        }
+        pl_verdict_t v = run(s, 300, NULL);
+        if (v.kind != PL_VERDICT_PLATEAU)
+            fail_msg("seed %llu, 300 steps: %s/%s", (unsigned long long)seed, pl_verdict_name(v.kind),
+                     pl_verdict_undecided_name(v.undecided));
+        assert_true(v.warmup_end_step >= 120 && v.warmup_end_step <= 140);
+        free(s);
+    }
+    const double leak[] = {20e6, 500e6, 0, 130, 1e6};
+    for (uint64_t seed = 1; seed <= 5; seed++) {
+        pl_sample_t *s = synth_series(seed, 300, jump_then, leak, 0.002, 0, 0);
+        pl_verdict_t v = run(s, 300, NULL);
+        if (v.kind != PL_VERDICT_LEAK)
+            fail_msg("seed %llu: leak after the jump is %s/%s", (unsigned long long)seed, pl_verdict_name(v.kind),
+                     pl_verdict_undecided_name(v.undecided));
+        assert_true(v.tail_start_step >= 101);
+        assert_true(fabs(v.slope_per_step - 1e6) < 0.1e6);
+        v = run(s, 100, NULL); /* within the allowance: growth since the jump could still be a warmup */
+        assert_int_equal(v.kind, PL_VERDICT_INCONCLUSIVE);
+        assert_int_equal(v.undecided, PL_UNDECIDED_WARMUP);
+        free(s);
+    }
+}
+
 static void test_verdict_flat_and_settling(void **state) {
     (void)state;
     const double flat[] = {8e9};
@@ -203,6 +248,7 @@ int main(void) {
         cmocka_unit_test(test_verdict_planted_plateau_not_a_leak),
         cmocka_unit_test(test_verdict_seed003_run1_is_inconclusive),
         cmocka_unit_test(test_verdict_linear_growth_becomes_leak_after_allowance),
+        cmocka_unit_test(test_verdict_first_step_jump_keeps_warmup_allowance),
         cmocka_unit_test(test_verdict_flat_and_settling),
         cmocka_unit_test(test_verdict_short_and_empty),
         cmocka_unit_test(test_verdict_time_buckets_without_steps),
