@@ -638,13 +638,39 @@ def unit_tensors():
             return {-1: 1}
         ts.count_tensors = slow_count
         sent = []
-        ts._budget, ts._next_count, ts.n_counts, ts.count_seconds = 0.01, 0.0, 0, 0.0
-        for _ in range(2000):
-            ts.tensors(lambda *a: sent.append(a))
-            clock[0] += 0.001
-        assert 3 <= ts.n_counts <= 5, ts.n_counts
-        assert ts.count_seconds / clock[0] <= 0.01 + 0.005 / clock[0], (ts.count_seconds, clock[0])
+
+        def run(budget, step_s, n, started):
+            """n boundaries step_s apart, the process started `started` s before the first; the counts' boundaries."""
+            ts._budget, ts._next_count, ts.n_counts, ts.count_seconds = budget, 0.0, 0, 0.0
+            ts._boundaries = ts._last_boundary = 0
+            ts._last_took, ts._t_start = 0.0, clock[0] - started
+            at = []
+            for k in range(1, n + 1):
+                before = ts.n_counts
+                ts.tensors(lambda *a: sent.append(a))
+                if ts.n_counts > before:
+                    at.append(k)
+                clock[0] += step_s
+            return at
+
+        # 2000 boundaries 1 ms apart, 1 % budget, the process just started: the early rule's 5 % of a 2 s run
+        # (about 20 counts of 5 ms), not more
+        at = run(0.01, 0.001, 2000, 0.0)
+        assert 10 <= len(at) <= 22, at
+        assert ts.count_seconds <= 0.05 * clock[0] + 0.005, (ts.count_seconds, clock[0])
         assert len(sent) == ts.n_counts and sent[0][0] == ts.SRC_TORCH_TENSORS and sent[0][1] == -1
+        # a long run: 40,000 boundaries of 10 ms: the early rule's counts grow with log(steps), and the share of
+        # the wall time tends to the budget: under 1.5 % over 400 s
+        clock[0] = 0.0
+        at = run(0.01, 0.010, 40000, 1.0)
+        assert ts.count_seconds <= 0.015 * clock[0], (ts.count_seconds, clock[0])
+        # a short run that must be judged: 300 boundaries of 20 ms (torch imported 1 s before): a verdict needs 8
+        # points after the 100-step warmup allowance, spread to the end; at most 5 % of the wall time
+        clock[0] = 0.0
+        at = run(0.01, 0.020, 300, 1.0)
+        late = [k for k in at if k > 101]
+        assert len(late) >= 8 and at[-1] >= 270 and at[:4] == [1, 2, 3, 4], at
+        assert ts.count_seconds <= 0.05 * (clock[0] + 1.0), (ts.count_seconds, clock[0])
         ts._budget, ts._next_count, ts.n_counts = 0.0, 0.0, 0  # PLATEAU_TENSOR_BUDGET=0: never
         for _ in range(10):
             ts.tensors(lambda *a: None)
@@ -652,12 +678,14 @@ def unit_tensors():
         ts.count_tensors = real_count
     finally:
         ts.time = __import__("time")
-        ts._budget = None
+        ts._budget = ts._t_start = None
+        ts._boundaries = ts._last_boundary = 0
         if saved is None:
             del sys.modules["torch"]
         else:
             sys.modules["torch"] = saved
-    print("ok: unit: live tensors counted by type (subclasses, no attribute reads); 1 % budget: 4 counts in 2 s")
+    print("ok: unit: live tensors counted by type (subclasses, no attribute reads); 1 % budget: the early rule's "
+          "5 % in a 2 s run, under 1.5 % over 400 s, 8+ counts after step 101 of 300 steps of 20 ms")
 
 
 def mode_unit(argv):

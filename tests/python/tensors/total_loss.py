@@ -1,0 +1,39 @@
+"""An unmodified PyTorch CPU training loop for python.autograd: a small MLP regressor under Adam.
+
+--keep-graph: the classic `total_loss += loss` (the loss not detached: each step's autograd graph stays reachable
+from total_loss.grad_fn); without it the loop accumulates `loss.item()`, the healthy form. --steps N (default 300).
+Prints the mean loss, a number, the same with and without plateau.
+"""
+import argparse
+
+import torch
+
+p = argparse.ArgumentParser()
+p.add_argument("--steps", type=int, default=300)
+p.add_argument("--keep-graph", action="store_true")
+args = p.parse_args()
+
+torch.manual_seed(0)
+torch.set_num_threads(1)
+model = torch.nn.Sequential(torch.nn.Linear(128, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256), torch.nn.ReLU(),
+                            torch.nn.Linear(256, 1))  # (B,128) -> (B,1)
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+w = torch.randn(128, 1)
+
+
+def train(steps):
+    total_loss = 0.0
+    for step in range(steps):
+        x = torch.randn(64, 128)
+        loss = (model(x) - x @ w).pow(2).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if args.keep_graph:
+            total_loss += loss  # keeps the graph: total_loss.grad_fn -> every step's nodes
+        else:
+            total_loss += loss.item()
+    return float(total_loss) / steps
+
+
+print("%.3f" % train(args.steps))
