@@ -34,6 +34,8 @@ Usage: test_python.py MODE [ARGS]   (meson passes the paths in the environment, 
                                      the report's device series, the refusals, outside plateau run, torch 1.13
   tensors                            live tensors per step (PLATEAU_TENSOR_BUDGET=1), a tensor leak found, the
                                      default budget counting rarely
+  autograd [N]                       `total_loss += loss` on a real loop: the autograd metric leaks (+12 nodes/step),
+                                     LEAK, retained graphs named; `loss.item()`: flat; N runs each (default 5)
   callbacks_real                     the callbacks are the real frameworks' types; a real transformers Trainer
                                      (tests/python/hf_trainer.py) gets exact steps and marks
   lightning_real [PACKAGE...]        a real Lightning Trainer, 1.x and 2.x (tests/python/lightning_trainer.py), with
@@ -819,6 +821,52 @@ def mode_tensors(argv):
         n = len(m["tensors"]["series"])
         assert 1 <= n < 200, n
         print(f"ok: default 1 % budget: tensors counted at {n} of 200 steps")
+
+
+AUTOGRAD_PY = os.path.join(SRC, "tests", "python", "tensors", "total_loss.py")
+
+
+def mode_autograd(argv):
+    """What autograd keeps, on a real training loop (tests/python/tensors/total_loss.py, unmarked), 5 times each:
+    `total_loss += loss` keeps every step's graph through total_loss.grad_fn, invisible to the gc count: the
+    autograd metric grows by the step's 12 nodes, the process reads LEAK on it and the diagnosis names the retained
+    graphs; the same loop accumulating `loss.item()` has a flat autograd metric and no finding about tensors.
+    PLATEAU_TENSOR_BUDGET=0.1 (early rule: half the wall time) so that the 250 fast steps get counts to the end
+    on a loaded machine; the default budget's schedule is checked by `unit` with a fake clock."""
+    need_torch()
+    runs = int(argv[0]) if argv else 5
+    args = ["--steps", "250", "--hidden", "64"]
+    want = subprocess.run([TORCH_PY, AUTOGRAD_PY] + args, capture_output=True, text=True, timeout=120).stdout
+    with tempfile.TemporaryDirectory(prefix="pl-py-autograd-") as tmp:
+        seen = []
+        for i in range(runs):
+            for keep in (True, False):
+                name = "%s%d" % ("keep" if keep else "item", i)
+                d, r = plateau_run(tmp, name, [TORCH_PY, AUTOGRAD_PY] + args + (["--keep-graph"] if keep else []),
+                                   env=clean_env(PLATEAU_TENSOR_BUDGET="0.1"))
+                if not keep:
+                    assert r.stdout == want, f"{name}: the program's output changed: {r.stdout!r} != {want!r}"
+                row, m, out = report_row(d, name)
+                ag = m.get("autograd")
+                assert ag is not None, f"{name}: no autograd metric: {sorted(m)}"
+                dx = [x["text"] for x in row["diagnosis"] if x["code"] == "retained-tensors"]
+                if keep:
+                    assert ag["verdict"] == "leak" and ag["leak"]["per_step"] == 12, (name, ag["verdict"],
+                                                                                    ag.get("leak"), ag["series"])
+                    assert row["verdict"]["kind"] == "leak", (name, row["verdict"])
+                    assert dx and "autograd nodes" in dx[0] and "total_loss += loss" in dx[0], (name, codes(row))
+                    assert m["tensors"]["verdict"] != "leak", "the gc count grew: the case is not the hidden one"
+                    seen.append(("keep", ag["verdict"], row["verdict"]["kind"], row["verdict"]["metric"]))
+                else:
+                    assert ag["verdict"] == "flat", (name, ag["verdict"], ag["series"])
+                    assert m["tensors"]["verdict"] in ("flat", "plateau"), (name, m["tensors"]["verdict"])
+                    assert not dx and row["verdict"]["kind"] not in ("leak", "slow-growth"), (name, codes(row))
+                    seen.append(("item", ag["verdict"], row["verdict"]["kind"]))
+        n = len(m["autograd"]["series"])
+        print(f"ok: autograd, {runs} runs each: total_loss += loss: {sorted(set(x for x in seen if x[0] == 'keep'))}; "
+              f"loss.item(): {sorted(set(x for x in seen if x[0] == 'item'))}; {n} counts in the last run")
+        if runs > 1:
+            assert len(set(seen)) == 2, f"not the same answer in every run: {sorted(set(seen))}"
 
 
 # --------------------------------------------------------------------------------- plateau's allocator for torch

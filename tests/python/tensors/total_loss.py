@@ -1,7 +1,8 @@
 """An unmodified PyTorch CPU training loop for python.autograd: a small MLP regressor under Adam.
 
 --keep-graph: the classic `total_loss += loss` (the loss not detached: each step's autograd graph stays reachable
-from total_loss.grad_fn); without it the loop accumulates `loss.item()`, the healthy form. --steps N (default 300).
+from total_loss.grad_fn); without it the loop accumulates `loss.item()`, the healthy form. --steps N (default 300),
+--hidden H: the hidden layers' width (default 256).
 Prints the mean loss, a number, the same with and without plateau.
 """
 import argparse
@@ -11,12 +12,14 @@ import torch
 p = argparse.ArgumentParser()
 p.add_argument("--steps", type=int, default=300)
 p.add_argument("--keep-graph", action="store_true")
+p.add_argument("--hidden", type=int, default=256)
 args = p.parse_args()
 
 torch.manual_seed(0)
 torch.set_num_threads(1)
-model = torch.nn.Sequential(torch.nn.Linear(128, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256), torch.nn.ReLU(),
-                            torch.nn.Linear(256, 1))  # (B,128) -> (B,1)
+H = args.hidden
+model = torch.nn.Sequential(torch.nn.Linear(128, H), torch.nn.ReLU(), torch.nn.Linear(H, H), torch.nn.ReLU(),
+                            torch.nn.Linear(H, 1))  # (B,128) -> (B,1)
 opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 w = torch.randn(128, 1)
 
