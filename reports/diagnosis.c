@@ -190,7 +190,7 @@ static void device_rules(ctx_t *c) {
         char saved[160] = "", sz[32], t[80] = "";
         const pl_report_process_t *p = c->p;
         if (p->autograd_saved_bytes > 0)
-            snprintf(saved, sizeof saved, "; at the last count they saved %s%s in %lld tensors no live tensor holds",
+            snprintf(saved, sizeof saved, "; at the last count that read them, their nodes saved %s%s in %lld tensors (parameters left out)",
                      p->autograd_lower ? "at least " : "", pl_format_value((double)p->autograd_saved_bytes, true, sz,
                      sizeof sz), (long long)p->autograd_saved_n);
         else if (p->autograd_saved_bytes == 0)

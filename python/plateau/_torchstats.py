@@ -47,7 +47,8 @@ MAX_RELEASED_1X = 2      # saved tensors that cannot be read (released, modified
                          # reading stops: torch 1.x (~3 ms each: a C++ backtrace)
 MAX_RELEASED = 256       # ... torch >= 2 (a few microseconds each)
 F_NODES_CAPPED = 1       # (flags of the autograd figures, PLATEAU_STAT_RESERVED_BYTES of the host record)
-F_SAVED_PARTIAL = 2      # saved tensors were not all read (released by backward): the bytes are a lower bound
+F_SAVED_PARTIAL = 2      # saved tensors left unread (after failed reads: released by backward, modified in place):
+                         # the bytes are a lower bound
 
 _capacity = {}           # device -> total memory in bytes (NA when unknown)
 _budget = None           # fraction of wall time live tensor counts may take; 0 = off
@@ -199,9 +200,9 @@ def autograd_kept(torch, tensors, read=True):
     nodes save (_saved_* attributes), each once, less the parameters' (a tensor the graph saves may also have a
     Python object, which the graph keeps alive: it is counted here too). A saved tensor released by backward
     cannot be read, nor one modified in place since it was saved, and trying raises (on torch 1.x at ~3 ms each: a
-    C++ backtrace): graphs are read from their tops (roots no node points to), newest first, and after
-    MAX_RELEASED_1X (torch 1.x) or MAX_RELEASED such reads no more; a node left unread that may save tensors makes the bytes a lower
-    bound (F_SAVED_PARTIAL). At most MAX_NODES nodes (F_NODES_CAPPED: both figures are lower bounds). Saved tensors
+    C++ backtrace): graphs are read from their tops (roots no node points to), and after MAX_RELEASED_1X (torch
+    1.x) or MAX_RELEASED such reads no more; a node left unread that may save tensors makes the bytes a lower bound
+    (F_SAVED_PARTIAL). At most MAX_NODES nodes (F_NODES_CAPPED: both figures are lower bounds). Saved tensors
     and bytes are None when not `read`."""
     roots = []
     for t in tensors:
@@ -216,7 +217,9 @@ def autograd_kept(torch, tensors, read=True):
     visited = {}   # id -> node (held during the walk so ids stay unique)
     reached = set()  # ids of nodes some node points to: a root among them is inside another root's graph
     flags = 0
-    roots.reverse()  # the newest first (gc lists its youngest generation first, each in creation order)
+    roots.reverse()  # gc's order reversed (it lists its youngest generation first, each oldest first): in the tests
+    # this met an accumulator of unreleased graphs before the step's released loss; the order matters only while
+    # the failed reads are limited (torch 1.x)
     for root in roots:
         stack = [root]
         while stack:
