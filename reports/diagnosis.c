@@ -104,10 +104,13 @@ static size_t program_metrics(const ctx_t *c, pl_metric_t *out) {
     /* in this order; which of them count is pl_report_program_metric's one rule */
     static const pl_metric_t order[] = {PL_METRIC_DEV_TENSORS, PL_METRIC_DEV_ALLOCATED, PL_METRIC_HEAP_BYTES,
                                         PL_METRIC_HEAP_COUNT, PL_METRIC_RSS_ANON, PL_METRIC_RSS,
-                                        PL_METRIC_DEV_RESERVED};
+                                        PL_METRIC_DEV_RESERVED, PL_METRIC_AUTOGRAD};
     size_t n = 0;
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
-        if (M(c, order[i]) && pl_report_program_metric(c->p, order[i])) out[n++] = order[i];
+        if (M(c, order[i]) && pl_report_program_metric(c->p, order[i]) &&
+            (order[i] != PL_METRIC_AUTOGRAD || leak(c, order[i])))
+            out[n++] = order[i]; /* a sparse count of graph nodes joins when it leaks: its "not decided" (a few
+                                  * counts in a short run) does not hold back the live heap's verdict */
     return n;
 }
 static bool settled(const ctx_t *c, pl_metric_t m) {
@@ -183,7 +186,24 @@ static void device_rules(ctx_t *c) {
             "max_split_size_mb:128).",
             rate(c, PL_METRIC_DEV_INACTIVE_SPLIT, a, sizeof a));
     }
-    if (leak(c, PL_METRIC_TENSORS) && !leak(c, PL_METRIC_DEV_TENSORS)) {
+    if (leak(c, PL_METRIC_AUTOGRAD) && !leak(c, PL_METRIC_DEV_TENSORS)) {
+        char saved[160] = "", sz[32], t[80] = "";
+        const pl_report_process_t *p = c->p;
+        if (p->autograd_saved_bytes > 0)
+            snprintf(saved, sizeof saved, "; at the last count that read them, their nodes saved %s%s in %lld tensors (parameters left out)",
+                     p->autograd_lower ? "at least " : "", pl_format_value((double)p->autograd_saved_bytes, true, sz,
+                     sizeof sz), (long long)p->autograd_saved_n);
+        else if (p->autograd_saved_bytes == 0)
+            snprintf(saved, sizeof saved, "; %s saved tensors were found in them (backward frees what it used), so "
+                     "what is kept is the nodes themselves", p->autograd_lower ? "no readable" : "no");
+        if (leak(c, PL_METRIC_TENSORS)) snprintf(t, sizeof t, ", and live tensors grow %s",
+                                                  rate(c, PL_METRIC_TENSORS, a, sizeof a));
+        say(c, PL_DX_RETAINED_TENSORS,
+            "Retained autograd graphs: the autograd nodes that live tensors hold grow %s%s%s. Each step's graph "
+            "outlives its step: a loss accumulated without .item()/.detach() (`total_loss += loss`), or outputs "
+            "kept with their graphs.",
+            rate(c, PL_METRIC_AUTOGRAD, b, sizeof b), t, saved);
+    } else if (leak(c, PL_METRIC_TENSORS) && !leak(c, PL_METRIC_DEV_TENSORS)) {
         say(c, PL_DX_RETAINED_TENSORS,
             "Retained tensors: the live torch.Tensor count grows %s, so tensors outlive their step (outputs or "
             "losses appended to a list, a graph kept alive by a loss accumulated without .item()/.detach()).",
@@ -570,7 +590,7 @@ int pl_diagnosis_run(const pl_report_process_t *proc, const char *cut_reason, co
             say(&c, PL_DX_CUT_SHORT, "The run was cut short (%s); the verdicts use what was recorded up to %s %lld.",
                 cut_reason, pv.by_time ? "second" : "step", (long long)last);
     }
-    pl_metric_t pm[8];
+    pl_metric_t pm[PL_METRIC__COUNT];
     size_t n_pm = program_metrics(&c, pm);
     device_rules(&c);
     size_t before_host = c.n;

@@ -227,7 +227,7 @@ typedef struct stack {
 
 enum { A_RSS, A_ANON, A_FILE, A_SHMEM, A_PSS, A_HEAP, A_HEAPN, A_CGROUP, A_DEVUSED,
        A_ST_ALLOC, A_ST_RES, A_ST_TENS, A_EV_ALLOC, A_EV_TENS, A_EV_RES, A_EV_DRV, A_OTHER,
-       A_PY_TENS, A_ST_ACTIVE, A_ST_SPLIT, A_PY_TENS_CUDA, A__N };
+       A_PY_TENS, A_ST_ACTIVE, A_ST_SPLIT, A_PY_TENS_CUDA, A_PY_AUTOGRAD, A__N };
 
 typedef struct side { agg_t a[A__N]; } side_t; /* one set keyed by step, one by time bucket */
 
@@ -251,6 +251,9 @@ typedef struct state {
     /* live torch.Tensor objects per CUDA device in the bootstrap's latest count (on_tensor_count) */
     int64_t cuda_tensors[MAX_TENSOR_DEVICES];
     bool cuda_pending, seen_cuda_tensors;
+    bool seen_autograd;      /* a host count with its autograd figures (n_segments: nodes) */
+    bool seen_saved;         /* one of them read the saved tensors */
+    int64_t autograd_bytes, autograd_n, autograd_flags; /* the last such count's saved bytes, storages, flags */
     uint64_t cuda_step;      /* step and time of the pending count */
     int64_t cuda_t;
     int64_t ev_alloc, ev_tens, ev_res, ev_drv;  /* running device totals from events */
@@ -429,6 +432,16 @@ static int on_tensor_count(state_t *s, const pl_trace_record_t *rec) {
         int rc = flush_cuda_tensors(s);
         if (s->seen_cuda_tensors) start_cuda_count(s, q->step, rec->t_ns); /* 0 unless devices follow */
         s->seen_py_tensors = true;
+        if (stat_or(q->n_segments) >= 0) { /* what autograd keeps (docs/python.md, "What autograd keeps") */
+            s->seen_autograd = true;
+            if (stat_or(q->allocated_bytes) >= 0) { /* saved tensors read at this count (NA: not read) */
+                s->seen_saved = true;
+                s->autograd_bytes = stat_or(q->allocated_bytes);
+                s->autograd_n = stat_or(q->active_bytes);
+                s->autograd_flags = stat_or(q->reserved_bytes);
+            }
+            if (put(s, A_PY_AUTOGRAD, q->step, rec->t_ns, (double)q->n_segments)) return -ENOMEM;
+        }
         return rc | (put(s, A_PY_TENS, q->step, rec->t_ns, (double)q->n_allocations) ? -ENOMEM : 0);
     }
     if (q->device < 0 || q->device >= MAX_TENSOR_DEVICES) return 0;
@@ -1194,6 +1207,14 @@ static int finish(state_t *s, pl_report_process_t *row) {
     if (s->seen_stats && s->seen_split) src[PL_METRIC_DEV_INACTIVE_SPLIT] = A_ST_SPLIT;
     if (s->seen_py_tensors) src[PL_METRIC_TENSORS] = A_PY_TENS;
     if (s->seen_cuda_tensors) src[PL_METRIC_TENSORS_CUDA] = A_PY_TENS_CUDA;
+    if (s->seen_autograd) {
+        src[PL_METRIC_AUTOGRAD] = A_PY_AUTOGRAD;
+        if (s->seen_saved) {
+            row->autograd_saved_bytes = s->autograd_bytes;
+            row->autograd_saved_n = s->autograd_n;
+            row->autograd_lower = s->autograd_flags > 0; /* nodes capped or saved tensors left unread */
+        }
+    }
     for (size_t i = 0; i < s->n_astats; i++) {
         const astat_t *a = &s->astats[i];
         if (a->retries >= 0) row->dev_alloc_retries = (row->dev_alloc_retries < 0 ? 0 : row->dev_alloc_retries) +

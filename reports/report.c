@@ -14,14 +14,14 @@
 static const char *metric_names[PL_METRIC__COUNT] = {
     "rss", "rss.anon", "rss.file", "rss.shmem", "pss", "heap.bytes", "heap.count",
     "dev.allocated", "dev.reserved", "dev.tensors", "dev.other", "cgroup", "tensors", "dev.active",
-    "dev.inactive_split", "tensors.cuda",
+    "dev.inactive_split", "tensors.cuda", "autograd",
 };
 
 const char *pl_metric_name(pl_metric_t m) { return (unsigned)m < PL_METRIC__COUNT ? metric_names[m] : "?"; }
 
 bool pl_metric_is_bytes(pl_metric_t m) {
     return m != PL_METRIC_HEAP_COUNT && m != PL_METRIC_DEV_TENSORS && m != PL_METRIC_TENSORS &&
-           m != PL_METRIC_TENSORS_CUDA;
+           m != PL_METRIC_TENSORS_CUDA && m != PL_METRIC_AUTOGRAD;
 }
 
 static const char *pverdict_names[PL_PV__COUNT] = {"no-data", "no-leak", "slow-growth", "undecided", "leak"};
@@ -81,6 +81,7 @@ pl_report_process_t *pl_report_add_process(pl_report_t *r, int64_t pid, int32_t 
     p->local_rank = -1;
     snprintf(p->name, sizeof p->name, "%s", name ? name : "");
     p->dev_alloc_retries = p->dev_ooms = -1;
+    p->autograd_saved_bytes = p->autograd_saved_n = -1;
     r->procs[r->n_procs++] = p;
     return p;
 }
@@ -137,6 +138,7 @@ static double metric_limit(const pl_report_t *r, pl_metric_t m, const char **sou
     case PL_METRIC_DEV_TENSORS:
     case PL_METRIC_TENSORS:
     case PL_METRIC_TENSORS_CUDA:
+    case PL_METRIC_AUTOGRAD:
         return 0;
     default:
         if (l->cgroup_bytes > 0 && (l->host_bytes <= 0 || l->cgroup_bytes < l->host_bytes)) {
@@ -212,7 +214,8 @@ bool pl_report_program_metric(const pl_report_process_t *p, pl_metric_t m) {
     case PL_METRIC_HEAP_BYTES:
     case PL_METRIC_HEAP_COUNT:
     case PL_METRIC_DEV_ALLOCATED:
-    case PL_METRIC_DEV_TENSORS: return true;
+    case PL_METRIC_DEV_TENSORS:
+    case PL_METRIC_AUTOGRAD: return true;
     case PL_METRIC_RSS_ANON:
     case PL_METRIC_RSS:
         if (p->metrics[PL_METRIC_HEAP_BYTES].present || p->metrics[PL_METRIC_HEAP_COUNT].present) return false;

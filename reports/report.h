@@ -37,6 +37,7 @@ typedef enum pl_metric {
     PL_METRIC_DEV_ACTIVE,     /* device bytes in active blocks (torch's caching allocator) */
     PL_METRIC_DEV_INACTIVE_SPLIT, /* device bytes in inactive parts of split blocks: fragmentation */
     PL_METRIC_TENSORS_CUDA,   /* live torch.Tensor objects on CUDA devices, summed over the process's devices */
+    PL_METRIC_AUTOGRAD,       /* autograd graph nodes the live torch.Tensor objects hold (with the host count) */
     PL_METRIC__COUNT
 } pl_metric_t;
 
@@ -137,6 +138,11 @@ typedef struct pl_report_process {
     /* torch's caching allocator (torch.cuda.memory_stats through the Python bootstrap): cumulative counters at the
      * last snapshot, summed over devices; -1 = not recorded. Set before pl_report_analyze. */
     int64_t dev_alloc_retries, dev_ooms;
+    /* what the autograd graphs of the live tensors save (the Python bootstrap's last count with them): bytes and
+     * storages held by no live tensor, -1 = not recorded; autograd_lower: the bytes are a lower bound (saved
+     * tensors left unread, or the node walk capped). Set before pl_report_analyze. */
+    int64_t autograd_saved_bytes, autograd_saved_n;
+    bool autograd_lower;
     pl_report_mark_t *marks;    /* n_marks in trace order, owned (pl_report_add_mark) */
     size_t n_marks, cap_marks;
     uint64_t n_marks_dropped;   /* marks past PL_REPORT_MAX_MARKS, counted only */
@@ -204,7 +210,8 @@ int pl_report_set_samples(pl_report_process_t *p, pl_metric_t m, const pl_sample
 int pl_report_analyze(pl_report_t *r);
 
 /* "rss", "rss.anon", "rss.file", "rss.shmem", "pss", "heap.bytes", "heap.count", "dev.allocated", "dev.reserved",
- * "dev.tensors", "dev.other", "cgroup", "tensors", "dev.active", "dev.inactive_split", "tensors.cuda"; "?" out of
+ * "dev.tensors", "dev.other", "cgroup", "tensors", "dev.active", "dev.inactive_split", "tensors.cuda",
+ * "autograd"; "?" out of
  * range. */
 const char *pl_metric_name(pl_metric_t m);
 /* false for counts (heap.count, dev.tensors). */

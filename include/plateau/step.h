@@ -49,7 +49,10 @@ PL_STEP_API void plateau_mark(const char *label);
 
 /* Sources of plateau_alloc_stats(). */
 #define PLATEAU_STATS_TORCH_CUDA 1    /* torch's CUDA caching allocator: torch.cuda.memory_stats(device) */
-#define PLATEAU_STATS_TORCH_TENSORS 2 /* live torch.Tensor objects counted by the Python bootstrap; device -1 = CPU */
+#define PLATEAU_STATS_TORCH_TENSORS 2 /* live torch.Tensor objects counted by the Python bootstrap; device -1 = CPU;
+                                       * the host record also carries the autograd graphs they hold: N_SEGMENTS =
+                                       * nodes, RESERVED_BYTES = flags, ALLOCATED_BYTES / ACTIVE_BYTES = bytes and
+                                       * number of the storages those nodes save (docs/trace-format.md) */
 #define PLATEAU_STATS_NVML 3          /* reserved: plateau attach's NVML readings (a program's are dropped) */
 
 /* Indexes into plateau_alloc_stats()'s vals (torch.cuda.memory_stats() keys in brackets, ".all" pool). */

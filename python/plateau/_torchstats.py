@@ -9,13 +9,19 @@ Called by plateau/_steps.py right after each boundary it sends, only when the tr
   inactive_split bytes, live blocks, segments, num_alloc_retries, num_ooms (and the device's total memory, read once per device) go to the tracer's
   plateau_alloc_stats() (include/plateau/step.h), source PLATEAU_STATS_TORCH_CUDA.
 - Live tensors: the torch.Tensor objects the garbage collector tracks (gc.get_objects(), O(objects in the heap)),
-  per device (CPU = -1), source PLATEAU_STATS_TORCH_TENSORS. A count costs milliseconds in a PyTorch process, so it
-  runs at a boundary only when the time since the previous count's end is at least (1/budget - 1) times what that
-  count took: counting takes at most `budget` of the wall time (PLATEAU_TENSOR_BUDGET, default 0.01 = 1 %; 0 turns
-  it off). Tensors that exist only in C++ (held by the autograd graph, never seen by Python) are not counted; on
-  CUDA the allocator's live block count covers them.
+  per device (CPU = -1), source PLATEAU_STATS_TORCH_TENSORS. A count costs milliseconds in a PyTorch process, so its
+  boundaries are chosen by time (docs/python.md, "When a count runs"): the steady rule runs one when the time since
+  the previous count's end is at least (1/budget - 1) times what that count took (`budget` of the wall time,
+  PLATEAU_TENSOR_BUDGET, default 0.01 = 1 %; 0 turns it off); the early rule adds counts spread over the steps so
+  far (at least 1/SPREAD of them apart) while all counts together took at most SHORT_FACTOR x budget of the
+  process's wall time, so that a run of a few hundred steps gets enough points to be judged.
+- What autograd keeps: with the host count, the autograd graphs the counted tensors hold (grad_fn, next_functions;
+  parameters' AccumulateGrad nodes left out), as a node count, and the tensors those nodes save (_saved_*
+  attributes; each storage once, parameters' left out), as bytes. `total_loss += loss` keeps every
+  step's graph through total_loss.grad_fn: the nodes grow though gc sees one tensor.
 Nothing here raises into the program.
 """
+import itertools
 import os
 import sys
 import time
@@ -34,12 +40,30 @@ _KEYS = ("allocated_bytes.all.current", "reserved_bytes.all.current", "active_by
          "requested_bytes.all.current")
 N_VALS = len(_KEYS) + 1  # + the device's capacity
 
+SHORT_FACTOR = 5         # the early rule: all counts together take at most SHORT_FACTOR x budget of the wall time
+SPREAD = 16              # ... at boundaries at least 1/SPREAD of the boundaries so far apart
+MAX_NODES = 20000        # autograd nodes walked per count: past it the node count and bytes are lower bounds
+MAX_RELEASED_1X = 2      # saved tensors that cannot be read (released, modified in place) met per count before the
+                         # reading stops: torch 1.x (~3 ms each: a C++ backtrace)
+MAX_RELEASED = 256       # ... torch >= 2 (a few microseconds each)
+F_NODES_CAPPED = 1       # (flags of the autograd figures, PLATEAU_STAT_RESERVED_BYTES of the host record)
+F_SAVED_PARTIAL = 2      # saved tensors left unread (after failed reads: released by backward, modified in place):
+                         # the bytes are a lower bound
+
 _capacity = {}           # device -> total memory in bytes (NA when unknown)
 _budget = None           # fraction of wall time live tensor counts may take; 0 = off
-_next_count = 0.0        # time.perf_counter() before which no count runs
+_next_count = 0.0        # time.perf_counter() before which the steady rule runs no count
+_t_start = None          # time.perf_counter() of the process's start (the early rule's wall time)
+_boundaries = 0          # boundaries seen
+_last_boundary = 0       # the boundary of the last count
+_last_took = 0.0         # what the last count took
 n_counts = 0             # counts made (tests, bench)
 count_seconds = 0.0      # time they took in all
 last_count = None        # {device: n} of the last count (tests)
+last_autograd = None     # (nodes, saved tensors, saved bytes, flags) of the last count's graphs; saved tensors and
+                         # bytes None when not read (tests)
+_nodes_before = None     # the nodes of the count before the last
+_saved_names = {}        # autograd node type -> its _saved_* attribute names
 
 
 def _get_budget():
@@ -117,8 +141,158 @@ def cuda_stats(f):
     return sent
 
 
+def _process_start():
+    """time.perf_counter() at the process's start, from /proc (its start in clock ticks after boot, and the uptime);
+    now when that cannot be read."""
+    now = time.perf_counter()
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            stat = f.read()
+        with open("/proc/uptime", "rb") as f:
+            up = float(f.read().split()[0])
+        ticks = int(stat[stat.rindex(b")") + 2:].split()[19])  # field 22, starttime
+        age = up - ticks / float(os.sysconf("SC_CLK_TCK"))
+        return now - age if 0 <= age < 1e7 else now
+    except Exception:
+        return now
+
+
+def _storage(t):
+    """(data pointer, bytes) of t's storage, or None."""
+    try:
+        s = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+        p = s.data_ptr()
+        n = s.nbytes() if hasattr(s, "nbytes") else s.size() * s.element_size()
+        return (p, n) if p else None
+    except Exception:
+        return None
+
+
+def _read_saved(torch, node, saved):
+    """Add the storages `node` saves to saved ({pointer: bytes}); returns how many of its saved tensors could not be
+    read (released by backward, or modified in place since: an optimizer's step on a weight a matmul saved)."""
+    tn = type(node)
+    names = _saved_names.get(tn)
+    if names is None:
+        try:
+            names = tuple(a for a in dir(tn) if a.startswith("_saved_"))
+        except Exception:
+            names = ()
+        _saved_names[tn] = names
+    failed = 0
+    for a in names:
+        try:
+            x = getattr(node, a)
+        except Exception:
+            failed += 1
+            continue
+        for y in (x if type(x) in (tuple, list) else (x,)):
+            if isinstance(y, torch.Tensor):  # (a torch tensor: never an object with its own __class__)
+                st = _storage(y)
+                if st is not None:
+                    saved[st[0]] = st[1]
+    return failed
+
+
+def autograd_kept(torch, tensors, read=True):
+    """(nodes, saved tensors, saved bytes, flags): the autograd nodes reachable from the grad_fn of `tensors` (the
+    counted ones; parameters' AccumulateGrad nodes are not counted nor passed), and, when `read`, the storages those
+    nodes save (_saved_* attributes), each once, less the parameters' (a tensor the graph saves may also have a
+    Python object, which the graph keeps alive: it is counted here too). A saved tensor released by backward
+    cannot be read, nor one modified in place since it was saved, and trying raises (on torch 1.x at ~3 ms each: a
+    C++ backtrace): graphs are read from their tops (roots no node points to), and after MAX_RELEASED_1X (torch
+    1.x) or MAX_RELEASED such reads no more; a node left unread that may save tensors makes the bytes a lower bound
+    (F_SAVED_PARTIAL). At most MAX_NODES nodes (F_NODES_CAPPED: both figures are lower bounds). Saved tensors
+    and bytes are None when not `read`."""
+    roots = []
+    for t in tensors:
+        try:
+            fn = t.grad_fn
+        except Exception:
+            continue
+        if fn is not None:
+            roots.append(fn)
+    if not roots:
+        return 0, 0, 0, 0
+    visited = {}   # id -> node (held during the walk so ids stay unique)
+    reached = set()  # ids of nodes some node points to: a root among them is inside another root's graph
+    flags = 0
+    roots.reverse()  # gc's order reversed (it lists its youngest generation first, each oldest first): in the tests
+    # this met an accumulator of unreleased graphs before the step's released loss; the order matters only while
+    # the failed reads are limited (torch 1.x)
+    for root in roots:
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            i = id(node)
+            if i in visited:
+                continue
+            if len(visited) >= MAX_NODES:
+                flags |= F_NODES_CAPPED
+                break
+            visited[i] = node
+            try:
+                nexts = node.next_functions
+            except Exception:
+                continue
+            for nxt, _ in nexts:
+                if nxt is not None and type(nxt).__name__ != "AccumulateGrad":
+                    reached.add(id(nxt))
+                    if id(nxt) not in visited:
+                        stack.append(nxt)
+        if flags & F_NODES_CAPPED:
+            break
+    n = len(visited)
+    if not read:
+        return n, None, None, flags
+    # the saved tensors, read from the top graphs (roots no other node points to: `total_loss`, not the step's loss
+    # inside it)
+    v = getattr(torch, "__version__", "1")
+    released_left = MAX_RELEASED_1X if str(v)[:2] in ("0.", "1.") else MAX_RELEASED
+    saved = {}     # storage pointer -> bytes
+    done = {}
+    for root in roots:
+        if id(root) in reached or id(root) in done:
+            continue
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            i = id(node)
+            if i in done or i not in visited:
+                continue
+            done[i] = node
+            if released_left > 0:
+                released_left -= _read_saved(torch, node, saved)
+            elif not flags & F_SAVED_PARTIAL and _saved_names.get(type(node), True):
+                flags |= F_SAVED_PARTIAL  # a node that may save tensors was not read
+            try:
+                nexts = node.next_functions
+            except Exception:
+                continue
+            for nxt, _ in nexts:
+                if nxt is not None and id(nxt) not in done and id(nxt) in visited:
+                    stack.append(nxt)
+    if flags & F_NODES_CAPPED:
+        flags |= F_SAVED_PARTIAL
+    visited = done = stack = roots = reached = None
+    if saved:  # the parameters' storages (leaves that require grad: a weight saved by its matmul) are the model's
+        for t in tensors:
+            try:
+                param = t.is_leaf and t.requires_grad
+            except Exception:
+                param = False
+            st = _storage(t) if param else None
+            if st is not None:
+                saved.pop(st[0], None)
+                if not saved:
+                    break
+    return n, len(saved), sum(saved.values()), flags
+
+
 def count_tensors():
-    """{device: live torch.Tensor objects} (-1 = CPU and every non-CUDA device), or None without torch."""
+    """{device: live torch.Tensor objects} (-1 = CPU and every non-CUDA device), or None without torch; sets
+    last_autograd to what the autograd graphs of those tensors keep (autograd_kept)."""
+    global last_autograd, _nodes_before
     torch = sys.modules.get("torch")
     Tensor = getattr(torch, "Tensor", None) if torch is not None else None
     if Tensor is None:
@@ -126,19 +300,26 @@ def count_tensors():
     import gc
     # by type(o), never isinstance(o, ...): isinstance reads o.__class__, which runs the __getattribute__ of objects
     # that define one (torch.distributed.reduce_op then prints a deprecation warning into the program's output)
-    kinds = {}  # type -> is a Tensor subclass
     objs = gc.get_objects()
+    tensors = []
     try:
         cuda = getattr(torch, "cuda", None)
         init = getattr(cuda, "is_initialized", None) if cuda is not None else None
-        tensors = []
-        for o in objs:
-            t = type(o)
-            k = kinds.get(t)
-            if k is None:
-                k = kinds[t] = issubclass(t, Tensor)
-            if k:
-                tensors.append(o)
+        # two passes in C (map, compress) rather than a Python loop over every object: the types present, which of
+        # them are Tensor subclasses (issubclass on the type, never an attribute of the object), then those objects
+        kinds = {t: issubclass(t, Tensor) for t in set(map(type, objs))}
+        if any(kinds.values()):
+            tensors = list(itertools.compress(objs, map(kinds.__getitem__, map(type, objs))))
+        del objs, kinds
+        try:  # saved tensors are read only while the graphs grow (a read of a released one costs ~3 ms on 1.x):
+            # when the last count found more nodes than the one before
+            prev = last_autograd[0] if last_autograd is not None else None
+            read = prev is not None and _nodes_before is not None and prev > _nodes_before
+            ag = autograd_kept(torch, tensors, read=read)
+            _nodes_before = prev
+            last_autograd = ag
+        except Exception:
+            last_autograd = None
         if init is None or not init():  # no CUDA tensor can exist: no per-tensor device look-up
             return {-1: len(tensors)}
         counts = {-1: 0}
@@ -150,30 +331,55 @@ def count_tensors():
             counts[d] = counts.get(d, 0) + 1
         return counts
     finally:
-        del objs
+        objs = tensors = None
+
+
+def _due(now):
+    """Whether a count runs at this boundary (the _boundaries-th): the steady rule (`budget` of the wall time since
+    the last count), or the early rule (at least 1/SPREAD of the boundaries so far since the last count, and all
+    counts with this one, priced at the last one's time, within SHORT_FACTOR x budget of the process's wall time)."""
+    global _t_start
+    if now >= _next_count:
+        return True
+    if _boundaries - _last_boundary < max(1, _boundaries // SPREAD):
+        return False
+    if _t_start is None:
+        _t_start = _process_start()
+    return count_seconds + _last_took <= SHORT_FACTOR * _budget * (now - _t_start)
 
 
 def tensors(f):
-    """Count live tensors if the budget allows at this boundary; send one plateau_alloc_stats() per device."""
-    global _next_count, n_counts, count_seconds, last_count
+    """Count live tensors if the schedule allows at this boundary; send one plateau_alloc_stats() per device, the
+    host's with what autograd keeps."""
+    global _next_count, n_counts, count_seconds, last_count, _boundaries, _last_boundary, _last_took
     budget = _get_budget()
     if budget <= 0:
         return False
+    _boundaries += 1
     t0 = time.perf_counter()
-    if t0 < _next_count:
+    if not _due(t0):
         return False
     counts = count_tensors()
     t1 = time.perf_counter()
     took = max(t1 - t0, 0.0)
     n_counts += 1
     count_seconds += took
+    _last_took = took
+    _last_boundary = _boundaries
     _next_count = t1 + took * (1.0 / budget - 1.0)
     if counts is None:
         return False
     last_count = counts
+    ag = last_autograd
     for d in sorted(counts):
         vals = [NA] * N_VALS
         vals[6] = counts[d]  # PLATEAU_STAT_N_ALLOCATIONS
+        if d == -1 and ag is not None:
+            vals[7] = ag[0]  # PLATEAU_STAT_N_SEGMENTS: autograd nodes the counted tensors hold
+            vals[1] = ag[3]  # PLATEAU_STAT_RESERVED_BYTES: flags (F_NODES_CAPPED, F_SAVED_PARTIAL)
+            if ag[1] is not None:  # saved tensors read at this count (else NA)
+                vals[0] = ag[2]  # PLATEAU_STAT_ALLOCATED_BYTES: bytes those nodes save that no counted tensor has
+                vals[2] = ag[1]  # PLATEAU_STAT_ACTIVE_BYTES: how many such storages
         _send(f, SRC_TORCH_TENSORS, d, vals)
     return True
 

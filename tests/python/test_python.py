@@ -34,6 +34,8 @@ Usage: test_python.py MODE [ARGS]   (meson passes the paths in the environment, 
                                      the report's device series, the refusals, outside plateau run, torch 1.13
   tensors                            live tensors per step (PLATEAU_TENSOR_BUDGET=1), a tensor leak found, the
                                      default budget counting rarely
+  autograd [N]                       `total_loss += loss` on a real loop: the autograd metric leaks (+12 nodes/step),
+                                     LEAK, retained graphs named; `loss.item()`: flat; N runs each (default 5)
   callbacks_real                     the callbacks are the real frameworks' types; a real transformers Trainer
                                      (tests/python/hf_trainer.py) gets exact steps and marks
   lightning_real [PACKAGE...]        a real Lightning Trainer, 1.x and 2.x (tests/python/lightning_trainer.py), with
@@ -638,13 +640,39 @@ def unit_tensors():
             return {-1: 1}
         ts.count_tensors = slow_count
         sent = []
-        ts._budget, ts._next_count, ts.n_counts, ts.count_seconds = 0.01, 0.0, 0, 0.0
-        for _ in range(2000):
-            ts.tensors(lambda *a: sent.append(a))
-            clock[0] += 0.001
-        assert 3 <= ts.n_counts <= 5, ts.n_counts
-        assert ts.count_seconds / clock[0] <= 0.01 + 0.005 / clock[0], (ts.count_seconds, clock[0])
+
+        def run(budget, step_s, n, started):
+            """n boundaries step_s apart, the process started `started` s before the first; the counts' boundaries."""
+            ts._budget, ts._next_count, ts.n_counts, ts.count_seconds = budget, 0.0, 0, 0.0
+            ts._boundaries = ts._last_boundary = 0
+            ts._last_took, ts._t_start = 0.0, clock[0] - started
+            at = []
+            for k in range(1, n + 1):
+                before = ts.n_counts
+                ts.tensors(lambda *a: sent.append(a))
+                if ts.n_counts > before:
+                    at.append(k)
+                clock[0] += step_s
+            return at
+
+        # 2000 boundaries 1 ms apart, 1 % budget, the process just started: the early rule's 5 % of a 2 s run
+        # (about 20 counts of 5 ms), not more
+        at = run(0.01, 0.001, 2000, 0.0)
+        assert 10 <= len(at) <= 22, at
+        assert ts.count_seconds <= 0.05 * clock[0] + 0.005, (ts.count_seconds, clock[0])
         assert len(sent) == ts.n_counts and sent[0][0] == ts.SRC_TORCH_TENSORS and sent[0][1] == -1
+        # a long run: 40,000 boundaries of 10 ms: the early rule's counts grow with log(steps), and the share of
+        # the wall time tends to the budget: under 1.5 % over 400 s
+        clock[0] = 0.0
+        at = run(0.01, 0.010, 40000, 1.0)
+        assert ts.count_seconds <= 0.015 * clock[0], (ts.count_seconds, clock[0])
+        # a short run that must be judged: 300 boundaries of 20 ms (torch imported 1 s before): a verdict needs 8
+        # points after the 100-step warmup allowance, spread to the end; at most 5 % of the wall time
+        clock[0] = 0.0
+        at = run(0.01, 0.020, 300, 1.0)
+        late = [k for k in at if k > 101]
+        assert len(late) >= 8 and at[-1] >= 270 and at[:4] == [1, 2, 3, 4], at
+        assert ts.count_seconds <= 0.05 * (clock[0] + 1.0), (ts.count_seconds, clock[0])
         ts._budget, ts._next_count, ts.n_counts = 0.0, 0.0, 0  # PLATEAU_TENSOR_BUDGET=0: never
         for _ in range(10):
             ts.tensors(lambda *a: None)
@@ -652,12 +680,14 @@ def unit_tensors():
         ts.count_tensors = real_count
     finally:
         ts.time = __import__("time")
-        ts._budget = None
+        ts._budget = ts._t_start = None
+        ts._boundaries = ts._last_boundary = 0
         if saved is None:
             del sys.modules["torch"]
         else:
             sys.modules["torch"] = saved
-    print("ok: unit: live tensors counted by type (subclasses, no attribute reads); 1 % budget: 4 counts in 2 s")
+    print("ok: unit: live tensors counted by type (subclasses, no attribute reads); 1 % budget: the early rule's "
+          "5 % in a 2 s run, under 1.5 % over 400 s, 8+ counts after step 101 of 300 steps of 20 ms")
 
 
 def mode_unit(argv):
@@ -791,6 +821,52 @@ def mode_tensors(argv):
         n = len(m["tensors"]["series"])
         assert 1 <= n < 200, n
         print(f"ok: default 1 % budget: tensors counted at {n} of 200 steps")
+
+
+AUTOGRAD_PY = os.path.join(SRC, "tests", "python", "tensors", "total_loss.py")
+
+
+def mode_autograd(argv):
+    """What autograd keeps, on a real training loop (tests/python/tensors/total_loss.py, unmarked), 5 times each:
+    `total_loss += loss` keeps every step's graph through total_loss.grad_fn, invisible to the gc count: the
+    autograd metric grows by the step's 12 nodes, the process reads LEAK on it and the diagnosis names the retained
+    graphs; the same loop accumulating `loss.item()` has a flat autograd metric and no finding about tensors.
+    PLATEAU_TENSOR_BUDGET=0.1 (early rule: half the wall time) so that the 250 fast steps get counts to the end
+    on a loaded machine; the default budget's schedule is checked by `unit` with a fake clock."""
+    need_torch()
+    runs = int(argv[0]) if argv else 5
+    args = ["--steps", "250", "--hidden", "64"]
+    want = subprocess.run([TORCH_PY, AUTOGRAD_PY] + args, capture_output=True, text=True, timeout=120).stdout
+    with tempfile.TemporaryDirectory(prefix="pl-py-autograd-") as tmp:
+        seen = []
+        for i in range(runs):
+            for keep in (True, False):
+                name = "%s%d" % ("keep" if keep else "item", i)
+                d, r = plateau_run(tmp, name, [TORCH_PY, AUTOGRAD_PY] + args + (["--keep-graph"] if keep else []),
+                                   env=clean_env(PLATEAU_TENSOR_BUDGET="0.1"))
+                if not keep:
+                    assert r.stdout == want, f"{name}: the program's output changed: {r.stdout!r} != {want!r}"
+                row, m, out = report_row(d, name)
+                ag = m.get("autograd")
+                assert ag is not None, f"{name}: no autograd metric: {sorted(m)}"
+                dx = [x["text"] for x in row["diagnosis"] if x["code"] == "retained-tensors"]
+                if keep:
+                    assert ag["verdict"] == "leak" and ag["leak"]["per_step"] == 12, (name, ag["verdict"],
+                                                                                    ag.get("leak"), ag["series"])
+                    assert row["verdict"]["kind"] == "leak", (name, row["verdict"])
+                    assert dx and "autograd nodes" in dx[0] and "total_loss += loss" in dx[0], (name, codes(row))
+                    assert m["tensors"]["verdict"] != "leak", "the gc count grew: the case is not the hidden one"
+                    seen.append(("keep", ag["verdict"], row["verdict"]["kind"], row["verdict"]["metric"]))
+                else:
+                    assert ag["verdict"] == "flat", (name, ag["verdict"], ag["series"])
+                    assert m["tensors"]["verdict"] in ("flat", "plateau"), (name, m["tensors"]["verdict"])
+                    assert not dx and row["verdict"]["kind"] not in ("leak", "slow-growth"), (name, codes(row))
+                    seen.append(("item", ag["verdict"], row["verdict"]["kind"]))
+        n = len(m["autograd"]["series"])
+        print(f"ok: autograd, {runs} runs each: total_loss += loss: {sorted(set(x for x in seen if x[0] == 'keep'))}; "
+              f"loss.item(): {sorted(set(x for x in seen if x[0] == 'item'))}; {n} counts in the last run")
+        if runs > 1:
+            assert len(set(seen)) == 2, f"not the same answer in every run: {sorted(set(seen))}"
 
 
 # --------------------------------------------------------------------------------- plateau's allocator for torch

@@ -570,11 +570,65 @@ static void test_diagnosis_torch_counters(void **state) {
     pl_report_destroy(r);
 }
 
+/* `total_loss += loss`: the autograd nodes live tensors hold grow while the live heap's growth is below the practical
+ * threshold; the process leaks on `autograd`, named as retained graphs. A sparse autograd series that is not decided
+ * does not hold back the live heap's verdict. */
+static void test_diagnosis_autograd(void **state) {
+    (void)state;
+    pl_report_t *r;
+    pl_report_process_t *p = fresh(&r);
+    put(p, PL_METRIC_HEAP_BYTES, FLAT, 1.1e8, 0);
+    put(p, PL_METRIC_HEAP_COUNT, FLAT, 3.3e5, 0);
+    put(p, PL_METRIC_TENSORS, FLAT, 35, 0);
+    put(p, PL_METRIC_AUTOGRAD, LEAK, 33, 12);
+    p->autograd_saved_bytes = 0;
+    p->autograd_saved_n = 0;
+    p->autograd_lower = true;
+    assert_int_equal(pl_report_analyze(r), 0);
+    assert_int_equal(p->verdict.kind, PL_PV_LEAK);
+    assert_int_equal(p->verdict.metric, PL_METRIC_AUTOGRAD);
+    assert_true(has(p, PL_DX_RETAINED_TENSORS));
+    assert_non_null(strstr(text(p, PL_DX_RETAINED_TENSORS), "autograd nodes that live tensors hold grow 12/step"));
+    assert_non_null(strstr(text(p, PL_DX_RETAINED_TENSORS), "the nodes themselves"));
+    assert_null(strstr(text(p, PL_DX_RETAINED_TENSORS), "live tensors grow")); /* the gc count is flat */
+    assert_false(has(p, PL_DX_NO_LEAK));
+    pl_report_destroy(r);
+
+    /* a validation loss kept with its graph: saved tensors read, a lower bound */
+    p = fresh(&r);
+    put(p, PL_METRIC_HEAP_BYTES, FLAT, 1.1e8, 0);
+    put(p, PL_METRIC_AUTOGRAD, LEAK, 33, 12);
+    p->autograd_saved_bytes = 2 << 20;
+    p->autograd_saved_n = 511;
+    p->autograd_lower = true;
+    assert_int_equal(pl_report_analyze(r), 0);
+    assert_non_null(strstr(text(p, PL_DX_RETAINED_TENSORS), "saved at least 2.00 MiB in 511 tensors"));
+    pl_report_destroy(r);
+
+    /* flat: no finding; not decided (a few counts early in a short run): the live heap decides */
+    p = fresh(&r);
+    put(p, PL_METRIC_HEAP_BYTES, FLAT, 1.1e8, 0);
+    put(p, PL_METRIC_AUTOGRAD, FLAT, 11, 0);
+    assert_int_equal(pl_report_analyze(r), 0);
+    assert_int_equal(p->verdict.kind, PL_PV_NO_LEAK);
+    assert_false(has(p, PL_DX_RETAINED_TENSORS));
+    pl_report_destroy(r);
+    p = fresh(&r);
+    put(p, PL_METRIC_HEAP_BYTES, FLAT, 1.1e8, 0);
+    put(p, PL_METRIC_AUTOGRAD, GROWING_SHORT, 11, 12);
+    assert_int_equal(pl_report_analyze(r), 0);
+    assert_int_not_equal(p->metrics[PL_METRIC_AUTOGRAD].verdict.kind, PL_VERDICT_LEAK);
+    assert_int_equal(p->verdict.kind, PL_PV_NO_LEAK);
+    assert_false(has(p, PL_DX_RETAINED_TENSORS));
+    pl_report_destroy(r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_diagnosis_retained_tensors),
         cmocka_unit_test(test_diagnosis_fragmentation),
         cmocka_unit_test(test_diagnosis_torch_counters),
+        cmocka_unit_test(test_diagnosis_autograd),
         cmocka_unit_test(test_diagnosis_rss_anon_retention_vs_file_pages),
         cmocka_unit_test(test_diagnosis_host_leak_judged_on_live_heap),
         cmocka_unit_test(test_diagnosis_rss_without_heap),
