@@ -70,8 +70,8 @@ static double xs(double step, double s0, double s1) {
 static double ys(double v, double lo, double hi) {
     double span = hi > lo ? hi - lo : 1;
     double y = CHART_H - PAD_B - (v - lo) / span * (CHART_H - PAD_T - PAD_B);
-    if (y < 0) y = 0;
-    if (y > CHART_H) y = CHART_H;
+    if (!(y >= PAD_T)) y = PAD_T; /* off the scale (a chart scaled to its judged tail) or NaN: on the plot's edge */
+    if (y > CHART_H - PAD_B) y = CHART_H - PAD_B;
     return y;
 }
 
@@ -217,12 +217,26 @@ static int chart(FILE *o, const pl_report_t *r, const pl_report_process_t *p, pl
     const pl_verdict_t *v = &mt->verdict;
     pl_series_t c;
     if (pl_series_compact(s, CHART_POINTS, &c)) return -ENOMEM;
+    /* scaled to the judged window, as the text report's sparkline: a leak or an undecided growth judged on a tail
+     * after a jump is scaled to that tail, so a climb of 136 KiB/step on a 360 MiB baseline shows as the climb it
+     * is, not as the first step's jump (earlier points off the scale sit on the plot's edge, and the chart says so);
+     * a plateau and a flat series are scaled to the whole series: their warmup is what they show */
+    bool tail_only = v->kind != PL_VERDICT_PLATEAU && v->kind != PL_VERDICT_FLAT && v->tail_points >= 2 &&
+                     v->tail_start_step > v->first_step;
     double lo = HUGE_VAL, hi = -HUGE_VAL;
-    for (size_t i = 0; i < c.n_points; i++) {
-        if (isfinite(c.points[i].base) && c.points[i].base < lo) lo = c.points[i].base;
-        if (isfinite(c.points[i].peak) && c.points[i].peak > hi) hi = c.points[i].peak;
+    for (int pass = 0; pass < 2 && !(lo <= hi); pass++) { /* pass 1: the whole series (a tail under two points) */
+        size_t n_in = 0;
+        for (size_t i = 0; i < c.n_points; i++) {
+            if (pass == 0 && tail_only && c.points[i].step < v->tail_start_step) continue;
+            n_in++;
+            if (isfinite(c.points[i].base) && c.points[i].base < lo) lo = c.points[i].base;
+            if (isfinite(c.points[i].peak) && c.points[i].peak > hi) hi = c.points[i].peak;
+        }
+        if (n_in < 2) lo = HUGE_VAL, hi = -HUGE_VAL;
+        else if (pass == 0 && !tail_only) break;
     }
     if (!(lo <= hi)) lo = hi = 0;
+    bool off_scale = false; /* a point of the whole series outside the range: the chart says so */
     /* zoom on the data (growth of 1 % must be visible) but never stretch a range under 2 % of the level to full
      * height: noise on a flat series would look like a mountain range */
     double range = hi - lo, floor_range = 0.02 * fmax(fabs(hi), fabs(lo));
@@ -235,6 +249,8 @@ static int chart(FILE *o, const pl_report_t *r, const pl_report_process_t *p, pl
     lo -= 0.05 * range;
     if (data_lo >= 0 && lo < 0) lo = 0; /* bytes and counts never go below zero */
     hi = lo + 1.1 * range;
+    for (size_t i = 0; tail_only && i < c.n_points; i++)
+        off_scale |= c.points[i].base < lo || c.points[i].peak > hi;
     double s0 = (double)c.points[0].step, s1 = (double)c.points[c.n_points - 1].step;
     bool bytes = pl_metric_is_bytes(m), proj = projects(r, p, m, v, hi, s);
     double w = CHART_W + (proj ? PROJ_W : 0), x_end = CHART_W - PAD_R;
@@ -274,6 +290,10 @@ static int chart(FILE *o, const pl_report_t *r, const pl_report_process_t *p, pl
     path_begin(o, "#2a6", 1.6, NULL);
     series_path(o, &c, false, s0, s1, lo, hi);
     fputs("\"><title>baseline per step</title></path>\n", o);
+    if (off_scale)
+        fprintf(o, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" fill=\"#555\" text-anchor=\"middle\">y scaled to "
+                   "the judged tail: earlier points off the scale sit on its edge</text>\n", (PAD_L + x_end) / 2,
+                CHART_H - 6);
     chart_marks(o, p, s, s0, s1);
     if (!s->by_time) passes(o, validation_passes(r, p), s0, s1);
     if (has_fit(v)) {

@@ -130,7 +130,9 @@ static void test_render_html_leak_first(void **state) {
     assert_non_null(svg);
     /* scaled to its data: the climb of 160 steps x 8 MiB over a 100 MB base fills most of the plot's 166 units */
     assert_true(path_extent(svg, "baseline per step") > 120);
-    assert_true(path_extent(svg, "fitted tail") > 20);
+    /* scaled to the judged tail (steps 101-160), not to the whole climb: the fit spans most of the plot's height */
+    assert_true(path_extent(svg, "fitted tail") > 120);
+    assert_non_null(strstr(svg, ">y scaled to the judged tail: earlier points off the scale sit on its edge</text>"));
     assert_non_null(strstr(svg, "<title>baseline at step "));
     /* the projection on to the limit, with the step it reaches it */
     assert_non_null(strstr(svg, "<g class=\"projection\">"));
