@@ -60,7 +60,8 @@ static const char *css =
     ".tree.side{display:flex;flex-wrap:wrap;gap:4px 24px}"
     ".side{display:flex;flex-wrap:wrap;gap:0 24px}.side>.col{flex:1 1 560px;min-width:0}"
     "table{max-width:100%;overflow-x:auto;display:block}"
-    "@media (max-width:600px){body{margin:10px}.facts{grid-template-columns:1fr}}";
+    ".chart{overflow-x:auto}"
+    "@media (max-width:600px){body{margin:10px}.facts{grid-template-columns:1fr}.chart svg{min-width:600px}}";
 
 static double xs(double step, double s0, double s1) {
     double span = s1 > s0 ? s1 - s0 : 1;
@@ -255,8 +256,8 @@ static int chart(FILE *o, const pl_report_t *r, const pl_report_process_t *p, pl
     bool bytes = pl_metric_is_bytes(m), proj = projects(r, p, m, v, hi, s);
     double w = CHART_W + (proj ? PROJ_W : 0), x_end = CHART_W - PAD_R;
     char a[32];
-    fprintf(o, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
-               "role=\"img\" aria-label=\"%s\">\n", w, CHART_H, w, CHART_H, pl_metric_name(m));
+    fprintf(o, "<div class=\"chart\"><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+               "viewBox=\"0 0 %.0f %.0f\" role=\"img\" aria-label=\"%s\">\n", w, CHART_H, w, CHART_H, pl_metric_name(m));
     double top = PAD_T, bot = CHART_H - PAD_B;
     if (v->has_warmup && v->warmup_end_step > (int64_t)s0) {
         double x0 = xs(s0, s0, s1), x1 = xs((double)v->warmup_end_step, s0, s1);
@@ -303,7 +304,7 @@ static int chart(FILE *o, const pl_report_t *r, const pl_report_process_t *p, pl
                 ys(fit_at(v, t0), lo, hi), xs(t1, s0, s1), ys(fit_at(v, t1), lo, hi));
     }
     if (proj) projection(o, mt, bytes, lo, CHART_W + 14, w - PAD_R - 4);
-    fputs("</svg>\n", o);
+    fputs("</svg></div>\n", o);
     pl_series_free(&c);
     return 0;
 }
