@@ -444,7 +444,8 @@ static void headline(FILE *o, const pl_report_t *r, const pl_extract_t *x) {
     const pl_extract_proc_t *xp = extras_of(x, p);
     fputs("<dl class=\"facts\">\n", o);
     bool grows = pv->kind == PL_PV_LEAK || pv->kind == PL_PV_SLOW_GROWTH;
-    if (grows && p->holder_line[0]) fact(o, "Who keeps it", p->holder_line);
+    if (grows && p->holder_line[0]) /* "kept by `x` (...)": the term says "who keeps it" already */
+        fact(o, "Who keeps it", strncmp(p->holder_line, "kept by ", 8) ? p->holder_line : p->holder_line + 8);
     if (grows && p->site_line[0]) fact(o, "Where", p->site_line);
     else if (grows && xp && xp->n_sites) { /* the call site that grew most (sampled), as the sites table names it */
         const pl_extract_site_t *st = &xp->sites[0];
@@ -684,7 +685,8 @@ static int charts(FILE *o, const pl_report_t *r, const pl_report_process_t *p) {
     return 0;
 }
 
-/* One row's section: heading, damage, diagnosis, the metric table, a chart per metric, the call sites. */
+/* One row's section: heading, damage, diagnosis, the charts, the metric table, the call sites (unless they are the
+ * run's, shown under its verdict). */
 static int section(FILE *o, const pl_report_t *r, const pl_extract_t *x, const pl_report_process_t *p) {
     char a[32], b[32];
     const pl_extract_proc_t *xp = extras_of(x, p);
@@ -713,6 +715,8 @@ static int section(FILE *o, const pl_report_t *r, const pl_extract_t *x, const p
         }
         fputs("</ul>\n", o);
     }
+    int rc = charts(o, r, p); /* the charts, then every metric in one table */
+    if (rc) return rc;
     fputs("<table><tr><th>metric</th><th>last</th><th>peak</th><th>verdict</th><th>details</th></tr>\n", o);
     for (int m = 0; m < PL_METRIC__COUNT; m++) {
         const pl_report_metric_t *mt = &p->metrics[m];
@@ -725,8 +729,6 @@ static int section(FILE *o, const pl_report_t *r, const pl_extract_t *x, const p
         fputs("</tr>\n", o);
     }
     fputs("</table>\n", o);
-    int rc = charts(o, r, p);
-    if (rc) return rc;
     if (xp && !headlined(r, p)) where_html(o, p, xp);
     return 0;
 }

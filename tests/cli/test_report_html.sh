@@ -7,7 +7,7 @@
 # Skips (exit 77) when Chromium is missing: `make deps-test` installs Debian's `chromium`. PL_CHROMIUM picks another
 # binary. With PL_HTML_TORCH=1 and a Python whose torch imports (PL_HTML_PYTHON, default /usr/bin/python3), it also
 # runs tests/targets/py_torch_append.py (a PyTorch loop that keeps every step's logits; ~15 s more) and keeps its
-# desktop screenshot as torch-1280.png: the screenshot docs/report.png is made that way.
+# screenshots, and the top of its page as torch-docs.png (1000x1100): docs/report.png is made that way.
 set -u
 plateau=$1 targets=$2 keep=${3:-/tmp}/html-report
 fail() { echo "FAIL: $*"; exit 1; }
@@ -60,5 +60,7 @@ if [ "${PL_HTML_TORCH:-0}" = 1 ]; then
     "$plateau" run -o "$tmp/torch" -- "$py" "$src/tests/targets/py_torch_append.py" >"$tmp/run-torch.out" 2>&1 ||
         { cat "$tmp/run-torch.out"; fail "plateau run torch"; }
     page torch
+    # the top of the page, for docs/report.png: verdict, sites, holders and the first charts
+    shoot "$tmp/torch-docs.log" "$keep/torch-docs.png" 1000 1100 "file://$tmp/torch.html" || fail "chromium torch docs"
 fi
 echo "ok: leak and plateau pages without console errors, charts drawn; screenshots in $keep"
