@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
@@ -804,41 +805,44 @@ static int workers_html(FILE *o, const pl_report_t *r, const pl_extract_t *x) {
     return rc;
 }
 
-/* The row of trace i's parent in the run (same node, its pid the child's ppid), -1 when none (the root). */
+/* The row of trace i's parent in the run: same node, its pid the child's ppid, not an image that exec'd away, and
+ * started before the child (trace start, then file order: a reused pid cannot make a cycle); -1 when none (a root). */
 static long parent_of(const pl_extract_t *x, size_t i) {
     const pl_extract_proc_t *c = &x->procs[i];
-    for (size_t k = 0; k < x->n_procs; k++)
-        if (k != i && x->procs[k].pid == c->ppid && !strcmp(x->procs[k].node, c->node) && !x->procs[k].exec_end)
-            return (long)k;
+    for (size_t k = 0; k < x->n_procs; k++) {
+        const pl_extract_proc_t *q = &x->procs[k];
+        if (k == i || q->pid != c->ppid || q->exec_end || strcmp(q->node, c->node)) continue;
+        if (q->t0_ns < c->t0_ns || (q->t0_ns == c->t0_ns && k < i)) return (long)k;
+    }
     return -1;
 }
 
-static void tree_node(FILE *o, const pl_extract_t *x, size_t i, int depth);
+static void tree_node(FILE *o, const pl_extract_t *x, const long *parent, size_t i);
 
-/* The children of trace i (parent -1: the roots): those shown in full, then the quiet workers folded under one line;
+/* The children of trace `of` (-1: the roots): those shown in full, then the quiet workers folded under one line;
  * ranks side by side. */
-static void tree_children(FILE *o, const pl_extract_t *x, long parent, int depth) {
+static void tree_children(FILE *o, const pl_extract_t *x, const long *parent, long of) {
     size_t n = 0, n_quiet = 0, n_ranks = 0;
     for (size_t k = 0; k < x->n_procs; k++) {
-        if (parent_of(x, k) != parent) continue;
+        if (parent[k] != of) continue;
         n++;
         n_quiet += folded(x, x->procs[k].proc);
         n_ranks += x->procs[k].rank >= 0;
     }
-    if (!n || depth > 16) return; /* a pid cycle (reused pids) stops here */
+    if (!n) return;
     fprintf(o, "<ul class=\"%s\">\n", n_ranks >= 2 ? "tree side" : "tree");
     for (size_t k = 0; k < x->n_procs; k++)
-        if (parent_of(x, k) == parent && (!folded(x, x->procs[k].proc) || n_quiet < 2)) tree_node(o, x, k, depth + 1);
+        if (parent[k] == of && (!folded(x, x->procs[k].proc) || n_quiet < 2)) tree_node(o, x, parent, k);
     if (n_quiet >= 2) {
         fprintf(o, "<li><details><summary>%zu quiet workers</summary>\n<ul class=\"tree\">\n", n_quiet);
         for (size_t k = 0; k < x->n_procs; k++)
-            if (parent_of(x, k) == parent && folded(x, x->procs[k].proc)) tree_node(o, x, k, depth + 1);
+            if (parent[k] == of && folded(x, x->procs[k].proc)) tree_node(o, x, parent, k);
         fputs("</ul></details></li>\n", o);
     }
     fputs("</ul>\n", o);
 }
 
-static void tree_node(FILE *o, const pl_extract_t *x, size_t i, int depth) {
+static void tree_node(FILE *o, const pl_extract_t *x, const long *parent, size_t i) {
     const pl_extract_proc_t *p = &x->procs[i];
     pl_pverdict_t k = p->proc->verdict.kind;
     fprintf(o, "<li><span class=\"%s\">%s</span> pid %u",
@@ -854,14 +858,19 @@ static void tree_node(FILE *o, const pl_extract_t *x, size_t i, int depth) {
     esc(o, p->file);
     fputs(p->damaged ? " (damaged)" : p->clean_end ? "" : " (no end record)", o);
     fputs("</span>\n", o);
-    tree_children(o, x, (long)i, depth);
+    tree_children(o, x, parent, (long)i);
     fputs("</li>\n", o);
 }
 
 /* Processes as a tree by parent: the trainer at the root, its workers under it (quiet ones folded), ranks side by
- * side. */
-static void tree_html(FILE *o, const pl_extract_t *x) {
-    tree_children(o, x, -1, 0);
+ * side. Parents are found once (O(n^2) in processes), each level lists its children (O(n) each). */
+static int tree_html(FILE *o, const pl_extract_t *x) {
+    long *parent = malloc(x->n_procs * sizeof *parent);
+    if (!parent) return -ENOMEM;
+    for (size_t i = 0; i < x->n_procs; i++) parent[i] = parent_of(x, i);
+    tree_children(o, x, parent, -1);
+    free(parent);
+    return 0;
 }
 
 /* The sections shown in full: other processes first, then the ranks side by side (ordered as the report's rows). */
@@ -928,7 +937,8 @@ int pl_render_html(const pl_run_t *run, FILE *o) {
         else
             fprintf(o, "<h2>Processes</h2>\n<p>Total RSS %s. No PSS sample: a process's first comes 5 s after it "
                        "starts, and PLATEAU_PSS=0 turns them off.</p>\n", b);
-        tree_html(o, x);
+        int rc = tree_html(o, x);
+        if (rc) return rc;
     }
     int rc = sections_html(o, r, x);
     if (rc) return rc;

@@ -222,12 +222,33 @@ static void test_render_html_tree(void **state) {
     free(h);
 }
 
+/* Two traces that name each other as parent (pids reused across a long run): the one that started first is the
+ * root, the other its child; neither is lost from the tree. */
+static void test_render_html_tree_pid_cycle(void **state) {
+    (void)state;
+    synth_cfg_t c[2];
+    for (int k = 0; k < 2; k++) {
+        c[k] = synth_default();
+        c[k].pid = 10 + (uint32_t)k;
+        c[k].ppid = 11 - (uint32_t)k;
+        c[k].leak_bytes = 0;
+        c[k].t0_ns = (1 + k) * 1000000000LL;
+    }
+    char *h = html_of("cycle", c, 2);
+    size_t a = at(h, "</span> pid 10, "), b = at(h, "</span> pid 11, ");
+    assert_true(a != (size_t)-1 && b != (size_t)-1 && a < b);
+    assert_true(at(h, "<ul class=\"tree\">\n<li>") < a); /* the root list, then pid 11 nested under pid 10 */
+    assert_true(at(h + a, "<ul class=\"tree\">\n<li>") < b - a);
+    free(h);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_render_html_leak_first),
         cmocka_unit_test(test_render_html_plateau),
         cmocka_unit_test(test_render_html_few_points),
         cmocka_unit_test(test_render_html_tree),
+        cmocka_unit_test(test_render_html_tree_pid_cycle),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
