@@ -282,7 +282,7 @@ static int chart(FILE *o, const pl_report_t *r, const pl_report_process_t *p, pl
     if (has_fit(v)) { /* the baseline where the judged tail starts: what the growth is measured from */
         double base = fit_at(v, (double)v->tail_start_step), y = ys(base, lo, hi);
         fprintf(o, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#2a6\" stroke-dasharray=\"1,3\">"
-                   "<title>baseline at step %lld: %s</title></line>\n", PAD_L, y, x_end, y,
+                   "<title>baseline at %s %lld: %s</title></line>\n", PAD_L, y, x_end, y, s->by_time ? "bucket" : "step",
                 (long long)v->tail_start_step, pl_format_value(base, bytes, a, sizeof a));
     }
     /* peaks, then baselines */
@@ -468,22 +468,37 @@ static void headline(FILE *o, const pl_report_t *r, const pl_extract_t *x) {
         fact(o, "Rate", line);
         if (pv->has_oom) {
             const char *src = mt->limit_source ? mt->limit_source : "the limit";
-            if (isfinite(pv->oom_seconds))
-                snprintf(line, sizeof line, "in ~%s, %lld %s from the last, against %s (%s)",
-                         pl_format_duration(pv->oom_seconds, a, sizeof a), (long long)pv->steps_to_oom,
-                         pv->by_time ? "buckets" : "steps", src, pl_format_value(mt->verdict.limit, bytes, c, sizeof c));
+            pl_format_value(mt->verdict.limit, bytes, c, sizeof c);
+            if (isfinite(pv->oom_seconds) && pv->by_time) /* a bucket is not a step: the time alone */
+                snprintf(line, sizeof line, "in ~%s, against %s (%s)", pl_format_duration(pv->oom_seconds, a, sizeof a),
+                         src, c);
+            else if (isfinite(pv->oom_seconds))
+                snprintf(line, sizeof line, "in ~%s, %lld steps from the last, against %s (%s)",
+                         pl_format_duration(pv->oom_seconds, a, sizeof a), (long long)pv->steps_to_oom, src, c);
+            else if (!pv->by_time)
+                snprintf(line, sizeof line, "%lld steps from the last, against %s (%s)", (long long)pv->steps_to_oom,
+                         src, c);
             else
-                snprintf(line, sizeof line, "%lld %s from the last, against %s (%s)", (long long)pv->steps_to_oom,
-                         pv->by_time ? "buckets" : "steps", src, pl_format_value(mt->verdict.limit, bytes, c, sizeof c));
+                snprintf(line, sizeof line, "against %s (%s), at a time the trace cannot tell", src, c);
             fact(o, pv->kind == PL_PV_LEAK ? "OOM projected" : "Limit reached", line);
         }
     } else if (pv->kind == PL_PV_UNDECIDED && m >= 0) {
-        snprintf(line, sizeof line, "about %lld more %s of %s would decide", (long long)pv->more_steps,
-                 pv->by_time ? "seconds" : "steps", pl_metric_name((pl_metric_t)m));
+        if (pv->by_time && pv->bucket_s > 0)
+            snprintf(line, sizeof line, "about %s more of %s would decide",
+                     pl_format_duration((double)pv->more_steps * pv->bucket_s, a, sizeof a),
+                     pl_metric_name((pl_metric_t)m));
+        else
+            snprintf(line, sizeof line, "about %lld more steps of %s would decide", (long long)pv->more_steps,
+                     pl_metric_name((pl_metric_t)m));
         fact(o, "Not decided", line);
     } else if (pv->kind == PL_PV_NO_LEAK && pv->warmup_steps > 0 && pv->metric_warmup >= 0) {
-        snprintf(line, sizeof line, "%lld %s of %s, then flat", (long long)pv->warmup_steps,
-                 pv->by_time ? "buckets" : "steps", pl_metric_name((pl_metric_t)pv->metric_warmup));
+        if (pv->by_time && pv->bucket_s > 0)
+            snprintf(line, sizeof line, "%s of %s, then flat",
+                     pl_format_duration((double)pv->warmup_steps * pv->bucket_s, a, sizeof a),
+                     pl_metric_name((pl_metric_t)pv->metric_warmup));
+        else
+            snprintf(line, sizeof line, "%lld steps of %s, then flat", (long long)pv->warmup_steps,
+                     pl_metric_name((pl_metric_t)pv->metric_warmup));
         fact(o, "Warmup", line);
     }
     fputs("</dl>\n</section>\n", o);

@@ -144,6 +144,26 @@ static void test_render_html_leak_first(void **state) {
     free(h);
 }
 
+/* A trace without steps is judged by time buckets: the facts under the verdict are in seconds, never in buckets
+ * called steps or seconds. */
+static void test_render_html_by_time(void **state) {
+    (void)state;
+    synth_cfg_t c = synth_default();
+    c.with_steps = false;
+    c.leak_bytes = 8 << 20;
+    char *h = html_of("by-time.pltrace", &c, 1);
+    if (getenv("PL_DUMP_HTML")) fputs(h, stderr);
+    const char *head = strstr(h, "<section class=\"head "), *end = head ? strstr(head, "</section>") : NULL;
+    assert_non_null(end);
+    char *facts = strndup(head, (size_t)(end - head));
+    assert_non_null(strstr(facts, "<dt>Rate</dt><dd>+"));
+    assert_non_null(strstr(facts, "/s of heap.bytes"));
+    assert_null(strstr(facts, "bucket"));
+    assert_null(strstr(facts, "steps"));
+    free(facts);
+    free(h);
+}
+
 /* A warmup plateau: said first, no projection anywhere, the flat metrics collapsed under one line. */
 static void test_render_html_plateau(void **state) {
     (void)state;
@@ -245,6 +265,7 @@ static void test_render_html_tree_pid_cycle(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_render_html_leak_first),
+        cmocka_unit_test(test_render_html_by_time),
         cmocka_unit_test(test_render_html_plateau),
         cmocka_unit_test(test_render_html_few_points),
         cmocka_unit_test(test_render_html_tree),
