@@ -143,8 +143,9 @@ static bool has_fit(const pl_verdict_t *v) {
 static bool projects(const pl_report_t *r, const pl_report_process_t *p, pl_metric_t m, const pl_verdict_t *v,
                      double hi, const pl_series_t *s) {
     const char *label = pl_report_metric_label(r, p, m);
-    return v->kind == PL_VERDICT_LEAK && v->has_oom && !s->by_time && m != PL_METRIC_PSS && strcmp(label, "slow growth") &&
-           has_fit(v) && isfinite(v->limit) && v->limit > hi && v->oom_step > v->last_step;
+    return v->kind == PL_VERDICT_LEAK && v->has_oom && !s->by_time && m != PL_METRIC_PSS &&
+           strcmp(label, "slow growth") && has_fit(v) && isfinite(v->limit) && v->limit > hi &&
+           v->oom_step > v->last_step;
 }
 
 static void path_begin(FILE *o, const char *stroke, double width, const char *dash) {
@@ -258,7 +259,8 @@ static int chart(FILE *o, const pl_report_t *r, const pl_report_process_t *p, pl
     double w = CHART_W + (proj ? PROJ_W : 0), x_end = CHART_W - PAD_R;
     char a[32];
     fprintf(o, "<div class=\"chart\"><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-               "viewBox=\"0 0 %.0f %.0f\" role=\"img\" aria-label=\"%s\">\n", w, CHART_H, w, CHART_H, pl_metric_name(m));
+               "viewBox=\"0 0 %.0f %.0f\" role=\"img\" aria-label=\"%s\">\n", w, CHART_H, w, CHART_H,
+            pl_metric_name(m));
     double top = PAD_T, bot = CHART_H - PAD_B;
     if (v->has_warmup && v->warmup_end_step > (int64_t)s0) {
         double x0 = xs(s0, s0, s1), x1 = xs((double)v->warmup_end_step, s0, s1);
@@ -282,8 +284,9 @@ static int chart(FILE *o, const pl_report_t *r, const pl_report_process_t *p, pl
     if (has_fit(v)) { /* the baseline where the judged tail starts: what the growth is measured from */
         double base = fit_at(v, (double)v->tail_start_step), y = ys(base, lo, hi);
         fprintf(o, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#2a6\" stroke-dasharray=\"1,3\">"
-                   "<title>baseline at %s %lld: %s</title></line>\n", PAD_L, y, x_end, y, s->by_time ? "bucket" : "step",
-                (long long)v->tail_start_step, pl_format_value(base, bytes, a, sizeof a));
+                   "<title>baseline at %s %lld: %s</title></line>\n", PAD_L, y, x_end, y,
+                s->by_time ? "bucket" : "step", (long long)v->tail_start_step,
+                pl_format_value(base, bytes, a, sizeof a));
     }
     /* peaks, then baselines */
     path_begin(o, "#c9c9c9", 1, NULL);

@@ -34,31 +34,42 @@ printf '<!DOCTYPE html><html><body>x<script>plateau_undefined_fn()</script></bod
 shoot "$tmp/bad.log" "$tmp/bad.png" 400 300 "file://$tmp/bad.html" || fail "chromium failed on the control page"
 console_errors "$tmp/bad.log" >/dev/null || fail "console error detection does not work (control page passed)"
 
-# NAME: the report of run $tmp/NAME in Chromium, its DOM checked by check_dom.py, screenshots kept
+# LOG WHAT COMMAND...: run it, its output into LOG; on failure show LOG and fail
+ok_or_fail() {
+    local log=$1 what=$2
+    shift 2
+    "$@" >"$log" 2>&1 || { cat "$log"; fail "$what"; }
+}
+
+# NAME: the report of run $tmp/NAME in Chromium, its DOM checked by check_report_dom.py, screenshots kept
 page() {
-    local name=$1 html=$tmp/$1.html
-    "$plateau" report "$tmp/$name" --html "$html" >"$tmp/$name.out" 2>&1 || { cat "$tmp/$name.out"; fail "plateau report $name"; }
+    local name=$1 html=$tmp/$1.html png
+    ok_or_fail "$tmp/$name.out" "plateau report $name" "$plateau" report "$tmp/$name" --html "$html"
     for w in 1280 420; do
-        shoot "$tmp/$name-$w.log" "$keep/$name-$w.png" "$w" 2400 "file://$html" || { cat "$tmp/$name-$w.log"; fail "chromium $name $w"; }
+        png=$keep/$name-$w.png
+        shoot "$tmp/$name-$w.log" "$png" "$w" 2400 "file://$html" ||
+            { cat "$tmp/$name-$w.log"; fail "chromium $name $w"; }
         if console_errors "$tmp/$name-$w.log"; then fail "console errors in the $name page at $w px"; fi
-        [ "$(head -c 8 "$keep/$name-$w.png" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] || fail "$name-$w.png is not a PNG"
-        size=$(stat -c %s "$keep/$name-$w.png")
-        [ "$size" -gt 20000 ] || fail "$name-$w.png suspiciously small ($size bytes): blank page?"
+        [ "$(head -c 8 "$png" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] || fail "$png is not a PNG"
+        size=$(stat -c %s "$png")
+        [ "$size" -gt 20000 ] || fail "$png suspiciously small ($size bytes): blank page?"
     done
     timeout 60 "$chromium" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run \
-        --user-data-dir="$tmp/profile" --dump-dom "file://$html" >"$tmp/$name.dom" 2>/dev/null || fail "chromium --dump-dom $name"
+        --user-data-dir="$tmp/profile" --dump-dom "file://$html" >"$tmp/$name.dom" 2>/dev/null ||
+        fail "chromium --dump-dom $name"
     python3 "$src/tests/cli/check_report_dom.py" "$tmp/$name.dom" "$name" || fail "the $name page's DOM"
 }
 
-"$plateau" run -o "$tmp/leak" -- "$targets/target_leak" 400 >"$tmp/run-leak.out" 2>&1 || { cat "$tmp/run-leak.out"; fail "plateau run leak"; }
-"$plateau" run -o "$tmp/plateau" -- "$targets/target_plateau" 400 >"$tmp/run-plateau.out" 2>&1 || { cat "$tmp/run-plateau.out"; fail "plateau run plateau"; }
+for kind in leak plateau; do
+    ok_or_fail "$tmp/run-$kind.out" "plateau run $kind" "$plateau" run -o "$tmp/$kind" -- "$targets/target_$kind" 400
+done
 page leak
 page plateau
 if [ "${PL_HTML_TORCH:-0}" = 1 ]; then
     py=${PL_HTML_PYTHON:-/usr/bin/python3}
     "$py" -c 'import torch' 2>/dev/null || fail "PL_HTML_TORCH=1 but $py cannot import torch"
-    "$plateau" run -o "$tmp/torch" -- "$py" "$src/tests/targets/py_torch_append.py" >"$tmp/run-torch.out" 2>&1 ||
-        { cat "$tmp/run-torch.out"; fail "plateau run torch"; }
+    ok_or_fail "$tmp/run-torch.out" "plateau run torch" \
+        "$plateau" run -o "$tmp/torch" -- "$py" "$src/tests/targets/py_torch_append.py"
     page torch
     # the top of the page, for docs/report.png: verdict, sites, holders and the first charts
     shoot "$tmp/torch-docs.log" "$keep/torch-docs.png" 1000 1100 "file://$tmp/torch.html" || fail "chromium torch docs"
