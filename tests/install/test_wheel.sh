@@ -15,6 +15,8 @@
 # - under it, `import plateau` gives plateau's package only where the program has no `plateau` of its own (a
 #   stand-in for PyPI's other `plateau` wins), `import plateau_profiler` always;
 # - installs the same way into venvs of pyenv's CPython 3.7 and newer, where present, whose plateau bootstraps them;
+# - makes pytest load plateau's plugin by itself (the pytest11 entry point): `pytest --plateau` fails a leaking test
+#   body and passes a plateauing one (pytest from BUILD_ROOT/integrations-venv; not tried, and said, without it);
 # - with the package's libplateau_preload.so moved away, says it cannot find it and exits 2 (the lookup is the
 #   package's, nothing outside it).
 # The wheel's platform tag names a manylinux glibc floor, not the build machine's `linux`.
@@ -29,7 +31,8 @@ wheels=("$build"/wheel/dist/plateau_profiler-*.whl)
 [ ${#wheels[@]} -eq 1 ] || { echo "SKIP: no wheel in $build/wheel/dist (make wheel makes it)"; exit 77; }
 whl=${wheels[0]}
 py=/usr/bin/python3
-$py -c 'import torch' >/dev/null 2>&1 || { echo "SKIP: $py cannot import torch (python3-torch: make test installs it)"; exit 77; }
+$py -c 'import torch' >/dev/null 2>&1 ||
+  { echo "SKIP: $py cannot import torch (python3-torch: make test installs it)"; exit 77; }
 work=$(mktemp -d /tmp/pl-test-wheel-XXXXXX)
 [ -n "${KEEP:-}" ] || trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*" >&2; for f in "$work"/*.txt; do echo "== $f"; head -c 4000 "$f"; done >&2; exit 1; }
@@ -61,9 +64,10 @@ P=$work/venv/bin/plateau
 # what the traced command runs with: the preload and jemalloc mapped from the package, and the bootstrap's directory
 # on the PYTHONPATH the tracer hands to Python (the command's own environment does not show plateau's variables:
 # docs/env.md), both from the package
-"$P" run -o "$work/env-run" --no-report --host-allocator jemalloc -- sh -c 'cat /proc/$$/maps' >"$work/env.txt" 2>&1 ||
-  fail "plateau run sh"
-grep -q " $site/lib/libplateau_preload.so\$" "$work/env.txt" && grep -q " $site/lib/libjemalloc.so.2\$" "$work/env.txt" ||
+"$P" run -o "$work/env-run" --no-report --host-allocator jemalloc -- sh -c 'cat /proc/$$/maps' \
+  >"$work/env.txt" 2>&1 || fail "plateau run sh"
+grep -q " $site/lib/libplateau_preload.so\$" "$work/env.txt" &&
+  grep -q " $site/lib/libjemalloc.so.2\$" "$work/env.txt" ||
   fail "the preload and jemalloc are not the package's ($site/lib)"
 "$P" run -o "$work/pp-run" --no-report -- "$work/venv/bin/python" -c 'import ctypes
 f = ctypes.CDLL(None).plateau_env
@@ -134,6 +138,30 @@ for v in "$pyenv_versions"/3.*/bin/python3; do
   rm -rf "$work/v$ver"
 done
 
+# pytest finds the package's plugin by itself (the wheel's pytest11 entry point): in a venv with the wheel and pytest
+# (the integrations venv's, on a .pth: no network here), the venv's bin on PATH as an activated venv has it,
+# `pytest --plateau` traces each test: the leaking body fails, the plateauing one passes
+pytest_site=$(echo "$build"/integrations-venv/lib/python3*/site-packages)
+if [ -d "$pytest_site/pytest" ]; then
+  $py -m venv "$work/pt" >>"$work/venv.txt" 2>&1 || fail "python3 -m venv (pytest)"
+  "$work/pt/bin/pip" --disable-pip-version-check install --no-index --no-deps "$whl" >>"$work/pip.txt" 2>&1 ||
+    fail "pip install of the wheel (pytest venv)"
+  echo "$pytest_site" >"$("$work/pt/bin/python" -c 'import site; print(site.getsitepackages()[0])')/pytest-site.pth"
+  mkdir "$work/pt-tests"
+  cp "$src/tests/python/pytest_bodies/bodies.py" "$work/pt-tests/"
+  printf 'import bodies\n\n\ndef test_%s():\n    bodies.%s()\n\n\n' leak_py leak_py plateau_py plateau_py \
+    >"$work/pt-tests/test_wheel_bodies.py"
+  rc=0
+  (cd "$work/pt-tests" && PATH=$work/pt/bin:$PATH "$work/pt/bin/python" -m pytest --plateau -p no:cacheprovider -q \
+    -rA test_wheel_bodies.py) >"$work/pytest.txt" 2>&1 || rc=$?
+  [ $rc -eq 1 ] && grep -q '^FAILED test_wheel_bodies.py::test_leak_py - Failed: plateau: verdict: LEAK' \
+    "$work/pytest.txt" && grep -q '^PASSED test_wheel_bodies.py::test_plateau_py' "$work/pytest.txt" ||
+    fail "pytest --plateau with the wheel's plugin exited $rc (want 1: the leak failed, the plateau passed)"
+  pytest_ok="pytest --plateau: the leak failed, the plateau passed"
+else
+  pytest_ok="pytest --plateau not tried: no pytest in $build/integrations-venv (make integrations-venv)"
+fi
+
 # the lookup is the package's: without its preload library, plateau run says so and traces nothing
 mv "$site/lib/libplateau_preload.so" "$site/preload.away"
 rc=0
@@ -143,3 +171,4 @@ mv "$site/preload.away" "$site/lib/libplateau_preload.so"
   fail "without the package's lib/libplateau_preload.so, plateau run exited $rc"
 echo "ok: $(basename "$whl") in a fresh venv: preload, jemalloc and bootstrap from $site; leak.py:$line named"
 echo "ok: also installed and bootstrapped on Python${pythons:- (no pyenv Python found)}"
+echo "ok: $pytest_ok"
