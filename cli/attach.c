@@ -25,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -38,6 +37,7 @@
 #include "logjudge.h"
 #include "logtail.h"
 #include "nvml.h"
+#include "supervise.h"
 #include "units.h"
 
 #define MAX_PIDS 64
@@ -190,25 +190,30 @@ void pl_cli_attach_note_print(const char *dir, FILE *out) {
 
 /* ---- the watcher: live line and --stop-on-leak, in a process of its own (as plateau run's) ---- */
 
+typedef struct attach_watch {
+    const char *dir;
+    pid_t job;
+    bool live, stop;
+    int64_t run_steps, warmup_steps;
+    double interval_s;
+} attach_watch_t;
+
+static int watch_body(void *ctx) {
+    const attach_watch_t *w = ctx;
+    FILE *out = w->live ? stderr : fopen("/dev/null", "w");
+    pl_cli_live_opts_t o = {.interval_s = w->interval_s, .tty = w->live && isatty(STDERR_FILENO), .out = out,
+                            .stop_pid = w->stop ? w->job : 0, .run_steps = w->run_steps,
+                            .warmup_steps = w->warmup_steps, .slow_hours = 24};
+    return out ? pl_cli_live_loop(w->dir, &o) : 1;
+}
+
 static pid_t start_watcher(const char *dir, pid_t job, bool live, bool stop, int64_t run_steps, int64_t warmup_steps,
                            double interval_s) {
-    fflush(NULL);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid != 0) return pid < 0 ? 0 : pid;
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(0);
-    signal(SIGINT, SIG_IGN); /* Ctrl-C ends plateau attach, which then ends the watcher */
-    signal(SIGHUP, SIG_IGN);
-    pl_cli_live_quit_on(SIGTERM);
-    if (nice(10) < 0) { /* best effort */
-    }
-    FILE *out = live ? stderr : fopen("/dev/null", "w");
-    pl_cli_live_opts_t o = {.interval_s = interval_s, .tty = live && isatty(STDERR_FILENO), .out = out,
-                            .stop_pid = stop ? job : 0, .run_steps = run_steps, .warmup_steps = warmup_steps,
-                            .slow_hours = 24};
-    int rc = out ? pl_cli_live_loop(dir, &o) : 1;
-    fflush(NULL);
-    _exit(rc);
+    attach_watch_t ctx = {.dir = dir, .job = job, .live = live, .stop = stop, .run_steps = run_steps,
+                          .warmup_steps = warmup_steps, .interval_s = interval_s};
+    /* SIGINT and SIGHUP end plateau attach, which then ends the watcher */
+    pl_watcher_t w = {.ignore_hup = true, .quit_on = pl_cli_live_quit_on, .body = watch_body, .ctx = &ctx};
+    return pl_watcher_start(&w);
 }
 
 static int report(const char *dir, bool show, bool fail_on_leak, bool all_processes) {
@@ -426,12 +431,7 @@ int pl_cli_attach(int argc, char **argv) {
     pl_attach_destroy(a);
     pl_nvml_close(nv);
     if (st.have_re) regfree(&st.re);
-    int watcher_status = 0;
-    if (watcher > 0) {
-        kill(watcher, SIGTERM);
-        while (waitpid(watcher, &watcher_status, 0) < 0 && errno == EINTR) {
-        }
-    }
+    int watcher_status = watcher > 0 ? pl_watcher_end(watcher) : 0;
     bool stopped = watcher > 0 && WIFEXITED(watcher_status) && WEXITSTATUS(watcher_status) == PL_WATCH_STOPPED;
     if (quit_sig)
         fprintf(stderr, "plateau attach: stopped by %s: the job runs on, untouched; %zu process%s followed up to now\n",
