@@ -93,7 +93,7 @@ int pl_cli_judge(int argc, char **argv) {
         {"capacity", required_argument, NULL, 'C'}, {"fail-on-leak", no_argument, NULL, 'f'},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
-    optind = 1;
+    optind = 0; /* glibc: a full reset, ordering included (run, attach and watch parse without permuting: opts.h) */
     for (int o; (o = getopt_long(argc, argv, "h", longopts, NULL)) != -1;) {
         switch (o) {
         case 'j': json = optarg; break;

@@ -55,7 +55,7 @@ int pl_cli_replay(int argc, char **argv) {
     int device = -1;
     char err[1024];
     int c;
-    optind = 1;
+    optind = 0; /* glibc: a full reset, ordering included (run, attach and watch parse without permuting: opts.h) */
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
         case 'c': conf = optarg; break;

@@ -338,7 +338,7 @@ int pl_cli_report(int argc, char **argv) {
     double flat_rel = 0; /* --flat-rel-per-step; 0: the default (pl_verdict_params_default) */
     bool fail_on_leak = false, merge = false, force_compare = false;
     int c;
-    optind = 1;
+    optind = 0; /* glibc: a full reset, ordering included (run, attach and watch parse without permuting: opts.h) */
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
         case 'j': json = optarg; break;

@@ -40,6 +40,7 @@
 #include "collector.h"
 #include "commands.h"
 #include "format.h"
+#include "opts.h"
 #include "supervise.h"
 #include "units.h"
 
@@ -454,124 +455,163 @@ int pl_cli_run_dir(const char *who, const char *dir_arg, const char *prefix, boo
     return 0;
 }
 
-int pl_cli_run(int argc, char **argv) {
-    const char *dir_arg = NULL, *allocator = "glibc";
-    uint64_t sample_bytes = 0, interval_ms = 0;
-    bool have_sample = false, have_interval = false, steps_signal = false, report = true, append = false;
-    bool live = isatty(STDERR_FILENO), fail_on_leak = false, stop_on_leak = false, all_processes = false;
-    uint64_t run_steps = 0, warmup_steps = 0;
-    double live_interval_s = 2;
-    int i = 1;
-    for (; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--")) {
-            i++;
-            break;
-        }
-        if (a[0] != '-') break;
-        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "-o")) {
-            if (!val) goto missing;
-            dir_arg = val;
-            i++;
-        } else if (!strcmp(a, "--sample-bytes")) {
-            if (!val) goto missing;
-            if (!parse_u64(val, &sample_bytes)) {
-                fprintf(stderr, "plateau run: --sample-bytes '%s' is not a byte count (e.g. 524288, 512K, 0)\n", pl_format_esc(val));
-                return 2;
-            }
-            have_sample = true;
-            i++;
-        } else if (!strcmp(a, "--interval-ms")) {
-            if (!val) goto missing;
-            if (!parse_u64(val, &interval_ms) || interval_ms < 1 || interval_ms > 60000) {
-                fprintf(stderr, "plateau run: --interval-ms '%s' is not an integer in [1, 60000]\n", pl_format_esc(val));
-                return 2;
-            }
-            have_interval = true;
-            i++;
-        } else if (!strcmp(a, "--steps-signal")) {
-            steps_signal = true;
-        } else if (!strcmp(a, "--append")) {
-            append = true;
-        } else if (!strcmp(a, "--no-report")) {
-            report = false;
-        } else if (!strcmp(a, "--all-processes")) { /* passed to the report printed at the end */
-            all_processes = true;
-        } else if (!strcmp(a, "--live")) {
-            live = true;
-        } else if (!strcmp(a, "--no-live")) {
-            live = false;
-        } else if (!strcmp(a, "--fail-on-leak")) {
-            fail_on_leak = true;
-        } else if (!strcmp(a, "--stop-on-leak")) {
-            stop_on_leak = true;
-        } else if (!strcmp(a, "--run-steps")) {
-            if (!val) goto missing;
-            if (!parse_u64(val, &run_steps) || run_steps < 1) {
-                fprintf(stderr, "plateau run: --run-steps '%s' is not a step count >= 1\n", val);
-                return 2;
-            }
-            i++;
-        } else if (!strcmp(a, "--warmup-steps")) {
-            if (!val) goto missing;
-            if (!parse_u64(val, &warmup_steps) || warmup_steps < 1 || warmup_steps > INT64_MAX / 4) {
-                fprintf(stderr, "plateau run: --warmup-steps '%s' is not a step count >= 1\n", pl_format_esc(val));
-                return 2;
-            }
-            i++;
-        } else if (!strcmp(a, "--live-interval")) { /* seconds between live polls (tests, benchmarks) */
-            if (!val) goto missing;
-            char *end;
-            live_interval_s = strtod(val, &end);
-            if (*end || !(live_interval_s >= 0.05) || live_interval_s > 3600) {
-                fprintf(stderr, "plateau run: --live-interval '%s' is not seconds in [0.05, 3600]\n", val);
-                return 2;
-            }
-            i++;
-        } else if (!strcmp(a, "--host-allocator")) {
-            if (!val) goto missing;
-            if (strcmp(val, "glibc") && strcmp(val, "jemalloc")) {
-                fprintf(stderr, "plateau run: --host-allocator '%s': use glibc or jemalloc\n", pl_format_esc(val));
-                return 2;
-            }
-            allocator = val;
-            i++;
-        } else {
-            fprintf(stderr, "plateau run: unknown option '%s'\n", pl_format_esc(a));
-            usage(stderr);
+/* ---- the options ---- */
+
+typedef struct run_opts {
+    const char *dir_arg;      /* -o DIR, NULL: ./plateau-run-<time> */
+    const char *allocator;    /* --host-allocator: "glibc" or "jemalloc" */
+    uint64_t sample_bytes;    /* --sample-bytes, when have_sample */
+    uint64_t interval_ms;     /* --interval-ms, when have_interval */
+    uint64_t run_steps, warmup_steps; /* --run-steps, --warmup-steps; 0 none */
+    double live_interval_s;   /* --live-interval */
+    bool have_sample, have_interval, steps_signal, report, append, live, fail_on_leak, stop_on_leak, all_processes;
+    char **cmd;               /* CMD ARGS..., NULL-terminated (argv's) */
+} run_opts_t;
+
+enum { OPT_SAMPLE = 256, OPT_INTERVAL, OPT_STEPS_SIGNAL, OPT_APPEND, OPT_NO_REPORT, OPT_ALL, OPT_LIVE, OPT_NO_LIVE,
+       OPT_FAIL, OPT_STOP, OPT_RUN_STEPS, OPT_WARMUP_STEPS, OPT_LIVE_INTERVAL, OPT_ALLOCATOR };
+
+static const struct option run_longopts[] = {
+    {"help", no_argument, NULL, 'h'},
+    {"sample-bytes", required_argument, NULL, OPT_SAMPLE},
+    {"interval-ms", required_argument, NULL, OPT_INTERVAL},
+    {"steps-signal", no_argument, NULL, OPT_STEPS_SIGNAL},
+    {"append", no_argument, NULL, OPT_APPEND},
+    {"no-report", no_argument, NULL, OPT_NO_REPORT},
+    {"all-processes", no_argument, NULL, OPT_ALL}, /* passed to the report printed at the end */
+    {"live", no_argument, NULL, OPT_LIVE},
+    {"no-live", no_argument, NULL, OPT_NO_LIVE},
+    {"fail-on-leak", no_argument, NULL, OPT_FAIL},
+    {"stop-on-leak", no_argument, NULL, OPT_STOP},
+    {"run-steps", required_argument, NULL, OPT_RUN_STEPS},
+    {"warmup-steps", required_argument, NULL, OPT_WARMUP_STEPS},
+    {"live-interval", required_argument, NULL, OPT_LIVE_INTERVAL}, /* seconds between live polls (tests, benchmarks) */
+    {"host-allocator", required_argument, NULL, OPT_ALLOCATOR},
+    {NULL, 0, NULL, 0},
+};
+
+/* An option's value into o. Returns 0, or 2 after one line on stderr. */
+static int set_value(run_opts_t *o, int c, const char *val) {
+    switch (c) {
+    case 'o': o->dir_arg = val; return 0;
+    case OPT_SAMPLE:
+        if (!parse_u64(val, &o->sample_bytes)) {
+            fprintf(stderr, "plateau run: --sample-bytes '%s' is not a byte count (e.g. 524288, 512K, 0)\n", pl_format_esc(val));
             return 2;
         }
+        o->have_sample = true;
+        return 0;
+    case OPT_INTERVAL:
+        if (!parse_u64(val, &o->interval_ms) || o->interval_ms < 1 || o->interval_ms > 60000) {
+            fprintf(stderr, "plateau run: --interval-ms '%s' is not an integer in [1, 60000]\n", pl_format_esc(val));
+            return 2;
+        }
+        o->have_interval = true;
+        return 0;
+    case OPT_RUN_STEPS:
+        if (!parse_u64(val, &o->run_steps) || o->run_steps < 1) {
+            fprintf(stderr, "plateau run: --run-steps '%s' is not a step count >= 1\n", val);
+            return 2;
+        }
+        return 0;
+    case OPT_WARMUP_STEPS:
+        if (!parse_u64(val, &o->warmup_steps) || o->warmup_steps < 1 || o->warmup_steps > INT64_MAX / 4) {
+            fprintf(stderr, "plateau run: --warmup-steps '%s' is not a step count >= 1\n", pl_format_esc(val));
+            return 2;
+        }
+        return 0;
+    case OPT_LIVE_INTERVAL: {
+        char *end;
+        o->live_interval_s = strtod(val, &end);
+        if (*end || !(o->live_interval_s >= 0.05) || o->live_interval_s > 3600) {
+            fprintf(stderr, "plateau run: --live-interval '%s' is not seconds in [0.05, 3600]\n", val);
+            return 2;
+        }
+        return 0;
     }
-    if (i >= argc) {
+    case OPT_ALLOCATOR:
+        if (strcmp(val, "glibc") && strcmp(val, "jemalloc")) {
+            fprintf(stderr, "plateau run: --host-allocator '%s': use glibc or jemalloc\n", pl_format_esc(val));
+            return 2;
+        }
+        o->allocator = val;
+        return 0;
+    }
+    return 0;
+}
+
+/* A flag into o; false when c is none. */
+static bool set_flag(run_opts_t *o, int c) {
+    switch (c) {
+    case OPT_STEPS_SIGNAL: o->steps_signal = true; return true;
+    case OPT_APPEND: o->append = true; return true;
+    case OPT_NO_REPORT: o->report = false; return true;
+    case OPT_ALL: o->all_processes = true; return true;
+    case OPT_LIVE: o->live = true; return true;
+    case OPT_NO_LIVE: o->live = false; return true;
+    case OPT_FAIL: o->fail_on_leak = true; return true;
+    case OPT_STOP: o->stop_on_leak = true; return true;
+    default: return false;
+    }
+}
+
+/* argv into o: options up to the first operand or "--", the rest is CMD (never permuted). Returns -1 to go on, or
+ * the exit status (0 after --help, 2 after one line on a usage error). */
+static int parse_options(int argc, char **argv, run_opts_t *o) {
+    *o = (run_opts_t){.allocator = "glibc", .report = true, .live = isatty(STDERR_FILENO), .live_interval_s = 2};
+    pl_opts_t g;
+    pl_opts_start(&g, "plateau run", "ho:", run_longopts);
+    int c, rc = -1;
+    while (rc < 0 && (c = pl_opts_next(&g, argc, argv)) != -1) {
+        if (c == 'h') {
+            usage(stdout);
+            rc = 0;
+        } else if (c == '?' || c == ':') {
+            pl_opts_say(&g, c, argv);
+            if (c == '?') usage(stderr);
+            rc = 2;
+        } else if (!set_flag(o, c) && set_value(o, c, optarg)) {
+            rc = 2;
+        }
+    }
+    pl_opts_end(&g);
+    if (rc >= 0) return rc;
+    if (!g.dashdash && optind < argc && !strcmp(argv[optind], "-")) { /* an option to us, not a command */
+        fprintf(stderr, "plateau run: unknown option '-'\n");
+        usage(stderr);
+        return 2;
+    }
+    if (optind >= argc) {
         fprintf(stderr, "plateau run: no command given\n");
         usage(stderr);
         return 2;
     }
-    char **cmd = argv + i;
+    o->cmd = argv + optind;
+    return -1;
+}
 
-    char preload[PATH_MAX];
-    if (!find_preload(preload, sizeof preload)) {
+/* ---- the steps ---- */
+
+/* The preload library, and jemalloc with --host-allocator jemalloc (jemalloc "" otherwise; both PATH_MAX). Returns
+ * 0, or 2 after one line. */
+static int find_libraries(const run_opts_t *o, char *preload, char *jemalloc) {
+    if (!find_preload(preload, PATH_MAX)) {
         fprintf(stderr, "plateau run: cannot find libplateau_preload.so (looked next to this program%s%s); set "
                         "PLATEAU_PRELOAD to its path\n", PL_LIBDIR[0] ? " and in the install libdir " : "", PL_LIBDIR);
         return 2;
     }
-    char jemalloc[PATH_MAX] = "";
-    if (!strcmp(allocator, "jemalloc") && !find_jemalloc(preload, jemalloc, sizeof jemalloc)) {
+    jemalloc[0] = 0;
+    if (!strcmp(o->allocator, "jemalloc") && !find_jemalloc(preload, jemalloc, PATH_MAX)) {
         fprintf(stderr, "plateau run: libjemalloc.so.2 not found (install libjemalloc2 or set PLATEAU_JEMALLOC)\n");
         return 2;
     }
+    return 0;
+}
 
-    char abs_dir[PATH_MAX];
-    uint64_t run_id;
-    bool made, wrote_id;
-    if (pl_cli_run_dir("plateau run", dir_arg, "plateau-run", append, allocator, abs_dir, &run_id, &made, &wrote_id))
-        return 2;
-
-    /* Environment for the child. */
+/* The command's environment (docs/env.md): LD_PRELOAD, PLATEAU_DIR, PLATEAU_RUN_ID and the options' variables, the
+ * Python bootstrap. Returns 0, or 2 when out of memory. */
+static int command_env(const run_opts_t *o, const char *preload, const char *jemalloc, const char *abs_dir,
+                       uint64_t run_id) {
     const char *old = getenv("LD_PRELOAD");
     size_t lp_len = strlen(preload) + strlen(jemalloc) + (old ? strlen(old) : 0) + 4;
     char *lp = malloc(lp_len);
@@ -584,44 +624,34 @@ int pl_cli_run(int argc, char **argv) {
     char num[32];
     snprintf(num, sizeof num, "%016llx", (unsigned long long)run_id);
     child_setenv("PLATEAU_RUN_ID", num);
-    if (have_sample) {
-        snprintf(num, sizeof num, "%llu", (unsigned long long)sample_bytes);
+    if (o->have_sample) {
+        snprintf(num, sizeof num, "%llu", (unsigned long long)o->sample_bytes);
         child_setenv("PLATEAU_SAMPLE_BYTES", num);
     }
-    if (have_interval) {
-        snprintf(num, sizeof num, "%llu", (unsigned long long)interval_ms);
+    if (o->have_interval) {
+        snprintf(num, sizeof num, "%llu", (unsigned long long)o->interval_ms);
         child_setenv("PLATEAU_INTERVAL_MS", num);
     }
-    if (steps_signal) child_setenv("PLATEAU_STEP_SIGNAL", "1");
+    if (o->steps_signal) child_setenv("PLATEAU_STEP_SIGNAL", "1");
     if (!getenv("PLATEAU_QUIET")) child_setenv("PLATEAU_QUIET", "1");
     python_bootstrap_env();
-    /* The collector (collector/): the tracer then runs no thread and keeps no descriptor in the program. Without
-     * it the tracer runs its own writer and sampler threads (docs/env.md, PLATEAU_COLLECTOR). */
-    pl_collector_t collector;
-    if (pl_collector_start(abs_dir, &collector) == 0) child_setenv("PLATEAU_COLLECTOR", "1");
-    setenv("PLATEAU_SET", child_added, 1); /* CMD's preload takes these out of its environment again */
+    return 0;
+}
 
-    /* Signals are blocked before the fork (none is lost or kills us meanwhile) and taken by sigwaitinfo. */
-    pl_relay_t relay;
-    pl_relay_open(&relay);
-
-    /* this run's processes start after this (the watcher tells them from an earlier run's, with --append); 1 s of
-     * slack for the clock's steps */
-    struct timespec start_ts;
-    clock_gettime(CLOCK_REALTIME, &start_ts);
-    int64_t start_ns = ((int64_t)start_ts.tv_sec - 1) * 1000000000 + start_ts.tv_nsec;
+/* Fork and exec CMD with the signal mask and SIGCHLD as they were before the relay. *exec_failed: it could not run
+ * (it said why; its exit status is 127 or 126). Returns its pid, or -1 after one line. */
+static pid_t start_command(const pl_relay_t *relay, char **cmd, bool *exec_failed) {
     /* exec_fd: closed by a successful exec (O_CLOEXEC); a failed one writes its errno there first */
     int exec_fd[2] = {-1, -1};
     if (pipe2(exec_fd, O_CLOEXEC) != 0) exec_fd[0] = exec_fd[1] = -1;
-    pl_oom_counts_t oom_before = pl_run_status_oom_counts();
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "plateau run: fork: %s\n", strerror(errno));
-        return 2;
+        return -1;
     }
     if (pid == 0) {
-        pl_relay_child_restore(&relay);
+        pl_relay_child_restore(relay);
         if (exec_fd[0] >= 0) close(exec_fd[0]);
         execvp(cmd[0], cmd);
         int err = errno;
@@ -630,59 +660,108 @@ int pl_cli_run(int argc, char **argv) {
         }
         _exit(err == ENOENT ? 127 : 126);
     }
-    relay.child = pid;
-    bool exec_failed = false;
+    *exec_failed = false;
     if (exec_fd[0] >= 0) {
         close(exec_fd[1]);
         int err;
         ssize_t n;
         while ((n = read(exec_fd[0], &err, sizeof err)) < 0 && errno == EINTR) {
         }
-        exec_failed = n == (ssize_t)sizeof err;
+        *exec_failed = n == (ssize_t)sizeof err;
         close(exec_fd[0]);
     }
-    pid_t watcher = !exec_failed && (live || stop_on_leak)
-                        ? start_watcher(abs_dir, &relay.old_mask, pid, live, stop_on_leak,
-                                                         (int64_t)run_steps, (int64_t)warmup_steps, start_ns,
-                                                         live_interval_s)
-                                         : 0;
-    int status = 0, watcher_status = 0;
+    return pid;
+}
+
+/* The run directory and how CMD ended. */
+typedef struct run_state {
+    char abs_dir[PATH_MAX];
+    uint64_t run_id;
+    bool made, wrote_id;       /* the directory / its run-id file were made by this run */
+    pl_relay_t relay;
+    pid_t pid;                 /* CMD */
+    int status;                /* CMD's wait status */
+    bool exec_failed;          /* CMD could not run */
+    bool stopped;              /* the watcher stopped the job (--stop-on-leak) */
+    pl_oom_counts_t oom_before;
+} run_state_t;
+
+/* Run CMD under the supervisor (supervise.h) until it has ended, with the watcher when asked. Returns 0, or 2 after
+ * one line. Signals stay blocked on return: one arriving now cannot replace CMD's exit status with ours. */
+static int supervise_command(const run_opts_t *o, run_state_t *s) {
+    /* Signals are blocked before the fork (none is lost or kills us meanwhile) and taken by sigwaitinfo. */
+    pl_relay_open(&s->relay);
+    /* this run's processes start after this (the watcher tells them from an earlier run's, with --append); 1 s of
+     * slack for the clock's steps */
+    struct timespec start_ts;
+    clock_gettime(CLOCK_REALTIME, &start_ts);
+    int64_t start_ns = ((int64_t)start_ts.tv_sec - 1) * 1000000000 + start_ts.tv_nsec;
+    s->oom_before = pl_run_status_oom_counts();
+    s->pid = start_command(&s->relay, o->cmd, &s->exec_failed);
+    if (s->pid < 0) return 2;
+    s->relay.child = s->pid;
+    pid_t watcher = !s->exec_failed && (o->live || o->stop_on_leak)
+                        ? start_watcher(s->abs_dir, &s->relay.old_mask, s->pid, o->live, o->stop_on_leak,
+                                        (int64_t)o->run_steps, (int64_t)o->warmup_steps, start_ns, o->live_interval_s)
+                        : 0;
+    int watcher_status = 0;
     const char *failed = "";
-    int err = pl_relay_wait(&relay, &watcher, &status, &watcher_status, &failed);
+    int err = pl_relay_wait(&s->relay, &watcher, &s->status, &watcher_status, &failed);
     if (err) {
         fprintf(stderr, "plateau run: %s: %s\n", failed, strerror(-err));
         return 2;
     }
     if (watcher > 0) watcher_status = pl_watcher_end(watcher);
-    bool stopped = WIFEXITED(watcher_status) && WEXITSTATUS(watcher_status) == PL_WATCH_STOPPED;
-    pl_relay_close(&relay);
+    s->stopped = WIFEXITED(watcher_status) && WEXITSTATUS(watcher_status) == PL_WATCH_STOPPED;
+    pl_relay_close(&s->relay);
+    return 0;
+}
+
+/* CMD has ended and its traces are written: run.status, where the traces are, the notes, the report; plateau run's
+ * exit status (it may end plateau the way CMD ended instead). */
+static int finish(const run_opts_t *o, run_state_t *s) {
+    int rc = WIFEXITED(s->status) ? WEXITSTATUS(s->status) : 128 + WTERMSIG(s->status);
+    if (s->exec_failed) { /* nothing ran: leave no run behind (the child said why) */
+        char id_path[PATH_MAX + sizeof PL_TRACE_RUN_ID_FILE + 1];
+        snprintf(id_path, sizeof id_path, "%s/%s", s->abs_dir, PL_TRACE_RUN_ID_FILE);
+        if (s->wrote_id) unlink(id_path);
+        if (s->made) rmdir(s->abs_dir); /* fails, leaving it, if anything else appeared there */
+        return rc;
+    }
+    if (pl_run_status_write(s->abs_dir, s->pid, s->status, s->oom_before) == -EINVAL)
+        fprintf(stderr, "plateau run: %s/run.status is not a regular file: the command's exit status is not recorded "
+                        "there\n", pl_format_esc(s->abs_dir));
+    int n = count_traces(s->abs_dir);
+    fprintf(stderr, "plateau: %d trace file%s in %s", n, n == 1 ? "" : "s", pl_format_esc(s->abs_dir));
+    if (WIFSIGNALED(s->status)) fprintf(stderr, " (the command was killed by signal %d)", WTERMSIG(s->status));
+    fprintf(stderr, "\n");
+    pl_cli_notes_print(s->abs_dir, stderr);
+    bool leak = (o->report || o->fail_on_leak) && n > 0 &&
+                print_report(s->abs_dir, &s->relay.old_mask, o->report, o->fail_on_leak, o->all_processes);
+    int ret = exit_status(rc, s->stopped, leak, o->fail_on_leak, s->abs_dir);
+    if (ret == rc) pl_run_status_end_like(s->status);
+    return ret;
+}
+
+int pl_cli_run(int argc, char **argv) {
+    run_opts_t o;
+    int rc = parse_options(argc, argv, &o);
+    if (rc >= 0) return rc;
+    char preload[PATH_MAX], jemalloc[PATH_MAX];
+    if (find_libraries(&o, preload, jemalloc)) return 2;
+    static run_state_t s; /* PATH_MAX and a relay: off the stack */
+    if (pl_cli_run_dir("plateau run", o.dir_arg, "plateau-run", o.append, o.allocator, s.abs_dir, &s.run_id, &s.made,
+                       &s.wrote_id))
+        return 2;
+    if (command_env(&o, preload, jemalloc, s.abs_dir, s.run_id)) return 2;
+    /* The collector (collector/): the tracer then runs no thread and keeps no descriptor in the program. Without
+     * it the tracer runs its own writer and sampler threads (docs/env.md, PLATEAU_COLLECTOR). */
+    pl_collector_t collector;
+    if (pl_collector_start(s.abs_dir, &collector) == 0) child_setenv("PLATEAU_COLLECTOR", "1");
+    setenv("PLATEAU_SET", child_added, 1); /* CMD's preload takes these out of its environment again */
+    if (supervise_command(&o, &s)) return 2;
     /* Everything the ended processes recorded is in their files before the report reads them. */
     if (collector.pid > 0 && !pl_collector_finish(&collector, 10000))
         fprintf(stderr, "plateau: the collector did not finish writing the traces within 10 s\n");
-    /* Signals stay blocked until we return: one arriving now cannot replace CMD's exit status with ours. */
-
-    int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (exec_failed) { /* nothing ran: leave no run behind (the child said why) */
-        char id_path[PATH_MAX + sizeof PL_TRACE_RUN_ID_FILE + 1];
-        snprintf(id_path, sizeof id_path, "%s/%s", abs_dir, PL_TRACE_RUN_ID_FILE);
-        if (wrote_id) unlink(id_path);
-        if (made) rmdir(abs_dir); /* fails, leaving it, if anything else appeared there */
-        return rc;
-    }
-    if (pl_run_status_write(abs_dir, pid, status, oom_before) == -EINVAL)
-        fprintf(stderr, "plateau run: %s/run.status is not a regular file: the command's exit status is not recorded "
-                        "there\n", pl_format_esc(abs_dir));
-    int n = count_traces(abs_dir);
-    fprintf(stderr, "plateau: %d trace file%s in %s", n, n == 1 ? "" : "s", pl_format_esc(abs_dir));
-    if (WIFSIGNALED(status)) fprintf(stderr, " (the command was killed by signal %d)", WTERMSIG(status));
-    fprintf(stderr, "\n");
-    pl_cli_notes_print(abs_dir, stderr);
-    bool leak = (report || fail_on_leak) && n > 0 && print_report(abs_dir, &relay.old_mask, report, fail_on_leak, all_processes);
-    int ret = exit_status(rc, stopped, leak, fail_on_leak, abs_dir);
-    if (ret == rc) pl_run_status_end_like(status);
-    return ret;
-
-missing:
-    fprintf(stderr, "plateau run: option '%s' needs a value\n", pl_format_esc(argv[i]));
-    return 2;
+    return finish(&o, &s);
 }

@@ -81,7 +81,7 @@ int pl_cli_tune(int argc, char **argv) {
     unsigned long long jobs = 0, top = 15, max_events = 0, device = 0;
     bool have_device = false;
     int c;
-    optind = 1;
+    optind = 0; /* glibc: a full reset, ordering included (run, attach and watch parse without permuting: opts.h) */
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
         case 'c':
