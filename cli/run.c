@@ -4,7 +4,7 @@
  *               [--all-processes] [--fail-on-leak] [--stop-on-leak] [--run-steps N] [--warmup-steps N] -- CMD ARGS...
  * Wiring only: finds libplateau_preload.so (PLATEAU_PRELOAD, else next to this executable in a build tree,
  * else the install libdir, relative to this executable then absolute: config.h; a wheel's lib/ beside its bin/),
- * makes the run directory, sets LD_PRELOAD and PLATEAU_* (docs/env.md), runs CMD, relays signals (below), returns
+ * makes the run directory, sets LD_PRELOAD and PLATEAU_* (docs/env.md), runs CMD, relays signals (supervise/), returns
  * CMD's exit status (128 + signal if it was killed), and prints where the traces are and the report summary
  * (`plateau report DIR`, unless --no-report).
  *
