@@ -25,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -38,6 +37,8 @@
 #include "logjudge.h"
 #include "logtail.h"
 #include "nvml.h"
+#include "opts.h"
+#include "supervise.h"
 #include "units.h"
 
 #define MAX_PIDS 64
@@ -190,25 +191,30 @@ void pl_cli_attach_note_print(const char *dir, FILE *out) {
 
 /* ---- the watcher: live line and --stop-on-leak, in a process of its own (as plateau run's) ---- */
 
+typedef struct attach_watch {
+    const char *dir;
+    pid_t job;
+    bool live, stop;
+    int64_t run_steps, warmup_steps;
+    double interval_s;
+} attach_watch_t;
+
+static int watch_body(void *ctx) {
+    const attach_watch_t *w = ctx;
+    FILE *out = w->live ? stderr : fopen("/dev/null", "w");
+    pl_cli_live_opts_t o = {.interval_s = w->interval_s, .tty = w->live && isatty(STDERR_FILENO), .out = out,
+                            .stop_pid = w->stop ? w->job : 0, .run_steps = w->run_steps,
+                            .warmup_steps = w->warmup_steps, .slow_hours = 24};
+    return out ? pl_cli_live_loop(w->dir, &o) : 1;
+}
+
 static pid_t start_watcher(const char *dir, pid_t job, bool live, bool stop, int64_t run_steps, int64_t warmup_steps,
                            double interval_s) {
-    fflush(NULL);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid != 0) return pid < 0 ? 0 : pid;
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(0);
-    signal(SIGINT, SIG_IGN); /* Ctrl-C ends plateau attach, which then ends the watcher */
-    signal(SIGHUP, SIG_IGN);
-    pl_cli_live_quit_on(SIGTERM);
-    if (nice(10) < 0) { /* best effort */
-    }
-    FILE *out = live ? stderr : fopen("/dev/null", "w");
-    pl_cli_live_opts_t o = {.interval_s = interval_s, .tty = live && isatty(STDERR_FILENO), .out = out,
-                            .stop_pid = stop ? job : 0, .run_steps = run_steps, .warmup_steps = warmup_steps,
-                            .slow_hours = 24};
-    int rc = out ? pl_cli_live_loop(dir, &o) : 1;
-    fflush(NULL);
-    _exit(rc);
+    attach_watch_t ctx = {.dir = dir, .job = job, .live = live, .stop = stop, .run_steps = run_steps,
+                          .warmup_steps = warmup_steps, .interval_s = interval_s};
+    /* SIGINT and SIGHUP end plateau attach, which then ends the watcher */
+    pl_watcher_t w = {.ignore_hup = true, .quit_on = pl_cli_live_quit_on, .body = watch_body, .ctx = &ctx};
+    return pl_watcher_start(&w);
 }
 
 static int report(const char *dir, bool show, bool fail_on_leak, bool all_processes) {
@@ -240,215 +246,240 @@ static bool parse_count(const char *s, uint64_t lo, uint64_t hi, uint64_t *out) 
     return pl_units_parse(s, out) == 0 && *out >= lo && *out <= hi;
 }
 
-int pl_cli_attach(int argc, char **argv) {
-    const char *dir_arg = NULL, *steps_from = NULL, *pattern = NULL;
-    uint64_t interval_ms = 500, run_steps = 0, warmup_steps = 0;
-    bool children = true, gpu = true, show_report = true, live = isatty(STDERR_FILENO), fail_on_leak = false;
-    bool stop_on_leak = false, all_processes = false;
-    double live_interval_s = 2;
-    uint32_t pids[MAX_PIDS];
-    size_t n_pids = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        bool takes = !strcmp(a, "-o") || !strcmp(a, "--interval-ms") || !strcmp(a, "--steps-from") ||
-                     !strcmp(a, "--step-pattern") || !strcmp(a, "--run-steps") || !strcmp(a, "--warmup-steps") ||
-                     !strcmp(a, "--live-interval");
-        if (takes && !val) {
-            fprintf(stderr, "plateau attach: option '%s' needs a value\n", pl_format_esc(a));
+/* ---- the options ---- */
+
+typedef struct attach_opts {
+    const char *dir_arg;      /* -o DIR, NULL: ./plateau-attach-<time> */
+    const char *steps_from;   /* --steps-from FILE */
+    const char *pattern;      /* --step-pattern REGEX */
+    uint64_t interval_ms, run_steps, warmup_steps;
+    double live_interval_s;
+    bool children, gpu, show_report, live, fail_on_leak, stop_on_leak, all_processes;
+    uint32_t pids[MAX_PIDS];  /* the PIDs given, in order: the first is the job --stop-on-leak may stop */
+    size_t n_pids;
+} attach_opts_t;
+
+enum { OPT_INTERVAL = 256, OPT_STEPS_FROM, OPT_PATTERN, OPT_RUN_STEPS, OPT_WARMUP_STEPS, OPT_LIVE_INTERVAL,
+       OPT_NO_CHILDREN, OPT_NO_GPU, OPT_NO_REPORT, OPT_LIVE, OPT_NO_LIVE, OPT_ALL, OPT_FAIL, OPT_STOP };
+
+static const struct option attach_longopts[] = {
+    {"help", no_argument, NULL, 'h'},
+    {"interval-ms", required_argument, NULL, OPT_INTERVAL},
+    {"steps-from", required_argument, NULL, OPT_STEPS_FROM},
+    {"step-pattern", required_argument, NULL, OPT_PATTERN},
+    {"run-steps", required_argument, NULL, OPT_RUN_STEPS},
+    {"warmup-steps", required_argument, NULL, OPT_WARMUP_STEPS},
+    {"live-interval", required_argument, NULL, OPT_LIVE_INTERVAL},
+    {"no-children", no_argument, NULL, OPT_NO_CHILDREN},
+    {"no-gpu", no_argument, NULL, OPT_NO_GPU},
+    {"no-report", no_argument, NULL, OPT_NO_REPORT},
+    {"live", no_argument, NULL, OPT_LIVE},
+    {"no-live", no_argument, NULL, OPT_NO_LIVE},
+    {"all-processes", no_argument, NULL, OPT_ALL},
+    {"fail-on-leak", no_argument, NULL, OPT_FAIL},
+    {"stop-on-leak", no_argument, NULL, OPT_STOP},
+    {NULL, 0, NULL, 0},
+};
+
+/* An option into o (tok: the option as given, for messages). Returns 0, or 2 after one line on stderr. */
+static int set_option(attach_opts_t *o, int c, const char *tok, const char *val) {
+    switch (c) {
+    case 'o': o->dir_arg = val; break;
+    case OPT_INTERVAL:
+        if (!parse_count(val, 10, 60000, &o->interval_ms)) {
+            fprintf(stderr, "plateau attach: --interval-ms '%s' is not an integer in [10, 60000]\n", pl_format_esc(val));
             return 2;
         }
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "-o")) {
-            dir_arg = argv[++i];
-        } else if (!strcmp(a, "--interval-ms")) {
-            if (!parse_count(argv[++i], 10, 60000, &interval_ms)) {
-                fprintf(stderr, "plateau attach: --interval-ms '%s' is not an integer in [10, 60000]\n",
-                        pl_format_esc(argv[i]));
-                return 2;
-            }
-        } else if (!strcmp(a, "--steps-from")) {
-            steps_from = argv[++i];
-        } else if (!strcmp(a, "--step-pattern")) {
-            pattern = argv[++i];
-        } else if (!strcmp(a, "--run-steps") || !strcmp(a, "--warmup-steps")) {
-            uint64_t *v = a[2] == 'r' ? &run_steps : &warmup_steps;
-            if (!parse_count(argv[++i], 1, INT64_MAX / 4, v)) {
-                fprintf(stderr, "plateau attach: %s '%s' is not a step count >= 1\n", a, pl_format_esc(argv[i]));
-                return 2;
-            }
-        } else if (!strcmp(a, "--live-interval")) {
-            char *end;
-            live_interval_s = strtod(argv[++i], &end);
-            if (*end || !(live_interval_s >= 0.05) || live_interval_s > 3600) {
-                fprintf(stderr, "plateau attach: --live-interval '%s' is not seconds in [0.05, 3600]\n",
-                        pl_format_esc(argv[i]));
-                return 2;
-            }
-        } else if (!strcmp(a, "--no-children")) {
-            children = false;
-        } else if (!strcmp(a, "--no-gpu")) {
-            gpu = false;
-        } else if (!strcmp(a, "--no-report")) {
-            show_report = false;
-        } else if (!strcmp(a, "--live")) {
-            live = true;
-        } else if (!strcmp(a, "--no-live")) {
-            live = false;
-        } else if (!strcmp(a, "--all-processes")) {
-            all_processes = true;
-        } else if (!strcmp(a, "--fail-on-leak")) {
-            fail_on_leak = true;
-        } else if (!strcmp(a, "--stop-on-leak")) {
-            stop_on_leak = true;
-        } else if (a[0] == '-') {
-            fprintf(stderr, "plateau attach: unknown option '%s'\n", pl_format_esc(a));
-            usage(stderr);
+        break;
+    case OPT_STEPS_FROM: o->steps_from = val; break;
+    case OPT_PATTERN: o->pattern = val; break;
+    case OPT_RUN_STEPS:
+    case OPT_WARMUP_STEPS:
+        if (!parse_count(val, 1, INT64_MAX / 4, c == OPT_RUN_STEPS ? &o->run_steps : &o->warmup_steps)) {
+            fprintf(stderr, "plateau attach: %s '%s' is not a step count >= 1\n", tok, pl_format_esc(val));
             return 2;
+        }
+        break;
+    case OPT_LIVE_INTERVAL: {
+        char *end;
+        o->live_interval_s = strtod(val, &end);
+        if (*end || !(o->live_interval_s >= 0.05) || o->live_interval_s > 3600) {
+            fprintf(stderr, "plateau attach: --live-interval '%s' is not seconds in [0.05, 3600]\n", pl_format_esc(val));
+            return 2;
+        }
+        break;
+    }
+    case OPT_NO_CHILDREN: o->children = false; break;
+    case OPT_NO_GPU: o->gpu = false; break;
+    case OPT_NO_REPORT: o->show_report = false; break;
+    case OPT_LIVE: o->live = true; break;
+    case OPT_NO_LIVE: o->live = false; break;
+    case OPT_ALL: o->all_processes = true; break;
+    case OPT_FAIL: o->fail_on_leak = true; break;
+    case OPT_STOP: o->stop_on_leak = true; break;
+    }
+    return 0;
+}
+
+/* An operand: a PID into o. Returns 0, or 2 after one line on stderr. */
+static int add_pid(attach_opts_t *o, const char *a) {
+    if (a[0] == '-') { /* "-" alone, or a "--": options and PIDs mix, nothing ends the options */
+        fprintf(stderr, "plateau attach: unknown option '%s'\n", pl_format_esc(a));
+        usage(stderr);
+        return 2;
+    }
+    char *end;
+    unsigned long v = strtoul(a, &end, 10);
+    if (*end || end == a || v == 0 || v > INT32_MAX) {
+        fprintf(stderr, "plateau attach: '%s' is not a process id\n", pl_format_esc(a));
+        return 2;
+    }
+    if (o->n_pids == MAX_PIDS) {
+        fprintf(stderr, "plateau attach: at most %d PIDs (their children are followed without naming them)\n",
+                MAX_PIDS);
+        return 2;
+    }
+    o->pids[o->n_pids++] = (uint32_t)v;
+    return 0;
+}
+
+/* argv into o: options and PIDs in any order. Returns -1 to go on, or the exit status (0 after --help, 2 after one
+ * line on a usage error). */
+static int parse_options(int argc, char **argv, attach_opts_t *o) {
+    *o = (attach_opts_t){.interval_ms = 500, .live_interval_s = 2, .children = true, .gpu = true,
+                         .show_report = true, .live = isatty(STDERR_FILENO)};
+    pl_opts_t g;
+    pl_opts_start(&g, "plateau attach", "ho:", attach_longopts);
+    int rc = -1;
+    while (rc < 0) {
+        int c = pl_opts_next(&g, argc, argv);
+        if (c == -1 && optind >= argc && !g.dashdash) break;
+        if (c == -1) {
+            rc = add_pid(o, g.dashdash ? "--" : argv[optind]) ? 2 : -1;
+            if (!g.dashdash) optind++;
+        } else if (c == 'h') {
+            usage(stdout);
+            rc = 0;
+        } else if (c == '?' || c == ':') {
+            pl_opts_say(&g, c, argv);
+            if (c == '?') usage(stderr);
+            rc = 2;
         } else {
-            char *end;
-            unsigned long v = strtoul(a, &end, 10);
-            if (*end || end == a || v == 0 || v > INT32_MAX) {
-                fprintf(stderr, "plateau attach: '%s' is not a process id\n", pl_format_esc(a));
-                return 2;
-            }
-            if (n_pids == MAX_PIDS) {
-                fprintf(stderr, "plateau attach: at most %d PIDs (their children are followed without naming them)\n",
-                        MAX_PIDS);
-                return 2;
-            }
-            pids[n_pids++] = (uint32_t)v;
+            rc = set_option(o, c, argv[g.at], optarg) ? 2 : -1;
         }
     }
-    if (!n_pids) {
+    pl_opts_end(&g);
+    if (rc >= 0) return rc;
+    if (!o->n_pids) {
         fprintf(stderr, "plateau attach: no PID given\n");
         usage(stderr);
         return 2;
     }
-    if (pattern && !steps_from) {
+    if (o->pattern && !o->steps_from) {
         fprintf(stderr, "plateau attach: --step-pattern reads the log given by --steps-from FILE\n");
         return 2;
     }
-    steps_t st = {.last = -1, .newest = -1, .initial = true};
-    if (pattern) {
-        int e = regcomp(&st.re, pattern, REG_EXTENDED);
+    return -1;
+}
+
+/* ---- the steps ---- */
+
+/* The step pattern compiled into st, and every PID checked, before anything is made. Returns 0, or 2 after one
+ * line (st holds no pattern then). */
+static int check_inputs(const attach_opts_t *o, steps_t *st) {
+    if (o->pattern) {
+        int e = regcomp(&st->re, o->pattern, REG_EXTENDED);
         if (e) {
             char msg[200];
-            regerror(e, &st.re, msg, sizeof msg);
-            fprintf(stderr, "plateau attach: --step-pattern '%s': %s\n", pl_format_esc(pattern), msg);
+            regerror(e, &st->re, msg, sizeof msg);
+            fprintf(stderr, "plateau attach: --step-pattern '%s': %s\n", pl_format_esc(o->pattern), msg);
             return 2;
         }
-        st.have_re = true;
+        st->have_re = true;
     }
-    for (size_t i = 0; i < n_pids; i++) { /* every PID, before anything is made */
+    for (size_t i = 0; i < o->n_pids; i++) {
         char why[400];
-        if (pids[i] == (uint32_t)getpid()) {
-            fprintf(stderr, "plateau attach: pid %u is plateau attach itself\n", pids[i]);
-            return 2;
+        if (o->pids[i] == (uint32_t)getpid()) {
+            fprintf(stderr, "plateau attach: pid %u is plateau attach itself\n", o->pids[i]);
+            return 2; /* the pattern is not freed here, as before: the command returns at once */
         }
-        if (pl_attach_check(NULL, pids[i], why, sizeof why)) {
+        if (pl_attach_check(NULL, o->pids[i], why, sizeof why)) {
             fprintf(stderr, "plateau attach: %s\n", why);
-            if (st.have_re) regfree(&st.re);
+            if (st->have_re) regfree(&st->re);
+            st->have_re = false;
             return 2;
         }
     }
-    char dir[PATH_MAX];
-    uint64_t run_id;
-    bool made, wrote_id;
-    if (pl_cli_run_dir("plateau attach", dir_arg, "plateau-attach", false, "unknown", dir, &run_id, &made, &wrote_id)) {
-        if (st.have_re) regfree(&st.re);
-        return 2;
-    }
-    struct rlimit rl; /* our own descriptor limit: four per followed process */
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-        rl.rlim_cur = rl.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &rl);
-    }
+    return 0;
+}
+
+/* NVML for the device memory (with --no-gpu, none); gpu_line says what the run records (for the note). */
+static pl_nvml_t *open_gpu(bool gpu, char *gpu_line, size_t n) {
     pl_nvml_t *nv = NULL;
-    char gpu_line[400] = "not recorded (--no-gpu)";
-    if (gpu) {
-        char why[300] = "";
-        if (pl_nvml_open(&nv, why, sizeof why) == 0)
-            snprintf(gpu_line, sizeof gpu_line, "used memory per process from NVML (%u device%s)",
-                     pl_nvml_n_devices(nv), pl_nvml_n_devices(nv) == 1 ? "" : "s");
-        else
-            snprintf(gpu_line, sizeof gpu_line, "not recorded: %s", why);
-        if (!nv && getenv("PLATEAU_LIBNVML")) fprintf(stderr, "plateau attach: device memory %s\n", gpu_line);
-    }
-    write_note(dir, steps_from, pattern, gpu_line);
-    pl_attach_opts_t ao = {.dir = dir, .run_id = run_id, .interval_ms = interval_ms, .children = children,
+    snprintf(gpu_line, n, "not recorded (--no-gpu)");
+    if (!gpu) return NULL;
+    char why[300] = "";
+    if (pl_nvml_open(&nv, why, sizeof why) == 0)
+        snprintf(gpu_line, n, "used memory per process from NVML (%u device%s)", pl_nvml_n_devices(nv),
+                 pl_nvml_n_devices(nv) == 1 ? "" : "s");
+    else
+        snprintf(gpu_line, n, "not recorded: %s", why);
+    if (!nv && getenv("PLATEAU_LIBNVML")) fprintf(stderr, "plateau attach: device memory %s\n", gpu_line);
+    return nv;
+}
+
+/* The sampler over every PID. Returns it, or NULL after one line. */
+static pl_attach_t *start_sampler(const attach_opts_t *o, const char *dir, uint64_t run_id, pl_nvml_t *nv) {
+    pl_attach_opts_t ao = {.dir = dir, .run_id = run_id, .interval_ms = o->interval_ms, .children = o->children,
                            .nvml = nv, .log = log_line};
     pl_attach_t *a = NULL;
     int rc = pl_attach_create(&ao, &a);
-    for (size_t i = 0; rc == 0 && i < n_pids; i++) {
-        rc = pl_attach_add(a, pids[i]);
-        if (rc) fprintf(stderr, "plateau attach: pid %u: %s\n", pids[i], rc == -ESRCH ? "has ended" : strerror(-rc));
+    for (size_t i = 0; rc == 0 && i < o->n_pids; i++) {
+        rc = pl_attach_add(a, o->pids[i]);
+        if (rc) fprintf(stderr, "plateau attach: pid %u: %s\n", o->pids[i], rc == -ESRCH ? "has ended" : strerror(-rc));
     }
     if (rc) {
         pl_attach_destroy(a);
-        pl_nvml_close(nv);
-        if (st.have_re) regfree(&st.re);
-        return 2;
+        return NULL;
     }
-    st.a = a;
-    pl_logtail_t *tail = NULL;
-    if (steps_from && pl_logtail_open(steps_from, &tail)) {
-        fprintf(stderr, "plateau attach: out of memory\n");
-        return 2;
-    }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_quit; /* no SA_RESTART: the wait below returns at once */
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
-    fprintf(stderr, "plateau attach: following pid %u%s%s into %s (Ctrl-C stops plateau, not the job)\n", pids[0],
-            n_pids > 1 ? " and the others given" : "", children ? " and its children" : "", pl_format_esc(dir));
-    pid_t watcher = live || stop_on_leak ? start_watcher(dir, (pid_t)pids[0], live, stop_on_leak, (int64_t)run_steps,
-                                                         (int64_t)warmup_steps, live_interval_s)
-                                         : 0;
+    return a;
+}
+
+/* Sample until every process followed has ended or plateau attach is told to stop (quit_sig); the job's log is
+ * read between samples. */
+static void follow(const attach_opts_t *o, pl_attach_t *a, steps_t *st, pl_logtail_t *tail) {
     bool said_missing = false;
-    int live_procs = 0;
     while (!quit_sig) {
-        if (tail) steps_poll(&st, tail, steps_from, &said_missing);
-        live_procs = pl_attach_poll(a);
-        if (live_procs == 0) break;
+        if (tail) steps_poll(st, tail, o->steps_from, &said_missing);
+        if (pl_attach_poll(a) == 0) break;
         int wait = pl_attach_wait_ms(a);
         if (tail && wait > LOG_POLL_MS) wait = LOG_POLL_MS;
         if (!quit_sig) poll(NULL, 0, wait);
     }
     if (tail) {
-        if (!quit_sig) steps_poll(&st, tail, steps_from, &said_missing); /* the job's last lines */
+        if (!quit_sig) steps_poll(st, tail, o->steps_from, &said_missing); /* the job's last lines */
         pl_logtail_close(tail);
     }
-    size_t n_traced = pl_attach_n_traced(a);
-    pl_attach_destroy(a);
-    pl_nvml_close(nv);
-    if (st.have_re) regfree(&st.re);
-    int watcher_status = 0;
-    if (watcher > 0) {
-        kill(watcher, SIGTERM);
-        while (waitpid(watcher, &watcher_status, 0) < 0 && errno == EINTR) {
-        }
-    }
-    bool stopped = watcher > 0 && WIFEXITED(watcher_status) && WEXITSTATUS(watcher_status) == PL_WATCH_STOPPED;
+}
+
+/* How the following ended, the report, and plateau attach's exit status. */
+static int finish(const attach_opts_t *o, const char *dir, size_t n_traced, size_t n_steps, bool stopped) {
     if (quit_sig)
         fprintf(stderr, "plateau attach: stopped by %s: the job runs on, untouched; %zu process%s followed up to now\n",
                 quit_sig == SIGINT ? "Ctrl-C (SIGINT)" : quit_sig == SIGTERM ? "SIGTERM" : "SIGHUP", n_traced,
                 n_traced == 1 ? "" : "es");
     else
         fprintf(stderr, "plateau attach: the job has ended (pid %u and every process below it); %zu process%s "
-                        "followed\n", pids[0], n_traced, n_traced == 1 ? "" : "es");
-    if (steps_from)
-        fprintf(stderr, "plateau attach: %zu step%s read from %s\n", st.n_recorded, st.n_recorded == 1 ? "" : "s",
-                pl_format_esc(steps_from));
+                        "followed\n", o->pids[0], n_traced, n_traced == 1 ? "" : "es");
+    if (o->steps_from)
+        fprintf(stderr, "plateau attach: %zu step%s read from %s\n", n_steps, n_steps == 1 ? "" : "s",
+                pl_format_esc(o->steps_from));
     fprintf(stderr, "plateau: %zu trace file%s in %s\n", n_traced, n_traced == 1 ? "" : "s", pl_format_esc(dir));
     int ret = 0;
-    if (show_report || fail_on_leak) {
+    if (o->show_report || o->fail_on_leak) {
         signal(SIGINT, SIG_DFL); /* a second Ctrl-C ends the report */
-        int r = report(dir, show_report, fail_on_leak, all_processes);
-        if (fail_on_leak && r == PL_EXIT_LEAK) {
+        int r = report(dir, o->show_report, o->fail_on_leak, o->all_processes);
+        if (o->fail_on_leak && r == PL_EXIT_LEAK) {
             fprintf(stderr, "plateau: the run leaks: exit %d (--fail-on-leak)\n", PL_EXIT_LEAK);
             ret = PL_EXIT_LEAK;
         }
@@ -459,4 +490,68 @@ int pl_cli_attach(int argc, char **argv) {
         ret = PL_EXIT_LEAK;
     }
     return ret;
+}
+
+static void raise_fd_limit(void) {
+    struct rlimit rl; /* our own descriptor limit: four per followed process */
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+static void quit_on_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_quit; /* no SA_RESTART: the wait below returns at once */
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
+int pl_cli_attach(int argc, char **argv) {
+    static attach_opts_t o; /* MAX_PIDS: off the stack */
+    int rc = parse_options(argc, argv, &o);
+    if (rc >= 0) return rc;
+    steps_t st = {.last = -1, .newest = -1, .initial = true};
+    if (check_inputs(&o, &st)) return 2;
+    char dir[PATH_MAX];
+    uint64_t run_id;
+    bool made, wrote_id;
+    if (pl_cli_run_dir("plateau attach", o.dir_arg, "plateau-attach", false, "unknown", dir, &run_id, &made,
+                       &wrote_id)) {
+        if (st.have_re) regfree(&st.re);
+        return 2;
+    }
+    raise_fd_limit();
+    char gpu_line[400];
+    pl_nvml_t *nv = open_gpu(o.gpu, gpu_line, sizeof gpu_line);
+    write_note(dir, o.steps_from, o.pattern, gpu_line);
+    pl_attach_t *a = start_sampler(&o, dir, run_id, nv);
+    if (!a) {
+        pl_nvml_close(nv);
+        if (st.have_re) regfree(&st.re);
+        return 2;
+    }
+    st.a = a;
+    pl_logtail_t *tail = NULL;
+    if (o.steps_from && pl_logtail_open(o.steps_from, &tail)) {
+        fprintf(stderr, "plateau attach: out of memory\n");
+        return 2;
+    }
+    quit_on_signals();
+    fprintf(stderr, "plateau attach: following pid %u%s%s into %s (Ctrl-C stops plateau, not the job)\n", o.pids[0],
+            o.n_pids > 1 ? " and the others given" : "", o.children ? " and its children" : "", pl_format_esc(dir));
+    pid_t watcher = o.live || o.stop_on_leak
+                        ? start_watcher(dir, (pid_t)o.pids[0], o.live, o.stop_on_leak, (int64_t)o.run_steps,
+                                        (int64_t)o.warmup_steps, o.live_interval_s)
+                        : 0;
+    follow(&o, a, &st, tail);
+    size_t n_traced = pl_attach_n_traced(a);
+    pl_attach_destroy(a);
+    pl_nvml_close(nv);
+    if (st.have_re) regfree(&st.re);
+    int watcher_status = watcher > 0 ? pl_watcher_end(watcher) : 0;
+    bool stopped = watcher > 0 && WIFEXITED(watcher_status) && WEXITSTATUS(watcher_status) == PL_WATCH_STOPPED;
+    return finish(&o, dir, n_traced, st.n_recorded, stopped);
 }

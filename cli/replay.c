@@ -42,105 +42,134 @@ static int render_replay_json(const void *ctx, FILE *o) {
     return ferror(o) ? -ENOMEM : 0;
 }
 
-int pl_cli_replay(int argc, char **argv) {
+typedef struct replay_opts {
+    const char *conf, *json;   /* --conf (required), --json */
+    uint64_t capacity;         /* --capacity, 0: the recorded one */
+    size_t max_events;         /* --max-events, 0 all */
+    int device;                /* --device, -1: the one with the most allocations */
+    const char *path;          /* RUN_DIR|TRACE|SNAPSHOT|RMM_LOG */
+} replay_opts_t;
+
+/* An option's value into o. Returns 0, or 2 after one line. */
+static int set_value(replay_opts_t *o, int c, const char *arg) {
+    char *end;
+    if (c == 'c') {
+        o->conf = arg;
+    } else if (c == 'j') {
+        o->json = arg;
+    } else if (c == 'C') {
+        if (pl_units_parse(arg, &o->capacity) || o->capacity == 0 || o->capacity > SIZE_MAX) {
+            fprintf(stderr, "plateau replay: --capacity '%s' is not a size (e.g. 24GiB, 512MiB)\n", arg);
+            return 2;
+        }
+    } else if (c == 'm') {
+        unsigned long long v = strtoull(arg, &end, 10);
+        if (end == arg || *end || !v || arg[0] == '-') {
+            fprintf(stderr, "plateau replay: --max-events '%s' is not a positive count\n", arg);
+            return 2;
+        }
+        o->max_events = (size_t)v;
+    } else if (c == 'd') {
+        unsigned long v = strtoul(arg, &end, 10);
+        if (end == arg || *end || v > (1ul << 20) || arg[0] == '-') {
+            fprintf(stderr, "plateau replay: --device '%s' is not a device index\n", arg);
+            return 2;
+        }
+        o->device = (int)v;
+    }
+    return 0;
+}
+
+/* argv into o. Returns -1 to go on, or the exit status (0 after --help, 2 after a usage error). */
+static int parse_options(int argc, char **argv, replay_opts_t *o) {
     static const struct option longopts[] = {
         {"conf", required_argument, NULL, 'c'},       {"capacity", required_argument, NULL, 'C'},
         {"json", required_argument, NULL, 'j'},       {"max-events", required_argument, NULL, 'm'},
         {"device", required_argument, NULL, 'd'},     {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *conf = NULL, *json = NULL;
-    uint64_t capacity = 0;
-    size_t max_events = 0;
-    int device = -1;
-    char err[1024];
+    *o = (replay_opts_t){.device = -1};
     int c;
-    optind = 1;
+    optind = 0; /* glibc: a full reset, ordering included (run, attach and watch parse without permuting: opts.h) */
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'c': conf = optarg; break;
-        case 'C':
-            if (pl_units_parse(optarg, &capacity) || capacity == 0 || capacity > SIZE_MAX) {
-                fprintf(stderr, "plateau replay: --capacity '%s' is not a size (e.g. 24GiB, 512MiB)\n", optarg);
-                return 2;
-            }
-            break;
-        case 'j': json = optarg; break;
-        case 'm': {
-            char *end;
-            unsigned long long v = strtoull(optarg, &end, 10);
-            if (end == optarg || *end || !v || optarg[0] == '-') {
-                fprintf(stderr, "plateau replay: --max-events '%s' is not a positive count\n", optarg);
-                return 2;
-            }
-            max_events = (size_t)v;
-            break;
+        if (c == 'h') {
+            usage(stdout);
+            return 0;
         }
-        case 'd': {
-            char *end;
-            unsigned long v = strtoul(optarg, &end, 10);
-            if (end == optarg || *end || v > (1ul << 20) || optarg[0] == '-') {
-                fprintf(stderr, "plateau replay: --device '%s' is not a device index\n", optarg);
-                return 2;
-            }
-            device = (int)v;
-            break;
+        if (c == '?' || c == ':') {
+            usage(stderr);
+            return 2;
         }
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
+        if (set_value(o, c, optarg)) return 2;
     }
-    if (optind != argc - 1 || !conf) {
-        if (!conf) fprintf(stderr, "plateau replay: --conf is required (\"\" for the defaults)\n");
+    if (optind != argc - 1 || !o->conf) {
+        if (!o->conf) fprintf(stderr, "plateau replay: --conf is required (\"\" for the defaults)\n");
         usage(stderr);
         return 2;
     }
+    o->path = argv[optind];
+    return -1;
+}
+
+/* The result as text and/or JSON. Returns the exit status. */
+static int render(const replay_opts_t *o, const pl_replay_seq_t *seq, const char *canon, const pl_replay_result_t *r,
+                  const char *capacity_why) {
+    if (o->json && !strcmp(o->json, "-")) {
+        pl_replay_render_json(seq, canon, r, capacity_why, stdout);
+        return 0;
+    }
+    pl_replay_render_text(seq, canon, r, capacity_why, stdout);
+    if (!o->json) return 0;
+    replay_rendering_t g = {seq, canon, r, capacity_why};
+    int rc = pl_cli_output(o->json, render_replay_json, &g); /* a full disk reads ENOSPC, not EIO */
+    if (rc) {
+        fprintf(stderr, "plateau replay: cannot write %s: %s\n", pl_format_esc(o->json), strerror(-rc));
+        return 1;
+    }
+    return 0;
+}
+
+/* Replay seq under cfg and render. Returns the exit status. */
+static int replay(const replay_opts_t *o, const pl_alloc_config_t *cfg, const pl_replay_seq_t *seq) {
+    char capacity_why[128], err[1024];
+    uint64_t capacity = pl_replay_pick_capacity(seq, o->capacity, capacity_why, sizeof capacity_why);
+    pl_replay_result_t r;
+    if (pl_replay_run(seq, cfg, capacity, &r, err, sizeof err) != 0) {
+        fprintf(stderr, "plateau replay: %s\n", pl_format_esc(err));
+        return 1;
+    }
+    char canon[512];
+    pl_alloc_config_format(cfg, canon, sizeof canon);
+    return render(o, seq, canon, &r, capacity_why);
+}
+
+int pl_cli_replay(int argc, char **argv) {
+    replay_opts_t o;
+    int status = parse_options(argc, argv, &o);
+    if (status >= 0) return status;
+    char err[1024];
     pl_alloc_config_t cfg;
-    if (pl_alloc_config_parse(conf, &cfg, err, sizeof err) != 0) {
+    if (pl_alloc_config_parse(o.conf, &cfg, err, sizeof err) != 0) {
         fprintf(stderr, "plateau replay: --conf: %s\n", err);
         return 2;
     }
     pl_replay_seq_t seq;
-    pl_replay_load_opts_t ro = {.max_events = max_events, .device = device};
+    pl_replay_load_opts_t ro = {.max_events = o.max_events, .device = o.device};
     pl_replay_input_t *in = malloc(sizeof *in);
-    if (!in || pl_replay_load(argv[optind], &ro, &seq, in, err, sizeof err) != 0) {
+    if (!in || pl_replay_load(o.path, &ro, &seq, in, err, sizeof err) != 0) {
         fprintf(stderr, "plateau replay: %s\n", in ? pl_format_esc(err) : "out of memory");
         free(in);
         return 1;
     }
     /* what a snapshot or an RMM log held ("" for traces); stderr when stdout is JSON */
-    fputs(in->summary, json && !strcmp(json, "-") ? stderr : stdout);
+    fputs(in->summary, o.json && !strcmp(o.json, "-") ? stderr : stdout);
     free(in);
     if (seq.n_skipped_files)
         fprintf(stderr, "plateau replay: note: skipped %zu file(s) that are not regular files: %s\n",
                 seq.n_skipped_files, pl_format_esc(seq.skipped));
     if (seq.damaged) fprintf(stderr, "plateau replay: warning: %s: replaying the records before the damage\n",
                                pl_format_esc(seq.error));
-    char capacity_why[128];
-    capacity = pl_replay_pick_capacity(&seq, capacity, capacity_why, sizeof capacity_why);
-    pl_replay_result_t r;
-    int status = 1;
-    if (pl_replay_run(&seq, &cfg, capacity, &r, err, sizeof err) != 0) {
-        fprintf(stderr, "plateau replay: %s\n", pl_format_esc(err));
-        goto out;
-    }
-    char canon[512];
-    pl_alloc_config_format(&cfg, canon, sizeof canon);
-    status = 0;
-    if (json && !strcmp(json, "-")) {
-        pl_replay_render_json(&seq, canon, &r, capacity_why, stdout);
-    } else {
-        pl_replay_render_text(&seq, canon, &r, capacity_why, stdout);
-        if (json) {
-            replay_rendering_t g = {&seq, canon, &r, capacity_why};
-            int rc = pl_cli_output(json, render_replay_json, &g); /* a full disk reads ENOSPC, not EIO */
-            if (rc) {
-                fprintf(stderr, "plateau replay: cannot write %s: %s\n", pl_format_esc(json), strerror(-rc));
-                status = 1;
-            }
-        }
-    }
-out:
+    status = replay(&o, &cfg, &seq);
     pl_replay_seq_free(&seq);
     return status;
 }

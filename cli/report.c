@@ -316,216 +316,242 @@ static int parse_between(int argc, char **argv, const char *arg, pl_extract_opts
     return 0;
 }
 
-int pl_cli_report(int argc, char **argv) {
-    static const struct option longopts[] = {
-        {"json", required_argument, NULL, 'j'},   {"html", required_argument, NULL, 'H'},
-        {"metric", required_argument, NULL, 'm'}, {"since-step", required_argument, NULL, 's'},
-        {"ascii", no_argument, NULL, 'a'},        {"help", no_argument, NULL, 'h'},
-        {"allocators", required_argument, NULL, 'A'},
-        {"slow-hours", required_argument, NULL, 'S'}, {"horizon-steps", required_argument, NULL, 'N'},
-        {"fail-on-leak", no_argument, NULL, 'F'},     {"all-processes", no_argument, NULL, 'P'},
-        {"merge", no_argument, NULL, 'M'},            {"compare", no_argument, NULL, 'C'},
-        {"csv", required_argument, NULL, 'V'},        {"trace-events", required_argument, NULL, 'T'},
-        {"torch-snapshot", required_argument, NULL, 'Y'},
-        {"between", required_argument, NULL, 'B'},
-        {"flat-rel-per-step", required_argument, NULL, 'R'},
-        {NULL, 0, NULL, 0},
-    };
-    const char *json = NULL, *html = NULL, *allocs = NULL, *csv = NULL, *tev = NULL, *torch = NULL;
-    pl_extract_opts_t eo = {0};
-    pl_render_text_opts_t to = {0};
-    pl_practical_params_t pp = {.slow_hours = 24, .horizon_steps = 10000};
-    double flat_rel = 0; /* --flat-rel-per-step; 0: the default (pl_verdict_params_default) */
-    bool fail_on_leak = false, merge = false, force_compare = false;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+/* ---- the options ---- */
+
+typedef struct report_opts {
+    const char *json, *html, *allocs, *csv, *tev, *torch; /* --json ... --torch-snapshot, --allocators */
+    pl_extract_opts_t eo;         /* --metric, --since-step, --between */
+    pl_render_text_opts_t to;     /* --ascii, --all-processes */
+    pl_practical_params_t pp;     /* --slow-hours, --horizon-steps */
+    double flat_rel;              /* --flat-rel-per-step; 0: the default (pl_verdict_params_default) */
+    bool fail_on_leak, merge, force_compare;
+    int n_stdout;                 /* how many outputs go to stdout ('-') instead of the text */
+    int n_paths;                  /* the operands: run directories or traces */
+    char **paths;
+} report_opts_t;
+
+static const struct option report_longopts[] = {
+    {"json", required_argument, NULL, 'j'},   {"html", required_argument, NULL, 'H'},
+    {"metric", required_argument, NULL, 'm'}, {"since-step", required_argument, NULL, 's'},
+    {"ascii", no_argument, NULL, 'a'},        {"help", no_argument, NULL, 'h'},
+    {"allocators", required_argument, NULL, 'A'},
+    {"slow-hours", required_argument, NULL, 'S'}, {"horizon-steps", required_argument, NULL, 'N'},
+    {"fail-on-leak", no_argument, NULL, 'F'},     {"all-processes", no_argument, NULL, 'P'},
+    {"merge", no_argument, NULL, 'M'},            {"compare", no_argument, NULL, 'C'},
+    {"csv", required_argument, NULL, 'V'},        {"trace-events", required_argument, NULL, 'T'},
+    {"torch-snapshot", required_argument, NULL, 'Y'},
+    {"between", required_argument, NULL, 'B'},
+    {"flat-rel-per-step", required_argument, NULL, 'R'},
+    {NULL, 0, NULL, 0},
+};
+
+/* --metric NAME into o. Returns 0, or 2 after one line and the usage. */
+static int set_metric(report_opts_t *o, const char *arg) {
+    int k;
+    for (k = 0; k < PL_METRIC__COUNT; k++)
+        if (!strcmp(arg, pl_metric_name((pl_metric_t)k))) break;
+    if (k == PL_METRIC__COUNT) {
+        fprintf(stderr, "plateau report: unknown metric '%s'\n", arg);
+        usage(stderr);
+        return 2;
+    }
+    o->eo.only_metric = true;
+    o->eo.metric = (pl_metric_t)k;
+    return 0;
+}
+
+/* A numeric option (--since-step, --slow-hours, --flat-rel-per-step, --horizon-steps) into o. Returns 0, or 2
+ * after one line. */
+static int set_number(report_opts_t *o, int c, const char *arg) {
+    char *end;
+    errno = 0;
+    if (c == 's' || c == 'N') {
+        long long v = strtoll(arg, &end, 10);
+        bool bad = errno || *end || end == arg || v < (c == 's' ? 0 : 1);
+        if (bad && c == 's') fprintf(stderr, "plateau report: --since-step wants a step number >= 0, not '%s'\n", arg);
+        if (bad && c == 'N') fprintf(stderr, "plateau report: --horizon-steps wants a step count >= 1, not '%s'\n", arg);
+        if (bad) return 2;
+        if (c == 's') o->eo.since_step = v;
+        else o->pp.horizon_steps = v;
+        return 0;
+    }
+    double v = strtod(arg, &end);
+    bool bad = errno || *end || end == arg || !(v > 0) || (c == 'S' ? v > 1e6 : !(v < 1));
+    if (bad && c == 'S') fprintf(stderr, "plateau report: --slow-hours wants hours > 0, not '%s'\n", arg);
+    if (bad && c == 'R')
+        fprintf(stderr, "plateau report: --flat-rel-per-step wants a fraction of the level in (0, 1), not "
+                        "'%s'\n", arg);
+    if (bad) return 2;
+    if (c == 'S') o->pp.slow_hours = v;
+    else o->flat_rel = v;
+    return 0;
+}
+
+/* argv into o. Returns -1 to go on, or the exit status (0 after --help, 2 after a usage error). */
+static int parse_options(int argc, char **argv, report_opts_t *o) {
+    *o = (report_opts_t){.pp = {.slow_hours = 24, .horizon_steps = 10000}};
+    int c, rc = -1;
+    optind = 0; /* glibc: a full reset, ordering included (run, attach and watch parse without permuting: opts.h) */
+    while (rc < 0 && (c = getopt_long(argc, argv, "h", report_longopts, NULL)) != -1) {
         switch (c) {
-        case 'j': json = optarg; break;
-        case 'H': html = optarg; break;
-        case 'V': csv = optarg; break;
-        case 'T': tev = optarg; break;
-        case 'Y': torch = optarg; break;
-        case 'a': to.ascii = true; break;
-        case 'F': fail_on_leak = true; break;
-        case 'P': to.all_processes = true; break;
-        case 'A': allocs = optarg; break;
-        case 'M': merge = true; break;
-        case 'C': force_compare = true; break;
-        case 'm': {
-            int k;
-            for (k = 0; k < PL_METRIC__COUNT; k++)
-                if (!strcmp(optarg, pl_metric_name((pl_metric_t)k))) break;
-            if (k == PL_METRIC__COUNT) {
-                fprintf(stderr, "plateau report: unknown metric '%s'\n", optarg);
-                usage(stderr);
-                return 2;
-            }
-            eo.only_metric = true;
-            eo.metric = (pl_metric_t)k;
-            break;
-        }
-        case 's': {
-            char *end;
-            errno = 0;
-            long long v = strtoll(optarg, &end, 10);
-            if (errno || *end || end == optarg || v < 0) {
-                fprintf(stderr, "plateau report: --since-step wants a step number >= 0, not '%s'\n", optarg);
-                return 2;
-            }
-            eo.since_step = v;
-            break;
-        }
-        case 'S': {
-            char *end;
-            errno = 0;
-            double v = strtod(optarg, &end);
-            if (errno || *end || end == optarg || !(v > 0) || v > 1e6) {
-                fprintf(stderr, "plateau report: --slow-hours wants hours > 0, not '%s'\n", optarg);
-                return 2;
-            }
-            pp.slow_hours = v;
-            break;
-        }
-        case 'R': {
-            char *end;
-            errno = 0;
-            double v = strtod(optarg, &end);
-            if (errno || *end || end == optarg || !(v > 0) || !(v < 1)) {
-                fprintf(stderr, "plateau report: --flat-rel-per-step wants a fraction of the level in (0, 1), not "
-                                "'%s'\n", optarg);
-                return 2;
-            }
-            flat_rel = v;
-            break;
-        }
-        case 'N': {
-            char *end;
-            errno = 0;
-            long long v = strtoll(optarg, &end, 10);
-            if (errno || *end || end == optarg || v < 1) {
-                fprintf(stderr, "plateau report: --horizon-steps wants a step count >= 1, not '%s'\n", optarg);
-                return 2;
-            }
-            pp.horizon_steps = v;
-            break;
-        }
-        case 'B':
-            if (parse_between(argc, argv, optarg, &eo)) return 2;
-            break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case 'j': o->json = optarg; break;
+        case 'H': o->html = optarg; break;
+        case 'V': o->csv = optarg; break;
+        case 'T': o->tev = optarg; break;
+        case 'Y': o->torch = optarg; break;
+        case 'a': o->to.ascii = true; break;
+        case 'F': o->fail_on_leak = true; break;
+        case 'P': o->to.all_processes = true; break;
+        case 'A': o->allocs = optarg; break;
+        case 'M': o->merge = true; break;
+        case 'C': o->force_compare = true; break;
+        case 'm': rc = set_metric(o, optarg) ? 2 : -1; break;
+        case 's': case 'S': case 'R': case 'N': rc = set_number(o, c, optarg) ? 2 : -1; break;
+        case 'B': rc = parse_between(argc, argv, optarg, &o->eo) ? 2 : -1; break;
+        case 'h': usage(stdout); rc = 0; break;
+        default: usage(stderr); rc = 2; break;
         }
     }
-    int n_stdout = is_stdout(json) + is_stdout(html) + is_stdout(csv) + is_stdout(tev);
-    if (n_stdout > 1) {
+    o->n_paths = argc - optind;
+    o->paths = argv + optind;
+    return rc;
+}
+
+/* What the operands and options ask for together: refused combinations (2 after one line), two runs compared (0
+ * with !o->merge and two paths), or one report of one run or of merged ones (-1: go on). */
+static int choose_mode(report_opts_t *o) {
+    o->n_stdout = is_stdout(o->json) + is_stdout(o->html) + is_stdout(o->csv) + is_stdout(o->tev);
+    if (o->n_stdout > 1) {
         fprintf(stderr, "plateau report: more than one of --json, --html, --csv, --trace-events asks for stdout ('-'): "
                         "write all but one to a file\n");
         return 2;
     }
-    if (is_stdout(torch)) {
+    if (is_stdout(o->torch)) {
         fprintf(stderr, "plateau report: --torch-snapshot wants a file (a pickle is binary), not stdout\n");
         return 2;
     }
-    int n_paths = argc - optind;
-    if (merge && force_compare) {
+    if (o->merge && o->force_compare) {
         fprintf(stderr, "plateau report: --merge and --compare exclude each other\n");
         return 2;
     }
-    if (force_compare && n_paths != 2) {
+    if (o->force_compare && o->n_paths != 2) {
         fprintf(stderr, "plateau report: --compare needs exactly two runs\n");
         return 2;
     }
-    if (n_paths == 2 && !merge && !force_compare && !allocs && distinct_ranks(argv[optind], argv[optind + 1])) {
+    char **p = o->paths;
+    if (o->n_paths == 2 && !o->merge && !o->force_compare && !o->allocs && distinct_ranks(p[0], p[1])) {
         fprintf(stderr, "plateau report: %s and %s hold distinct ranks of one job: merged into one report "
-                        "(--compare compares them instead)\n", pl_format_esc(argv[optind]), pl_format_esc(argv[optind + 1]));
-        merge = true;
+                        "(--compare compares them instead)\n", pl_format_esc(p[0]), pl_format_esc(p[1]));
+        o->merge = true;
     }
-    if (n_paths > 2) merge = true; /* only two runs compare */
-    if (eo.window && n_paths == 2 && !merge) {
+    if (o->n_paths > 2) o->merge = true; /* only two runs compare */
+    if (o->eo.window && o->n_paths == 2 && !o->merge) {
         fprintf(stderr, "plateau report: --between applies to one run (or the merged nodes of one job), not to a "
                         "comparison of two runs\n");
         return 2;
     }
-    if (n_paths == 2 && !merge) {
-        if (html || eo.only_metric || csv || tev || torch) {
+    if (o->n_paths == 2 && !o->merge) {
+        if (o->html || o->eo.only_metric || o->csv || o->tev || o->torch) {
             fprintf(stderr, "plateau report: --html, --metric and the exports (--csv, --trace-events, "
                             "--torch-snapshot) do not apply to a comparison of two runs\n");
             return 2;
         }
-        if (fail_on_leak) {
+        if (o->fail_on_leak) {
             fprintf(stderr, "plateau report: --fail-on-leak does not apply to a comparison of two runs\n");
             return 2;
         }
-        return compare(argv[optind], argv[optind + 1], allocs, json, &eo);
+        return 0;
     }
-    if (allocs) {
+    if (o->allocs) {
         fprintf(stderr, "plateau report: --allocators needs two runs to compare\n");
         return 2;
     }
-    if (n_paths < 1) {
+    if (o->n_paths < 1) {
         fprintf(stderr, "plateau report: expected one RUN_DIR or TRACE, two runs to compare, or RUN_DIRs to merge\n");
         usage(stderr);
         return 2;
     }
-    const char *path = argv[optind];
-    const char *const *paths = (const char *const *)&argv[optind];
-    char source[256]; /* the report's source: the first path, and how many more were merged */
-    if (n_paths > 1) snprintf(source, sizeof source, "%s (+%d more run director%s merged)", path, n_paths - 1,
-                              n_paths > 2 ? "ies" : "y");
-    pl_run_t run;
-    if (pl_run_create(&run, n_paths > 1 ? source : path)) {
-        fprintf(stderr, "plateau report: out of memory\n");
-        return 1;
-    }
-    pl_report_t *r = run.report;
-    const pl_extract_t *x = run.ext;
-    r->practical = pp;
-    if (flat_rel > 0) r->params.flat_rel_per_step = flat_rel;
-    int status = 0;
-    int rc = n_paths > 1 ? pl_extract_paths(r, run.ext, paths, (size_t)n_paths, &eo)
-                         : pl_extract_path(r, run.ext, path, &eo);
+    return -1;
+}
+
+/* ---- one report ---- */
+
+/* Read and analyze the run(s) into run. Returns 0, or 1 after one line. */
+static int read_run(const report_opts_t *o, pl_run_t *run) {
+    const char *path = o->paths[0];
+    pl_report_t *r = run->report;
+    const pl_extract_t *x = run->ext;
+    r->practical = o->pp;
+    if (o->flat_rel > 0) r->params.flat_rel_per_step = o->flat_rel;
+    int rc = o->n_paths > 1 ? pl_extract_paths(r, run->ext, (const char *const *)o->paths, (size_t)o->n_paths, &o->eo)
+                            : pl_extract_path(r, run->ext, path, &o->eo);
     if (rc == -ENOMEM) {
         fprintf(stderr, "plateau report: out of memory reading %s\n", pl_format_esc(path));
-        status = 1;
-        goto out;
+        return 1;
     }
     if (x->n_procs == 0) {
         fprintf(stderr, "plateau report: no usable trace: %s\n",
                 x->first_error[0] ? pl_format_esc(x->first_error) : strerror(-rc));
-        status = 1;
-        goto out;
+        return 1;
     }
-    if ((rc = pl_run_analyze(&run))) {
+    if ((rc = pl_run_analyze(run))) {
         fprintf(stderr, "plateau report: analysis failed: %s\n", strerror(-rc));
-        status = 1;
-        goto out;
+        return 1;
     }
     for (size_t i = 0; i < x->n_procs; i++)
         if (x->procs[i].damaged)
             fprintf(stderr, "plateau report: warning: %s (partial report)\n", pl_format_esc(x->procs[i].error));
     char why[256];
-    if (eo.window && !pl_window_usable(x, why, sizeof why)) { /* a window beyond the run, a run without steps */
-        fprintf(stderr, "plateau report: --between %lld %lld: %s\n", (long long)eo.window_from,
-                (long long)eo.window_to, why);
-        status = 1;
-        goto out;
+    if (o->eo.window && !pl_window_usable(x, why, sizeof why)) { /* a window beyond the run, a run without steps */
+        fprintf(stderr, "plateau report: --between %lld %lld: %s\n", (long long)o->eo.window_from,
+                (long long)o->eo.window_to, why);
+        return 1;
     }
-    rendering_t g = {.run = &run, .to = &to};
-    if (!n_stdout && (rc = pl_cli_output(NULL, render_text, &g))) {
+    return 0;
+}
+
+/* The text on stdout (unless an output goes there) and every output asked for. Returns the exit status. */
+static int render_outputs(const report_opts_t *o, pl_run_t *run) {
+    int status = 0, rc = 0;
+    rendering_t g = {.run = run, .to = &o->to};
+    if (!o->n_stdout && (rc = pl_cli_output(NULL, render_text, &g))) {
         fprintf(stderr, "plateau report: writing the report to stdout failed: %s\n", strerror(-rc));
         status = 1;
     }
-    if (!n_stdout && !rc)
-        for (int i = 0; i < n_paths; i++) pl_cli_attach_note_print(paths[i], stdout); /* plateau attach's runs */
-    if (json && write_file(json, "JSON report", &g, render_json)) status = 1;
-    if (html && write_file(html, "HTML report", &g, render_html)) status = 1;
-    if (csv && write_file(csv, "CSV series", &g, render_csv)) status = 1;
-    if (tev && write_file(tev, "trace events", &g, render_trace_events)) status = 1;
-    if (torch && write_torch(torch, &run)) status = 1;
-    if (fail_on_leak && status == 0 && r->verdict.kind == PL_PV_LEAK) status = PL_EXIT_LEAK;
+    if (!o->n_stdout && !rc)
+        for (int i = 0; i < o->n_paths; i++) pl_cli_attach_note_print(o->paths[i], stdout); /* plateau attach's runs */
+    if (o->json && write_file(o->json, "JSON report", &g, render_json)) status = 1;
+    if (o->html && write_file(o->html, "HTML report", &g, render_html)) status = 1;
+    if (o->csv && write_file(o->csv, "CSV series", &g, render_csv)) status = 1;
+    if (o->tev && write_file(o->tev, "trace events", &g, render_trace_events)) status = 1;
+    if (o->torch && write_torch(o->torch, run)) status = 1;
+    if (o->fail_on_leak && status == 0 && run->report->verdict.kind == PL_PV_LEAK) status = PL_EXIT_LEAK;
     fflush(stdout);
-out:
+    return status;
+}
+
+/* One report of one run, or of the merged run directories of one job. */
+static int report_runs(const report_opts_t *o) {
+    char source[256]; /* the report's source: the first path, and how many more were merged */
+    if (o->n_paths > 1) snprintf(source, sizeof source, "%s (+%d more run director%s merged)", o->paths[0],
+                                 o->n_paths - 1, o->n_paths > 2 ? "ies" : "y");
+    pl_run_t run;
+    if (pl_run_create(&run, o->n_paths > 1 ? source : o->paths[0])) {
+        fprintf(stderr, "plateau report: out of memory\n");
+        return 1;
+    }
+    int status = read_run(o, &run);
+    if (!status) status = render_outputs(o, &run);
     pl_run_destroy(&run);
     return status;
+}
+
+int pl_cli_report(int argc, char **argv) {
+    report_opts_t o;
+    int rc = parse_options(argc, argv, &o);
+    if (rc >= 0) return rc;
+    rc = choose_mode(&o);
+    if (rc == 0) return compare(o.paths[0], o.paths[1], o.allocs, o.json, &o.eo);
+    if (rc > 0) return rc;
+    return report_runs(&o);
 }

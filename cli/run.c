@@ -4,27 +4,16 @@
  *               [--all-processes] [--fail-on-leak] [--stop-on-leak] [--run-steps N] [--warmup-steps N] -- CMD ARGS...
  * Wiring only: finds libplateau_preload.so (PLATEAU_PRELOAD, else next to this executable in a build tree,
  * else the install libdir, relative to this executable then absolute: config.h; a wheel's lib/ beside its bin/),
- * makes the run directory, sets LD_PRELOAD and PLATEAU_* (docs/env.md), runs CMD, relays signals (below), returns
+ * makes the run directory, sets LD_PRELOAD and PLATEAU_* (docs/env.md), runs CMD, relays signals (supervise/), returns
  * CMD's exit status (128 + signal if it was killed), and prints where the traces are and the report summary
  * (`plateau report DIR`, unless --no-report).
  *
- * Signals (docs/env.md, "Signals"). CMD stays in our process group, so the terminal's and job control's
- * signals reach it as they would without plateau. Every catchable signal a shell passes on (all but SIGKILL,
- * SIGSTOP, SIGCHLD, SIGWINCH, SIGURG, the synchronous faults, and those ignored when we started, as under
- * nohup) is blocked here and taken with sigwaitinfo, so none kills plateau and orphans CMD. A signal is
- * forwarded to CMD only when CMD would not get it otherwise: never one the kernel raised (tty, our own
- * SIGPIPE), never one CMD sent, and never one sent to the whole process group (kill -- -PGID, kill 0, the
- * cgroup killing each process) while CMD is still in our group. Group-wide delivery is seen by a witness: a
- * child of ours in our process group that blocks every signal and does nothing, so a signal sent to the group
- * stays pending in it. Before looking at its pending set (/proc/PID/status, ShdPnd) we call setpgid on it, which
- * waits for the kernel's task-list lock that a group kill holds while it signals every member; a witness that
- * saw the signal is replaced by a fresh one. Stop signals (SIGTSTP, SIGTTIN, SIGTTOU) are relayed the same way
- * and then stop plateau too, as their default action did; SIGCONT is relayed when it was sent to plateau alone.
- * When plateau itself is killed (SIGKILL), CMD runs on and its traces stay in DIR for `plateau report DIR`.
+ * The supervisor is supervise/ (supervise.h): the signal relay and its witness (docs/env.md, "Signals"), the watcher
+ * process and the run status; this file wires it. When plateau itself is killed (SIGKILL), CMD runs on and its traces
+ * stay in DIR for `plateau report DIR`.
  * Python programs: PYTHONPATH gains plateau's bootstrap directory (python_bootstrap_env, docs/python.md).
- * The live status line and --stop-on-leak run in a separate watcher process (fork, nice 10) that only reads the
- * trace files (cli/watch.c, docs/live.md): the traced program is never slowed or blocked by it. It is ended
- * (SIGTERM) once CMD has exited and before CMD is reaped, and with us (a parent-death signal). --stop-on-leak stops
+ * The live status line and --stop-on-leak run in the watcher process (supervise.h), which only reads the trace files
+ * (cli/watch.c, docs/live.md): the traced program is never slowed or blocked by it. --stop-on-leak stops
  * the process that leaks, which may be below CMD, and the job above it (cli/stop.c: by pidfd, after checking it is
  * still the traced process); the watcher then exits PL_WATCH_STOPPED and we exit PL_EXIT_LEAK (3).
  * --fail-on-leak: exit PL_EXIT_LEAK (3) when the report's run verdict is a leak, whatever CMD returned (docs/ci.md). */
@@ -40,10 +29,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -53,78 +40,9 @@
 #include "collector.h"
 #include "commands.h"
 #include "format.h"
+#include "opts.h"
+#include "supervise.h"
 #include "units.h"
-
-/* DIR/run.status: how the command ended, for the report (a process killed by a signal leaves no end record, so its
- * trace cannot say which signal): one line "pid P exit N" or "pid P signal N" per run, appended in one write, so
- * that runs added with --append (even at once) each keep theirs. Only a regular file is written: the file is opened
- * without following a link or waiting on a FIFO planted there; anything else is said in one line and skipped. Best
- * effort: a failure only loses that detail. */
-/* The first "KEY N" line of file, N >= 0, or -1 (unreadable, absent). */
-static long read_counter(const char *file, const char *key) {
-    FILE *f = fopen(file, "re");
-    if (!f) return -1;
-    char line[256];
-    long v = -1;
-    size_t kl = strlen(key);
-    while (v < 0 && fgets(line, sizeof line, f))
-        if (!strncmp(line, key, kl) && line[kl] == ' ' && sscanf(line + kl + 1, "%ld", &v) != 1) v = -1;
-    fclose(f);
-    return v;
-}
-
-/* How many processes the OOM killer killed so far: in plateau run's own memory cgroup (v2 memory.events, v1
- * memory.oom_control: both count its descendants, the command's cgroup unless it moves itself), and on the host
- * (/proc/vmstat); -1 where unreadable. Read before and after the command, their differences go to run.status: a
- * SIGKILL is reported as the OOM killer only when one was counted (docs/end-of-run.md). */
-typedef struct oom_counts { long cgroup, host; } oom_counts_t;
-
-static oom_counts_t oom_counts(void) {
-    oom_counts_t c = {-1, read_counter("/proc/vmstat", "oom_kill")};
-    FILE *f = fopen("/proc/self/cgroup", "re");
-    char line[4096], path[4200];
-    while (f && c.cgroup < 0 && fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = 0;
-        const char *v1 = strstr(line, ":memory:/");
-        if (!strncmp(line, "0::/", 4)) {
-            snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.events", line + 3);
-            c.cgroup = read_counter(path, "oom_kill");
-        } else if (v1) {
-            snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.oom_control", v1 + 8);
-            c.cgroup = read_counter(path, "oom_kill");
-            if (c.cgroup < 0) /* a container sees its own cgroup as the hierarchy's root */
-                c.cgroup = read_counter("/sys/fs/cgroup/memory/memory.oom_control", "oom_kill");
-        }
-    }
-    if (f) fclose(f);
-    return c;
-}
-
-static void write_status(const char *dir, pid_t pid, int status, oom_counts_t before) {
-    char path[4096], line[160];
-    if (snprintf(path, sizeof path, "%s/run.status", dir) >= (int)sizeof path) return;
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
-    struct stat sb;
-    if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        if (fd >= 0 || errno == ELOOP || errno == ENXIO)
-            fprintf(stderr, "plateau run: %s is not a regular file: the command's exit status is not recorded there\n",
-                    pl_format_esc(path));
-        if (fd >= 0) close(fd);
-        return;
-    }
-    int n = WIFSIGNALED(status) ? snprintf(line, sizeof line, "pid %d signal %d", (int)pid, WTERMSIG(status))
-                                : snprintf(line, sizeof line, "pid %d exit %d", (int)pid,
-                                           WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-    oom_counts_t after = oom_counts();
-    if (before.cgroup >= 0 && after.cgroup >= before.cgroup)
-        n += snprintf(line + n, sizeof line - (size_t)n, " oom_kill %ld", after.cgroup - before.cgroup);
-    if (before.host >= 0 && after.host >= before.host)
-        n += snprintf(line + n, sizeof line - (size_t)n, " host_oom_kill %ld", after.host - before.host);
-    n += snprintf(line + n, sizeof line - (size_t)n, "\n");
-    if (write(fd, line, (size_t)n) != n) { /* best effort */
-    }
-    close(fd);
-}
 
 /* The report subcommand, when built into this executable (weak: `plateau run` works without it). */
 #pragma weak pl_cli_report
@@ -155,67 +73,42 @@ static bool print_report(const char *dir, const sigset_t *old_mask, bool show, b
     return fail_on_leak && WIFEXITED(st) && WEXITSTATUS(st) == PL_EXIT_LEAK;
 }
 
-/* The watcher: a child of plateau (not of CMD) that follows the traces and prints the live status line on stderr
- * and/or stops CMD on a confirmed leak, until plateau sends it SIGTERM after CMD ended. */
-/* The watcher ends with plateau run: killed (SIGKILL) when plateau run dies, so that it never holds plateau's stdout
- * and stderr open after it (a pipeline `plateau run ... | cat` ends when plateau run does). A parent that died
- * before prctl took effect is seen by getppid. */
-static void watcher_end_with(pid_t parent) {
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(0);
+/* The watcher (supervise.h: a process of its own, niced, ended with plateau): follows the traces and prints the live
+ * status line on stderr and/or stops CMD on a confirmed leak, until plateau sends it SIGTERM after CMD ended. */
+typedef struct run_watch {
+    const char *dir;
+    pid_t cmd_pid;
+    bool live, stop;
+    int64_t run_steps, warmup_steps, since_ns;
+    double interval_s;
+} run_watch_t;
+
+static int watch_body(void *ctx) {
+    const run_watch_t *w = ctx;
+    FILE *out = w->live ? stderr : fopen("/dev/null", "w");
+    /* the live verdict also goes to DIR/live.prom at each poll, where plateau's callbacks read it for the trainer's
+     * loggers (python/plateau/_loggers.py, docs/live.md) */
+    char prom[4096 + 16];
+    bool prom_ok = snprintf(prom, sizeof prom, "%s/live.prom", w->dir) < (int)sizeof prom;
+    pl_cli_live_opts_t o = {.interval_s = w->interval_s, .tty = w->live && isatty(STDERR_FILENO),
+                            .bottom_line = true, .out = out, .stop_pid = w->stop ? w->cmd_pid : 0,
+                            .run_steps = w->run_steps, .warmup_steps = w->warmup_steps,
+                            .since_realtime_ns = w->since_ns, .slow_hours = 24, .prom_path = prom_ok ? prom : NULL,
+                            .prom_quiet = true};
+    return out ? pl_cli_live_loop(w->dir, &o) : 1;
 }
 
 static pid_t start_watcher(const char *dir, const sigset_t *old_mask, pid_t cmd_pid, bool live, bool stop,
                            int64_t run_steps, int64_t warmup_steps, int64_t since_ns, double interval_s) {
-    fflush(NULL);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid != 0) return pid < 0 ? 0 : pid;
-    watcher_end_with(parent);
-    signal(SIGINT, SIG_IGN); /* Ctrl-C is for CMD; plateau ends the watcher when CMD has ended */
-    pl_cli_live_quit_on(SIGTERM);
-    sigprocmask(SIG_SETMASK, old_mask, NULL); /* plateau blocks the signals it relays; the watcher takes SIGTERM */
-    sigset_t term;
-    sigemptyset(&term);
-    sigaddset(&term, SIGTERM);
-    sigprocmask(SIG_UNBLOCK, &term, NULL);
-    if (nice(10) < 0) { /* best effort: the watcher yields to the program */
-    }
-    FILE *out = live ? stderr : fopen("/dev/null", "w");
-    /* the live verdict also goes to DIR/live.prom at each poll, where plateau's callbacks read it for the trainer's
-     * loggers (python/plateau/_loggers.py, docs/live.md) */
-    char prom[4096 + 16];
-    bool prom_ok = snprintf(prom, sizeof prom, "%s/live.prom", dir) < (int)sizeof prom;
-    pl_cli_live_opts_t o = {.interval_s = interval_s, .tty = live && isatty(STDERR_FILENO), .bottom_line = true,
-                            .out = out,
-                            .stop_pid = stop ? cmd_pid : 0, .run_steps = run_steps, .warmup_steps = warmup_steps,
-                            .since_realtime_ns = since_ns, .slow_hours = 24, .prom_path = prom_ok ? prom : NULL,
-                            .prom_quiet = true};
-    int rc = out ? pl_cli_live_loop(dir, &o) : 1;
-    fflush(NULL);
-    _exit(rc);
+    run_watch_t ctx = {.dir = dir, .cmd_pid = cmd_pid, .live = live, .stop = stop, .run_steps = run_steps,
+                       .warmup_steps = warmup_steps, .since_ns = since_ns, .interval_s = interval_s};
+    pl_watcher_t w = {.mask = old_mask, .quit_on = pl_cli_live_quit_on, .body = watch_body, .ctx = &ctx};
+    return pl_watcher_start(&w);
 }
 
 /* plateau run's exit status (docs/ci.md), said on stderr whenever it is not simply the command's: 3 when the job was
  * stopped on a leak (--stop-on-leak) or the run leaks (--fail-on-leak); else the command's own, and a command's own 3
  * under --fail-on-leak is named as such, so it is not read as a leak. */
-/* CMD was killed by a signal and nothing of plateau's changes its status: end the same way (the default action of
- * that signal, without a core file of plateau's own), so a parent sees what it would see untraced: WIFSIGNALED
- * and the same WTERMSIG, not an exit status of 128 + signal. Returns only when the signal did not end us. */
-static void end_like(int status) {
-    if (!WIFSIGNALED(status)) return;
-    int sig = WTERMSIG(status);
-    fflush(stdout);
-    fflush(stderr);
-    struct rlimit no_core = {0, 0};
-    setrlimit(RLIMIT_CORE, &no_core);
-    signal(sig, SIG_DFL);
-    sigset_t one;
-    sigemptyset(&one);
-    sigaddset(&one, sig);
-    sigprocmask(SIG_UNBLOCK, &one, NULL);
-    raise(sig);
-}
-
 static int exit_status(int rc, bool stopped, bool leak, bool fail_on_leak, const char *dir) {
     if (stopped) {
         fprintf(stderr, "plateau: exit %d: the job was stopped on a confirmed leak (--stop-on-leak; %s/run.stopped "
@@ -265,91 +158,6 @@ static void usage(FILE *f) {
             "exit status: the command's (a signal that ended it ends plateau run the same way: 128 + signal in a\n"
             "shell); 3 with --fail-on-leak when the run leaks, or when --stop-on-leak stopped it; 2 on a usage\n"
             "error or when plateau cannot set the run up; 127 / 126 when the command is not found / not runnable\n");
-}
-
-/* ---- signal relay (see the header comment) ---- */
-
-typedef struct relay {
-    pid_t child;             /* CMD */
-    pid_t witness;           /* our child in our process group that blocks every signal; 0 if none */
-    int witness_fd[2];       /* the pipe whose EOF (our end closed, or we died) ends the witness */
-} relay_t;
-
-static bool forwardable(int sig) {
-    switch (sig) {
-    case SIGKILL: case SIGSTOP:                                  /* cannot be caught */
-    case SIGCHLD: case SIGWINCH: case SIGURG:                    /* about us, not requests to the program */
-    case SIGSEGV: case SIGBUS: case SIGILL: case SIGFPE: case SIGTRAP: case SIGSYS: case SIGABRT: /* faults */
-        return false;
-    default: return true;
-    }
-}
-
-/* The signals we relay: every forwardable one not ignored when we started (nohup's SIGHUP stays ignored). */
-static void relay_set(sigset_t *set) {
-    sigemptyset(set);
-    for (int sig = 1; sig <= SIGRTMAX; sig++) {
-        if (!forwardable(sig)) continue;
-        struct sigaction cur;
-        if (sigaction(sig, NULL, &cur) != 0 || cur.sa_handler == SIG_IGN) continue;
-        sigaddset(set, sig); /* fails harmlessly for the real-time signals the C library keeps */
-    }
-}
-
-static pid_t witness_start(const int fd[2]) {
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid != 0) return pid < 0 ? 0 : pid;
-    sigset_t all;
-    sigfillset(&all);
-    sigprocmask(SIG_SETMASK, &all, NULL);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-    for (int k = 0; k < 3; k++) dup2(null, k); /* holds no pipe or terminal the program's readers wait on */
-    close(fd[1]);
-    if (getppid() != parent) _exit(0);
-    char c;
-    while (read(fd[0], &c, 1) != 0) {  /* until plateau closes the write end (or dies) */
-    }
-    _exit(0);
-}
-
-static void witness_stop(relay_t *r) {
-    if (r->witness <= 0) return;
-    kill(r->witness, SIGKILL);
-    while (waitpid(r->witness, NULL, 0) < 0 && errno == EINTR) {
-    }
-    r->witness = 0;
-}
-
-/* Did the witness get sig, i.e. was it sent to our whole process group? A witness that got it is replaced. */
-static bool witness_saw(relay_t *r, int sig) {
-    if (r->witness <= 0 || sig > 64) return false;
-    setpgid(r->witness, getpgrp()); /* returns once a group kill in progress has signalled every member */
-    char path[64], buf[4096]; /* ShdPnd is in the first kilobyte or two */
-    snprintf(path, sizeof path, "/proc/%d/status", (int)r->witness);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return false;
-    buf[n] = 0;
-    const char *p = strstr(buf, "\nShdPnd:");
-    if (!p) return false;
-    unsigned long long pending = strtoull(p + 8, NULL, 16);
-    if (!(pending & (1ull << (sig - 1)))) return false;
-    witness_stop(r);
-    r->witness = witness_start(r->witness_fd);
-    return true;
-}
-
-static void relay_signal(relay_t *r, int sig, const siginfo_t *si) {
-    bool user = si->si_code <= 0; /* kill, sigqueue, tgkill; > 0: raised by the kernel (tty, our own fault) */
-    bool ours = user && (si->si_pid == getpid() || si->si_pid == r->child);
-    bool group = witness_saw(r, sig); /* also consumes a terminal signal the witness got */
-    bool child_in_group = getpgid(r->child) == getpgrp();
-    if (user && !ours && !(group && child_in_group)) kill(r->child, sig);
-    if (sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU) kill(getpid(), SIGSTOP); /* their default action */
 }
 
 static bool is_file(const char *p) {
@@ -647,124 +455,163 @@ int pl_cli_run_dir(const char *who, const char *dir_arg, const char *prefix, boo
     return 0;
 }
 
-int pl_cli_run(int argc, char **argv) {
-    const char *dir_arg = NULL, *allocator = "glibc";
-    uint64_t sample_bytes = 0, interval_ms = 0;
-    bool have_sample = false, have_interval = false, steps_signal = false, report = true, append = false;
-    bool live = isatty(STDERR_FILENO), fail_on_leak = false, stop_on_leak = false, all_processes = false;
-    uint64_t run_steps = 0, warmup_steps = 0;
-    double live_interval_s = 2;
-    int i = 1;
-    for (; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--")) {
-            i++;
-            break;
-        }
-        if (a[0] != '-') break;
-        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "-o")) {
-            if (!val) goto missing;
-            dir_arg = val;
-            i++;
-        } else if (!strcmp(a, "--sample-bytes")) {
-            if (!val) goto missing;
-            if (!parse_u64(val, &sample_bytes)) {
-                fprintf(stderr, "plateau run: --sample-bytes '%s' is not a byte count (e.g. 524288, 512K, 0)\n", pl_format_esc(val));
-                return 2;
-            }
-            have_sample = true;
-            i++;
-        } else if (!strcmp(a, "--interval-ms")) {
-            if (!val) goto missing;
-            if (!parse_u64(val, &interval_ms) || interval_ms < 1 || interval_ms > 60000) {
-                fprintf(stderr, "plateau run: --interval-ms '%s' is not an integer in [1, 60000]\n", pl_format_esc(val));
-                return 2;
-            }
-            have_interval = true;
-            i++;
-        } else if (!strcmp(a, "--steps-signal")) {
-            steps_signal = true;
-        } else if (!strcmp(a, "--append")) {
-            append = true;
-        } else if (!strcmp(a, "--no-report")) {
-            report = false;
-        } else if (!strcmp(a, "--all-processes")) { /* passed to the report printed at the end */
-            all_processes = true;
-        } else if (!strcmp(a, "--live")) {
-            live = true;
-        } else if (!strcmp(a, "--no-live")) {
-            live = false;
-        } else if (!strcmp(a, "--fail-on-leak")) {
-            fail_on_leak = true;
-        } else if (!strcmp(a, "--stop-on-leak")) {
-            stop_on_leak = true;
-        } else if (!strcmp(a, "--run-steps")) {
-            if (!val) goto missing;
-            if (!parse_u64(val, &run_steps) || run_steps < 1) {
-                fprintf(stderr, "plateau run: --run-steps '%s' is not a step count >= 1\n", val);
-                return 2;
-            }
-            i++;
-        } else if (!strcmp(a, "--warmup-steps")) {
-            if (!val) goto missing;
-            if (!parse_u64(val, &warmup_steps) || warmup_steps < 1 || warmup_steps > INT64_MAX / 4) {
-                fprintf(stderr, "plateau run: --warmup-steps '%s' is not a step count >= 1\n", pl_format_esc(val));
-                return 2;
-            }
-            i++;
-        } else if (!strcmp(a, "--live-interval")) { /* seconds between live polls (tests, benchmarks) */
-            if (!val) goto missing;
-            char *end;
-            live_interval_s = strtod(val, &end);
-            if (*end || !(live_interval_s >= 0.05) || live_interval_s > 3600) {
-                fprintf(stderr, "plateau run: --live-interval '%s' is not seconds in [0.05, 3600]\n", val);
-                return 2;
-            }
-            i++;
-        } else if (!strcmp(a, "--host-allocator")) {
-            if (!val) goto missing;
-            if (strcmp(val, "glibc") && strcmp(val, "jemalloc")) {
-                fprintf(stderr, "plateau run: --host-allocator '%s': use glibc or jemalloc\n", pl_format_esc(val));
-                return 2;
-            }
-            allocator = val;
-            i++;
-        } else {
-            fprintf(stderr, "plateau run: unknown option '%s'\n", pl_format_esc(a));
-            usage(stderr);
+/* ---- the options ---- */
+
+typedef struct run_opts {
+    const char *dir_arg;      /* -o DIR, NULL: ./plateau-run-<time> */
+    const char *allocator;    /* --host-allocator: "glibc" or "jemalloc" */
+    uint64_t sample_bytes;    /* --sample-bytes, when have_sample */
+    uint64_t interval_ms;     /* --interval-ms, when have_interval */
+    uint64_t run_steps, warmup_steps; /* --run-steps, --warmup-steps; 0 none */
+    double live_interval_s;   /* --live-interval */
+    bool have_sample, have_interval, steps_signal, report, append, live, fail_on_leak, stop_on_leak, all_processes;
+    char **cmd;               /* CMD ARGS..., NULL-terminated (argv's) */
+} run_opts_t;
+
+enum { OPT_SAMPLE = 256, OPT_INTERVAL, OPT_STEPS_SIGNAL, OPT_APPEND, OPT_NO_REPORT, OPT_ALL, OPT_LIVE, OPT_NO_LIVE,
+       OPT_FAIL, OPT_STOP, OPT_RUN_STEPS, OPT_WARMUP_STEPS, OPT_LIVE_INTERVAL, OPT_ALLOCATOR };
+
+static const struct option run_longopts[] = {
+    {"help", no_argument, NULL, 'h'},
+    {"sample-bytes", required_argument, NULL, OPT_SAMPLE},
+    {"interval-ms", required_argument, NULL, OPT_INTERVAL},
+    {"steps-signal", no_argument, NULL, OPT_STEPS_SIGNAL},
+    {"append", no_argument, NULL, OPT_APPEND},
+    {"no-report", no_argument, NULL, OPT_NO_REPORT},
+    {"all-processes", no_argument, NULL, OPT_ALL}, /* passed to the report printed at the end */
+    {"live", no_argument, NULL, OPT_LIVE},
+    {"no-live", no_argument, NULL, OPT_NO_LIVE},
+    {"fail-on-leak", no_argument, NULL, OPT_FAIL},
+    {"stop-on-leak", no_argument, NULL, OPT_STOP},
+    {"run-steps", required_argument, NULL, OPT_RUN_STEPS},
+    {"warmup-steps", required_argument, NULL, OPT_WARMUP_STEPS},
+    {"live-interval", required_argument, NULL, OPT_LIVE_INTERVAL}, /* seconds between live polls (tests, benchmarks) */
+    {"host-allocator", required_argument, NULL, OPT_ALLOCATOR},
+    {NULL, 0, NULL, 0},
+};
+
+/* An option's value into o. Returns 0, or 2 after one line on stderr. */
+static int set_value(run_opts_t *o, int c, const char *val) {
+    switch (c) {
+    case 'o': o->dir_arg = val; return 0;
+    case OPT_SAMPLE:
+        if (!parse_u64(val, &o->sample_bytes)) {
+            fprintf(stderr, "plateau run: --sample-bytes '%s' is not a byte count (e.g. 524288, 512K, 0)\n", pl_format_esc(val));
             return 2;
         }
+        o->have_sample = true;
+        return 0;
+    case OPT_INTERVAL:
+        if (!parse_u64(val, &o->interval_ms) || o->interval_ms < 1 || o->interval_ms > 60000) {
+            fprintf(stderr, "plateau run: --interval-ms '%s' is not an integer in [1, 60000]\n", pl_format_esc(val));
+            return 2;
+        }
+        o->have_interval = true;
+        return 0;
+    case OPT_RUN_STEPS:
+        if (!parse_u64(val, &o->run_steps) || o->run_steps < 1) {
+            fprintf(stderr, "plateau run: --run-steps '%s' is not a step count >= 1\n", val);
+            return 2;
+        }
+        return 0;
+    case OPT_WARMUP_STEPS:
+        if (!parse_u64(val, &o->warmup_steps) || o->warmup_steps < 1 || o->warmup_steps > INT64_MAX / 4) {
+            fprintf(stderr, "plateau run: --warmup-steps '%s' is not a step count >= 1\n", pl_format_esc(val));
+            return 2;
+        }
+        return 0;
+    case OPT_LIVE_INTERVAL: {
+        char *end;
+        o->live_interval_s = strtod(val, &end);
+        if (*end || !(o->live_interval_s >= 0.05) || o->live_interval_s > 3600) {
+            fprintf(stderr, "plateau run: --live-interval '%s' is not seconds in [0.05, 3600]\n", val);
+            return 2;
+        }
+        return 0;
     }
-    if (i >= argc) {
+    case OPT_ALLOCATOR:
+        if (strcmp(val, "glibc") && strcmp(val, "jemalloc")) {
+            fprintf(stderr, "plateau run: --host-allocator '%s': use glibc or jemalloc\n", pl_format_esc(val));
+            return 2;
+        }
+        o->allocator = val;
+        return 0;
+    }
+    return 0;
+}
+
+/* A flag into o; false when c is none. */
+static bool set_flag(run_opts_t *o, int c) {
+    switch (c) {
+    case OPT_STEPS_SIGNAL: o->steps_signal = true; return true;
+    case OPT_APPEND: o->append = true; return true;
+    case OPT_NO_REPORT: o->report = false; return true;
+    case OPT_ALL: o->all_processes = true; return true;
+    case OPT_LIVE: o->live = true; return true;
+    case OPT_NO_LIVE: o->live = false; return true;
+    case OPT_FAIL: o->fail_on_leak = true; return true;
+    case OPT_STOP: o->stop_on_leak = true; return true;
+    default: return false;
+    }
+}
+
+/* argv into o: options up to the first operand or "--", the rest is CMD (never permuted). Returns -1 to go on, or
+ * the exit status (0 after --help, 2 after one line on a usage error). */
+static int parse_options(int argc, char **argv, run_opts_t *o) {
+    *o = (run_opts_t){.allocator = "glibc", .report = true, .live = isatty(STDERR_FILENO), .live_interval_s = 2};
+    pl_opts_t g;
+    pl_opts_start(&g, "plateau run", "ho:", run_longopts);
+    int c, rc = -1;
+    while (rc < 0 && (c = pl_opts_next(&g, argc, argv)) != -1) {
+        if (c == 'h') {
+            usage(stdout);
+            rc = 0;
+        } else if (c == '?' || c == ':') {
+            pl_opts_say(&g, c, argv);
+            if (c == '?') usage(stderr);
+            rc = 2;
+        } else if (!set_flag(o, c) && set_value(o, c, optarg)) {
+            rc = 2;
+        }
+    }
+    pl_opts_end(&g);
+    if (rc >= 0) return rc;
+    if (!g.dashdash && optind < argc && !strcmp(argv[optind], "-")) { /* an option to us, not a command */
+        fprintf(stderr, "plateau run: unknown option '-'\n");
+        usage(stderr);
+        return 2;
+    }
+    if (optind >= argc) {
         fprintf(stderr, "plateau run: no command given\n");
         usage(stderr);
         return 2;
     }
-    char **cmd = argv + i;
+    o->cmd = argv + optind;
+    return -1;
+}
 
-    char preload[PATH_MAX];
-    if (!find_preload(preload, sizeof preload)) {
+/* ---- the steps ---- */
+
+/* The preload library, and jemalloc with --host-allocator jemalloc (jemalloc "" otherwise; both PATH_MAX). Returns
+ * 0, or 2 after one line. */
+static int find_libraries(const run_opts_t *o, char *preload, char *jemalloc) {
+    if (!find_preload(preload, PATH_MAX)) {
         fprintf(stderr, "plateau run: cannot find libplateau_preload.so (looked next to this program%s%s); set "
                         "PLATEAU_PRELOAD to its path\n", PL_LIBDIR[0] ? " and in the install libdir " : "", PL_LIBDIR);
         return 2;
     }
-    char jemalloc[PATH_MAX] = "";
-    if (!strcmp(allocator, "jemalloc") && !find_jemalloc(preload, jemalloc, sizeof jemalloc)) {
+    jemalloc[0] = 0;
+    if (!strcmp(o->allocator, "jemalloc") && !find_jemalloc(preload, jemalloc, PATH_MAX)) {
         fprintf(stderr, "plateau run: libjemalloc.so.2 not found (install libjemalloc2 or set PLATEAU_JEMALLOC)\n");
         return 2;
     }
+    return 0;
+}
 
-    char abs_dir[PATH_MAX];
-    uint64_t run_id;
-    bool made, wrote_id;
-    if (pl_cli_run_dir("plateau run", dir_arg, "plateau-run", append, allocator, abs_dir, &run_id, &made, &wrote_id))
-        return 2;
-
-    /* Environment for the child. */
+/* The command's environment (docs/env.md): LD_PRELOAD, PLATEAU_DIR, PLATEAU_RUN_ID and the options' variables, the
+ * Python bootstrap. Returns 0, or 2 when out of memory. */
+static int command_env(const run_opts_t *o, const char *preload, const char *jemalloc, const char *abs_dir,
+                       uint64_t run_id) {
     const char *old = getenv("LD_PRELOAD");
     size_t lp_len = strlen(preload) + strlen(jemalloc) + (old ? strlen(old) : 0) + 4;
     char *lp = malloc(lp_len);
@@ -777,55 +624,34 @@ int pl_cli_run(int argc, char **argv) {
     char num[32];
     snprintf(num, sizeof num, "%016llx", (unsigned long long)run_id);
     child_setenv("PLATEAU_RUN_ID", num);
-    if (have_sample) {
-        snprintf(num, sizeof num, "%llu", (unsigned long long)sample_bytes);
+    if (o->have_sample) {
+        snprintf(num, sizeof num, "%llu", (unsigned long long)o->sample_bytes);
         child_setenv("PLATEAU_SAMPLE_BYTES", num);
     }
-    if (have_interval) {
-        snprintf(num, sizeof num, "%llu", (unsigned long long)interval_ms);
+    if (o->have_interval) {
+        snprintf(num, sizeof num, "%llu", (unsigned long long)o->interval_ms);
         child_setenv("PLATEAU_INTERVAL_MS", num);
     }
-    if (steps_signal) child_setenv("PLATEAU_STEP_SIGNAL", "1");
+    if (o->steps_signal) child_setenv("PLATEAU_STEP_SIGNAL", "1");
     if (!getenv("PLATEAU_QUIET")) child_setenv("PLATEAU_QUIET", "1");
     python_bootstrap_env();
-    /* The collector (collector/): the tracer then runs no thread and keeps no descriptor in the program. Without
-     * it the tracer runs its own writer and sampler threads (docs/env.md, PLATEAU_COLLECTOR). */
-    pl_collector_t collector;
-    if (pl_collector_start(abs_dir, &collector) == 0) child_setenv("PLATEAU_COLLECTOR", "1");
-    setenv("PLATEAU_SET", child_added, 1); /* CMD's preload takes these out of its environment again */
+    return 0;
+}
 
-    /* Signals are blocked before the fork (none is lost or kills us meanwhile) and taken by sigwaitinfo. */
-    sigset_t relayed, waited, old_mask;
-    relay_set(&relayed);
-    waited = relayed;
-    sigaddset(&waited, SIGCHLD);
-    struct sigaction dfl, old_chld;
-    memset(&dfl, 0, sizeof dfl);
-    dfl.sa_handler = SIG_DFL; /* an inherited SIG_IGN would reap CMD before we can read its status */
-    sigemptyset(&dfl.sa_mask);
-    sigaction(SIGCHLD, &dfl, &old_chld);
-    sigprocmask(SIG_BLOCK, &waited, &old_mask);
-    relay_t relay = {.witness_fd = {-1, -1}};
-    if (pipe2(relay.witness_fd, O_CLOEXEC) == 0) relay.witness = witness_start(relay.witness_fd);
-
-    /* this run's processes start after this (the watcher tells them from an earlier run's, with --append); 1 s of
-     * slack for the clock's steps */
-    struct timespec start_ts;
-    clock_gettime(CLOCK_REALTIME, &start_ts);
-    int64_t start_ns = ((int64_t)start_ts.tv_sec - 1) * 1000000000 + start_ts.tv_nsec;
+/* Fork and exec CMD with the signal mask and SIGCHLD as they were before the relay. *exec_failed: it could not run
+ * (it said why; its exit status is 127 or 126). Returns its pid, or -1 after one line. */
+static pid_t start_command(const pl_relay_t *relay, char **cmd, bool *exec_failed) {
     /* exec_fd: closed by a successful exec (O_CLOEXEC); a failed one writes its errno there first */
     int exec_fd[2] = {-1, -1};
     if (pipe2(exec_fd, O_CLOEXEC) != 0) exec_fd[0] = exec_fd[1] = -1;
-    oom_counts_t oom_before = oom_counts();
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "plateau run: fork: %s\n", strerror(errno));
-        return 2;
+        return -1;
     }
     if (pid == 0) {
-        sigaction(SIGCHLD, &old_chld, NULL);
-        sigprocmask(SIG_SETMASK, &old_mask, NULL);
+        pl_relay_child_restore(relay);
         if (exec_fd[0] >= 0) close(exec_fd[0]);
         execvp(cmd[0], cmd);
         int err = errno;
@@ -834,91 +660,108 @@ int pl_cli_run(int argc, char **argv) {
         }
         _exit(err == ENOENT ? 127 : 126);
     }
-    relay.child = pid;
-    bool exec_failed = false;
+    *exec_failed = false;
     if (exec_fd[0] >= 0) {
         close(exec_fd[1]);
         int err;
         ssize_t n;
         while ((n = read(exec_fd[0], &err, sizeof err)) < 0 && errno == EINTR) {
         }
-        exec_failed = n == (ssize_t)sizeof err;
+        *exec_failed = n == (ssize_t)sizeof err;
         close(exec_fd[0]);
     }
-    pid_t watcher = !exec_failed && (live || stop_on_leak)
-                        ? start_watcher(abs_dir, &old_mask, pid, live, stop_on_leak,
-                                                         (int64_t)run_steps, (int64_t)warmup_steps, start_ns,
-                                                         live_interval_s)
-                                         : 0;
-    int status = 0, watcher_status = 0;
-    for (;;) {
-        siginfo_t si;
-        int sig = sigwaitinfo(&waited, &si);
-        if (sig < 0) {
-            if (errno == EINTR) continue;
-            fprintf(stderr, "plateau run: sigwaitinfo: %s\n", strerror(errno));
-            return 2;
-        }
-        if (sig != SIGCHLD) {
-            relay_signal(&relay, sig, &si);
-            continue;
-        }
-        if (watcher > 0 && waitpid(watcher, &watcher_status, WNOHANG) == watcher) watcher = 0; /* it ended by itself */
-        if (watcher > 0) {
-            /* CMD has ended but is not reaped yet (its pid cannot be reused): end the watcher first, so that
-             * --stop-on-leak can never signal another process that got the pid */
-            siginfo_t ci = {0};
-            if (waitid(P_PID, (id_t)pid, &ci, WEXITED | WNOHANG | WNOWAIT) == 0 && ci.si_pid == pid) {
-                kill(watcher, SIGTERM);
-                while (waitpid(watcher, &watcher_status, 0) < 0 && errno == EINTR) {
-                }
-                watcher = 0;
-            }
-        }
-        pid_t w = waitpid(pid, &status, WNOHANG);
-        if (w == pid) break;
-        if (w < 0 && errno != EINTR) {
-            fprintf(stderr, "plateau run: waitpid: %s\n", strerror(errno));
-            return 2;
-        }
-        if (relay.witness > 0 && waitpid(relay.witness, NULL, WNOHANG) == relay.witness) relay.witness = 0;
+    return pid;
+}
+
+/* The run directory and how CMD ended. */
+typedef struct run_state {
+    char abs_dir[PATH_MAX];
+    uint64_t run_id;
+    bool made, wrote_id;       /* the directory / its run-id file were made by this run */
+    pl_relay_t relay;
+    pid_t pid;                 /* CMD */
+    int status;                /* CMD's wait status */
+    bool exec_failed;          /* CMD could not run */
+    bool stopped;              /* the watcher stopped the job (--stop-on-leak) */
+    pl_oom_counts_t oom_before;
+} run_state_t;
+
+/* Run CMD under the supervisor (supervise.h) until it has ended, with the watcher when asked. Returns 0, or 2 after
+ * one line. Signals stay blocked on return: one arriving now cannot replace CMD's exit status with ours. */
+static int supervise_command(const run_opts_t *o, run_state_t *s) {
+    /* Signals are blocked before the fork (none is lost or kills us meanwhile) and taken by sigwaitinfo. */
+    pl_relay_open(&s->relay);
+    /* this run's processes start after this (the watcher tells them from an earlier run's, with --append); 1 s of
+     * slack for the clock's steps */
+    struct timespec start_ts;
+    clock_gettime(CLOCK_REALTIME, &start_ts);
+    int64_t start_ns = ((int64_t)start_ts.tv_sec - 1) * 1000000000 + start_ts.tv_nsec;
+    s->oom_before = pl_run_status_oom_counts();
+    s->pid = start_command(&s->relay, o->cmd, &s->exec_failed);
+    if (s->pid < 0) return 2;
+    s->relay.child = s->pid;
+    pid_t watcher = !s->exec_failed && (o->live || o->stop_on_leak)
+                        ? start_watcher(s->abs_dir, &s->relay.old_mask, s->pid, o->live, o->stop_on_leak,
+                                        (int64_t)o->run_steps, (int64_t)o->warmup_steps, start_ns, o->live_interval_s)
+                        : 0;
+    int watcher_status = 0;
+    const char *failed = "";
+    int err = pl_relay_wait(&s->relay, &watcher, &s->status, &watcher_status, &failed);
+    if (err) {
+        fprintf(stderr, "plateau run: %s: %s\n", failed, strerror(-err));
+        return 2;
     }
-    if (watcher > 0) {
-        kill(watcher, SIGTERM);
-        while (waitpid(watcher, &watcher_status, 0) < 0 && errno == EINTR) {
-        }
+    if (watcher > 0) watcher_status = pl_watcher_end(watcher);
+    s->stopped = WIFEXITED(watcher_status) && WEXITSTATUS(watcher_status) == PL_WATCH_STOPPED;
+    pl_relay_close(&s->relay);
+    return 0;
+}
+
+/* CMD has ended and its traces are written: run.status, where the traces are, the notes, the report; plateau run's
+ * exit status (it may end plateau the way CMD ended instead). */
+static int finish(const run_opts_t *o, run_state_t *s) {
+    int rc = WIFEXITED(s->status) ? WEXITSTATUS(s->status) : 128 + WTERMSIG(s->status);
+    if (s->exec_failed) { /* nothing ran: leave no run behind (the child said why) */
+        char id_path[PATH_MAX + sizeof PL_TRACE_RUN_ID_FILE + 1];
+        snprintf(id_path, sizeof id_path, "%s/%s", s->abs_dir, PL_TRACE_RUN_ID_FILE);
+        if (s->wrote_id) unlink(id_path);
+        if (s->made) rmdir(s->abs_dir); /* fails, leaving it, if anything else appeared there */
+        return rc;
     }
-    bool stopped = WIFEXITED(watcher_status) && WEXITSTATUS(watcher_status) == PL_WATCH_STOPPED;
-    witness_stop(&relay);
-    if (relay.witness_fd[0] >= 0) {
-        close(relay.witness_fd[0]);
-        close(relay.witness_fd[1]);
-    }
+    if (pl_run_status_write(s->abs_dir, s->pid, s->status, s->oom_before) == -EINVAL)
+        fprintf(stderr, "plateau run: %s/run.status is not a regular file: the command's exit status is not recorded "
+                        "there\n", pl_format_esc(s->abs_dir));
+    int n = count_traces(s->abs_dir);
+    fprintf(stderr, "plateau: %d trace file%s in %s", n, n == 1 ? "" : "s", pl_format_esc(s->abs_dir));
+    if (WIFSIGNALED(s->status)) fprintf(stderr, " (the command was killed by signal %d)", WTERMSIG(s->status));
+    fprintf(stderr, "\n");
+    pl_cli_notes_print(s->abs_dir, stderr);
+    bool leak = (o->report || o->fail_on_leak) && n > 0 &&
+                print_report(s->abs_dir, &s->relay.old_mask, o->report, o->fail_on_leak, o->all_processes);
+    int ret = exit_status(rc, s->stopped, leak, o->fail_on_leak, s->abs_dir);
+    if (ret == rc) pl_run_status_end_like(s->status);
+    return ret;
+}
+
+int pl_cli_run(int argc, char **argv) {
+    run_opts_t o;
+    int rc = parse_options(argc, argv, &o);
+    if (rc >= 0) return rc;
+    char preload[PATH_MAX], jemalloc[PATH_MAX];
+    if (find_libraries(&o, preload, jemalloc)) return 2;
+    static run_state_t s; /* PATH_MAX and a relay: off the stack */
+    if (pl_cli_run_dir("plateau run", o.dir_arg, "plateau-run", o.append, o.allocator, s.abs_dir, &s.run_id, &s.made,
+                       &s.wrote_id))
+        return 2;
+    if (command_env(&o, preload, jemalloc, s.abs_dir, s.run_id)) return 2;
+    /* The collector (collector/): the tracer then runs no thread and keeps no descriptor in the program. Without
+     * it the tracer runs its own writer and sampler threads (docs/env.md, PLATEAU_COLLECTOR). */
+    pl_collector_t collector;
+    if (pl_collector_start(s.abs_dir, &collector) == 0) child_setenv("PLATEAU_COLLECTOR", "1");
+    setenv("PLATEAU_SET", child_added, 1); /* CMD's preload takes these out of its environment again */
+    if (supervise_command(&o, &s)) return 2;
     /* Everything the ended processes recorded is in their files before the report reads them. */
     if (collector.pid > 0 && !pl_collector_finish(&collector, 10000))
         fprintf(stderr, "plateau: the collector did not finish writing the traces within 10 s\n");
-    /* Signals stay blocked until we return: one arriving now cannot replace CMD's exit status with ours. */
-
-    int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (exec_failed) { /* nothing ran: leave no run behind (the child said why) */
-        char id_path[PATH_MAX + sizeof PL_TRACE_RUN_ID_FILE + 1];
-        snprintf(id_path, sizeof id_path, "%s/%s", abs_dir, PL_TRACE_RUN_ID_FILE);
-        if (wrote_id) unlink(id_path);
-        if (made) rmdir(abs_dir); /* fails, leaving it, if anything else appeared there */
-        return rc;
-    }
-    write_status(abs_dir, pid, status, oom_before);
-    int n = count_traces(abs_dir);
-    fprintf(stderr, "plateau: %d trace file%s in %s", n, n == 1 ? "" : "s", pl_format_esc(abs_dir));
-    if (WIFSIGNALED(status)) fprintf(stderr, " (the command was killed by signal %d)", WTERMSIG(status));
-    fprintf(stderr, "\n");
-    pl_cli_notes_print(abs_dir, stderr);
-    bool leak = (report || fail_on_leak) && n > 0 && print_report(abs_dir, &old_mask, report, fail_on_leak, all_processes);
-    int ret = exit_status(rc, stopped, leak, fail_on_leak, abs_dir);
-    if (ret == rc) end_like(status);
-    return ret;
-
-missing:
-    fprintf(stderr, "plateau run: option '%s' needs a value\n", pl_format_esc(argv[i]));
-    return 2;
+    return finish(&o, &s);
 }

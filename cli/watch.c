@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "opts.h"
 #include "live.h"
 #include "live_prom.h"
 #include "format.h"
@@ -309,38 +310,67 @@ static void usage(FILE *f) {
                "                temporary file and renamed over FILE\n");
 }
 
+static const struct option watch_longopts[] = {
+    {"help", no_argument, NULL, 'h'},
+    {"interval", required_argument, NULL, 'i'},
+    {"once", no_argument, NULL, '1'},
+    {"prometheus", required_argument, NULL, 'p'},
+    {NULL, 0, NULL, 0},
+};
+
+/* One option into o. Returns 0, or 2 after one line. */
+static int watch_option(pl_cli_live_opts_t *o, int c, const char *val) {
+    if (c == 'i') {
+        char *end;
+        double v = strtod(val, &end);
+        if (*end || !(v >= 0.05) || v > 3600) {
+            fprintf(stderr, "plateau watch: --interval wants seconds in [0.05, 3600], not '%s'\n", val);
+            return 2;
+        }
+        o->interval_s = v;
+    } else if (c == '1') {
+        o->once = true;
+    } else if (c == 'p') {
+        o->prom_path = val;
+        if (!o->prom_path[0]) {
+            fprintf(stderr, "plateau watch: --prometheus wants a file name\n");
+            return 2;
+        }
+    }
+    return 0;
+}
+
+/* argv into o and *dir: options and the one RUN_DIR in any order. Returns -1 to go on, or the exit status. */
+static int watch_parse(int argc, char **argv, pl_cli_live_opts_t *o, const char **dir) {
+    pl_opts_t g;
+    pl_opts_start(&g, "plateau watch", "h", watch_longopts);
+    int rc = -1;
+    while (rc < 0) {
+        int c = pl_opts_next(&g, argc, argv);
+        if (c == -1 && optind >= argc && !g.dashdash) break;
+        const char *a = c == -1 && !g.dashdash ? argv[optind++] : argv[g.at];
+        if (c == 'h') {
+            usage(stdout);
+            rc = 0;
+        } else if (c == '?' || c == ':' || (c == -1 && (a[0] == '-' || *dir))) {
+            fprintf(stderr, "plateau watch: unexpected argument '%s'\n", a);
+            usage(stderr);
+            rc = 2;
+        } else if (c == -1) {
+            *dir = a;
+        } else {
+            rc = watch_option(o, c, optarg) ? 2 : -1;
+        }
+    }
+    pl_opts_end(&g);
+    return rc;
+}
+
 int pl_cli_watch(int argc, char **argv) {
     pl_cli_live_opts_t o = {.interval_s = 2, .until_ended = true, .slow_hours = 24, .keep_line = true};
     const char *dir = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--interval") && i + 1 < argc) {
-            char *end;
-            double v = strtod(argv[++i], &end);
-            if (*end || !(v >= 0.05) || v > 3600) {
-                fprintf(stderr, "plateau watch: --interval wants seconds in [0.05, 3600], not '%s'\n", argv[i]);
-                return 2;
-            }
-            o.interval_s = v;
-        } else if (!strcmp(a, "--once")) {
-            o.once = true;
-        } else if (!strcmp(a, "--prometheus") && i + 1 < argc) {
-            o.prom_path = argv[++i];
-            if (!o.prom_path[0]) {
-                fprintf(stderr, "plateau watch: --prometheus wants a file name\n");
-                return 2;
-            }
-        } else if (a[0] == '-' || dir) {
-            fprintf(stderr, "plateau watch: unexpected argument '%s'\n", a);
-            usage(stderr);
-            return 2;
-        } else {
-            dir = a;
-        }
-    }
+    int rc = watch_parse(argc, argv, &o, &dir);
+    if (rc >= 0) return rc;
     if (!dir) {
         usage(stderr);
         return 2;

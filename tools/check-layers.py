@@ -32,10 +32,12 @@ UNITS = {
     "reports": "reports",
     "tune": "tune",
     "collector": "collector",
+    "supervise": "supervise",
     "cli": "cli",
 }
 # The components: a tests/<comp> folder is checked against <comp>.
-COMPONENTS = ["common", "allocator", "tracer", "preload", "training", "reports", "tune", "collector", "cli"]
+COMPONENTS = ["common", "allocator", "tracer", "preload", "training", "reports", "tune", "collector", "supervise",
+              "cli"]
 # Direct edges (docs/ARCHITECTURE.md, "Edges"). The tracer is split: the codec (core) both sides speak, the writer side the
 # preload links, the reader side report and tune link; neither side reaches the other. tracer.writer -> common:
 # the stack hash (common/hash.h) the writer and the report share. The umbrella "tracer" (both sides) is no one's
@@ -53,7 +55,8 @@ ALLOWED = {
     "reports": {"reports.ingest", "tracer.reader", "common"},
     "tune": {"reports.ingest", "tracer.reader", "allocator", "common"},
     "collector": {"tracer.writer", "common"},
-    "cli": {"reports", "tune", "collector"},
+    "supervise": set(),
+    "cli": {"reports", "tune", "collector", "supervise"},
 }
 # Tests may include the private headers of the component they test (and what it reaches), and these besides: the
 # preload's site and CUDA tests check what the report makes of a trace the preload recorded; the report's export

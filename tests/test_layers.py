@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""build.layers_planted: tools/check-layers.py catches a reach across the layers: a copy of the tree's sources with
+one planted include or meson edge each must fail the check with the line that names it, and the unchanged copy must
+pass. Covers the supervisor (supervise/: it reaches nothing of plateau's; cli wires it).
+
+usage: test_layers.py CHECK_LAYERS SOURCE_ROOT
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+KEEP = (".c", ".h", ".cuh", ".cu", "meson.build")
+
+
+def copy_sources(root, dest):
+    """The sources the checker reads: every folder's C files and meson.build, nothing built."""
+    for dirpath, dirnames, files in os.walk(root):
+        rel = os.path.relpath(dirpath, root)
+        dirnames[:] = [d for d in dirnames if not d.startswith((".", "build"))]
+        for f in files:
+            if f.endswith(KEEP):
+                os.makedirs(os.path.join(dest, rel), exist_ok=True)
+                shutil.copy(os.path.join(dirpath, f), os.path.join(dest, rel, f))
+
+
+def check(checker, tree):
+    r = subprocess.run([sys.executable, checker, tree], capture_output=True, text=True)
+    return r.returncode, r.stdout + r.stderr
+
+
+def append(path, text):
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(text)
+
+
+def main():
+    checker, root = sys.argv[1], sys.argv[2]
+    # (what is planted, file, text, what the checker must say)
+    cases = [
+        ("supervise includes a collector header", "supervise/planted.c", '#include "collector.h"\n',
+         'supervise/planted.c:1: "collector.h" is a header of collector, which supervise may not use'),
+        ("supervise includes the command's header", "supervise/planted.c", '#include "commands.h"\n',
+         'supervise/planted.c:1: "commands.h" is a header of cli, which supervise may not use'),
+        ("supervise includes a common header", "supervise/relay.c", '#include "format.h"\n',
+         '"format.h" is a header of common, which supervise may not use'),
+        ("the collector reaches up into the supervisor", "collector/planted.c", '#include "supervise.h"\n',
+         'collector/planted.c:1: "supervise.h" is a header of supervise, which collector may not use'),
+        ("supervise links the collector", "supervise/meson.build", "planted = [collector_dep]\n",
+         "supervise/meson.build: supervise -> collector is not an allowed edge"),
+        ("a supervisor test includes the command's header", "tests/supervise/test_planted.c",
+         '#include "commands.h"\n',
+         'tests/supervise/test_planted.c:1: "commands.h" is a header of cli, which tests/supervise may not use'),
+    ]
+    failures = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        clean = os.path.join(tmp, "clean")
+        copy_sources(root, clean)
+        rc, out = check(checker, clean)
+        if rc != 0:
+            print(f"FAIL: the unchanged tree does not pass (rc {rc}):\n{out}")
+            failures += 1
+        for i, (what, path, text, said) in enumerate(cases):
+            tree = os.path.join(tmp, f"case{i}")
+            shutil.copytree(clean, tree)
+            os.makedirs(os.path.dirname(os.path.join(tree, path)), exist_ok=True)
+            append(os.path.join(tree, path), text)
+            rc, out = check(checker, tree)
+            if rc != 1 or said not in out:
+                print(f"FAIL: {what}: rc {rc}, expected 1 and '{said}' in:\n{out}")
+                failures += 1
+            else:
+                print(f"ok: {what}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
