@@ -47,8 +47,13 @@ static void select_kth(double *v, size_t n, size_t k) {
         double x = dbl_lt(a, b) ? (dbl_lt(b, c) ? b : (dbl_lt(a, c) ? c : a)) : (dbl_lt(a, c) ? a : (dbl_lt(b, c) ? c : b));
         ptrdiff_t i = l, j = r;
         do {
-            while (dbl_lt(v[i], x)) i++;
-            while (dbl_lt(x, v[j])) j--;
+            if (!isnan(x)) { /* dbl_lt(v, x) is then v < x, and dbl_lt(x, v) is !(v <= x) (NaN last) */
+                while (v[i] < x) i++;
+                while (!(v[j] <= x)) j--;
+            } else {
+                while (dbl_lt(v[i], x)) i++;
+                while (dbl_lt(x, v[j])) j--;
+            }
             if (i <= j) {
                 double t = v[i];
                 v[i] = v[j];
