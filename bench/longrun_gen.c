@@ -199,6 +199,10 @@ static int one_rank(const char *dir, int rank, double hours, double steps_per_s,
         r = (pl_trace_record_t){.type = PL_REC_STEP, .t_ns = t + step_ns - 1000};
         r.u.step = (pl_rec_step_t){.step = s, .source = PL_STEP_OPTIMIZER};
         put(&g, &r);
+        /* plateau run's collector takes the ring's records as they are published, every few milliseconds, and
+         * ticks: kept records then reach the file in chunks of at most 250 ms of the run (a few steps each), not
+         * 256 KiB ones */
+        if (g.compact) flush_buf(&g);
     }
     r = (pl_trace_record_t){.type = PL_REC_PROCESS_END, .t_ns = t0 + (int64_t)(n_steps + 1) * step_ns};
     put(&g, &r);

@@ -240,6 +240,8 @@ typedef struct state {
     int64_t t0;              /* CLOCK_MONOTONIC at trace start */
     int64_t start_realtime_ns; /* CLOCK_REALTIME at process start (0 unknown): source files changed later are not quoted */
     uint64_t sample_bytes;
+    uint64_t w_size[64];     /* weight()'s cache, direct-mapped by size: the size (+1, 0 = empty) ... */
+    double w_val[64];        /* ... and its weight (sites allocate the same sizes again and again) */
     pl_table_t host, blocks, segs, stack_ix;
     stack_t_ *stacks;        /* what each stack holds; its frames are in the ingest's table */
     size_t n_stacks;
@@ -286,10 +288,15 @@ static int put(state_t *s, int which, uint64_t step, int64_t t, double v) {
 
 static bool na(uint64_t v) { return v == PL_TRACE_NA; }
 
-static double weight(const state_t *s, uint64_t size) {
+static double weight(state_t *s, uint64_t size) {
     if (!s->sample_bytes) return (double)size;
+    unsigned h = (unsigned)((size >> 4) ^ (size >> 10) ^ (size >> 16)) & 63;
+    if (s->w_size[h] == size + 1) return s->w_val[h];
     double p = -expm1(-(double)size / (double)s->sample_bytes);
-    return p > 0 ? (double)size / p : (double)size;
+    double w = p > 0 ? (double)size / p : (double)size;
+    s->w_size[h] = size + 1;
+    s->w_val[h] = w;
+    return w;
 }
 
 static stack_t_ *stack_get(state_t *s, uint32_t id, bool create) {
@@ -341,6 +348,7 @@ static void on_process(state_t *s, const pl_rec_process_t *p) {
     xp->rank = p->rank;
     xp->local_rank = p->local_rank >= 0 ? p->local_rank : -1;
     copy_str(xp->node, sizeof xp->node, p->node);
+    if (s->sample_bytes != p->sample_bytes) memset(s->w_size, 0, sizeof s->w_size); /* weights of the old rate */
     s->sample_bytes = p->sample_bytes;
     s->start_realtime_ns = p->start_realtime_ns > 0 ? p->start_realtime_ns : 0;
     copy_str(xp->exe, sizeof xp->exe, p->exe);

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -113,7 +114,9 @@ int pl_series_build(const pl_sample_t *samples, size_t n, const pl_series_opts_t
         ord[m].idx = i;
         m++;
     }
-    qsort(ord, m, sizeof *ord, order_cmp);
+    bool in_order = true; /* the extraction's samples come sorted by step already: then sorting is a waste */
+    for (size_t i = 1; i < m && in_order; i++) in_order = order_cmp(&ord[i - 1], &ord[i]) < 0;
+    if (!in_order) qsort(ord, m, sizeof *ord, order_cmp);
 
     size_t n_points = 0;
     for (size_t i = 0; i < m; i++)

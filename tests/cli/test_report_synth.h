@@ -49,6 +49,7 @@ typedef struct synth_cfg {
     uint64_t pss_per_step;   /* PSS climbs by this much a step while RSS and the heap do not (copy-on-access) */
     int64_t startup_ns;      /* > 0: the steps begin this much after the trace starts (imports, building a dataset),
                               * with one heap sample at the start: the first step's point then spans the start-up */
+    uint64_t sample_bytes;   /* process_start's sampling rate (0: every allocation recorded, exact weights) */
 } synth_cfg_t;
 
 static inline synth_cfg_t synth_default(void) {
@@ -85,7 +86,7 @@ static inline int synth_trace(const char *path, const synth_cfg_t *c) {
     r.t_ns = t0;
     r.u.process = (pl_rec_process_t){.pid = c->pid, .ppid = c->ppid, .rank = c->ranked ? c->rank : -1,
                                      .local_rank = c->ranked ? c->local_rank : -1, .node = c->node,
-                                     .sample_bytes = 0, .interval_ns = 100000000, .host_mem_bytes = 64ull << 30,
+                                     .sample_bytes = c->sample_bytes, .interval_ns = 100000000, .host_mem_bytes = 64ull << 30,
                                      .cgroup_max_bytes = PL_TRACE_NA, .start_realtime_ns = h.start_realtime_ns,
                                      .exe = c->exe ? c->exe : "/usr/bin/python3", .argc = 3, .n_argv = 3};
     r.u.process.argv[0] = "python3";

@@ -167,6 +167,29 @@ static void test_extract_plateau_and_host_leak(void **state) {
     run_free(&u);
 }
 
+/* Sampled allocations are weighted by size / (1 - e^(-size/rate)) (weight(), cached by size): a leaked size that
+ * shares its cache slot with the freed 1 MiB scratch buffer, allocated between the leaks, still gets its own weight. */
+static void test_extract_sampled_weights(void **state) {
+    (void)state;
+    char p[256];
+    tpath(p, sizeof p, "w.pltrace");
+    synth_cfg_t c = synth_default();
+    c.step_ns = 250000000;
+    c.sample_bytes = 524288;
+    c.leak_bytes = 201072; /* the cache slot of 1 << 20 */
+    c.leak_from = 2;       /* the scratch buffer (1 MiB) is weighted first */
+    assert_int_equal(synth_trace(p, &c), 0);
+    run_t u;
+    run_file(&u, p);
+    const pl_extract_proc_t *xp = &u.x.procs[0];
+    assert_true(xp->n_sites >= 1);
+    assert_int_equal(xp->sites[0].stack_id, 1);
+    assert_int_equal(xp->sites[0].n_live, 159);
+    double w = 201072.0 / -expm1(-201072.0 / 524288.0);
+    assert_true(fabs(xp->sites[0].live_bytes - 159 * w) < 1e-6 * 159 * w);
+    run_free(&u);
+}
+
 static void test_extract_no_leak(void **state) {
     (void)state;
     char p[256];
@@ -1459,6 +1482,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_extract_plateau_and_host_leak),
         cmocka_unit_test(test_extract_run_model),
+        cmocka_unit_test(test_extract_sampled_weights),
         cmocka_unit_test(test_extract_no_leak),
         cmocka_unit_test(test_extract_sites_only_when_leaking),
         cmocka_unit_test(test_extract_long_dladdr_name),

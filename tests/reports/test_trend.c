@@ -22,6 +22,50 @@ static void fill(double *x, double *y, size_t n, uint64_t seed, double slope, do
     }
 }
 
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : (x > y);
+}
+
+/* The slope and its interval are order statistics of the pairwise slopes (selected, not sorted, in trend.c): they
+ * must be exactly the sorted array's, on ties (quantised, flat), runs, alternation, overflowing slopes and noise. */
+static void test_trend_order_statistics_match_sorted(void **state) {
+    (void)state;
+    enum { N = 301 };
+    static double x[N], y[N], sl[N * (N - 1) / 2];
+    for (int shape = 0; shape < 7; shape++)
+        for (size_t n = 3; n <= N; n += n < 20 ? 1 : 37) {
+            synth_rng_t r = {(uint64_t)shape * 1000 + n};
+            for (size_t i = 0; i < n; i++) {
+                x[i] = (double)(i + 1) * (shape == 6 ? 1e-300 : 1);
+                double g = synth_gauss(&r);
+                y[i] = shape == 0 ? 5.0 : shape == 1 ? floor(3 * g) : shape == 2 ? (double)(i % 2) * 7
+                     : shape == 3 ? (double)(i / 10) : shape == 4 ? 1e6 + 0.3 * (double)i + 50 * g
+                     : shape == 5 ? (double)(n - i) : 1e300 * g;
+            }
+            pl_trend_t t;
+            assert_int_equal(pl_trend_fit(x, y, n, 0.9, 1.0, &t), 0);
+            size_t m = 0;
+            for (size_t i = 0; i < n; i++)
+                for (size_t j = i + 1; j < n; j++) {
+                    double dy = y[j] - y[i], s = dy / (x[j] - x[i]);
+                    sl[m++] = isfinite(s) ? s : dy > 0 ? HUGE_VAL : -HUGE_VAL;
+                }
+            qsort(sl, m, sizeof *sl, cmp_d);
+            double slope = m % 2 ? sl[m / 2] : 0.5 * (sl[m / 2 - 1] + sl[m / 2]);
+            if (!isfinite(slope)) slope = sl[m / 2];
+            double c = pl_trend_norm_isf(0.05) * sqrt(t.var_s);
+            double m1 = 0.5 * ((double)m - c), m2 = 0.5 * ((double)m + c);
+            double lo_i = floor(m1) - 1, hi_i = ceil(m2);
+            if (lo_i < 0) lo_i = 0;
+            if (hi_i > (double)m - 1) hi_i = (double)m - 1;
+            double lo = m1 < 1 ? -HUGE_VAL : sl[(size_t)lo_i], hi = m2 >= (double)m ? HUGE_VAL : sl[(size_t)hi_i];
+            assert_true(t.slope == slope || (isnan(t.slope) && isnan(slope)));
+            assert_true(t.slope_lo == lo);
+            assert_true(t.slope_hi == hi);
+        }
+}
+
 static void test_trend_exact_line(void **state) {
     (void)state;
     double x[50], y[50];
@@ -135,6 +179,7 @@ static void test_trend_helpers(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_trend_exact_line),
+        cmocka_unit_test(test_trend_order_statistics_match_sorted),
         cmocka_unit_test(test_trend_planted_leak_found_in_noise),
         cmocka_unit_test(test_trend_planted_flat_not_called_growth),
         cmocka_unit_test(test_trend_autocorrelation_widens),

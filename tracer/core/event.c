@@ -16,7 +16,7 @@ typedef struct {
     bool bad; /* overflow (writing) or malformed (reading) */
 } codec_t;
 
-static void c_bytes(codec_t *c, void *v, size_t n) {
+static inline __attribute__((always_inline)) void c_bytes(codec_t *c, void *v, size_t n) {
     if (c->bad || (size_t)(c->end - c->p) < n) {
         c->bad = true;
         return;

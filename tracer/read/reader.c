@@ -38,12 +38,23 @@ struct pl_trace_reader {
     uint64_t chunk_offset;  /* file offset of the current chunk's header */
     int status;             /* 0 reading; else the sticky return of pl_trace_next */
     int follow;             /* a short chunk at the end is not complete yet (pl_trace_follow) */
+    uint8_t *ra;            /* file source: READ_AHEAD bytes read at once (malloc'd on first use), ... */
+    uint64_t ra_off;        /* ... from this file offset, ... */
+    size_t ra_len;          /* ... of which this many were there */
     char err[512];
 };
+
+/* Chunks of a long, bounded trace are small (a few steps' records, a few hundred bytes): reading each header and
+ * payload with its own pread cost two system calls per chunk. The file is read READ_AHEAD bytes at a time instead
+ * and chunks are copied out of that; a request the buffer does not hold whole reads the file again from its
+ * offset (so a trace still being written is seen as it grows: bytes already read never change). */
+#define READ_AHEAD ((size_t)512 << 10)
 
 static _Thread_local char open_err[512];
 
 const char *pl_trace_open_error(void) { return open_err; }
+
+static ssize_t pread_all(pl_trace_reader_t *r, uint64_t off, void *buf, size_t len);
 
 /* Read up to len bytes at off; returns bytes read (short at EOF) or -errno. */
 static ssize_t src_read(pl_trace_reader_t *r, uint64_t off, void *buf, size_t len) {
@@ -53,6 +64,24 @@ static ssize_t src_read(pl_trace_reader_t *r, uint64_t off, void *buf, size_t le
         memcpy(buf, r->mem + off, n);
         return (ssize_t)n;
     }
+    if (r->ra && off >= r->ra_off && off - r->ra_off <= r->ra_len && len <= r->ra_len - (off - r->ra_off)) {
+        memcpy(buf, r->ra + (off - r->ra_off), len);
+        return (ssize_t)len;
+    }
+    if (len < READ_AHEAD && (r->ra || (r->ra = malloc(READ_AHEAD)))) {
+        r->ra_len = 0;
+        ssize_t n = pread_all(r, off, r->ra, READ_AHEAD);
+        if (n < 0) return n;
+        r->ra_off = off;
+        r->ra_len = (size_t)n;
+        size_t m = (size_t)n < len ? (size_t)n : len;
+        memcpy(buf, r->ra, m);
+        return (ssize_t)m;
+    }
+    return pread_all(r, off, buf, len);
+}
+
+static ssize_t pread_all(pl_trace_reader_t *r, uint64_t off, void *buf, size_t len) {
     size_t got = 0;
     while (got < len) {
         ssize_t n = pread(r->fd, (uint8_t *)buf + got, len - got, (off_t)(off + got));
@@ -100,6 +129,7 @@ static int open_common(pl_trace_reader_t *r, pl_trace_reader_t **out) {
     return 0;
 fail:
     if (r->fd >= 0) close(r->fd);
+    free(r->ra);
     free(r);
     return rc;
 }
@@ -234,6 +264,7 @@ void pl_trace_close(pl_trace_reader_t *r) {
     if (!r) return;
     if (r->fd >= 0) close(r->fd);
     free(r->chunk);
+    free(r->ra);
     free(r);
 }
 
