@@ -638,19 +638,11 @@ static size_t key_times(const tev_t *k, const akey_t *a, int64_t *t) {
     return a->n;
 }
 
-static int anchor_detect(const tev_t *e, size_t m, cand_t *c) {
-    if (m < ANCHOR_MIN_OCC) return 0;
-    tev_t *k = malloc(m * sizeof *k);
-    int64_t *t = malloc(m * sizeof *t), *u = malloc(m * sizeof *u);
-    akey_t top[ANCHOR_MAX_KEYS];
+/* The call sites occurring most often (at least ANCHOR_MIN_OCC times each) among k (sorted by key): at most
+ * ANCHOR_MAX_KEYS, most frequent first. */
+static size_t top_keys(const tev_t *k, size_t m, akey_t *top) {
     size_t n_top = 0;
-    int rc = -ENOMEM;
-    int64_t *b = NULL;
-    if (!k || !t || !u) goto out;
-    rc = 0;
-    memcpy(k, e, m * sizeof *k);
-    qsort(k, m, sizeof *k, cmp_key_ix); /* each call site's occurrences side by side */
-    for (size_t i = 0, j; i < m; i = j) { /* the most frequent call sites */
+    for (size_t i = 0, j; i < m; i = j) {
         for (j = i; j < m && k[j].key == k[i].key; j++) {}
         akey_t r = {i, j - i, 0, 0, 0};
         if (r.n < ANCHOR_MIN_OCC) continue;
@@ -661,52 +653,50 @@ static int anchor_detect(const tev_t *e, size_t m, cand_t *c) {
         while (pos > 0 && top[pos - 1].n < r.n) { top[pos] = top[pos - 1]; pos--; }
         top[pos] = r;
     }
-    /* each call site's evidence: how many of its gaps between bursts are about one period, against chance */
-    size_t best = SIZE_MAX;
-    for (size_t a = 0; a < n_top; a++) {
-        size_t n = key_times(k, &top[a], t);
-        double P0 = step_gap(t, n);
-        top[a].period = 0;
-        top[a].log_p = 0;
-        if (P0 <= 0) continue;
-        /* the period near the call site's typical gap that makes it most periodic (the gap median is biased by
-         * missed steps and repeats inside a step): a scan of ANCHOR_SCAN candidates, paid for in the p-value */
-        for (int f = 0; f < ANCHOR_SCAN; f++) {
-            double P = P0 * (ANCHOR_SCAN_LO + (ANCHOR_SCAN_HI - ANCHOR_SCAN_LO) * f / (ANCHOR_SCAN - 1));
-            memcpy(u, t, n * sizeof *u);
-            size_t nb = to_bursts(u, n, P), reg = 0, n_in = 0, n_out = 0;
-            if (nb < ANCHOR_MIN_STEPS) continue;
-            for (size_t i = 0; i + 1 < nb; i++) {
-                double g = (double)(u[i + 1] - u[i]) / P;
-                reg += g >= ANCHOR_REG_LO && g <= ANCHOR_REG_HI;
-                n_in += g >= 1 - ANCHOR_NEAR && g <= 1 + ANCHOR_NEAR;
-                n_out += (g >= ANCHOR_BURST && g < ANCHOR_BURST + ANCHOR_NEAR) ||
-                         (g > 2 - ANCHOR_BURST - ANCHOR_NEAR && g <= 2 - ANCHOR_BURST);
-            }
-            /* Evidence of a period: gaps near one period (1 +- 0.2) against gaps as far off on either side
-             * (0.5 - 0.7 and 1.3 - 1.5 periods). At random times the gaps between bursts are the burst window plus
-             * an exponential, whose density is convex and decreasing: then the outer windows hold at least as many
-             * gaps as the inner one, whatever the rate (g(u) = f(1-u) + f(1+u) grows with u). So "inner" is at
-             * most Binomial(inner + outer, 1/2), and its tail is the p-value. */
-            double lp = log_binom_half_tail(n_in + n_out, n_in);
-            if (lp < top[a].log_p) {
-                top[a].log_p = lp;
-                top[a].period = P;
-                top[a].reg = (double)reg / (double)(nb - 1);
-            }
+    return n_top;
+}
+
+/* One call site's evidence: how many of its gaps between bursts are about one period, against chance. The period
+ * near its typical gap that makes it most periodic (the gap median is biased by missed steps and repeats inside a
+ * step): a scan of ANCHOR_SCAN candidates, paid for in the p-value. t: its times (n); u: scratch of n. False when
+ * it has no typical gap. */
+static bool key_evidence(akey_t *a, const int64_t *t, size_t n, int64_t *u) {
+    double P0 = step_gap(t, n);
+    a->period = 0;
+    a->log_p = 0;
+    if (P0 <= 0) return false;
+    for (int f = 0; f < ANCHOR_SCAN; f++) {
+        double P = P0 * (ANCHOR_SCAN_LO + (ANCHOR_SCAN_HI - ANCHOR_SCAN_LO) * f / (ANCHOR_SCAN - 1));
+        memcpy(u, t, n * sizeof *u);
+        size_t nb = to_bursts(u, n, P), reg = 0, n_in = 0, n_out = 0;
+        if (nb < ANCHOR_MIN_STEPS) continue;
+        for (size_t i = 0; i + 1 < nb; i++) {
+            double g = (double)(u[i + 1] - u[i]) / P;
+            reg += g >= ANCHOR_REG_LO && g <= ANCHOR_REG_HI;
+            n_in += g >= 1 - ANCHOR_NEAR && g <= 1 + ANCHOR_NEAR;
+            n_out += (g >= ANCHOR_BURST && g < ANCHOR_BURST + ANCHOR_NEAR) ||
+                     (g > 2 - ANCHOR_BURST - ANCHOR_NEAR && g <= 2 - ANCHOR_BURST);
         }
-        if (best == SIZE_MAX || top[a].log_p < top[best].log_p) best = a; /* the strongest evidence */
+        /* Evidence of a period: gaps near one period (1 +- 0.2) against gaps as far off on either side
+         * (0.5 - 0.7 and 1.3 - 1.5 periods). At random times the gaps between bursts are the burst window plus
+         * an exponential, whose density is convex and decreasing: then the outer windows hold at least as many
+         * gaps as the inner one, whatever the rate (g(u) = f(1-u) + f(1+u) grows with u). So "inner" is at
+         * most Binomial(inner + outer, 1/2), and its tail is the p-value. */
+        double lp = log_binom_half_tail(n_in + n_out, n_in);
+        if (lp < a->log_p) {
+            a->log_p = lp;
+            a->period = P;
+            a->reg = (double)reg / (double)(nb - 1);
+        }
     }
-    if (best == SIZE_MAX || top[best].reg < ANCHOR_MIN_REGULAR) goto out;
-    /* Bonferroni over the call sites and periods tried: the chance that the best looks this periodic at random */
-    double log_bonf = top[best].log_p + log((double)n_top * ANCHOR_SCAN);
-    if (log_bonf > log(ANCHOR_MAX_P)) goto out;
-    double P = top[best].period;
-    /* call sites at the anchor's phase join it (more of the steps are seen): their bursts must sit within
-     * ANCHOR_ALIGN periods of an anchor burst whenever one is near */
-    size_t na = key_times(k, &top[best], u);
-    size_t nab = to_bursts(u, na, P);
-    memcpy(t, u, nab * sizeof *t); /* t: the union of joined call sites' times; u[0..nab): anchor bursts */
+    return true;
+}
+
+/* Call sites at the anchor's phase join it (more of the steps are seen): their bursts must sit within ANCHOR_ALIGN
+ * periods of an anchor burst whenever one is near. u[0..nab): the anchor's bursts; t: the union, nab entries on
+ * entry (the anchor's), with room for every event after them. Returns the union's size. */
+static size_t join_aligned(const tev_t *k, const akey_t *top, size_t n_top, size_t best, double P, const int64_t *u,
+                           size_t nab, int64_t *t) {
     size_t n_all = nab;
     for (size_t a = 0; a < n_top; a++) {
         if (a == best || top[a].log_p > log(1e-6) || fabs(top[a].period - P) > 0.15 * P) continue;
@@ -725,14 +715,20 @@ static int anchor_detect(const tev_t *e, size_t m, cand_t *c) {
         }
         if (near >= nvb / 2 && (double)close >= ANCHOR_ALIGN_FRAC * (double)near) n_all += nvb;
     }
-    qsort(t, n_all, sizeof *t, cmp_i64);
-    size_t ns = to_bursts(t, n_all, P);
-    if (ns < ANCHOR_MIN_STEPS) goto out;
-    /* step ends: every burst; a gap of g local periods (g < ANCHOR_MAX_FILL) holds floor(g + bias) steps */
+    return n_all;
+}
+
+/* Step ends from the bursts t[0..ns): every burst; a gap of g local periods (g < ANCHOR_MAX_FILL) holds
+ * floor(g + bias) steps. *b gets them (malloc'd, distinct, sorted), *nb their count; -ENOMEM. */
+static int fill_steps(const int64_t *t, size_t ns, double P, int64_t **b_out, size_t *nb_out) {
     size_t cap = ns * (ANCHOR_MAX_FILL + 1) + 1, nb = 0;
-    b = malloc(cap * sizeof *b);
+    int64_t *b = malloc(cap * sizeof *b);
     double *recent = malloc(ANCHOR_LOCAL * sizeof *recent), loc[ANCHOR_LOCAL];
-    if (!b || !recent) { free(recent); rc = -ENOMEM; goto out; }
+    if (!b || !recent) {
+        free(b);
+        free(recent);
+        return -ENOMEM;
+    }
     size_t n_recent = 0;
     b[nb++] = t[0];
     for (size_t i = 0; i + 1 < ns; i++) {
@@ -752,20 +748,22 @@ static int anchor_detect(const tev_t *e, size_t m, cand_t *c) {
         if (g <= ANCHOR_MAX_FILL * Pl) recent[n_recent++ % ANCHOR_LOCAL] = g;
     }
     free(recent);
-    nb = uniq_i64(b, nb);
-    double cover = (double)ns / (double)nb;
-    if (cover < ANCHOR_MIN_COVER || nb < 2) goto out;
-    /* as for the other detectors: fewer recorded allocations per step are too little evidence to cut steps */
-    if ((double)m * median_gap_ns(b, nb) / (double)(e[m - 1].t_ns - e[0].t_ns + 1) < MIN_ALLOCS_PER_STEP) goto out;
-    /* The steps cut must organise the rest of the stream: in a loop every call site sits at its own phase of the
-     * step, so the phases of the other frequent call sites' occurrences are concentrated (resultant length of the
-     * phase angles, count-weighted: ~0.5 - 0.9 on PyTorch loops cut right, ~0.05 cut at a wrong period, 0 at
-     * random). A call site that happens to recur regularly while the rest of the stream does not fails here. */
-    double zr = 0, zi = 0, r_sum = 0;
+    *b_out = b;
+    *nb_out = uniq_i64(b, nb);
+    return 0;
+}
+
+/* The steps cut must organise the rest of the stream: in a loop every call site sits at its own phase of the step,
+ * so the phases of the other frequent call sites' occurrences are concentrated (resultant length of the phase
+ * angles, count-weighted: ~0.5 - 0.9 on PyTorch loops cut right, ~0.05 cut at a wrong period, 0 at random). A call
+ * site that happens to recur regularly while the rest of the stream does not fails here. t: scratch. */
+static double phase_concentration(const tev_t *k, const akey_t *top, size_t n_top, size_t best, const int64_t *b,
+                                  size_t nb, int64_t *t) {
+    double r_sum = 0;
     size_t w_sum = 0;
     for (size_t a = 0; a < n_top; a++) {
         if (a == best) continue;
-        zr = zi = 0;
+        double zr = 0, zi = 0;
         size_t n = key_times(k, &top[a], t), w = 0;
         for (size_t i = 0, j = 0; i < n; i++) {
             while (j < nb && b[j] <= t[i]) j++;
@@ -778,8 +776,43 @@ static int anchor_detect(const tev_t *e, size_t m, cand_t *c) {
         r_sum += sqrt(zr * zr + zi * zi);
         w_sum += w;
     }
-    double phase_r = w_sum ? r_sum / (double)w_sum : 0;
-    if (phase_r < ANCHOR_MIN_PHASE) goto out;
+    return w_sum ? r_sum / (double)w_sum : 0;
+}
+
+static int anchor_detect(const tev_t *e, size_t m, cand_t *c) {
+    if (m < ANCHOR_MIN_OCC) return 0;
+    tev_t *k = malloc(m * sizeof *k);
+    int64_t *t = malloc(m * sizeof *t), *u = malloc(m * sizeof *u);
+    akey_t top[ANCHOR_MAX_KEYS];
+    int rc = -ENOMEM;
+    int64_t *b = NULL;
+    size_t nb = 0;
+    if (!k || !t || !u) goto out;
+    rc = 0;
+    memcpy(k, e, m * sizeof *k);
+    qsort(k, m, sizeof *k, cmp_key_ix); /* each call site's occurrences side by side */
+    size_t n_top = top_keys(k, m, top), best = SIZE_MAX;
+    for (size_t a = 0; a < n_top; a++) {
+        if (!key_evidence(&top[a], t, key_times(k, &top[a], t), u)) continue;
+        if (best == SIZE_MAX || top[a].log_p < top[best].log_p) best = a; /* the strongest evidence */
+    }
+    if (best == SIZE_MAX || top[best].reg < ANCHOR_MIN_REGULAR) goto out;
+    /* Bonferroni over the call sites and periods tried: the chance that the best looks this periodic at random */
+    double log_bonf = top[best].log_p + log((double)n_top * ANCHOR_SCAN);
+    if (log_bonf > log(ANCHOR_MAX_P)) goto out;
+    double P = top[best].period;
+    size_t nab = to_bursts(u, key_times(k, &top[best], u), P);
+    memcpy(t, u, nab * sizeof *t); /* t: the union of joined call sites' times; u[0..nab): anchor bursts */
+    size_t n_all = join_aligned(k, top, n_top, best, P, u, nab, t);
+    qsort(t, n_all, sizeof *t, cmp_i64);
+    size_t ns = to_bursts(t, n_all, P);
+    if (ns < ANCHOR_MIN_STEPS) goto out;
+    if ((rc = fill_steps(t, ns, P, &b, &nb))) goto out;
+    double cover = (double)ns / (double)nb;
+    if (cover < ANCHOR_MIN_COVER || nb < 2) goto out;
+    /* as for the other detectors: fewer recorded allocations per step are too little evidence to cut steps */
+    if ((double)m * median_gap_ns(b, nb) / (double)(e[m - 1].t_ns - e[0].t_ns + 1) < MIN_ALLOCS_PER_STEP) goto out;
+    if (phase_concentration(k, top, n_top, best, b, nb, t) < ANCHOR_MIN_PHASE) goto out;
     c->conf = (1 - exp(log_bonf)) * top[best].reg;
     c->period_ns = median_gap_ns(b, nb);
     c->period_allocs = (double)m * c->period_ns / (double)(e[m - 1].t_ns - e[0].t_ns);
@@ -1326,6 +1359,24 @@ static tev_t *sorted(const pl_period_input_t *in, bool exact_only, size_t *n_out
     return e;
 }
 
+/* The heap records' exact call counters give the true rate (the sampled records only a fraction of it), taken
+ * between the first and last heap records inside the detected steps: start-up is not a step. */
+static void exact_rate(const pl_period_input_t *in, const cand_t *pick, pl_period_t *out) {
+    int64_t lo_t = 0, hi_t = 0;
+    uint64_t lo_n = 0, hi_n = 0;
+    bool have_lo = false;
+    for (size_t i = 0; i < in->n_heap; i++) {
+        int64_t t = in->heap_t_ns[i];
+        if (t < pick->bounds[0] || t > pick->bounds[pick->n_bounds - 1]) continue;
+        if (!have_lo || t < lo_t) { lo_t = t; lo_n = in->heap_n_alloc[i]; have_lo = true; }
+        if (t >= hi_t) { hi_t = t; hi_n = in->heap_n_alloc[i]; }
+    }
+    if (have_lo && hi_t - lo_t > 2 * pick->period_ns && hi_n > lo_n) {
+        out->period_allocs = (double)(hi_n - lo_n) * pick->period_ns / (double)(hi_t - lo_t);
+        out->allocs_exact = true;
+    }
+}
+
 int pl_period_detect(const pl_period_input_t *in, const pl_period_opts_t *opts, pl_period_t *out) {
     if (!in || !out) return -EINVAL;
     pl_period_opts_t o = {.min_confidence = 0.5, .min_repeats = 4};
@@ -1368,8 +1419,10 @@ int pl_period_detect(const pl_period_input_t *in, const pl_period_opts_t *opts, 
         ct.conf = agree ? conf : 0;
         if (agree) cc.bounds = NULL; /* moved */
     }
-    if (!rc && !ord_wins && cs.conf < o.min_confidence) rc = anchor_detect(ea, ma, &ca); /* not needed when the sequence wins */
-    if (!rc && by_calls && ca.conf > 0 && !(ct.conf > 0 && fabs(ca.period_ns - ct.period_ns) <= CALLS_AGREE * ct.period_ns)) {
+    /* the anchor detector: not needed when the sequence wins */
+    if (!rc && !ord_wins && cs.conf < o.min_confidence) rc = anchor_detect(ea, ma, &ca);
+    bool anchor_agrees = ct.conf > 0 && fabs(ca.period_ns - ct.period_ns) <= CALLS_AGREE * ct.period_ns;
+    if (!rc && by_calls && ca.conf > 0 && !anchor_agrees) {
         /* the same for the anchor detector's wall-clock steps: with one thread allocating, a period the call clock
          * does not confirm is not trusted (measured: a 2.1 ms "period" of a list-growth site in a 46 ms step) */
         free(ca.bounds);
@@ -1390,23 +1443,7 @@ int pl_period_detect(const pl_period_input_t *in, const pl_period_opts_t *opts, 
     out->period_ns = pick->period_ns;
     out->period_allocs = pick->period_allocs;
     out->allocs_exact = pick->exact;
-    if (pick != &cs && pick != &co && !(pick == &ct && by_calls) && pick->n_bounds >= 2) {
-        /* the heap records' exact call counters give the true rate (the sampled records only a fraction of it),
-         * taken between the first and last heap records inside the detected steps: start-up is not a step */
-        int64_t lo_t = 0, hi_t = 0;
-        uint64_t lo_n = 0, hi_n = 0;
-        bool have_lo = false;
-        for (size_t i = 0; i < in->n_heap; i++) {
-            int64_t t = in->heap_t_ns[i];
-            if (t < pick->bounds[0] || t > pick->bounds[pick->n_bounds - 1]) continue;
-            if (!have_lo || t < lo_t) { lo_t = t; lo_n = in->heap_n_alloc[i]; have_lo = true; }
-            if (t >= hi_t) { hi_t = t; hi_n = in->heap_n_alloc[i]; }
-        }
-        if (have_lo && hi_t - lo_t > 2 * pick->period_ns && hi_n > lo_n) {
-            out->period_allocs = (double)(hi_n - lo_n) * pick->period_ns / (double)(hi_t - lo_t);
-            out->allocs_exact = true;
-        }
-    }
+    if (pick != &cs && pick != &co && !(pick == &ct && by_calls) && pick->n_bounds >= 2) exact_rate(in, pick, out);
     if (pick->conf > 0 && pick->conf >= o.min_confidence && pick->n_bounds >= 2) {
         out->found = true;
         out->bounds_ns = pick->bounds;

@@ -50,6 +50,39 @@ static double median_step_ns(const pl_point_t *p, size_t n) {
     return r;
 }
 
+/* The samples ord[0..m) (sorted by key) folded into one point per key: its lowest value (base), highest (peak),
+ * earliest time and sample count; s's points, and its peak. 0 or -ENOMEM. */
+static int fold_points(const pl_sample_t *samples, const order_t *ord, size_t m, pl_series_t *s) {
+    size_t n_points = 0;
+    for (size_t i = 0; i < m; i++)
+        if (i == 0 || ord[i].key != ord[i - 1].key) n_points++;
+    pl_point_t *pts = n_points ? calloc(n_points, sizeof *pts) : NULL;
+    if (n_points && !pts) return -ENOMEM;
+    size_t k = (size_t)-1;
+    for (size_t i = 0; i < m; i++) {
+        const pl_sample_t *x = &samples[ord[i].idx];
+        if (i == 0 || ord[i].key != ord[i - 1].key) {
+            k++;
+            pts[k].step = ord[i].key;
+            pts[k].t_ns = x->t_ns >= 0 ? x->t_ns : -1;
+            pts[k].base = pts[k].peak = x->value;
+            pts[k].n_samples = 0;
+        }
+        pl_point_t *p = &pts[k];
+        if (x->value < p->base) p->base = x->value;
+        if (x->value > p->peak) p->peak = x->value;
+        if (x->t_ns >= 0 && (p->t_ns < 0 || x->t_ns < p->t_ns)) p->t_ns = x->t_ns;
+        if (p->n_samples < UINT32_MAX) p->n_samples++;
+        if (s->peak_step < 0 || x->value > s->peak) {
+            s->peak = x->value;
+            s->peak_step = p->step;
+        }
+    }
+    s->points = pts;
+    s->n_points = n_points;
+    return 0;
+}
+
 int pl_series_build(const pl_sample_t *samples, size_t n, const pl_series_opts_t *opts, pl_series_t *out) {
     if (!out || (n && !samples)) return -EINVAL;
     pl_series_t s = {0};
@@ -118,38 +151,10 @@ int pl_series_build(const pl_sample_t *samples, size_t n, const pl_series_opts_t
     for (size_t i = 1; i < m && in_order; i++) in_order = order_cmp(&ord[i - 1], &ord[i]) < 0;
     if (!in_order) qsort(ord, m, sizeof *ord, order_cmp);
 
-    size_t n_points = 0;
-    for (size_t i = 0; i < m; i++)
-        if (i == 0 || ord[i].key != ord[i - 1].key) n_points++;
-    pl_point_t *pts = n_points ? calloc(n_points, sizeof *pts) : NULL;
-    if (n_points && !pts) {
-        free(ord);
-        return -ENOMEM;
-    }
-    size_t k = (size_t)-1;
-    for (size_t i = 0; i < m; i++) {
-        const pl_sample_t *x = &samples[ord[i].idx];
-        if (i == 0 || ord[i].key != ord[i - 1].key) {
-            k++;
-            pts[k].step = ord[i].key;
-            pts[k].t_ns = x->t_ns >= 0 ? x->t_ns : -1;
-            pts[k].base = pts[k].peak = x->value;
-            pts[k].n_samples = 0;
-        }
-        pl_point_t *p = &pts[k];
-        if (x->value < p->base) p->base = x->value;
-        if (x->value > p->peak) p->peak = x->value;
-        if (x->t_ns >= 0 && (p->t_ns < 0 || x->t_ns < p->t_ns)) p->t_ns = x->t_ns;
-        if (p->n_samples < UINT32_MAX) p->n_samples++;
-        if (s.peak_step < 0 || x->value > s.peak) {
-            s.peak = x->value;
-            s.peak_step = p->step;
-        }
-    }
+    int rc = fold_points(samples, ord, m, &s);
     free(ord);
-    s.points = pts;
-    s.n_points = n_points;
-    s.step_ns = by_time ? (double)bucket_ns : median_step_ns(pts, n_points);
+    if (rc) return rc;
+    s.step_ns = by_time ? (double)bucket_ns : median_step_ns(s.points, s.n_points);
     *out = s;
     return 0;
 }

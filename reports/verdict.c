@@ -226,17 +226,160 @@ static bool recent_onset(const double *x, const double *y, size_t n, size_t from
  * bins of a long run): there the jump lies within the first point. */
 static bool jump_at_start(const double *x, size_t from) { return from > 0 && x[from] - x[0] <= 2; }
 
+static int check_params(const pl_verdict_params_t *pp, pl_verdict_params_t *p) {
+    if (pp) *p = *pp;
+    else pl_verdict_params_default(p);
+    if (p->min_tail_points < 3) p->min_tail_points = 3;
+    if (p->max_points < 2 * p->min_tail_points) p->max_points = 2 * p->min_tail_points;
+    if (p->max_points > PL_TREND_MAX_N) p->max_points = PL_TREND_MAX_N;
+    if (!(p->alpha > 0 && p->alpha < 1) || !(p->ci_level > 0 && p->ci_level < 1) || p->min_tail_steps < 0 ||
+        p->warmup_allow_steps < 0)
+        return -EINVAL;
+    return 0;
+}
+
+/* The series the verdict reads: a sawtooth across steps (periodic cleanup) is judged on each period's low, when
+ * enough periods remain; then compacted to at most max_points. */
+static int judged_series(const pl_series_t *s, const pl_verdict_params_t *p, pl_series_t *c, int64_t *saw) {
+    pl_series_t folded = {0};
+    *saw = 0;
+    int rc = pl_series_sawtooth(s, &folded, saw);
+    if (rc) return rc;
+    if (*saw && folded.n_points < p->min_tail_points) {
+        pl_series_free(&folded);
+        *saw = 0;
+    }
+    rc = pl_series_compact(*saw ? &folded : s, p->max_points, c);
+    pl_series_free(&folded);
+    return rc;
+}
+
+/* Fewer points than a tail needs: no data; or, with at least half of them by steps (a log of every 10th step, a
+ * short run), not decided yet; and a series that grows since its first step cannot be decided before the warmup
+ * allowance has passed (rule 2), whatever the points. */
+static void too_few_points(pl_verdict_t *v, const pl_series_t *s, const pl_series_t *c, const pl_verdict_params_t *p) {
+    size_t n = c->n_points;
+    v->undecided = PL_UNDECIDED_NO_DATA;
+    int64_t spacing = n >= 2 ? max64(1, (v->last_step - v->first_step) / (int64_t)(n - 1)) : 1;
+    int64_t span = v->last_step - v->first_step;
+    v->more_steps = max64((int64_t)(p->min_tail_points - n) * spacing, p->min_tail_steps - span);
+    if (s->by_time || n < 3 || 2 * n < p->min_tail_points) return;
+    v->tail_start_step = v->first_step;
+    v->tail_steps = span;
+    v->tail_points = n;
+    v->undecided = PL_UNDECIDED_TAIL_SHORT;
+    if (c->points[n - 1].base > c->points[0].base * 1.01 + 1 && span > 0) {
+        v->undecided = PL_UNDECIDED_WARMUP;
+        v->slope_per_step = (c->points[n - 1].base - c->points[0].base) / (double)span; /* end to end: a guide */
+        v->more_steps = max64(v->more_steps, v->first_step + p->warmup_allow_steps + p->min_tail_steps - v->last_step);
+    }
+}
+
+/* The judged tail of (x, y): its warmup found, the allowance of rule 2 applied, then leak, plateau, flat or why not
+ * decided, into v; *from and *f are the tail judged and its fit. */
+static int judge_tail(pl_verdict_t *v, const double *x, const double *y, size_t n, const pl_verdict_params_t *p,
+                      double *scratch, size_t *from, tail_fit_t *f) {
+    pl_warmup_t w;
+    int rc = pl_warmup_detect(x, y, n, p->min_tail_points, (double)p->min_tail_steps, 0.002, &w);
+    if (rc) return rc;
+    *from = w.found ? w.end_index : 0;
+    /* growth after a higher/flatter regime (pre-tail above the tail line): compare with the noise before it */
+    if ((rc = fit_tail(x, y, n, *from, p, w.found && w.pre_offset > 0, scratch, f))) return rc;
+    int64_t span = v->last_step - (int64_t)x[*from];
+    if ((!w.found || jump_at_start(x, *from)) && !f->flat) {
+        /* One regime since the first step (or since a jump at the first step) and not flat: a warmup cannot be
+         * excluded until growth has outlasted warmup_allow_steps; then judge only what came after the allowance. */
+        int64_t allow_end = v->first_step + p->warmup_allow_steps;
+        if (v->last_step - allow_end < p->min_tail_steps) {
+            v->undecided = PL_UNDECIDED_WARMUP;
+            v->more_steps = allow_end + p->min_tail_steps - v->last_step;
+            return 0;
+        }
+        size_t k = 0;
+        while (k < n && x[k] < (double)allow_end) k++;
+        if (n - k < p->min_tail_points) {
+            v->undecided = PL_UNDECIDED_TAIL_SHORT;
+            v->more_steps = max64(1, (int64_t)(p->min_tail_points - (n - k)) * max64(1, span / (int64_t)n));
+            return 0;
+        }
+        *from = k;
+        if ((rc = fit_tail(x, y, n, *from, p, true, scratch, f))) return rc;
+        span = v->last_step - (int64_t)x[*from];
+        if (f->flat) {
+            v->kind = PL_VERDICT_PLATEAU;
+            v->has_warmup = true;
+            return 0;
+        }
+    } else if (w.found) {
+        v->has_warmup = true;
+    }
+
+    if (span < p->min_tail_steps || n - *from < p->min_tail_points) {
+        v->undecided = PL_UNDECIDED_TAIL_SHORT;
+        v->more_steps = max64(1, p->min_tail_steps - span);
+    } else if (f->growing) {
+        bool dec = false;
+        if ((rc = settling(x, y, n, (double)span, p, f->t.var_factor, &dec))) return rc;
+        if (dec) {
+            v->undecided = PL_UNDECIDED_SETTLING;
+            v->more_steps = max64(1, span);
+        } else {
+            v->kind = PL_VERDICT_LEAK;
+        }
+    } else if (recent_onset(x, y, n, *from, p, scratch, f, from)) {
+        /* the long tail looks flat or noisy, but its most recent part grows: a leak that started lately */
+        v->kind = PL_VERDICT_LEAK;
+    } else if (f->flat) {
+        v->kind = PL_VERDICT_FLAT;
+        /* growth before the tail makes it a plateau; a drop (or a bump within noise) is just flat */
+        if (v->has_warmup && f->level - y[0] > w.band) v->kind = PL_VERDICT_PLATEAU;
+    } else {
+        v->undecided = PL_UNDECIDED_NOISY;
+        v->more_steps = steps_to_decide(f, span);
+    }
+    return 0;
+}
+
+/* What the verdict says of its tail: where it starts, its line, warmup, spike, rate per hour and projected OOM. */
+static void fill_tail(pl_verdict_t *v, const pl_series_t *s, const pl_series_t *c, const double *x, const double *y,
+                      size_t from, const tail_fit_t *f, const pl_verdict_params_t *p) {
+    size_t n = c->n_points;
+    v->tail_start_step = (int64_t)x[from];
+    v->tail_steps = v->last_step - v->tail_start_step;
+    v->tail_points = n - from;
+    v->level = f->level;
+    v->slope_per_step = f->t.slope;
+    v->slope_lo = f->t.slope_lo;
+    v->slope_hi = f->t.slope_hi;
+    v->p_up = f->t.p_up;
+    v->var_factor = f->t.var_factor;
+    v->threshold_per_step = f->thr;
+    v->noise = f->t.resid_sigma;
+    if (v->has_warmup) {
+        v->warmup_end_step = v->tail_start_step;
+        v->warmup_steps = v->warmup_end_step - v->first_step;
+        v->warmup_size = (f->t.intercept + f->t.slope * x[from]) - y[0];
+    }
+    if (v->kind != PL_VERDICT_INCONCLUSIVE) v->more_steps = 0;
+    if (s->step_ns > 0) v->per_hour = f->t.slope * 3.6e12 / s->step_ns;
+    for (size_t i = from; i < n; i++) {
+        double sp = c->points[i].peak - c->points[i].base;
+        if (sp > v->spike) v->spike = sp;
+    }
+    if (v->kind == PL_VERDICT_LEAK && p->limit > 0 && f->t.slope > 0) {
+        double now = f->t.intercept + f->t.slope * x[n - 1];
+        if (now < v->last_value) now = v->last_value;
+        double left = (p->limit - v->spike - now) / f->t.slope;
+        v->has_oom = true;
+        v->oom_step = left <= 0 ? v->last_step : v->last_step + clamp_steps(left);
+        if (s->step_ns > 0) v->oom_seconds = left <= 0 ? 0 : left * s->step_ns / 1e9;
+    }
+}
+
 int pl_verdict_classify(const pl_series_t *s, const pl_verdict_params_t *pp, pl_verdict_t *out) {
     if (!s || !out || (s->n_points && !s->points)) return -EINVAL;
     pl_verdict_params_t p;
-    if (pp) p = *pp;
-    else pl_verdict_params_default(&p);
-    if (p.min_tail_points < 3) p.min_tail_points = 3;
-    if (p.max_points < 2 * p.min_tail_points) p.max_points = 2 * p.min_tail_points;
-    if (p.max_points > PL_TREND_MAX_N) p.max_points = PL_TREND_MAX_N;
-    if (!(p.alpha > 0 && p.alpha < 1) || !(p.ci_level > 0 && p.ci_level < 1) || p.min_tail_steps < 0 ||
-        p.warmup_allow_steps < 0)
-        return -EINVAL;
+    if (check_params(pp, &p)) return -EINVAL;
 
     pl_verdict_t v = {0};
     v.kind = PL_VERDICT_INCONCLUSIVE;
@@ -249,47 +392,19 @@ int pl_verdict_classify(const pl_series_t *s, const pl_verdict_params_t *pp, pl_
     v.oom_step = -1;
     v.limit = p.limit;
 
-    /* a sawtooth across steps (periodic cleanup) is judged on each period's low, when enough periods remain */
-    pl_series_t folded = {0}, c;
-    int64_t saw = 0;
-    int rc = pl_series_sawtooth(s, &folded, &saw);
-    if (rc) return rc;
-    if (saw && folded.n_points < p.min_tail_points) {
-        pl_series_free(&folded);
-        saw = 0;
-    }
-    v.sawtooth_period = saw;
-    rc = pl_series_compact(saw ? &folded : s, p.max_points, &c);
-    pl_series_free(&folded);
+    pl_series_t c;
+    int rc = judged_series(s, &p, &c, &v.sawtooth_period);
     if (rc) return rc;
     size_t n = c.n_points;
-    double *x = NULL, *y = NULL, *scratch = NULL;
     v.n_points = n;
     if (n) {
         v.first_step = c.points[0].step;
         v.last_step = c.points[n - 1].step;
         v.last_value = c.points[n - 1].base;
     }
+    double *x = NULL, *y = NULL, *scratch = NULL;
     if (n < p.min_tail_points) {
-        v.undecided = PL_UNDECIDED_NO_DATA;
-        int64_t spacing = n >= 2 ? max64(1, (v.last_step - v.first_step) / (int64_t)(n - 1)) : 1;
-        v.more_steps = max64((int64_t)(p.min_tail_points - n) * spacing,
-                             p.min_tail_steps - (v.last_step - v.first_step));
-        /* at least half the points a verdict needs, by steps (a log of every 10th step, a short run): not "no
-         * data" but not decided yet; and a series that grows since its first step cannot be decided before the
-         * warmup allowance has passed (rule 2), whatever the points */
-        if (!s->by_time && n >= 3 && 2 * n >= p.min_tail_points) {
-            int64_t span = v.last_step - v.first_step;
-            v.tail_start_step = v.first_step;
-            v.tail_steps = span;
-            v.tail_points = n;
-            v.undecided = PL_UNDECIDED_TAIL_SHORT;
-            if (c.points[n - 1].base > c.points[0].base * 1.01 + 1 && span > 0) {
-                v.undecided = PL_UNDECIDED_WARMUP;
-                v.slope_per_step = (c.points[n - 1].base - c.points[0].base) / (double)span; /* end to end: a guide */
-                v.more_steps = max64(v.more_steps, v.first_step + p.warmup_allow_steps + p.min_tail_steps - v.last_step);
-            }
-        }
+        too_few_points(&v, s, &c, &p);
         rc = 0;
         goto done;
     }
@@ -302,109 +417,10 @@ int pl_verdict_classify(const pl_series_t *s, const pl_verdict_params_t *pp, pl_
         x[i] = (double)c.points[i].step;
         y[i] = c.points[i].base;
     }
-
-    pl_warmup_t w;
-    rc = pl_warmup_detect(x, y, n, p.min_tail_points, (double)p.min_tail_steps, 0.002, &w);
-    if (rc) goto done;
-    size_t from = w.found ? w.end_index : 0;
+    size_t from;
     tail_fit_t f;
-    /* growth after a higher/flatter regime (pre-tail above the tail line): compare with the noise before it */
-    rc = fit_tail(x, y, n, from, &p, w.found && w.pre_offset > 0, scratch, &f);
-    if (rc) goto done;
-    int64_t span = v.last_step - (int64_t)x[from];
-
-    if ((!w.found || jump_at_start(x, from)) && !f.flat) {
-        /* One regime since the first step (or since a jump at the first step) and not flat: a warmup cannot be
-         * excluded until growth has outlasted warmup_allow_steps; then judge only what came after the allowance. */
-        int64_t allow_end = v.first_step + p.warmup_allow_steps;
-        if (v.last_step - allow_end < p.min_tail_steps) {
-            v.undecided = PL_UNDECIDED_WARMUP;
-            v.more_steps = allow_end + p.min_tail_steps - v.last_step;
-            goto fill_tail;
-        }
-        size_t k = 0;
-        while (k < n && x[k] < (double)allow_end) k++;
-        if (n - k < p.min_tail_points) {
-            v.undecided = PL_UNDECIDED_TAIL_SHORT;
-            v.more_steps = max64(1, (int64_t)(p.min_tail_points - (n - k)) * max64(1, span / (int64_t)n));
-            goto fill_tail;
-        }
-        from = k;
-        rc = fit_tail(x, y, n, from, &p, true, scratch, &f);
-        if (rc) goto done;
-        span = v.last_step - (int64_t)x[from];
-        if (f.flat) {
-            v.kind = PL_VERDICT_PLATEAU;
-            v.has_warmup = true;
-            goto fill_tail;
-        }
-    } else if (w.found) {
-        v.has_warmup = true;
-    }
-
-    if (span < p.min_tail_steps || n - from < p.min_tail_points) {
-        v.undecided = PL_UNDECIDED_TAIL_SHORT;
-        v.more_steps = max64(1, p.min_tail_steps - span);
-        goto fill_tail;
-    }
-    if (f.growing) {
-        bool dec = false;
-        rc = settling(x, y, n, (double)span, &p, f.t.var_factor, &dec);
-        if (rc) goto done;
-        if (dec) {
-            v.undecided = PL_UNDECIDED_SETTLING;
-            v.more_steps = max64(1, span);
-        } else {
-            v.kind = PL_VERDICT_LEAK;
-        }
-    } else if (recent_onset(x, y, n, from, &p, scratch, &f, &from)) {
-        /* the long tail looks flat or noisy, but its most recent part grows: a leak that started lately */
-        v.kind = PL_VERDICT_LEAK;
-        span = v.last_step - (int64_t)x[from];
-    } else if (f.flat) {
-        v.kind = PL_VERDICT_FLAT;
-        if (v.has_warmup) {
-            double size = f.level - y[0];
-            /* growth before the tail makes it a plateau; a drop (or a bump within noise) is just flat */
-            if (size > w.band) v.kind = PL_VERDICT_PLATEAU;
-        }
-    } else {
-        v.undecided = PL_UNDECIDED_NOISY;
-        v.more_steps = steps_to_decide(&f, span);
-    }
-
-fill_tail:
-    v.tail_start_step = (int64_t)x[from];
-    v.tail_steps = v.last_step - v.tail_start_step;
-    v.tail_points = n - from;
-    v.level = f.level;
-    v.slope_per_step = f.t.slope;
-    v.slope_lo = f.t.slope_lo;
-    v.slope_hi = f.t.slope_hi;
-    v.p_up = f.t.p_up;
-    v.var_factor = f.t.var_factor;
-    v.threshold_per_step = f.thr;
-    v.noise = f.t.resid_sigma;
-    if (v.has_warmup) {
-        v.warmup_end_step = v.tail_start_step;
-        v.warmup_steps = v.warmup_end_step - v.first_step;
-        v.warmup_size = (f.t.intercept + f.t.slope * x[from]) - y[0];
-    }
-    if (v.kind != PL_VERDICT_INCONCLUSIVE) v.more_steps = 0;
-    if (s->step_ns > 0) v.per_hour = f.t.slope * 3.6e12 / s->step_ns;
-    for (size_t i = from; i < n; i++) {
-        double sp = c.points[i].peak - c.points[i].base;
-        if (sp > v.spike) v.spike = sp;
-    }
-    if (v.kind == PL_VERDICT_LEAK && p.limit > 0 && f.t.slope > 0) {
-        double now = f.t.intercept + f.t.slope * x[n - 1];
-        if (now < v.last_value) now = v.last_value;
-        double left = (p.limit - v.spike - now) / f.t.slope;
-        v.has_oom = true;
-        v.oom_step = left <= 0 ? v.last_step : v.last_step + clamp_steps(left);
-        if (s->step_ns > 0) v.oom_seconds = left <= 0 ? 0 : left * s->step_ns / 1e9;
-    }
-    rc = 0;
+    if ((rc = judge_tail(&v, x, y, n, &p, scratch, &from, &f))) goto done;
+    fill_tail(&v, s, &c, x, y, from, &f, &p);
 done:
     free(x);
     free(y);

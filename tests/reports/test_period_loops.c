@@ -171,6 +171,10 @@ static int measure(const char *label, char *const prog[]) {
      * judges): the step markers here would otherwise let the collector leave out the allocations freed within a
      * step (docs/long-runs.md), the very events the detector reads */
     setenv("PLATEAU_TRACE_FULL", "1", 1);
+    /* and without what the Python bootstrap does at each step boundary it marks (torch's tensor counts, the census):
+     * an unmarked program gets no boundary, so none of it; here the marks are only the ground truth */
+    setenv("PLATEAU_TENSOR_BUDGET", "0", 1);
+    setenv("PLATEAU_CENSUS_BUDGET", "0", 1);
     int st = run(argv);
     char path[512];
     int rc = st == 0 ? trace_in(dir, path, sizeof path) : -1;
