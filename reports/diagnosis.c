@@ -443,6 +443,7 @@ static void impact(ctx_t *c, pl_proc_verdict_t *pv) {
     }
     if (!best) return;
     pv->has_oom = true;
+    pv->oom_metric = (int)bm;
     pv->oom_seconds = best->verdict.oom_seconds;
     pv->steps_to_oom = best->verdict.oom_step - best->verdict.last_step;
     char lim[32], when[48] = "";
@@ -577,7 +578,7 @@ int pl_diagnosis_run(const pl_report_process_t *proc, const char *cut_reason, co
     ctx_t c = {.p = proc, .pp = pp ? pp : &dpp, .out = out, .max = max};
     pl_proc_verdict_t pv = {.kind = PL_PV_NO_DATA, .metric = -1, .metric_warmup = -1, .oom_seconds = NAN,
                             .other_dx = -1, .other_metric = -1, .other_oom_seconds = NAN, .cow_rise = 0,
-                            .cow_ceiling = 0};
+                            .cow_ceiling = 0, .oom_metric = -1};
     pv.by_time = by_time(&c);
     if (cut_reason) {
         int64_t last = -1;
@@ -642,6 +643,7 @@ int pl_diagnosis_run(const pl_report_process_t *proc, const char *cut_reason, co
             pv.kind = PL_PV_SLOW_GROWTH;
             pv.per_step = sl->verdict.slope_per_step;
             pv.has_oom = sl->verdict.has_oom;
+            pv.oom_metric = pv.has_oom ? pv.metric : -1;
             pv.oom_seconds = sl->verdict.oom_seconds;
             pv.steps_to_oom = sl->verdict.oom_step - sl->verdict.last_step;
             slow_growth(&c, pm, n_pm);

@@ -196,7 +196,7 @@ int pl_generations_judge(const pl_report_t *r, pl_report_process_t *p) {
     pl_report_metric_t *mt = &p->metrics[PL_METRIC_HEAP_BYTES];
     pl_proc_verdict_t *pv = &p->verdict;
     memset(pv, 0, sizeof *pv);
-    pv->metric = pv->metric_warmup = pv->other_dx = pv->other_metric = -1;
+    pv->metric = pv->metric_warmup = pv->other_dx = pv->other_metric = pv->oom_metric = -1;
     pv->oom_seconds = pv->other_oom_seconds = NAN;
     p->n_findings = 0;
     pv->kind = PL_PV_NO_DATA;

@@ -470,19 +470,24 @@ static void headline(FILE *o, const pl_report_t *r, const pl_extract_t *x) {
                                                                                    sizeof b));
         fact(o, "Rate", line);
         if (pv->has_oom) {
-            const char *src = mt->limit_source ? mt->limit_source : "the limit";
-            pl_format_value(mt->verdict.limit, bytes, c, sizeof c);
+            /* the projection is the metric's that reaches its limit first, not always the rate's: named when not */
+            int om = pv->oom_metric >= 0 && pv->oom_metric < PL_METRIC__COUNT ? pv->oom_metric : m;
+            const pl_report_metric_t *ot = &p->metrics[om];
+            const char *src = ot->limit_source ? ot->limit_source : "the limit";
+            pl_format_value(ot->verdict.limit, pl_metric_is_bytes((pl_metric_t)om), c, sizeof c);
+            char whose[64] = "";
+            if (om != m) snprintf(whose, sizeof whose, "%s ", pl_metric_name((pl_metric_t)om));
             if (isfinite(pv->oom_seconds) && pv->by_time) /* a bucket is not a step: the time alone */
-                snprintf(line, sizeof line, "in ~%s, against %s (%s)", pl_format_duration(pv->oom_seconds, a, sizeof a),
-                         src, c);
+                snprintf(line, sizeof line, "in ~%s, %sagainst %s (%s)",
+                         pl_format_duration(pv->oom_seconds, a, sizeof a), whose, src, c);
             else if (isfinite(pv->oom_seconds))
-                snprintf(line, sizeof line, "in ~%s, %lld steps from the last, against %s (%s)",
-                         pl_format_duration(pv->oom_seconds, a, sizeof a), (long long)pv->steps_to_oom, src, c);
+                snprintf(line, sizeof line, "in ~%s, %lld steps from the last, %sagainst %s (%s)",
+                         pl_format_duration(pv->oom_seconds, a, sizeof a), (long long)pv->steps_to_oom, whose, src, c);
             else if (!pv->by_time)
-                snprintf(line, sizeof line, "%lld steps from the last, against %s (%s)", (long long)pv->steps_to_oom,
-                         src, c);
+                snprintf(line, sizeof line, "%lld steps from the last, %sagainst %s (%s)", (long long)pv->steps_to_oom,
+                         whose, src, c);
             else
-                snprintf(line, sizeof line, "against %s (%s), at a time the trace cannot tell", src, c);
+                snprintf(line, sizeof line, "%sagainst %s (%s), at a time the trace cannot tell", whose, src, c);
             fact(o, pv->kind == PL_PV_LEAK ? "OOM projected" : "Limit reached", line);
         }
     } else if (pv->kind == PL_PV_UNDECIDED && m >= 0) {

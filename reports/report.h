@@ -82,6 +82,7 @@ typedef struct pl_proc_verdict {
     bool has_oom;               /* leak / slow growth: projected limit */
     double oom_seconds;         /* NAN when step times are unknown */
     int64_t steps_to_oom;       /* steps (buckets) from the last one to the projected OOM */
+    int oom_metric;             /* pl_metric_t whose projection that is (the earliest to its limit), -1 unknown */
     int64_t warmup_steps;       /* no leak: longest warmup among the program-memory series (0: none) */
     int metric_warmup;          /* that series, -1 when none */
     /* a growth that is not a leak but still runs into the limit soon (allocator retention, file pages, RSS beside

@@ -144,6 +144,45 @@ static void test_render_html_leak_first(void **state) {
     free(h);
 }
 
+/* A host leak whose projected OOM is another metric's (the earliest to its limit): the verdict box names it, so
+ * the OOM time cannot be read as the rate's metric's. */
+static void test_render_html_oom_metric(void **state) {
+    (void)state;
+    synth_cfg_t c = synth_default();
+    c.leak_bytes = 8 << 20;
+    char path[256];
+    snprintf(path, sizeof path, "%s/oom.pltrace", g_dir);
+    assert_int_equal(synth_trace(path, &c), 0);
+    for (int other = 0; other < 2; other++) {
+        pl_report_t *r = pl_report_create(path);
+        assert_non_null(r);
+        pl_extract_t x;
+        pl_extract_init(&x);
+        assert_int_equal(pl_extract_path(r, &x, path, NULL), 0);
+        assert_int_equal(pl_report_analyze(r), 0);
+        pl_report_process_t *p = r->procs[0];
+        assert_int_equal(p->verdict.metric, PL_METRIC_HEAP_BYTES);
+        assert_true(p->verdict.has_oom);
+        p->verdict.oom_metric = other ? PL_METRIC_RSS : PL_METRIC_HEAP_BYTES;
+        p->metrics[PL_METRIC_RSS].limit_source = "the test's limit"; /* escaped in the page */
+        char *h = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&h, &len);
+        assert_int_equal(pl_render_html(&(pl_run_t){r, &x}, f), 0);
+        fclose(f);
+        const char *oom = strstr(h, "<dt>OOM projected</dt><dd>");
+        assert_non_null(oom);
+        const char *end = strstr(oom, "</dd>");
+        assert_non_null(end);
+        const char *n = strstr(oom, "steps from the last, rss against the test&#39;s limit");
+        bool named = n && n < end;
+        assert_true(other ? named : !named);
+        free(h);
+        pl_extract_free(&x);
+        pl_report_destroy(r);
+    }
+}
+
 /* A trace without steps is judged by time buckets: the facts under the verdict are in seconds, never in buckets
  * called steps or seconds. */
 static void test_render_html_by_time(void **state) {
@@ -264,6 +303,7 @@ static void test_render_html_tree_pid_cycle(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_render_html_oom_metric),
         cmocka_unit_test(test_render_html_leak_first),
         cmocka_unit_test(test_render_html_by_time),
         cmocka_unit_test(test_render_html_plateau),
