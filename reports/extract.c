@@ -10,6 +10,7 @@
  */
 #include "extract.h"
 #include "alive.h"
+#include "grow.h"
 #include "period.h"
 
 #include <errno.h>
@@ -1270,13 +1271,7 @@ static void state_free(state_t *s) {
 /* ---- one trace: a new process row and its extras ---- */
 
 static pl_extract_proc_t *new_proc(pl_extract_t *x) {
-    if (x->n_procs == x->cap_procs) {
-        size_t nc = x->cap_procs ? x->cap_procs * 2 : 4;
-        pl_extract_proc_t *np = realloc(x->procs, nc * sizeof *np);
-        if (!np) return NULL;
-        x->procs = np;
-        x->cap_procs = nc;
-    }
+    if (pl_grow_first((void **)&x->procs, &x->cap_procs, x->n_procs + 1, sizeof *x->procs, 4)) return NULL;
     pl_extract_proc_t *p = &x->procs[x->n_procs++];
     memset(p, 0, sizeof *p);
     p->rank = p->local_rank = -1;

@@ -17,6 +17,7 @@
 #include <plateau/trace.h>
 
 #include "format.h"
+#include "grow.h"
 #include "ingest.h"
 #include "series.h"
 #include "retention.h"
@@ -267,13 +268,7 @@ static proc_t *find_or_add(pl_live_t *l, const char *name) {
     for (size_t i = 0; i < l->n; i++)
         if (!strcmp(l->procs[i].file, name)) return &l->procs[i];
     if (l->n >= MAX_FILES) return NULL;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        proc_t *p = realloc(l->procs, cap * sizeof *p);
-        if (!p) return NULL;
-        l->procs = p;
-        l->cap = cap;
-    }
+    if (pl_grow_first((void **)&l->procs, &l->cap, l->n + 1, sizeof *l->procs, 16)) return NULL;
     proc_t *p = &l->procs[l->n++];
     memset(p, 0, sizeof *p);
     snprintf(p->file, sizeof p->file, "%s", name);

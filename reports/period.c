@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "hash.h"
 #include "ingest.h"
 #include "table.h"
@@ -117,13 +118,7 @@ static int push_event(pl_period_input_t *in, const pl_period_event_t *e) {
         in->truncated = true;
         return 0;
     }
-    if (in->n_ev == in->cap_ev) {
-        size_t nc = in->cap_ev ? in->cap_ev * 2 : 1024;
-        pl_period_event_t *ne = realloc(in->ev, nc * sizeof *ne);
-        if (!ne) return -ENOMEM;
-        in->ev = ne;
-        in->cap_ev = nc;
-    }
+    if (pl_grow_first((void **)&in->ev, &in->cap_ev, in->n_ev + 1, sizeof *in->ev, 1024)) return -ENOMEM;
     in->ev[in->n_ev++] = *e;
     return 0;
 }
@@ -160,13 +155,8 @@ static int on_process(void *ctx, const pl_trace_record_t *rec) {
 
 static int on_step(void *ctx, const pl_trace_record_t *rec) {
     pl_period_input_t *in = ctx;
-    if (in->n_steps == in->cap_steps) {
-        size_t nc = in->cap_steps ? in->cap_steps * 2 : 256;
-        int64_t *ns = realloc(in->step_ns, nc * sizeof *ns);
-        if (!ns) return -ENOMEM;
-        in->step_ns = ns;
-        in->cap_steps = nc;
-    }
+    if (pl_grow_first((void **)&in->step_ns, &in->cap_steps, in->n_steps + 1, sizeof *in->step_ns, 256))
+        return -ENOMEM;
     in->step_ns[in->n_steps++] = rec->t_ns;
     return 0;
 }

@@ -10,6 +10,7 @@
 
 #include "format.h"
 #include "generations.h"
+#include "grow.h"
 
 static const char *metric_names[PL_METRIC__COUNT] = {
     "rss", "rss.anon", "rss.file", "rss.shmem", "pss", "heap.bytes", "heap.count",
@@ -67,13 +68,7 @@ void pl_report_set_cut_short(pl_report_t *r, const char *reason) {
 
 pl_report_process_t *pl_report_add_process(pl_report_t *r, int64_t pid, int32_t rank, const char *name) {
     if (!r) return NULL;
-    if (r->n_procs == r->cap_procs) {
-        size_t nc = r->cap_procs ? r->cap_procs * 2 : 4;
-        pl_report_process_t **np = realloc(r->procs, nc * sizeof *np);
-        if (!np) return NULL;
-        r->procs = np;
-        r->cap_procs = nc;
-    }
+    if (pl_grow_first((void **)&r->procs, &r->cap_procs, r->n_procs + 1, sizeof *r->procs, 4)) return NULL;
     pl_report_process_t *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->pid = pid;
@@ -92,13 +87,7 @@ int pl_report_add_mark(pl_report_process_t *p, int64_t step, int64_t t_ns, const
         p->n_marks_dropped++;
         return 0;
     }
-    if (p->n_marks == p->cap_marks) {
-        size_t nc = p->cap_marks ? p->cap_marks * 2 : 8;
-        pl_report_mark_t *nm = realloc(p->marks, nc * sizeof *nm);
-        if (!nm) return -ENOMEM;
-        p->marks = nm;
-        p->cap_marks = nc;
-    }
+    if (pl_grow_first((void **)&p->marks, &p->cap_marks, p->n_marks + 1, sizeof *p->marks, 8)) return -ENOMEM;
     pl_report_mark_t *k = &p->marks[p->n_marks++];
     k->step = step;
     k->t_ns = t_ns;

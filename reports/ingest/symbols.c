@@ -12,6 +12,7 @@
  * libstdc++ is on every machine that runs C++ programs. It is linked into the report tool only, never the preload.
  */
 #include "symbols.h"
+#include "grow.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -230,13 +231,7 @@ static mod_t *get_module(pl_symbols_t *s, const pl_sym_module_t *q) {
             m->file_mtime_ns == q->file_mtime_ns)
             return m;
     }
-    if (s->n_mods == s->cap_mods) {
-        size_t nc = s->cap_mods ? s->cap_mods * 2 : 8;
-        mod_t *nm = realloc(s->mods, nc * sizeof *nm);
-        if (!nm) return NULL;
-        s->mods = nm;
-        s->cap_mods = nc;
-    }
+    if (pl_grow_first((void **)&s->mods, &s->cap_mods, s->n_mods + 1, sizeof *s->mods, 8)) return NULL;
     mod_t *m = &s->mods[s->n_mods];
     memset(m, 0, sizeof *m);
     m->path = strdup(q->path ? q->path : "");
@@ -281,15 +276,9 @@ pl_sym_status_t pl_symbols_lookup(pl_symbols_t *s, const pl_sym_module_t *q, uin
 
 /* Keep str (owned) until pl_symbols_free. False (str freed) when out of memory. */
 static bool keep(pl_symbols_t *s, char *str) {
-    if (s->n_strs == s->cap_strs) {
-        size_t nc = s->cap_strs ? s->cap_strs * 2 : 16;
-        char **ns = realloc(s->strs, nc * sizeof *ns);
-        if (!ns) {
-            free(str);
-            return false;
-        }
-        s->strs = ns;
-        s->cap_strs = nc;
+    if (pl_grow_first((void **)&s->strs, &s->cap_strs, s->n_strs + 1, sizeof *s->strs, 16)) {
+        free(str);
+        return false;
     }
     s->strs[s->n_strs++] = str;
     return true;
