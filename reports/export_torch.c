@@ -240,7 +240,7 @@ static int collect_reader(pl_trace_reader_t *rd, pl_export_torch_t **out) {
     side_t as, cs;
     side_init(&as);
     side_init(&cs);
-    pl_ingest_t *in = pl_ingest_new(true);
+    pl_ingest_t *in = pl_ingest_new();
     int rc = in ? read_trace(rd, &as, &cs, in) : -ENOMEM;
     if (!in) pl_trace_close(rd);
     bool use_alloc = as.n_allocs > 0;

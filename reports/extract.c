@@ -807,7 +807,6 @@ static char *format_frame(const state_t *s, pl_symbols_t *sy, uint64_t pc) {
         return w < 0 ? NULL : out;
     }
     const char *mod = pl_ingest_module_base(md);
-    if (st != PL_SYM_OK) name = NULL;
     if (st != PL_SYM_OK && f->symbol[0]) {
         name = pl_symbols_demangle(sy, f->symbol);
         off = f->symbol_offset;
@@ -1317,7 +1316,7 @@ static int extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd
     s->t0 = h ? h->start_mono_ns : 0;
     pl_table_t *maps[] = {&s->host, &s->blocks, &s->segs, &s->stack_ix};
     for (size_t i = 0; i < sizeof maps / sizeof maps[0]; i++) map_init(maps[i]);
-    if (!(s->in = pl_ingest_new(true))) {
+    if (!(s->in = pl_ingest_new())) {
         free(s);
         return -ENOMEM;
     }

@@ -10,7 +10,6 @@
 typedef struct stk { uint32_t off_pc, off_py, n_pcs, n_py; } stk_t;
 
 struct pl_ingest {
-    bool tables;
     pl_table_t stack_ix, frame_ix, module_ix, pyf_ix; /* key (id + 1, or the pc) -> uint32_t index */
     stk_t *stacks;
     uint64_t *pcs;
@@ -22,10 +21,9 @@ struct pl_ingest {
     size_t symbol_bytes;       /* held by frames[].symbol */
 };
 
-pl_ingest_t *pl_ingest_new(bool tables) {
+pl_ingest_t *pl_ingest_new(void) {
     pl_ingest_t *in = calloc(1, sizeof *in);
     if (!in) return NULL;
-    in->tables = tables;
     pl_table_init(&in->stack_ix, sizeof(uint32_t), PL_INGEST_MAX_STACKS);
     pl_table_init(&in->frame_ix, sizeof(uint32_t), PL_INGEST_MAX_FRAMES);
     pl_table_init(&in->module_ix, sizeof(uint32_t), PL_INGEST_MAX_MODULES);
@@ -171,16 +169,16 @@ int pl_ingest_record(pl_ingest_t *in, const pl_trace_record_t *rec, const pl_ing
     case PL_REC_DEVICE_OOM: return hand(h->device_oom, ctx, rec);
     case PL_REC_ALLOC_STATS: return hand(h->alloc_stats, ctx, rec);
     case PL_REC_STACK:
-        if (in && in->tables && (rc = take_stack(in, &rec->u.stack))) return rc;
+        if (in && (rc = take_stack(in, &rec->u.stack))) return rc;
         return hand(h->stack, ctx, rec);
     case PL_REC_FRAME:
-        if (in && in->tables && (rc = take_frame(in, &rec->u.frame))) return rc;
+        if (in && (rc = take_frame(in, &rec->u.frame))) return rc;
         return hand(h->frame, ctx, rec);
     case PL_REC_MODULE:
-        if (in && in->tables && (rc = take_module(in, &rec->u.module))) return rc;
+        if (in && (rc = take_module(in, &rec->u.module))) return rc;
         return hand(h->module, ctx, rec);
     case PL_REC_PYFRAME:
-        if (in && in->tables && (rc = take_pyframe(in, &rec->u.pyframe))) return rc;
+        if (in && (rc = take_pyframe(in, &rec->u.pyframe))) return rc;
         return hand(h->pyframe, ctx, rec);
     case PL_REC_THREAD_NAME: return hand(h->thread_name, ctx, rec);
     case PL_REC_LOST: return hand(h->lost, ctx, rec);

@@ -84,8 +84,8 @@ typedef struct pl_ingest_pyframe {
     int32_t line;
 } pl_ingest_pyframe_t;
 
-/* tables: false for a consumer that only counts stacks: table records are then only handed on. */
-pl_ingest_t *pl_ingest_new(bool tables);
+/* An empty set of tables; NULL when out of memory. A consumer that names no stack passes NULL instead of one. */
+pl_ingest_t *pl_ingest_new(void);
 void pl_ingest_free(pl_ingest_t *in);
 
 /* The one switch: the tables take what is theirs, then the record goes to its handler. 0, -ENOMEM (the tables), or a

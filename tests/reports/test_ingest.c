@@ -28,7 +28,7 @@ static const pl_ingest_handlers_t all = {count, count, count, count, count, coun
 
 static void test_ingest_dispatch(void **state) {
     (void)state;
-    pl_ingest_t *in = pl_ingest_new(true);
+    pl_ingest_t *in = pl_ingest_new();
     assert_non_null(in);
     seen_t s = {.stop_at = -1};
     for (int t = 1; t <= PL_REC_TYPE_MAX; t++) {
@@ -55,7 +55,7 @@ static void test_ingest_dispatch(void **state) {
 
 static void test_ingest_tables(void **state) {
     (void)state;
-    pl_ingest_t *in = pl_ingest_new(true);
+    pl_ingest_t *in = pl_ingest_new();
     pl_ingest_handlers_t none = {0};
     pl_trace_record_t r = {.type = PL_REC_STACK};
     r.u.stack.stack_id = 7;
@@ -117,19 +117,16 @@ static void test_ingest_tables(void **state) {
     assert_int_equal(py->line, 12);
     pl_ingest_free(in);
 
-    /* tables off: nothing is kept, the records are still handed on */
-    in = pl_ingest_new(false);
+    /* no tables (NULL): the records are still handed on */
     seen_t s = {.stop_at = -1};
     pl_ingest_handlers_t h = {.stack = count};
-    assert_int_equal(pl_ingest_record(in, &r, &h, &s), 0);
+    assert_int_equal(pl_ingest_record(NULL, &r, &h, &s), 0);
     assert_int_equal(s.n[PL_REC_STACK], 1);
-    assert_false(pl_ingest_stack(in, 7, &k));
-    pl_ingest_free(in);
 }
 
 static void test_ingest_symbol_budget(void **state) {
     (void)state;
-    pl_ingest_t *in = pl_ingest_new(true);
+    pl_ingest_t *in = pl_ingest_new();
     pl_ingest_handlers_t none = {0};
     size_t len = PL_INGEST_SYMBOL_MAX + 100;
     char *sym = malloc(len + 1);
@@ -180,7 +177,7 @@ static void test_ingest_read(void **state) {
     for (int damaged = 0; damaged < 2; damaged++) {
         uint8_t *b = mem_trace(5, damaged, &len);
         assert_int_equal(pl_trace_open_mem(b, len, "t", &rd), 0);
-        pl_ingest_t *in = pl_ingest_new(true);
+        pl_ingest_t *in = pl_ingest_new();
         seen_t s = {.stop_at = -1};
         int end = 99;
         assert_int_equal(pl_ingest_read(in, rd, &all, &s, &end), 0);
@@ -194,7 +191,7 @@ static void test_ingest_read(void **state) {
     /* a handler's error stops the read at that record and is returned */
     uint8_t *b = mem_trace(5, false, &len);
     assert_int_equal(pl_trace_open_mem(b, len, "t", &rd), 0);
-    pl_ingest_t *in = pl_ingest_new(true);
+    pl_ingest_t *in = pl_ingest_new();
     seen_t s = {.stop_at = 3};
     int end = 99;
     assert_int_equal(pl_ingest_read(in, rd, &all, &s, &end), -ENOSPC);
