@@ -95,6 +95,11 @@ expect("torch run: leak missed", 1, ["torch-run", step3("t_missed", report("no-l
                                                         good_healthy, TS), SCRIPT], ["the leak was not called a leak"])
 expect("torch run: healthy called leaking", 1,
        ["torch-run", step3("t_false", good_leak, report("leak", "leak"), TS), SCRIPT], ["healthy run was called leaking"])
+# the report names line 46 only: not the leak's line 4 (the H200's first run matched "train_cuda.py:4" inside
+# another line's number, after taking the docstring's mention of the marker for the line)
+expect("torch run: a longer line number is not the line", 1,
+       ["torch-run", step3("t_prefix", report("leak", "leak", 46, CROSS), good_healthy, TS), SCRIPT],
+       ["train_cuda.py:4 is not named"])
 expect("torch run: line not named", 1, ["torch-run", step3("t_line", report("leak", "leak", 3, CROSS), good_healthy,
                                                            TS), SCRIPT], ["train_cuda.py:4 is not named"])
 expect("torch run: no CUPTI", 1, ["torch-run", step3("t_cupti", report("leak", "leak", 4, None), good_healthy, TS),
@@ -108,8 +113,13 @@ expect("torch run: CUPTI differs", 1,
 
 
 # ---- step 4: use_allocator rows against the reference
-def alloc_rows(name, rows, ref_losses, empty=True):
-    p = {"use_allocator": True, "rows": rows, "empty_cache": empty, "after_empty_cache": 0 if empty else 2 * MiB}
+GOOD_BEFORE = {"allocated": 9 * MiB, "reserved": 20 * MiB, "releasable": 8 * MiB, "segments": 5}
+GOOD_AFTER = {"allocated": 9 * MiB, "reserved": 12 * MiB, "releasable": 0, "segments": 3}
+
+
+def alloc_rows(name, rows, ref_losses, empty=True, before=GOOD_BEFORE, after=GOOD_AFTER):
+    p = {"use_allocator": True, "rows": rows, "empty_cache": empty, "before_empty_cache": before,
+         "after_empty_cache": after}
     r = {"rows": [{"step": i, "loss": l} for i, l in enumerate(ref_losses)]}
     return write(name + ".p.json", json.dumps(p)), write(name + ".r.json", json.dumps(r))
 
@@ -133,6 +143,19 @@ expect("use_allocator: losses differ", 1, ["use-allocator", *alloc_rows("ua_loss
        ["losses differ"])
 expect("use_allocator: empty_cache", 1, ["use-allocator", *alloc_rows("ua_empty", rows(), ref, empty=False)],
        ["empty_cache"])
+# the H200's first run called reserved above allocated a failure although every segment still held a block (the
+# old criterion, "reserved <= allocated" with the model alive); now the model is freed first, and what is judged
+# is the allocator's own releasable bytes
+expect("use_allocator: nothing releasable", 1,
+       ["use-allocator", *alloc_rows("ua_norel", rows(), ref, before=dict(GOOD_BEFORE, releasable=0),
+                                     after=dict(GOOD_AFTER, reserved=20 * MiB))], ["nothing releasable"])
+expect("use_allocator: a cached segment kept", 1,
+       ["use-allocator", *alloc_rows("ua_kept", rows(), ref, after=dict(GOOD_AFTER, reserved=14 * MiB,
+                                                                        releasable=2 * MiB))],
+       ["still releasable", "expected a drop of the releasable"])
+expect("use_allocator: empty_cache freed a live block", 1,
+       ["use-allocator", *alloc_rows("ua_live", rows(), ref, after=dict(GOOD_AFTER, allocated=8 * MiB))],
+       ["allocated changed"])
 p_refused = write("ua_refused.json", json.dumps({"use_allocator": False}))
 expect("use_allocator refused", 1, ["use-allocator", p_refused, p_refused], ["returned False"])
 

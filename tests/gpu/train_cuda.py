@@ -40,7 +40,11 @@ cache = {}       # --mode healthy: at most 30 entries
 losses = []
 
 t0 = time.perf_counter()
+t_half = None    # when the second half of the steps starts: its time is the steady state, the first half's the start
 for step in range(args.steps):
+    if step == args.steps // 2:
+        torch.cuda.synchronize()
+        t_half = time.perf_counter()
     x = torch.randn(64, 512, device=dev, generator=gen)          # (B, C) = (64, 512)
     y = torch.randint(0, 10, (64,), device=dev, generator=gen)
     loss = torch.nn.functional.cross_entropy(model(x), y)
@@ -54,7 +58,8 @@ for step in range(args.steps):
     if step % 10 == 0 or step == args.steps - 1:
         losses.append([step, loss.item()])
 torch.cuda.synchronize()
-loop_s = time.perf_counter() - t0
+t_end = time.perf_counter()
+loop_s = t_end - t0
 
 if args.stats:
     stats = torch.cuda.memory_stats()
@@ -65,7 +70,8 @@ if args.stats:
     live = sum(t.numel() * t.element_size() for t in kept) + sum(t.numel() * t.element_size() for t in cache.values())
     with open(args.stats, "w") as f:
         json.dump({"torch": torch.__version__, "cuda": torch.version.cuda, "device": torch.cuda.get_device_name(0),
-                   "steps": args.steps, "loop_seconds": loop_s, "losses": losses, "kept_bytes": live,
+                   "steps": args.steps, "loop_seconds": loop_s,
+                   "second_half_seconds": t_end - t_half if t_half else None, "losses": losses, "kept_bytes": live,
                    "stats": {k: stats.get(k) for k in keys}}, f)
 if args.snapshot:
     with open(args.snapshot, "wb") as f:

@@ -4,7 +4,8 @@ Under `plateau run`: switch torch to plateau's caching allocator, train a small 
 each step compare plateau's statistics (plateau.torch.memory_stats()) with what torch's tensors imply: allocated
 bytes = every live CUDA storage rounded up to 512 bytes (torch's and plateau's block rounding) plus what torch
 allocates for itself through the allocator and never frees (cuBLAS workspaces): that remainder must be the same at
-every step after the first. --reference: the same loop on torch's own allocator, untraced, for the losses.
+every step after the first. Then free the model and call plateau.torch.empty_cache(): the statistics before and
+after it. --reference: the same loop on torch's own allocator, untraced, for the losses.
 Writes one JSON object to --out; exits 77 with one line when torch has no CUDA device.
 """
 import argparse
@@ -71,7 +72,18 @@ for step in range(args.steps):
     rows.append(row)
 result["rows"] = rows
 if not args.reference:
+    # free the model, its optimizer state and the step's tensors: their segments become releasable, and
+    # empty_cache must give back exactly those (what torch keeps for itself, cuBLAS workspaces, stays allocated)
+    del model, opt, x, y, loss
+    gc.collect()
+    torch.cuda.synchronize()
+
+    def cache_view():
+        s = plateau.torch.memory_stats()
+        return {"allocated": s.get("allocated_bytes.all.current"), "reserved": s.get("reserved_bytes.all.current"),
+                "releasable": s.get("plateau.releasable_bytes"), "segments": s.get("segment.all.current")}
+    result["before_empty_cache"] = cache_view()
     result["empty_cache"] = plateau.torch.empty_cache()
-    result["after_empty_cache"] = plateau.torch.memory_stats().get("reserved_bytes.all.current")
+    result["after_empty_cache"] = cache_view()
 json.dump(result, open(args.out, "w"))
 print("use_allocator: %d steps, loss %.4f -> %.4f" % (args.steps, rows[0]["loss"], rows[-1]["loss"]))
