@@ -16,7 +16,7 @@ STEPS=${4:-600}
 PY=${PY:-python3}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PLATEAU=$TREE/cli/plateau
-[ -d "$TREE/gpu-libs" ] && export LD_LIBRARY_PATH="$TREE/gpu-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# (plateau itself needs nothing from a bundle's gpu-libs/, and torch must keep its own OpenMP: no LD_LIBRARY_PATH)
 unset PYTORCH_CUDA_ALLOC_CONF PLATEAU_ALLOC_CONF
 mkdir -p "$OUTD"
 CONFIGS=(untraced default "PLATEAU_PSS=0" "PLATEAU_CUPTI=0" "PLATEAU_PYTHON=0"

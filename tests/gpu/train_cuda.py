@@ -3,12 +3,14 @@ plateau: no `import plateau`, steps come from the optimizer.
 
   --mode leak     every step keeps one 1 MiB CUDA tensor in a list, at the line marked `gpu-check: leak`
   --mode healthy  a cache keyed by step % 30 fills for 30 steps, then stays: a warmup that plateaus
+--cleanup N       every N steps gc.collect() and torch.cuda.empty_cache(), as users sprinkle them in
 --stats FILE      at the end, torch's own view as JSON: torch.cuda.memory_stats() (the keys plateau compares),
                   the steps, the training loop's seconds, the losses
 --snapshot FILE   at the end, torch.cuda.memory._snapshot() pickled (what --torch-snapshot is compared with)
 Exits 77 with one line when torch has no CUDA device (the check's SKIP).
 """
 import argparse
+import gc
 import json
 import pickle
 import sys
@@ -20,6 +22,7 @@ p = argparse.ArgumentParser()
 p.add_argument("--mode", choices=["leak", "healthy"], default="healthy")
 p.add_argument("--steps", type=int, default=200)
 p.add_argument("--seed", type=int, default=0)
+p.add_argument("--cleanup", type=int, default=0, help="every N steps gc.collect() and torch.cuda.empty_cache()")
 p.add_argument("--stats")
 p.add_argument("--snapshot")
 args = p.parse_args()
@@ -55,6 +58,9 @@ for step in range(args.steps):
         kept.append(torch.full((256 * 1024,), float(step), device=dev))  # gpu-check: leak (1 MiB a step)
     else:
         cache[step % 30] = torch.full((256 * 1024,), float(step), device=dev)
+    if args.cleanup and step % args.cleanup == 0:  # what users sprinkle in: the reserved memory saws, no leak
+        gc.collect()
+        torch.cuda.empty_cache()
     if step % 10 == 0 or step == args.steps - 1:
         losses.append([step, loss.item()])
 torch.cuda.synchronize()
