@@ -3,7 +3,7 @@
 one planted include or meson edge each must fail the check with the line that names it, and the unchanged copy must
 pass. Covers the supervisor (supervise/: it reaches nothing of plateau's; cli wires it) and the inside of the reports
 wing (a renderer reaching the analysis, the model reaching a renderer or the analysis, the analysis reaching the
-extraction).
+extraction) and a circle in the allowed table itself.
 
 usage: test_layers.py CHECK_LAYERS SOURCE_ROOT
 """
@@ -91,6 +91,25 @@ def main():
                 failures += 1
             else:
                 print(f"ok: {what}")
+        # a circle in the allowed table itself (the lowest floor allowed to use the command): the check refuses it
+        # whatever the sources say
+        with open(checker, encoding="utf-8") as f:
+            text = f.read()
+        planted = text.replace('    "common": set(),\n', '    "common": {"cli"},\n', 1)
+        said = "ALLOWED has a circle: cli -> "
+        if planted == text:
+            print("FAIL: a circle in ALLOWED: the table's line for common was not found to plant it")
+            failures += 1
+        else:
+            circular = os.path.join(tmp, "check-layers-circle.py")
+            with open(circular, "w", encoding="utf-8") as f:
+                f.write(planted)
+            rc, out = check(circular, clean)
+            if rc != 1 or said not in out:
+                print(f"FAIL: a circle in ALLOWED: rc {rc}, expected 1 and '{said}' in:\n{out}")
+                failures += 1
+            else:
+                print("ok: a circle in ALLOWED")
     return 1 if failures else 0
 
 
