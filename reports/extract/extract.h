@@ -10,8 +10,8 @@
  * reader's "FILE: offset N: ..." message; so does a missing process_end record in the run's root process (children
  * often end through _exit without one: they are flagged per process, clean_end = false, not as a cut-short run).
  * Reading a run directory lists it once (tracer/read/rundir.c) and reads each trace in one pass of record handlers (a
- * second only when its loop period must be detected first: reports/period.c); the run-level facts are assembled by
- * reports/model/run.c (run.h), which owns the run model the renderers read; the types it fills are
+ * second only when its loop period must be detected first: reports/extract/period.c); the run-level facts are
+ * assembled by reports/model/run.c (run.h), which owns the run model the renderers read; the types it fills are
  * reports/model/facts.h.
  * Data flow: tracer reader -> pl_extract_* (ingest) -> pl_run_assemble -> pl_run_analyze -> renderers.
  * Not thread-safe per object.

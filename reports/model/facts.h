@@ -80,7 +80,7 @@ typedef struct pl_extract_proc {
     int64_t last_ns;            /* CLOCK_MONOTONIC of its last record (lifetime: last_ns - t0_ns) */
     bool clean_end;             /* a process_end or exec record was read */
     bool exec_end;              /* it was an exec record: the pid went on as a new image (its own trace) */
-    bool running;               /* no end record, and the process is still running here (reports/alive.h) */
+    bool running;               /* no end record, and the process is still running here (reports/extract/alive.h) */
     int64_t start_realtime_ns;  /* CLOCK_REALTIME when the trace started, 0 unknown */
     bool damaged;               /* the reader stopped at a bad chunk (error holds its message) */
     char error[256];            /* reader message, "" when clean */
@@ -99,26 +99,28 @@ typedef struct pl_extract_proc {
     uint64_t n_agg_samples;     /* periodic heap/rss samples left out: no step's first, last, lowest or highest */
     bool capped;                /* the trace reached its size limit (PLATEAU_TRACE_MAX) after cap_step steps: */
     uint64_t cap_step, cap_records, cap_bytes, cap_last_step; /* records and bytes not written, steps it ran to */
-    /* the host allocator (reports/compare.c): as the tracer recorded it in the trace's first record, process_start
-     * (trace 1.2+: "glibc", "jemalloc", "other:<file>", "unknown"; "" when absent), and for traces that did not say,
-     * the sampled malloc-family allocations over 16 bytes and how many of their usable sizes are 8 mod 16 */
+    /* the host allocator (reports/analyze/compare.c): as the tracer recorded it in the trace's first record,
+     * process_start (trace 1.2+: "glibc", "jemalloc", "other:<file>", "unknown"; "" when absent), and for traces
+     * that did not say, the sampled malloc-family allocations over 16 bytes and how many of their usable sizes are
+     * 8 mod 16 */
     char host_allocator[64];
     uint64_t n_usable_sizes, n_usable_8mod16;
     /* device allocation records by source, for the hooks-vs-CUPTI cross-check (docs/cuda-interception.md): the
      * runtime/driver hooks' and CUPTI memory activity's (CUPTI records never enter the device series) */
     uint64_t n_hook_dev_allocs, hook_dev_alloc_bytes, n_cupti_dev_allocs, cupti_dev_alloc_bytes;
-    /* period detection (reports/period.c, docs/period.md): set when the trace has no step records and its loop
+    /* period detection (reports/extract/period.c, docs/period.md): set when the trace has no step records and its loop
      * period was found; n_steps then counts the synthetic steps */
     bool steps_auto;
     double auto_period_allocs;  /* allocation calls per step */
     double auto_period_ms;
     double auto_confidence;     /* 0..1 */
-    /* who keeps it (reports/retention.c, docs/retention.md): the Python census's holders, judged when the trace
+    /* who keeps it (reports/model/retention.c, docs/retention.md): the Python census's holders, judged when the trace
      * is read; NULL when the trace has no retention record. Owned, freed by pl_extract_free */
     pl_retention_t *retention;
-    /* what grew between two steps (reports/window.h, docs/window.md): NULL unless the options asked for a window */
+    /* what grew between two steps (reports/render/window.h, docs/window.md): NULL unless the options asked for a
+     * window */
     struct pl_extract_window *window;
-    /* how it ended (reports/ending.h, docs/end-of-run.md): sites live at its end and grown over its last steps,
+    /* how it ended (reports/render/ending.h, docs/end-of-run.md): sites live at its end and grown over its last steps,
      * NULL when the trace holds no stack. Owned, freed by pl_extract_free */
     struct pl_extract_window *end;
     char uncaught[64];          /* the exception that ended the program, as the bootstrap recorded it; "" none */
@@ -156,7 +158,8 @@ typedef struct pl_extract {
     pl_extract_status_t status[PL_EXTRACT_MAX_STATUS];
 } pl_extract_t;
 
-/* An empty process table; pl_extract_free releases it and the sites' strings (reports/run.c, with the run model). */
+/* An empty process table; pl_extract_free releases it and the sites' strings (reports/model/run.c, with the run
+ * model). */
 void pl_extract_init(pl_extract_t *x);
 void pl_extract_free(pl_extract_t *x);
 
