@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../tests/cli/test_report_synth.h"
+#include "analyze.h"
 #include "extract.h"
 #include "render.h"
 

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "analyze.h"
 #include "commands.h"
 #include "format.h"
 #include "logjudge.h"

@@ -20,6 +20,7 @@
 
 #include <plateau/trace.h>
 
+#include "analyze.h"
 #include "commands.h"
 #include "output.h"
 #include "compare.h"

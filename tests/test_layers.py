@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """build.layers_planted: tools/check-layers.py catches a reach across the layers: a copy of the tree's sources with
 one planted include or meson edge each must fail the check with the line that names it, and the unchanged copy must
-pass. Covers the supervisor (supervise/: it reaches nothing of plateau's; cli wires it).
+pass. Covers the supervisor (supervise/: it reaches nothing of plateau's; cli wires it) and the inside of the reports
+wing (a renderer reaching the analysis, the model reaching a renderer or the analysis, the analysis reaching the
+extraction) and a circle in the allowed table itself.
 
 usage: test_layers.py CHECK_LAYERS SOURCE_ROOT
 """
@@ -52,6 +54,23 @@ def main():
         ("a supervisor test includes the command's header", "tests/supervise/test_planted.c",
          '#include "commands.h"\n',
          'tests/supervise/test_planted.c:1: "commands.h" is a header of cli, which tests/supervise may not use'),
+        # the reports wing: the renderers read the model and never call the analysis; the model knows neither
+        ("a renderer includes an analysis header", "reports/render/planted.c", '#include "diagnosis.h"\n',
+         'reports/render/planted.c:1: "diagnosis.h" is a header of reports.analyze, which reports.render may not use'),
+        ("a renderer includes the analysis driver", "reports/render/render_text.c", '#include "analyze.h"\n',
+         '"analyze.h" is a header of reports.analyze, which reports.render may not use'),
+        ("the model includes a renderer's header", "reports/model/planted.c", '#include "render.h"\n',
+         'reports/model/planted.c:1: "render.h" is a header of reports.render, which reports.model may not use'),
+        ("the model calls into the analysis", "reports/model/report.c", '#include "generations.h"\n',
+         '"generations.h" is a header of reports.analyze, which reports.model may not use'),
+        ("the analysis reads traces through the extraction", "reports/analyze/planted.c", '#include "extract.h"\n',
+         'reports/analyze/planted.c:1: "extract.h" is a header of reports.extract, which reports.analyze may not use'),
+        ("the per-series maths reaches up into the model", "reports/series/planted.c", '#include "report.h"\n',
+         'reports/series/planted.c:1: "report.h" is a header of reports.model, which reports.series may not use'),
+        ("a renderer links the analysis", "reports/render/meson.build", "planted = [reports_analyze_dep]\n",
+         "reports/render/meson.build: reports.render -> reports.analyze is not an allowed edge"),
+        ("the model links the renderers", "reports/model/meson.build", "planted = [reports_render_dep]\n",
+         "reports/model/meson.build: reports.model -> reports.render is not an allowed edge"),
     ]
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
@@ -72,6 +91,25 @@ def main():
                 failures += 1
             else:
                 print(f"ok: {what}")
+        # a circle in the allowed table itself (the lowest floor allowed to use the command): the check refuses it
+        # whatever the sources say
+        with open(checker, encoding="utf-8") as f:
+            text = f.read()
+        planted = text.replace('    "common": set(),\n', '    "common": {"cli"},\n', 1)
+        said = "ALLOWED has a circle: cli -> "
+        if planted == text:
+            print("FAIL: a circle in ALLOWED: the table's line for common was not found to plant it")
+            failures += 1
+        else:
+            circular = os.path.join(tmp, "check-layers-circle.py")
+            with open(circular, "w", encoding="utf-8") as f:
+                f.write(planted)
+            rc, out = check(circular, clean)
+            if rc != 1 or said not in out:
+                print(f"FAIL: a circle in ALLOWED: rc {rc}, expected 1 and '{said}' in:\n{out}")
+                failures += 1
+            else:
+                print("ok: a circle in ALLOWED")
     return 1 if failures else 0
 
 

@@ -4,7 +4,8 @@
 usage: tools/check-layers.py [SOURCE_ROOT]
 
 Two readings, both against the one table ALLOWED below, over units: the components, with the tracer as three
-(tracer.core, tracer.writer, tracer.reader: one folder and one _dep each):
+(tracer.core, tracer.writer, tracer.reader) and the reports wing as seven (reports.ingest, .series, .model, .extract,
+.analyze, .live, .render: one folder and one _dep each, under the facade `reports`):
   * meson: the `<unit>_dep` names each unit's meson.build uses (the edges a build links and includes through);
     each must be an allowed edge, or reached through allowed edges.
   * C: every `#include "x.h"` in a unit's sources, and in tests/<comp>/, must name a header of its own folder,
@@ -29,13 +30,20 @@ UNITS = {
     "preload": "preload",
     "training": "training",
     "reports.ingest": "reports/ingest",
+    "reports.series": "reports/series",
+    "reports.model": "reports/model",
+    "reports.extract": "reports/extract",
+    "reports.analyze": "reports/analyze",
+    "reports.live": "reports/live",
+    "reports.render": "reports/render",
     "reports": "reports",
     "tune": "tune",
     "collector": "collector",
     "supervise": "supervise",
     "cli": "cli",
 }
-# The components: a tests/<comp> folder is checked against <comp>.
+# The components: a tests/<comp> folder is checked against <comp> (tests/reports against the wing's facade, which
+# reaches every part of the wing: a module's tests read what the modules below it wrote).
 COMPONENTS = ["common", "allocator", "tracer", "preload", "training", "reports", "tune", "collector", "supervise",
               "cli"]
 # Direct edges (docs/ARCHITECTURE.md, "Edges"). The tracer is split: the codec (core) both sides speak, the writer side the
@@ -52,7 +60,18 @@ ALLOWED = {
     "preload": {"tracer.writer", "common"},
     "training": {"allocator"},
     "reports.ingest": {"tracer.reader", "common"},
-    "reports": {"reports.ingest", "tracer.reader", "common"},
+    # the reports wing, from the ground up (docs/ARCHITECTURE.md, "The reports wing"): the per-series maths under the
+    # run model; extraction and analysis write into the model and do not know each other; the renderers read the
+    # model (and the live reader, for its Prometheus file; the traces again, for the PyTorch snapshot) and never reach
+    # the analysis or the extraction. reports is the facade the command links: all of the wing.
+    "reports.series": set(),
+    "reports.model": {"reports.series", "common"},
+    "reports.extract": {"reports.model", "reports.series", "reports.ingest", "tracer.reader", "common"},
+    "reports.analyze": {"reports.model", "reports.series", "common"},
+    "reports.live": {"reports.model", "reports.series", "reports.ingest", "tracer.reader", "common"},
+    "reports.render": {"reports.model", "reports.series", "reports.live", "reports.ingest", "common"},
+    "reports": {"reports.render", "reports.analyze", "reports.extract", "reports.live", "reports.model",
+                "reports.series", "reports.ingest", "tracer.reader", "common"},
     "tune": {"reports.ingest", "tracer.reader", "allocator", "common"},
     "collector": {"tracer.writer", "common"},
     "supervise": set(),
@@ -84,6 +103,23 @@ def closure(comp):
     return seen
 
 
+def cycles():
+    """Every circle among the ALLOWED edges, each once, as a list of units from its smallest name round to it."""
+    found = set()
+
+    def walk(path):
+        for nxt in sorted(ALLOWED[path[-1]]):
+            if nxt == path[0]:
+                i = path.index(min(path))
+                found.add(tuple(path[i:] + path[:i]))
+            elif nxt not in path and nxt > path[0]:
+                walk(path + [nxt])
+
+    for unit in sorted(ALLOWED):
+        walk([unit])
+    return sorted(found)
+
+
 def meson_text(path):
     with open(path, encoding="utf-8") as f:
         return "\n".join(line.split("#", 1)[0] for line in f)
@@ -103,6 +139,8 @@ def unit_of(rel):
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     problems = []
+    for circle in cycles():
+        problems.append(f"ALLOWED has a circle: {' -> '.join(circle + (circle[0],))}")
     # which unit declares each <name>_dep
     owner = {}
     for unit, folder in UNITS.items():
@@ -131,6 +169,8 @@ def main():
 
     def check_includes(folder, unit, label, also=frozenset()):
         reach = closure(unit) | {unit} | set(also)
+        for a in also:  # a unit a test may also use, with what it reaches (the wing's facade: all of the wing)
+            reach |= closure(a)
         for dirpath, dirnames, files in os.walk(os.path.join(root, folder)):
             # a unit's folder holding other units (tracer/): each is checked as itself
             dirnames[:] = [d for d in dirnames

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generate the labeled series corpus in tests/fixtures/series/ (deterministic: fixed seed, no external input).
 
-Each file is the seriesfile format (reports/seriesfile.h): a header line
+Each file is the seriesfile format (reports/series/seriesfile.h): a header line
     # plateau-series 1 label=LABEL name=NAME key=value ...
 then `STEP VALUE` lines (several lines per step = several samples within the step; the report keeps their minimum).
 

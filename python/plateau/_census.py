@@ -14,7 +14,7 @@ from its first MAX_ITEMS_SIZED items and the graphs of its oldest and newest GRA
 "total_loss"), not by object: `total_loss += loss` makes a new tensor every step.
 A holder whose size grew since the previous census is reported to the tracer (plateau_retention, include/plateau/
 step.h) with its earlier sizes, and then at every census while it is reachable; the report decides whether it grew
-in step with the steps (reports/retention.c). For a reported holder the line that grows it is read from the code
+in step with the steps (reports/model/retention.c). For a reported holder the line that grows it is read from the code
 objects of the program (dis): a `+=` stored into its name, an `.append`/`.extend`/`[k] = ...` on it, a store into
 its attribute; when several lines do, the first is given and flagged as a guess.
 Rules (the program never notices): between censuses nothing but ints and strings is kept; no module is imported

@@ -17,7 +17,7 @@ import sys
 
 from . import _native
 
-# the verdict codes: ordered by severity, as the live line ranks the states (reports/live.c)
+# the verdict codes: ordered by severity, as the live line ranks the states (reports/live/live.c)
 VERDICT_CODES = {"no_data": 0, "flat": 1, "warming_up": 2, "undecided": 3, "slow_growth": 4, "leak_suspected": 5,
                  "leak": 6}
 LIVE_FILE = "live.prom"   # in the run directory, written by plateau run's watcher at each poll

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "../cli/test_report_synth.h"
+#include "analyze.h"
 #include "compact.h"
 #include "event.h"
 #include "extract.h"

@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "analyze.h"
 #include "extract.h"
 #include "../common/spawn.h"
 #include "../common/tmpdir.h"

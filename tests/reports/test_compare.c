@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "analyze.h"
 #include "compare.h"
 #include "extract.h"
 #include "report.h"

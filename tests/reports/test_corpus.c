@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyze.h"
 #include "report.h"
 #include "series.h"
 #include "seriesfile.h"

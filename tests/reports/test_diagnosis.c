@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyze.h"
+#include "diagnosis.h"
 #include "report.h"
 #include "synth.h"
 

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 
 #include "../cli/test_report_synth.h"
+#include "analyze.h"
 #include "ending.h"
 #include "extract.h"
 #include "render.h"

@@ -13,7 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "analyze.h"
 #include "event.h"
+#include "extract.h"
 #include "writer.h"
 #include "export.h"
 #include "render.h"

@@ -22,6 +22,7 @@
 
 #include "../cli/test_report_synth.h"
 #include "../common/files.h"
+#include "analyze.h"
 #include "extract.h"
 #include "render.h"
 #include "render_html.h"

@@ -13,6 +13,7 @@
 #include <stdarg.h>
 #include <cmocka.h>
 
+#include "analyze.h"
 #include "extract.h"
 #include "period.h"
 #include "render.h"

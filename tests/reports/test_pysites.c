@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "analyze.h"
 #include "extract.h"
 #include "pysites.h"
 #include "render.h"

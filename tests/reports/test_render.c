@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyze.h"
 #include "render.h"
 #include "synth.h"
 

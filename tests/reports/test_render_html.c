@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 
 #include "../cli/test_report_synth.h"
+#include "analyze.h"
 #include "extract.h"
 #include "render_html.h"
 

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "analyze.h"
 #include "extract.h"
 #include "render.h"
 #include "render_html.h"

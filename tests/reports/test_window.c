@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "../cli/test_report_synth.h"
+#include "analyze.h"
 #include "extract.h"
 #include "render.h"
 #include "render_html.h"

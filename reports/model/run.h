@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "extract.h"
+#include "facts.h"
 #include "report.h"
 
 typedef struct pl_run {
@@ -30,8 +30,6 @@ int pl_run_create(pl_run_t *run, const char *source);
 /* Frees what pl_run_create made; safe on a zeroed run. */
 void pl_run_destroy(pl_run_t *run);
 
-/* Classify every series and judge processes and run (pl_report_analyze). Returns 0, -EINVAL, or its error. */
-int pl_run_analyze(pl_run_t *run);
 
 /* After every trace of a run was read (extract.c): how the command ended, from status_dir/run.status when
  * status_dir is not NULL; processes in start order; roles; whether the run was cut short; pool and generation rows.

@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "extract.h"
+#include "facts.h"
 #include "report.h"
 
 #define PL_COMPARE_SCHEMA_VERSION 1

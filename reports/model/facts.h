@@ -1,19 +1,8 @@
-/* reports/extract: trace files -> the report model (report.h), streaming.
- *
- * One trace file is one process image (docs/trace-format.md) and becomes one process row of the report. Records are
- * folded as they arrive: every metric keeps at most max_points per-step (or per-time-bucket) minimum/maximum pairs
- * (neighbouring bins merge when the bound is reached), sampled host allocations and device blocks are tracked in
- * bounded address maps, stacks and frames in bounded tables. Memory therefore does not grow with the file size.
- * After the last record the per-process series go into the report, the heap series is classified once to find
- * its tail, and the call sites whose sampled live bytes grew most over that tail are kept (module + symbol frames).
- * A truncated or corrupted file yields everything read before the damage and marks the report cut short with the
- * reader's "FILE: offset N: ..." message; so does a missing process_end record in the run's root process (children
- * often end through _exit without one: they are flagged per process, clean_end = false, not as a cut-short run).
- * Reading a run directory lists it once (tracer/read/rundir.c) and reads each trace in one pass of record handlers (a
- * second only when its loop period must be detected first: reports/period.c); the run-level facts are assembled by
- * reports/run.c (run.h), which owns the run model the renderers read.
- * Data flow: tracer reader -> pl_extract_* (ingest) -> pl_run_assemble -> pl_run_analyze -> renderers.
- * Not thread-safe per object.
+/* reports/model/facts: what a run's traces said beyond the series, per process image (its file, process tree, argv,
+ * clean end, damage, call sites, auto-steps, CUPTI cross-check, retention holders, windows) and per run (how each
+ * command ended, the files left out): the half of the run model (run.h) that is not the report (report.h).
+ * Extraction (reports/extract: extract.h) fills it, the analysis and the renderers read it. pl_extract_init and
+ * pl_extract_free are the model's (reports/model/run.c). Not thread-safe per object.
  */
 #pragma once
 
@@ -22,7 +11,6 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include <plateau/trace.h>
 
 #include "report.h"
 #include "retention.h"
@@ -92,7 +80,7 @@ typedef struct pl_extract_proc {
     int64_t last_ns;            /* CLOCK_MONOTONIC of its last record (lifetime: last_ns - t0_ns) */
     bool clean_end;             /* a process_end or exec record was read */
     bool exec_end;              /* it was an exec record: the pid went on as a new image (its own trace) */
-    bool running;               /* no end record, and the process is still running here (reports/alive.h) */
+    bool running;               /* no end record, and the process is still running here (reports/extract/alive.h) */
     int64_t start_realtime_ns;  /* CLOCK_REALTIME when the trace started, 0 unknown */
     bool damaged;               /* the reader stopped at a bad chunk (error holds its message) */
     char error[256];            /* reader message, "" when clean */
@@ -111,26 +99,28 @@ typedef struct pl_extract_proc {
     uint64_t n_agg_samples;     /* periodic heap/rss samples left out: no step's first, last, lowest or highest */
     bool capped;                /* the trace reached its size limit (PLATEAU_TRACE_MAX) after cap_step steps: */
     uint64_t cap_step, cap_records, cap_bytes, cap_last_step; /* records and bytes not written, steps it ran to */
-    /* the host allocator (reports/compare.c): as the tracer recorded it in the trace's first record, process_start
-     * (trace 1.2+: "glibc", "jemalloc", "other:<file>", "unknown"; "" when absent), and for traces that did not say,
-     * the sampled malloc-family allocations over 16 bytes and how many of their usable sizes are 8 mod 16 */
+    /* the host allocator (reports/analyze/compare.c): as the tracer recorded it in the trace's first record,
+     * process_start (trace 1.2+: "glibc", "jemalloc", "other:<file>", "unknown"; "" when absent), and for traces
+     * that did not say, the sampled malloc-family allocations over 16 bytes and how many of their usable sizes are
+     * 8 mod 16 */
     char host_allocator[64];
     uint64_t n_usable_sizes, n_usable_8mod16;
     /* device allocation records by source, for the hooks-vs-CUPTI cross-check (docs/cuda-interception.md): the
      * runtime/driver hooks' and CUPTI memory activity's (CUPTI records never enter the device series) */
     uint64_t n_hook_dev_allocs, hook_dev_alloc_bytes, n_cupti_dev_allocs, cupti_dev_alloc_bytes;
-    /* period detection (reports/period.c, docs/period.md): set when the trace has no step records and its loop
+    /* period detection (reports/extract/period.c, docs/period.md): set when the trace has no step records and its loop
      * period was found; n_steps then counts the synthetic steps */
     bool steps_auto;
     double auto_period_allocs;  /* allocation calls per step */
     double auto_period_ms;
     double auto_confidence;     /* 0..1 */
-    /* who keeps it (reports/retention.c, docs/retention.md): the Python census's holders, judged when the trace
+    /* who keeps it (reports/model/retention.c, docs/retention.md): the Python census's holders, judged when the trace
      * is read; NULL when the trace has no retention record. Owned, freed by pl_extract_free */
     pl_retention_t *retention;
-    /* what grew between two steps (reports/window.h, docs/window.md): NULL unless the options asked for a window */
+    /* what grew between two steps (reports/render/window.h, docs/window.md): NULL unless the options asked for a
+     * window */
     struct pl_extract_window *window;
-    /* how it ended (reports/ending.h, docs/end-of-run.md): sites live at its end and grown over its last steps,
+    /* how it ended (reports/render/ending.h, docs/end-of-run.md): sites live at its end and grown over its last steps,
      * NULL when the trace holds no stack. Owned, freed by pl_extract_free */
     struct pl_extract_window *end;
     char uncaught[64];          /* the exception that ended the program, as the bootstrap recorded it; "" none */
@@ -168,49 +158,11 @@ typedef struct pl_extract {
     pl_extract_status_t status[PL_EXTRACT_MAX_STATUS];
 } pl_extract_t;
 
-typedef struct pl_extract_opts {
-    int64_t since_step;         /* ignore samples of steps before this one (0 = keep all; no effect by time) */
-    size_t max_points;          /* per-metric bins kept while streaming (default 8192, at least 16) */
-    bool only_metric;           /* keep only `metric` */
-    pl_metric_t metric;
-    bool window;                /* measure the sites of the window window_from..window_to (report --between) */
-    int64_t window_from, window_to; /* steps, 0 <= from < to */
-} pl_extract_opts_t;
-
-/* An empty process table; pl_extract_free releases it and the sites' strings (reports/run.c, with the run model). */
+/* An empty process table; pl_extract_free releases it and the sites' strings (reports/model/run.c, with the run
+ * model). */
 void pl_extract_init(pl_extract_t *x);
 void pl_extract_free(pl_extract_t *x);
 
-/* Read every record of rd into a new process row of r (and its extras into x). `file` names the source in
- * messages (may be NULL). A reader cannot be rewound, so no period detection here: a trace without step records
- * read this way is reported by time buckets (pl_extract_file / _mem / _path detect the period first).
- * Returns 0 when a row was added (also for a damaged or cut-short trace), -ENOMEM. */
-int pl_extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd, const char *file,
-                      const pl_extract_opts_t *opts);
-
-/* Same over a file, or a memory buffer. Returns 0, -ENOMEM, or the open error (-ENOENT, -EBADMSG for a file that
- * is not a trace: pl_trace_open_error() has the message; it is also copied into x->first_error). */
-int pl_extract_file(pl_report_t *r, pl_extract_t *x, const char *path, const pl_extract_opts_t *opts);
-int pl_extract_mem(pl_report_t *r, pl_extract_t *x, const void *data, size_t len, const char *name,
-                   const pl_extract_opts_t *opts);
-
-/* A trace file, or a run directory: every regular file in it named *.pltrace (sorted by name) is read; files
- * that fail to open are counted and skipped. Returns 0 when at least one process row was added, -ENOENT when the
- * directory holds no readable trace, or the error of a single file. Sets r->limits from the traces. */
-int pl_extract_path(pl_report_t *r, pl_extract_t *x, const char *path, const pl_extract_opts_t *opts);
-
-/* Several paths (run directories or traces) of one job into one report: the run directories of the nodes of a
- * multi-node run (`plateau report --merge`). Processes are keyed by (node, pid): equal pids of different nodes stay
- * apart. How the command ended (run.status) comes from the first directory. Returns as pl_extract_path; with one
- * path it is pl_extract_path. */
-int pl_extract_paths(pl_report_t *r, pl_extract_t *x, const char *const *paths, size_t n_paths,
-                     const pl_extract_opts_t *opts);
-
-/* The ranks of the traces at path (a run directory or one trace), from each trace's first record only (cheap):
- * plateau report's choice between merging several run directories and comparing two. *ranks is malloc'd (caller
- * frees), in file order, duplicates kept (workers inherit their rank's environment); *n_unranked counts traces
- * without a rank; files that are not traces are left out. Returns 0 or -errno. */
-int pl_extract_scan_ranks(const char *path, int32_t **ranks, size_t *n_ranks, size_t *n_unranked);
 
 /* The helper rule (docs/verdict.md §8): a process that never steps, whose trace spans less than 1 s and whose RSS
  * never exceeded 64 MiB: shell helpers of a pyenv shim, `bash train.sh`, torchrun's launch. */

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "diagnosis.h"
+#include "dx.h"
 #include "series.h"
 #include "verdict.h"
 
@@ -206,9 +206,6 @@ int pl_report_add_mark(pl_report_process_t *p, int64_t step, int64_t t_ns, const
 int pl_report_set_samples(pl_report_process_t *p, pl_metric_t m, const pl_sample_t *samples, size_t n,
                           const pl_series_opts_t *opts);
 
-/* Classify every present series, run the diagnosis of every process (findings and process verdict), then the run
- * verdict. Returns 0 or the first error. */
-int pl_report_analyze(pl_report_t *r);
 
 /* "rss", "rss.anon", "rss.file", "rss.shmem", "pss", "heap.bytes", "heap.count", "dev.allocated", "dev.reserved",
  * "dev.tensors", "dev.other", "cgroup", "tensors", "dev.active", "dev.inactive_split", "tensors.cuda",
@@ -234,8 +231,6 @@ const char *pl_report_metric_label(const pl_report_t *r, const pl_report_process
 /* Is p one of the run's ranks: a main process (not a pool row) with a rank? */
 bool pl_report_is_rank(const pl_report_process_t *p);
 
-/* The run verdict from the processes' verdicts (called by pl_report_analyze; exposed for the tests). */
-void pl_report_run_verdict(pl_report_t *r);
 
 /* A worker row (process, pool or generations) whose verdict says nothing grows: the text report folds it into one
  * line, the HTML report into a collapsed section. */

@@ -673,11 +673,6 @@ void pl_run_destroy(pl_run_t *run) {
     memset(run, 0, sizeof *run);
 }
 
-int pl_run_analyze(pl_run_t *run) {
-    if (!run || !run->report) return -EINVAL;
-    return pl_report_analyze(run->report);
-}
-
 int pl_run_assemble(pl_report_t *r, pl_extract_t *x, const char *status_dir) {
     if (status_dir) read_status(x, status_dir);
     sort_procs(r, x);

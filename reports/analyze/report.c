@@ -1,5 +1,6 @@
-/* reports/report: the report model (see report.h): ownership, per-metric limits, analysis driver. */
-#include "report.h"
+/* reports/analyze/report: the analysis driver (see analyze.h): per-metric limits, every series classified, the
+ * diagnosis of every process, the run verdict and the ranks' sentence. The model it writes into is reports/model. */
+#include "analyze.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -8,105 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "diagnosis.h"
 #include "format.h"
 #include "generations.h"
-#include "grow.h"
-
-static const char *metric_names[PL_METRIC__COUNT] = {
-    "rss", "rss.anon", "rss.file", "rss.shmem", "pss", "heap.bytes", "heap.count",
-    "dev.allocated", "dev.reserved", "dev.tensors", "dev.other", "cgroup", "tensors", "dev.active",
-    "dev.inactive_split", "tensors.cuda", "autograd",
-};
-
-const char *pl_metric_name(pl_metric_t m) { return (unsigned)m < PL_METRIC__COUNT ? metric_names[m] : "?"; }
-
-bool pl_metric_is_bytes(pl_metric_t m) {
-    return m != PL_METRIC_HEAP_COUNT && m != PL_METRIC_DEV_TENSORS && m != PL_METRIC_TENSORS &&
-           m != PL_METRIC_TENSORS_CUDA && m != PL_METRIC_AUTOGRAD;
-}
-
-static const char *pverdict_names[PL_PV__COUNT] = {"no-data", "no-leak", "slow-growth", "undecided", "leak"};
-
-const char *pl_pverdict_name(pl_pverdict_t k) { return (unsigned)k < PL_PV__COUNT ? pverdict_names[k] : "?"; }
-
-pl_report_t *pl_report_create(const char *source) {
-    pl_report_t *r = calloc(1, sizeof *r);
-    if (!r) return NULL;
-    snprintf(r->source, sizeof r->source, "%s", source ? source : "");
-    pl_verdict_params_default(&r->params);
-    r->practical.slow_hours = 24;
-    r->practical.horizon_steps = 10000;
-    r->verdict.proc = -1;
-    return r;
-}
-
-void pl_report_destroy(pl_report_t *r) {
-    if (!r) return;
-    for (size_t i = 0; i < r->n_procs; i++) {
-        for (int m = 0; m < PL_METRIC__COUNT; m++) pl_series_free(&r->procs[i]->metrics[m].series);
-        free(r->procs[i]->marks);
-        free(r->procs[i]);
-    }
-    free(r->procs);
-    free(r);
-}
-
-void pl_report_set_cut_short(pl_report_t *r, const char *reason) {
-    if (!r) return;
-    r->cut_short = true;
-    if (!reason) reason = "trace ended abruptly";
-    size_t n = strlen(reason);
-    if (n < sizeof r->cut_reason) {
-        memcpy(r->cut_reason, reason, n + 1);
-    } else { /* never cut silently */
-        n = sizeof r->cut_reason - 4;
-        while (n && ((unsigned char)reason[n] & 0xc0) == 0x80) n--; /* not inside a UTF-8 character */
-        memcpy(r->cut_reason, reason, n);
-        memcpy(r->cut_reason + n, "...", 4);
-    }
-}
-
-pl_report_process_t *pl_report_add_process(pl_report_t *r, int64_t pid, int32_t rank, const char *name) {
-    if (!r) return NULL;
-    if (pl_grow_first((void **)&r->procs, &r->cap_procs, r->n_procs + 1, sizeof *r->procs, 4)) return NULL;
-    pl_report_process_t *p = calloc(1, sizeof *p);
-    if (!p) return NULL;
-    p->pid = pid;
-    p->rank = rank;
-    p->local_rank = -1;
-    snprintf(p->name, sizeof p->name, "%s", name ? name : "");
-    p->dev_alloc_retries = p->dev_ooms = -1;
-    p->autograd_saved_bytes = p->autograd_saved_n = -1;
-    r->procs[r->n_procs++] = p;
-    return p;
-}
-
-int pl_report_add_mark(pl_report_process_t *p, int64_t step, int64_t t_ns, const char *label) {
-    if (!p) return -EINVAL;
-    if (p->n_marks >= PL_REPORT_MAX_MARKS) {
-        p->n_marks_dropped++;
-        return 0;
-    }
-    if (pl_grow_first((void **)&p->marks, &p->cap_marks, p->n_marks + 1, sizeof *p->marks, 8)) return -ENOMEM;
-    pl_report_mark_t *k = &p->marks[p->n_marks++];
-    k->step = step;
-    k->t_ns = t_ns;
-    snprintf(k->label, sizeof k->label, "%s", label ? label : "");
-    return 0;
-}
-
-int pl_report_set_samples(pl_report_process_t *p, pl_metric_t m, const pl_sample_t *samples, size_t n,
-                          const pl_series_opts_t *opts) {
-    if (!p || (unsigned)m >= PL_METRIC__COUNT) return -EINVAL;
-    pl_series_t s;
-    int rc = pl_series_build(samples, n, opts, &s);
-    if (rc) return rc;
-    pl_report_metric_t *mt = &p->metrics[m];
-    pl_series_free(&mt->series);
-    mt->series = s;
-    mt->present = true;
-    return 0;
-}
 
 /* The limit a metric's growth runs into, and its name. */
 static double metric_limit(const pl_report_t *r, pl_metric_t m, const char **source) {
@@ -198,30 +103,6 @@ int pl_report_analyze(pl_report_t *r) {
     return 0;
 }
 
-bool pl_report_program_metric(const pl_report_process_t *p, pl_metric_t m) {
-    switch (m) {
-    case PL_METRIC_HEAP_BYTES:
-    case PL_METRIC_HEAP_COUNT:
-    case PL_METRIC_DEV_ALLOCATED:
-    case PL_METRIC_DEV_TENSORS:
-    case PL_METRIC_AUTOGRAD: return true;
-    case PL_METRIC_RSS_ANON:
-    case PL_METRIC_RSS:
-        if (p->metrics[PL_METRIC_HEAP_BYTES].present || p->metrics[PL_METRIC_HEAP_COUNT].present) return false;
-        return m == PL_METRIC_RSS_ANON || !p->metrics[PL_METRIC_RSS_ANON].present;
-    case PL_METRIC_DEV_RESERVED: /* device memory as a whole (a log's nvidia-smi column) when nothing finer was had */
-        return !p->metrics[PL_METRIC_DEV_ALLOCATED].present && !p->metrics[PL_METRIC_DEV_TENSORS].present;
-    default: return false;
-    }
-}
-
-const char *pl_report_metric_label(const pl_report_t *r, const pl_report_process_t *p, pl_metric_t m) {
-    const pl_verdict_t *v = &p->metrics[m].verdict;
-    if (v->kind != PL_VERDICT_LEAK) return pl_verdict_name(v->kind);
-    if (!pl_diagnosis_matters(p, m, &r->practical)) return "slow growth";
-    return pl_report_program_metric(p, m) ? "leak" : "grows";
-}
-
 /* "+2.00 MiB/step" (or "/s" by time) of a process verdict's metric */
 static const char *pv_rate(const pl_proc_verdict_t *v, char *buf, size_t size) {
     char a[32];
@@ -248,10 +129,6 @@ static bool worse(const pl_proc_verdict_t *a, const pl_proc_verdict_t *b) {
     if (a->kind == PL_PV_UNDECIDED) return a->more_steps > b->more_steps;
     if (a->kind == PL_PV_NO_LEAK) return a->warmup_steps > b->warmup_steps;
     return false;
-}
-
-bool pl_report_is_rank(const pl_report_process_t *p) {
-    return p && p->role == PL_ROLE_MAIN && p->rank >= 0 && !p->n_pool && !p->n_gen;
 }
 
 /* ---- ranks (docs/verdict.md §9) ---- */
@@ -307,34 +184,6 @@ static void cat(char *buf, size_t size, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(buf + len, size - len, fmt, ap);
     va_end(ap);
-}
-
-size_t pl_report_cow_line(const pl_report_t *r, char *buf, size_t size) {
-    if (!size) return 0;
-    buf[0] = 0;
-    size_t n = 0;
-    double rise = 0, ceiling = 0;
-    int64_t lo = INT64_MAX, hi = INT64_MIN;
-    for (size_t i = 0; r && i < r->n_procs; i++) {
-        const pl_report_process_t *p = r->procs[i];
-        if (p->role != PL_ROLE_WORKER || !(p->verdict.cow_rise > 0)) continue;
-        n++;
-        rise += p->verdict.cow_rise;
-        ceiling += p->verdict.cow_ceiling;
-        if (p->pid < lo) lo = p->pid;
-        if (p->pid > hi) hi = p->pid;
-    }
-    if (!n) return 0;
-    char a[32], b[32];
-    cat(buf, size, "copy-on-access in %zu forked worker%s (", n, n > 1 ? "s" : "");
-    if (lo == hi) cat(buf, size, "pid %lld", (long long)lo);
-    else cat(buf, size, "pids %lld..%lld", (long long)lo, (long long)hi);
-    cat(buf, size, "): PSS +%s%s while %s RSS and live heap stay flat, ceiling %s%s; not a leak: %s the "
-        "parent's pages as %s its Python objects (keep the data in numpy arrays or tensors, or use fewer workers)",
-        pl_format_bytes(rise, a, sizeof a), n > 1 ? " in all" : "", n > 1 ? "their" : "its",
-        pl_format_bytes(ceiling, b, sizeof b), n > 1 ? " in all" : "", n > 1 ? "they copy" : "it copies",
-        n > 1 ? "they read" : "it reads");
-    return n;
 }
 
 /* n_ranks, agreement and the sentence: one rank growing while the others are flat is a finding of its own (a
@@ -541,30 +390,7 @@ void pl_report_run_verdict(pl_report_t *r) {
     }
 }
 
-bool pl_report_quiet_worker(const pl_report_process_t *p) {
-    return p && p->role == PL_ROLE_WORKER && p->verdict.kind != PL_PV_LEAK && p->verdict.kind != PL_PV_SLOW_GROWTH;
-}
-
-size_t pl_report_workers_line(const pl_report_t *r, char *buf, size_t size) {
-    if (!size) return 0;
-    buf[0] = 0;
-    size_t n = 0, n_nodata = 0, n_undecided = 0;
-    int64_t lo = INT64_MAX, hi = INT64_MIN;
-    for (size_t i = 0; r && i < r->n_procs; i++) {
-        const pl_report_process_t *p = r->procs[i];
-        if (!pl_report_quiet_worker(p) || p->n_pool || p->n_gen || p->helper) continue;
-        n++;
-        n_nodata += p->verdict.kind == PL_PV_NO_DATA;
-        n_undecided += p->verdict.kind == PL_PV_UNDECIDED;
-        if (p->pid < lo) lo = p->pid;
-        if (p->pid > hi) hi = p->pid;
-    }
-    if (!n) return 0;
-    cat(buf, size, "workers (%zu process%s that never step", n, n > 1 ? "es" : "");
-    if (lo == hi) cat(buf, size, ", pid %lld", (long long)lo);
-    else cat(buf, size, ", pids %lld..%lld", (long long)lo, (long long)hi);
-    cat(buf, size, "): none leaks; %zu flat", n - n_undecided - n_nodata);
-    if (n_undecided) cat(buf, size, ", %zu not decided on their own (short-lived or noisy)", n_undecided);
-    if (n_nodata) cat(buf, size, ", %zu too brief to judge", n_nodata);
-    return n;
+int pl_run_analyze(pl_run_t *run) {
+    if (!run || !run->report) return -EINVAL;
+    return pl_report_analyze(run->report);
 }
