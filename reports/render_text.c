@@ -409,8 +409,7 @@ int pl_render_run_lines(const pl_run_t *run, FILE *o, bool all) {
                      p->node[0] ? pl_format_esc(p->node) : "");
         fprintf(o, "call sites by live-byte growth (%spid %u, sampled, since %s %lld):\n", rk, p->pid,
                 p->n_steps ? "step" : "second", (long long)p->site_tail_step);
-        char line[512];
-        if (pl_run_site_sentence(p, line, sizeof line)) fprintf(o, "  %s\n", line); /* the line to look at first */
+        if (p->proc->site_line[0]) fprintf(o, "  %s\n", p->proc->site_line); /* the line to look at first */
         for (size_t j = 0; j < p->n_sites; j++) {
             const pl_extract_site_t *st = &p->sites[j];
             fprintf(o, "  %zu. +%s (live %s)", j + 1, pl_format_bytes(st->growth_bytes, a, sizeof a),

@@ -129,12 +129,13 @@ typedef struct pl_report_process {
     pl_finding_t findings[PL_REPORT_MAX_FINDINGS];
     size_t n_findings;
     bool heap_filtered;         /* live heap bytes were recorded but left out of this report (report --metric) */
-    char site_line[256];        /* the Python line the live heap's growth was allocated at, set by the front end
-                                 * before pl_report_analyze: "93% of it allocated at train.py:42 (`...`)"; "" none.
-                                 * The diagnosis and the run verdict name it when the live heap leaks. */
-    char holder_line[512];      /* who keeps it, set by the front end before pl_report_analyze (reports/retention.c):
-                                 * "kept by `total_loss` (local of train() in main.py): ..."; "" none. The run
-                                 * verdict names it when the process leaks or grows slowly. */
+    char site_line[256];        /* the Python line the live heap's growth was allocated at, written by pl_run_analyze
+                                 * (run.h) from the sites before pl_report_analyze: "93% of it allocated at
+                                 * train.py:42 (`...`)"; "" none. The diagnosis and the run verdict name it when the
+                                 * live heap leaks; the text and HTML reports show it as it is. */
+    char holder_line[512];      /* who keeps it, written by pl_run_analyze from the census (reports/retention.c) before
+                                 * pl_report_analyze: "kept by `total_loss` (local of train() in main.py): ..."; ""
+                                 * none. The run verdict names it when the process leaks or grows slowly. */
     pl_proc_verdict_t verdict;  /* valid after pl_report_analyze */
     /* torch's caching allocator (torch.cuda.memory_stats through the Python bootstrap): cumulative counters at the
      * last snapshot, summed over devices; -1 = not recorded. Set before pl_report_analyze. */

@@ -30,7 +30,9 @@ int pl_run_create(pl_run_t *run, const char *source);
 /* Frees what pl_run_create made; safe on a zeroed run. */
 void pl_run_destroy(pl_run_t *run);
 
-/* Classify every series and judge processes and run (pl_report_analyze). Returns 0, -EINVAL, or its error. */
+/* Classify every series and judge processes and run (pl_report_analyze), after writing each process row's sentences
+ * from its trace's facts (site_line: pl_run_site_sentence; holder_line: pl_retention_sentence), which the verdict
+ * line, the diagnosis and the renderers quote. Returns 0, -EINVAL, or its error. */
 int pl_run_analyze(pl_run_t *run);
 
 /* After every trace of a run was read (extract.c): how the command ended, from status_dir/run.status when
@@ -69,7 +71,8 @@ const pl_extract_status_t *pl_run_status_of(const pl_extract_t *x, uint32_t pid)
 /* The hooks and CUPTI saw the same device allocations (count and bytes). */
 bool pl_run_crosscheck_agrees(const pl_extract_proc_t *p);
 
-/* The sentence naming a process's top growing Python site, for a diagnosis line (docs/python-frames.md):
+/* The sentence naming a process's top growing Python site (docs/python-frames.md), written once per process into
+ * its row's site_line by pl_run_analyze:
  * "93% of it allocated at train.py:42 (`epoch_logits.append(logits)`)" (no source part when the file could not be
  * read). Writes at most n bytes (NUL-terminated) and returns the length, or 0 (buf = "") when the top site has no
  * Python frames or there is no site. */
