@@ -140,7 +140,7 @@ static void proc_verdict_json(pl_json_t *j, const pl_proc_verdict_t *v) {
     pl_json_end(j);
 }
 
-static void run_verdict_json(pl_json_t *j, const pl_report_t *r) {
+static void run_verdict_json(pl_json_t *j, const pl_report_t *r, const pl_run_view_t *view) {
     const pl_run_verdict_t *v = &r->verdict;
     pl_json_object(j);
     pl_json_kstr(j, "kind", pl_pverdict_name(v->kind));
@@ -151,7 +151,7 @@ static void run_verdict_json(pl_json_t *j, const pl_report_t *r) {
     pl_json_kuint(j, "leaking", v->n_leaking);
     pl_json_kuint(j, "slow_growth", v->n_slow);
     pl_json_kuint(j, "workers", v->n_workers);
-    pl_json_kuint(j, "workers_quiet", v->n_workers_quiet);
+    pl_json_kuint(j, "workers_quiet", view->n_quiet); /* the folded rows (the view), but a growing pool's members */
     pl_json_break(j, 4);
     pl_json_key(j, "practical");
     pl_json_object(j);
@@ -220,9 +220,11 @@ static int process_json(pl_json_t *j, const pl_report_process_t *pr, size_t max_
     return 0;
 }
 
-/* The report's top-level fields, "schema" to "processes", into the top-level object j holds open. 0 or -ENOMEM;
- * stream errors and misuse are pl_json_done's to report. */
-static int render_fields(const pl_report_t *r, pl_json_t *j, size_t max_points) {
+/* The report's top-level fields, "schema" to "processes", into the top-level object j holds open, with the view of
+ * the report (which rows fold: run.h). 0 or -ENOMEM; stream errors and misuse are pl_json_done's to report. */
+static int render_fields(const pl_report_t *r, const pl_extract_t *x, pl_json_t *j, size_t max_points) {
+    pl_run_view_t view;
+    if (pl_run_view_make(r, x, &view)) return -ENOMEM;
     if (max_points == 0) max_points = 256;
     if (max_points < 2) max_points = 2;
     const pl_verdict_params_t *p = &r->params;
@@ -231,7 +233,8 @@ static int render_fields(const pl_report_t *r, pl_json_t *j, size_t max_points) 
     pl_json_kstr(j, "plateau_version", PL_VERSION);
     pl_json_kstr(j, "source", r->source);
     pl_json_key(j, "verdict");
-    run_verdict_json(j, r);
+    run_verdict_json(j, r, &view);
+    pl_run_view_free(&view);
     pl_json_kbool(j, "cut_short", r->cut_short);
     pl_json_key(j, "cut_reason");
     pl_json_str_or_null(j, r->cut_short ? r->cut_reason : NULL);
@@ -267,7 +270,7 @@ int pl_render_json(const pl_report_t *r, FILE *o, size_t max_points) {
     pl_json_t j;
     pl_json_init(&j, o, 0);
     pl_json_object_block(&j);
-    int rc = render_fields(r, &j, max_points);
+    int rc = render_fields(r, NULL, &j, max_points);
     if (rc) return rc;
     pl_json_end(&j);
     return pl_json_done(&j);
@@ -488,7 +491,7 @@ int pl_render_run_json(const pl_run_t *run, FILE *out, size_t max_points) {
     pl_json_t j;
     pl_json_init(&j, out, 0);
     pl_json_object_block(&j);
-    int rc = render_fields(r, &j, max_points);
+    int rc = render_fields(r, run->ext, &j, max_points);
     if (rc) return rc;
     run_json(r, run->ext, &j);
     pl_window_json(&j, run); /* "between": report --between's window, null without one */

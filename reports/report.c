@@ -421,7 +421,7 @@ static const char *who(const pl_report_t *r, const pl_report_process_t *p, char 
  * steps: the workers of one loader grow together, and which of them a run names on its own must not change between
  * identical runs (a worker whose loop period detection found has steps of its own, one that it did not has time
  * buckets, too few to decide). */
-static bool said_by_pool(const pl_report_t *r, const pl_report_process_t *p) {
+bool pl_report_said_by_pool(const pl_report_t *r, const pl_report_process_t *p) {
     if (p->pool_pid <= 0 || p->n_pool || p->role != PL_ROLE_WORKER) return false;
     for (size_t i = 0; i < r->n_procs; i++) {
         const pl_report_process_t *q = r->procs[i];
@@ -443,7 +443,7 @@ void pl_report_run_verdict(pl_report_t *r) {
     for (size_t i = 0; i < r->n_procs; i++) {
         const pl_report_process_t *p = r->procs[i];
         const pl_proc_verdict_t *v = &p->verdict;
-        if (said_by_pool(r, p)) {
+        if (pl_report_said_by_pool(r, p)) {
             rv->n_workers++;
             continue;
         }
@@ -454,10 +454,7 @@ void pl_report_run_verdict(pl_report_t *r) {
         }
         if (p->role == PL_ROLE_WORKER) {
             rv->n_workers++;
-            if (v->kind != PL_PV_LEAK && v->kind != PL_PV_SLOW_GROWTH) {
-                rv->n_workers_quiet++;
-                continue;
-            }
+            if (pl_report_quiet_worker(p)) continue;
         }
         if (rv->proc < 0 || worse(v, &r->procs[rv->proc]->verdict)) rv->proc = (long)i;
     }
@@ -545,26 +542,3 @@ bool pl_report_quiet_worker(const pl_report_process_t *p) {
     return p && p->role == PL_ROLE_WORKER && p->verdict.kind != PL_PV_LEAK && p->verdict.kind != PL_PV_SLOW_GROWTH;
 }
 
-size_t pl_report_workers_line(const pl_report_t *r, char *buf, size_t size) {
-    if (!size) return 0;
-    buf[0] = 0;
-    size_t n = 0, n_nodata = 0, n_undecided = 0;
-    int64_t lo = INT64_MAX, hi = INT64_MIN;
-    for (size_t i = 0; r && i < r->n_procs; i++) {
-        const pl_report_process_t *p = r->procs[i];
-        if (!pl_report_quiet_worker(p) || p->n_pool || p->n_gen || p->helper) continue;
-        n++;
-        n_nodata += p->verdict.kind == PL_PV_NO_DATA;
-        n_undecided += p->verdict.kind == PL_PV_UNDECIDED;
-        if (p->pid < lo) lo = p->pid;
-        if (p->pid > hi) hi = p->pid;
-    }
-    if (!n) return 0;
-    cat(buf, size, "workers (%zu process%s that never step", n, n > 1 ? "es" : "");
-    if (lo == hi) cat(buf, size, ", pid %lld", (long long)lo);
-    else cat(buf, size, ", pids %lld..%lld", (long long)lo, (long long)hi);
-    cat(buf, size, "): none leaks; %zu flat", n - n_undecided - n_nodata);
-    if (n_undecided) cat(buf, size, ", %zu not decided on their own (short-lived or noisy)", n_undecided);
-    if (n_nodata) cat(buf, size, ", %zu too brief to judge", n_nodata);
-    return n;
-}

@@ -157,7 +157,6 @@ typedef struct pl_run_verdict {
     size_t n_leaking;           /* processes whose verdict is leak */
     size_t n_slow;              /* processes whose verdict is slow growth */
     size_t n_workers;           /* processes judged as workers */
-    size_t n_workers_quiet;     /* workers whose verdict is no leak, no data or undecided (folded) */
     char line[640];             /* "verdict: LEAK in pid 12210 (python3 train.py): +2.00 MiB/step, OOM in ~49 min";
                                  * for a rank: "verdict: LEAK in rank 1 (pid 12210, node gpu-3): +2.00 MiB/step ..." */
     /* ranks (docs/verdict.md §9): main processes with a rank, one row each */
@@ -238,15 +237,12 @@ bool pl_report_is_rank(const pl_report_process_t *p);
 /* The run verdict from the processes' verdicts (called by pl_report_analyze; exposed for the tests). */
 void pl_report_run_verdict(pl_report_t *r);
 
-/* A worker row (process, pool or generations) whose verdict says nothing grows: the text report folds it into one
- * line, the HTML report into a collapsed section. */
+/* A worker row (process, pool or generations) whose verdict says nothing grows: the renderers fold it (the view,
+ * run.h: pl_run_view_make). */
 bool pl_report_quiet_worker(const pl_report_process_t *p);
 
-/* The line that sums up the quiet worker processes (not pools, generations or short helpers): "workers (14
- * processes that never step, pids 13502..14439): none leaks; 0 flat, 2 not decided on their own (short-lived or
- * noisy), 12 too brief to judge". Writes at most size bytes (cut, NUL-terminated); "" when there is none. Returns how
- * many processes it sums up. */
-size_t pl_report_workers_line(const pl_report_t *r, char *buf, size_t size);
+/* Is p a worker counted in its pool because the pool leaks or grows slowly (its trainer's pool row says it)? */
+bool pl_report_said_by_pool(const pl_report_t *r, const pl_report_process_t *p);
 
 /* The line that sums up the workers copying their parent's pages (the copy-on-access finding, docs/verdict.md):
  * "copy-on-access in 2 forked workers (pids 101..102): PSS +96.0 MiB in all while their RSS and live heap stay flat,

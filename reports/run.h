@@ -77,3 +77,50 @@ bool pl_run_crosscheck_agrees(const pl_extract_proc_t *p);
  * read). Writes at most n bytes (NUL-terminated) and returns the length, or 0 (buf = "") when the top site has no
  * Python frames or there is no site. */
 size_t pl_run_site_sentence(const pl_extract_proc_t *p, char *buf, size_t n);
+
+/* ---- the view: which rows of the report are summed up instead of shown in full, and why ----
+ *
+ * One rule for every renderer (docs/verdict.md §8): a worker row whose verdict says nothing grows
+ * (pl_report_quiet_worker) is folded: a process into the workers' line, a short helper into the helpers' line, a
+ * pool or generations row into its one line. The text report's process blocks fold it even when its trace is
+ * damaged; the process table and the HTML list a damaged one on its own, where its damage is said
+ * (pl_run_view_hides). Computed once per report by each renderer (pl_run_view_make), from the analysed report and,
+ * when there is one, the run's extraction; the renderers only read it. */
+typedef enum pl_fold {
+    PL_FOLD_NONE = 0,     /* shown in full: a main process, or a worker that leaks or grows slowly */
+    PL_FOLD_WORKER,       /* a quiet worker process: on the workers' line */
+    PL_FOLD_HELPER,       /* a quiet short helper: on the helpers' line */
+    PL_FOLD_POOL,         /* a quiet pool of workers: its one line */
+    PL_FOLD_GENERATIONS,  /* quiet generations of short-lived workers: their one finding */
+} pl_fold_t;
+
+typedef struct pl_run_view {
+    size_t n_rows;              /* the report's rows (r->n_procs) */
+    pl_fold_t *fold;            /* per row r->procs[i]: why it is folded, PL_FOLD_NONE when shown in full */
+    bool *damaged;              /* per row: its trace is damaged (false without extraction) */
+    size_t n_ext;               /* the extraction's process images (x->n_procs; 0 without extraction) */
+    size_t *row_of;             /* per process image x->procs[k]: its row i in r (n_rows when it has none) */
+    /* the workers' line: the PL_FOLD_WORKER rows */
+    size_t n_workers;           /* how many */
+    size_t n_workers_undecided; /* with the verdict "not decided" */
+    size_t n_workers_nodata;    /* with the verdict "no data" */
+    size_t n_workers_looped;    /* whose own loop period detection found (steps auto-detected): they step */
+    int64_t workers_pid_lo, workers_pid_hi;
+    size_t n_helpers;           /* PL_FOLD_HELPER rows */
+    size_t n_quiet;             /* folded rows not counted in a pool that grows (the JSON's "workers_quiet") */
+} pl_run_view_t;
+
+/* The view of report r (analysed) and its extraction x (may be NULL: a report from series alone). Returns 0 or
+ * -ENOMEM (view zeroed). Free with pl_run_view_free; safe to free a zeroed view. */
+int pl_run_view_make(const pl_report_t *r, const pl_extract_t *x, pl_run_view_t *view);
+void pl_run_view_free(pl_run_view_t *view);
+
+/* Is row i listed on its own in the process table and the HTML report? Not when it is folded, unless its trace is
+ * damaged. */
+bool pl_run_view_hides(const pl_run_view_t *view, size_t i);
+
+/* The line that sums up the PL_FOLD_WORKER rows: "workers (14 processes that never step, pids 13502..14439): none
+ * leaks; 0 flat, 2 not decided on their own (short-lived or noisy), 12 too brief to judge"; a worker whose own loop
+ * period detection found is said to have one ("workers (2 processes whose loops period detection found, ..."). Writes
+ * at most size bytes (cut, NUL-terminated); "" when there is none. Returns how many processes it sums up. */
+size_t pl_run_view_workers_line(const pl_run_view_t *view, char *buf, size_t size);

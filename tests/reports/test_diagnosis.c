@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "report.h"
+#include "run.h"
 #include "synth.h"
 
 enum { FLAT, PLATEAU, LEAK, GROWING_SHORT };
@@ -487,7 +488,14 @@ static void test_diagnosis_run_verdict_workers(void **state) {
     assert_int_equal(r->verdict.kind, PL_PV_NO_LEAK);
     assert_int_equal(r->verdict.proc, 0);
     assert_int_equal(r->verdict.n_workers, 2);
-    assert_int_equal(r->verdict.n_workers_quiet, 2);
+    pl_run_view_t view; /* both fold: the view, which every renderer reads */
+    assert_int_equal(pl_run_view_make(r, NULL, &view), 0);
+    assert_int_equal(view.n_quiet, 2);
+    assert_int_equal(view.n_workers, 2);
+    assert_int_equal(view.fold[0], PL_FOLD_NONE);
+    assert_int_equal(view.fold[1], PL_FOLD_WORKER);
+    assert_int_equal(view.fold[2], PL_FOLD_WORKER);
+    pl_run_view_free(&view);
     /* the same undecided process as a main one makes the run undecided */
     w1->role = PL_ROLE_MAIN;
     assert_int_equal(pl_report_analyze(r), 0);
