@@ -408,9 +408,7 @@ static const pl_extract_proc_t *extras_of(const pl_extract_t *x, const pl_report
 static const pl_report_process_t *deciding(const pl_report_t *r) {
     const pl_run_verdict_t *rv = &r->verdict;
     if (rv->proc < 0 || (size_t)rv->proc >= r->n_procs) return NULL;
-    return rv->kind == PL_PV_LEAK || rv->kind == PL_PV_SLOW_GROWTH || rv->kind == PL_PV_UNDECIDED
-               ? r->procs[rv->proc]
-               : NULL;
+    return pl_pverdict_grows(rv->kind) || rv->kind == PL_PV_UNDECIDED ? r->procs[rv->proc] : NULL;
 }
 
 static bool headlined(const pl_report_t *r, const pl_report_process_t *p) {
@@ -420,7 +418,7 @@ static bool headlined(const pl_report_t *r, const pl_report_process_t *p) {
 /* Where it grows: the call sites by growth, then who keeps it (reports/retention_render.c). */
 static void where_html(FILE *o, const pl_report_process_t *p, const pl_extract_proc_t *xp) {
     sites(o, xp);
-    pl_retention_html(o, xp->retention, p->verdict.kind == PL_PV_LEAK || p->verdict.kind == PL_PV_SLOW_GROWTH);
+    pl_retention_html(o, xp->retention, pl_pverdict_grows(p->verdict.kind));
 }
 
 static void fact(FILE *o, const char *term, const char *text) {
@@ -447,7 +445,7 @@ static void headline(FILE *o, const pl_report_t *r, const pl_extract_t *x) {
     }
     const pl_extract_proc_t *xp = extras_of(x, p);
     fputs("<dl class=\"facts\">\n", o);
-    bool grows = pv->kind == PL_PV_LEAK || pv->kind == PL_PV_SLOW_GROWTH;
+    bool grows = pl_pverdict_grows(pv->kind);
     if (grows && p->holder_line[0]) /* "kept by `x` (...)": the term says "who keeps it" already */
         fact(o, "Who keeps it", strncmp(p->holder_line, "kept by ", 8) ? p->holder_line : p->holder_line + 8);
     if (grows && p->site_line[0]) fact(o, "Where", p->site_line);

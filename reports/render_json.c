@@ -124,7 +124,7 @@ static void proc_verdict_json(pl_json_t *j, const pl_proc_verdict_t *v) {
     pl_json_key(j, "metric");
     pl_json_str_or_null(j, v->metric >= 0 ? pl_metric_name((pl_metric_t)v->metric) : NULL);
     pl_json_kstr(j, "by", v->by_time ? "time" : "step");
-    pl_json_knum(j, "per_step", v->kind == PL_PV_LEAK || v->kind == PL_PV_SLOW_GROWTH ? v->per_step : NAN);
+    pl_json_knum(j, "per_step", pl_pverdict_grows(v->kind) ? v->per_step : NAN);
     pl_json_knum(j, "oom_seconds", v->has_oom ? v->oom_seconds : NAN);
     pl_json_key(j, "more_steps");
     if (v->kind == PL_PV_UNDECIDED) pl_json_int(j, v->more_steps);
@@ -327,7 +327,7 @@ static void ranks_json(const pl_report_t *r, const pl_extract_t *x, pl_json_t *j
     for (size_t k = 0; k < n; k++) {
         const pl_extract_proc_t *p = &x->procs[ix[k]];
         const pl_proc_verdict_t *v = &p->proc->verdict;
-        bool grows = v->kind == PL_PV_LEAK || v->kind == PL_PV_SLOW_GROWTH;
+        bool grows = pl_pverdict_grows(v->kind);
         pl_json_object(j);
         json_rank_fields(j, p);
         pl_json_kuint(j, "pid", p->pid);

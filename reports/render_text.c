@@ -250,7 +250,7 @@ int pl_render_text(const pl_report_t *r, FILE *out, const pl_render_text_opts_t 
 /* "+1.00 MiB/step heap.bytes" of a leaking / slowly growing process, "-" otherwise */
 static const char *growth_text(const pl_report_process_t *p, char *buf, size_t size) {
     const pl_proc_verdict_t *v = &p->verdict;
-    if ((v->kind != PL_PV_LEAK && v->kind != PL_PV_SLOW_GROWTH) || v->metric < 0) return "-";
+    if (!pl_pverdict_grows(v->kind) || v->metric < 0) return "-";
     char a[32];
     bool bytes = pl_metric_is_bytes((pl_metric_t)v->metric);
     if (v->by_time && v->bucket_s > 0)
@@ -379,7 +379,7 @@ static int run_lines(const pl_run_t *run, const pl_run_view_t *view, FILE *o, bo
     for (size_t i = 0; i < x->n_procs; i++) {
         const pl_extract_proc_t *p = &x->procs[i];
         pl_retention_text(o, p->pid, p->retention, /* who keeps it (reports/retention_render.c) */
-                          proc_leaks(p->proc) || p->proc->verdict.kind == PL_PV_SLOW_GROWTH);
+                          pl_pverdict_grows(p->proc->verdict.kind));
         if (p->steps_auto) /* period detection */
             fprintf(o, "pid %u: steps auto-detected, period %.0f allocations / %.3g ms, confidence %.2f\n", p->pid,
                     p->auto_period_allocs, p->auto_period_ms, p->auto_confidence);

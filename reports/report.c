@@ -29,6 +29,8 @@ static const char *pverdict_names[PL_PV__COUNT] = {"no-data", "no-leak", "slow-g
 
 const char *pl_pverdict_name(pl_pverdict_t k) { return (unsigned)k < PL_PV__COUNT ? pverdict_names[k] : "?"; }
 
+bool pl_pverdict_grows(pl_pverdict_t k) { return k == PL_PV_LEAK || k == PL_PV_SLOW_GROWTH; }
+
 pl_report_t *pl_report_create(const char *source) {
     pl_report_t *r = calloc(1, sizeof *r);
     if (!r) return NULL;
@@ -241,7 +243,7 @@ static const char *pv_more(const pl_proc_verdict_t *v, char *buf, size_t size) {
 /* Severity order (pl_pverdict_t), then: leaks by the nearest OOM, undecided by the most steps still needed. */
 static bool worse(const pl_proc_verdict_t *a, const pl_proc_verdict_t *b) {
     if (a->kind != b->kind) return a->kind > b->kind;
-    if (a->kind == PL_PV_LEAK || a->kind == PL_PV_SLOW_GROWTH) {
+    if (pl_pverdict_grows(a->kind)) {
         if (a->has_oom != b->has_oom) return a->has_oom;
         return a->has_oom && a->steps_to_oom < b->steps_to_oom;
     }
@@ -426,7 +428,7 @@ bool pl_report_said_by_pool(const pl_report_t *r, const pl_report_process_t *p) 
     for (size_t i = 0; i < r->n_procs; i++) {
         const pl_report_process_t *q = r->procs[i];
         if (q->n_pool && q->pid == p->pool_pid && !strcmp(q->node, p->node) &&
-            (q->verdict.kind == PL_PV_LEAK || q->verdict.kind == PL_PV_SLOW_GROWTH))
+            pl_pverdict_grows(q->verdict.kind))
             return true;
     }
     return false;
@@ -486,7 +488,7 @@ void pl_report_run_verdict(pl_report_t *r) {
                  : ov->other_dx == PL_DX_FILE_PAGES ? "file-backed pages grow" : "RSS grows",
                  (long long)r->procs[other]->pid, pl_metric_name((pl_metric_t)ov->other_metric),
                  pv_rate(&tmp, a, sizeof a), oom);
-    } else if (slow_proc >= 0 && rv->kind != PL_PV_LEAK && rv->kind != PL_PV_SLOW_GROWTH) {
+    } else if (slow_proc >= 0 && !pl_pverdict_grows(rv->kind)) {
         const pl_proc_verdict_t *sv = &r->procs[slow_proc]->verdict;
         snprintf(tail, sizeof tail, "; slow growth in pid %lld: %s (%s)", (long long)r->procs[slow_proc]->pid,
                  pv_rate(sv, a, sizeof a), sv->metric >= 0 ? pl_metric_name((pl_metric_t)sv->metric) : "?");
@@ -539,6 +541,6 @@ void pl_report_run_verdict(pl_report_t *r) {
 }
 
 bool pl_report_quiet_worker(const pl_report_process_t *p) {
-    return p && p->role == PL_ROLE_WORKER && p->verdict.kind != PL_PV_LEAK && p->verdict.kind != PL_PV_SLOW_GROWTH;
+    return p && p->role == PL_ROLE_WORKER && !pl_pverdict_grows(p->verdict.kind);
 }
 

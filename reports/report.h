@@ -220,6 +220,9 @@ bool pl_metric_is_bytes(pl_metric_t m);
 
 /* "no-data", "no-leak", "slow-growth", "undecided", "leak"; "?" out of range. */
 const char *pl_pverdict_name(pl_pverdict_t k);
+/* Does a process verdict of kind k say its memory grows (a leak, or slow growth)? Then the reports give its rate,
+ * its holders and its OOM or limit; otherwise they do not (the one rule every renderer asks). */
+bool pl_pverdict_grows(pl_pverdict_t k);
 
 /* Is m one of p's program-memory metrics (what its verdict is judged on: live heap, device allocated, live tensors;
  * rss.anon, else rss, when the live heap was not recorded; dev.reserved when neither device allocated nor device

@@ -496,6 +496,9 @@ static void test_diagnosis_run_verdict_workers(void **state) {
     assert_int_equal(view.fold[1], PL_FOLD_WORKER);
     assert_int_equal(view.fold[2], PL_FOLD_WORKER);
     pl_run_view_free(&view);
+    /* what "grows" means to every renderer (a rate, holders, an OOM or limit are said): leak and slow growth only */
+    for (int k = 0; k < PL_PV__COUNT; k++)
+        assert_int_equal(pl_pverdict_grows((pl_pverdict_t)k), k == PL_PV_LEAK || k == PL_PV_SLOW_GROWTH);
     /* the same undecided process as a main one makes the run undecided */
     w1->role = PL_ROLE_MAIN;
     assert_int_equal(pl_report_analyze(r), 0);
