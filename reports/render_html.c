@@ -938,16 +938,15 @@ static int html_page(const pl_run_t *run, const pl_run_view_t *v, FILE *o) {
     window_html(o, run); /* report --between: what grew in the window, first */
     if (r->verdict.n_ranks >= 2) ranks_html(o, r);
     if (x && x->n_procs > 1) {
-        size_t n_pss;
-        double pss = pl_run_total_last(x, PL_METRIC_PSS, &n_pss);
-        pl_format_bytes(pl_run_total_last(x, PL_METRIC_RSS, NULL), b, sizeof b);
-        if (n_pss == x->n_procs)
+        const pl_run_totals_t *t = &v->totals;
+        pl_format_bytes(t->rss_bytes, b, sizeof b);
+        if (t->kind == PL_TOTALS_PSS)
             fprintf(o, "<h2>Processes</h2>\n<p>Total PSS %s (RSS %s): shared pages are counted once.</p>\n",
-                    pl_format_bytes(pss, a, sizeof a), b);
-        else if (n_pss)
+                    pl_format_bytes(t->pss_bytes, a, sizeof a), b);
+        else if (t->kind == PL_TOTALS_PSS_SOME)
             fprintf(o, "<h2>Processes</h2>\n<p>Total PSS %s over the %zu processes with a PSS sample (RSS %s): shared "
                        "pages are counted once. A process's first PSS sample comes 5 s after it starts.</p>\n",
-                    pl_format_bytes(pss, a, sizeof a), n_pss, b);
+                    pl_format_bytes(t->pss_bytes, a, sizeof a), t->n_pss, b);
         else
             fprintf(o, "<h2>Processes</h2>\n<p>Total RSS %s. No PSS sample: a process's first comes 5 s after it "
                        "starts, and PLATEAU_PSS=0 turns them off.</p>\n", b);

@@ -222,9 +222,7 @@ static int process_json(pl_json_t *j, const pl_report_process_t *pr, size_t max_
 
 /* The report's top-level fields, "schema" to "processes", into the top-level object j holds open, with the view of
  * the report (which rows fold: run.h). 0 or -ENOMEM; stream errors and misuse are pl_json_done's to report. */
-static int render_fields(const pl_report_t *r, const pl_extract_t *x, pl_json_t *j, size_t max_points) {
-    pl_run_view_t view;
-    if (pl_run_view_make(r, x, &view)) return -ENOMEM;
+static int render_fields(const pl_report_t *r, const pl_run_view_t *view, pl_json_t *j, size_t max_points) {
     if (max_points == 0) max_points = 256;
     if (max_points < 2) max_points = 2;
     const pl_verdict_params_t *p = &r->params;
@@ -233,8 +231,7 @@ static int render_fields(const pl_report_t *r, const pl_extract_t *x, pl_json_t 
     pl_json_kstr(j, "plateau_version", PL_VERSION);
     pl_json_kstr(j, "source", r->source);
     pl_json_key(j, "verdict");
-    run_verdict_json(j, r, &view);
-    pl_run_view_free(&view);
+    run_verdict_json(j, r, view);
     pl_json_kbool(j, "cut_short", r->cut_short);
     pl_json_key(j, "cut_reason");
     pl_json_str_or_null(j, r->cut_short ? r->cut_reason : NULL);
@@ -270,7 +267,10 @@ int pl_render_json(const pl_report_t *r, FILE *o, size_t max_points) {
     pl_json_t j;
     pl_json_init(&j, o, 0);
     pl_json_object_block(&j);
-    int rc = render_fields(r, NULL, &j, max_points);
+    pl_run_view_t view;
+    if (pl_run_view_make(r, NULL, &view)) return -ENOMEM;
+    int rc = render_fields(r, &view, &j, max_points);
+    pl_run_view_free(&view);
     if (rc) return rc;
     pl_json_end(&j);
     return pl_json_done(&j);
@@ -403,7 +403,7 @@ static void pid_list(pl_json_t *j, const char *key, const pl_extract_t *x, bool 
 }
 
 /* the "run" object: what the files held, per process (docs/report-schema.md) */
-static void run_json(const pl_report_t *r, const pl_extract_t *x, pl_json_t *j) {
+static void run_json(const pl_report_t *r, const pl_extract_t *x, const pl_run_view_t *view, pl_json_t *j) {
     pl_json_key(j, "run");
     pl_json_object_block(j);
     pl_json_kuint(j, "n_processes", x->n_procs);
@@ -414,11 +414,9 @@ static void run_json(const pl_report_t *r, const pl_extract_t *x, pl_json_t *j) 
     pl_json_array(j);
     for (size_t i = 0; i < x->n_failed_named; i++) pl_json_str(j, x->failed[i]);
     pl_json_end(j);
-    size_t n_pss;
-    double pss = pl_run_total_last(x, PL_METRIC_PSS, &n_pss);
-    pl_json_knum(j, "total_pss_bytes", n_pss && pss > 0 ? pss : NAN);
-    double rss = pl_run_total_last(x, PL_METRIC_RSS, NULL);
-    pl_json_knum(j, "total_rss_bytes", rss > 0 ? rss : NAN);
+    const pl_run_totals_t *t = &view->totals;
+    pl_json_knum(j, "total_pss_bytes", t->n_pss && t->pss_bytes > 0 ? t->pss_bytes : NAN);
+    pl_json_knum(j, "total_rss_bytes", t->rss_bytes > 0 ? t->rss_bytes : NAN);
     pid_list(j, "leaking_pids", x, false);
     pid_list(j, "slow_growth_pids", x, true);
     ranks_json(r, x, j);
@@ -491,9 +489,12 @@ int pl_render_run_json(const pl_run_t *run, FILE *out, size_t max_points) {
     pl_json_t j;
     pl_json_init(&j, out, 0);
     pl_json_object_block(&j);
-    int rc = render_fields(r, run->ext, &j, max_points);
+    pl_run_view_t view; /* one view for both parts */
+    if (pl_run_view_make(r, run->ext, &view)) return -ENOMEM;
+    int rc = render_fields(r, &view, &j, max_points);
+    if (!rc) run_json(r, run->ext, &view, &j);
+    pl_run_view_free(&view);
     if (rc) return rc;
-    run_json(r, run->ext, &j);
     pl_window_json(&j, run); /* "between": report --between's window, null without one */
     pl_json_end(&j);
     return pl_json_done(&j);

@@ -312,7 +312,7 @@ static int run_lines(const pl_run_t *run, const pl_run_view_t *view, FILE *o, bo
     pl_run_leaking(x, &n_leak);
     if (x->n_procs > 1) {
         char totals[256];
-        pl_run_totals_phrase(x, totals, sizeof totals);
+        pl_run_totals_phrase(&view->totals, totals, sizeof totals);
         fprintf(o, "run: %zu processes, %s\n", x->n_procs, totals);
         fprintf(o, "  %8s %8s %5s %7s %10s  %-12s %s\n", "pid", "ppid", "rank", "steps", "PSS", "verdict", "command");
         /* the PSS column: "-" for a process without a PSS sample (it lived < 5 s, or PSS was off); a folded row

@@ -560,20 +560,26 @@ double pl_run_total_last(const pl_extract_t *x, pl_metric_t m, size_t *n_with) {
     return t;
 }
 
-int pl_run_totals_phrase(const pl_extract_t *x, char *buf, size_t n) {
+void pl_run_totals(const pl_extract_t *x, pl_run_totals_t *t) {
+    t->pss_bytes = pl_run_total_last(x, PL_METRIC_PSS, &t->n_pss);
+    t->rss_bytes = pl_run_total_last(x, PL_METRIC_RSS, NULL);
+    t->n_procs = x ? x->n_procs : 0;
+    t->kind = t->n_pss == t->n_procs ? PL_TOTALS_PSS : t->n_pss == 0 ? PL_TOTALS_RSS : PL_TOTALS_PSS_SOME;
+}
+
+int pl_run_totals_phrase(const pl_run_totals_t *t, char *buf, size_t n) {
     char a[32], b[32];
-    size_t n_pss;
-    double pss = pl_run_total_last(x, PL_METRIC_PSS, &n_pss), rss = pl_run_total_last(x, PL_METRIC_RSS, NULL);
-    size_t n_procs = x ? x->n_procs : 0;
-    pl_format_bytes(pss, a, sizeof a);
-    pl_format_bytes(rss, b, sizeof b);
-    if (n_pss == n_procs)
-        return snprintf(buf, n, "total PSS %s (RSS %s, shared pages counted once per process)", a, b);
-    if (n_pss == 0)
+    pl_format_bytes(t->pss_bytes, a, sizeof a);
+    pl_format_bytes(t->rss_bytes, b, sizeof b);
+    switch (t->kind) {
+    case PL_TOTALS_PSS: return snprintf(buf, n, "total PSS %s (RSS %s, shared pages counted once per process)", a, b);
+    case PL_TOTALS_RSS:
         return snprintf(buf, n, "total RSS %s; no PSS sample (a process's first comes 5 s after it starts; "
                                 "PLATEAU_PSS=0 turns them off)", b);
-    return snprintf(buf, n, "total PSS %s over the %zu with a PSS sample (a process's first comes 5 s after it "
-                            "starts; RSS %s, shared pages counted once per process)", a, n_pss, b);
+    default:
+        return snprintf(buf, n, "total PSS %s over the %zu with a PSS sample (a process's first comes 5 s after it "
+                                "starts; RSS %s, shared pages counted once per process)", a, t->n_pss, b);
+    }
 }
 
 size_t *pl_run_rank_rows(const pl_extract_t *x, size_t *n) {
@@ -734,6 +740,7 @@ int pl_run_view_make(const pl_report_t *r, const pl_extract_t *x, pl_run_view_t 
         v->damaged[i] = x->procs[k].damaged;
         looped[i] = x->procs[k].steps_auto && x->procs[k].n_steps > 0;
     }
+    pl_run_totals(x, &v->totals);
     v->workers_pid_lo = INT64_MAX;
     v->workers_pid_hi = INT64_MIN;
     for (size_t i = 0; i < v->n_rows; i++) {

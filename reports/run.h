@@ -53,9 +53,28 @@ long pl_run_leaking(const pl_extract_t *x, size_t *n_leaking);
  * the processes that have a PSS sample (the first comes 5 s after a process starts: docs/env.md, PLATEAU_PSS). */
 double pl_run_total_last(const pl_extract_t *x, pl_metric_t m, size_t *n_with);
 
+/* The run's memory totals (pl_run_total_last) and which of three things the reports say of them: one rule for the
+ * text, HTML and JSON reports (the view holds them, computed once: pl_run_view_make). */
+typedef enum pl_totals_kind {
+    PL_TOTALS_PSS,      /* every process image has a PSS sample: the total PSS, shared pages counted once */
+    PL_TOTALS_PSS_SOME, /* some do: the total PSS over those */
+    PL_TOTALS_RSS,      /* none does: the total RSS only */
+} pl_totals_kind_t;
+
+typedef struct pl_run_totals {
+    double pss_bytes;   /* summed over the n_pss process images with a PSS sample */
+    double rss_bytes;   /* summed over those with an RSS sample */
+    size_t n_pss;
+    size_t n_procs;     /* process images (x->n_procs) */
+    pl_totals_kind_t kind;
+} pl_run_totals_t;
+
+/* The totals of x (may be NULL: no process, PL_TOTALS_PSS of nothing). */
+void pl_run_totals(const pl_extract_t *x, pl_run_totals_t *t);
+
 /* The run's memory totals as one phrase for the text report, e.g. "total PSS 613 MiB (RSS 1.57 GiB, shared pages
  * counted once per process)", saying when some or all processes have no PSS sample. Returns what snprintf does. */
-int pl_run_totals_phrase(const pl_extract_t *x, char *buf, size_t n);
+int pl_run_totals_phrase(const pl_run_totals_t *t, char *buf, size_t n);
 
 /* The last per-step baseline of p's metric m, NAN when p has none. */
 double pl_run_last_base(const pl_report_process_t *p, pl_metric_t m);
@@ -108,6 +127,7 @@ typedef struct pl_run_view {
     int64_t workers_pid_lo, workers_pid_hi;
     size_t n_helpers;           /* PL_FOLD_HELPER rows */
     size_t n_quiet;             /* folded rows not counted in a pool that grows (the JSON's "workers_quiet") */
+    pl_run_totals_t totals;     /* the run's memory totals (of nothing without extraction) */
 } pl_run_view_t;
 
 /* The view of report r (analysed) and its extraction x (may be NULL: a report from series alone). Returns 0 or
