@@ -4,9 +4,11 @@
  * beyond the series (extract.h: per process image its file, process tree, argv, clean end, damage, sites, auto-steps,
  * CUPTI cross-check; per run the command's status and the files left out). Ingest (extract.c) fills both, one trace
  * at a time; the assembly here then works on the whole run: processes in start order, roles (main / worker / short
- * helper), worker pools and generations as rows of their own, whether the run was cut short and why. Text, JSON,
- * HTML (render.h, render_html.h) and the exports (export.h) render from a pl_run_t only.
- * Data flow: traces -> extract.c (ingest) -> run.c (assembly) -> pl_run_analyze -> renderers.
+ * helper), worker pools and generations as rows of their own, whether the run was cut short and why. Ingest
+ * records facts; the sentences quoted from them (a site's, a holder's) are written once, by pl_run_analyze. Text,
+ * JSON, HTML (render.h, render_html.h) and the exports (export.h) render from a pl_run_t only, the first three
+ * through one view of it (pl_run_view_t: which rows fold and why, the totals).
+ * Data flow: traces -> extract.c (ingest) -> run.c (assembly) -> pl_run_analyze -> view -> renderers.
  * Pure functions over the model (plus run.status, read by pl_run_assemble); not thread-safe per run.
  */
 #pragma once
@@ -135,8 +137,8 @@ typedef struct pl_run_view {
 int pl_run_view_make(const pl_report_t *r, const pl_extract_t *x, pl_run_view_t *view);
 void pl_run_view_free(pl_run_view_t *view);
 
-/* Is row i listed on its own in the process table and the HTML report? Not when it is folded, unless its trace is
- * damaged. */
+/* Is row i left out of the process table and the HTML report's sections (summed up instead)? When it is folded,
+ * unless its trace is damaged. */
 bool pl_run_view_hides(const pl_run_view_t *view, size_t i);
 
 /* The line that sums up the PL_FOLD_WORKER rows: "workers (14 processes that never step, pids 13502..14439): none
