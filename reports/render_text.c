@@ -324,10 +324,11 @@ static int run_lines(const pl_run_t *run, const pl_run_view_t *view, FILE *o, bo
             const pl_extract_proc_t *p = &x->procs[i];
             double v = pl_run_last_base(p->proc, PL_METRIC_PSS);
             if (!all && pl_run_view_hides(view, view->row_of[i])) {
-                bool helper = view->fold[view->row_of[i]] == PL_FOLD_HELPER;
+                size_t row = view->row_of[i];
+                bool helper = view->fold[row] == PL_FOLD_HELPER;
                 if (helper) n_helpers++;
                 else n_quiet++;
-                if (!helper && p->n_steps) {
+                if (!helper && view->looped[row]) {
                     n_looped++;
                     quiet_steps += p->n_steps;
                 }

@@ -714,6 +714,7 @@ void pl_run_view_free(pl_run_view_t *v) {
     if (!v) return;
     free(v->fold);
     free(v->damaged);
+    free(v->looped);
     free(v->row_of);
     memset(v, 0, sizeof *v);
 }
@@ -724,10 +725,9 @@ int pl_run_view_make(const pl_report_t *r, const pl_extract_t *x, pl_run_view_t 
     v->n_ext = x ? x->n_procs : 0;
     v->fold = calloc(v->n_rows ? v->n_rows : 1, sizeof *v->fold);
     v->damaged = calloc(v->n_rows ? v->n_rows : 1, sizeof *v->damaged);
+    v->looped = calloc(v->n_rows ? v->n_rows : 1, sizeof *v->looped);
     v->row_of = calloc(v->n_ext ? v->n_ext : 1, sizeof *v->row_of);
-    bool *looped = calloc(v->n_rows ? v->n_rows : 1, sizeof *looped);
-    if (!v->fold || !v->damaged || !v->row_of || !looped) {
-        free(looped);
+    if (!v->fold || !v->damaged || !v->looped || !v->row_of) {
         pl_run_view_free(v);
         return -ENOMEM;
     }
@@ -738,7 +738,7 @@ int pl_run_view_make(const pl_report_t *r, const pl_extract_t *x, pl_run_view_t 
         v->row_of[k] = i;
         if (i == v->n_rows) continue;
         v->damaged[i] = x->procs[k].damaged;
-        looped[i] = x->procs[k].steps_auto && x->procs[k].n_steps > 0;
+        v->looped[i] = x->procs[k].steps_auto && x->procs[k].n_steps > 0;
     }
     pl_run_totals(x, &v->totals);
     v->workers_pid_lo = INT64_MAX;
@@ -752,11 +752,10 @@ int pl_run_view_make(const pl_report_t *r, const pl_extract_t *x, pl_run_view_t 
         v->n_workers++;
         v->n_workers_nodata += p->verdict.kind == PL_PV_NO_DATA;
         v->n_workers_undecided += p->verdict.kind == PL_PV_UNDECIDED;
-        v->n_workers_looped += looped[i];
+        v->n_workers_looped += v->looped[i];
         if (p->pid < v->workers_pid_lo) v->workers_pid_lo = p->pid;
         if (p->pid > v->workers_pid_hi) v->workers_pid_hi = p->pid;
     }
-    free(looped);
     return 0;
 }
 

@@ -119,6 +119,7 @@ typedef struct pl_run_view {
     size_t n_rows;              /* the report's rows (r->n_procs) */
     pl_fold_t *fold;            /* per row r->procs[i]: why it is folded, PL_FOLD_NONE when shown in full */
     bool *damaged;              /* per row: its trace is damaged (false without extraction) */
+    bool *looped;               /* per row: steps period detection found in its trace (steps_auto, n_steps > 0) */
     size_t n_ext;               /* the extraction's process images (x->n_procs; 0 without extraction) */
     size_t *row_of;             /* per process image x->procs[k]: its row i in r (n_rows when it has none) */
     /* the workers' line: the PL_FOLD_WORKER rows */
