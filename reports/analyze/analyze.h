@@ -12,7 +12,9 @@
  * verdict. Returns 0 or the first error. */
 int pl_report_analyze(pl_report_t *r);
 
-/* Classify every series and judge processes and run (pl_report_analyze). Returns 0, -EINVAL, or its error. */
+/* Classify every series and judge processes and run (pl_report_analyze), after writing each process row's sentences
+ * from its trace's facts (site_line: pl_run_site_sentence; holder_line: pl_retention_sentence), which the verdict
+ * line, the diagnosis and the renderers quote. Returns 0, -EINVAL, or its error. */
 int pl_run_analyze(pl_run_t *run);
 
 /* The run verdict from the processes' verdicts (called by pl_report_analyze; exposed for the tests). */

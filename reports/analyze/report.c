@@ -122,7 +122,7 @@ static const char *pv_more(const pl_proc_verdict_t *v, char *buf, size_t size) {
 /* Severity order (pl_pverdict_t), then: leaks by the nearest OOM, undecided by the most steps still needed. */
 static bool worse(const pl_proc_verdict_t *a, const pl_proc_verdict_t *b) {
     if (a->kind != b->kind) return a->kind > b->kind;
-    if (a->kind == PL_PV_LEAK || a->kind == PL_PV_SLOW_GROWTH) {
+    if (pl_pverdict_grows(a->kind)) {
         if (a->has_oom != b->has_oom) return a->has_oom;
         return a->has_oom && a->steps_to_oom < b->steps_to_oom;
     }
@@ -266,21 +266,6 @@ static const char *who(const pl_report_t *r, const pl_report_process_t *p, char 
     return buf;
 }
 
-/* Is p a member of a pool that leaks or grows slowly (docs/verdict.md §8)? Then the pool says it, on its trainer's
- * steps: the workers of one loader grow together, and which of them a run names on its own must not change between
- * identical runs (a worker whose loop period detection found has steps of its own, one that it did not has time
- * buckets, too few to decide). */
-static bool said_by_pool(const pl_report_t *r, const pl_report_process_t *p) {
-    if (p->pool_pid <= 0 || p->n_pool || p->role != PL_ROLE_WORKER) return false;
-    for (size_t i = 0; i < r->n_procs; i++) {
-        const pl_report_process_t *q = r->procs[i];
-        if (q->n_pool && q->pid == p->pool_pid && !strcmp(q->node, p->node) &&
-            (q->verdict.kind == PL_PV_LEAK || q->verdict.kind == PL_PV_SLOW_GROWTH))
-            return true;
-    }
-    return false;
-}
-
 void pl_report_run_verdict(pl_report_t *r) {
     pl_run_verdict_t *rv = &r->verdict;
     memset(rv, 0, sizeof *rv);
@@ -292,7 +277,7 @@ void pl_report_run_verdict(pl_report_t *r) {
     for (size_t i = 0; i < r->n_procs; i++) {
         const pl_report_process_t *p = r->procs[i];
         const pl_proc_verdict_t *v = &p->verdict;
-        if (said_by_pool(r, p)) {
+        if (pl_report_said_by_pool(r, p)) {
             rv->n_workers++;
             continue;
         }
@@ -303,10 +288,7 @@ void pl_report_run_verdict(pl_report_t *r) {
         }
         if (p->role == PL_ROLE_WORKER) {
             rv->n_workers++;
-            if (v->kind != PL_PV_LEAK && v->kind != PL_PV_SLOW_GROWTH) {
-                rv->n_workers_quiet++;
-                continue;
-            }
+            if (pl_report_quiet_worker(p)) continue;
         }
         if (rv->proc < 0 || worse(v, &r->procs[rv->proc]->verdict)) rv->proc = (long)i;
     }
@@ -338,7 +320,7 @@ void pl_report_run_verdict(pl_report_t *r) {
                  : ov->other_dx == PL_DX_FILE_PAGES ? "file-backed pages grow" : "RSS grows",
                  (long long)r->procs[other]->pid, pl_metric_name((pl_metric_t)ov->other_metric),
                  pv_rate(&tmp, a, sizeof a), oom);
-    } else if (slow_proc >= 0 && rv->kind != PL_PV_LEAK && rv->kind != PL_PV_SLOW_GROWTH) {
+    } else if (slow_proc >= 0 && !pl_pverdict_grows(rv->kind)) {
         const pl_proc_verdict_t *sv = &r->procs[slow_proc]->verdict;
         snprintf(tail, sizeof tail, "; slow growth in pid %lld: %s (%s)", (long long)r->procs[slow_proc]->pid,
                  pv_rate(sv, a, sizeof a), sv->metric >= 0 ? pl_metric_name((pl_metric_t)sv->metric) : "?");
@@ -392,5 +374,13 @@ void pl_report_run_verdict(pl_report_t *r) {
 
 int pl_run_analyze(pl_run_t *run) {
     if (!run || !run->report) return -EINVAL;
+    /* The two sentences the verdict line, the diagnosis and the HTML quote, written once here from the facts the
+     * traces gave (the sites' top Python line, the census's first holder): extraction records facts only. */
+    for (size_t i = 0; run->ext && i < run->ext->n_procs; i++) {
+        const pl_extract_proc_t *xp = &run->ext->procs[i];
+        pl_report_process_t *p = xp->proc;
+        pl_run_site_sentence(xp, p->site_line, sizeof p->site_line);
+        pl_retention_sentence(xp->retention, p->holder_line, sizeof p->holder_line);
+    }
     return pl_report_analyze(run->report);
 }

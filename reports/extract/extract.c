@@ -1240,11 +1240,9 @@ static int finish(state_t *s, pl_report_process_t *row) {
     if (s->o->window && find_window(s)) return -ENOMEM;
     /* how it ended: only a process that did not end cleanly, or ended by an uncaught exception, is looked at */
     if ((!s->xp->clean_end || s->uncaught_step >= 0) && !s->xp->running && find_end(s)) return -ENOMEM;
-    pl_run_site_sentence(s->xp, row->site_line, sizeof row->site_line);
-    if (s->xp->retention) { /* who keeps it: the verdict line names the holder (reports/retention.c) */
+    if (s->xp->retention) { /* who keeps it (reports/retention.c): pl_run_analyze says it in the verdict line */
         pl_retention_judge(s->xp->retention);
         match_holders(s);
-        pl_retention_sentence(s->xp->retention, row->holder_line, sizeof row->holder_line);
     }
     if (s->o->only_metric && s->o->metric != PL_METRIC_HEAP_BYTES && row->metrics[PL_METRIC_HEAP_BYTES].present) {
         pl_series_free(&row->metrics[PL_METRIC_HEAP_BYTES].series);

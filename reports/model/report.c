@@ -30,6 +30,8 @@ static const char *pverdict_names[PL_PV__COUNT] = {"no-data", "no-leak", "slow-g
 
 const char *pl_pverdict_name(pl_pverdict_t k) { return (unsigned)k < PL_PV__COUNT ? pverdict_names[k] : "?"; }
 
+bool pl_pverdict_grows(pl_pverdict_t k) { return k == PL_PV_LEAK || k == PL_PV_SLOW_GROWTH; }
+
 pl_report_t *pl_report_create(const char *source) {
     pl_report_t *r = calloc(1, sizeof *r);
     if (!r) return NULL;
@@ -177,29 +179,20 @@ size_t pl_report_cow_line(const pl_report_t *r, char *buf, size_t size) {
 }
 
 bool pl_report_quiet_worker(const pl_report_process_t *p) {
-    return p && p->role == PL_ROLE_WORKER && p->verdict.kind != PL_PV_LEAK && p->verdict.kind != PL_PV_SLOW_GROWTH;
+    return p && p->role == PL_ROLE_WORKER && !pl_pverdict_grows(p->verdict.kind);
 }
 
-size_t pl_report_workers_line(const pl_report_t *r, char *buf, size_t size) {
-    if (!size) return 0;
-    buf[0] = 0;
-    size_t n = 0, n_nodata = 0, n_undecided = 0;
-    int64_t lo = INT64_MAX, hi = INT64_MIN;
-    for (size_t i = 0; r && i < r->n_procs; i++) {
-        const pl_report_process_t *p = r->procs[i];
-        if (!pl_report_quiet_worker(p) || p->n_pool || p->n_gen || p->helper) continue;
-        n++;
-        n_nodata += p->verdict.kind == PL_PV_NO_DATA;
-        n_undecided += p->verdict.kind == PL_PV_UNDECIDED;
-        if (p->pid < lo) lo = p->pid;
-        if (p->pid > hi) hi = p->pid;
+/* Is p a member of a pool that leaks or grows slowly (docs/verdict.md §8)? Then the pool says it, on its trainer's
+ * steps: the workers of one loader grow together, and which of them a run names on its own must not change between
+ * identical runs (a worker whose loop period detection found has steps of its own, one that it did not has time
+ * buckets, too few to decide). */
+bool pl_report_said_by_pool(const pl_report_t *r, const pl_report_process_t *p) {
+    if (p->pool_pid <= 0 || p->n_pool || p->role != PL_ROLE_WORKER) return false;
+    for (size_t i = 0; i < r->n_procs; i++) {
+        const pl_report_process_t *q = r->procs[i];
+        if (q->n_pool && q->pid == p->pool_pid && !strcmp(q->node, p->node) &&
+            pl_pverdict_grows(q->verdict.kind))
+            return true;
     }
-    if (!n) return 0;
-    cat(buf, size, "workers (%zu process%s that never step", n, n > 1 ? "es" : "");
-    if (lo == hi) cat(buf, size, ", pid %lld", (long long)lo);
-    else cat(buf, size, ", pids %lld..%lld", (long long)lo, (long long)hi);
-    cat(buf, size, "): none leaks; %zu flat", n - n_undecided - n_nodata);
-    if (n_undecided) cat(buf, size, ", %zu not decided on their own (short-lived or noisy)", n_undecided);
-    if (n_nodata) cat(buf, size, ", %zu too brief to judge", n_nodata);
-    return n;
+    return false;
 }

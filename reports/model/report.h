@@ -129,12 +129,13 @@ typedef struct pl_report_process {
     pl_finding_t findings[PL_REPORT_MAX_FINDINGS];
     size_t n_findings;
     bool heap_filtered;         /* live heap bytes were recorded but left out of this report (report --metric) */
-    char site_line[256];        /* the Python line the live heap's growth was allocated at, set by the front end
-                                 * before pl_report_analyze: "93% of it allocated at train.py:42 (`...`)"; "" none.
-                                 * The diagnosis and the run verdict name it when the live heap leaks. */
-    char holder_line[512];      /* who keeps it, set by the front end before pl_report_analyze (reports/retention.c):
-                                 * "kept by `total_loss` (local of train() in main.py): ..."; "" none. The run
-                                 * verdict names it when the process leaks or grows slowly. */
+    char site_line[256];        /* the Python line the live heap's growth was allocated at, written by pl_run_analyze
+                                 * (run.h) from the sites before pl_report_analyze: "93% of it allocated at
+                                 * train.py:42 (`...`)"; "" none. The diagnosis and the run verdict name it when the
+                                 * live heap leaks; the text and HTML reports show it as it is. */
+    char holder_line[512];      /* who keeps it, written by pl_run_analyze from the census (reports/retention.c) before
+                                 * pl_report_analyze: "kept by `total_loss` (local of train() in main.py): ..."; ""
+                                 * none. The run verdict names it when the process leaks or grows slowly. */
     pl_proc_verdict_t verdict;  /* valid after pl_report_analyze */
     /* torch's caching allocator (torch.cuda.memory_stats through the Python bootstrap): cumulative counters at the
      * last snapshot, summed over devices; -1 = not recorded. Set before pl_report_analyze. */
@@ -156,7 +157,6 @@ typedef struct pl_run_verdict {
     size_t n_leaking;           /* processes whose verdict is leak */
     size_t n_slow;              /* processes whose verdict is slow growth */
     size_t n_workers;           /* processes judged as workers */
-    size_t n_workers_quiet;     /* workers whose verdict is no leak, no data or undecided (folded) */
     char line[640];             /* "verdict: LEAK in pid 12210 (python3 train.py): +2.00 MiB/step, OOM in ~49 min";
                                  * for a rank: "verdict: LEAK in rank 1 (pid 12210, node gpu-3): +2.00 MiB/step ..." */
     /* ranks (docs/verdict.md §9): main processes with a rank, one row each */
@@ -217,6 +217,9 @@ bool pl_metric_is_bytes(pl_metric_t m);
 
 /* "no-data", "no-leak", "slow-growth", "undecided", "leak"; "?" out of range. */
 const char *pl_pverdict_name(pl_pverdict_t k);
+/* Does a process verdict of kind k say its memory grows (a leak, or slow growth)? Then the reports give its rate,
+ * its holders and its OOM or limit; otherwise they do not (the one rule every renderer asks). */
+bool pl_pverdict_grows(pl_pverdict_t k);
 
 /* Is m one of p's program-memory metrics (what its verdict is judged on: live heap, device allocated, live tensors;
  * rss.anon, else rss, when the live heap was not recorded; dev.reserved when neither device allocated nor device
@@ -232,15 +235,12 @@ const char *pl_report_metric_label(const pl_report_t *r, const pl_report_process
 bool pl_report_is_rank(const pl_report_process_t *p);
 
 
-/* A worker row (process, pool or generations) whose verdict says nothing grows: the text report folds it into one
- * line, the HTML report into a collapsed section. */
+/* A worker row (process, pool or generations) whose verdict says nothing grows: the renderers fold it (the view,
+ * run.h: pl_run_view_make). */
 bool pl_report_quiet_worker(const pl_report_process_t *p);
 
-/* The line that sums up the quiet worker processes (not pools, generations or short helpers): "workers (14
- * processes that never step, pids 13502..14439): none leaks; 0 flat, 2 not decided on their own (short-lived or
- * noisy), 12 too brief to judge". Writes at most size bytes (cut, NUL-terminated); "" when there is none. Returns how
- * many processes it sums up. */
-size_t pl_report_workers_line(const pl_report_t *r, char *buf, size_t size);
+/* Is p a worker counted in its pool because the pool leaks or grows slowly (its trainer's pool row says it)? */
+bool pl_report_said_by_pool(const pl_report_t *r, const pl_report_process_t *p);
 
 /* The line that sums up the workers copying their parent's pages (the copy-on-access finding, docs/verdict.md):
  * "copy-on-access in 2 forked workers (pids 101..102): PSS +96.0 MiB in all while their RSS and live heap stay flat,

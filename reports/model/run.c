@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -559,20 +560,26 @@ double pl_run_total_last(const pl_extract_t *x, pl_metric_t m, size_t *n_with) {
     return t;
 }
 
-int pl_run_totals_phrase(const pl_extract_t *x, char *buf, size_t n) {
+void pl_run_totals(const pl_extract_t *x, pl_run_totals_t *t) {
+    t->pss_bytes = pl_run_total_last(x, PL_METRIC_PSS, &t->n_pss);
+    t->rss_bytes = pl_run_total_last(x, PL_METRIC_RSS, NULL);
+    t->n_procs = x ? x->n_procs : 0;
+    t->kind = t->n_pss == t->n_procs ? PL_TOTALS_PSS : t->n_pss == 0 ? PL_TOTALS_RSS : PL_TOTALS_PSS_SOME;
+}
+
+int pl_run_totals_phrase(const pl_run_totals_t *t, char *buf, size_t n) {
     char a[32], b[32];
-    size_t n_pss;
-    double pss = pl_run_total_last(x, PL_METRIC_PSS, &n_pss), rss = pl_run_total_last(x, PL_METRIC_RSS, NULL);
-    size_t n_procs = x ? x->n_procs : 0;
-    pl_format_bytes(pss, a, sizeof a);
-    pl_format_bytes(rss, b, sizeof b);
-    if (n_pss == n_procs)
-        return snprintf(buf, n, "total PSS %s (RSS %s, shared pages counted once per process)", a, b);
-    if (n_pss == 0)
+    pl_format_bytes(t->pss_bytes, a, sizeof a);
+    pl_format_bytes(t->rss_bytes, b, sizeof b);
+    switch (t->kind) {
+    case PL_TOTALS_PSS: return snprintf(buf, n, "total PSS %s (RSS %s, shared pages counted once per process)", a, b);
+    case PL_TOTALS_RSS:
         return snprintf(buf, n, "total RSS %s; no PSS sample (a process's first comes 5 s after it starts; "
                                 "PLATEAU_PSS=0 turns them off)", b);
-    return snprintf(buf, n, "total PSS %s over the %zu with a PSS sample (a process's first comes 5 s after it "
-                            "starts; RSS %s, shared pages counted once per process)", a, n_pss, b);
+    default:
+        return snprintf(buf, n, "total PSS %s over the %zu with a PSS sample (a process's first comes 5 s after it "
+                                "starts; RSS %s, shared pages counted once per process)", a, t->n_pss, b);
+    }
 }
 
 size_t *pl_run_rank_rows(const pl_extract_t *x, size_t *n) {
@@ -679,4 +686,98 @@ int pl_run_assemble(pl_report_t *r, pl_extract_t *x, const char *status_dir) {
     pl_run_update_cut_short(r, x);
     int rc = build_pools(r, x);
     return rc ? rc : build_generations(r, x);
+}
+
+/* ---- the view: which rows are folded, and why (run.h) ---- */
+
+static pl_fold_t fold_of(const pl_report_process_t *p) {
+    if (!pl_report_quiet_worker(p)) return PL_FOLD_NONE;
+    if (p->n_pool) return PL_FOLD_POOL;
+    if (p->n_gen) return PL_FOLD_GENERATIONS;
+    return p->helper ? PL_FOLD_HELPER : PL_FOLD_WORKER;
+}
+
+void pl_run_view_free(pl_run_view_t *v) {
+    if (!v) return;
+    free(v->fold);
+    free(v->damaged);
+    free(v->looped);
+    free(v->row_of);
+    memset(v, 0, sizeof *v);
+}
+
+int pl_run_view_make(const pl_report_t *r, const pl_extract_t *x, pl_run_view_t *v) {
+    memset(v, 0, sizeof *v);
+    v->n_rows = r ? r->n_procs : 0;
+    v->n_ext = x ? x->n_procs : 0;
+    v->fold = calloc(v->n_rows ? v->n_rows : 1, sizeof *v->fold);
+    v->damaged = calloc(v->n_rows ? v->n_rows : 1, sizeof *v->damaged);
+    v->looped = calloc(v->n_rows ? v->n_rows : 1, sizeof *v->looped);
+    v->row_of = calloc(v->n_ext ? v->n_ext : 1, sizeof *v->row_of);
+    if (!v->fold || !v->damaged || !v->looped || !v->row_of) {
+        pl_run_view_free(v);
+        return -ENOMEM;
+    }
+    /* each process image's row: the same index when the two tables line up (after pl_run_assemble), else searched */
+    for (size_t k = 0; k < v->n_ext; k++) {
+        size_t i = k < v->n_rows && r->procs[k] == x->procs[k].proc ? k : 0;
+        while (i < v->n_rows && r->procs[i] != x->procs[k].proc) i++;
+        v->row_of[k] = i;
+        if (i == v->n_rows) continue;
+        v->damaged[i] = x->procs[k].damaged;
+        v->looped[i] = x->procs[k].steps_auto && x->procs[k].n_steps > 0;
+    }
+    pl_run_totals(x, &v->totals);
+    v->workers_pid_lo = INT64_MAX;
+    v->workers_pid_hi = INT64_MIN;
+    for (size_t i = 0; i < v->n_rows; i++) {
+        const pl_report_process_t *p = r->procs[i];
+        v->fold[i] = fold_of(p);
+        if (v->fold[i] != PL_FOLD_NONE && !pl_report_said_by_pool(r, p)) v->n_quiet++;
+        v->n_helpers += v->fold[i] == PL_FOLD_HELPER;
+        if (v->fold[i] != PL_FOLD_WORKER) continue;
+        v->n_workers++;
+        v->n_workers_nodata += p->verdict.kind == PL_PV_NO_DATA;
+        v->n_workers_undecided += p->verdict.kind == PL_PV_UNDECIDED;
+        v->n_workers_looped += v->looped[i];
+        if (p->pid < v->workers_pid_lo) v->workers_pid_lo = p->pid;
+        if (p->pid > v->workers_pid_hi) v->workers_pid_hi = p->pid;
+    }
+    return 0;
+}
+
+bool pl_run_view_hides(const pl_run_view_t *v, size_t i) {
+    return i < v->n_rows && v->fold[i] != PL_FOLD_NONE && !v->damaged[i];
+}
+
+static void cat(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void cat(char *buf, size_t size, const char *fmt, ...) {
+    size_t len = strnlen(buf, size);
+    if (len + 1 >= size) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + len, size - len, fmt, ap);
+    va_end(ap);
+}
+
+size_t pl_run_view_workers_line(const pl_run_view_t *v, char *buf, size_t size) {
+    if (!size) return 0;
+    buf[0] = 0;
+    size_t n = v->n_workers, n_loop = v->n_workers_looped, n_never = n - n_loop;
+    if (!n) return 0;
+    /* a worker whose loop was found steps (on synthetic steps): "never step" is said only of those that do not */
+    if (!n_loop) cat(buf, size, "workers (%zu process%s that never step", n, n > 1 ? "es" : "");
+    else if (!n_never)
+        cat(buf, size, "workers (%zu process%s whose loop%s period detection found", n, n > 1 ? "es" : "",
+            n > 1 ? "s" : "");
+    else
+        cat(buf, size, "workers (%zu processes: %zu whose loop%s period detection found, %zu that never step%s", n,
+            n_loop, n_loop > 1 ? "s" : "", n_never, n_never > 1 ? "" : "s");
+    if (v->workers_pid_lo == v->workers_pid_hi) cat(buf, size, ", pid %lld", (long long)v->workers_pid_lo);
+    else cat(buf, size, ", pids %lld..%lld", (long long)v->workers_pid_lo, (long long)v->workers_pid_hi);
+    cat(buf, size, "): none leaks; %zu flat", n - v->n_workers_undecided - v->n_workers_nodata);
+    if (v->n_workers_undecided)
+        cat(buf, size, ", %zu not decided on their own (short-lived or noisy)", v->n_workers_undecided);
+    if (v->n_workers_nodata) cat(buf, size, ", %zu too brief to judge", v->n_workers_nodata);
+    return n;
 }

@@ -4,9 +4,11 @@
  * beyond the series (extract.h: per process image its file, process tree, argv, clean end, damage, sites, auto-steps,
  * CUPTI cross-check; per run the command's status and the files left out). Ingest (extract.c) fills both, one trace
  * at a time; the assembly here then works on the whole run: processes in start order, roles (main / worker / short
- * helper), worker pools and generations as rows of their own, whether the run was cut short and why. Text, JSON,
- * HTML (render.h, render_html.h) and the exports (export.h) render from a pl_run_t only.
- * Data flow: traces -> extract.c (ingest) -> run.c (assembly) -> pl_run_analyze -> renderers.
+ * helper), worker pools and generations as rows of their own, whether the run was cut short and why. Ingest
+ * records facts; the sentences quoted from them (a site's, a holder's) are written once, by pl_run_analyze. Text,
+ * JSON, HTML (render.h, render_html.h) and the exports (export.h) render from a pl_run_t only, the first three
+ * through one view of it (pl_run_view_t: which rows fold and why, the totals).
+ * Data flow: traces -> extract.c (ingest) -> run.c (assembly) -> pl_run_analyze -> view -> renderers.
  * Pure functions over the model (plus run.status, read by pl_run_assemble); not thread-safe per run.
  */
 #pragma once
@@ -49,9 +51,28 @@ long pl_run_leaking(const pl_extract_t *x, size_t *n_leaking);
  * the processes that have a PSS sample (the first comes 5 s after a process starts: docs/env.md, PLATEAU_PSS). */
 double pl_run_total_last(const pl_extract_t *x, pl_metric_t m, size_t *n_with);
 
+/* The run's memory totals (pl_run_total_last) and which of three things the reports say of them: one rule for the
+ * text, HTML and JSON reports (the view holds them, computed once: pl_run_view_make). */
+typedef enum pl_totals_kind {
+    PL_TOTALS_PSS,      /* every process image has a PSS sample: the total PSS, shared pages counted once */
+    PL_TOTALS_PSS_SOME, /* some do: the total PSS over those */
+    PL_TOTALS_RSS,      /* none does: the total RSS only */
+} pl_totals_kind_t;
+
+typedef struct pl_run_totals {
+    double pss_bytes;   /* summed over the n_pss process images with a PSS sample */
+    double rss_bytes;   /* summed over those with an RSS sample */
+    size_t n_pss;
+    size_t n_procs;     /* process images (x->n_procs) */
+    pl_totals_kind_t kind;
+} pl_run_totals_t;
+
+/* The totals of x (may be NULL: no process, PL_TOTALS_PSS of nothing). */
+void pl_run_totals(const pl_extract_t *x, pl_run_totals_t *t);
+
 /* The run's memory totals as one phrase for the text report, e.g. "total PSS 613 MiB (RSS 1.57 GiB, shared pages
  * counted once per process)", saying when some or all processes have no PSS sample. Returns what snprintf does. */
-int pl_run_totals_phrase(const pl_extract_t *x, char *buf, size_t n);
+int pl_run_totals_phrase(const pl_run_totals_t *t, char *buf, size_t n);
 
 /* The last per-step baseline of p's metric m, NAN when p has none. */
 double pl_run_last_base(const pl_report_process_t *p, pl_metric_t m);
@@ -67,8 +88,58 @@ const pl_extract_status_t *pl_run_status_of(const pl_extract_t *x, uint32_t pid)
 /* The hooks and CUPTI saw the same device allocations (count and bytes). */
 bool pl_run_crosscheck_agrees(const pl_extract_proc_t *p);
 
-/* The sentence naming a process's top growing Python site, for a diagnosis line (docs/python-frames.md):
+/* The sentence naming a process's top growing Python site (docs/python-frames.md), written once per process into
+ * its row's site_line by pl_run_analyze:
  * "93% of it allocated at train.py:42 (`epoch_logits.append(logits)`)" (no source part when the file could not be
  * read). Writes at most n bytes (NUL-terminated) and returns the length, or 0 (buf = "") when the top site has no
  * Python frames or there is no site. */
 size_t pl_run_site_sentence(const pl_extract_proc_t *p, char *buf, size_t n);
+
+/* ---- the view: which rows of the report are summed up instead of shown in full, and why ----
+ *
+ * One rule for every renderer (docs/verdict.md §8): a worker row whose verdict says nothing grows
+ * (pl_report_quiet_worker) is folded: a process into the workers' line, a short helper into the helpers' line, a
+ * pool or generations row into its one line. The text report's process blocks fold it even when its trace is
+ * damaged; the process table and the HTML list a damaged one on its own, where its damage is said
+ * (pl_run_view_hides). Computed once per report by each renderer (pl_run_view_make), from the analysed report and,
+ * when there is one, the run's extraction; the renderers only read it. */
+typedef enum pl_fold {
+    PL_FOLD_NONE = 0,     /* shown in full: a main process, or a worker that leaks or grows slowly */
+    PL_FOLD_WORKER,       /* a quiet worker process: on the workers' line */
+    PL_FOLD_HELPER,       /* a quiet short helper: on the helpers' line */
+    PL_FOLD_POOL,         /* a quiet pool of workers: its one line */
+    PL_FOLD_GENERATIONS,  /* quiet generations of short-lived workers: their one finding */
+} pl_fold_t;
+
+typedef struct pl_run_view {
+    size_t n_rows;              /* the report's rows (r->n_procs) */
+    pl_fold_t *fold;            /* per row r->procs[i]: why it is folded, PL_FOLD_NONE when shown in full */
+    bool *damaged;              /* per row: its trace is damaged (false without extraction) */
+    bool *looped;               /* per row: steps period detection found in its trace (steps_auto, n_steps > 0) */
+    size_t n_ext;               /* the extraction's process images (x->n_procs; 0 without extraction) */
+    size_t *row_of;             /* per process image x->procs[k]: its row i in r (n_rows when it has none) */
+    /* the workers' line: the PL_FOLD_WORKER rows */
+    size_t n_workers;           /* how many */
+    size_t n_workers_undecided; /* with the verdict "not decided" */
+    size_t n_workers_nodata;    /* with the verdict "no data" */
+    size_t n_workers_looped;    /* whose own loop period detection found (steps auto-detected): they step */
+    int64_t workers_pid_lo, workers_pid_hi;
+    size_t n_helpers;           /* PL_FOLD_HELPER rows */
+    size_t n_quiet;             /* folded rows not counted in a pool that grows (the JSON's "workers_quiet") */
+    pl_run_totals_t totals;     /* the run's memory totals (of nothing without extraction) */
+} pl_run_view_t;
+
+/* The view of report r (analysed) and its extraction x (may be NULL: a report from series alone). Returns 0 or
+ * -ENOMEM (view zeroed). Free with pl_run_view_free; safe to free a zeroed view. */
+int pl_run_view_make(const pl_report_t *r, const pl_extract_t *x, pl_run_view_t *view);
+void pl_run_view_free(pl_run_view_t *view);
+
+/* Is row i left out of the process table and the HTML report's sections (summed up instead)? When it is folded,
+ * unless its trace is damaged. */
+bool pl_run_view_hides(const pl_run_view_t *view, size_t i);
+
+/* The line that sums up the PL_FOLD_WORKER rows: "workers (14 processes that never step, pids 13502..14439): none
+ * leaks; 0 flat, 2 not decided on their own (short-lived or noisy), 12 too brief to judge"; a worker whose own loop
+ * period detection found is said to have one ("workers (2 processes whose loops period detection found, ..."). Writes
+ * at most size bytes (cut, NUL-terminated); "" when there is none. Returns how many processes it sums up. */
+size_t pl_run_view_workers_line(const pl_run_view_t *view, char *buf, size_t size);

@@ -408,9 +408,7 @@ static const pl_extract_proc_t *extras_of(const pl_extract_t *x, const pl_report
 static const pl_report_process_t *deciding(const pl_report_t *r) {
     const pl_run_verdict_t *rv = &r->verdict;
     if (rv->proc < 0 || (size_t)rv->proc >= r->n_procs) return NULL;
-    return rv->kind == PL_PV_LEAK || rv->kind == PL_PV_SLOW_GROWTH || rv->kind == PL_PV_UNDECIDED
-               ? r->procs[rv->proc]
-               : NULL;
+    return pl_pverdict_grows(rv->kind) || rv->kind == PL_PV_UNDECIDED ? r->procs[rv->proc] : NULL;
 }
 
 static bool headlined(const pl_report_t *r, const pl_report_process_t *p) {
@@ -420,7 +418,7 @@ static bool headlined(const pl_report_t *r, const pl_report_process_t *p) {
 /* Where it grows: the call sites by growth, then who keeps it (reports/retention_render.c). */
 static void where_html(FILE *o, const pl_report_process_t *p, const pl_extract_proc_t *xp) {
     sites(o, xp);
-    pl_retention_html(o, xp->retention, p->verdict.kind == PL_PV_LEAK || p->verdict.kind == PL_PV_SLOW_GROWTH);
+    pl_retention_html(o, xp->retention, pl_pverdict_grows(p->verdict.kind));
 }
 
 static void fact(FILE *o, const char *term, const char *text) {
@@ -447,7 +445,7 @@ static void headline(FILE *o, const pl_report_t *r, const pl_extract_t *x) {
     }
     const pl_extract_proc_t *xp = extras_of(x, p);
     fputs("<dl class=\"facts\">\n", o);
-    bool grows = pv->kind == PL_PV_LEAK || pv->kind == PL_PV_SLOW_GROWTH;
+    bool grows = pl_pverdict_grows(pv->kind);
     if (grows && p->holder_line[0]) /* "kept by `x` (...)": the term says "who keeps it" already */
         fact(o, "Who keeps it", strncmp(p->holder_line, "kept by ", 8) ? p->holder_line : p->holder_line + 8);
     if (grows && p->site_line[0]) fact(o, "Where", p->site_line);
@@ -757,27 +755,18 @@ static int section(FILE *o, const pl_report_t *r, const pl_extract_t *x, const p
     return 0;
 }
 
-/* Folded in the HTML as in the text report: a quiet worker row, unless its trace is damaged. */
-static bool folded(const pl_extract_t *x, const pl_report_process_t *p) {
-    const pl_extract_proc_t *xp = extras_of(x, p);
-    return pl_report_quiet_worker(p) && !(xp && xp->damaged);
-}
-
-typedef enum { FOLD_WORKERS, FOLD_HELPERS } fold_kind_t; /* the groups of plain rows (not pools, not generations) */
-
-static bool in_group(const pl_extract_t *x, const pl_report_process_t *p, fold_kind_t k) {
-    if (!folded(x, p) || p->n_pool || p->n_gen) return false;
-    return k == FOLD_HELPERS ? p->helper : !p->helper;
-}
+/* Folded in the HTML as in the text report's process table: the view's rule (run.h, pl_run_view_hides). Row i is
+ * in group k (the plain rows: workers, helpers) when it is hidden and folded for that reason. */
+static bool in_group(const pl_run_view_t *v, size_t i, pl_fold_t k) { return pl_run_view_hides(v, i) && v->fold[i] == k; }
 
 /* One collapsed group: <details class="CLS"><summary>SUMMARY</summary> the sections of its rows </details>. */
-static int fold_group(FILE *o, const pl_report_t *r, const pl_extract_t *x, fold_kind_t k, const char *cls,
-                      const char *summary) {
+static int fold_group(FILE *o, const pl_report_t *r, const pl_extract_t *x, const pl_run_view_t *v, pl_fold_t k,
+                      const char *cls, const char *summary) {
     fprintf(o, "<details class=\"%s\"><summary>", cls);
     esc(o, summary);
     fputs("</summary>\n", o);
     for (size_t i = 0; i < r->n_procs; i++) {
-        if (!in_group(x, r->procs[i], k)) continue;
+        if (!in_group(v, i, k)) continue;
         int rc = section(o, r, x, r->procs[i]);
         if (rc) return rc;
     }
@@ -787,11 +776,11 @@ static int fold_group(FILE *o, const pl_report_t *r, const pl_extract_t *x, fold
 
 /* Quiet workers, short helpers, pools and generations, each group collapsed under the line the text report says;
  * leaking, slowly growing or damaged workers were shown in full above. */
-static int workers_html(FILE *o, const pl_report_t *r, const pl_extract_t *x) {
+static int workers_html(FILE *o, const pl_report_t *r, const pl_extract_t *x, const pl_run_view_t *v) {
     size_t n_helpers = 0, n_rows = 0;
     for (size_t i = 0; i < r->n_procs; i++) {
-        n_rows += folded(x, r->procs[i]);
-        n_helpers += in_group(x, r->procs[i], FOLD_HELPERS);
+        n_rows += pl_run_view_hides(v, i);
+        n_helpers += in_group(v, i, PL_FOLD_HELPER);
     }
     if (!n_rows) return 0;
     fputs("<h2>Workers</h2>\n", o);
@@ -802,15 +791,15 @@ static int workers_html(FILE *o, const pl_report_t *r, const pl_extract_t *x) {
         esc(o, line);
         fputs("</p>\n", o);
     }
-    if (pl_report_workers_line(r, line, sizeof line)) rc = fold_group(o, r, x, FOLD_WORKERS, "workers", line);
+    if (pl_run_view_workers_line(v, line, sizeof line)) rc = fold_group(o, r, x, v, PL_FOLD_WORKER, "workers", line);
     if (!rc && n_helpers) {
         snprintf(line, sizeof line, "%zu short helper process%s: none leaks (no steps, under 1 s, under 64 MiB RSS)",
                  n_helpers, n_helpers > 1 ? "es" : "");
-        rc = fold_group(o, r, x, FOLD_HELPERS, "helpers", line);
+        rc = fold_group(o, r, x, v, PL_FOLD_HELPER, "helpers", line);
     }
     for (size_t i = 0; i < r->n_procs && !rc; i++) { /* pools and generations: one collapsed section each */
         const pl_report_process_t *p = r->procs[i];
-        if (!folded(x, p) || (!p->n_pool && !p->n_gen)) continue;
+        if (!pl_run_view_hides(v, i) || (v->fold[i] != PL_FOLD_POOL && v->fold[i] != PL_FOLD_GENERATIONS)) continue;
         if (p->n_gen && p->n_findings)
             snprintf(line, sizeof line, "generations: %s", p->findings[0].text);
         else if (p->n_gen)
@@ -840,32 +829,34 @@ static long parent_of(const pl_extract_t *x, size_t i) {
     return -1;
 }
 
-static void tree_node(FILE *o, const pl_extract_t *x, const long *parent, size_t i);
+static void tree_node(FILE *o, const pl_extract_t *x, const pl_run_view_t *v, const long *parent, size_t i);
 
 /* The children of trace `of` (-1: the roots): those shown in full, then the quiet workers folded under one line;
  * ranks side by side. */
-static void tree_children(FILE *o, const pl_extract_t *x, const long *parent, long of) {
+static void tree_children(FILE *o, const pl_extract_t *x, const pl_run_view_t *v, const long *parent, long of) {
+#define folded(k) pl_run_view_hides(v, v->row_of[k])
     size_t n = 0, n_quiet = 0, n_ranks = 0;
     for (size_t k = 0; k < x->n_procs; k++) {
         if (parent[k] != of) continue;
         n++;
-        n_quiet += folded(x, x->procs[k].proc);
+        n_quiet += folded(k);
         n_ranks += x->procs[k].rank >= 0;
     }
     if (!n) return;
     fprintf(o, "<ul class=\"%s\">\n", n_ranks >= 2 ? "tree side" : "tree");
     for (size_t k = 0; k < x->n_procs; k++)
-        if (parent[k] == of && (!folded(x, x->procs[k].proc) || n_quiet < 2)) tree_node(o, x, parent, k);
+        if (parent[k] == of && (!folded(k) || n_quiet < 2)) tree_node(o, x, v, parent, k);
     if (n_quiet >= 2) {
         fprintf(o, "<li><details><summary>%zu quiet workers</summary>\n<ul class=\"tree\">\n", n_quiet);
         for (size_t k = 0; k < x->n_procs; k++)
-            if (parent[k] == of && folded(x, x->procs[k].proc)) tree_node(o, x, parent, k);
+            if (parent[k] == of && folded(k)) tree_node(o, x, v, parent, k);
         fputs("</ul></details></li>\n", o);
     }
     fputs("</ul>\n", o);
+#undef folded
 }
 
-static void tree_node(FILE *o, const pl_extract_t *x, const long *parent, size_t i) {
+static void tree_node(FILE *o, const pl_extract_t *x, const pl_run_view_t *v, const long *parent, size_t i) {
     const pl_extract_proc_t *p = &x->procs[i];
     pl_pverdict_t k = p->proc->verdict.kind;
     fprintf(o, "<li><span class=\"%s\">%s</span> pid %u",
@@ -881,27 +872,27 @@ static void tree_node(FILE *o, const pl_extract_t *x, const long *parent, size_t
     esc(o, p->file);
     fputs(p->damaged ? " (damaged)" : p->clean_end ? "" : " (no end record)", o);
     fputs("</span>\n", o);
-    tree_children(o, x, parent, (long)i);
+    tree_children(o, x, v, parent, (long)i);
     fputs("</li>\n", o);
 }
 
 /* Processes as a tree by parent: the trainer at the root, its workers under it (quiet ones folded), ranks side by
  * side. Parents are found once (O(n^2) in processes), each level lists its children (O(n) each). */
-static int tree_html(FILE *o, const pl_extract_t *x) {
+static int tree_html(FILE *o, const pl_extract_t *x, const pl_run_view_t *v) {
     long *parent = malloc(x->n_procs * sizeof *parent);
     if (!parent) return -ENOMEM;
     for (size_t i = 0; i < x->n_procs; i++) parent[i] = parent_of(x, i);
-    tree_children(o, x, parent, -1);
+    tree_children(o, x, v, parent, -1);
     free(parent);
     return 0;
 }
 
 /* The sections shown in full: other processes first, then the ranks side by side (ordered as the report's rows). */
-static int sections_html(FILE *o, const pl_report_t *r, const pl_extract_t *x) {
+static int sections_html(FILE *o, const pl_report_t *r, const pl_extract_t *x, const pl_run_view_t *v) {
     size_t n_ranks = 0;
     for (size_t i = 0; i < r->n_procs; i++) {
         const pl_report_process_t *p = r->procs[i];
-        if (folded(x, p)) continue;
+        if (pl_run_view_hides(v, i)) continue;
         if (pl_report_is_rank(p)) {
             n_ranks++;
             continue;
@@ -913,7 +904,7 @@ static int sections_html(FILE *o, const pl_report_t *r, const pl_extract_t *x) {
     fputs(n_ranks >= 2 ? "<div class=\"side\">\n" : "<div>\n", o);
     for (size_t i = 0; i < r->n_procs; i++) {
         const pl_report_process_t *p = r->procs[i];
-        if (folded(x, p) || !pl_report_is_rank(p)) continue;
+        if (pl_run_view_hides(v, i) || !pl_report_is_rank(p)) continue;
         fputs("<div class=\"col\">\n", o);
         int rc = section(o, r, x, p);
         fputs("</div>\n", o);
@@ -923,8 +914,8 @@ static int sections_html(FILE *o, const pl_report_t *r, const pl_extract_t *x) {
     return 0;
 }
 
-int pl_render_html(const pl_run_t *run, FILE *o) {
-    if (!run || !run->report || !o) return -EINVAL;
+/* The page, with the view of the run (which rows fold: run.h). */
+static int html_page(const pl_run_t *run, const pl_run_view_t *v, FILE *o) {
     const pl_report_t *r = run->report;
     const pl_extract_t *x = run->ext;
     char a[32], b[32];
@@ -947,26 +938,34 @@ int pl_render_html(const pl_run_t *run, FILE *o) {
     window_html(o, run); /* report --between: what grew in the window, first */
     if (r->verdict.n_ranks >= 2) ranks_html(o, r);
     if (x && x->n_procs > 1) {
-        size_t n_pss;
-        double pss = pl_run_total_last(x, PL_METRIC_PSS, &n_pss);
-        pl_format_bytes(pl_run_total_last(x, PL_METRIC_RSS, NULL), b, sizeof b);
-        if (n_pss == x->n_procs)
+        const pl_run_totals_t *t = &v->totals;
+        pl_format_bytes(t->rss_bytes, b, sizeof b);
+        if (t->kind == PL_TOTALS_PSS)
             fprintf(o, "<h2>Processes</h2>\n<p>Total PSS %s (RSS %s): shared pages are counted once.</p>\n",
-                    pl_format_bytes(pss, a, sizeof a), b);
-        else if (n_pss)
+                    pl_format_bytes(t->pss_bytes, a, sizeof a), b);
+        else if (t->kind == PL_TOTALS_PSS_SOME)
             fprintf(o, "<h2>Processes</h2>\n<p>Total PSS %s over the %zu processes with a PSS sample (RSS %s): shared "
                        "pages are counted once. A process's first PSS sample comes 5 s after it starts.</p>\n",
-                    pl_format_bytes(pss, a, sizeof a), n_pss, b);
+                    pl_format_bytes(t->pss_bytes, a, sizeof a), t->n_pss, b);
         else
             fprintf(o, "<h2>Processes</h2>\n<p>Total RSS %s. No PSS sample: a process's first comes 5 s after it "
                        "starts, and PLATEAU_PSS=0 turns them off.</p>\n", b);
-        int rc = tree_html(o, x);
+        int rc = tree_html(o, x, v);
         if (rc) return rc;
     }
-    int rc = sections_html(o, r, x);
+    int rc = sections_html(o, r, x, v);
     if (rc) return rc;
-    rc = workers_html(o, r, x);
+    rc = workers_html(o, r, x, v);
     if (rc) return rc;
     fputs("</body></html>\n", o);
     return ferror(o) ? -EIO : 0;
+}
+
+int pl_render_html(const pl_run_t *run, FILE *o) {
+    if (!run || !run->report || !o) return -EINVAL;
+    pl_run_view_t v;
+    if (pl_run_view_make(run->report, run->ext, &v)) return -ENOMEM;
+    int rc = html_page(run, &v, o);
+    pl_run_view_free(&v);
+    return rc;
 }

@@ -124,7 +124,7 @@ static void proc_verdict_json(pl_json_t *j, const pl_proc_verdict_t *v) {
     pl_json_key(j, "metric");
     pl_json_str_or_null(j, v->metric >= 0 ? pl_metric_name((pl_metric_t)v->metric) : NULL);
     pl_json_kstr(j, "by", v->by_time ? "time" : "step");
-    pl_json_knum(j, "per_step", v->kind == PL_PV_LEAK || v->kind == PL_PV_SLOW_GROWTH ? v->per_step : NAN);
+    pl_json_knum(j, "per_step", pl_pverdict_grows(v->kind) ? v->per_step : NAN);
     pl_json_knum(j, "oom_seconds", v->has_oom ? v->oom_seconds : NAN);
     pl_json_key(j, "more_steps");
     if (v->kind == PL_PV_UNDECIDED) pl_json_int(j, v->more_steps);
@@ -140,7 +140,7 @@ static void proc_verdict_json(pl_json_t *j, const pl_proc_verdict_t *v) {
     pl_json_end(j);
 }
 
-static void run_verdict_json(pl_json_t *j, const pl_report_t *r) {
+static void run_verdict_json(pl_json_t *j, const pl_report_t *r, const pl_run_view_t *view) {
     const pl_run_verdict_t *v = &r->verdict;
     pl_json_object(j);
     pl_json_kstr(j, "kind", pl_pverdict_name(v->kind));
@@ -151,7 +151,7 @@ static void run_verdict_json(pl_json_t *j, const pl_report_t *r) {
     pl_json_kuint(j, "leaking", v->n_leaking);
     pl_json_kuint(j, "slow_growth", v->n_slow);
     pl_json_kuint(j, "workers", v->n_workers);
-    pl_json_kuint(j, "workers_quiet", v->n_workers_quiet);
+    pl_json_kuint(j, "workers_quiet", view->n_quiet); /* the folded rows (the view), but a growing pool's members */
     pl_json_break(j, 4);
     pl_json_key(j, "practical");
     pl_json_object(j);
@@ -220,9 +220,9 @@ static int process_json(pl_json_t *j, const pl_report_process_t *pr, size_t max_
     return 0;
 }
 
-/* The report's top-level fields, "schema" to "processes", into the top-level object j holds open. 0 or -ENOMEM;
- * stream errors and misuse are pl_json_done's to report. */
-static int render_fields(const pl_report_t *r, pl_json_t *j, size_t max_points) {
+/* The report's top-level fields, "schema" to "processes", into the top-level object j holds open, with the view of
+ * the report (which rows fold: run.h). 0 or -ENOMEM; stream errors and misuse are pl_json_done's to report. */
+static int render_fields(const pl_report_t *r, const pl_run_view_t *view, pl_json_t *j, size_t max_points) {
     if (max_points == 0) max_points = 256;
     if (max_points < 2) max_points = 2;
     const pl_verdict_params_t *p = &r->params;
@@ -231,7 +231,7 @@ static int render_fields(const pl_report_t *r, pl_json_t *j, size_t max_points) 
     pl_json_kstr(j, "plateau_version", PL_VERSION);
     pl_json_kstr(j, "source", r->source);
     pl_json_key(j, "verdict");
-    run_verdict_json(j, r);
+    run_verdict_json(j, r, view);
     pl_json_kbool(j, "cut_short", r->cut_short);
     pl_json_key(j, "cut_reason");
     pl_json_str_or_null(j, r->cut_short ? r->cut_reason : NULL);
@@ -267,7 +267,10 @@ int pl_render_json(const pl_report_t *r, FILE *o, size_t max_points) {
     pl_json_t j;
     pl_json_init(&j, o, 0);
     pl_json_object_block(&j);
-    int rc = render_fields(r, &j, max_points);
+    pl_run_view_t view;
+    if (pl_run_view_make(r, NULL, &view)) return -ENOMEM;
+    int rc = render_fields(r, &view, &j, max_points);
+    pl_run_view_free(&view);
     if (rc) return rc;
     pl_json_end(&j);
     return pl_json_done(&j);
@@ -324,7 +327,7 @@ static void ranks_json(const pl_report_t *r, const pl_extract_t *x, pl_json_t *j
     for (size_t k = 0; k < n; k++) {
         const pl_extract_proc_t *p = &x->procs[ix[k]];
         const pl_proc_verdict_t *v = &p->proc->verdict;
-        bool grows = v->kind == PL_PV_LEAK || v->kind == PL_PV_SLOW_GROWTH;
+        bool grows = pl_pverdict_grows(v->kind);
         pl_json_object(j);
         json_rank_fields(j, p);
         pl_json_kuint(j, "pid", p->pid);
@@ -400,7 +403,7 @@ static void pid_list(pl_json_t *j, const char *key, const pl_extract_t *x, bool 
 }
 
 /* the "run" object: what the files held, per process (docs/report-schema.md) */
-static void run_json(const pl_report_t *r, const pl_extract_t *x, pl_json_t *j) {
+static void run_json(const pl_report_t *r, const pl_extract_t *x, const pl_run_view_t *view, pl_json_t *j) {
     pl_json_key(j, "run");
     pl_json_object_block(j);
     pl_json_kuint(j, "n_processes", x->n_procs);
@@ -411,11 +414,9 @@ static void run_json(const pl_report_t *r, const pl_extract_t *x, pl_json_t *j) 
     pl_json_array(j);
     for (size_t i = 0; i < x->n_failed_named; i++) pl_json_str(j, x->failed[i]);
     pl_json_end(j);
-    size_t n_pss;
-    double pss = pl_run_total_last(x, PL_METRIC_PSS, &n_pss);
-    pl_json_knum(j, "total_pss_bytes", n_pss && pss > 0 ? pss : NAN);
-    double rss = pl_run_total_last(x, PL_METRIC_RSS, NULL);
-    pl_json_knum(j, "total_rss_bytes", rss > 0 ? rss : NAN);
+    const pl_run_totals_t *t = &view->totals;
+    pl_json_knum(j, "total_pss_bytes", t->n_pss && t->pss_bytes > 0 ? t->pss_bytes : NAN);
+    pl_json_knum(j, "total_rss_bytes", t->rss_bytes > 0 ? t->rss_bytes : NAN);
     pid_list(j, "leaking_pids", x, false);
     pid_list(j, "slow_growth_pids", x, true);
     ranks_json(r, x, j);
@@ -488,9 +489,12 @@ int pl_render_run_json(const pl_run_t *run, FILE *out, size_t max_points) {
     pl_json_t j;
     pl_json_init(&j, out, 0);
     pl_json_object_block(&j);
-    int rc = render_fields(r, &j, max_points);
+    pl_run_view_t view; /* one view for both parts */
+    if (pl_run_view_make(r, run->ext, &view)) return -ENOMEM;
+    int rc = render_fields(r, &view, &j, max_points);
+    if (!rc) run_json(r, run->ext, &view, &j);
+    pl_run_view_free(&view);
     if (rc) return rc;
-    run_json(r, run->ext, &j);
     pl_window_json(&j, run); /* "between": report --between's window, null without one */
     pl_json_end(&j);
     return pl_json_done(&j);

@@ -145,18 +145,16 @@ static void marks_line(FILE *out, const pl_report_process_t *p) {
     fputc('\n', out);
 }
 
-/* A worker whose verdict says nothing grows: folded into one line instead of a block of metric rows. */
-static bool folded_worker(const pl_report_process_t *p) { return pl_report_quiet_worker(p); }
-
 /* "78 short helper processes: bash 61, env 9, readlink 8; none leaks": counts by name, most frequent first (ties by
  * name), the first 8 names, then "N others". */
-static void helpers_line(const pl_report_t *r, FILE *out, size_t n_helpers) {
+static void helpers_line(const pl_report_t *r, const pl_run_view_t *v, FILE *out) {
+    size_t n_helpers = v->n_helpers;
     typedef struct { const char *name; size_t n; } count_t;
     count_t c[32];
     size_t n_c = 0, n_other = 0;
     for (size_t i = 0; i < r->n_procs; i++) {
         const pl_report_process_t *p = r->procs[i];
-        if (!p->helper || !folded_worker(p) || p->n_pool) continue;
+        if (v->fold[i] != PL_FOLD_HELPER) continue;
         size_t k = 0;
         while (k < n_c && strcmp(c[k].name, p->name)) k++;
         if (k < n_c) c[k].n++;
@@ -182,8 +180,8 @@ static void helpers_line(const pl_report_t *r, FILE *out, size_t n_helpers) {
     fprintf(out, "; none leaks (no steps, under 1 s, under 64 MiB RSS; --all-processes shows them)\n");
 }
 
-int pl_render_text(const pl_report_t *r, FILE *out, const pl_render_text_opts_t *opts) {
-    if (!r || !out) return -EINVAL;
+/* The report's own section, folding the rows the view folds (all processes in full with --all-processes). */
+static int text_report(const pl_report_t *r, const pl_run_view_t *v, FILE *out, const pl_render_text_opts_t *opts) {
     int width = opts && opts->spark_width ? opts->spark_width : 24;
     if (width < 4) width = 4;
     if (width > 80) width = 80;
@@ -192,19 +190,10 @@ int pl_render_text(const pl_report_t *r, FILE *out, const pl_render_text_opts_t 
     fprintf(out, "plateau report: %s\n", r->source[0] ? pl_format_esc(r->source) : "(in-memory)");
     if (r->cut_short) fprintf(out, "run cut short: %s\n", pl_format_esc(r->cut_reason));
     bool all = opts && opts->all_processes;
-#define folded(p) (!all && folded_worker(p))
-    size_t n_folded = 0, n_helpers = 0;
+#define folded(i) (!all && v->fold[i] != PL_FOLD_NONE)
     for (size_t i = 0; i < r->n_procs; i++) {
         const pl_report_process_t *p = r->procs[i];
-        if (folded(p) && (p->n_pool || p->n_gen)) continue; /* said on the workers' lines */
-        if (folded(p) && p->helper) {
-            n_helpers++;
-            continue;
-        }
-        if (folded(p)) {
-            n_folded++;
-            continue;
-        }
+        if (folded(i)) continue; /* said on the workers', helpers', pools' and generations' lines */
         fprintf(out, "process %lld", (long long)p->pid);
         if (p->name[0]) fprintf(out, " %s", pl_format_esc(p->name));
         if (p->rank >= 0 && p->node[0]) fprintf(out, " (rank %d, node %s)", p->rank, pl_format_esc(p->node));
@@ -228,23 +217,32 @@ int pl_render_text(const pl_report_t *r, FILE *out, const pl_render_text_opts_t 
         for (size_t k = 0; k < p->n_findings; k++) fprintf(out, "  - %s\n", pl_format_esc(p->findings[k].text));
     }
     char line[400];
-    if (n_folded && pl_report_workers_line(r, line, sizeof line)) fprintf(out, "%s\n", line);
-    if (n_helpers) helpers_line(r, out, n_helpers);
+    if (!all && pl_run_view_workers_line(v, line, sizeof line)) fprintf(out, "%s\n", line);
+    if (!all && v->n_helpers) helpers_line(r, v, out);
     if (pl_report_cow_line(r, line, sizeof line)) fprintf(out, "%s\n", line);
     for (size_t i = 0; i < r->n_procs; i++) { /* quiet pools: one line each */
         const pl_report_process_t *p = r->procs[i];
         const pl_report_metric_t *mt = &p->metrics[PL_METRIC_HEAP_BYTES];
-        if (!p->n_pool || !folded(p) || !mt->present) continue;
+        if (!folded(i) || v->fold[i] != PL_FOLD_POOL || !mt->present) continue;
         fprintf(out, "workers of pid %lld as a pool (%zu that live through its steps), heap.bytes summed per step: ",
                 (long long)p->pid, p->n_pool);
         details(out, mt, true, true, false);
         fputs("\n", out);
     }
     for (size_t i = 0; i < r->n_procs; i++) /* quiet generations of short-lived workers: their one finding */
-        if (r->procs[i]->n_gen && folded(r->procs[i]) && r->procs[i]->n_findings)
+        if (folded(i) && v->fold[i] == PL_FOLD_GENERATIONS && r->procs[i]->n_findings)
             fprintf(out, "generations: %s\n", pl_format_esc(r->procs[i]->findings[0].text));
 #undef folded
     return ferror(out) ? -EIO : 0;
+}
+
+int pl_render_text(const pl_report_t *r, FILE *out, const pl_render_text_opts_t *opts) {
+    if (!r || !out) return -EINVAL;
+    pl_run_view_t v;
+    if (pl_run_view_make(r, NULL, &v)) return -ENOMEM;
+    int rc = text_report(r, &v, out, opts);
+    pl_run_view_free(&v);
+    return rc;
 }
 
 /* ---- the run's lines: processes, ranks, sites, damage ---- */
@@ -252,7 +250,7 @@ int pl_render_text(const pl_report_t *r, FILE *out, const pl_render_text_opts_t 
 /* "+1.00 MiB/step heap.bytes" of a leaking / slowly growing process, "-" otherwise */
 static const char *growth_text(const pl_report_process_t *p, char *buf, size_t size) {
     const pl_proc_verdict_t *v = &p->verdict;
-    if ((v->kind != PL_PV_LEAK && v->kind != PL_PV_SLOW_GROWTH) || v->metric < 0) return "-";
+    if (!pl_pverdict_grows(v->kind) || v->metric < 0) return "-";
     char a[32];
     bool bytes = pl_metric_is_bytes((pl_metric_t)v->metric);
     if (v->by_time && v->bucket_s > 0)
@@ -305,8 +303,8 @@ void pl_render_site_text(FILE *o, const pl_extract_site_t *st) {
         fprintf(o, "       <- ... (%zu more native frames in --json)\n", st->n_frames - shown);
 }
 
-int pl_render_run_lines(const pl_run_t *run, FILE *o, bool all) {
-    if (!run || !run->report || !run->ext || !o) return -EINVAL;
+/* The run's lines (pl_render_run_lines), with the view of the run (which rows fold). */
+static int run_lines(const pl_run_t *run, const pl_run_view_t *view, FILE *o, bool all) {
     const pl_report_t *r = run->report;
     const pl_extract_t *x = run->ext;
     char a[32], b[32];
@@ -314,23 +312,29 @@ int pl_render_run_lines(const pl_run_t *run, FILE *o, bool all) {
     pl_run_leaking(x, &n_leak);
     if (x->n_procs > 1) {
         char totals[256];
-        pl_run_totals_phrase(x, totals, sizeof totals);
+        pl_run_totals_phrase(&view->totals, totals, sizeof totals);
         fprintf(o, "run: %zu processes, %s\n", x->n_procs, totals);
         fprintf(o, "  %8s %8s %5s %7s %10s  %-12s %s\n", "pid", "ppid", "rank", "steps", "PSS", "verdict", "command");
         /* the PSS column: "-" for a process without a PSS sample (it lived < 5 s, or PSS was off); a folded row
          * sums the PSS of those of its processes that have one */
-        size_t n_quiet = 0, n_helpers = 0, n_quiet_pss = 0, n_helper_pss = 0;
+        size_t n_quiet = 0, n_helpers = 0, n_quiet_pss = 0, n_helper_pss = 0, n_looped = 0;
+        unsigned long long quiet_steps = 0; /* steps of folded workers whose loop period detection found */
         double quiet_pss = 0, helper_pss = 0;
         for (size_t i = 0; i < x->n_procs; i++) {
             const pl_extract_proc_t *p = &x->procs[i];
             double v = pl_run_last_base(p->proc, PL_METRIC_PSS);
-            if (!all && p->proc->role == PL_ROLE_WORKER && p->proc->verdict.kind != PL_PV_LEAK &&
-                p->proc->verdict.kind != PL_PV_SLOW_GROWTH && !p->damaged) {
-                if (p->proc->helper) n_helpers++;
+            if (!all && pl_run_view_hides(view, view->row_of[i])) {
+                size_t row = view->row_of[i];
+                bool helper = view->fold[row] == PL_FOLD_HELPER;
+                if (helper) n_helpers++;
                 else n_quiet++;
+                if (!helper && view->looped[row]) {
+                    n_looped++;
+                    quiet_steps += p->n_steps;
+                }
                 if (isfinite(v)) {
-                    *(p->proc->helper ? &helper_pss : &quiet_pss) += v;
-                    ++*(p->proc->helper ? &n_helper_pss : &n_quiet_pss);
+                    *(helper ? &helper_pss : &quiet_pss) += v;
+                    ++*(helper ? &n_helper_pss : &n_quiet_pss);
                 }
                 continue;
             }
@@ -342,10 +346,19 @@ int pl_render_run_lines(const pl_run_t *run, FILE *o, bool all) {
                     pl_pverdict_name(p->proc->verdict.kind), pl_format_esc(p->cmdline[0] ? p->cmdline : p->proc->name),
                     p->running ? "  [running]" : p->damaged ? "  [damaged]" : p->clean_end ? "" : "  [no end record]");
         }
-        if (n_quiet)
-            fprintf(o, "  %8s %8s %5s %7s %10s  %-12s %zu worker process%s that never step, none leaks\n", "...", "",
-                    "", "0", n_quiet_pss ? pl_format_bytes(quiet_pss, a, sizeof a) : "-", "no-leak", n_quiet,
-                    n_quiet > 1 ? "es" : "");
+        if (n_quiet) {
+            char steps[24], what[96];
+            snprintf(steps, sizeof steps, "%llu", quiet_steps);
+            if (!n_looped) snprintf(what, sizeof what, "that never step");
+            else if (n_looped == n_quiet)
+                snprintf(what, sizeof what, "whose loop%s period detection found", n_quiet > 1 ? "s" : "");
+            else
+                snprintf(what, sizeof what, "(%zu whose loop%s period detection found)", n_looped,
+                         n_looped > 1 ? "s" : "");
+            fprintf(o, "  %8s %8s %5s %7s %10s  %-12s %zu worker process%s %s, none leaks\n", "...", "", "", steps,
+                    n_quiet_pss ? pl_format_bytes(quiet_pss, a, sizeof a) : "-", "no-leak", n_quiet,
+                    n_quiet > 1 ? "es" : "", what);
+        }
         if (n_helpers)
             fprintf(o, "  %8s %8s %5s %7s %10s  %-12s %zu short helper process%s, none leaks (--all-processes)\n",
                     "...", "", "", "0", n_helper_pss ? pl_format_bytes(helper_pss, a, sizeof a) : "-", "no-leak", n_helpers,
@@ -367,7 +380,7 @@ int pl_render_run_lines(const pl_run_t *run, FILE *o, bool all) {
     for (size_t i = 0; i < x->n_procs; i++) {
         const pl_extract_proc_t *p = &x->procs[i];
         pl_retention_text(o, p->pid, p->retention, /* who keeps it (reports/retention_render.c) */
-                          proc_leaks(p->proc) || p->proc->verdict.kind == PL_PV_SLOW_GROWTH);
+                          pl_pverdict_grows(p->proc->verdict.kind));
         if (p->steps_auto) /* period detection */
             fprintf(o, "pid %u: steps auto-detected, period %.0f allocations / %.3g ms, confidence %.2f\n", p->pid,
                     p->auto_period_allocs, p->auto_period_ms, p->auto_confidence);
@@ -409,8 +422,7 @@ int pl_render_run_lines(const pl_run_t *run, FILE *o, bool all) {
                      p->node[0] ? pl_format_esc(p->node) : "");
         fprintf(o, "call sites by live-byte growth (%spid %u, sampled, since %s %lld):\n", rk, p->pid,
                 p->n_steps ? "step" : "second", (long long)p->site_tail_step);
-        char line[512];
-        if (pl_run_site_sentence(p, line, sizeof line)) fprintf(o, "  %s\n", line); /* the line to look at first */
+        if (p->proc->site_line[0]) fprintf(o, "  %s\n", p->proc->site_line); /* the line to look at first */
         for (size_t j = 0; j < p->n_sites; j++) {
             const pl_extract_site_t *st = &p->sites[j];
             fprintf(o, "  %zu. +%s (live %s)", j + 1, pl_format_bytes(st->growth_bytes, a, sizeof a),
@@ -428,8 +440,25 @@ int pl_render_run_lines(const pl_run_t *run, FILE *o, bool all) {
     return ferror(o) ? -EIO : 0;
 }
 
+int pl_render_run_lines(const pl_run_t *run, FILE *o, bool all) {
+    if (!run || !run->report || !run->ext || !o) return -EINVAL;
+    pl_run_view_t v;
+    if (pl_run_view_make(run->report, run->ext, &v)) return -ENOMEM;
+    int rc = run_lines(run, &v, o, all);
+    pl_run_view_free(&v);
+    return rc;
+}
+
 int pl_render_run_text(const pl_run_t *run, FILE *o, const pl_render_text_opts_t *opts) {
     if (!run || !run->report || !o) return -EINVAL;
-    int rc = pl_render_text(run->report, o, opts);
-    return rc ? rc : pl_render_run_lines(run, o, opts && opts->all_processes);
+    if (!run->ext) { /* the report's section, then the run's lines refuse */
+        int rc = pl_render_text(run->report, o, opts);
+        return rc ? rc : -EINVAL;
+    }
+    pl_run_view_t v; /* one view for both parts */
+    if (pl_run_view_make(run->report, run->ext, &v)) return -ENOMEM;
+    int rc = text_report(run->report, &v, o, opts);
+    if (!rc) rc = run_lines(run, &v, o, opts && opts->all_processes);
+    pl_run_view_free(&v);
+    return rc;
 }

@@ -14,6 +14,7 @@
 #include "analyze.h"
 #include "diagnosis.h"
 #include "report.h"
+#include "run.h"
 #include "synth.h"
 
 enum { FLAT, PLATEAU, LEAK, GROWING_SHORT };
@@ -489,7 +490,17 @@ static void test_diagnosis_run_verdict_workers(void **state) {
     assert_int_equal(r->verdict.kind, PL_PV_NO_LEAK);
     assert_int_equal(r->verdict.proc, 0);
     assert_int_equal(r->verdict.n_workers, 2);
-    assert_int_equal(r->verdict.n_workers_quiet, 2);
+    pl_run_view_t view; /* both fold: the view, which every renderer reads */
+    assert_int_equal(pl_run_view_make(r, NULL, &view), 0);
+    assert_int_equal(view.n_quiet, 2);
+    assert_int_equal(view.n_workers, 2);
+    assert_int_equal(view.fold[0], PL_FOLD_NONE);
+    assert_int_equal(view.fold[1], PL_FOLD_WORKER);
+    assert_int_equal(view.fold[2], PL_FOLD_WORKER);
+    pl_run_view_free(&view);
+    /* what "grows" means to every renderer (a rate, holders, an OOM or limit are said): leak and slow growth only */
+    for (int k = 0; k < PL_PV__COUNT; k++)
+        assert_int_equal(pl_pverdict_grows((pl_pverdict_t)k), k == PL_PV_LEAK || k == PL_PV_SLOW_GROWTH);
     /* the same undecided process as a main one makes the run undecided */
     w1->role = PL_ROLE_MAIN;
     assert_int_equal(pl_report_analyze(r), 0);

@@ -804,7 +804,10 @@ static void test_extract_total_pss_without_samples(void **state) {
         assert_int_equal(n_pss, 1 - k);
         assert_true(fabs(pss - (k ? 0 : 690000000.0)) < 1.0);
         char totals[256];
-        pl_run_totals_phrase(&u.x, totals, sizeof totals);
+        pl_run_totals_t t;
+        pl_run_totals(&u.x, &t);
+        assert_int_equal(t.kind, k ? PL_TOTALS_RSS : PL_TOTALS_PSS_SOME);
+        pl_run_totals_phrase(&t, totals, sizeof totals);
         assert_string_equal(totals, want[k]);
         /* the process table's PSS column: "-" for the process without one (not its RSS) */
         char *buf = NULL, row[128];
@@ -857,7 +860,10 @@ static void test_extract_run_directory(void **state) {
     assert_true(fabs(pl_run_total_last(&u.x, PL_METRIC_PSS, &n_pss) - (pss0 + pss1)) < 1.0);
     assert_int_equal(n_pss, 2);
     char totals[256];
-    pl_run_totals_phrase(&u.x, totals, sizeof totals);
+    pl_run_totals_t t;
+    pl_run_totals(&u.x, &t);
+    assert_int_equal(t.kind, PL_TOTALS_PSS);
+    pl_run_totals_phrase(&t, totals, sizeof totals);
     assert_string_equal(totals, "total PSS 1.36 GiB (RSS 1.38 GiB, shared pages counted once per process)");
     /* HTML: self-contained, one chart per metric, the processes table, the site */
     char *buf = NULL;

@@ -172,7 +172,9 @@ static void test_pysites_merge_by_user_line(void **state) {
     pl_extract_t x;
     pl_extract_init(&x);
     assert_int_equal(pl_extract_path(rep, &x, path, NULL), 0);
-    assert_int_equal(pl_report_analyze(rep), 0);
+    assert_string_equal(rep->procs[0]->site_line, ""); /* extraction records facts; the sentence is the analysis's */
+    assert_int_equal(pl_run_analyze(&(pl_run_t){rep, &x}), 0); /* writes the site sentence, once */
+    assert_string_equal(rep->procs[0]->site_line, "94% of it allocated at train.py:42 (`epoch_logits.append(logits)`)");
     const pl_extract_proc_t *p = &x.procs[0];
     assert_int_equal(p->n_sites, 2);
     const pl_extract_site_t *top = &p->sites[0], *nat = &p->sites[1];
@@ -204,6 +206,12 @@ static void test_pysites_merge_by_user_line(void **state) {
     assert_string_equal(sentence, "94% of it");
     assert_non_null(strstr(text, "train.py:42 in train_epoch: `epoch_logits.append(logits)`"));
     assert_non_null(strstr(text, "<- train.py:60 in <module>"));
+    free(text);
+    /* the text says the row's sentence, the one the verdict and the HTML quote: never a second spelling of it */
+    snprintf(rep->procs[0]->site_line, sizeof rep->procs[0]->site_line, "the row's own sentence");
+    text = render(rep, &x, false);
+    assert_non_null(strstr(text, "\n  the row's own sentence\n"));
+    assert_null(strstr(text, "of it allocated at"));
     free(text);
     char *json = render(rep, &x, true);
     assert_non_null(strstr(json, "\"python\": {\"name\": \"train.py:42 in train_epoch\""));

@@ -178,6 +178,35 @@ static void test_render_sparkline_judged_window(void **state) {
     pl_report_destroy(r);
 }
 
+/* The workers' line says of each folded worker what it is: one whose loop period detection found steps, so only the
+ * others "never step" (the view's counts, run.h). */
+static void test_render_workers_line_loops(void **state) {
+    (void)state;
+    pl_run_view_t v = {.n_workers = 3, .n_workers_nodata = 1, .workers_pid_lo = 11, .workers_pid_hi = 13};
+    char line[400];
+    assert_int_equal(pl_run_view_workers_line(&v, line, sizeof line), 3);
+    assert_string_equal(line, "workers (3 processes that never step, pids 11..13): none leaks; 2 flat, 1 too brief "
+                              "to judge");
+    v.n_workers_looped = 1;
+    pl_run_view_workers_line(&v, line, sizeof line);
+    assert_string_equal(line, "workers (3 processes: 1 whose loop period detection found, 2 that never step, pids "
+                              "11..13): none leaks; 2 flat, 1 too brief to judge");
+    v.n_workers_looped = 2;
+    pl_run_view_workers_line(&v, line, sizeof line);
+    assert_string_equal(line, "workers (3 processes: 2 whose loops period detection found, 1 that never steps, pids "
+                              "11..13): none leaks; 2 flat, 1 too brief to judge");
+    v.n_workers_looped = 3;
+    pl_run_view_workers_line(&v, line, sizeof line);
+    assert_string_equal(line, "workers (3 processes whose loops period detection found, pids 11..13): none leaks; 2 "
+                              "flat, 1 too brief to judge");
+    v = (pl_run_view_t){.n_workers = 1, .n_workers_looped = 1, .workers_pid_lo = 7, .workers_pid_hi = 7};
+    pl_run_view_workers_line(&v, line, sizeof line);
+    assert_string_equal(line, "workers (1 process whose loop period detection found, pid 7): none leaks; 1 flat");
+    v.n_workers = v.n_workers_looped = 0; /* none: no line */
+    assert_int_equal(pl_run_view_workers_line(&v, line, sizeof line), 0);
+    assert_string_equal(line, "");
+}
+
 int main(int argc, char **argv) {
     g_dir = argc > 1 ? argv[1] : "tests/reports/golden";
     const struct CMUnitTest tests[] = {
@@ -185,6 +214,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_render_host_report),
         cmocka_unit_test(test_render_json_escapes_and_nulls),
         cmocka_unit_test(test_render_sparkline_judged_window),
+        cmocka_unit_test(test_render_workers_line_loops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
