@@ -265,6 +265,34 @@ static void test_export_torch_cuda_hooks(void **state) {
         assert_true(pl_pickle_str_eq(&d, pl_pickle_dict_get(&d, pl_pickle_item(&d, t0, i), "action"), acts[i]));
     pl_pickle_doc_free(&d);
     free(buf);
+    /* past the first ring (1024 records): 1500 ranges allocated, then freed, every entry kept in time order */
+    enum { N_RANGES = 1500 };
+    uint8_t *many = malloc((size_t)N_RANGES * 2 * 128 + 4096); /* put_rec asks for 4096 bytes of room */
+    assert_non_null(many);
+    n = 0;
+    for (int i = 0; i < N_RANGES; i++) {
+        rt.addr = 0x100000 + (uint64_t)i * 0x1000;
+        n = put_rec(many, n, PL_REC_DEVICE_ALLOC, 10000 + i, rt);
+    }
+    for (int i = 0; i < N_RANGES; i++) {
+        rt.addr = 0x100000 + (uint64_t)i * 0x1000;
+        n = put_rec(many, n, PL_REC_DEVICE_FREE, 20000 + i, rt);
+    }
+    trace = mem_trace(many, n, 2 * N_RANGES, &len);
+    free(many);
+    buf = NULL;
+    snapshot_doc(trace, len, &d, &buf);
+    dt = pl_pickle_dict_get(&d, d.root, "device_traces");
+    t0 = pl_pickle_item(&d, dt, 0);
+    assert_int_equal(pl_pickle_len(&d, t0), 4 * N_RANGES);
+    assert_int_equal(get_int(&d, pl_pickle_item(&d, t0, 1), "addr"), 0x100000);
+    assert_true(pl_pickle_str_eq(&d, pl_pickle_dict_get(&d, pl_pickle_item(&d, t0, 1), "action"), "alloc"));
+    assert_int_equal(get_int(&d, pl_pickle_item(&d, t0, 4 * N_RANGES - 1), "addr"),
+                     0x100000 + (N_RANGES - 1) * 0x1000);
+    assert_true(pl_pickle_str_eq(&d, pl_pickle_dict_get(&d, pl_pickle_item(&d, t0, 4 * N_RANGES - 1), "action"),
+                                 "segment_free"));
+    pl_pickle_doc_free(&d);
+    free(buf);
 }
 
 /* Frames: a stack with Python frames is written as them, one without as its native frames less the tracer's own

@@ -157,6 +157,36 @@ static void test_period_site_is_native_stack(void **state) {
     assert_int_equal(in.n_ev, 3);
     assert_true(in.ev[0].key == in.ev[1].key);
     assert_true(in.ev[2].key != in.ev[0].key);
+    /* stack ids past the first canon table (1024), ids below kept: id 3000 is id 1's native stack, id 5000 id 3's */
+    st.u.stack.n_py = 0;
+    st.u.stack.pcs[1] = 0x402000;
+    st.u.stack.stack_id = 3000;
+    assert_int_equal(pl_period_add(&in, &st), 0);
+    st.u.stack.pcs[1] = 0x403000;
+    st.u.stack.stack_id = 5000;
+    assert_int_equal(pl_period_add(&in, &st), 0);
+    static const uint32_t ids[] = {1, 3, 3000, 5000};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        pl_trace_record_t a = {.type = PL_REC_HOST_ALLOC, .t_ns = ids[i]};
+        a.u.host_alloc.stack_id = ids[i];
+        a.u.host_alloc.size = 64;
+        a.u.host_alloc.call_ordinal = ids[i];
+        assert_int_equal(pl_period_add(&in, &a), 0);
+    }
+    assert_int_equal(in.n_ev, 7);
+    assert_true(in.ev[3].key == in.ev[0].key && in.ev[5].key == in.ev[0].key);
+    assert_true(in.ev[4].key == in.ev[2].key && in.ev[6].key == in.ev[2].key);
+    /* heap records past the first arrays (256): times and call counts kept in order */
+    for (int i = 0; i < 1000; i++) {
+        pl_trace_record_t h = {.type = PL_REC_HEAP, .t_ns = 1000 + i};
+        h.u.heap.n_alloc = 7 * (uint64_t)i;
+        assert_int_equal(pl_period_add(&in, &h), 0);
+    }
+    assert_int_equal(in.n_heap, 1000);
+    for (size_t i = 0; i < in.n_heap; i++) {
+        assert_int_equal(in.heap_t_ns[i], 1000 + (int64_t)i);
+        assert_int_equal(in.heap_n_alloc[i], 7 * i);
+    }
     pl_period_input_free(&in);
 }
 

@@ -116,6 +116,22 @@ static void test_retention_history_at_own_steps(void **state) {
     assert_true(fabs(h->size_per_step - 1.0) < 1e-9); /* 400 items over 400 steps, not over 0 */
     assert_true(isnan(h->bytes_per_step));
     pl_retention_free(&rt);
+    /* censuses past the first table of their steps (64): measured at censuses 62..66, each at its own step */
+    rt = (pl_retention_t){0};
+    for (uint32_t c = 1; c <= 300; c++) {
+        pl_rec_retention_t q = census_rec(c, 10 * c);
+        assert_int_equal(pl_retention_add(&rt, &q), 0);
+    }
+    for (uint32_t c = 62; c <= 66; c++) {
+        pl_rec_retention_t q = holder_rec(c, 3000, "model.history", 100 * c, 0, PL_TRACE_NA);
+        assert_int_equal(pl_retention_add(&rt, &q), 0);
+    }
+    pl_retention_judge(&rt);
+    h = find(&rt, "model.history");
+    assert_int_equal(h->n_points, 5);
+    assert_int_equal(h->first_step, 620);
+    assert_int_equal(h->last_step, 660);
+    pl_retention_free(&rt);
 }
 
 /* a holder no longer reachable at the last census (its scope ended) keeps nothing now: not named; nor one with
