@@ -21,6 +21,8 @@ Rules (the program never notices): between censuses nothing but ints and strings
 that the program has not imported (dis only when already in sys.modules); nothing printed; nothing raises out of
 here; frame locals snapshots made by reading f_locals (Python < 3.13) are emptied after use so no object outlives
 its scope because of the census. A census stops short at MAX_OBJECTS objects or MAX_SECONDS, and says so.
+The budgeted schedule's steady rule (pace: the next run priced at a typical run's cost) is here, shared with the live
+tensor count (plateau/_torchstats.py imports this module).
 """
 import os
 import sys
