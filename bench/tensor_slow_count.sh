@@ -16,27 +16,16 @@ PY=${PY:-/usr/bin/python3}
 plateau="$PWD/$BUILD/cli/plateau"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-cat > "$tmp/wrap.py" <<'PYEOF'
-import atexit, runpy, sys, time
-t0 = time.perf_counter()
-def said():
-    for n, m in list(sys.modules.items()):
-        if n.endswith("._torchstats") and hasattr(m, "n_counts"):
-            sys.stderr.write("COUNTS %d %.3f %.2f\n" % (m.n_counts, m.count_seconds, time.perf_counter() - t0))
-atexit.register(said)
-sys.argv = sys.argv[1:]
-runpy.run_path(sys.argv[0], run_name="__main__")
-PYEOF
 one() { # label round -> one line
     local label=$1 r=$2 d="$tmp/$1.$2"
-    "$plateau" run --no-report -o "$d" -- "$PY" "$tmp/wrap.py" bench/transient_heap.py "${args[@]}" > "$d.log" 2>&1 ||
+    "$plateau" run --no-report -o "$d" -- "$PY" bench/counts_at_exit.py bench/transient_heap.py "${args[@]}" > "$d.log" 2>&1 ||
         { echo "bench: $label run failed" >&2; tail -5 "$d.log" >&2; exit 1; }
     "$plateau" report "$d" --json "$d.json" > /dev/null
     "$PY" - "$label" "$r" "$d.json" "$d.log" <<'PYEOF'
 import json, sys
 label, r, j, log = sys.argv[1:5]
 c = [l.split() for l in open(log, errors="replace") if l.startswith("COUNTS")]
-n, secs, wall = c[-1][1:4] if c else ("?", "?", "?")
+n, secs, _, wall = c[-1][1:5] if c else ("?", "?", "?", "?")
 for p in json.load(open(j))["processes"]:
     m = {x["name"]: x for x in p["metrics"]}
     if "tensors" not in m:
