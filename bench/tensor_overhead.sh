@@ -17,18 +17,6 @@ BUDGET=${BUDGET:-0.01}
 plateau="$PWD/$BUILD/cli/plateau"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-cat > "$tmp/wrap.py" <<'PYEOF'
-import atexit, runpy, sys, time
-t0 = time.perf_counter()
-def said():
-    for n, m in list(sys.modules.items()):
-        if n.endswith("._torchstats") and hasattr(m, "n_counts"):
-            w = time.perf_counter() - t0
-            sys.stderr.write("COUNTS %d %.4f %d %.3f\n" % (m.n_counts, m.count_seconds, m._boundaries, w))
-atexit.register(said)
-sys.argv = sys.argv[1:]
-runpy.run_path(sys.argv[0], run_name="__main__")
-PYEOF
 
 run_mode() { # mode round script... -> "wall cpu"
     local m=$1 r=$2 out="$tmp/$1.$2"
@@ -37,7 +25,7 @@ run_mode() { # mode round script... -> "wall cpu"
     [ "$m" = counts ] && budget=$BUDGET
     local TIMEFORMAT='%R %U %S' times
     times=$( { time env PLATEAU_TENSOR_BUDGET=$budget "$plateau" run --no-report -o "$out.run" -- "$PY" \
-        "$tmp/wrap.py" "$@" > "$out.log" 2>&1; } 2>&1 ) || { echo "bench: $m failed" >&2; tail -5 "$out.log" >&2; exit 1; }
+        bench/counts_at_exit.py "$@" > "$out.log" 2>&1; } 2>&1 ) || { echo "bench: $m failed" >&2; tail -5 "$out.log" >&2; exit 1; }
     rm -rf "$out.run"
     if [ "$m" = counts ]; then grep '^COUNTS' "$out.log" >> "$tmp/counts" || true; fi
     echo "$times" | awk '{ print $1, $2 + $3 }'

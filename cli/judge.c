@@ -13,6 +13,7 @@
 #include "analyze.h"
 #include "commands.h"
 #include "format.h"
+#include "grow.h"
 #include "logjudge.h"
 #include "output.h"
 #include "render.h"
@@ -57,14 +58,11 @@ static char *slurp(const char *path, size_t *len) {
                 errno = EFBIG;
                 break;
             }
-            char *nb = realloc(b, cap * 2);
-            if (!nb) {
+            if (pl_grow((void **)&b, &cap, cap + 1, 1)) { /* doubled */
                 free(b);
                 b = NULL;
                 break;
             }
-            b = nb;
-            cap *= 2;
         }
         r = read(fd, b + n, cap - n);
         if (r < 0 && errno == EINTR) continue;

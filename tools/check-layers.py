@@ -64,7 +64,7 @@ ALLOWED = {
     # run model; extraction and analysis write into the model and do not know each other; the renderers read the
     # model (and the live reader, for its Prometheus file; the traces again, for the PyTorch snapshot) and never reach
     # the analysis or the extraction. reports is the facade the command links: all of the wing.
-    "reports.series": set(),
+    "reports.series": {"common"},
     "reports.model": {"reports.series", "common"},
     "reports.extract": {"reports.model", "reports.series", "reports.ingest", "tracer.reader", "common"},
     "reports.analyze": {"reports.model", "reports.series", "common"},

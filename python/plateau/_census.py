@@ -21,6 +21,8 @@ Rules (the program never notices): between censuses nothing but ints and strings
 that the program has not imported (dis only when already in sys.modules); nothing printed; nothing raises out of
 here; frame locals snapshots made by reading f_locals (Python < 3.13) are emptied after use so no object outlives
 its scope because of the census. A census stops short at MAX_OBJECTS objects or MAX_SECONDS, and says so.
+The budgeted schedule's steady rule (pace: the next run priced at a typical run's cost) is here, shared with the live
+tensor count (plateau/_torchstats.py imports this module).
 """
 import os
 import sys
@@ -50,8 +52,13 @@ F_NODES_CAPPED = 8     # the graph walk hit MAX_NODES_HOLDER or MAX_NODES: nodes
 
 NA = (1 << 64) - 1
 
+RECENT = 5             # the schedule: costs remembered; the next run is priced at their median (see pace)
+STRETCH = 4            # ... a gap that repays outliers' excess is at most STRETCH typical gaps
+
 _budget = None
-_next = 0.0
+_next = 0.0              # time.perf_counter() before which no census runs
+_costs = []              # what the last RECENT censuses took
+_debt = 0.0              # seconds censuses took beyond their typical cost, not yet repaid
 n_census = 0             # censuses made (tests, bench)
 census_seconds = 0.0     # time they took in all
 _hist = {}               # path -> [(census, items, nodes, bytes, flags)], the last HISTORY censuses it was seen
@@ -74,6 +81,39 @@ def _get_budget():
             b = 0.01
         _budget = min(max(b, 0.0), 1.0) if b == b else 0.01
     return _budget
+
+
+def typical(costs):
+    """A typical cost among `costs` (recent costs, in seconds): their median, the lower one of an even number, so that
+    one outlier among two or more never sets the price. 0.0 when none."""
+    if not costs:
+        return 0.0
+    c = sorted(costs)
+    return c[(len(c) - 1) // 2]
+
+
+def pace(costs, debt, took, t1, budget):
+    """The steady rule of a budgeted schedule (this census, plateau/_torchstats.py's live tensor count; docs/python.md,
+    "When a count runs"), after a run that took `took` s and ended at `t1`: returns (the time before which no run
+    starts, the debt, what the run is charged), and keeps `costs` (a list, changed in place) at the last RECENT
+    costs. The next run is priced at a typical cost (typical()), not at the last one: one run slowed by the machine
+    or a passing big heap would otherwise stop the schedule for (1/budget - 1) times that run, hundreds of steps. So
+    the gap is (1/budget - 1) x the typical cost: the typical run takes `budget` of the wall time. What a run took
+    beyond the typical cost is a debt, repaid by stretching the following gaps, each by at most (STRETCH - 1) typical
+    gaps: a stretch of w seconds repays budget x w, what the budget earns in it while nothing runs. Over the run the
+    runs take `budget` of the wall time, and no gap is longer than STRETCH typical ones. A run is charged at most the
+    typical cost (the early rule's sum, plateau/_torchstats.py)."""
+    costs.append(took)
+    if len(costs) > RECENT:
+        del costs[0]
+    typ = typical(costs)
+    debt += max(took - typ, 0.0)
+    gap = typ * (1.0 / budget - 1.0) if budget > 0 else 0.0
+    repay = min(debt, budget * gap * (STRETCH - 1))
+    if repay > 0:
+        gap += repay / budget
+        debt -= repay
+    return t1 + gap, debt, min(took, typ)
 
 
 def _skip_dirs():
@@ -791,7 +831,7 @@ def _b(s, n):
 
 def on_boundary():
     """At a step boundary (plateau/_torchstats.py): a census when the budget allows. Never raises."""
-    global _next, census_seconds
+    global _next, _debt, census_seconds
     try:
         budget = _get_budget()
         if budget <= 0:
@@ -803,7 +843,7 @@ def on_boundary():
         t1 = time.perf_counter()
         took = max(t1 - t0, 0.0)
         census_seconds += took
-        _next = t1 + took * (1.0 / budget - 1.0)
+        _next, _debt, _ = pace(_costs, _debt, took, t1, budget)
         return True
     except Exception:
         return False

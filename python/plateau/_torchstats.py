@@ -11,10 +11,11 @@ Called by plateau/_steps.py right after each boundary it sends, only when the tr
 - Live tensors: the torch.Tensor objects the garbage collector tracks (gc.get_objects(), O(objects in the heap)),
   per device (CPU = -1), source PLATEAU_STATS_TORCH_TENSORS. A count costs milliseconds in a PyTorch process, so its
   boundaries are chosen by time (docs/python.md, "When a count runs"): the steady rule runs one when the time since
-  the previous count's end is at least (1/budget - 1) times what that count took (`budget` of the wall time,
-  PLATEAU_TENSOR_BUDGET, default 0.01 = 1 %; 0 turns it off); the early rule adds counts spread over the steps so
-  far (at least 1/SPREAD of them apart) while all counts together took at most SHORT_FACTOR x budget of the
-  process's wall time, so that a run of a few hundred steps gets enough points to be judged.
+  the previous count's end is at least (1/budget - 1) times what a typical count takes (the median of the recent
+  ones: `budget` of the wall time, PLATEAU_TENSOR_BUDGET, default 0.01 = 1 %; 0 turns it off; _census.pace); the
+  early rule adds counts spread over the steps so far (at least 1/SPREAD of them apart) while all counts together
+  are charged at most SHORT_FACTOR x budget of the process's wall time, so that a run of a few hundred steps gets
+  enough points to be judged.
 - What autograd keeps: with the host count, the autograd graphs the counted tensors hold (grad_fn, next_functions;
   parameters' AccumulateGrad nodes left out), as a node count, and the tensors those nodes save (_saved_*
   attributes; each storage once, parameters' left out), as bytes. `total_loss += loss` keeps every
@@ -56,7 +57,9 @@ _next_count = 0.0        # time.perf_counter() before which the steady rule runs
 _t_start = None          # time.perf_counter() of the process's start (the early rule's wall time)
 _boundaries = 0          # boundaries seen
 _last_boundary = 0       # the boundary of the last count
-_last_took = 0.0         # what the last count took
+_costs = []              # what the last _census.RECENT counts took (the next is priced at their median)
+_debt = 0.0              # seconds counts took beyond their typical cost, not yet repaid (_census.pace)
+_charged = 0.0           # what the counts are charged in all: each at most the typical cost (the early rule's sum)
 n_counts = 0             # counts made (tests, bench)
 count_seconds = 0.0      # time they took in all
 last_count = None        # {device: n} of the last count (tests)
@@ -335,9 +338,12 @@ def count_tensors():
 
 
 def _due(now):
-    """Whether a count runs at this boundary (the _boundaries-th): the steady rule (`budget` of the wall time since
-    the last count), or the early rule (at least 1/SPREAD of the boundaries so far since the last count, and all
-    counts with this one, priced at the last one's time, within SHORT_FACTOR x budget of the process's wall time)."""
+    """Whether a count runs at this boundary (the _boundaries-th): the steady rule (`budget` of the wall time, the
+    time _census.pace set), or the early rule (at least 1/SPREAD of the boundaries so far since the last count, and
+    all counts with this one, each charged at most a typical count's cost (the median of the recent ones), within
+    SHORT_FACTOR x budget of the process's wall time). Priced at a typical cost, not the last one's, so one slow
+    count (the machine paused it) cannot stop the counts for hundreds of steps; its excess is repaid by the steady
+    rule."""
     global _t_start
     if now >= _next_count:
         return True
@@ -345,13 +351,13 @@ def _due(now):
         return False
     if _t_start is None:
         _t_start = _process_start()
-    return count_seconds + _last_took <= SHORT_FACTOR * _budget * (now - _t_start)
+    return _charged + _census.typical(_costs) <= SHORT_FACTOR * _budget * (now - _t_start)
 
 
 def tensors(f):
     """Count live tensors if the schedule allows at this boundary; send one plateau_alloc_stats() per device, the
     host's with what autograd keeps."""
-    global _next_count, n_counts, count_seconds, last_count, _boundaries, _last_boundary, _last_took
+    global _next_count, n_counts, count_seconds, last_count, _boundaries, _last_boundary, _debt, _charged
     budget = _get_budget()
     if budget <= 0:
         return False
@@ -364,9 +370,9 @@ def tensors(f):
     took = max(t1 - t0, 0.0)
     n_counts += 1
     count_seconds += took
-    _last_took = took
     _last_boundary = _boundaries
-    _next_count = t1 + took * (1.0 / budget - 1.0)
+    _next_count, _debt, charge = _census.pace(_costs, _debt, took, t1, budget)
+    _charged += charge
     if counts is None:
         return False
     last_count = counts

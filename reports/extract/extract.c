@@ -107,9 +107,9 @@ static int agg_add(agg_t *a, int64_t key, int64_t t_ns, double v) {
         return agg_add(a, key, t_ns, v);
     }
     if (a->n == a->cap) {
-        size_t nc = a->cap ? a->cap * 2 : 64;
-        if (nc > a->max) nc = a->max;
-        bin_t *nb = realloc(a->b, nc * sizeof *nb);
+        size_t nc = pl_grow_cap(a->cap, a->n + 1, 64, sizeof *a->b);
+        if (nc > a->max) nc = a->max; /* never past the bound: a->n < a->max here */
+        bin_t *nb = nc ? realloc(a->b, nc * sizeof *nb) : NULL;
         if (!nb) return -ENOMEM;
         a->b = nb;
         a->cap = nc;

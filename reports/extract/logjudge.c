@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
+
 const char *pl_log_format_name(pl_log_format_t f) {
     switch (f) {
     case PL_LOG_CSV: return "CSV";
@@ -177,11 +179,8 @@ static int add_sample(ctx_t *c, int col, int64_t step, double bytes) {
     r->last_line = c->line;
     r->last_step = step;
     if (r->n[col] == r->cap[col]) {
-        size_t cap = r->cap[col] ? 2 * r->cap[col] : 64;
-        pl_sample_t *s = realloc(r->samples[col], cap * sizeof *s);
-        if (!s) return -ENOMEM;
-        r->samples[col] = s;
-        r->cap[col] = cap;
+        if (pl_grow_first((void **)&r->samples[col], &r->cap[col], r->n[col] + 1, sizeof *r->samples[col], 64))
+            return -ENOMEM;
     }
     r->samples[col][r->n[col]++] = (pl_sample_t){step, -1, bytes};
     c->used = true;

@@ -101,13 +101,9 @@ static int add_stack(pl_period_input_t *in, const pl_rec_stack_t *st) {
         in->nat_n++;
     }
     if (id >= in->n_canon) {
-        size_t nc = in->n_canon ? in->n_canon : 1024;
-        while (nc <= id) nc *= 2;
-        uint32_t *c = realloc(in->canon, nc * sizeof *c);
-        if (!c) return -ENOMEM;
-        memset(c + in->n_canon, 0, (nc - in->n_canon) * sizeof *c);
-        in->canon = c;
-        in->n_canon = nc;
+        size_t old = in->n_canon;
+        if (pl_grow_first((void **)&in->canon, &in->n_canon, (size_t)id + 1, sizeof *in->canon, 1024)) return -ENOMEM;
+        memset(in->canon + old, 0, (in->n_canon - old) * sizeof *in->canon);
     }
     in->canon[id] = in->nat_id[k];
     return 0;
@@ -173,14 +169,11 @@ static int on_heap(void *ctx, const pl_trace_record_t *rec) {
     }
     if (in->n_heap == in->cap_heap) {
         if (in->cap_heap >= PL_PERIOD_MAX_EVENTS) return 0; /* enough: keep the first ones */
-        size_t nc = in->cap_heap ? in->cap_heap * 2 : 256;
-        int64_t *nt = realloc(in->heap_t_ns, nc * sizeof *nt);
-        if (!nt) return -ENOMEM;
-        in->heap_t_ns = nt;
-        uint64_t *nn = realloc(in->heap_n_alloc, nc * sizeof *nn);
-        if (!nn) return -ENOMEM;
-        in->heap_n_alloc = nn;
-        in->cap_heap = nc;
+        size_t cap_t = in->cap_heap, cap_n = in->cap_heap; /* one step from one capacity: both grow alike */
+        if (pl_grow_first((void **)&in->heap_t_ns, &cap_t, in->n_heap + 1, sizeof *in->heap_t_ns, 256) ||
+            pl_grow_first((void **)&in->heap_n_alloc, &cap_n, in->n_heap + 1, sizeof *in->heap_n_alloc, 256))
+            return -ENOMEM;
+        in->cap_heap = cap_t;
     }
     in->heap_t_ns[in->n_heap] = rec->t_ns;
     in->heap_n_alloc[in->n_heap++] = rec->u.heap.n_alloc;

@@ -107,9 +107,9 @@ static int bins_add(bins_t *b, int64_t k, int64_t t, double v) {
         return bins_add(b, k, t, v);
     }
     if (b->n == b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 16;
+        size_t cap = pl_grow_cap(b->cap, b->n + 1, 16, sizeof *b->p);
         if (cap > PL_LIVE_MAX_BINS) cap = PL_LIVE_MAX_BINS;
-        pl_point_t *p = realloc(b->p, cap * sizeof *p);
+        pl_point_t *p = cap ? realloc(b->p, cap * sizeof *p) : NULL;
         if (!p) return -ENOMEM;
         b->p = p;
         b->cap = cap;

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
+
 static void copy(char *dst, size_t n, const char *src) {
     snprintf(dst, n, "%s", src ? src : "");
 }
@@ -14,13 +16,11 @@ static void copy(char *dst, size_t n, const char *src) {
 static int note_census(pl_retention_t *rt, const pl_rec_retention_t *q) {
     if (q->census >= PL_RETENTION_MAX_CENSUS) return 0;
     if (q->census >= rt->cap_census) {
-        size_t cap = rt->cap_census ? rt->cap_census : 64;
-        while (cap <= q->census) cap *= 2;
-        uint64_t *p = realloc(rt->census_step, cap * sizeof *p);
-        if (!p) return -ENOMEM;
-        for (size_t i = rt->cap_census; i < cap; i++) p[i] = PL_TRACE_NA;
-        rt->census_step = p;
-        rt->cap_census = cap;
+        size_t old = rt->cap_census;
+        if (pl_grow_first((void **)&rt->census_step, &rt->cap_census, (size_t)q->census + 1, sizeof *rt->census_step,
+                          64))
+            return -ENOMEM;
+        for (size_t i = old; i < rt->cap_census; i++) rt->census_step[i] = PL_TRACE_NA;
     }
     rt->census_step[q->census] = q->step;
     return 0;

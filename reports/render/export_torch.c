@@ -19,6 +19,7 @@
  * frames list, written once; STOP (Python's pickletools documents each opcode).
  */
 #include "export.h"
+#include "grow.h"
 #include "ingest.h"
 #include "table.h"
 
@@ -105,9 +106,9 @@ static void side_free(side_t *s) {
 
 static int side_event(side_t *s, int action, const pl_rec_device_t *q, int64_t t_ns) {
     if (s->cap < PL_EXPORT_TORCH_MAX_EVENTS && s->n == s->cap) {
-        size_t nc = s->cap ? s->cap * 2 : 1024;
+        size_t nc = pl_grow_cap(s->cap, s->n + 1, 1024, sizeof *s->ring);
         if (nc > PL_EXPORT_TORCH_MAX_EVENTS) nc = PL_EXPORT_TORCH_MAX_EVENTS;
-        ev_t *nr = realloc(s->ring, nc * sizeof *nr);
+        ev_t *nr = nc ? realloc(s->ring, nc * sizeof *nr) : NULL;
         if (!nr) return -ENOMEM;
         s->ring = nr;
         s->cap = nc;

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
+
 #define MAX_STEP (1LL << 53)
 #define MAX_SECONDS 9e9
 
@@ -133,9 +135,9 @@ int pl_seriesfile_parse(const char *buf, size_t len, size_t max_samples, pl_seri
                 rc = -E2BIG;
                 goto out;
             }
-            size_t ncap = cap ? cap * 2 : 64;
+            size_t ncap = pl_grow_cap(cap, cap + 1, 64, sizeof *f->samples);
             if (ncap > max_samples) ncap = max_samples;
-            pl_sample_t *ns = realloc(f->samples, ncap * sizeof *ns);
+            pl_sample_t *ns = ncap ? realloc(f->samples, ncap * sizeof *ns) : NULL;
             if (!ns) {
                 rc = -ENOMEM;
                 goto out;
@@ -168,9 +170,9 @@ int pl_seriesfile_load(const char *path, size_t max_bytes, size_t max_samples, p
                 rc = -EFBIG;
                 goto out;
             }
-            size_t ncap = cap ? cap * 2 : 65536;
+            size_t ncap = pl_grow_cap(cap, cap + 1, 65536, 1);
             if (ncap > max_bytes) ncap = max_bytes;
-            char *nb = realloc(buf, ncap);
+            char *nb = ncap ? realloc(buf, ncap) : NULL;
             if (!nb) {
                 rc = -ENOMEM;
                 goto out;

@@ -54,6 +54,12 @@ grep -q '^verdict: LEAK .*+3.82 MiB/step of dev.allocated' "$work/out" || fail "
 { echo "step,rss"; for i in $(seq 1 200); do echo "$i,$((1000 + (i < 30 ? i * 10 : 300)))"; done; } >"$work/bare.csv"
 rc=$(judge "$work/bare.csv" --unit MiB)
 grep -q "rss .* plateau .*warmup.*(+2[0-9][0-9] MiB)" "$work/out" || fail "--unit MiB on unitless values"
+# a log past the first read buffer (64 KiB): read whole, every line judged
+{ echo "step,rss"; for i in $(seq 1 15000); do echo "$i,$((1000 + (i < 30 ? i * 10 : 300)))"; done; } >"$work/long.csv"
+[ "$(stat -c %s "$work/long.csv")" -gt 131072 ] || fail "long.csv is not past two buffers"
+rc=$(judge "$work/long.csv" --unit MiB)
+[ "$rc" = 0 ] || fail "long log: exit $rc"
+grep -q '^process 1 run 1 (lines 2-15001, steps 1-15000)' "$work/out" || fail "long log: not read whole"
 
 : >"$work/empty.txt"
 head -c 4096 /dev/urandom >"$work/junk.bin"

@@ -635,23 +635,29 @@ def unit_tensors():
         ts.time = types.SimpleNamespace(perf_counter=lambda: clock[0])
         real_count = ts.count_tensors
 
+        cost = [lambda n: 0.005]  # what the n-th count (from 1) takes
+
         def slow_count():
-            clock[0] += 0.005
+            clock[0] += cost[0](ts.n_counts + 1)
             return {-1: 1}
         ts.count_tensors = slow_count
         sent = []
 
-        def run(budget, step_s, n, started):
-            """n boundaries step_s apart, the process started `started` s before the first; the counts' boundaries."""
+        def run(budget, step_s, n, started, at_s=None):
+            """n boundaries step_s apart, the process started `started` s before the first; the counts' boundaries
+            (and their times in at_s)."""
             ts._budget, ts._next_count, ts.n_counts, ts.count_seconds = budget, 0.0, 0, 0.0
             ts._boundaries = ts._last_boundary = 0
-            ts._last_took, ts._t_start = 0.0, clock[0] - started
+            ts._costs, ts._debt, ts._charged, ts._t_start = [], 0.0, 0.0, clock[0] - started
             at = []
             for k in range(1, n + 1):
                 before = ts.n_counts
+                t = clock[0]
                 ts.tensors(lambda *a: sent.append(a))
                 if ts.n_counts > before:
                     at.append(k)
+                    if at_s is not None:
+                        at_s.append(t)
                 clock[0] += step_s
             return at
 
@@ -673,6 +679,8 @@ def unit_tensors():
         late = [k for k in at if k > 101]
         assert len(late) >= 8 and at[-1] >= 270 and at[:4] == [1, 2, 3, 4], at
         assert ts.count_seconds <= 0.05 * (clock[0] + 1.0), (ts.count_seconds, clock[0])
+        unit_tensor_outlier(ts, clock, cost, run)
+        cost[0] = lambda n: 0.005
         ts._budget, ts._next_count, ts.n_counts = 0.0, 0.0, 0  # PLATEAU_TENSOR_BUDGET=0: never
         for _ in range(10):
             ts.tensors(lambda *a: None)
@@ -682,6 +690,7 @@ def unit_tensors():
         ts.time = __import__("time")
         ts._budget = ts._t_start = None
         ts._boundaries = ts._last_boundary = 0
+        ts._costs, ts._debt, ts._charged = [], 0.0, 0.0
         if saved is None:
             del sys.modules["torch"]
         else:
@@ -690,10 +699,85 @@ def unit_tensors():
           "5 % in a 2 s run, under 1.5 % over 400 s, 8+ counts after step 101 of 300 steps of 20 ms")
 
 
+def max_gap(times, after):
+    """The longest wait for a run (a count, a census) from `after` (the end of the slow one) on: `times` are the
+    runs' start times."""
+    ts_ = [after] + [t for t in times if t > after]
+    return max(b - a for a, b in zip(ts_, ts_[1:]))
+
+
+def unit_tensor_outlier(ts, clock, cost, run):
+    """One slow count (the machine paused it; a passing big heap) does not stop the schedule: the next count is
+    priced at a typical count's cost (the median of the recent ones), not the slow one's; its excess is repaid by
+    stretching later gaps, at most STRETCH typical ones, so the budget holds over the run."""
+    from plateau import _census
+    # a long run, 40,000 boundaries of 10 ms, counts of 5 ms (a typical gap: 99 x 5 ms), the 20th count 2 s: priced
+    # at its own cost the next steady count came 198 s later
+    clock[0] = 0.0
+    cost[0] = lambda n: 2.0 if n == 20 else 0.005
+    at_s = []
+    at = run(0.01, 0.010, 40000, 1.0, at_s)
+    gap = max_gap(at_s, at_s[19] + 2.0)
+    typical_gap = 0.005 * 99
+    assert gap <= _census.STRETCH * typical_gap + 0.010 + 0.005 + 1e-6, (gap, at_s[15:30])
+    share = ts.count_seconds / clock[0]
+    assert share <= 0.015, (ts.count_seconds, clock[0])
+    assert ts._debt == 0.0, ts._debt  # the 2 s repaid
+    # a short run that must be judged (300 boundaries of 20 ms, torch imported 1 s before), the 6th count 0.5 s: the
+    # early rule priced the next at it, all counts were over its 5 % of the wall time, and none ran after step 6
+    clock[0] = 0.0
+    cost[0] = lambda n: 0.5 if n == 6 else 0.005
+    at = run(0.01, 0.020, 300, 1.0)
+    late = [k for k in at if k > 101]
+    assert len(late) >= 8 and at[-1] >= 270, at
+    assert ts._charged <= 0.05 * (clock[0] + 1.0), (ts._charged, clock[0])
+    print("ok: unit: one slow count (2 s among 5 ms ones): the longest gap after it %.2f s (typical %.3f s), "
+          "%.2f %% of 400 s; 0.5 s in a 300-step run: %d counts after step 101, the last at step %d"
+          % (gap, typical_gap, 100 * share, len(late), at[-1]))
+
+
+def unit_census_schedule():
+    """_census: the census's steady rule has the same pricing (_census.pace): a 3 s census among 20 ms ones leaves
+    no gap longer than STRETCH typical ones, and over 1,000 s the censuses take the budget."""
+    import types
+    sys.path.insert(0, PYDIR)
+    from plateau import _census as cs
+    clock = [0.0]
+    took = [0.020]
+    real = cs.census
+
+    def fake_census():
+        clock[0] += took[0]
+    cs.time = types.SimpleNamespace(perf_counter=lambda: clock[0])
+    cs.census = fake_census
+    try:
+        cs._budget, cs._next, cs._costs, cs._debt, cs.census_seconds = 0.01, 0.0, [], 0.0, 0.0
+        at_s = []
+        for k in range(100000):  # boundaries 10 ms apart
+            took[0] = 3.0 if len(at_s) == 10 else 0.020
+            t = clock[0]
+            if cs.on_boundary():
+                at_s.append(t)
+            clock[0] += 0.010
+        gap = max_gap(at_s, at_s[10] + 3.0)
+        typical_gap = 0.020 * 99
+        assert gap <= cs.STRETCH * typical_gap + 0.010 + 0.020 + 1e-6, (gap, at_s[5:20])
+        share = cs.census_seconds / clock[0]
+        assert cs.census_seconds <= 0.01 * clock[0] + 0.020, (cs.census_seconds, clock[0])
+        assert cs._debt == 0.0, cs._debt
+    finally:
+        cs.time = __import__("time")
+        cs.census = real
+        cs._budget, cs._next, cs._costs, cs._debt, cs.census_seconds = None, 0.0, [], 0.0, 0.0
+    print("ok: unit: census schedule: one 3 s census among 20 ms ones: the longest gap after it %.2f s (typical "
+          "%.2f s); %.3f %% of %.0f s" % (gap, typical_gap, 100 * share, clock[0]))
+
+
 def mode_unit(argv):
     unit_rule()
     unit_hooks()
     unit_tensors()
+    unit_census_schedule()
     with tempfile.TemporaryDirectory(prefix="pl-py-unit-") as tmp:
         unit_watch(tmp)
         unit_chain(tmp)
@@ -832,10 +916,9 @@ def mode_autograd(argv):
     autograd metric grows by the step's 12 nodes, the process reads LEAK on it and the diagnosis names the retained
     graphs; the same loop accumulating `loss.item()` has a flat autograd metric and no finding about tensors.
     PLATEAU_TENSOR_BUDGET=0.3 (early rule: 1.5 x the wall time, so never the limit: a count at every 1/16 of the
-    steps so far) so that the 250 fast steps get counts to the end on a loaded machine: at 0.1, one count slowed by
-    the machine (CI, torch 2) took the early rule's half of the wall time, and no count came between steps 125 and
-    233, too few points after the warmup allowance for a verdict. The default budget's schedule is checked by `unit`
-    with a fake clock."""
+    steps so far) so that the 250 fast steps get counts to the end on a loaded machine. The schedule itself (the
+    default budget, and a count slowed by the machine not stopping the counts after it) is checked by `unit` with
+    a fake clock."""
     need_torch()
     runs = int(argv[0]) if argv else 5
     args = ["--steps", "250", "--hidden", "64"]

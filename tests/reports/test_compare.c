@@ -18,7 +18,7 @@
 #include "compare.h"
 #include "extract.h"
 #include "report.h"
-#include "writer.h"
+#include "helpers.h"
 
 #include "../common/files.h"
 
@@ -158,24 +158,17 @@ static void test_compare_undecided(void **state) {
  * records of the given usable sizes (cycled) */
 static void write_trace_rec(const char *path, const char *recorded, const uint64_t *sizes, size_t n_sizes, size_t n) {
     pl_trace_header_t h = {.version = PL_TRACE_VERSION, .pid = 1, .ppid = 0};
-    pl_writer_t *w;
-    assert_int_equal(pl_writer_open(path, &h, NULL, &w), 0);
-    pl_trace_record_t p;
-    memset(&p, 0, sizeof p);
-    p.type = PL_REC_PROCESS_START;
-    p.u.process = (pl_rec_process_t){.pid = 1, .exe = "/bin/x", .host_allocator = recorded};
-    assert_int_equal(pl_writer_emit(w, &p), 0);
+    pl_rec_process_t proc = {.pid = 1, .exe = "/bin/x", .host_allocator = recorded};
+    pl_writer_t *w = pl_test_trace_open(path, &h, NULL, 0, &proc);
     for (size_t i = 0; i < n; i++) {
         pl_trace_record_t a;
         memset(&a, 0, sizeof a);
         a.type = PL_REC_HOST_ALLOC;
         a.t_ns = 10 + (int64_t)i;
         a.u.host_alloc = (pl_rec_host_alloc_t){.addr = 0x1000 + i * 64, .size = sizes[i % n_sizes], .tid = 1};
-        assert_int_equal(pl_writer_emit(w, &a), 0);
+        pl_test_emit(w, &a);
     }
-    assert_int_equal(pl_writer_flush(w), 0);
-    pl_writer_close(w);
-    pl_writer_destroy(w);
+    pl_test_trace_close(w);
 }
 
 static void write_trace(const char *path, const uint64_t *sizes, size_t n_sizes, size_t n) {
@@ -205,11 +198,8 @@ static void test_compare_guess_allocator(void **state) {
     assert_null(pl_compare_guess_allocator(19, 19));
     assert_string_equal(pl_compare_guess_allocator(20, 20), "glibc");
     /* from traces: the usable sizes extraction counted (sizes of 16 and below and mmap'd blocks left out) */
-    char path[] = "/tmp/pl-test-compare-XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
-    unlink(path);
+    char path[160];
+    pl_test_path(path, sizeof path, "x.pltrace");
     const char *a = "x", *from = "x";
     static const uint64_t glibc_sizes[] = {24, 40, 65544, 524296, 1032};
     static const uint64_t je_sizes[] = {32, 48, 81920, 524288, 1024, 8};
@@ -237,11 +227,8 @@ static void test_compare_guess_allocator(void **state) {
  * say so. */
 static void test_compare_recorded_allocator(void **state) {
     (void)state;
-    char path[] = "/tmp/pl-test-compare-XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
-    unlink(path);
+    char path[160];
+    pl_test_path(path, sizeof path, "x.pltrace");
     static const uint64_t glibc_sizes[] = {24, 40, 65544, 524296, 1032};
     const char *a = "x", *from = "x";
     /* recorded jemalloc, although the sizes look like glibc's: the record is what ran */
@@ -278,8 +265,9 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_compare_golden_json),     cmocka_unit_test(test_compare_retention),       cmocka_unit_test(test_compare_leak_both),
         cmocka_unit_test(test_compare_outside_heap),    cmocka_unit_test(test_compare_no_growth),
-        cmocka_unit_test(test_compare_undecided),       cmocka_unit_test(test_compare_guess_allocator),
-        cmocka_unit_test(test_compare_recorded_allocator),
+        cmocka_unit_test(test_compare_undecided),
+        cmocka_unit_test_setup_teardown(test_compare_guess_allocator, pl_test_dir_setup, pl_test_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_compare_recorded_allocator, pl_test_dir_setup, pl_test_dir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,31 +20,18 @@
 
 #include "../cli/test_report_synth.h"
 #include "analyze.h"
+#include "helpers.h"
 #include "ending.h"
 #include "extract.h"
 #include "render.h"
 
-static char g_dir[128];
 static int g_n;
-
-static int setup(void **state) {
-    (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/pl-test-ending-XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    char cmd[200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
 
 /* A fresh run directory: the trainer (pid 4242, no end record unless clean), optionally a child (pid 4243, no end
  * record), and run.status holding `status` (NULL: none). Read and analysed into run. */
 static void make_run(pl_run_t *run, bool clean, bool child, const char *status) {
     char d[256], p[300];
-    snprintf(d, sizeof d, "%s/run%d", g_dir, g_n++);
+    snprintf(d, sizeof d, "%s/run%d", pl_test_dir, g_n++);
     assert_int_equal(mkdir(d, 0700), 0);
     snprintf(p, sizeof p, "%s/4242.0.pltrace", d);
     synth_cfg_t c = synth_default();
@@ -193,5 +180,5 @@ int main(void) {
         cmocka_unit_test(test_ending_child_takes_the_runs_oom_count),
         cmocka_unit_test(test_ending_live_and_last_steps),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, pl_test_dir_setup, pl_test_dir_teardown);
 }

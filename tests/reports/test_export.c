@@ -17,6 +17,7 @@
 #include "event.h"
 #include "extract.h"
 #include "writer.h"
+#include "helpers.h"
 #include "export.h"
 #include "render.h"
 #include "pickle.h"
@@ -267,6 +268,34 @@ static void test_export_torch_cuda_hooks(void **state) {
         assert_true(pl_pickle_str_eq(&d, pl_pickle_dict_get(&d, pl_pickle_item(&d, t0, i), "action"), acts[i]));
     pl_pickle_doc_free(&d);
     free(buf);
+    /* past the first ring (1024 records): 1500 ranges allocated, then freed, every entry kept in time order */
+    enum { N_RANGES = 1500 };
+    uint8_t *many = malloc((size_t)N_RANGES * 2 * 128 + 4096); /* put_rec asks for 4096 bytes of room */
+    assert_non_null(many);
+    n = 0;
+    for (int i = 0; i < N_RANGES; i++) {
+        rt.addr = 0x100000 + (uint64_t)i * 0x1000;
+        n = put_rec(many, n, PL_REC_DEVICE_ALLOC, 10000 + i, rt);
+    }
+    for (int i = 0; i < N_RANGES; i++) {
+        rt.addr = 0x100000 + (uint64_t)i * 0x1000;
+        n = put_rec(many, n, PL_REC_DEVICE_FREE, 20000 + i, rt);
+    }
+    trace = mem_trace(many, n, 2 * N_RANGES, &len);
+    free(many);
+    buf = NULL;
+    snapshot_doc(trace, len, &d, &buf);
+    dt = pl_pickle_dict_get(&d, d.root, "device_traces");
+    t0 = pl_pickle_item(&d, dt, 0);
+    assert_int_equal(pl_pickle_len(&d, t0), 4 * N_RANGES);
+    assert_int_equal(get_int(&d, pl_pickle_item(&d, t0, 1), "addr"), 0x100000);
+    assert_true(pl_pickle_str_eq(&d, pl_pickle_dict_get(&d, pl_pickle_item(&d, t0, 1), "action"), "alloc"));
+    assert_int_equal(get_int(&d, pl_pickle_item(&d, t0, 4 * N_RANGES - 1), "addr"),
+                     0x100000 + (N_RANGES - 1) * 0x1000);
+    assert_true(pl_pickle_str_eq(&d, pl_pickle_dict_get(&d, pl_pickle_item(&d, t0, 4 * N_RANGES - 1), "action"),
+                                 "segment_free"));
+    pl_pickle_doc_free(&d);
+    free(buf);
 }
 
 /* Frames: a stack with Python frames is written as them, one without as its native frames less the tracer's own
@@ -345,67 +374,44 @@ static void test_export_torch_frames(void **state) {
 static void write_rank_trace(const char *path, uint32_t pid, int32_t rank, int n_dev) {
     pl_trace_header_t h = {.version = PL_TRACE_VERSION, .pid = pid, .ppid = 1, .start_mono_ns = 1000,
                            .start_realtime_ns = 1700000000000000000LL + rank};
-    pl_writer_t *w;
-    assert_int_equal(pl_writer_open(path, &h, NULL, &w), 0);
-    pl_trace_record_t r = {.type = PL_REC_PROCESS_START, .t_ns = 1000};
-    r.u.process = (pl_rec_process_t){.pid = pid, .ppid = 1, .rank = rank, .local_rank = rank, .exe = "/bin/train",
-                                     .cgroup_max_bytes = PL_TRACE_NA, .host_allocator = "glibc",
-                                     .host_allocator_version = ""};
-    assert_int_equal(pl_writer_emit(w, &r), 0);
+    pl_rec_process_t proc = {.pid = pid, .ppid = 1, .rank = rank, .local_rank = rank, .exe = "/bin/train",
+                             .cgroup_max_bytes = PL_TRACE_NA, .host_allocator = "glibc", .host_allocator_version = ""};
+    pl_writer_t *w = pl_test_trace_open(path, &h, NULL, 1000, &proc);
+    pl_trace_record_t r;
     for (int i = 0; i < n_dev; i++) {
         r = (pl_trace_record_t){.type = PL_REC_DEVICE_ALLOC, .t_ns = 1500 + i};
         r.u.device = (pl_rec_device_t){.source = PL_DEV_SRC_ALLOCATOR, .addr = 0x10000u * (i + 1), .size = 4096};
-        assert_int_equal(pl_writer_emit(w, &r), 0);
+        pl_test_emit(w, &r);
     }
     for (uint64_t k = 1; k <= 6; k++) {
         r = (pl_trace_record_t){.type = PL_REC_RSS, .t_ns = 1000 + (int64_t)k * 1000000};
         r.u.rss = (pl_rec_rss_t){.step = k, .rss_anon = 1000 * k, .rss_file = 0, .rss_shmem = 0, .pss = PL_TRACE_NA,
                                  .cgroup_current = PL_TRACE_NA, .device_used = PL_TRACE_NA,
                                  .device_total = PL_TRACE_NA};
-        assert_int_equal(pl_writer_emit(w, &r), 0);
+        pl_test_emit(w, &r);
         if (k == 3) {
             r = (pl_trace_record_t){.type = PL_REC_MARK, .t_ns = 1000 + (int64_t)k * 1000000 + 5};
             r.u.mark = (pl_rec_mark_t){.step = k, .label = rank ? "eval r1" : "eval r0"};
-            assert_int_equal(pl_writer_emit(w, &r), 0);
+            pl_test_emit(w, &r);
         }
         r = (pl_trace_record_t){.type = PL_REC_STEP, .t_ns = 1000 + (int64_t)k * 1000000 + 10};
         r.u.step = (pl_rec_step_t){.step = k};
-        assert_int_equal(pl_writer_emit(w, &r), 0);
+        pl_test_emit(w, &r);
     }
     r = (pl_trace_record_t){.type = PL_REC_PROCESS_END, .t_ns = 9000000};
-    assert_int_equal(pl_writer_emit(w, &r), 0);
-    assert_int_equal(pl_writer_flush(w), 0);
-    pl_writer_close(w);
-    pl_writer_destroy(w);
+    pl_test_emit(w, &r);
+    pl_test_trace_close(w);
 }
 
 /* Two ranks in one run directory: the snapshot takes the process with more device allocations and counts the
  * other; the trace events name each process with its rank, sort ranks in rank order, and put each mark in its
  * process on the wall clock. */
-static char g_dir[] = "/tmp/pl-test-export-XXXXXX";
-
-static int dir_setup(void **state) {
-    (void)state;
-    return mkdtemp(g_dir) ? 0 : -1;
-}
-
-/* also after a failed assertion, which skips the rest of the test */
-static int dir_teardown(void **state) {
-    (void)state;
-    char p[96];
-    snprintf(p, sizeof p, "%s/a.pltrace", g_dir);
-    unlink(p);
-    snprintf(p, sizeof p, "%s/b.pltrace", g_dir);
-    unlink(p);
-    return rmdir(g_dir);
-}
-
 static void test_export_two_ranks(void **state) {
     (void)state;
-    const char *dir = g_dir;
-    char p0[64], p1[64];
-    snprintf(p0, sizeof p0, "%s/a.pltrace", dir);
-    snprintf(p1, sizeof p1, "%s/b.pltrace", dir);
+    const char *dir = pl_test_dir;
+    char p0[160], p1[160];
+    pl_test_path(p0, sizeof p0, "a.pltrace");
+    pl_test_path(p1, sizeof p1, "b.pltrace");
     write_rank_trace(p0, 101, 1, 2);
     write_rank_trace(p1, 102, 0, 5);
     pl_report_t *r = pl_report_create("two-ranks"); /* not the temporary dir: the golden holds the source */
@@ -473,7 +479,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_export_torch_cuda_hooks),
         cmocka_unit_test(test_export_torch_frames),
         cmocka_unit_test(test_export_torch_nothing),
-        cmocka_unit_test_setup_teardown(test_export_two_ranks, dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(test_export_two_ranks, pl_test_dir_setup, pl_test_dir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "../cli/test_report_synth.h"
+#include "helpers.h"
 #include "../common/files.h"
 #include "analyze.h"
 #include "extract.h"
@@ -28,22 +29,6 @@
 #include "render_html.h"
 
 static const char *g_golden_dir;
-static char g_dir[128];
-
-static int setup(void **state) {
-    (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/pl-test-extract-XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    char cmd[200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
-static void tpath(char *buf, size_t n, const char *name) { snprintf(buf, n, "%s/%s", g_dir, name); }
 
 typedef struct run { pl_report_t *r; pl_extract_t x; } run_t;
 
@@ -73,7 +58,7 @@ static const pl_report_metric_t *metric(const run_t *u, size_t proc, pl_metric_t
 static void test_extract_run_model(void **state) {
     (void)state;
     char p[256];
-    tpath(p, sizeof p, "model.pltrace");
+    pl_test_path(p, sizeof p, "model.pltrace");
     synth_cfg_t c = synth_default();
     c.step_ns = 250000000; /* 256 KiB per 0.25 s step: ~18 h to the 64 GiB host, a leak that matters */
     assert_int_equal(synth_trace(p, &c), 0);
@@ -113,7 +98,7 @@ static void test_extract_run_model(void **state) {
 static void test_extract_plateau_and_host_leak(void **state) {
     (void)state;
     char p[256];
-    tpath(p, sizeof p, "a.pltrace");
+    pl_test_path(p, sizeof p, "a.pltrace");
     synth_cfg_t c = synth_default();
     c.step_ns = 250000000; /* 256 KiB per 0.25 s step: ~18 h to the 64 GiB host, a leak that matters */
     assert_int_equal(synth_trace(p, &c), 0);
@@ -173,7 +158,7 @@ static void test_extract_plateau_and_host_leak(void **state) {
 static void test_extract_sampled_weights(void **state) {
     (void)state;
     char p[256];
-    tpath(p, sizeof p, "w.pltrace");
+    pl_test_path(p, sizeof p, "w.pltrace");
     synth_cfg_t c = synth_default();
     c.step_ns = 250000000;
     c.sample_bytes = 524288;
@@ -194,7 +179,7 @@ static void test_extract_sampled_weights(void **state) {
 static void test_extract_no_leak(void **state) {
     (void)state;
     char p[256];
-    tpath(p, sizeof p, "b.pltrace");
+    pl_test_path(p, sizeof p, "b.pltrace");
     synth_cfg_t c = synth_default();
     c.leak_bytes = 0;
     assert_int_equal(synth_trace(p, &c), 0);
@@ -213,7 +198,7 @@ static void test_extract_no_leak(void **state) {
 static void test_extract_sites_only_when_leaking(void **state) {
     (void)state;
     char p[256];
-    tpath(p, sizeof p, "s.pltrace");
+    pl_test_path(p, sizeof p, "s.pltrace");
     synth_cfg_t c = synth_default();
     c.n_steps = 60; /* growth since step 1, within the warmup allowance: inconclusive, not leak */
     assert_int_equal(synth_trace(p, &c), 0);
@@ -237,7 +222,7 @@ static void test_extract_sites_only_when_leaking(void **state) {
 static void test_extract_long_dladdr_name(void **state) {
     (void)state;
     char p[256];
-    tpath(p, sizeof p, "long.pltrace");
+    pl_test_path(p, sizeof p, "long.pltrace");
     synth_cfg_t c = synth_default();
     c.leak_symbol = "_ZN25a_rather_long_namespace_a25a_rather_long_namespace_b25a_rather_long_namespace_c"
                     "25a_rather_long_namespace_d13leaky_collectEv";
@@ -259,7 +244,7 @@ static void test_extract_teardown_after_last_step(void **state) {
     (void)state;
     for (int clean = 0; clean <= 1; clean++) {
         char p[256];
-        tpath(p, sizeof p, clean ? "td1.pltrace" : "td0.pltrace");
+        pl_test_path(p, sizeof p, clean ? "td1.pltrace" : "td0.pltrace");
         synth_cfg_t c = synth_default();
         c.leak_bytes = 0;
         c.teardown = true;
@@ -292,7 +277,7 @@ static void test_extract_site_survives_teardown(void **state) {
     for (int n = 150; n <= 165; n++) { /* wherever the thinned history's last point falls */
         char p[256], name[64];
         snprintf(name, sizeof name, "tdsite%d.pltrace", n);
-        tpath(p, sizeof p, name);
+        pl_test_path(p, sizeof p, name);
         synth_cfg_t c = synth_default();
         c.n_steps = n;
         c.teardown = true;
@@ -312,7 +297,7 @@ static void test_extract_site_survives_teardown(void **state) {
 static void test_extract_time_buckets(void **state) {
     (void)state;
     char p[256];
-    tpath(p, sizeof p, "c.pltrace");
+    pl_test_path(p, sizeof p, "c.pltrace");
     synth_cfg_t c = synth_default();
     c.with_steps = false;
     c.device = false;
@@ -332,7 +317,7 @@ static void test_extract_time_buckets(void **state) {
 static void test_extract_killed_no_end_record(void **state) {
     (void)state;
     char p[256];
-    tpath(p, sizeof p, "d.pltrace");
+    pl_test_path(p, sizeof p, "d.pltrace");
     synth_cfg_t c = synth_default();
     c.clean_end = false;
     assert_int_equal(synth_trace(p, &c), 0);
@@ -349,7 +334,7 @@ static void test_extract_killed_no_end_record(void **state) {
 static void test_extract_truncated_partial(void **state) {
     (void)state;
     char p[256];
-    tpath(p, sizeof p, "e.pltrace");
+    pl_test_path(p, sizeof p, "e.pltrace");
     synth_cfg_t c = synth_default();
     assert_int_equal(synth_trace(p, &c), 0);
     size_t len = 0;
@@ -381,7 +366,7 @@ static void test_extract_truncated_partial(void **state) {
 static void test_extract_roles_order_and_teardown(void **state) {
     (void)state;
     char d[256], p[300];
-    tpath(d, sizeof d, "roles");
+    pl_test_path(d, sizeof d, "roles");
     assert_int_equal(mkdir(d, 0700), 0);
     synth_cfg_t c = synth_default();
     c.pid = 9999;
@@ -434,7 +419,7 @@ static void test_extract_roles_order_and_teardown(void **state) {
 static void test_extract_worker_pool_on_trainer_steps(void **state) {
     (void)state;
     char d[256], p[300];
-    tpath(d, sizeof d, "pool");
+    pl_test_path(d, sizeof d, "pool");
     assert_int_equal(mkdir(d, 0700), 0);
     synth_cfg_t c = synth_default();
     c.pid = 500;
@@ -473,7 +458,7 @@ static void test_extract_worker_pool_on_trainer_steps(void **state) {
 static void test_extract_worker_pool_after_startup(void **state) {
     (void)state;
     char d[256], p[300];
-    tpath(d, sizeof d, "poolstart");
+    pl_test_path(d, sizeof d, "poolstart");
     assert_int_equal(mkdir(d, 0700), 0);
     synth_cfg_t c = synth_default();
     c.pid = 500;
@@ -510,7 +495,7 @@ static void test_extract_copy_on_access_siblings(void **state) {
     (void)state;
     for (int with_val = 0; with_val <= 1; with_val++) {
         char d[256], p[300];
-        tpath(d, sizeof d, with_val ? "cowval" : "cow");
+        pl_test_path(d, sizeof d, with_val ? "cowval" : "cow");
         assert_int_equal(mkdir(d, 0700), 0);
         synth_cfg_t c = synth_default();
         c.pid = 500;
@@ -629,7 +614,7 @@ static char *render_all_text(run_t *u) {
 static void test_extract_forked_worker_without_rss(void **state) {
     (void)state;
     char d[256], p[300];
-    tpath(d, sizeof d, "fork-norss");
+    pl_test_path(d, sizeof d, "fork-norss");
     assert_int_equal(mkdir(d, 0700), 0);
     synth_cfg_t c = synth_default();
     c.pid = 700;
@@ -668,7 +653,7 @@ static void test_extract_forked_worker_without_rss(void **state) {
 static void test_extract_generations_leak(void **state) {
     (void)state;
     char d[256];
-    tpath(d, sizeof d, "gen-leak");
+    pl_test_path(d, sizeof d, "gen-leak");
     write_generations(d, 2 << 20, 0);
     run_t u;
     run_file(&u, d);
@@ -715,7 +700,7 @@ static void test_extract_generations_leak(void **state) {
 static void test_extract_generations_flat(void **state) {
     (void)state;
     char d[256];
-    tpath(d, sizeof d, "gen-flat");
+    pl_test_path(d, sizeof d, "gen-flat");
     write_generations(d, 0, 0);
     /* and a worker of its own between two passes (a generation of one: no row), whose trace is damaged */
     synth_cfg_t w = synth_default();
@@ -761,7 +746,7 @@ static void test_extract_generations_flat(void **state) {
 static void test_extract_generations_inherited(void **state) {
     (void)state;
     char d[256];
-    tpath(d, sizeof d, "gen-inherit");
+    pl_test_path(d, sizeof d, "gen-inherit");
     write_generations(d, 0, 2u << 20); /* a trainer leak that matters: ~9 h to the 64 GiB host */
     run_t u;
     run_file(&u, d);
@@ -783,7 +768,7 @@ static void test_extract_total_pss_without_samples(void **state) {
         "off)"};
     for (int k = 0; k < 2; k++) {
         char d[256], p[300];
-        tpath(d, sizeof d, k ? "run_nopss" : "run_somepss");
+        pl_test_path(d, sizeof d, k ? "run_nopss" : "run_somepss");
         assert_int_equal(mkdir(d, 0700), 0);
         synth_cfg_t c = synth_default();
         c.pid = 100;
@@ -827,7 +812,7 @@ static void test_extract_total_pss_without_samples(void **state) {
 static void test_extract_run_directory(void **state) {
     (void)state;
     char d[256], p[300];
-    tpath(d, sizeof d, "run");
+    pl_test_path(d, sizeof d, "run");
     assert_int_equal(mkdir(d, 0700), 0);
     synth_cfg_t c = synth_default();
     c.pid = 100;
@@ -920,7 +905,7 @@ static char *render(run_t *u, int kind) { /* 0 text, 1 JSON, 2 HTML */
 static void test_extract_ranks_one_leaks(void **state) {
     (void)state;
     char d[256];
-    tpath(d, sizeof d, "ranks1");
+    pl_test_path(d, sizeof d, "ranks1");
     assert_int_equal(mkdir(d, 0700), 0);
     synth_cfg_t c = synth_default(); /* the launcher: no rank, never steps */
     c.pid = 100;
@@ -973,7 +958,7 @@ static void test_extract_ranks_one_leaks(void **state) {
 static void test_extract_ranks_agree(void **state) {
     (void)state;
     char d[256];
-    tpath(d, sizeof d, "ranks2");
+    pl_test_path(d, sizeof d, "ranks2");
     assert_int_equal(mkdir(d, 0700), 0);
     rank_trace(d, 201, 1, 0, "node-a", 1 << 20);
     rank_trace(d, 202, 1, 1, "node-a", 1 << 20);
@@ -986,7 +971,7 @@ static void test_extract_ranks_agree(void **state) {
     assert_non_null(strstr(rv->ranks_line, "ranks agree: all 2 ranks leak"));
     assert_null(strstr(rv->ranks_line, "disagree"));
     run_free(&u);
-    tpath(d, sizeof d, "ranks3");
+    pl_test_path(d, sizeof d, "ranks3");
     assert_int_equal(mkdir(d, 0700), 0);
     rank_trace(d, 301, 1, 0, "node-a", 0);
     rank_trace(d, 302, 1, 1, "node-a", 0);
@@ -1002,8 +987,8 @@ static void test_extract_ranks_agree(void **state) {
 static void test_extract_merge_nodes(void **state) {
     (void)state;
     char a[256], b[256];
-    tpath(a, sizeof a, "node-a");
-    tpath(b, sizeof b, "node-b");
+    pl_test_path(a, sizeof a, "node-a");
+    pl_test_path(b, sizeof b, "node-b");
     assert_int_equal(mkdir(a, 0700), 0);
     assert_int_equal(mkdir(b, 0700), 0);
     synth_cfg_t c = synth_default();
@@ -1059,7 +1044,7 @@ static void test_extract_merge_nodes(void **state) {
     u.r = pl_report_create("merged");
     pl_extract_init(&u.x);
     char missing[300];
-    snprintf(missing, sizeof missing, "%s/none", g_dir);
+    snprintf(missing, sizeof missing, "%s/none", pl_test_dir);
     const char *bad[] = {a, missing};
     assert_int_equal(pl_extract_paths(u.r, &u.x, bad, 2, NULL), 0);
     assert_int_equal(u.x.n_procs, 2);
@@ -1081,7 +1066,7 @@ static void test_extract_process_names(void **state) {
         {x_opt, 4, "python3"}, {shell, 3, "sh"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char p[300];
-        snprintf(p, sizeof p, "%s/name%zu.pltrace", g_dir, i);
+        snprintf(p, sizeof p, "%s/name%zu.pltrace", pl_test_dir, i);
         synth_cfg_t c = synth_default();
         c.n_steps = 10;
         c.argv = cases[i].argv;
@@ -1097,7 +1082,7 @@ static void test_extract_process_names(void **state) {
 static void test_extract_bad_inputs(void **state) {
     (void)state;
     char d[256], p[300];
-    tpath(d, sizeof d, "junk");
+    pl_test_path(d, sizeof d, "junk");
     assert_int_equal(mkdir(d, 0700), 0);
     snprintf(p, sizeof p, "%s/junk.pltrace", d);
     FILE *f = fopen(p, "w");
@@ -1137,7 +1122,7 @@ static void test_extract_bad_inputs(void **state) {
 static void test_extract_bounded_points(void **state) {
     (void)state;
     char p[256];
-    tpath(p, sizeof p, "f.pltrace");
+    pl_test_path(p, sizeof p, "f.pltrace");
     synth_cfg_t c = synth_default();
     c.n_steps = 400;
     assert_int_equal(synth_trace(p, &c), 0);
@@ -1163,10 +1148,9 @@ static void test_extract_bounded_points(void **state) {
 static void test_extract_hostile_values(void **state) {
     (void)state;
     char p[256];
-    tpath(p, sizeof p, "h.pltrace");
+    pl_test_path(p, sizeof p, "h.pltrace");
     pl_trace_header_t h = {.version = PL_TRACE_VERSION, .pid = 9, .ppid = 1, .start_mono_ns = PL_TRACE_MAX_T_NS};
-    pl_writer_t *w;
-    assert_int_equal(pl_writer_open(p, &h, NULL, &w), 0);
+    pl_writer_t *w = pl_test_trace_open(p, &h, NULL, 0, NULL);
     pl_trace_record_t r;
     for (int i = 0; i < 300; i++) {
         memset(&r, 0, sizeof r);
@@ -1196,11 +1180,9 @@ static void test_extract_hostile_values(void **state) {
         case 8: r.type = PL_REC_DEVICE_MAP; r.u.device = (pl_rec_device_t){.addr = 0, .size = 1}; break;
         default: r.type = PL_REC_FRAME; r.u.frame = (pl_rec_frame_t){.pc = (uint64_t)i, .module_id = 99, .symbol = ""}; break;
         }
-        assert_int_equal(pl_writer_emit(w, &r), 0);
+        pl_test_emit(w, &r);
     }
-    assert_int_equal(pl_writer_flush(w), 0);
-    pl_writer_close(w);
-    pl_writer_destroy(w);
+    pl_test_trace_close(w);
     pl_report_t *rep = pl_report_create(p);
     pl_extract_t x;
     pl_extract_init(&x);
@@ -1221,7 +1203,7 @@ static void test_extract_hostile_values(void **state) {
 static void test_extract_golden_json(void **state) {
     (void)state;
     char p[256];
-    tpath(p, sizeof p, "g.pltrace");
+    pl_test_path(p, sizeof p, "g.pltrace");
     synth_cfg_t c = synth_default();
     c.n_steps = 120;
     c.clean_end = false;
@@ -1266,8 +1248,7 @@ static void test_extract_golden_json(void **state) {
  * CUPTI's copies never count twice. A trace without CUPTI records gets no cross-check (golden JSON unchanged). */
 static void write_dev_trace(const char *p, int n_cupti) {
     pl_trace_header_t h = {.version = PL_TRACE_VERSION, .pid = 11, .ppid = 1};
-    pl_writer_t *w;
-    assert_int_equal(pl_writer_open(p, &h, NULL, &w), 0);
+    pl_writer_t *w = pl_test_trace_open(p, &h, NULL, 0, NULL);
     pl_trace_record_t r;
     for (int i = 0; i < 3; i++) {
         memset(&r, 0, sizeof r);
@@ -1275,18 +1256,16 @@ static void write_dev_trace(const char *p, int n_cupti) {
         r.t_ns = 1000 + i;
         r.u.device = (pl_rec_device_t){.source = i ? PL_DEV_SRC_RUNTIME : PL_DEV_SRC_DRIVER, .addr = 0x1000u * (i + 1),
                                        .size = 4096};
-        assert_int_equal(pl_writer_emit(w, &r), 0);
+        pl_test_emit(w, &r);
         if (i >= n_cupti) continue;
         r.u.device.source = PL_DEV_SRC_CUPTI; /* the same allocation, reported by CUPTI */
-        assert_int_equal(pl_writer_emit(w, &r), 0);
+        pl_test_emit(w, &r);
     }
     memset(&r, 0, sizeof r);
     r.type = PL_REC_PROCESS_END;
     r.t_ns = 2000;
-    assert_int_equal(pl_writer_emit(w, &r), 0);
-    assert_int_equal(pl_writer_flush(w), 0);
-    pl_writer_close(w);
-    pl_writer_destroy(w);
+    pl_test_emit(w, &r);
+    pl_test_trace_close(w);
 }
 
 /* s with every occurrence of what replaced by "DIR" (malloc'd) */
@@ -1327,7 +1306,7 @@ static void test_extract_cupti_crosscheck(void **state) {
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         char p[256];
-        snprintf(p, sizeof p, "%s/dev%zu.pltrace", g_dir, k);
+        snprintf(p, sizeof p, "%s/dev%zu.pltrace", pl_test_dir, k);
         write_dev_trace(p, cases[k].n_cupti);
         run_t u;
         run_file(&u, p);
@@ -1340,7 +1319,7 @@ static void test_extract_cupti_crosscheck(void **state) {
         memset(json, 0, sizeof json);
         render_both(&u, text, sizeof text - 1, json, sizeof json - 1);
         if (k == 0) { /* the whole document once, byte for byte, the temporary dir as DIR */
-            char *doc = masked(json, g_dir);
+            char *doc = masked(json, pl_test_dir);
             assert_true(pl_test_golden(g_golden_dir, "extract_crosscheck.json", doc, strlen(doc)));
             free(doc);
         }
@@ -1362,7 +1341,7 @@ static void test_extract_cupti_crosscheck(void **state) {
 static void test_extract_cut_reason_whole(void **state) {
     (void)state;
     char d[300], p[400];
-    tpath(d, sizeof d, "a-directory-with-a-rather-long-name-as-cluster-scratch-paths-often-are-0123456789abcdef");
+    pl_test_path(d, sizeof d, "a-directory-with-a-rather-long-name-as-cluster-scratch-paths-often-are-0123456789abcdef");
     assert_int_equal(mkdir(d, 0700), 0);
     snprintf(p, sizeof p, "%s/1234567.0.pltrace", d);
     synth_cfg_t c = synth_default();
@@ -1398,7 +1377,7 @@ static void test_extract_cut_reason_whole(void **state) {
 static void test_extract_skipped_files_named(void **state) {
     (void)state;
     char d[256], p[320];
-    tpath(d, sizeof d, "skips");
+    pl_test_path(d, sizeof d, "skips");
     assert_int_equal(mkdir(d, 0700), 0);
     synth_cfg_t c = synth_default();
     snprintf(p, sizeof p, "%s/1.0.pltrace", d);
@@ -1447,7 +1426,7 @@ static void test_extract_skipped_files_named(void **state) {
 static void test_extract_lost_records_said(void **state) {
     (void)state;
     char p[256];
-    tpath(p, sizeof p, "lost.pltrace");
+    pl_test_path(p, sizeof p, "lost.pltrace");
     synth_cfg_t c = synth_default();
     c.lost_records = 48; /* of 160 steps x (2 allocations + 1 free) = 480 host events: 10% */
     assert_int_equal(synth_trace(p, &c), 0);
@@ -1471,7 +1450,7 @@ static void test_extract_lost_records_said(void **state) {
     free(buf);
     run_free(&u);
     /* none lost: no line */
-    tpath(p, sizeof p, "kept.pltrace");
+    pl_test_path(p, sizeof p, "kept.pltrace");
     c.lost_records = 0;
     assert_int_equal(synth_trace(p, &c), 0);
     run_file(&u, p);
@@ -1521,5 +1500,5 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_extract_golden_json),
         cmocka_unit_test(test_extract_cupti_crosscheck),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, pl_test_dir_setup, pl_test_dir_teardown);
 }

@@ -15,72 +15,13 @@
 #include <cmocka.h>
 
 #include "live.h"
-#include "writer.h"
-#include "../common/tmpdir.h"
+#include "helpers.h"
 
-static char dir[256];
-
-static int setup(void **state) {
-    (void)state;
-    return pl_test_tmpdir_make(dir, sizeof dir, "live");
-}
-
-static int teardown(void **state) {
-    (void)state;
-    return pl_test_tmpdir_remove(dir);
-}
-
-typedef struct tw {
-    pl_writer_t *w;
-    char path[300];
-    int64_t step;
-} tw_t;
-
-static void emit(tw_t *t, const pl_trace_record_t *r) { assert_int_equal(pl_writer_emit(t->w, r), 0); }
-
-static void tw_open(tw_t *t, const char *name, uint32_t pid, const char *exe) {
-    memset(t, 0, sizeof *t);
-    snprintf(t->path, sizeof t->path, "%s/%s", dir, name);
-    pl_trace_header_t h = {.version = PL_TRACE_VERSION, .pid = pid, .ppid = 1};
-    assert_int_equal(pl_writer_open(t->path, &h, NULL, &t->w), 0);
-    pl_trace_record_t p;
-    memset(&p, 0, sizeof p);
-    p.type = PL_REC_PROCESS_START;
-    p.t_ns = 1;
-    p.u.process = (pl_rec_process_t){.pid = pid, .exe = exe, .host_mem_bytes = 16ull << 30, .rank = -1,
-                                     .cgroup_max_bytes = PL_TRACE_NA};
-    emit(t, &p);
-}
-
-/* n steps whose live heap grows by `per_step` bytes each (every step 10 ms). */
-static void steps(tw_t *t, int n, double base, double per_step) {
-    for (int i = 0; i < n; i++) {
-        t->step++;
-        pl_trace_record_t r;
-        memset(&r, 0, sizeof r);
-        r.type = PL_REC_HEAP;
-        r.t_ns = 1 + t->step * 10000000;
-        r.u.heap.step = (uint64_t)t->step;
-        r.u.heap.live_bytes = (int64_t)(base + per_step * (double)t->step);
-        emit(t, &r);
-        memset(&r, 0, sizeof r);
-        r.type = PL_REC_STEP;
-        r.t_ns = 1 + t->step * 10000000;
-        r.u.step.step = (uint64_t)t->step;
-        emit(t, &r);
-    }
-    assert_int_equal(pl_writer_flush(t->w), 0);
-}
-
-static void tw_end(tw_t *t) {
-    pl_trace_record_t r;
-    memset(&r, 0, sizeof r);
-    r.type = PL_REC_PROCESS_END;
-    emit(t, &r);
-    assert_int_equal(pl_writer_flush(t->w), 0);
-    pl_writer_close(t->w);
-    pl_writer_destroy(t->w);
-    t->w = NULL;
+/* the trace of process pid running exe, in the scratch directory */
+static void tw_open(pl_test_tw_t *t, const char *name, uint32_t pid, const char *exe) {
+    pl_rec_process_t proc = {.pid = pid, .exe = exe, .host_mem_bytes = 16ull << 30, .rank = -1,
+                             .cgroup_max_bytes = PL_TRACE_NA};
+    pl_test_tw_open(t, name, pid, &proc);
 }
 
 static uint64_t size_of(const char *path) {
@@ -101,14 +42,14 @@ static pl_live_status_t poll_status(pl_live_t *l) {
 
 static void test_live_warmup_then_plateau_then_leak(void **state) {
     (void)state;
-    pl_live_t *l = pl_live_open(dir, NULL);
+    pl_live_t *l = pl_live_open(pl_test_dir, NULL);
     assert_non_null(l);
     pl_live_status_t s = poll_status(l);
     assert_false(s.have_proc);
 
-    tw_t t;
+    pl_test_tw_t t;
     tw_open(&t, "1.pltrace", 100, "/usr/bin/trainer");
-    steps(&t, 60, 10e6, 1e6); /* 60 steps of +1 MB: a warmup, or a leak? too early to say */
+    pl_test_tw_steps(&t, 60, 10e6, 1e6); /* 60 steps of +1 MB: a warmup, or a leak? too early to say */
     s = poll_status(l);
     assert_true(s.have_proc);
     assert_int_equal(s.pid, 100);
@@ -119,14 +60,14 @@ static void test_live_warmup_then_plateau_then_leak(void **state) {
     assert_false(s.ended);
     assert_int_equal(s.n_alive, 1);
 
-    steps(&t, 240, 70e6, 0); /* then flat: it was a warmup */
+    pl_test_tw_steps(&t, 240, 70e6, 0); /* then flat: it was a warmup */
     s = poll_status(l);
     assert_int_equal(s.step, 300);
     assert_int_equal(s.m[PL_LIVE_HEAP].state, PL_LIVE_FLAT);
     assert_true(s.m[PL_LIVE_HEAP].warmup_steps > 50);
     assert_int_equal(pl_live_bytes_read(l), size_of(t.path));
 
-    steps(&t, 200, 70e6 - 300 * 256e3, 256e3); /* then it leaks 256 kB/step */
+    pl_test_tw_steps(&t, 200, 70e6 - 300 * 256e3, 256e3); /* then it leaks 256 kB/step */
     s = poll_status(l);
     assert_int_equal(s.step, 500);
     assert_int_equal(s.m[PL_LIVE_HEAP].state, PL_LIVE_LEAK);
@@ -140,7 +81,7 @@ static void test_live_warmup_then_plateau_then_leak(void **state) {
     assert_non_null(strstr(line, "heap: LEAK +"));
     assert_non_null(strstr(line, "OOM in ~"));
 
-    tw_end(&t);
+    pl_test_tw_end(&t);
     s = poll_status(l);
     assert_true(s.ended);
     assert_int_equal(s.n_alive, 0);
@@ -148,7 +89,7 @@ static void test_live_warmup_then_plateau_then_leak(void **state) {
 }
 
 /* one census at the current step: its record, then `total_loss` sized at it (its graph grows 8 nodes/step) */
-static void census(tw_t *t, uint32_t c) {
+static void census(pl_test_tw_t *t, uint32_t c) {
     pl_trace_record_t r;
     memset(&r, 0, sizeof r);
     r.type = PL_REC_RETENTION;
@@ -156,24 +97,24 @@ static void census(tw_t *t, uint32_t c) {
     r.u.retention = (pl_rec_retention_t){.census = c, .step = (uint64_t)t->step, .items = 100, .nodes = 1,
                                          .bytes = 1000, .path = "", .what = "", .kind = "census", .file = "",
                                          .fix = ""};
-    emit(t, &r);
+    pl_test_emit(t->w, &r);
     r.u.retention = (pl_rec_retention_t){.census = c, .step = (uint64_t)t->step, .items = PL_TRACE_NA,
                                          .nodes = 8 * (uint64_t)t->step, .bytes = 4, .line = 17,
                                          .path = "total_loss", .what = "local of train() in main.py",
                                          .kind = "tensor", .file = "/src/main.py", .fix = ""};
-    emit(t, &r);
+    pl_test_emit(t->w, &r);
 }
 
 /* The holder the census names joins the line only while the program's memory grows (docs/retention.md). */
 static void test_live_holder_named_when_it_leaks(void **state) {
     (void)state;
-    pl_live_t *l = pl_live_open(dir, NULL);
+    pl_live_t *l = pl_live_open(pl_test_dir, NULL);
     assert_non_null(l);
-    tw_t t;
+    pl_test_tw_t t;
     tw_open(&t, "9.pltrace", 109, "/usr/bin/python3");
     uint32_t c = 0;
     for (int k = 0; k < 10; k++) { /* flat memory, a growing holder: not said */
-        steps(&t, 20, 50e6, 0);
+        pl_test_tw_steps(&t, 20, 50e6, 0);
         census(&t, ++c);
     }
     assert_int_equal(pl_writer_flush(t.w), 0);
@@ -181,7 +122,7 @@ static void test_live_holder_named_when_it_leaks(void **state) {
     assert_int_equal(s.state, PL_LIVE_FLAT);
     assert_string_equal(s.holder, "");
     for (int k = 0; k < 10; k++) { /* then the heap leaks 256 kB/step */
-        steps(&t, 20, 50e6 - 200 * 256e3, 256e3);
+        pl_test_tw_steps(&t, 20, 50e6 - 200 * 256e3, 256e3);
         census(&t, ++c);
     }
     assert_int_equal(pl_writer_flush(t.w), 0);
@@ -192,18 +133,18 @@ static void test_live_holder_named_when_it_leaks(void **state) {
     pl_live_format(&s, line, sizeof line);
     assert_non_null(strstr(line, "heap: LEAK +"));
     assert_non_null(strstr(line, "  kept by `total_loss`"));
-    tw_end(&t);
+    pl_test_tw_end(&t);
     pl_live_close(l);
 }
 
 static void test_live_memory_bounded(void **state) {
     (void)state;
-    tw_t t;
+    pl_test_tw_t t;
     tw_open(&t, "2.pltrace", 200, "/usr/bin/trainer");
-    pl_live_t *l = pl_live_open(dir, NULL);
+    pl_live_t *l = pl_live_open(pl_test_dir, NULL);
     size_t held_half = 0;
     for (int round = 0; round < 20; round++) {
-        steps(&t, 5000, 50e6, 0);
+        pl_test_tw_steps(&t, 5000, 50e6, 0);
         pl_live_status_t s = poll_status(l);
         assert_int_equal(s.step, (round + 1) * 5000);
         assert_int_equal(s.m[PL_LIVE_HEAP].state, PL_LIVE_FLAT);
@@ -213,20 +154,20 @@ static void test_live_memory_bounded(void **state) {
     assert_int_equal(pl_live_bytes_held(l), held_half);
     assert_true(pl_live_bytes_held(l) < 64 * 1024);
     assert_int_equal(pl_live_bytes_read(l), size_of(t.path));
-    tw_end(&t);
+    pl_test_tw_end(&t);
     pl_live_close(l);
 }
 
 static void test_live_helpers_dropped(void **state) {
     (void)state;
-    pl_live_t *l = pl_live_open(dir, NULL);
-    tw_t main_t;
+    pl_live_t *l = pl_live_open(pl_test_dir, NULL);
+    pl_test_tw_t main_t;
     tw_open(&main_t, "a-main.pltrace", 300, "/usr/bin/python3");
-    steps(&main_t, 20, 5e6, 0);
+    pl_test_tw_steps(&main_t, 20, 5e6, 0);
     (void)poll_status(l);
     size_t held_one = pl_live_bytes_held(l);
     for (int i = 0; i < 20; i++) { /* short helpers: a periodic heap sample each, no steps, then their end */
-        tw_t h;
+        pl_test_tw_t h;
         char name[32];
         snprintf(name, sizeof name, "h%02d.pltrace", i);
         tw_open(&h, name, 400 + (uint32_t)i, "/bin/bash");
@@ -235,8 +176,8 @@ static void test_live_helpers_dropped(void **state) {
         r.type = PL_REC_HEAP;
         r.t_ns = 5;
         r.u.heap.live_bytes = 1000;
-        emit(&h, &r);
-        tw_end(&h);
+        pl_test_emit(h.w, &r);
+        pl_test_tw_end(&h);
     }
     pl_live_status_t s = poll_status(l);
     assert_int_equal(s.pid, 300); /* the stepping process is shown */
@@ -244,7 +185,7 @@ static void test_live_helpers_dropped(void **state) {
     assert_false(s.ended);
     /* the ended helpers keep only their file entry (the table of files may have grown) */
     assert_true(pl_live_bytes_held(l) <= held_one + 32 * 400);
-    tw_end(&main_t);
+    pl_test_tw_end(&main_t);
     s = poll_status(l);
     assert_true(s.ended);
     pl_live_close(l);
@@ -255,13 +196,13 @@ static void test_live_helpers_dropped(void **state) {
 static void test_live_lists_like_the_report(void **state) {
     (void)state;
     char fifo[300], status[300];
-    snprintf(fifo, sizeof fifo, "%s/fifo.pltrace", dir);
-    snprintf(status, sizeof status, "%s/run.status", dir);
+    snprintf(fifo, sizeof fifo, "%s/fifo.pltrace", pl_test_dir);
+    snprintf(status, sizeof status, "%s/run.status", pl_test_dir);
     assert_int_equal(mkfifo(fifo, 0600), 0);
-    pl_live_t *l = pl_live_open(dir, NULL);
-    tw_t t;
+    pl_live_t *l = pl_live_open(pl_test_dir, NULL);
+    pl_test_tw_t t;
     tw_open(&t, "a-main.pltrace", 300, "/usr/bin/python3");
-    steps(&t, 5, 5e6, 0);
+    pl_test_tw_steps(&t, 5, 5e6, 0);
     pl_live_status_t s = poll_status(l);
     assert_int_equal(s.n_files, 1);
     assert_int_equal(s.pid, 300);
@@ -273,7 +214,7 @@ static void test_live_lists_like_the_report(void **state) {
     s = poll_status(l);
     assert_true(s.ended); /* the command ended, though its trace has no end record yet */
     assert_int_equal(s.n_files, 1);
-    tw_end(&t);
+    pl_test_tw_end(&t);
     pl_live_close(l);
     unlink(fifo);
     unlink(status);
@@ -282,7 +223,7 @@ static void test_live_lists_like_the_report(void **state) {
 /* RSS growing beside a flat live heap: allocator retention, not the program's leak: "rss: grows", program flat */
 static void test_live_rss_beside_heap_grows(void **state) {
     (void)state;
-    tw_t t;
+    pl_test_tw_t t;
     tw_open(&t, "3.pltrace", 500, "/usr/bin/trainer");
     for (int i = 0; i < 300; i++) {
         pl_trace_record_t r;
@@ -292,10 +233,10 @@ static void test_live_rss_beside_heap_grows(void **state) {
         r.u.rss = (pl_rec_rss_t){.step = (uint64_t)t.step + 1, .rss_anon = 100000000 + (uint64_t)t.step * 1000000,
                                  .rss_file = 0, .rss_shmem = 0, .pss = PL_TRACE_NA, .cgroup_current = PL_TRACE_NA,
                                  .device_used = PL_TRACE_NA, .device_total = PL_TRACE_NA};
-        emit(&t, &r);
-        steps(&t, 1, 50e6, 0);
+        pl_test_emit(t.w, &r);
+        pl_test_tw_steps(&t, 1, 50e6, 0);
     }
-    pl_live_t *l = pl_live_open(dir, NULL);
+    pl_live_t *l = pl_live_open(pl_test_dir, NULL);
     pl_live_status_t s = poll_status(l);
     assert_int_equal(s.m[PL_LIVE_HEAP].state, PL_LIVE_FLAT);
     assert_int_equal(s.m[PL_LIVE_RSS].state, PL_LIVE_LEAK);
@@ -305,7 +246,7 @@ static void test_live_rss_beside_heap_grows(void **state) {
     pl_live_format(&s, line, sizeof line);
     assert_non_null(strstr(line, "rss: grows +"));
     assert_null(strstr(line, "LEAK"));
-    tw_end(&t);
+    pl_test_tw_end(&t);
     pl_live_close(l);
 }
 
@@ -313,22 +254,22 @@ static void test_live_rss_beside_heap_grows(void **state) {
  * "leak". Live, step 70 is "warming up" (never LEAK or suspected), and after the plateau it is "flat". */
 static void test_live_seed003_step70_is_warming_up(void **state) {
     (void)state;
-    tw_t t;
+    pl_test_tw_t t;
     tw_open(&t, "4.pltrace", 600, "/usr/bin/python3");
-    pl_live_t *l = pl_live_open(dir, NULL);
+    pl_live_t *l = pl_live_open(pl_test_dir, NULL);
     for (int k = 0; k < 7; k++) {
-        steps(&t, 10, 5.5e9, 170e6);
+        pl_test_tw_steps(&t, 10, 5.5e9, 170e6);
         pl_live_status_t s = poll_status(l);
         assert_int_equal(s.step, 10 * (k + 1));
         assert_int_equal(s.m[PL_LIVE_HEAP].state, PL_LIVE_WARMING);
         assert_int_equal(s.state, PL_LIVE_WARMING);
     }
-    steps(&t, 15, 5.5e9, 170e6); /* to step 85 */
-    steps(&t, 155, 5.5e9 + 85 * 170e6, 0); /* then flat to step 240 */
+    pl_test_tw_steps(&t, 15, 5.5e9, 170e6); /* to step 85 */
+    pl_test_tw_steps(&t, 155, 5.5e9 + 85 * 170e6, 0); /* then flat to step 240 */
     pl_live_status_t s = poll_status(l);
     assert_int_equal(s.step, 240);
     assert_int_equal(s.m[PL_LIVE_HEAP].state, PL_LIVE_FLAT);
-    tw_end(&t);
+    pl_test_tw_end(&t);
     pl_live_close(l);
 }
 
@@ -406,13 +347,13 @@ static void test_live_format_verdict_first(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_live_format_verdict_first),
-        cmocka_unit_test_setup_teardown(test_live_holder_named_when_it_leaks, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_live_warmup_then_plateau_then_leak, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_live_memory_bounded, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_live_helpers_dropped, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_live_rss_beside_heap_grows, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_live_lists_like_the_report, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_live_seed003_step70_is_warming_up, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_live_holder_named_when_it_leaks, pl_test_dir_setup, pl_test_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_live_warmup_then_plateau_then_leak, pl_test_dir_setup, pl_test_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_live_memory_bounded, pl_test_dir_setup, pl_test_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_live_helpers_dropped, pl_test_dir_setup, pl_test_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_live_rss_beside_heap_grows, pl_test_dir_setup, pl_test_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_live_lists_like_the_report, pl_test_dir_setup, pl_test_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_live_seed003_step70_is_warming_up, pl_test_dir_setup, pl_test_dir_teardown),
         cmocka_unit_test(test_live_format_by_time_units),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -14,74 +14,15 @@
 
 #include "live.h"
 #include "live_prom.h"
-#include "writer.h"
-#include "../common/tmpdir.h"
+#include "helpers.h"
 
-static char dir[256];
-
-static int setup(void **state) {
-    (void)state;
-    return pl_test_tmpdir_make(dir, sizeof dir, "live_prom");
-}
-
-static int teardown(void **state) {
-    (void)state;
-    return pl_test_tmpdir_remove(dir);
-}
-
-typedef struct tw {
-    pl_writer_t *w;
-    int64_t step;
-} tw_t;
-
-static void emit(tw_t *t, const pl_trace_record_t *r) { assert_int_equal(pl_writer_emit(t->w, r), 0); }
-
-static void tw_open(tw_t *t, const char *name, uint32_t pid, const char *argv0, int32_t rank) {
-    memset(t, 0, sizeof *t);
-    char path[300];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    pl_trace_header_t h = {.version = PL_TRACE_VERSION, .pid = pid, .ppid = 1};
-    assert_int_equal(pl_writer_open(path, &h, NULL, &t->w), 0);
-    pl_trace_record_t p;
-    memset(&p, 0, sizeof p);
-    p.type = PL_REC_PROCESS_START;
-    p.t_ns = 1;
-    p.u.process = (pl_rec_process_t){.pid = pid, .exe = "/usr/bin/python3", .host_mem_bytes = 16ull << 30,
-                                     .rank = rank, .local_rank = rank, .cgroup_max_bytes = PL_TRACE_NA,
-                                     .n_argv = 1, .argc = 1, .node = "gpu-node-7"};
-    p.u.process.argv[0] = argv0;
-    emit(t, &p);
-}
-
-/* n steps of 10 ms whose live heap grows by per_step bytes each */
-static void steps(tw_t *t, int n, double base, double per_step) {
-    for (int i = 0; i < n; i++) {
-        t->step++;
-        pl_trace_record_t r;
-        memset(&r, 0, sizeof r);
-        r.type = PL_REC_HEAP;
-        r.t_ns = 1 + t->step * 10000000;
-        r.u.heap.step = (uint64_t)t->step;
-        r.u.heap.live_bytes = (int64_t)(base + per_step * (double)t->step);
-        emit(t, &r);
-        memset(&r, 0, sizeof r);
-        r.type = PL_REC_STEP;
-        r.t_ns = 1 + t->step * 10000000;
-        r.u.step.step = (uint64_t)t->step;
-        emit(t, &r);
-    }
-    assert_int_equal(pl_writer_flush(t->w), 0);
-}
-
-static void tw_end(tw_t *t) {
-    pl_trace_record_t r;
-    memset(&r, 0, sizeof r);
-    r.type = PL_REC_PROCESS_END;
-    emit(t, &r);
-    assert_int_equal(pl_writer_flush(t->w), 0);
-    pl_writer_close(t->w);
-    pl_writer_destroy(t->w);
-    t->w = NULL;
+/* the trace of rank `rank` (-1: none) of a job on gpu-node-7, its argv[0] argv0, in the scratch directory */
+static void tw_open(pl_test_tw_t *t, const char *name, uint32_t pid, const char *argv0, int32_t rank) {
+    pl_rec_process_t proc = {.pid = pid, .exe = "/usr/bin/python3", .host_mem_bytes = 16ull << 30, .rank = rank,
+                             .local_rank = rank, .cgroup_max_bytes = PL_TRACE_NA, .n_argv = 1, .argc = 1,
+                             .node = "gpu-node-7"};
+    proc.argv[0] = argv0;
+    pl_test_tw_open(t, name, pid, &proc);
 }
 
 static char *render(pl_live_t *l) {
@@ -113,14 +54,14 @@ static double sample(const char *text, const char *prefix) {
 
 static void test_live_prom_ranks(void **state) {
     (void)state;
-    tw_t r0, r1, helper;
+    pl_test_tw_t r0, r1, helper;
     tw_open(&r0, "r0.pltrace", 101, "trainer", 0);
     tw_open(&r1, "r1.pltrace", 102, "trainer", 1);
     tw_open(&helper, "h.pltrace", 103, "sh", -1);
-    tw_end(&helper);
-    steps(&r0, 400, 10e6, 256e3); /* rank 0 leaks 256 kB/step */
-    steps(&r1, 400, 10e6, 0);     /* rank 1 flat */
-    pl_live_t *l = pl_live_open(dir, NULL);
+    pl_test_tw_end(&helper);
+    pl_test_tw_steps(&r0, 400, 10e6, 256e3); /* rank 0 leaks 256 kB/step */
+    pl_test_tw_steps(&r1, 400, 10e6, 0);     /* rank 1 flat */
+    pl_live_t *l = pl_live_open(pl_test_dir, NULL);
     assert_non_null(l);
     assert_int_equal(pl_live_poll(l), 0);
     char *t = render(l);
@@ -166,8 +107,8 @@ static void test_live_prom_ranks(void **state) {
     assert_null(strstr(t, "plateau_oom_seconds" LABELS("102", "1", "trainer")));
     free(t);
 
-    tw_end(&r0);
-    tw_end(&r1);
+    pl_test_tw_end(&r0);
+    pl_test_tw_end(&r1);
     assert_int_equal(pl_live_poll(l), 0);
     t = render(l);
     assert_int_equal(sample(t, "plateau_run_ended{run=\"/runs/job \\\"7\\\"\"}"), 1);
@@ -180,10 +121,10 @@ static void test_live_prom_ranks(void **state) {
 /* warming up: no slope yet, but the steps before a verdict; a name with a newline and invalid UTF-8 escaped */
 static void test_live_prom_warming_and_escapes(void **state) {
     (void)state;
-    tw_t a;
+    pl_test_tw_t a;
     tw_open(&a, "a.pltrace", 201, "we\\ird\nname\xff", -1);
-    steps(&a, 30, 10e6, 1e6);
-    pl_live_t *l = pl_live_open(dir, NULL);
+    pl_test_tw_steps(&a, 30, 10e6, 1e6);
+    pl_live_t *l = pl_live_open(pl_test_dir, NULL);
     assert_int_equal(pl_live_poll(l), 0);
     char *t = render(l);
     const char *lab = "{run=\"/runs/job \\\"7\\\"\",pid=\"201\",rank=\"\",process=\"we\\\\ird\\nname";
@@ -196,14 +137,14 @@ static void test_live_prom_warming_and_escapes(void **state) {
     assert_non_null(strstr(t, "plateau_more_steps{"));
     assert_non_null(strstr(t, "state=\"warming_up\"} 1\n"));
     free(t);
-    tw_end(&a);
+    pl_test_tw_end(&a);
     pl_live_close(l);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_live_prom_ranks, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_live_prom_warming_and_escapes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_live_prom_ranks, pl_test_dir_setup, pl_test_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_live_prom_warming_and_escapes, pl_test_dir_setup, pl_test_dir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

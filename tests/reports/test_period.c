@@ -18,7 +18,7 @@
 #include "period.h"
 #include "render.h"
 #include "report.h"
-#include "writer.h"
+#include "helpers.h"
 
 static uint64_t g_rng;
 static uint64_t rnd(void) { /* xorshift64*: deterministic per test */
@@ -158,6 +158,36 @@ static void test_period_site_is_native_stack(void **state) {
     assert_int_equal(in.n_ev, 3);
     assert_true(in.ev[0].key == in.ev[1].key);
     assert_true(in.ev[2].key != in.ev[0].key);
+    /* stack ids past the first canon table (1024), ids below kept: id 3000 is id 1's native stack, id 5000 id 3's */
+    st.u.stack.n_py = 0;
+    st.u.stack.pcs[1] = 0x402000;
+    st.u.stack.stack_id = 3000;
+    assert_int_equal(pl_period_add(&in, &st), 0);
+    st.u.stack.pcs[1] = 0x403000;
+    st.u.stack.stack_id = 5000;
+    assert_int_equal(pl_period_add(&in, &st), 0);
+    static const uint32_t ids[] = {1, 3, 3000, 5000};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        pl_trace_record_t a = {.type = PL_REC_HOST_ALLOC, .t_ns = ids[i]};
+        a.u.host_alloc.stack_id = ids[i];
+        a.u.host_alloc.size = 64;
+        a.u.host_alloc.call_ordinal = ids[i];
+        assert_int_equal(pl_period_add(&in, &a), 0);
+    }
+    assert_int_equal(in.n_ev, 7);
+    assert_true(in.ev[3].key == in.ev[0].key && in.ev[5].key == in.ev[0].key);
+    assert_true(in.ev[4].key == in.ev[2].key && in.ev[6].key == in.ev[2].key);
+    /* heap records past the first arrays (256): times and call counts kept in order */
+    for (int i = 0; i < 1000; i++) {
+        pl_trace_record_t h = {.type = PL_REC_HEAP, .t_ns = 1000 + i};
+        h.u.heap.n_alloc = 7 * (uint64_t)i;
+        assert_int_equal(pl_period_add(&in, &h), 0);
+    }
+    assert_int_equal(in.n_heap, 1000);
+    for (size_t i = 0; i < in.n_heap; i++) {
+        assert_int_equal(in.heap_t_ns[i], 1000 + (int64_t)i);
+        assert_int_equal(in.heap_n_alloc[i], 7 * i);
+    }
     pl_period_input_free(&in);
 }
 
@@ -719,15 +749,10 @@ static uint64_t write_periodic_trace(const char *path, bool with_mark) {
     pl_trace_header_t h = {.version = PL_TRACE_VERSION, .pid = 77, .ppid = 1, .start_mono_ns = 1000000000LL};
     pl_writer_options_t opt;
     pl_writer_options_default(&opt);
-    pl_writer_t *w;
-    assert_int_equal(pl_writer_open(path, &h, &opt, &w), 0);
+    pl_rec_process_t proc = {.pid = 77, .ppid = 1, .rank = -1, .local_rank = -1, .exe = "/bin/train",
+                             .interval_ns = 100000000, .cgroup_max_bytes = PL_TRACE_NA};
+    pl_writer_t *w = pl_test_trace_open(path, &h, &opt, h.start_mono_ns, &proc);
     pl_trace_record_t r;
-    memset(&r, 0, sizeof r);
-    r.type = PL_REC_PROCESS_START;
-    r.t_ns = h.start_mono_ns;
-    r.u.process = (pl_rec_process_t){.pid = 77, .ppid = 1, .rank = -1, .local_rank = -1, .exe = "/bin/train",
-                                     .interval_ns = 100000000, .cgroup_max_bytes = PL_TRACE_NA};
-    assert_int_equal(pl_writer_emit(w, &r), 0);
     const int n_steps = 40, per_step = 30;
     const int64_t step_ns = 200000000; /* 200 ms: periodic heap samples every 100 ms fall inside steps */
     int64_t t = h.start_mono_ns;
@@ -739,7 +764,7 @@ static uint64_t write_periodic_trace(const char *path, bool with_mark) {
             r.u.device = (pl_rec_device_t){.source = PL_DEV_SRC_ALLOCATOR, .allocator_id = 1, .pool = 2,
                                            .addr = 0x100000ull * (uint64_t)(k + 1), .size = 4096ull * (uint64_t)(k + 1),
                                            .requested = 4096, .stack_id = (uint32_t)k + 1};
-            assert_int_equal(pl_writer_emit(w, &r), 0);
+            pl_test_emit(w, &r);
         }
         for (int q = 0; q < 2; q++) { /* periodic heap samples (step 0), growing: a leak of 1 MiB per step */
             memset(&r, 0, sizeof r);
@@ -747,14 +772,14 @@ static uint64_t write_periodic_trace(const char *path, bool with_mark) {
             r.t_ns = t + (q ? step_ns * 3 / 4 : step_ns / 4);
             r.u.heap = (pl_rec_heap_t){.live_bytes = (int64_t)(100 << 20) + (int64_t)s * (1 << 20),
                                        .live_count = 1000 + s, .n_alloc = (uint64_t)(s * 2 + q) * 500};
-            assert_int_equal(pl_writer_emit(w, &r), 0);
+            pl_test_emit(w, &r);
         }
         if (with_mark && s == 10) {
             memset(&r, 0, sizeof r);
             r.type = PL_REC_MARK;
             r.t_ns = t + step_ns / 2;
             r.u.mark = (pl_rec_mark_t){.label = "eval"};
-            assert_int_equal(pl_writer_emit(w, &r), 0);
+            pl_test_emit(w, &r);
             n++;
         }
         t += step_ns;
@@ -763,9 +788,8 @@ static uint64_t write_periodic_trace(const char *path, bool with_mark) {
     memset(&r, 0, sizeof r);
     r.type = PL_REC_PROCESS_END;
     r.t_ns = t;
-    assert_int_equal(pl_writer_emit(w, &r), 0);
-    pl_writer_close(w);
-    pl_writer_destroy(w);
+    pl_test_emit(w, &r);
+    pl_test_trace_close(w);
     return n + 2 + (uint64_t)n_steps * (per_step + 2);
 }
 
@@ -773,10 +797,8 @@ static uint64_t write_periodic_trace(const char *path, bool with_mark) {
  * steps; the text report says so. */
 static void test_period_extract_auto_steps(void **state) {
     (void)state;
-    char dir[] = "/tmp/plateau-test-period-XXXXXX";
-    assert_non_null(mkdtemp(dir));
     char path[256];
-    snprintf(path, sizeof path, "%s/1.0.pltrace", dir);
+    pl_test_path(path, sizeof path, "1.0.pltrace");
     write_periodic_trace(path, false);
     const int n_steps = 40, per_step = 30;
 
@@ -804,8 +826,6 @@ static void test_period_extract_auto_steps(void **state) {
     free(buf);
     pl_extract_free(&x);
     pl_report_destroy(rep);
-    unlink(path);
-    rmdir(dir);
 }
 
 /* reports/extract.c reads a trace once and collects the period detector's input beside extraction; when a period is
@@ -813,10 +833,8 @@ static void test_period_extract_auto_steps(void **state) {
  * the marks and the row are those of one pass, from a file and from memory alike. */
 static void test_period_extract_undone_pass_leaves_nothing(void **state) {
     (void)state;
-    char dir[] = "/tmp/plateau-test-period-XXXXXX";
-    assert_non_null(mkdtemp(dir));
     char path[256];
-    snprintf(path, sizeof path, "%s/1.0.pltrace", dir);
+    pl_test_path(path, sizeof path, "1.0.pltrace");
     uint64_t n_records = write_periodic_trace(path, true);
     char *text[2] = {NULL, NULL};
     for (int from_mem = 0; from_mem < 2; from_mem++) {
@@ -854,8 +872,6 @@ static void test_period_extract_undone_pass_leaves_nothing(void **state) {
     assert_string_equal(text[0], text[1]);
     free(text[0]);
     free(text[1]);
-    unlink(path);
-    rmdir(dir);
 }
 
 int main(void) {
@@ -877,8 +893,9 @@ int main(void) {
         cmocka_unit_test(test_period_aperiodic_none),
         cmocka_unit_test(test_period_too_little),
         cmocka_unit_test(test_period_bad_args),
-        cmocka_unit_test(test_period_extract_auto_steps),
-        cmocka_unit_test(test_period_extract_undone_pass_leaves_nothing),
+        cmocka_unit_test_setup_teardown(test_period_extract_auto_steps, pl_test_dir_setup, pl_test_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_period_extract_undone_pass_leaves_nothing, pl_test_dir_setup,
+                                        pl_test_dir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,17 +21,9 @@
 #include "pysites.h"
 #include "render.h"
 #include "render_html.h"
-#include "writer.h"
+#include "helpers.h"
 
-static char g_dir[128];
 static char g_src[256];
-
-static int emit(pl_writer_t *w, pl_trace_record_t *r) {
-    int rc = pl_writer_emit(w, r);
-    return rc ? rc : pl_writer_flush(w);
-}
-
-#define EMIT() assert_int_equal(emit(w, &r), 0)
 
 static void write_trace(const char *path) {
     const int64_t t0 = 1000000000LL, sec = 1000000000LL;
@@ -39,22 +31,16 @@ static void write_trace(const char *path) {
                            .ppid = 1, .start_mono_ns = t0};
     pl_writer_options_t opt;
     pl_writer_options_default(&opt);
-    pl_writer_t *w;
-    assert_int_equal(pl_writer_open(path, &h, &opt, &w), 0);
+    pl_rec_process_t proc = {.pid = 7, .ppid = 1, .rank = -1, .local_rank = -1, .sample_bytes = 0,
+                             .interval_ns = 100000000, .host_mem_bytes = 8ull << 30, /* 160 KB/s: ~15 h */
+                             .cgroup_max_bytes = PL_TRACE_NA, .exe = "/usr/bin/python3", .argc = 1, .n_argv = 1};
+    proc.argv[0] = "python3";
+    pl_writer_t *w = pl_test_trace_open(path, &h, &opt, t0, &proc);
     pl_trace_record_t r;
-    memset(&r, 0, sizeof r);
-    r.type = PL_REC_PROCESS_START;
-    r.t_ns = t0;
-    r.u.process = (pl_rec_process_t){.pid = 7, .ppid = 1, .rank = -1, .local_rank = -1, .sample_bytes = 0,
-                                     .interval_ns = 100000000, .host_mem_bytes = 8ull << 30, /* 160 KB/s: ~15 h */
-                                     .cgroup_max_bytes = PL_TRACE_NA, .exe = "/usr/bin/python3", .argc = 1,
-                                     .n_argv = 1};
-    r.u.process.argv[0] = "python3";
-    EMIT();
     memset(&r, 0, sizeof r);
     r.type = PL_REC_MODULE;
     r.u.module = (pl_rec_module_t){.module_id = 1, .base = 0x400000, .path = "/opt/gone/python3"};
-    EMIT();
+    pl_test_emit_flush(w, &r);
     static const char *const syms[] = {"malloc", "alloc_a", "alloc_b", "alloc_c", "main"};
     for (int i = 0; i < 5; i++) {
         memset(&r, 0, sizeof r);
@@ -62,7 +48,7 @@ static void write_trace(const char *path) {
         r.u.frame = (pl_rec_frame_t){.pc = 0x401000u + 0x1000u * (unsigned)i, .module_id = 1,
                                      .module_offset = 0x1000u + 0x1000u * (unsigned)i, .symbol = syms[i],
                                      .symbol_offset = 4};
-        EMIT();
+        pl_test_emit_flush(w, &r);
     }
     const struct { uint32_t id; int line; const char *file, *fn; } pyf[] = {
         {1, 42, g_src, "train_epoch"},
@@ -74,7 +60,7 @@ static void write_trace(const char *path) {
         memset(&r, 0, sizeof r);
         r.type = PL_REC_PYFRAME;
         r.u.pyframe = (pl_rec_pyframe_t){pyf[i].id, pyf[i].line, pyf[i].file, pyf[i].fn};
-        EMIT();
+        pl_test_emit_flush(w, &r);
     }
     /* stacks: 1 and 2 reach train.py:42 through different native frames; 3 is scratch (freed); 4 is native only */
     const struct { uint32_t native; uint32_t n_py; uint32_t py[3]; } stk[] = {
@@ -89,7 +75,7 @@ static void write_trace(const char *path) {
         r.u.stack.pcs[2] = 0x405000;
         r.u.stack.n_py = stk[i].n_py;
         memcpy(r.u.stack.py, stk[i].py, sizeof stk[i].py);
-        EMIT();
+        pl_test_emit_flush(w, &r);
     }
     static const uint64_t leak[4] = {100000, 50000, 0, 10000};
     uint64_t leaked = 0;
@@ -102,53 +88,44 @@ static void write_trace(const char *path) {
             uint64_t addr = k == 2 ? 0x90000000ull : 0x10000000ull + (uint64_t)s * 0x100000ull + k * 0x10000ull;
             r.u.host_alloc = (pl_rec_host_alloc_t){.addr = addr, .size = k == 2 ? 1 << 20 : leak[k],
                                                    .stack_id = k + 1, .tid = 7};
-            EMIT();
+            pl_test_emit_flush(w, &r);
             leaked += leak[k];
         }
         memset(&r, 0, sizeof r);
         r.type = PL_REC_HOST_FREE; /* the scratch buffer (freeing an address never sampled is ignored) */
         r.t_ns = t + 10;
         r.u.host_free = (pl_rec_host_free_t){.addr = 0x90000000ull, .tid = 7};
-        EMIT();
+        pl_test_emit_flush(w, &r);
         memset(&r, 0, sizeof r);
         r.type = PL_REC_HEAP;
         r.t_ns = t + 20;
         r.u.heap = (pl_rec_heap_t){.step = (uint64_t)s,
                                    .live_bytes = 100000000 + (int64_t)leaked + (int64_t)((s * 7919) % 13) * 4096,
                                    .live_count = 5000 + s * 3};
-        EMIT();
+        pl_test_emit_flush(w, &r);
         memset(&r, 0, sizeof r);
         r.type = PL_REC_STEP;
         r.t_ns = t + 30;
         r.u.step = (pl_rec_step_t){.step = (uint64_t)s, .source = PL_STEP_API_CALL};
-        EMIT();
+        pl_test_emit_flush(w, &r);
     }
     memset(&r, 0, sizeof r);
     r.type = PL_REC_PROCESS_END;
     r.t_ns = t0 + 161 * sec;
-    EMIT();
-    pl_writer_close(w);
-    pl_writer_destroy(w);
+    pl_test_emit(w, &r);
+    pl_test_trace_close(w);
 }
 
+/* the scratch directory, holding the script the trace's Python frames name */
 static int setup(void **state) {
-    (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/pl-test-pysites-XXXXXX");
-    if (!mkdtemp(g_dir)) return -1;
-    snprintf(g_src, sizeof g_src, "%s/train.py", g_dir);
+    if (pl_test_dir_setup(state)) return -1;
+    pl_test_path(g_src, sizeof g_src, "train.py");
     FILE *f = fopen(g_src, "w");
     if (!f) return -1;
     for (int i = 1; i <= 70; i++)
         fprintf(f, i == 42 ? "        epoch_logits.append(logits)   \n" : "x = %d\n", i);
     fclose(f);
     return 0;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    char cmd[200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
 }
 
 static char *render(pl_report_t *rep, pl_extract_t *x, bool json) {
@@ -165,7 +142,7 @@ static char *render(pl_report_t *rep, pl_extract_t *x, bool json) {
 static void test_pysites_merge_by_user_line(void **state) {
     (void)state;
     char path[200];
-    snprintf(path, sizeof path, "%s/7.0.pltrace", g_dir);
+    pl_test_path(path, sizeof path, "7.0.pltrace");
     write_trace(path);
     pl_report_t *rep = pl_report_create(path);
     assert_non_null(rep);
@@ -269,5 +246,5 @@ int main(void) {
         cmocka_unit_test(test_pysites_merge_by_user_line),
         cmocka_unit_test(test_pysites_paths),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, pl_test_dir_teardown);
 }

@@ -21,28 +21,15 @@
 
 #include "../cli/test_report_synth.h"
 #include "analyze.h"
+#include "helpers.h"
 #include "extract.h"
 #include "render_html.h"
 
-static char g_dir[128];
-
-static int setup(void **state) {
-    (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/pl-test-render-html-XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    char cmd[200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
 
 /* The HTML of the trace or run directory at path (written from the configs when n > 0). Caller frees. */
 static char *html_of(const char *name, const synth_cfg_t *cfg, size_t n) {
     char path[256], file[320];
-    snprintf(path, sizeof path, "%s/%s", g_dir, name);
+    snprintf(path, sizeof path, "%s/%s", pl_test_dir, name);
     if (n > 1) assert_int_equal(mkdir(path, 0700), 0);
     for (size_t i = 0; i < n; i++) {
         if (n > 1) snprintf(file, sizeof file, "%s/%u.0.pltrace", path, cfg[i].pid);
@@ -152,7 +139,7 @@ static void test_render_html_oom_metric(void **state) {
     synth_cfg_t c = synth_default();
     c.leak_bytes = 8 << 20;
     char path[256];
-    snprintf(path, sizeof path, "%s/oom.pltrace", g_dir);
+    snprintf(path, sizeof path, "%s/oom.pltrace", pl_test_dir);
     assert_int_equal(synth_trace(path, &c), 0);
     for (int other = 0; other < 2; other++) {
         pl_report_t *r = pl_report_create(path);
@@ -312,5 +299,5 @@ int main(void) {
         cmocka_unit_test(test_render_html_tree),
         cmocka_unit_test(test_render_html_tree_pid_cycle),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, pl_test_dir_setup, pl_test_dir_teardown);
 }

@@ -22,7 +22,7 @@
 #include "render.h"
 #include "render_html.h"
 #include "retention.h"
-#include "writer.h"
+#include "helpers.h"
 
 static pl_rec_retention_t census_rec(uint32_t census, uint64_t step) {
     return (pl_rec_retention_t){.census = census, .step = step, .items = 1000, .nodes = 10, .bytes = 5000000,
@@ -116,6 +116,22 @@ static void test_retention_history_at_own_steps(void **state) {
     assert_int_equal(h->last_step, 500);
     assert_true(fabs(h->size_per_step - 1.0) < 1e-9); /* 400 items over 400 steps, not over 0 */
     assert_true(isnan(h->bytes_per_step));
+    pl_retention_free(&rt);
+    /* censuses past the first table of their steps (64): measured at censuses 62..66, each at its own step */
+    rt = (pl_retention_t){0};
+    for (uint32_t c = 1; c <= 300; c++) {
+        pl_rec_retention_t q = census_rec(c, 10 * c);
+        assert_int_equal(pl_retention_add(&rt, &q), 0);
+    }
+    for (uint32_t c = 62; c <= 66; c++) {
+        pl_rec_retention_t q = holder_rec(c, 3000, "model.history", 100 * c, 0, PL_TRACE_NA);
+        assert_int_equal(pl_retention_add(&rt, &q), 0);
+    }
+    pl_retention_judge(&rt);
+    h = find(&rt, "model.history");
+    assert_int_equal(h->n_points, 5);
+    assert_int_equal(h->first_step, 620);
+    assert_int_equal(h->last_step, 660);
     pl_retention_free(&rt);
 }
 
@@ -214,15 +230,6 @@ static void test_retention_sentence(void **state) {
 
 /* ---- end to end: writer -> extract -> verdict line, text, JSON ---- */
 
-static char g_dir[128];
-
-static int emit(pl_writer_t *w, pl_trace_record_t *r) {
-    int rc = pl_writer_emit(w, r);
-    return rc ? rc : pl_writer_flush(w);
-}
-
-#define EMIT() assert_int_equal(emit(w, &r), 0)
-
 /* ranges: the leak's memory is sampled host allocations made at main.py:42 (one per step, at LEAK_ADDR(step)), and
  * the holder's records carry its 30 newest storages, plus 2 that no sampled allocation begins at (trace 1.9) */
 #define LEAK_ADDR(step) (0x40000000ull + (uint64_t)(step) * 0x100000ull)
@@ -233,24 +240,19 @@ static void write_trace_ranges(const char *path, bool with_census, bool leak, bo
                            .ppid = 1, .start_mono_ns = t0};
     pl_writer_options_t opt;
     pl_writer_options_default(&opt);
-    pl_writer_t *w;
-    assert_int_equal(pl_writer_open(path, &h, &opt, &w), 0);
+    pl_rec_process_t proc = {.pid = 9, .ppid = 1, .rank = -1, .local_rank = -1, .interval_ns = 100000000,
+                             .host_mem_bytes = 1ull << 30, .cgroup_max_bytes = PL_TRACE_NA,
+                             .exe = "/usr/bin/python3", .argc = 2, .n_argv = 2};
+    proc.argv[0] = "python3";
+    proc.argv[1] = "main.py";
+    pl_writer_t *w = pl_test_trace_open(path, &h, &opt, t0, &proc);
     pl_trace_record_t r;
-    memset(&r, 0, sizeof r);
-    r.type = PL_REC_PROCESS_START;
-    r.t_ns = t0;
-    r.u.process = (pl_rec_process_t){.pid = 9, .ppid = 1, .rank = -1, .local_rank = -1, .interval_ns = 100000000,
-                                     .host_mem_bytes = 1ull << 30, .cgroup_max_bytes = PL_TRACE_NA,
-                                     .exe = "/usr/bin/python3", .argc = 2, .n_argv = 2};
-    r.u.process.argv[0] = "python3";
-    r.u.process.argv[1] = "main.py";
-    EMIT();
     if (ranges) {
         memset(&r, 0, sizeof r);
         r.type = PL_REC_PYFRAME;
         r.t_ns = t0 + 1;
         r.u.pyframe = (pl_rec_pyframe_t){.pyframe_id = 1, .line = 42, .file = "/src/main.py", .function = "train"};
-        EMIT();
+        pl_test_emit_flush(w, &r);
         memset(&r, 0, sizeof r);
         r.type = PL_REC_STACK;
         r.t_ns = t0 + 2;
@@ -259,7 +261,7 @@ static void write_trace_ranges(const char *path, bool with_census, bool leak, bo
         r.u.stack.pcs[0] = 0x401000;
         r.u.stack.n_py = 1;
         r.u.stack.py[0] = 1;
-        EMIT();
+        pl_test_emit_flush(w, &r);
     }
     uint32_t census = 0;
     for (int s = 1; s <= 160; s++) {
@@ -270,19 +272,19 @@ static void write_trace_ranges(const char *path, bool with_census, bool leak, bo
         r.u.heap = (pl_rec_heap_t){.step = (uint64_t)s, .live_bytes = 100000000 + (leak && s > 10 ? s * 367 * 1024 : 0) +
                                                                       (s * 7919 % 13) * 4096,
                                    .live_count = 5000 + s * 31 % 7};
-        EMIT();
+        pl_test_emit_flush(w, &r);
         memset(&r, 0, sizeof r);
         r.type = PL_REC_STEP;
         r.t_ns = t + 10;
         r.u.step = (pl_rec_step_t){.step = (uint64_t)s, .source = PL_STEP_OPTIMIZER};
-        EMIT();
+        pl_test_emit_flush(w, &r);
         if (ranges && leak && s > 10) {
             memset(&r, 0, sizeof r);
             r.type = PL_REC_HOST_ALLOC;
             r.t_ns = t + 5;
             r.u.host_alloc = (pl_rec_host_alloc_t){.addr = LEAK_ADDR(s), .size = 367 * 1024, .stack_id = 1, .tid = 9,
                                                    .call_ordinal = PL_TRACE_NA};
-            EMIT();
+            pl_test_emit_flush(w, &r);
         }
         if (!with_census || s % 20) continue;
         census++;
@@ -290,7 +292,7 @@ static void write_trace_ranges(const char *path, bool with_census, bool leak, bo
         r.type = PL_REC_RETENTION;
         r.t_ns = t + 20;
         r.u.retention = census_rec(census, (uint64_t)s);
-        EMIT();
+        pl_test_emit_flush(w, &r);
         if (census < 2) continue; /* first reported at census 2, with census 1 */
         for (uint32_t c = census == 2 ? 1 : census; c <= census; c++) {
             r.u.retention = holder_rec(c, (uint64_t)s, "total_loss", PL_TRACE_NA, 160 * c, 367 * 1024 * 20 * c);
@@ -304,15 +306,14 @@ static void write_trace_ranges(const char *path, bool with_census, bool leak, bo
                 r.u.retention.range_bytes[30] = r.u.retention.range_bytes[31] = 4096;
                 r.u.retention.n_ranges = 32;
             }
-            EMIT();
+            pl_test_emit_flush(w, &r);
         }
     }
     memset(&r, 0, sizeof r);
     r.type = PL_REC_PROCESS_END;
     r.t_ns = t0 + 161 * sec;
-    EMIT();
-    pl_writer_close(w);
-    pl_writer_destroy(w);
+    pl_test_emit(w, &r);
+    pl_test_trace_close(w);
 }
 
 static char *render(pl_report_t *rep, pl_extract_t *x, int json) { /* 0 text, 1 JSON, 2 HTML */
@@ -357,7 +358,7 @@ static void run_one(const char *path, bool census, bool leak, char **text, char 
 static void test_retention_allocated_at(void **state) {
     (void)state;
     char path[200], *text, *json, *html;
-    snprintf(path, sizeof path, "%s/9.0.pltrace", g_dir);
+    pl_test_path(path, sizeof path, "9.0.pltrace");
     run_one_ranges(path, true, true, true, &text, &json, &html);
     assert_non_null(strstr(g_verdict, "kept by `total_loss`"));
     assert_non_null(strstr(text, "; it holds memory allocated at main.py:42 in train (30 of its 32 largest storages "
@@ -381,7 +382,7 @@ static void test_retention_allocated_at(void **state) {
 static void test_retention_end_to_end(void **state) {
     (void)state;
     char path[200], *text, *json, *html;
-    snprintf(path, sizeof path, "%s/9.0.pltrace", g_dir);
+    pl_test_path(path, sizeof path, "9.0.pltrace");
     run_one(path, true, true, &text, &json, &html);
     const char *verdict = g_verdict;
     assert_non_null(strstr(verdict, "verdict: LEAK in pid 9 (python3 main.py): +367 KiB/step of heap.bytes"));
@@ -422,17 +423,6 @@ static void test_retention_end_to_end(void **state) {
     unlink(path);
 }
 
-static int setup(void **state) {
-    (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/pl-test-retention-XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    return rmdir(g_dir);
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_retention_growth_not_size),
@@ -444,5 +434,5 @@ int main(void) {
         cmocka_unit_test(test_retention_end_to_end),
         cmocka_unit_test(test_retention_allocated_at),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, pl_test_dir_setup, pl_test_dir_teardown);
 }

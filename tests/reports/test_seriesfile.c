@@ -117,6 +117,22 @@ static void test_seriesfile_load(void **state) {
     assert_int_equal(pl_seriesfile_load(path, 8, 100, &f, &e), -EFBIG);
     assert_int_equal(pl_seriesfile_load(path, 31, 100, &f, &e), 0); /* exactly the file size */
     pl_seriesfile_free(&f);
+    /* past the first buffer (64 KiB) and the first sample array (64): both grow, every sample kept in order */
+    fp = fopen(path, "w");
+    fputs("# plateau-series 1\n", fp);
+    for (int i = 1; i <= 20000; i++) fprintf(fp, "%d %d\n", i, 3 * i);
+    long size = ftell(fp);
+    fclose(fp);
+    assert_true(size > 65536 * 2);
+    assert_int_equal(pl_seriesfile_load(path, (size_t)size, 20000, &f, &e), 0);
+    assert_int_equal(f.n_samples, 20000);
+    for (size_t i = 0; i < f.n_samples; i++) {
+        assert_int_equal(f.samples[i].step, (int64_t)i + 1);
+        assert_true(f.samples[i].value == 3.0 * (double)(i + 1));
+    }
+    pl_seriesfile_free(&f);
+    assert_int_equal(pl_seriesfile_load(path, (size_t)size - 1, 20000, &f, &e), -EFBIG);
+    assert_int_equal(pl_seriesfile_load(path, (size_t)size, 19999, &f, &e), -E2BIG);
     remove(path);
 }
 

@@ -19,6 +19,7 @@
 
 #include "../cli/test_report_synth.h"
 #include "analyze.h"
+#include "helpers.h"
 #include "extract.h"
 #include "render.h"
 #include "render_html.h"
@@ -27,26 +28,12 @@
 
 #define LEAK (256 * 1024)
 
-static char g_dir[128];
-
-static int setup(void **state) {
-    (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/pl-test-window-XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    char cmd[200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
 
 /* the late-leak trace, written once */
 static const char *late_trace(void) {
     static char p[256];
     if (p[0]) return p;
-    snprintf(p, sizeof p, "%s/late.pltrace", g_dir);
+    snprintf(p, sizeof p, "%s/late.pltrace", pl_test_dir);
     synth_cfg_t c = synth_default();
     c.leak_from = 101;
     assert_int_equal(synth_trace(p, &c), 0);
@@ -158,7 +145,7 @@ static void test_window_bad_windows(void **state) {
     pl_run_destroy(&run);
 
     char p2[256];
-    snprintf(p2, sizeof p2, "%s/nosteps.pltrace", g_dir);
+    snprintf(p2, sizeof p2, "%s/nosteps.pltrace", pl_test_dir);
     synth_cfg_t c = synth_default();
     c.with_steps = false;
     assert_int_equal(synth_trace(p2, &c), 0);
@@ -175,7 +162,7 @@ static void test_window_teardown_and_cut_short(void **state) {
     (void)state;
     for (int clean = 0; clean <= 1; clean++) {
         char p[256];
-        snprintf(p, sizeof p, "%s/td%d.pltrace", g_dir, clean);
+        snprintf(p, sizeof p, "%s/td%d.pltrace", pl_test_dir, clean);
         synth_cfg_t c = synth_default();
         c.leak_from = 101;
         c.teardown = true;
@@ -269,5 +256,5 @@ int main(void) {
         cmocka_unit_test(test_window_json_and_html),
         cmocka_unit_test(test_window_holders),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, pl_test_dir_setup, pl_test_dir_teardown);
 }
