@@ -392,8 +392,8 @@ static void dev_sites_html(FILE *o, const pl_extract_proc_t *xp, const pl_run_si
                    "already taken.</p>\n", unit, (long long)v->since);
         return;
     }
-    fputs("<table><tr><th>#</th><th>growth</th><th>live</th><th>blocks</th><th>frames (innermost first)</th></tr>\n",
-          o);
+    fputs("<table><tr><th>#</th><th>growth</th><th>live</th><th>allocations</th><th>frames (innermost first)</th>"
+          "</tr>\n", o);
     for (size_t j = 0; j < v->n; j++) {
         const pl_extract_site_t *s = &v->sites[j];
         fprintf(o, "<tr><td class=\"num\">%zu</td><td class=\"num\">+%s</td><td class=\"num\">%s</td>"

@@ -326,9 +326,8 @@ static void dev_sites_text(FILE *o, const pl_report_t *r, const pl_extract_proc_
     if (pl_run_dev_site_sentence(v, p->n_steps > 0, line, sizeof line)) fprintf(o, "  %s\n", line);
     for (size_t j = 0; j < v->n; j++) {
         const pl_extract_site_t *st = &v->sites[j];
-        fprintf(o, "  %zu. +%s (live %s, %llu block%s)", j + 1, pl_format_bytes(st->growth_bytes, a, sizeof a),
-                pl_format_bytes(st->live_bytes, b, sizeof b), (unsigned long long)st->n_live,
-                st->n_live == 1 ? "" : "s");
+        fprintf(o, "  %zu. +%s (live %s)", j + 1, pl_format_bytes(st->growth_bytes, a, sizeof a),
+                pl_format_bytes(st->live_bytes, b, sizeof b));
         pl_render_site_text(o, st);
     }
 }

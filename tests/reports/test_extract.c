@@ -1542,7 +1542,7 @@ static void test_extract_device_sites(void **state) {
     if (!strstr(text, "device call sites")) fprintf(stderr, "text:\n%s\n", text);
     assert_non_null(strstr(text, "device call sites by growth of device memory taken from the driver (pid 77, "));
     assert_non_null(strstr(text, "  1. +"));
-    assert_non_null(strstr(text, "blocks) train_cuda.py:55 in step"));
+    assert_non_null(strstr(text, ") train_cuda.py:55 in step\n"));
     assert_null(strstr(text, "call sites by live-byte growth"));
     assert_null(strstr(text, "host_list"));
     assert_non_null(strstr(json, "\"memory\": \"device\", \"granularity\": \"segment\""));
