@@ -45,7 +45,7 @@ typedef struct pl_extract_site {
 /* A mark whose label starts so is the Python bootstrap's record of the exception that ended the program (the
  * exception's type follows: "MemoryError", "torch.cuda.OutOfMemoryError"); it is not a user's mark. */
 #define PL_EXTRACT_UNCAUGHT_MARK "plateau:uncaught "
-/* The device call sites (docs/report.md "Device call sites"): per stack, the live device bytes the CUDA hooks saw
+/* The device call sites (docs/cuda-interception.md "Device call sites"): per stack, the live device bytes the CUDA hooks saw
  * allocated (cudaMalloc/cuMemAlloc and their frees, cuMemMap/cuMemUnmap; CUPTI's copies and plateau's own
  * allocator's blocks left out), merged by Python line as the host sites are. A framework's caching allocator takes
  * memory from the driver a segment at a time, so these are segments, named by the request that made it take one:

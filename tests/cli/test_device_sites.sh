@@ -1,5 +1,5 @@
 #!/bin/bash
-# Integration: the device call sites (docs/report.md "Device call sites") over the CUDA driver double. The GPU
+# Integration: the device call sites (docs/cuda-interception.md "Device call sites") over the CUDA driver double. The GPU
 # check's device loop (tests/targets/cuda_loop.c) runs under plateau run with PLATEAU_LIBCUDA = the double: `leak`
 # keeps one 1 MiB cudaMalloc a step from main, `healthy` fills a cache of 30 slots, then reuses it.
 #  - leak, judged by dev.allocated (--metric): the call-site section is the device sites', its first site the

@@ -1351,7 +1351,7 @@ static void test_extract_cupti_crosscheck(void **state) {
     }
 }
 
-/* A CUDA program's trace for the device sites (docs/report.md "Device call sites"), written record by record. Each of
+/* A CUDA program's trace for the device sites (docs/cuda-interception.md "Device call sites"), written record by record. Each of
  * DEVSITES_STEPS steps: stack 1 (train_cuda.py:55, native leak_segment) takes 2 MiB from the driver and, when leak, never gives
  * it back (else frees it within the step); stack 2 (train_cuda.py:30) takes 4 MiB and frees it; stack 3 maps 1 MiB
  * and unmaps it the next step; stack 5 (native grow_map) maps 512 KiB for good when leak; plateau's own allocator
