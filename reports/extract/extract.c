@@ -5,8 +5,8 @@
  * use it, periodic samples belong to the step in progress = last step record + 1) or, for a process without step
  * records, a time bucket of BUCKET_NS since the trace started. When the bins are full the bin width doubles and
  * neighbours merge (min of minima, max of maxima). Address maps (sampled host allocations, device blocks, device
- * segments; common/table.h) and the stack/frame/module tables are bounded; what does not fit is counted, never
- * allocated.
+ * segments, and the device sites' blocks and mappings by stack; common/table.h) and the stack/frame/module tables
+ * are bounded; what does not fit is counted, never allocated.
  */
 #include "extract.h"
 #include "alive.h"
