@@ -277,7 +277,8 @@ static void emit_dev(pl_rec_type_t type, pl_device_source_t source, int32_t devi
     pl_trace_record_t r = {.type = type, .t_ns = pl_now_ns()};
     r.u.device = (pl_rec_device_t){.source = source, .device = device, .addr = addr, .size = size,
                                    .requested = size, .stream = stream, .tid = pl_tid()};
-    if ((type == PL_REC_DEVICE_ALLOC || type == PL_REC_DEVICE_OOM) && pl_g.opt.device_stacks)
+    if ((type == PL_REC_DEVICE_ALLOC || type == PL_REC_DEVICE_MAP || type == PL_REC_DEVICE_OOM) &&
+        pl_g.opt.device_stacks) /* a mapping is what an expandable segment grows by: the device sites count it */
         r.u.device.stack_id = pl_stack_capture();
     pl_emit(&r);
     atomic_fetch_add(&cu.n_records, 1);

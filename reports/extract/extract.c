@@ -5,8 +5,8 @@
  * use it, periodic samples belong to the step in progress = last step record + 1) or, for a process without step
  * records, a time bucket of BUCKET_NS since the trace started. When the bins are full the bin width doubles and
  * neighbours merge (min of minima, max of maxima). Address maps (sampled host allocations, device blocks, device
- * segments; common/table.h) and the stack/frame/module tables are bounded; what does not fit is counted, never
- * allocated.
+ * segments, and the device sites' blocks and mappings by stack; common/table.h) and the stack/frame/module tables
+ * are bounded; what does not fit is counted, never allocated.
  */
 #include "extract.h"
 #include "alive.h"
@@ -29,6 +29,7 @@
 #define MAX_KEY (INT64_MAX / 4)
 #define MAP_MAX_ENTRIES (1u << 19)    /* per address map: at most 2^20 slots of 24 B */
 #define MAX_STACKS 16384u
+#define MAX_DEV_STACKS 4096u           /* stacks that allocated device memory (the device sites) */
 #define STACK_PCS 16u                  /* native frames read per stack (innermost first) */
 #define STACK_HIST 32u
 #define STACK_PY 32u                  /* Python frames kept per stack (innermost first) */
@@ -246,6 +247,11 @@ typedef struct state {
     pl_table_t host, blocks, segs, stack_ix;
     stack_t_ *stacks;        /* what each stack holds; its frames are in the ingest's table */
     size_t n_stacks;
+    /* the device sites: the hooks' blocks and mappings that came with a stack (address -> size, stack id) and what
+     * each such stack holds on the device (its own table: a stack's host bytes are another account) */
+    pl_table_t dev_blocks, dev_segs, dstack_ix;
+    stack_t_ *dstacks;
+    size_t n_dstacks;
     pl_ingest_t *in;         /* the one reader's tables: stacks, frames, modules, Python frames */
     astat_t astats[MAX_ALLOCATORS];
     size_t n_astats;
@@ -300,19 +306,29 @@ static double weight(state_t *s, uint64_t size) {
     return w;
 }
 
-static stack_t_ *stack_get(state_t *s, uint32_t id, bool create) {
-    slot_t *f = pl_table_get(&s->stack_ix, (uint64_t)id + 1);
-    if (f) return &s->stacks[f->val];
-    if (!create || s->n_stacks >= MAX_STACKS) return NULL;
-    if (!s->stacks) {
-        s->stacks = calloc(MAX_STACKS, sizeof *s->stacks); /* lazily, only for traces with stacks */
-        if (!s->stacks) return NULL;
+/* The account of stack id in a set of stacks (ix: id + 1 -> index into *v, at most max), made when create. */
+static stack_t_ *set_get(pl_table_t *ix, stack_t_ **v, size_t *n, size_t max, uint32_t id, bool create) {
+    slot_t *f = pl_table_get(ix, (uint64_t)id + 1);
+    if (f) return &(*v)[f->val];
+    if (!create || *n >= max) return NULL;
+    if (!*v) {
+        *v = calloc(max, sizeof **v); /* lazily, only for traces with stacks */
+        if (!*v) return NULL;
     }
-    if (map_put(&s->stack_ix, (uint64_t)id + 1, s->n_stacks, 0)) return NULL;
-    stack_t_ *st = &s->stacks[s->n_stacks++];
+    if (map_put(ix, (uint64_t)id + 1, *n, 0)) return NULL;
+    stack_t_ *st = &(*v)[(*n)++];
     memset(st, 0, sizeof *st);
     st->id = id;
     return st;
+}
+
+static stack_t_ *stack_get(state_t *s, uint32_t id, bool create) {
+    return set_get(&s->stack_ix, &s->stacks, &s->n_stacks, MAX_STACKS, id, create);
+}
+
+/* what a stack holds on the device (the device sites) */
+static stack_t_ *dstack_get(state_t *s, uint32_t id, bool create) {
+    return set_get(&s->dstack_ix, &s->dstacks, &s->n_dstacks, MAX_DEV_STACKS, id, create);
 }
 
 static void stack_note(state_t *s, stack_t_ *st, int64_t t) {
@@ -544,10 +560,44 @@ static int dev_totals(state_t *s, int64_t t_ns) {
     return rc ? -ENOMEM : 0;
 }
 
+/* The device sites' accounts: a hook's block or mapping at addr ends (a free or unmap, or its address reused
+ * without one we saw): its bytes leave the stack that allocated it. Frees of addresses never seen allocated with a
+ * stack change nothing. */
+static void dev_site_end(state_t *s, pl_table_t *m, const pl_trace_record_t *rec) {
+    slot_t old;
+    if (rec->u.device.source == PL_DEV_SRC_ALLOCATOR || !map_take(m, rec->u.device.addr, &old)) return;
+    stack_t_ *st = dstack_get(s, old.aux, false);
+    if (!st) return;
+    st->live_bytes -= (double)old.val;
+    if (st->n_live) st->n_live--;
+    stack_note(s, st, rec->t_ns);
+}
+
+/* A hook's block or mapping of sz bytes: its stack's account grows (plateau's own allocator's blocks are tensors
+ * inside such blocks, not memory taken from the driver: left out). */
+static int dev_site_start(state_t *s, pl_table_t *m, const pl_trace_record_t *rec, uint64_t sz) {
+    const pl_rec_device_t *q = &rec->u.device;
+    if (q->source == PL_DEV_SRC_ALLOCATOR) return 0;
+    dev_site_end(s, m, rec);
+    if (!q->stack_id) return 0;
+    stack_t_ *st = dstack_get(s, q->stack_id, true);
+    int rc = st ? map_put(m, q->addr, sz, q->stack_id) : 1;
+    if (rc) {
+        if (rc > 0) s->xp->n_untracked++;
+        return rc < 0 ? rc : 0;
+    }
+    st->live_bytes += (double)sz;
+    st->n_live++;
+    stack_note(s, st, rec->t_ns);
+    return 0;
+}
+
 static int on_dev_alloc(void *ctx, const pl_trace_record_t *rec) {
     state_t *s = ctx;
     uint64_t sz;
     if (!dev_counted(s, rec, &sz)) return 0;
+    int drc = dev_site_start(s, &s->dev_blocks, rec, sz);
+    if (drc < 0) return drc;
     bool alloc_src = rec->u.device.source == PL_DEV_SRC_ALLOCATOR;
     int rc = map_put(&s->blocks, rec->u.device.addr, sz, alloc_src);
     if (rc < 0) return rc;
@@ -569,7 +619,9 @@ static int on_dev_free(void *ctx, const pl_trace_record_t *rec) {
     state_t *s = ctx;
     uint64_t sz;
     slot_t old;
-    if (!dev_counted(s, rec, &sz) || !map_take(&s->blocks, rec->u.device.addr, &old)) return 0;
+    if (!dev_counted(s, rec, &sz)) return 0;
+    dev_site_end(s, &s->dev_blocks, rec);
+    if (!map_take(&s->blocks, rec->u.device.addr, &old)) return 0;
     if (old.aux) {
         s->ev_alloc -= (int64_t)old.val;
         s->ev_tens--;
@@ -583,6 +635,8 @@ static int on_dev_map(void *ctx, const pl_trace_record_t *rec) {
     state_t *s = ctx;
     uint64_t sz;
     if (!dev_counted(s, rec, &sz)) return 0;
+    int drc = dev_site_start(s, &s->dev_segs, rec, sz);
+    if (drc < 0) return drc;
     int rc = map_put(&s->segs, rec->u.device.addr, sz, 0);
     if (rc < 0) return rc;
     if (rc > 0) {
@@ -598,7 +652,9 @@ static int on_dev_unmap(void *ctx, const pl_trace_record_t *rec) {
     state_t *s = ctx;
     uint64_t sz;
     slot_t old;
-    if (!dev_counted(s, rec, &sz) || !map_take(&s->segs, rec->u.device.addr, &old)) return 0;
+    if (!dev_counted(s, rec, &sz)) return 0;
+    dev_site_end(s, &s->dev_segs, rec);
+    if (!map_take(&s->segs, rec->u.device.addr, &old)) return 0;
     s->ev_res -= (int64_t)old.val;
     return dev_totals(s, rec->t_ns);
 }
@@ -947,18 +1003,18 @@ typedef bool (*stack_val_fn)(const state_t *s, const stack_t_ *st, const void *c
  * less is nothing) are counted in *n_counted and summed in *total; the largest `max` are kept in out, largest first,
  * ties by stack id for determinism, each with the stack that contributed most as its representative. Returns how
  * many were kept; their frames are named by name_sites. */
-static size_t group_sites(state_t *s, stack_val_fn val, const void *ctx, bool by_live, pl_extract_site_t *out,
-                          size_t max, double *total, size_t *n_counted) {
+static size_t group_sites_of(state_t *s, stack_t_ *set, size_t n_set, stack_val_fn val, const void *ctx,
+                             bool by_live, pl_extract_site_t *out, size_t max, double *total, size_t *n_counted) {
     typedef struct group { uint64_t key; double g, end, best_g; uint64_t n_live; uint32_t best_id, n; } group_t;
     *total = 0;
     *n_counted = 0;
-    group_t *groups = calloc(s->n_stacks ? s->n_stacks : 1, sizeof *groups);
+    group_t *groups = calloc(n_set ? n_set : 1, sizeof *groups);
     if (!groups) return 0;
     pl_table_t gix;
     map_init(&gix);
     size_t n_groups = 0, n_out = 0;
-    for (size_t i = 0; i < s->n_stacks; i++) {
-        stack_t_ *st = &s->stacks[i];
+    for (size_t i = 0; i < n_set; i++) {
+        stack_t_ *st = &set[i];
         double g, end;
         if (!val(s, st, ctx, &g, &end)) continue;
         double rank = by_live ? end : g;
@@ -1011,13 +1067,20 @@ static size_t group_sites(state_t *s, stack_val_fn val, const void *ctx, bool by
     return n_out;
 }
 
-/* The frames of the kept sites (symbol files are opened for these alone), and each one's share of total. */
-static void name_sites(state_t *s, pl_extract_site_t *sites, size_t n, double total, bool by_live) {
+/* group_sites_of over the host stacks */
+static size_t group_sites(state_t *s, stack_val_fn val, const void *ctx, bool by_live, pl_extract_site_t *out,
+                          size_t max, double *total, size_t *n_counted) {
+    return group_sites_of(s, s->stacks, s->n_stacks, val, ctx, by_live, out, max, total, n_counted);
+}
+
+/* The frames of the kept sites (symbol files are opened for these alone), and each one's share of total; dev: the
+ * sites are device stacks'. */
+static void name_sites_of(state_t *s, pl_extract_site_t *sites, size_t n, double total, bool by_live, bool dev) {
     pl_symbols_t *sy = n ? pl_symbols_new() : NULL;
     for (size_t k = 0; k < n; k++) {
         pl_extract_site_t *site = &sites[k];
         site->share = total > 0 ? (by_live ? site->live_bytes : site->growth_bytes) / total : 0;
-        stack_t_ *st = stack_get(s, site->stack_id, false);
+        stack_t_ *st = dev ? dstack_get(s, site->stack_id, false) : stack_get(s, site->stack_id, false);
         if (!st) continue;
         name_python_site(s, st, site);
         /* pcs: the frames, innermost first; skip the allocator's own frames at the top */
@@ -1038,6 +1101,10 @@ static void name_sites(state_t *s, pl_extract_site_t *sites, size_t n, double to
     pl_symbols_free(sy);
 }
 
+static void name_sites(state_t *s, pl_extract_site_t *sites, size_t n, double total, bool by_live) {
+    name_sites_of(s, sites, n, total, by_live, false);
+}
+
 /* the tail's sites: growth from the tail's start to the last reported key, from the per-stack histories */
 typedef struct tail_ctx { bool by_step; int64_t tail, last_key; } tail_ctx_t;
 
@@ -1048,6 +1115,32 @@ static bool tail_val(const state_t *s, const stack_t_ *st, const void *ctx, doub
     *end = c->last_key == INT64_MAX ? st->live_bytes : hist_at(h, c->last_key);
     *g = *end - hist_at(h, c->tail - 1);
     return true;
+}
+
+/* Where a series' tail starts in the stack histories' keys: its verdict's tail (its first point when it cannot be
+ * judged), a series by time's buckets in BUCKET_NS keys. mt has points. */
+static int64_t tail_key(const state_t *s, const pl_report_metric_t *mt, bool by_step) {
+    int64_t tail;
+    pl_verdict_t v;
+    if (!pl_verdict_classify(&mt->series, &s->r->params, &v) && v.undecided != PL_UNDECIDED_NO_DATA)
+        tail = v.tail_start_step;
+    else
+        tail = mt->series.points[0].step;
+    if (!by_step && mt->series.by_time) { /* series buckets -> BUCKET_NS keys of the stack histories */
+        int64_t f = mt->series.bucket_ns / BUCKET_NS;
+        if (f < 1) f = 1;
+        tail = tail > MAX_KEY / f ? MAX_KEY : tail * f;
+    }
+    return tail;
+}
+
+/* Growth from the tail's start to the last reported key. Auto-detected steps (period detection) may close their
+ * last step after the interpreter's teardown began, and the teardown frees everything a leak kept (a Python program
+ * frees its globals at exit): the sites' end is then the step before, the last one the loop certainly ran. */
+static tail_ctx_t tail_window(const state_t *s, bool by_step, int64_t tail) {
+    tail_ctx_t c = {by_step, tail, last_reported_key(s, by_step)};
+    if (s->xp->steps_auto && c.last_key != INT64_MAX && c.last_key > tail + 1) c.last_key--;
+    return c;
 }
 
 static void find_sites(state_t *s, pl_report_process_t *row, bool by_step) {
@@ -1062,30 +1155,42 @@ static void find_sites(state_t *s, pl_report_process_t *row, bool by_step) {
             xp->site_metric = pl_metric_name(pref[i]);
         }
     int64_t tail = 0;  /* whole run when no series judges the tail */
-    if (mt && mt->series.n_points) {
-        pl_verdict_t v;
-        if (!pl_verdict_classify(&mt->series, &s->r->params, &v) && v.undecided != PL_UNDECIDED_NO_DATA)
-            tail = v.tail_start_step;
-        else
-            tail = mt->series.points[0].step;
-        if (!by_step && mt->series.by_time) { /* series buckets -> BUCKET_NS keys of the stack histories */
-            int64_t f = mt->series.bucket_ns / BUCKET_NS;
-            if (f < 1) f = 1;
-            tail = tail > MAX_KEY / f ? MAX_KEY : tail * f;
-        }
-    } else {
-        xp->site_metric = NULL;
-    }
+    if (mt && mt->series.n_points) tail = tail_key(s, mt, by_step);
+    else xp->site_metric = NULL;
     xp->site_tail_step = tail;
-    tail_ctx_t c = {by_step, tail, last_reported_key(s, by_step)};
-    /* Auto-detected steps (period detection) may close their last step after the interpreter's teardown began,
-     * and the teardown frees everything a leak kept (a Python program frees its globals at exit): the sites' end
-     * is then the step before, the last one the loop certainly ran. */
-    if (xp->steps_auto && c.last_key != INT64_MAX && c.last_key > tail + 1) c.last_key--;
+    tail_ctx_t c = tail_window(s, by_step, tail);
     double total;
     size_t n_counted;
     xp->n_sites = group_sites(s, tail_val, &c, false, xp->sites, PL_EXTRACT_MAX_SITES, &total, &n_counted);
     name_sites(s, xp->sites, xp->n_sites, total, false);
+}
+
+/* The device sites (facts.h, pl_extract_dev_sites_t): for each device metric a process verdict can name, growth over
+ * its tail, one list per distinct tail. Only for a trace whose hooks' device allocations carried stacks. */
+static int find_dev_sites(state_t *s, const pl_report_process_t *row, bool by_step) {
+    if (!s->n_dstacks) return 0;
+    pl_extract_dev_sites_t *d = calloc(1, sizeof *d);
+    if (!d) return -ENOMEM;
+    s->xp->dev_sites = d;
+    d->n_stacks = s->n_dstacks;
+    static const pl_metric_t dev[] = {PL_METRIC_DEV_TENSORS, PL_METRIC_DEV_ALLOCATED, PL_METRIC_DEV_RESERVED};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) {
+        const pl_report_metric_t *mt = &row->metrics[dev[i]];
+        if (!mt->present || !mt->series.n_points) continue;
+        int64_t tail = tail_key(s, mt, by_step);
+        size_t k = 0;
+        while (k < d->n_lists && d->lists[k].since != tail) k++;
+        if (k == d->n_lists) { /* a new tail: its sites */
+            pl_extract_dev_list_t *l = &d->lists[d->n_lists++];
+            l->since = tail;
+            tail_ctx_t c = tail_window(s, by_step, tail);
+            l->n_sites = group_sites_of(s, s->dstacks, s->n_dstacks, tail_val, &c, false, l->sites,
+                                        PL_EXTRACT_MAX_SITES, &l->growth_bytes, &l->n_grew);
+            name_sites_of(s, l->sites, l->n_sites, l->growth_bytes, false, true);
+        }
+        d->lists[k].metrics |= 1u << dev[i];
+    }
+    return 0;
 }
 
 /* ---- windows of steps: report --between, and the end-of-run view (docs/window.md, docs/end-of-run.md) ---- */
@@ -1237,6 +1342,7 @@ static int finish(state_t *s, pl_report_process_t *row) {
         if (rc) return rc;
     }
     find_sites(s, row, by_step);
+    if (find_dev_sites(s, row, by_step)) return -ENOMEM;
     if (s->o->window && find_window(s)) return -ENOMEM;
     /* how it ended: only a process that did not end cleanly, or ended by an uncaught exception, is looked at */
     if ((!s->xp->clean_end || s->uncaught_step >= 0) && !s->xp->running && find_end(s)) return -ENOMEM;
@@ -1262,6 +1368,10 @@ static void state_free(state_t *s) {
     pl_table_free(&s->segs);
     pl_table_free(&s->stack_ix);
     free(s->stacks);
+    pl_table_free(&s->dev_blocks);
+    pl_table_free(&s->dev_segs);
+    pl_table_free(&s->dstack_ix);
+    free(s->dstacks);
     pl_ingest_free(s->in);
 }
 
@@ -1312,7 +1422,7 @@ static int extract_reader(pl_report_t *r, pl_extract_t *x, pl_trace_reader_t *rd
     state_t *s = calloc(1, sizeof *s);
     if (!s) return -ENOMEM;
     s->t0 = h ? h->start_mono_ns : 0;
-    pl_table_t *maps[] = {&s->host, &s->blocks, &s->segs, &s->stack_ix};
+    pl_table_t *maps[] = {&s->host, &s->blocks, &s->segs, &s->stack_ix, &s->dev_blocks, &s->dev_segs, &s->dstack_ix};
     for (size_t i = 0; i < sizeof maps / sizeof maps[0]; i++) map_init(maps[i]);
     if (!(s->in = pl_ingest_new())) {
         free(s);

@@ -5,7 +5,9 @@
  * (neighbouring bins merge when the bound is reached), sampled host allocations and device blocks are tracked in
  * bounded address maps, stacks and frames in bounded tables. Memory therefore does not grow with the file size.
  * After the last record the per-process series go into the report, the heap series is classified once to find
- * its tail, and the call sites whose sampled live bytes grew most over that tail are kept (module + symbol frames).
+ * its tail, and the call sites whose sampled live bytes grew most over that tail are kept (module + symbol frames);
+ * with device allocations that carried stacks, also the device sites: the live device bytes per stack of the CUDA
+ * hooks' allocations and mappings, grown over each device metric's tail (facts.h, pl_extract_dev_sites_t).
  * A truncated or corrupted file yields everything read before the damage and marks the report cut short with the
  * reader's "FILE: offset N: ..." message; so does a missing process_end record in the run's root process (children
  * often end through _exit without one: they are flagged per process, clean_end = false, not as a cut-short run).

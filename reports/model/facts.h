@@ -45,6 +45,29 @@ typedef struct pl_extract_site {
 /* A mark whose label starts so is the Python bootstrap's record of the exception that ended the program (the
  * exception's type follows: "MemoryError", "torch.cuda.OutOfMemoryError"); it is not a user's mark. */
 #define PL_EXTRACT_UNCAUGHT_MARK "plateau:uncaught "
+/* The device call sites (docs/cuda-interception.md "Device call sites"): per stack, the live device bytes the CUDA hooks saw
+ * allocated (cudaMalloc/cuMemAlloc and their frees, cuMemMap/cuMemUnmap; CUPTI's copies and plateau's own
+ * allocator's blocks left out), merged by Python line as the host sites are. A framework's caching allocator takes
+ * memory from the driver a segment at a time, so these are segments, named by the request that made it take one:
+ * segment granularity, not tensors. Their growth is measured over the tail of each device metric a process
+ * verdict can name (dev.tensors, dev.allocated, dev.reserved): one list per distinct tail, the metrics it serves in
+ * `metrics` (a bit per pl_metric_t). */
+#define PL_EXTRACT_DEV_TAILS 3
+typedef struct pl_extract_dev_list {
+    uint32_t metrics;           /* 1u << m for each device metric whose verdict tail this list's growth is over */
+    int64_t since;              /* its start: the step (or second) from which growth is measured */
+    double growth_bytes;        /* sum of the growth of every device site that grew (share's denominator) */
+    size_t n_grew;              /* device sites that grew (at least one byte) */
+    size_t n_sites;             /* kept, largest growth first */
+    pl_extract_site_t sites[PL_EXTRACT_MAX_SITES];
+} pl_extract_dev_list_t;
+
+typedef struct pl_extract_dev_sites {
+    size_t n_stacks;            /* stacks that allocated device memory */
+    size_t n_lists;
+    pl_extract_dev_list_t lists[PL_EXTRACT_DEV_TAILS];
+} pl_extract_dev_sites_t;
+
 #define PL_EXTRACT_WINDOW_SITES 10 /* call sites kept per process for a window (what grew between two steps) */
 #define PL_EXTRACT_END_STEPS 10    /* "its last steps" of the end-of-run view */
 
@@ -91,6 +114,8 @@ typedef struct pl_extract_proc {
     const char *site_metric;    /* metric whose tail was used ("heap.bytes", ...) or NULL */
     size_t n_sites;
     pl_extract_site_t sites[PL_EXTRACT_MAX_SITES];
+    pl_extract_dev_sites_t *dev_sites; /* the device call sites (malloc'd), NULL when no device allocation the
+                                         * hooks saw carried a stack */
     uint64_t n_untracked;       /* allocations not tracked because a bounded table was full */
     /* what plateau run's collector left out of a bounded trace, counted (trace 1.9 aggregate records,
      * docs/long-runs.md): sampled host allocations freed within their step, their usable bytes, and the steps they

@@ -622,6 +622,45 @@ size_t pl_run_site_sentence(const pl_extract_proc_t *p, char *buf, size_t n) {
     return (size_t)w < n ? (size_t)w : n - 1;
 }
 
+static bool dev_metric(int m) {
+    return m == PL_METRIC_DEV_TENSORS || m == PL_METRIC_DEV_ALLOCATED || m == PL_METRIC_DEV_RESERVED;
+}
+
+bool pl_run_sites(const pl_extract_proc_t *p, pl_run_sites_t *v) {
+    *v = (pl_run_sites_t){.metric = p->site_metric, .since = p->site_tail_step, .n = p->n_sites, .sites = p->sites};
+    const pl_proc_verdict_t *pv = p->proc ? &p->proc->verdict : NULL;
+    if (!p->dev_sites || !pv || (pv->kind != PL_PV_LEAK && pv->kind != PL_PV_SLOW_GROWTH) || !dev_metric(pv->metric))
+        return false;
+    for (size_t i = 0; i < p->dev_sites->n_lists; i++) {
+        const pl_extract_dev_list_t *l = &p->dev_sites->lists[i];
+        if (!(l->metrics & (1u << pv->metric))) continue;
+        *v = (pl_run_sites_t){.device = true, .metric = pl_metric_name((pl_metric_t)pv->metric), .since = l->since,
+                              .n = l->n_sites, .sites = l->sites, .dev = l};
+        return true;
+    }
+    return false;
+}
+
+size_t pl_run_dev_site_sentence(const pl_run_sites_t *v, bool by_step, char *buf, size_t n) {
+    if (!n) return 0;
+    buf[0] = 0;
+    if (!v->device || !v->n) return 0;
+    const pl_extract_site_t *top = &v->sites[0];
+    char at[200];
+    if (top->py_name)
+        snprintf(at, sizeof at, "%s:%d%s%s%s", pl_pysite_short(top->py_file), top->py_line,
+                 top->py_source ? " (`" : "", top->py_source ? top->py_source : "", top->py_source ? "`)" : "");
+    else
+        snprintf(at, sizeof at, "%s", top->n_frames ? top->frames[0] : "an unnamed stack");
+    int w = snprintf(buf, n, "%.0f%% of the device memory taken from the driver since %s %lld was requested at %s",
+                     100 * top->share, by_step ? "step" : "second", (long long)v->since, at);
+    if (w < 0) {
+        buf[0] = 0;
+        return 0;
+    }
+    return (size_t)w < n ? (size_t)w : n - 1;
+}
+
 /* ---- the model's lifecycle (the process table lives here, beside the run, so renderers link without the
  * tracer) ---- */
 
@@ -652,6 +691,9 @@ void pl_extract_free(pl_extract_t *x) {
     if (!x) return;
     for (size_t i = 0; i < x->n_procs; i++) {
         free_sites(x->procs[i].sites, x->procs[i].n_sites);
+        for (size_t k = 0; x->procs[i].dev_sites && k < x->procs[i].dev_sites->n_lists; k++)
+            free_sites(x->procs[i].dev_sites->lists[k].sites, x->procs[i].dev_sites->lists[k].n_sites);
+        free(x->procs[i].dev_sites);
         free_window(x->procs[i].window);
         free_window(x->procs[i].end);
         pl_retention_free(x->procs[i].retention);

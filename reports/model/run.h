@@ -143,3 +143,24 @@ bool pl_run_view_hides(const pl_run_view_t *view, size_t i);
  * period detection found is said to have one ("workers (2 processes whose loops period detection found, ..."). Writes
  * at most size bytes (cut, NUL-terminated); "" when there is none. Returns how many processes it sums up. */
 size_t pl_run_view_workers_line(const pl_run_view_t *view, char *buf, size_t size);
+
+/* The call sites a report shows for a process: the device sites (facts.h, pl_extract_dev_sites_t) when its verdict
+ * grows (leak or slow growth) by a device metric and its trace has device allocations with stacks, else the host
+ * sites (sampled live bytes, as measured over the live heap's tail). */
+typedef struct pl_run_sites {
+    bool device;                      /* the device sites: segments taken from the driver */
+    const char *metric;               /* the metric whose tail growth is measured over, or NULL */
+    int64_t since;                    /* that tail's start (step or second); -1: no sites measured */
+    size_t n;
+    const pl_extract_site_t *sites;   /* n of them, largest growth first */
+    const pl_extract_dev_list_t *dev; /* device: the list (its n_grew, growth_bytes); NULL for host sites */
+} pl_run_sites_t;
+
+/* Fills *v for p (after analysis: it reads p->proc's verdict) and returns v->device. */
+bool pl_run_sites(const pl_extract_proc_t *p, pl_run_sites_t *v);
+
+/* The sentence naming the top device site: "93% of the device memory taken from the driver since step 12 was
+ * requested at train.py:55 (`kept.append(x)`)"; a site without Python frames is named by its first native frame.
+ * by_step: the tail is in steps (else seconds). Writes at most n bytes and returns the length, 0 (buf = "") when v
+ * has no device site. */
+size_t pl_run_dev_site_sentence(const pl_run_sites_t *v, bool by_step, char *buf, size_t n);

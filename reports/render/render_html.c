@@ -380,7 +380,37 @@ void pl_render_site_html(FILE *o, const pl_extract_site_t *s) {
     if (s->py_name) fputs("</details>", o);
 }
 
+/* A device leak's call sites (pl_run_sites): the segments the caching allocator took from the driver. */
+static void dev_sites_html(FILE *o, const pl_extract_proc_t *xp, const pl_run_sites_t *v) {
+    char a[32], b[32];
+    const char *unit = xp->n_steps ? "step" : "second";
+    fprintf(o, "<h3>Device call sites by growth of device memory taken from the driver (%s, since %s %lld)</h3>\n"
+               "<p>A caching allocator takes device memory a segment at a time: each site is the line whose request "
+               "made it take one, not the tensors it keeps.</p>\n", v->metric, unit, (long long)v->since);
+    if (!v->n) {
+        fprintf(o, "<p>No device memory was taken from the driver since %s %lld: the growth is inside segments "
+                   "already taken.</p>\n", unit, (long long)v->since);
+        return;
+    }
+    fputs("<table><tr><th>#</th><th>growth</th><th>live</th><th>allocations</th><th>frames (innermost first)</th>"
+          "</tr>\n", o);
+    for (size_t j = 0; j < v->n; j++) {
+        const pl_extract_site_t *s = &v->sites[j];
+        fprintf(o, "<tr><td class=\"num\">%zu</td><td class=\"num\">+%s</td><td class=\"num\">%s</td>"
+                   "<td class=\"num\">%llu</td><td>", j + 1, pl_format_bytes(s->growth_bytes, a, sizeof a),
+                pl_format_bytes(s->live_bytes, b, sizeof b), (unsigned long long)s->n_live);
+        pl_render_site_html(o, s);
+        fputs("</td></tr>\n", o);
+    }
+    fputs("</table>\n", o);
+}
+
 static void sites(FILE *o, const pl_extract_proc_t *xp) {
+    pl_run_sites_t dv;
+    if (pl_run_sites(xp, &dv)) {
+        dev_sites_html(o, xp, &dv);
+        return;
+    }
     if (!xp->n_sites) return;
     char a[32], b[32];
     fprintf(o, "<h3>Call sites by live-byte growth (sampled, since %s %lld)</h3>\n<table><tr><th>#</th>"
@@ -448,7 +478,10 @@ static void headline(FILE *o, const pl_report_t *r, const pl_extract_t *x) {
     bool grows = pl_pverdict_grows(pv->kind);
     if (grows && p->holder_line[0]) /* "kept by `x` (...)": the term says "who keeps it" already */
         fact(o, "Who keeps it", strncmp(p->holder_line, "kept by ", 8) ? p->holder_line : p->holder_line + 8);
-    if (grows && p->site_line[0]) fact(o, "Where", p->site_line);
+    pl_run_sites_t dv;
+    if (grows && xp && pl_run_sites(xp, &dv)) { /* a device leak: the live heap's line is not where it grows */
+        if (pl_run_dev_site_sentence(&dv, xp->n_steps > 0, line, sizeof line)) fact(o, "Where", line);
+    } else if (grows && p->site_line[0]) fact(o, "Where", p->site_line);
     else if (grows && xp && xp->n_sites) { /* the call site that grew most (sampled), as the sites table names it */
         const pl_extract_site_t *st = &xp->sites[0];
         snprintf(line, sizeof line, "%s%s%s, +%s since %s %lld", st->py_name ? st->py_name : st->n_frames ?

@@ -374,9 +374,39 @@ void pl_render_site_json(pl_json_t *j, const pl_extract_site_t *st) {
     pl_json_end(j);
 }
 
+/* A device leak's "sites" (pl_run_sites): the device sites, marked as such, with their totals; the host sites follow
+ * as "host_sites". */
+static void dev_sites_json(pl_json_t *j, const pl_run_sites_t *v) {
+    pl_json_key(j, "sites");
+    pl_json_object(j);
+    pl_json_kstr(j, "metric", v->metric);
+    pl_json_kint(j, "since", v->since);
+    pl_json_kstr(j, "memory", "device");
+    pl_json_kstr(j, "granularity", "segment");
+    pl_json_knum(j, "growth_bytes", v->dev->growth_bytes);
+    pl_json_kuint(j, "grew", v->dev->n_grew);
+    pl_json_key(j, "top");
+    pl_json_array_block(j);
+    for (size_t i = 0; i < v->n; i++) pl_render_site_json(j, &v->sites[i]);
+    pl_json_end(j);
+    pl_json_end(j);
+}
+
+static void host_sites_json(pl_json_t *j, const char *key, const pl_extract_proc_t *p);
+
 /* one process's "sites": null before a tail, else the growth metric and its top allocation sites */
 static void sites_json(pl_json_t *j, const pl_extract_proc_t *p) {
-    pl_json_key(j, "sites");
+    pl_run_sites_t dv;
+    if (pl_run_sites(p, &dv)) {
+        dev_sites_json(j, &dv);
+        host_sites_json(j, "host_sites", p);
+        return;
+    }
+    host_sites_json(j, "sites", p);
+}
+
+static void host_sites_json(pl_json_t *j, const char *key, const pl_extract_proc_t *p) {
+    pl_json_key(j, key);
     if (p->site_tail_step < 0) {
         pl_json_null(j);
         return;

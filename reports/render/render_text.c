@@ -303,6 +303,33 @@ void pl_render_site_text(FILE *o, const pl_extract_site_t *st) {
         fprintf(o, "       <- ... (%zu more native frames in --json)\n", st->n_frames - shown);
 }
 
+/* The call-site section of a process whose device metric grows (pl_run_sites): the segments its caching allocator
+ * took from the driver, by the line whose request made it take one. */
+static void dev_sites_text(FILE *o, const pl_report_t *r, const pl_extract_proc_t *p, const pl_run_sites_t *v) {
+    char a[32], b[32], rk[128] = "";
+    if (pl_report_is_rank(p->proc) && r->verdict.n_ranks >= 2)
+        snprintf(rk, sizeof rk, "rank %d%s%s, ", p->rank, p->node[0] ? " on " : "",
+                 p->node[0] ? pl_format_esc(p->node) : "");
+    const char *unit = p->n_steps ? "step" : "second";
+    fprintf(o, "device call sites by growth of device memory taken from the driver (%spid %u, %s, since %s %lld):\n",
+            rk, p->pid, v->metric, unit, (long long)v->since);
+    fprintf(o, "  (a caching allocator takes device memory a segment at a time: each site is the line whose request "
+               "made it take one, not the tensors it keeps)\n");
+    if (!v->n) {
+        fprintf(o, "  no device memory was taken from the driver since %s %lld: the growth is inside segments "
+                   "already taken\n", unit, (long long)v->since);
+        return;
+    }
+    char line[512];
+    if (pl_run_dev_site_sentence(v, p->n_steps > 0, line, sizeof line)) fprintf(o, "  %s\n", line);
+    for (size_t j = 0; j < v->n; j++) {
+        const pl_extract_site_t *st = &v->sites[j];
+        fprintf(o, "  %zu. +%s (live %s)", j + 1, pl_format_bytes(st->growth_bytes, a, sizeof a),
+                pl_format_bytes(st->live_bytes, b, sizeof b));
+        pl_render_site_text(o, st);
+    }
+}
+
 /* The run's lines (pl_render_run_lines), with the view of the run (which rows fold). */
 static int run_lines(const pl_run_t *run, const pl_run_view_t *view, FILE *o, bool all) {
     const pl_report_t *r = run->report;
@@ -415,6 +442,11 @@ static int run_lines(const pl_run_t *run, const pl_run_view_t *view, FILE *o, bo
                     p->pid, (unsigned long long)p->cap_step, (unsigned long long)p->cap_records,
                     pl_format_bytes((double)p->cap_bytes, a, sizeof a), (unsigned long long)p->cap_step + 1,
                     (unsigned long long)p->cap_last_step + 1, (unsigned long long)p->cap_step);
+        pl_run_sites_t dv;
+        if (proc_leaks(p->proc) && pl_run_sites(p, &dv)) { /* a device leak: its device sites */
+            dev_sites_text(o, r, p, &dv);
+            continue;
+        }
         if (!p->n_sites || !proc_leaks(p->proc)) continue; /* growth during a warmup is not a finding */
         char rk[128] = ""; /* in a run of ranks, pids of different nodes may be equal */
         if (pl_report_is_rank(p->proc) && r->verdict.n_ranks >= 2)

@@ -141,6 +141,7 @@ typedef struct {
     int n_not_dev0; /* alloc/free/map/unmap records whose device is not -1: the double has no cuCtxGetDevice, so
                        the device is unknown (preload/cuda.c records -1 then) */
     uint64_t max_dev_used, dev_total;
+    int n_map, n_map_stack;            /* the hooks' map records, and those that carry a stack */
     char ev[MAX_EVENTS][LINE];
 } trace_dev_t;
 
@@ -181,6 +182,10 @@ static void read_trace(const char *path, trace_dev_t *t) {
         assert_true(d->source == PL_DEV_SRC_RUNTIME || d->source == PL_DEV_SRC_DRIVER);
         if (!t->n_events) t->t_first_hook = rec.t_ns;
         if (rec.type != PL_REC_DEVICE_OOM && d->device != -1) t->n_not_dev0++;
+        if (rec.type == PL_REC_DEVICE_MAP) {
+            t->n_map++;
+            t->n_map_stack += d->stack_id != 0;
+        }
         if (rec.type == PL_REC_DEVICE_ALLOC) {
             if (d->source == PL_DEV_SRC_RUNTIME) t->n_runtime_alloc++;
             else t->n_driver_alloc++;
@@ -233,6 +238,10 @@ static void test_cuda_standin_trace_matches_driver_log(void **state) {
     assert_int_equal(td.n_runtime_alloc, 11);
     assert_int_equal(td.n_driver_alloc, 3);
     assert_int_equal(td.n_not_dev0, 0);
+    /* a mapping carries its stack, as an allocation does (PLATEAU_DEVICE_STACKS=1, the default): the report's
+     * device sites count what an expandable segment grows by */
+    assert_int_equal(td.n_map, 2);
+    assert_int_equal(td.n_map_stack, 2);
 
     /* Device memory sampled with RSS: the 3 MiB block was live during the sleep; capacity is 1 GiB. */
     assert_true(td.n_rss_dev >= 1);

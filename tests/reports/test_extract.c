@@ -1336,6 +1336,230 @@ static void test_extract_cupti_crosscheck(void **state) {
     }
 }
 
+/* A CUDA program's trace for the device sites (docs/cuda-interception.md "Device call sites"), written record by record. Each of
+ * DEVSITES_STEPS steps: stack 1 (train_cuda.py:55, native leak_segment) takes 2 MiB from the driver and, when leak, never gives
+ * it back (else frees it within the step); stack 2 (train_cuda.py:30) takes 4 MiB and frees it; stack 3 maps 1 MiB
+ * and unmaps it the next step; stack 5 (native grow_map) maps 512 KiB for good when leak; plateau's own allocator
+ * allocates and frees a block at stack 1's address (a tensor in that segment: must not end it); CUPTI reports stack
+ * 1's allocation again and 8 MiB more under stack 4, never freed (CUPTI is never counted); a driver free of an
+ * address never seen allocated; the host: stack 6 allocates 64 KiB a step, never freed, while the live heap stays
+ * flat (a host site that grows, which a device leak's report must not list first). */
+#define DEVSITES_STEPS 160
+static void write_devsites_trace(const char *p, bool leak) {
+    pl_trace_header_t h = {.version = PL_TRACE_VERSION, .pid = 77, .ppid = 1, .start_mono_ns = 1000000000LL,
+                           .start_realtime_ns = 1700000000000000000LL};
+    pl_writer_t *w;
+    assert_int_equal(pl_writer_open(p, &h, NULL, &w), 0);
+    pl_trace_record_t r;
+    int64_t t = 1000000000LL;
+#define EMIT_AT(tt) do { r.t_ns = (tt); assert_int_equal(pl_writer_emit(w, &r), 0); memset(&r, 0, sizeof r); } while (0)
+    memset(&r, 0, sizeof r);
+    r.type = PL_REC_PROCESS_START;
+    r.u.process = (pl_rec_process_t){.pid = 77, .ppid = 1, .rank = -1, .local_rank = -1, .exe = "/usr/bin/python3",
+                                     .host_mem_bytes = 64ull << 30, .cgroup_max_bytes = PL_TRACE_NA,
+                                     .start_realtime_ns = h.start_realtime_ns, .argc = 2, .n_argv = 2};
+    r.u.process.argv[0] = "python3";
+    r.u.process.argv[1] = "train_cuda.py";
+    EMIT_AT(t);
+    r.type = PL_REC_MODULE;
+    r.u.module = (pl_rec_module_t){.module_id = 1, .base = 0x7f0000000000ull, .path = "/opt/plateau/libplateau_preload.so"};
+    EMIT_AT(t);
+    r.type = PL_REC_MODULE;
+    r.u.module = (pl_rec_module_t){.module_id = 2, .base = 0x400000, .path = "/opt/app/cuda_app"};
+    EMIT_AT(t);
+    static const struct { uint64_t pc; uint32_t mod; const char *sym; } fr[] = {
+        {0x7f0000002000ull, 1, "cudaMalloc"}, {0x401000, 2, "leak_segment"}, {0x402000, 2, "cached_segment"},
+        {0x403000, 2, "expand_map"}, {0x404000, 2, "cupti_only"}, {0x405000, 2, "grow_map"},
+        {0x406000, 2, "host_list"}, {0x407000, 2, "main"}};
+    for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++) {
+        r.type = PL_REC_FRAME;
+        r.u.frame = (pl_rec_frame_t){.pc = fr[i].pc, .module_id = fr[i].mod, .module_offset = fr[i].pc & 0xffff,
+                                     .symbol = fr[i].sym, .symbol_offset = 0x10};
+        EMIT_AT(t);
+    }
+    r.type = PL_REC_PYFRAME;
+    r.u.pyframe = (pl_rec_pyframe_t){.pyframe_id = 1, .line = 55, .file = "/nonexistent/train_cuda.py", .function = "step"};
+    EMIT_AT(t);
+    r.type = PL_REC_PYFRAME;
+    r.u.pyframe = (pl_rec_pyframe_t){.pyframe_id = 2, .line = 30, .file = "/nonexistent/train_cuda.py", .function = "step"};
+    EMIT_AT(t);
+    for (uint32_t id = 1; id <= 6; id++) { /* stack id: hook <- its function (frame id) <- main; 1, 2 with Python */
+        r.type = PL_REC_STACK;
+        r.u.stack.stack_id = id;
+        r.u.stack.n_frames = 3;
+        r.u.stack.pcs[0] = fr[0].pc;
+        r.u.stack.pcs[1] = fr[id].pc;
+        r.u.stack.pcs[2] = fr[7].pc;
+        if (id <= 2) {
+            r.u.stack.n_py = 1;
+            r.u.stack.py[0] = id;
+        }
+        EMIT_AT(t);
+    }
+    const uint64_t MiB = 1 << 20;
+    for (uint64_t s = 1; s <= DEVSITES_STEPS; s++) {
+        int64_t ts = t + (int64_t)s * 1000000000LL;
+        uint64_t leak_addr = 0x700000000000ull + s * 0x10000000ull;
+        r.type = PL_REC_DEVICE_ALLOC;
+        r.u.device = (pl_rec_device_t){.source = PL_DEV_SRC_RUNTIME, .addr = leak_addr, .size = 2 * MiB, .stack_id = 1};
+        EMIT_AT(ts + 1);
+        r.type = PL_REC_DEVICE_ALLOC; /* CUPTI's copy of it */
+        r.u.device = (pl_rec_device_t){.source = PL_DEV_SRC_CUPTI, .addr = leak_addr, .size = 2 * MiB, .stack_id = 1};
+        EMIT_AT(ts + 2);
+        r.type = PL_REC_DEVICE_ALLOC; /* a tensor of plateau's own allocator at the segment's start, then freed */
+        r.u.device = (pl_rec_device_t){.source = PL_DEV_SRC_ALLOCATOR, .addr = leak_addr, .size = MiB, .stack_id = 4};
+        EMIT_AT(ts + 3);
+        r.type = PL_REC_DEVICE_FREE;
+        r.u.device = (pl_rec_device_t){.source = PL_DEV_SRC_ALLOCATOR, .addr = leak_addr, .size = MiB};
+        EMIT_AT(ts + 4);
+        r.type = PL_REC_DEVICE_ALLOC; /* CUPTI alone, never freed */
+        r.u.device = (pl_rec_device_t){.source = PL_DEV_SRC_CUPTI, .addr = 0x7a0000000000ull + s * 0x10000000ull,
+                                       .size = 8 * MiB, .stack_id = 4};
+        EMIT_AT(ts + 5);
+        r.type = PL_REC_DEVICE_ALLOC;
+        r.u.device = (pl_rec_device_t){.source = PL_DEV_SRC_DRIVER, .addr = 0x7b0000000000ull, .size = 4 * MiB,
+                                       .stack_id = 2};
+        EMIT_AT(ts + 6);
+        r.type = PL_REC_DEVICE_FREE;
+        r.u.device = (pl_rec_device_t){.source = PL_DEV_SRC_DRIVER, .addr = 0x7b0000000000ull, .size = 4 * MiB};
+        EMIT_AT(ts + 7);
+        r.type = PL_REC_DEVICE_FREE; /* an address never seen allocated (size 0, as the hooks write it) */
+        r.u.device = (pl_rec_device_t){.source = PL_DEV_SRC_RUNTIME, .addr = 0x7c0000000000ull + s};
+        EMIT_AT(ts + 8);
+        if (s > 1) {
+            r.type = PL_REC_DEVICE_UNMAP;
+            r.u.device = (pl_rec_device_t){.source = PL_DEV_SRC_DRIVER, .addr = 0x7d0000000000ull + (s - 1) * MiB,
+                                           .size = MiB};
+            EMIT_AT(ts + 9);
+        }
+        r.type = PL_REC_DEVICE_MAP;
+        r.u.device = (pl_rec_device_t){.source = PL_DEV_SRC_DRIVER, .addr = 0x7d0000000000ull + s * MiB, .size = MiB,
+                                       .stack_id = 3};
+        EMIT_AT(ts + 10);
+        if (leak) {
+            r.type = PL_REC_DEVICE_MAP;
+            r.u.device = (pl_rec_device_t){.source = PL_DEV_SRC_DRIVER, .addr = 0x7e0000000000ull + s * MiB,
+                                           .size = MiB / 2, .stack_id = 5};
+            EMIT_AT(ts + 11);
+        } else {
+            r.type = PL_REC_DEVICE_FREE;
+            r.u.device = (pl_rec_device_t){.source = PL_DEV_SRC_RUNTIME, .addr = leak_addr, .size = 2 * MiB};
+            EMIT_AT(ts + 11);
+        }
+        r.type = PL_REC_HOST_ALLOC;
+        r.u.host_alloc = (pl_rec_host_alloc_t){.addr = 0x10000000ull + s * 0x100000ull, .size = 64 * 1024,
+                                               .stack_id = 6, .tid = 77};
+        EMIT_AT(ts + 12);
+        r.type = PL_REC_ALLOC_STATS; /* torch's counters: dev.allocated and dev.reserved */
+        int64_t held = (int64_t)(100 * MiB + (leak ? 2 * MiB * s : 0));
+        r.u.alloc_stats = (pl_rec_alloc_stats_t){.allocator_id = PL_ALLOC_ID_TORCH_CUDA, .device = 0, .step = s,
+                                                 .allocated_bytes = held, .reserved_bytes = held + 20 * (int64_t)MiB,
+                                                 .n_allocations = 50, .active_bytes = (int64_t)PL_TRACE_NA,
+                                                 .inactive_split_bytes = (int64_t)PL_TRACE_NA,
+                                                 .num_alloc_retries = (int64_t)PL_TRACE_NA,
+                                                 .num_ooms = (int64_t)PL_TRACE_NA, .capacity_bytes = 1ull << 30};
+        EMIT_AT(ts + 13);
+        r.type = PL_REC_HEAP;
+        r.u.heap = (pl_rec_heap_t){.step = s, .live_bytes = 2000000000, .live_count = 9000,
+                                   .n_alloc = s, .n_free = 0};
+        EMIT_AT(ts + 13);
+        r.type = PL_REC_STEP;
+        r.u.step.step = s;
+        EMIT_AT(ts + 14);
+    }
+    r.type = PL_REC_PROCESS_END;
+    EMIT_AT(t + (DEVSITES_STEPS + 1) * 1000000000LL);
+#undef EMIT_AT
+    assert_int_equal(pl_writer_flush(w), 0);
+    pl_writer_close(w);
+    pl_writer_destroy(w);
+}
+
+/* A device leak's report lists the device sites, by growth over the device verdict's tail: the leaking line first,
+ * the growing mapping second, nothing of CUPTI, of plateau's own allocator, of the freed or unmapped memory; the
+ * growing host site is kept as the host sites (JSON host_sites), not shown first. A healthy run's report has the
+ * host sites as before. */
+static void test_extract_device_sites(void **state) {
+    (void)state;
+    static char text[1 << 16], json[1 << 18];
+    char p[256];
+    pl_test_path(p, sizeof p, "devsites-leak.pltrace");
+    write_devsites_trace(p, true);
+    run_t u;
+    run_file(&u, p);
+    const pl_extract_proc_t *xp = &u.x.procs[0];
+    const pl_proc_verdict_t *pv = &u.r->procs[0]->verdict;
+    assert_int_equal(pv->kind, PL_PV_LEAK);
+    assert_true(pv->metric == PL_METRIC_DEV_ALLOCATED || pv->metric == PL_METRIC_DEV_RESERVED);
+    assert_non_null(xp->dev_sites);
+    assert_int_equal(xp->dev_sites->n_stacks, 4); /* stacks 1, 2, 3, 5: not CUPTI's, not the allocator's */
+    pl_run_sites_t v;
+    assert_true(pl_run_sites(xp, &v));
+    assert_true(v.device);
+    assert_string_equal(v.metric, pl_metric_name((pl_metric_t)pv->metric));
+    assert_int_equal(v.since, u.r->procs[0]->metrics[pv->metric].verdict.tail_start_step);
+    assert_int_equal(v.n, 2);
+    assert_int_equal(v.dev->n_grew, 2);
+    const double MiB = 1 << 20;
+    double steps = (double)(DEVSITES_STEPS - v.since + 1);
+    assert_int_equal(v.sites[0].stack_id, 1);
+    assert_string_equal(v.sites[0].py_name, "train_cuda.py:55 in step");
+    assert_non_null(strstr(v.sites[0].frames[0], "leak_segment")); /* the hook's frame skipped */
+    /* from the end of the step before the tail, as the thinned history has it (never later): a few steps more */
+    assert_true(v.sites[0].growth_bytes >= 2 * MiB * steps && v.sites[0].growth_bytes <= 1.2 * 2 * MiB * steps);
+    assert_true(v.sites[0].live_bytes == 2 * MiB * DEVSITES_STEPS);
+    assert_int_equal(v.sites[0].n_live, DEVSITES_STEPS);
+    assert_int_equal(v.sites[1].stack_id, 5);
+    assert_null(v.sites[1].py_name);
+    assert_non_null(strstr(v.sites[1].frames[0], "grow_map"));
+    assert_true(v.sites[1].growth_bytes == v.sites[0].growth_bytes / 4); /* the same steps' history */
+    assert_true(v.dev->growth_bytes == v.sites[0].growth_bytes + v.sites[1].growth_bytes);
+    assert_true(fabs(v.sites[0].share - 0.8) < 1e-9);
+    char line[512];
+    assert_true(pl_run_dev_site_sentence(&v, true, line, sizeof line) > 0);
+    assert_int_equal(v.since, 101); /* the device verdict's tail, as analysis found it */
+    assert_string_equal(line, "80% of the device memory taken from the driver since step 101 was requested at "
+                              "train_cuda.py:55");
+    assert_int_equal(xp->sites[0].stack_id, 6); /* the host sites are still measured */
+    memset(text, 0, sizeof text);
+    memset(json, 0, sizeof json);
+    render_both(&u, text, sizeof text - 1, json, sizeof json - 1);
+    if (!strstr(text, "device call sites")) fprintf(stderr, "text:\n%s\n", text);
+    assert_non_null(strstr(text, "device call sites by growth of device memory taken from the driver (pid 77, "));
+    assert_non_null(strstr(text, "  1. +"));
+    assert_non_null(strstr(text, ") train_cuda.py:55 in step\n"));
+    assert_null(strstr(text, "call sites by live-byte growth"));
+    assert_null(strstr(text, "host_list"));
+    assert_non_null(strstr(json, "\"memory\": \"device\", \"granularity\": \"segment\""));
+    assert_non_null(strstr(json, "\"host_sites\": {\"metric\": \"heap.bytes\""));
+    char *html = NULL;
+    size_t html_len = 0;
+    FILE *f = open_memstream(&html, &html_len);
+    assert_int_equal(pl_render_html(&(pl_run_t){u.r, &u.x}, f), 0);
+    fclose(f);
+    assert_non_null(strstr(html, "Device call sites by growth of device memory taken from the driver"));
+    assert_non_null(strstr(html, "<dt>Where</dt><dd>80% of the device memory taken from the driver"));
+    assert_null(strstr(html, "Call sites by live-byte growth"));
+    free(html);
+    run_free(&u);
+
+    pl_test_path(p, sizeof p, "devsites-healthy.pltrace");
+    write_devsites_trace(p, false);
+    run_file(&u, p);
+    xp = &u.x.procs[0];
+    assert_int_not_equal(u.r->procs[0]->verdict.kind, PL_PV_LEAK);
+    assert_non_null(xp->dev_sites);
+    assert_false(pl_run_sites(xp, &v));
+    assert_false(v.device);
+    assert_int_equal(v.n, xp->n_sites);
+    memset(json, 0, sizeof json);
+    render_both(&u, text, sizeof text - 1, json, sizeof json - 1);
+    assert_null(strstr(text, "device call sites"));
+    assert_null(strstr(json, "\"memory\": \"device\""));
+    assert_null(strstr(json, "host_sites"));
+    run_free(&u);
+}
+
 /* The reason a run was cut short is never cut: a damaged trace deep in a long directory gives the whole reader
  * message, the file by its base name (it read "...; the trace ends her" at 128 characters). */
 static void test_extract_cut_reason_whole(void **state) {
@@ -1499,6 +1723,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_extract_hostile_values),
         cmocka_unit_test(test_extract_golden_json),
         cmocka_unit_test(test_extract_cupti_crosscheck),
+        cmocka_unit_test(test_extract_device_sites),
     };
     return cmocka_run_group_tests(tests, pl_test_dir_setup, pl_test_dir_teardown);
 }
