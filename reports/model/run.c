@@ -626,6 +626,14 @@ static bool dev_metric(int m) {
     return m == PL_METRIC_DEV_TENSORS || m == PL_METRIC_DEV_ALLOCATED || m == PL_METRIC_DEV_RESERVED;
 }
 
+/* Did the process run Python: the bootstrap's census, or a host site with Python frames? */
+static bool runs_python(const pl_extract_proc_t *p) {
+    if (p->retention) return true;
+    for (size_t j = 0; j < p->n_sites; j++)
+        if (p->sites[j].py_name) return true;
+    return false;
+}
+
 bool pl_run_sites(const pl_extract_proc_t *p, pl_run_sites_t *v) {
     *v = (pl_run_sites_t){.metric = p->site_metric, .since = p->site_tail_step, .n = p->n_sites, .sites = p->sites};
     const pl_proc_verdict_t *pv = p->proc ? &p->proc->verdict : NULL;
@@ -635,7 +643,7 @@ bool pl_run_sites(const pl_extract_proc_t *p, pl_run_sites_t *v) {
         const pl_extract_dev_list_t *l = &p->dev_sites->lists[i];
         if (!(l->metrics & (1u << pv->metric))) continue;
         *v = (pl_run_sites_t){.device = true, .metric = pl_metric_name((pl_metric_t)pv->metric), .since = l->since,
-                              .n = l->n_sites, .sites = l->sites, .dev = l};
+                              .n = l->n_sites, .sites = l->sites, .dev = l, .python = runs_python(p)};
         return true;
     }
     return false;
@@ -652,8 +660,14 @@ size_t pl_run_dev_site_sentence(const pl_run_sites_t *v, bool by_step, char *buf
                  top->py_source ? " (`" : "", top->py_source ? top->py_source : "", top->py_source ? "`)" : "");
     else
         snprintf(at, sizeof at, "%s", top->n_frames ? top->frames[0] : "an unnamed stack");
-    int w = snprintf(buf, n, "%.0f%% of the device memory taken from the driver since %s %lld was requested at %s",
-                     100 * top->share, by_step ? "step" : "second", (long long)v->since, at);
+    /* No Python frame: the request came from a thread running no Python (on an H200 with torch 2.11, the autograd
+     * engine's thread during backward took the segments a leak of the main thread's tensors filled): the request
+     * that makes the allocator take a segment need not be the line that keeps the memory. */
+    int w = snprintf(buf, n, "%.0f%% of the device memory taken from the driver since %s %lld was requested at %s%s",
+                     100 * top->share, by_step ? "step" : "second", (long long)v->since, at,
+                     top->py_name || !v->python ? "" : " on a thread running no Python (e.g. torch's autograd engine): a segment "
+                                         "is taken by whichever request finds no free block, not necessarily by "
+                                         "the line that keeps it");
     if (w < 0) {
         buf[0] = 0;
         return 0;

@@ -154,13 +154,16 @@ typedef struct pl_run_sites {
     size_t n;
     const pl_extract_site_t *sites;   /* n of them, largest growth first */
     const pl_extract_dev_list_t *dev; /* device: the list (its n_grew, growth_bytes); NULL for host sites */
+    bool python;                      /* device: the process ran Python (its census, or a host site's Python frames) */
 } pl_run_sites_t;
 
 /* Fills *v for p (after analysis: it reads p->proc's verdict) and returns v->device. */
 bool pl_run_sites(const pl_extract_proc_t *p, pl_run_sites_t *v);
 
 /* The sentence naming the top device site: "93% of the device memory taken from the driver since step 12 was
- * requested at train.py:55 (`kept.append(x)`)"; a site without Python frames is named by its first native frame.
+ * requested at train.py:55 (`kept.append(x)`)"; a site without Python frames is named by its first native frame,
+ * and in a process that runs Python the sentence adds that the request came from a thread running no Python (torch's
+ * autograd engine takes segments during backward), which need not be the line that keeps the memory.
  * by_step: the tail is in steps (else seconds). Writes at most n bytes and returns the length, 0 (buf = "") when v
  * has no device site. */
 size_t pl_run_dev_site_sentence(const pl_run_sites_t *v, bool by_step, char *buf, size_t n);

@@ -1479,6 +1479,30 @@ static void write_devsites_trace(const char *p, bool leak) {
  * the growing mapping second, nothing of CUPTI, of plateau's own allocator, of the freed or unmapped memory; the
  * growing host site is kept as the host sites (JSON host_sites), not shown first. A healthy run's report has the
  * host sites as before. */
+/* The top device site's sentence: named by its Python line, else by its first native frame; in a process that runs
+ * Python, a site with no Python frame was requested on a thread running none (the autograd engine during backward,
+ * as measured on an H200), and the sentence says that such a request need not be the line that keeps the memory. */
+static void test_dev_site_sentence_no_python(void **state) {
+    (void)state;
+    char *frames[1] = {"alloc_block+0xcb (libc10_cuda.so)"};
+    pl_extract_site_t st = {.growth_bytes = 1 << 20, .live_bytes = 2 << 20, .n_frames = 1, .share = 1.0};
+    st.frames[0] = frames[0];
+    pl_extract_dev_list_t l = {0};
+    pl_run_sites_t v = {.device = true, .metric = "dev.allocated", .since = 101, .n = 1, .sites = &st, .dev = &l};
+    char buf[512];
+    assert_true(pl_run_dev_site_sentence(&v, true, buf, sizeof buf) > 0);  /* a C program: its native frame only */
+    assert_string_equal(buf, "100% of the device memory taken from the driver since step 101 was requested at "
+                             "alloc_block+0xcb (libc10_cuda.so)");
+    v.python = true;
+    assert_true(pl_run_dev_site_sentence(&v, true, buf, sizeof buf) > 0);
+    assert_non_null(strstr(buf, "requested at alloc_block+0xcb (libc10_cuda.so) on a thread running no Python"));
+    assert_non_null(strstr(buf, "not necessarily by the line that keeps it"));
+    st.py_name = "train.py:55 in <module>", st.py_file = "/x/train.py", st.py_line = 55;
+    assert_true(pl_run_dev_site_sentence(&v, true, buf, sizeof buf) > 0);  /* a Python line: no caveat */
+    assert_string_equal(buf, "100% of the device memory taken from the driver since step 101 was requested at "
+                             "train.py:55");
+}
+
 static void test_extract_device_sites(void **state) {
     (void)state;
     static char text[1 << 16], json[1 << 18];
@@ -1724,6 +1748,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_extract_golden_json),
         cmocka_unit_test(test_extract_cupti_crosscheck),
         cmocka_unit_test(test_extract_device_sites),
+        cmocka_unit_test(test_dev_site_sentence_no_python),
     };
     return cmocka_run_group_tests(tests, pl_test_dir_setup, pl_test_dir_teardown);
 }
