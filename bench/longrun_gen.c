@@ -30,6 +30,7 @@
 
 #include "compact.h"
 #include "event.h"
+#include "pack.h"
 #include "writer.h"
 
 #define CHUNK ((size_t)256 << 10)
@@ -48,17 +49,21 @@ typedef struct gen {
 
 static int file_sink(void *ctx, const uint8_t *payload, uint32_t len, uint32_t n) {
     gen_t *g = ctx;
-    int rc = pl_writer_chunk_write(g->fd, g->off, g->seq, payload, len, n);
-    if (rc) return rc;
+    static uint8_t packed[PL_TRACE_MAX_CHUNK_BYTES]; /* packed in a copy (1.10): the payload is the caller's */
+    if (len > sizeof packed) return -EINVAL;
+    memcpy(packed, payload, len);
+    int64_t rc = pl_writer_chunk_write(g->fd, g->off, g->seq, packed, len, n);
+    if (rc < 0) return (int)rc;
     g->seq++;
-    g->off += PL_CHUNK_HEADER_BYTES + len;
-    return 0;
+    g->off += (uint64_t)rc;
+    return (int)rc;
 }
 
 static void flush_buf(gen_t *g) {
     if (!g->len) return;
     int rc = g->compact ? pl_compact_feed(g->compact, g->buf, (uint32_t)g->len, g->n, g->now_ns)
                         : file_sink(g, g->buf, (uint32_t)g->len, g->n);
+    if (rc > 0) rc = 0; /* bytes written */
     if (!rc && g->compact) rc = pl_compact_tick(g->compact, g->now_ns);
     if (rc) {
         fprintf(stderr, "longrun_gen: write: %s\n", strerror(-rc));
@@ -239,7 +244,10 @@ static int compact_one(const char *in, const char *out) {
         memcpy(&n, ch + 8, 4);
         if (len > sizeof payload || fread(payload, 1, len, f) != len) break;
         now += 1000000;
-        pl_compact_feed(g.compact, payload, len, n, now);
+        /* the collector compacts the ordinary records the program wrote: unpack a 1.10 file's chunks first */
+        static uint8_t plain[PL_TRACE_MAX_CHUNK_BYTES];
+        len = (uint32_t)pl_pack_unpack(payload, len, plain, sizeof plain, &n);
+        pl_compact_feed(g.compact, plain, len, n, now);
         pl_compact_tick(g.compact, now);
     }
     pl_compact_flush(g.compact, true, now);
@@ -287,10 +295,12 @@ static int clone_one(const char *src, const char *dir, int rank) {
     h.pid = pid;
     pl_event_header_encode(&h, hb);
     size_t olen = 0;
+    pl_pack_ctx_t pack;
+    pl_pack_reset(&pack);
     for (size_t off = 0; off < len;) {
         pl_trace_record_t r;
         size_t used;
-        if (pl_event_decode(payload + off, len - off, &r, &used) != 0) break;
+        if (pl_pack_decode(&pack, payload + off, len - off, &r, &used) != 0) break;
         if (r.type == PL_REC_PROCESS_START) {
             r.u.process.pid = pid;
             r.u.process.rank = rank;
@@ -300,6 +310,7 @@ static int clone_one(const char *src, const char *dir, int rank) {
         olen += pl_event_encode(&r, out + olen, sizeof out - olen);
         off += used;
     }
+    olen = pl_pack_chunk(out, olen);
     pl_event_chunk_header(ch, out, (uint32_t)olen, n, 0);
     int rc = write(fd, hb, sizeof hb) == (ssize_t)sizeof hb && write(fd, ch, sizeof ch) == (ssize_t)sizeof ch &&
                      write(fd, out, olen) == (ssize_t)olen
