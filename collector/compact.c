@@ -158,6 +158,11 @@ static bool over_limit(pl_compact_t *c, const uint8_t *p, size_t len, uint32_t n
 }
 
 static int emit(pl_compact_t *c, const uint8_t *p, size_t len, uint32_t n) {
+    if (c->o.max_bytes && !c->capped && c->out_len &&
+        c->file_bytes + c->out_len + len + PL_CHUNK_HEADER_BYTES > c->o.max_bytes - c->o.max_bytes / 64) {
+        int rc = drain_out(c); /* what waits in `out` takes less in the file (packed, 1.10): learn how much */
+        if (rc) return rc;
+    }
     if (!len || over_limit(c, p, len, n)) return 0;
     c->st.n_out += n;
     c->st.bytes_out += len;
