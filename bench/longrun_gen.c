@@ -4,6 +4,9 @@
  * usage: longrun_gen full|bounded DIR RANKS HOURS [STEPS_PER_S=11]
  *        longrun_gen compact IN_DIR OUT_DIR   (every trace of IN_DIR, compacted as plateau run's collector does,
  *                                              into OUT_DIR under the same name, with the run-id file)
+ *        longrun_gen repack IN_DIR OUT_DIR    (the same records, every one kept, written by this version's writer:
+ *                                              a 1.9 trace's records packed (trace format 1.10), for comparing
+ *                                              the report of one run's records in both forms)
  *        longrun_gen clone TRACE OUT_DIR RANKS (RANKS copies of one rank's trace, each its own rank, pid and node:
  *                                              OUT_DIR/node<rank/8>/<pid>.0.pltrace; for jobs too long to generate
  *                                              rank by rank)
@@ -222,19 +225,25 @@ static int one_rank(const char *dir, int rank, double hours, double steps_per_s,
 }
 
 /* An existing trace through the collector's compaction: its chunks' payloads in, as the ring hands them over. */
-static int compact_one(const char *in, const char *out) {
+static int compact_one(const char *in, const char *out, bool compact) {
     FILE *f = fopen(in, "rb");
     if (!f) return -errno;
     static gen_t g;
     memset(&g, 0, sizeof g);
     g.fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     uint8_t hb[PL_TRACE_HEADER_BYTES];
-    if (g.fd < 0 || fread(hb, 1, sizeof hb, f) != sizeof hb || pwrite(g.fd, hb, sizeof hb, 0) != (ssize_t)sizeof hb) {
+    pl_trace_header_t th;
+    bool ok = g.fd >= 0 && fread(hb, 1, sizeof hb, f) == sizeof hb && pl_event_header_decode(hb, &th) == 0;
+    if (ok) { /* written by this version's writer: packed records (1.10) */
+        th.version_minor = PL_TRACE_VERSION_MINOR;
+        pl_event_header_encode(&th, hb);
+    }
+    if (!ok || pwrite(g.fd, hb, sizeof hb, 0) != (ssize_t)sizeof hb) {
         fclose(f);
         return -EIO;
     }
     g.off = sizeof hb;
-    g.compact = pl_compact_new(&(pl_compact_opts_t){.enabled = true}, file_sink, &g);
+    g.compact = pl_compact_new(&(pl_compact_opts_t){.enabled = compact}, file_sink, &g);
     static uint8_t payload[PL_TRACE_MAX_CHUNK_BYTES];
     uint8_t ch[PL_CHUNK_HEADER_BYTES];
     int64_t now = 0;
@@ -334,7 +343,8 @@ int main(int argc, char **argv) {
             }
         return 0;
     }
-    if (argc == 4 && !strcmp(argv[1], "compact")) {
+    if (argc == 4 && (!strcmp(argv[1], "compact") || !strcmp(argv[1], "repack"))) {
+        bool compact = !strcmp(argv[1], "compact");
         DIR *d = opendir(argv[2]);
         if (!d || (mkdir(argv[3], 0700) < 0 && errno != EEXIST)) return 1;
         struct dirent *e;
@@ -347,7 +357,7 @@ int main(int argc, char **argv) {
                 char cmd[9000];
                 snprintf(cmd, sizeof cmd, "cp -p '%s' '%s'", in, out);
                 if (system(cmd)) return 1;
-            } else if (n > 8 && !strcmp(e->d_name + n - 8, ".pltrace") && compact_one(in, out)) {
+            } else if (n > 8 && !strcmp(e->d_name + n - 8, ".pltrace") && compact_one(in, out, compact)) {
                 fprintf(stderr, "longrun_gen: %s: cannot compact\n", in);
                 return 1;
             }
