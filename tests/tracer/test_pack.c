@@ -49,7 +49,8 @@ static payload_t loop_payload(unsigned steps, unsigned n_threads) {
         r.t_ns = t;
         live += (s * 104729) % 65536 - 30000;
         n_alloc += 4000 + s % 97;
-        r.u.heap = (pl_rec_heap_t){0, (int64_t)live, 40000 + s % 13, n_alloc, n_alloc - 40000, n_alloc * 300, 1 << 26, 3};
+        r.u.heap = (pl_rec_heap_t){0, (int64_t)live, 40000 + s % 13, n_alloc, n_alloc - 40000, n_alloc * 300,
+                                   1 << 26, 3};
         put(&p, &r);
         r.type = PL_REC_RSS;
         r.t_ns = t + 30000;
@@ -80,7 +81,8 @@ static payload_t loop_payload(unsigned steps, unsigned n_threads) {
         put(&p, &r);
         r.type = PL_REC_HEAP;
         r.t_ns = t + 10;
-        r.u.heap = (pl_rec_heap_t){s, (int64_t)live, 40000 + s % 13, n_alloc, n_alloc - 40000, n_alloc * 300, 1 << 26, 3};
+        r.u.heap = (pl_rec_heap_t){s, (int64_t)live, 40000 + s % 13, n_alloc, n_alloc - 40000, n_alloc * 300,
+                                   1 << 26, 3};
         put(&p, &r);
         r.type = PL_REC_RSS;
         r.t_ns = t + 20000;
@@ -114,7 +116,9 @@ static void test_pack_loop_round_trip_and_size(void **state) {
     (void)state;
     payload_t p = loop_payload(300, 3);
     memcpy(packed, ordinary, p.len);
+    assert_false(pl_pack_any(ordinary, p.len)); /* a 1.9 chunk: the reader's fast path */
     size_t len = pl_pack_chunk(packed, p.len);
+    assert_true(pl_pack_any(packed, len));
     assert_decodes_to_recs(packed, len, p.n);
     /* heap and rss 76 -> ~15-25 bytes, host_alloc 48 -> ~15, host_free 24 -> ~8, step 24 -> ~7 */
     if (len * 10 > p.len * 3) fail_msg("packed %zu of %zu bytes: more than 0.3x", len, p.len);
@@ -143,7 +147,8 @@ static void test_pack_extremes_and_every_kind(void **state) {
         memset(&r, 0, sizeof r);
         r.t_ns = t[k];
         r.type = PL_REC_HEAP;
-        r.u.heap = (pl_rec_heap_t){u[k], i[k], i[6 - k], u[6 - k], u[k], u[(k + 3) % 7], i[(k + 1) % 7], i[(k + 2) % 7]};
+        r.u.heap = (pl_rec_heap_t){u[k],   i[k],           i[6 - k],       u[6 - k],
+                                   u[k],   u[(k + 3) % 7], i[(k + 1) % 7], i[(k + 2) % 7]};
         put(&p, &r);
         r.type = PL_REC_RSS;
         r.u.rss = (pl_rec_rss_t){u[(k + 1) % 7], u[k], u[6 - k], u[(k + 2) % 7], u[(k + 3) % 7], u[(k + 4) % 7],
@@ -159,7 +164,8 @@ static void test_pack_extremes_and_every_kind(void **state) {
         r.type = PL_REC_HOST_ALLOC;
         uint32_t tid = k % 2 ? UINT32_MAX - (k % 20) : k % 20;
         r.u.host_alloc = (pl_rec_host_alloc_t){.addr = u[k % 7] ^ k, .size = u[(k + 1) % 7], .stack_id = UINT32_MAX - k,
-                                               .tid = tid, .kind = k % 5, .call_ordinal = k % 4 ? u[(k + 2) % 7] : PL_TRACE_NA};
+                                               .tid = tid, .kind = k % 5,
+                                               .call_ordinal = k % 4 ? u[(k + 2) % 7] : PL_TRACE_NA};
         put(&p, &r);
         r.type = PL_REC_HOST_FREE;
         r.u.host_free = (pl_rec_host_free_t){.addr = u[(k + 4) % 7] + k, .tid = tid};

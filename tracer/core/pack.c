@@ -36,7 +36,9 @@ typedef struct {
     bool bad;
 } rd_t;
 
-static uint64_t get_uv(rd_t *r) {
+#define HOT static inline __attribute__((always_inline)) /* the reader's per-field path */
+
+static uint64_t get_uv_long(rd_t *r) {
     uint64_t v = 0;
     for (unsigned i = 0; i < 10; i++) {
         if (r->p >= r->end) break;
@@ -48,13 +50,29 @@ static uint64_t get_uv(rd_t *r) {
     r->bad = true;
     return 0;
 }
-static uint64_t get_d(rd_t *r, uint64_t prev) { return prev + unzz(get_uv(r)); }
-static int64_t get_i64(rd_t *r, int64_t prev) { /* a signed total: the ordinary record's bound applies */
+/* Most values of a packed record are one or two bytes: read those inline (the reader's hot path). */
+HOT uint64_t get_uv(rd_t *r) {
+    const uint8_t *p = r->p;
+    if (r->end - p >= 2) {
+        if (!(p[0] & 0x80)) {
+            r->p = p + 1;
+            return p[0];
+        }
+        if (!(p[1] & 0x80)) {
+            r->p = p + 2;
+            return (uint64_t)(p[0] & 0x7f) | (uint64_t)p[1] << 7;
+        }
+    }
+    return get_uv_long(r);
+}
+HOT uint64_t get_d(rd_t *r, uint64_t prev) { return prev + unzz(get_uv(r)); }
+/* A signed total: the ordinary record's bound applies. */
+HOT int64_t get_i64(rd_t *r, int64_t prev) {
     int64_t v = (int64_t)get_d(r, (uint64_t)prev);
     if (v > PL_TRACE_MAX_T_NS || v < -PL_TRACE_MAX_T_NS) r->bad = true;
     return v;
 }
-static uint32_t get_u32(rd_t *r, uint32_t prev, bool diff) {
+HOT uint32_t get_u32(rd_t *r, uint32_t prev, bool diff) {
     uint64_t v = diff ? get_d(r, prev) : get_uv(r);
     if (v > UINT32_MAX) r->bad = true;
     return (uint32_t)v;
@@ -74,13 +92,14 @@ static bool put_step(uint8_t *b, size_t *n, uint64_t v, uint64_t base) {
     put_uv(b, n, z + 1);
     return true;
 }
-static uint64_t get_step(rd_t *r, uint64_t base) {
+HOT uint64_t get_step(rd_t *r, uint64_t base) {
     uint64_t c = get_uv(r);
     return c ? base + unzz(c - 1) : 0;
 }
 
 static int thr_find(const pl_pack_ctx_t *x, uint32_t tid) {
     unsigned n = x->n_thr < PL_PACK_THREADS ? x->n_thr : PL_PACK_THREADS;
+    if (x->last < n && x->thr[x->last].tid == tid) return (int)x->last; /* most records come from one thread */
     for (unsigned i = 0; i < n; i++)
         if (x->thr[i].tid == tid) return (int)i;
     return -1;
@@ -126,12 +145,14 @@ static void note(pl_pack_ctx_t *x, const pl_trace_record_t *r) {
         x->thr[i].addr = r->u.host_alloc.addr;
         x->thr[i].ordinal = r->u.host_alloc.call_ordinal;
         x->tid = r->u.host_alloc.tid;
+        x->last = (uint32_t)i;
         break;
     }
     case PL_REC_HOST_FREE: {
         int i = thr_slot(x, r->u.host_free.tid);
         x->thr[i].addr = r->u.host_free.addr;
         x->tid = r->u.host_free.tid;
+        x->last = (uint32_t)i;
         break;
     }
     default: break;
@@ -355,4 +376,16 @@ size_t pl_pack_unpack(const uint8_t *in, size_t len, uint8_t *out, size_t cap, u
     }
     *n_records = n;
     return w;
+}
+
+bool pl_pack_any(const uint8_t *payload, size_t len) {
+    for (size_t off = 0; off < len;) {
+        if (len - off < PL_REC_HEADER_BYTES) return true;
+        uint16_t type16, len16;
+        memcpy(&type16, payload + off, 2);
+        memcpy(&len16, payload + off + 2, 2);
+        if ((type16 >= PL_PACK_TYPE_BASE && type16 < 2 * PL_PACK_TYPE_BASE) || len16 < PL_REC_HEADER_BYTES) return true;
+        off += len16;
+    }
+    return false;
 }

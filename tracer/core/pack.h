@@ -9,6 +9,7 @@
  * still decodes alone. Pure functions, thread-safe on distinct contexts, no allocation. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,6 +28,7 @@ typedef struct pl_pack_ctx {
     pl_rec_rss_t rss;         /* the previous rss record */
     uint32_t tid;             /* the previous host_alloc or host_free record's thread */
     uint32_t n_thr;           /* threads seen (slots used: min(n_thr, PL_PACK_THREADS)) */
+    uint32_t last;            /* the slot of the previous host record's thread: looked at first (speed only) */
     struct {
         uint32_t tid;
         uint64_t addr;        /* the thread's last host_alloc or host_free address */
@@ -56,3 +58,8 @@ size_t pl_pack_chunk(uint8_t *payload, size_t len);
  * bytes). Stops at the first record that does not decode or does not fit. Sets *n_records to the records written;
  * returns their bytes. */
 size_t pl_pack_unpack(const uint8_t *in, size_t len, uint8_t *out, size_t cap, uint32_t *n_records);
+
+/* False when every record of the payload is framed as an ordinary one of a type outside 64..127 (a chunk written
+ * before 1.10): pl_event_decode then decodes each record exactly as pl_pack_decode would, without keeping a context
+ * (the reader's fast path for older traces). True otherwise, and for bytes that do not frame. */
+bool pl_pack_any(const uint8_t *payload, size_t len);
