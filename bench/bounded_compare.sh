@@ -13,6 +13,8 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/plateau-bounded-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 PLATEAU_TRACE_FULL=1 "$plateau" run --no-report -o "$tmp/full" -- "${cmd[@]}" >/dev/null 2>&1 || true
 "$build/bench/longrun_gen" compact "$tmp/full" "$tmp/bounded"
+# the run's own files (run.status: how the command ended, the run id) as plateau run left them: only traces differ
+find "$tmp/full" -maxdepth 1 -type f ! -name '*.pltrace' -exec cp -p {} "$tmp/bounded"/ \;
 json() { "$plateau" report "$1" --json - | python3 -c '
 import json, sys
 d = json.load(sys.stdin)

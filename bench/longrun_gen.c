@@ -4,6 +4,9 @@
  * usage: longrun_gen full|bounded DIR RANKS HOURS [STEPS_PER_S=11]
  *        longrun_gen compact IN_DIR OUT_DIR   (every trace of IN_DIR, compacted as plateau run's collector does,
  *                                              into OUT_DIR under the same name, with the run-id file)
+ *        longrun_gen repack IN_DIR OUT_DIR    (the same records, every one kept, written by this version's writer:
+ *                                              a 1.9 trace's records packed (trace format 1.10), for comparing
+ *                                              the report of one run's records in both forms)
  *        longrun_gen clone TRACE OUT_DIR RANKS (RANKS copies of one rank's trace, each its own rank, pid and node:
  *                                              OUT_DIR/node<rank/8>/<pid>.0.pltrace; for jobs too long to generate
  *                                              rank by rank)
@@ -30,6 +33,7 @@
 
 #include "compact.h"
 #include "event.h"
+#include "pack.h"
 #include "writer.h"
 
 #define CHUNK ((size_t)256 << 10)
@@ -48,17 +52,21 @@ typedef struct gen {
 
 static int file_sink(void *ctx, const uint8_t *payload, uint32_t len, uint32_t n) {
     gen_t *g = ctx;
-    int rc = pl_writer_chunk_write(g->fd, g->off, g->seq, payload, len, n);
-    if (rc) return rc;
+    static uint8_t packed[PL_TRACE_MAX_CHUNK_BYTES]; /* packed in a copy (1.10): the payload is the caller's */
+    if (len > sizeof packed) return -EINVAL;
+    memcpy(packed, payload, len);
+    int64_t rc = pl_writer_chunk_write(g->fd, g->off, g->seq, packed, len, n);
+    if (rc < 0) return (int)rc;
     g->seq++;
-    g->off += PL_CHUNK_HEADER_BYTES + len;
-    return 0;
+    g->off += (uint64_t)rc;
+    return (int)rc;
 }
 
 static void flush_buf(gen_t *g) {
     if (!g->len) return;
     int rc = g->compact ? pl_compact_feed(g->compact, g->buf, (uint32_t)g->len, g->n, g->now_ns)
                         : file_sink(g, g->buf, (uint32_t)g->len, g->n);
+    if (rc > 0) rc = 0; /* bytes written */
     if (!rc && g->compact) rc = pl_compact_tick(g->compact, g->now_ns);
     if (rc) {
         fprintf(stderr, "longrun_gen: write: %s\n", strerror(-rc));
@@ -217,19 +225,25 @@ static int one_rank(const char *dir, int rank, double hours, double steps_per_s,
 }
 
 /* An existing trace through the collector's compaction: its chunks' payloads in, as the ring hands them over. */
-static int compact_one(const char *in, const char *out) {
+static int compact_one(const char *in, const char *out, bool compact) {
     FILE *f = fopen(in, "rb");
     if (!f) return -errno;
     static gen_t g;
     memset(&g, 0, sizeof g);
     g.fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     uint8_t hb[PL_TRACE_HEADER_BYTES];
-    if (g.fd < 0 || fread(hb, 1, sizeof hb, f) != sizeof hb || pwrite(g.fd, hb, sizeof hb, 0) != (ssize_t)sizeof hb) {
+    pl_trace_header_t th;
+    bool ok = g.fd >= 0 && fread(hb, 1, sizeof hb, f) == sizeof hb && pl_event_header_decode(hb, &th) == 0;
+    if (ok) { /* written by this version's writer: packed records (1.10) */
+        th.version_minor = PL_TRACE_VERSION_MINOR;
+        pl_event_header_encode(&th, hb);
+    }
+    if (!ok || pwrite(g.fd, hb, sizeof hb, 0) != (ssize_t)sizeof hb) {
         fclose(f);
         return -EIO;
     }
     g.off = sizeof hb;
-    g.compact = pl_compact_new(&(pl_compact_opts_t){.enabled = true}, file_sink, &g);
+    g.compact = pl_compact_new(&(pl_compact_opts_t){.enabled = compact}, file_sink, &g);
     static uint8_t payload[PL_TRACE_MAX_CHUNK_BYTES];
     uint8_t ch[PL_CHUNK_HEADER_BYTES];
     int64_t now = 0;
@@ -239,7 +253,10 @@ static int compact_one(const char *in, const char *out) {
         memcpy(&n, ch + 8, 4);
         if (len > sizeof payload || fread(payload, 1, len, f) != len) break;
         now += 1000000;
-        pl_compact_feed(g.compact, payload, len, n, now);
+        /* the collector compacts the ordinary records the program wrote: unpack a 1.10 file's chunks first */
+        static uint8_t plain[PL_TRACE_MAX_CHUNK_BYTES];
+        len = (uint32_t)pl_pack_unpack(payload, len, plain, sizeof plain, &n);
+        pl_compact_feed(g.compact, plain, len, n, now);
         pl_compact_tick(g.compact, now);
     }
     pl_compact_flush(g.compact, true, now);
@@ -287,10 +304,12 @@ static int clone_one(const char *src, const char *dir, int rank) {
     h.pid = pid;
     pl_event_header_encode(&h, hb);
     size_t olen = 0;
+    pl_pack_ctx_t pack;
+    pl_pack_reset(&pack);
     for (size_t off = 0; off < len;) {
         pl_trace_record_t r;
         size_t used;
-        if (pl_event_decode(payload + off, len - off, &r, &used) != 0) break;
+        if (pl_pack_decode(&pack, payload + off, len - off, &r, &used) != 0) break;
         if (r.type == PL_REC_PROCESS_START) {
             r.u.process.pid = pid;
             r.u.process.rank = rank;
@@ -300,6 +319,7 @@ static int clone_one(const char *src, const char *dir, int rank) {
         olen += pl_event_encode(&r, out + olen, sizeof out - olen);
         off += used;
     }
+    olen = pl_pack_chunk(out, olen);
     pl_event_chunk_header(ch, out, (uint32_t)olen, n, 0);
     int rc = write(fd, hb, sizeof hb) == (ssize_t)sizeof hb && write(fd, ch, sizeof ch) == (ssize_t)sizeof ch &&
                      write(fd, out, olen) == (ssize_t)olen
@@ -323,7 +343,8 @@ int main(int argc, char **argv) {
             }
         return 0;
     }
-    if (argc == 4 && !strcmp(argv[1], "compact")) {
+    if (argc == 4 && (!strcmp(argv[1], "compact") || !strcmp(argv[1], "repack"))) {
+        bool compact = !strcmp(argv[1], "compact");
         DIR *d = opendir(argv[2]);
         if (!d || (mkdir(argv[3], 0700) < 0 && errno != EEXIST)) return 1;
         struct dirent *e;
@@ -336,7 +357,7 @@ int main(int argc, char **argv) {
                 char cmd[9000];
                 snprintf(cmd, sizeof cmd, "cp -p '%s' '%s'", in, out);
                 if (system(cmd)) return 1;
-            } else if (n > 8 && !strcmp(e->d_name + n - 8, ".pltrace") && compact_one(in, out)) {
+            } else if (n > 8 && !strcmp(e->d_name + n - 8, ".pltrace") && compact_one(in, out, compact)) {
                 fprintf(stderr, "longrun_gen: %s: cannot compact\n", in);
                 return 1;
             }

@@ -80,7 +80,7 @@ struct pl_compact {
     int64_t now_ns;               /* the caller's clock at the current call */
     fold_t fold[2];               /* heap, rss: the open windows of folded totals */
     uint64_t fold_seq;            /* arrival order of folded totals */
-    uint64_t file_bytes;          /* what the sink got: payloads and their chunk headers */
+    uint64_t file_bytes;          /* what the sink put in the file: packed payloads and their chunk headers */
     bool capped;                  /* the trace reached max_bytes: only its end and its counts are written */
     uint64_t cap_step, cap_n, cap_bytes; /* steps completed then; records and bytes not written since */
     uint8_t *agg_out;             /* AGG_OUT bytes, the aggregate records' encoding buffer (malloc'd on first use) */
@@ -126,11 +126,18 @@ void pl_compact_get_stats(const pl_compact_t *c, pl_compact_stats_t *out) { *out
  * chunk per step would cost a 24-byte header a step), then reach the sink as one chunk. */
 static int drain_out(pl_compact_t *c) {
     if (!c->out_len) return 0;
-    c->file_bytes += c->out_len + PL_CHUNK_HEADER_BYTES;
     int rc = c->sink(c->ctx, c->out, (uint32_t)c->out_len, c->out_n);
+    c->file_bytes += rc > 0 ? (uint64_t)rc : c->out_len + PL_CHUNK_HEADER_BYTES; /* the file's bytes: packed (1.10) */
     c->out_len = 0;
     c->out_n = 0;
-    return rc;
+    return rc < 0 ? rc : 0;
+}
+
+/* The sink on bytes that do not wait in `out`. Returns 0 or -errno. */
+static int sink_now(pl_compact_t *c, const uint8_t *p, uint32_t len, uint32_t n) {
+    int rc = c->sink(c->ctx, p, len, n);
+    c->file_bytes += rc > 0 ? (uint64_t)rc : len + PL_CHUNK_HEADER_BYTES;
+    return rc < 0 ? rc : 0;
 }
 
 /* The size limit (max_bytes): once the file would pass it, records are counted instead of written, but for the
@@ -151,6 +158,11 @@ static bool over_limit(pl_compact_t *c, const uint8_t *p, size_t len, uint32_t n
 }
 
 static int emit(pl_compact_t *c, const uint8_t *p, size_t len, uint32_t n) {
+    if (c->o.max_bytes && !c->capped && c->out_len &&
+        c->file_bytes + c->out_len + len + PL_CHUNK_HEADER_BYTES > c->o.max_bytes - c->o.max_bytes / 64) {
+        int rc = drain_out(c); /* what waits in `out` takes less in the file (packed, 1.10): learn how much */
+        if (rc) return rc;
+    }
     if (!len || over_limit(c, p, len, n)) return 0;
     c->st.n_out += n;
     c->st.bytes_out += len;
@@ -158,7 +170,7 @@ static int emit(pl_compact_t *c, const uint8_t *p, size_t len, uint32_t n) {
         int rc = drain_out(c);
         if (rc) return rc;
     }
-    if (!c->out && !(c->out = malloc(OUT_CHUNK))) return c->sink(c->ctx, p, (uint32_t)len, n);
+    if (!c->out && !(c->out = malloc(OUT_CHUNK))) return sink_now(c, p, (uint32_t)len, n);
     if (!c->out_len) c->out_since_ns = c->now_ns;
     memcpy(c->out + c->out_len, p, len);
     c->out_len += len;
@@ -543,7 +555,7 @@ int pl_compact_feed(pl_compact_t *c, const uint8_t *recs, uint32_t len, uint32_t
     if (!c->o.enabled) {
         c->st.n_out += n_records;
         c->st.bytes_out += len;
-        return c->sink(c->ctx, recs, len, n_records);
+        return sink_now(c, recs, len, n_records);
     }
     if (!c->agg_since_ns) c->agg_since_ns = now_ns;
     uint32_t off = 0;
@@ -556,7 +568,7 @@ int pl_compact_feed(pl_compact_t *c, const uint8_t *recs, uint32_t len, uint32_t
             if (!rc) {
                 c->st.n_out += n_records;
                 c->st.bytes_out += len - off;
-                rc = c->sink(c->ctx, recs + off, len - off, n_records);
+                rc = sink_now(c, recs + off, len - off, n_records);
             }
             return rc ? rc : -EBADMSG;
         }

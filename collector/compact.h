@@ -21,7 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Where kept records go: a payload of whole records (at most PL_TRACE_MAX_CHUNK_BYTES). Returns 0 or -errno. */
+/* Where kept records go: a payload of whole records (at most PL_TRACE_MAX_CHUNK_BYTES). Returns the bytes it put in
+ * the file (0 when it does not know: the payload and a chunk header are counted), or -errno. */
 typedef int (*pl_compact_sink_fn)(void *ctx, const uint8_t *payload, uint32_t len, uint32_t n_records);
 
 typedef struct pl_compact_opts {

@@ -29,7 +29,7 @@ extern "C" {
 #endif
 
 #define PL_TRACE_VERSION 1u
-#define PL_TRACE_VERSION_MINOR 9u  /* 1.1: module records carry build-id, file size and mtime (appended fields);
+#define PL_TRACE_VERSION_MINOR 10u /* 1.1: module records carry build-id, file size and mtime (appended fields);
                                     * 1.2: process_start records carry the host allocator (appended fields);
                                     * 1.3: host_alloc records carry the thread's malloc-call ordinal (appended);
                                     * 1.4: the header carries the run id (formerly reserved bytes);
@@ -41,7 +41,10 @@ extern "C" {
                                     * 1.8: retention records (the Python census: who keeps a leak);
                                     * 1.9: retention records carry storages reachable from the holder (appended);
                                     *      aggregate records (what plateau run's collector left out of a
-                                    *      long run's trace, counted: docs/long-runs.md) */
+                                    *      long run's trace, counted: docs/long-runs.md);
+                                    * 1.10: packed records: step, rss, heap, host_alloc and host_free in a
+                                    *      short form (varints, differences within a chunk), decoded by the
+                                    *      reader into the same records (docs/trace-format.md) */
 #define PL_TRACE_MAX_CHUNK_BYTES (1u << 20)  /* largest chunk payload a reader accepts */
 #define PL_TRACE_MAX_FRAMES 128              /* frames per stack (native and Python together) */
 #define PL_RETENTION_MAX_RANGES 32           /* storages a retention record carries (since 1.9) */

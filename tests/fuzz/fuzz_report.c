@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "event.h"
+#include "pack.h"
 #include "export.h"
 #include "extract.h"
 #include "render.h"
@@ -36,7 +37,9 @@ static uint8_t *frame(const uint8_t *p, size_t n, size_t *out_len) {
         uint32_t n_rec = 0;
         size_t pos = 0, used;
         pl_trace_record_t rec;
-        while (pos < len && pl_event_decode(p + off + pos, len - pos, &rec, &used) >= 0 && used) {
+        pl_pack_ctx_t pack; /* the input may hold packed records (1.10): count them as the reader will */
+        pl_pack_reset(&pack);
+        while (pos < len && pl_pack_decode(&pack, p + off + pos, len - pos, &rec, &used) >= 0 && used) {
             pos += used;
             n_rec++;
         }

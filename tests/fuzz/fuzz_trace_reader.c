@@ -1,5 +1,10 @@
 /* libFuzzer target: the trace reader on arbitrary bytes. Every record it yields must be internally
- * consistent (strings NUL-terminated inside the input, counts within their caps), and it must stop. */
+ * consistent (strings NUL-terminated inside the input, counts within their caps), and it must stop.
+ * Packed records (1.10): when the first input byte has bit 1 set too, each chunk's payload is packed
+ * (pl_pack_chunk) before the checksums are repaired, so mutated ordinary records reach the packer and the packed
+ * decoder with every value a mutation makes; the packed trace must then read as the same records as the
+ * unpacked one (a differential check), and mutations of the packed bytes themselves come from seeds that hold
+ * packed records. */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -8,6 +13,7 @@
 
 #include "crc.h"
 #include "event.h"
+#include "pack.h"
 
 static size_t touch(const char *s) { return s ? strlen(s) : 0; }
 
@@ -32,13 +38,70 @@ static void repair(uint8_t *b, size_t n) {
     }
 }
 
+/* Pack every whole chunk's payload in place (the file shrinks); returns the new size. Sets *odd when a payload
+ * holds an ordinary-framed record of a packed type (64..127): the unpacked reader skips it as unknown, the
+ * packed one reads it as packed, so the two are not comparable. */
+static size_t pack_chunks(uint8_t *b, size_t n, int *odd) {
+    size_t off = PL_TRACE_HEADER_BYTES;
+    while (off + PL_CHUNK_HEADER_BYTES <= n) {
+        uint32_t len;
+        memcpy(&len, b + off + 4, 4);
+        if (len > n - off - PL_CHUNK_HEADER_BYTES) break;
+        uint8_t *p = b + off + PL_CHUNK_HEADER_BYTES;
+        for (size_t k = 0; k + 4 <= len;) {
+            uint16_t t, l;
+            memcpy(&t, p + k, 2);
+            memcpy(&l, p + k + 2, 2);
+            if (t >= PL_PACK_TYPE_BASE && t < 2 * PL_PACK_TYPE_BASE) *odd = 1;
+            if (l < 4) break;
+            k += l;
+        }
+        uint32_t plen = (uint32_t)pl_pack_chunk(p, len);
+        memmove(p + plen, p + len, n - (off + PL_CHUNK_HEADER_BYTES + len));
+        n -= len - plen;
+        memcpy(b + off + 4, &plen, 4);
+        off += PL_CHUNK_HEADER_BYTES + plen;
+    }
+    return n;
+}
+
+static uint8_t plain[1 << 20];
+
+/* The records of the packed trace `data` must be those of the unpacked `plain`, in order, with the same end. */
+static void same_records(const uint8_t *a, size_t na, const uint8_t *b, size_t nb) {
+    pl_trace_reader_t *ra, *rb;
+    if (pl_trace_open_mem(a, na, "plain", &ra) < 0) return;
+    if (pl_trace_open_mem(b, nb, "packed", &rb) < 0) __builtin_trap();
+    static pl_trace_record_t x, y;
+    static uint8_t ex[70000], ey[70000];
+    for (;;) {
+        int ka = pl_trace_next(ra, &x), kb = pl_trace_next(rb, &y);
+        if ((ka == 1) != (kb == 1)) __builtin_trap();
+        if (ka != 1) break;
+        size_t la = pl_event_encode(&x, ex, sizeof ex), lb = pl_event_encode(&y, ey, sizeof ey);
+        if (la != lb || memcmp(ex, ey, la)) __builtin_trap();
+    }
+    pl_trace_close(ra);
+    pl_trace_close(rb);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     pl_trace_reader_t *r;
     if (size > 0 && (data[0] & 1) && size - 1 <= sizeof fixed) {
+        int pack = data[0] & 2, odd = 0;
         memcpy(fixed, data + 1, size - 1);
-        repair(fixed, size - 1);
-        data = fixed;
         size = size - 1;
+        if (pack) {
+            repair(fixed, size);
+            memcpy(plain, fixed, size);
+            size_t n_plain = size;
+            size = pack_chunks(fixed, size, &odd);
+            repair(fixed, size);
+            if (!odd) same_records(plain, n_plain, fixed, size);
+        } else {
+            repair(fixed, size);
+        }
+        data = fixed;
     }
     if (pl_trace_open_mem(data, size, "fuzz", &r) < 0) return 0;
     pl_trace_record_t rec;

@@ -17,6 +17,7 @@
 #include <plateau/trace.h>
 
 #include "event.h"
+#include "pack.h"
 
 static void print(const pl_trace_record_t *r) {
     printf("%" PRId64 " %s", r->t_ns, pl_trace_type_name(r->type));
@@ -116,7 +117,6 @@ typedef struct stats {
 
 static uint32_t rd32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
 static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static int64_t rd64(const uint8_t *p) { return (int64_t)((uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32); }
 
 /* One file into *st. Returns 0, or -1 when it is not a trace (said on stderr). Damage ends the walk quietly. */
 static int stats_file(const char *path, stats_t *st) {
@@ -144,15 +144,19 @@ static int stats_file(const char *path, stats_t *st) {
         st->n_chunks++;
         st->chunk_bytes += sizeof ch;
         st->file_bytes += sizeof ch + len;
-        for (uint32_t off = 0; off + PL_REC_HEADER_BYTES <= len;) {
-            uint16_t type = rd16(payload + off), rl = rd16(payload + off + 2);
-            if (rl < PL_REC_HEADER_BYTES || off + rl > len) break;
-            int64_t t = rd64(payload + off + 4);
-            if (t > last_t) last_t = t;
+        pl_pack_ctx_t pack; /* a packed record (1.10) counts as its kind: its bytes are what the kind costs */
+        pl_pack_reset(&pack);
+        for (uint32_t off = 0; off < len;) {
+            pl_trace_record_t rec;
+            size_t used;
+            int rc = pl_pack_decode(&pack, payload + off, len - off, &rec, &used);
+            if (rc < 0) break;
+            unsigned type = rc == 0 ? (unsigned)rec.type : rd16(payload + off);
+            if (rc == 0 && rec.t_ns > last_t) last_t = rec.t_ns;
             unsigned k = type < N_KINDS ? type : N_KINDS - 1;
             st->n[k]++;
-            st->bytes[k] += rl;
-            off += rl;
+            st->bytes[k] += used;
+            off += (uint32_t)used;
         }
     }
     st->seconds += (double)(last_t - h.start_mono_ns) / 1e9;

@@ -20,6 +20,7 @@
 
 #include "crc.h"
 #include "event.h"
+#include "pack.h"
 #include "grow.h"
 
 struct pl_trace_reader {
@@ -34,6 +35,8 @@ struct pl_trace_reader {
     size_t chunk_cap;
     size_t chunk_len, chunk_pos;
     uint32_t chunk_records, chunk_seen;
+    pl_pack_ctx_t pack;          /* what the chunk's packed records are differences against (1.10) */
+    bool chunk_packed;           /* the chunk may hold packed records: decode through `pack` (else a 1.9 chunk) */
     int in_chunk;           /* a chunk has been loaded and not yet finished */
     uint64_t chunk_offset;  /* file offset of the current chunk's header */
     int status;             /* 0 reading; else the sticky return of pl_trace_next */
@@ -58,6 +61,7 @@ static ssize_t pread_all(pl_trace_reader_t *r, uint64_t off, void *buf, size_t l
 
 /* Read up to len bytes at off; returns bytes read (short at EOF) or -errno. */
 static ssize_t src_read(pl_trace_reader_t *r, uint64_t off, void *buf, size_t len) {
+    if (!len) return 0; /* an empty chunk: buf may be NULL (nothing was ever loaded), which memcpy may not take */
     if (r->fd < 0) {
         if (off >= r->mem_len) return 0;
         size_t n = r->mem_len - off < len ? r->mem_len - off : len;
@@ -226,6 +230,8 @@ static int load_chunk(pl_trace_reader_t *r) {
     r->chunk_pos = 0;
     r->chunk_records = v[2];
     r->chunk_seen = 0;
+    pl_pack_reset(&r->pack);
+    r->chunk_packed = pl_pack_any(r->chunk, v[1]);
     r->in_chunk = 1;
     r->next_seq++;
     r->offset = off + sizeof h + v[1];
@@ -250,7 +256,9 @@ int pl_trace_next(pl_trace_reader_t *r, pl_trace_record_t *rec) {
             continue;
         }
         size_t used = 0;
-        int rc = pl_event_decode(r->chunk + r->chunk_pos, r->chunk_len - r->chunk_pos, rec, &used);
+        const uint8_t *p = r->chunk + r->chunk_pos;
+        size_t left = r->chunk_len - r->chunk_pos;
+        int rc = r->chunk_packed ? pl_pack_decode(&r->pack, p, left, rec, &used) : pl_event_decode(p, left, rec, &used);
         if (rc < 0)
             return stop(r, r->chunk_offset, "malformed record at payload byte %zu of a checksummed chunk",
                         r->chunk_pos);

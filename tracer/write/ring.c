@@ -58,14 +58,24 @@ int pl_ring_attach(const char *ring_path, const char *trace_path, pl_ring_reader
 
 int pl_ring_put_chunk(pl_ring_reader_t *r, const uint8_t *payload, uint32_t len, uint32_t n_records) {
     if (r->stopped) return -EPIPE;
-    int rc = pl_writer_chunk_write(r->trace_fd, r->file_off, r->seq, payload, len, n_records);
-    if (rc < 0) {
+    if (len > PL_TRACE_MAX_CHUNK_BYTES) return -EINVAL;
+    if (!r->scratch) { /* the payload is packed in a copy: it may be the ring, which the program shares */
+        void *p = mmap(NULL, PL_TRACE_MAX_CHUNK_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) {
+            r->stopped = true;
+            return -ENOMEM;
+        }
+        r->scratch = p;
+    }
+    memcpy(r->scratch, payload, len);
+    int64_t n = pl_writer_chunk_write(r->trace_fd, r->file_off, r->seq, r->scratch, len, n_records);
+    if (n < 0) {
         r->stopped = true;
-        return rc;
+        return (int)n;
     }
     r->seq++;
-    r->file_off += PL_CHUNK_HEADER_BYTES + len;
-    return 0;
+    r->file_off += (uint64_t)n;
+    return (int)n;
 }
 
 static int pass_on(pl_ring_reader_t *r, const uint8_t *payload, uint32_t len, uint32_t n_records) {
@@ -112,12 +122,15 @@ int pl_ring_write_records(pl_ring_reader_t *r, const pl_trace_record_t *recs, un
         len += m;
         k++;
     }
-    return k ? pass_on(r, buf, (uint32_t)len, k) : 0;
+    int rc = k ? pass_on(r, buf, (uint32_t)len, k) : 0;
+    return rc < 0 ? rc : 0;
 }
 
 void pl_ring_detach(pl_ring_reader_t *r) {
     if (r->hdr) munmap(r->hdr, r->map_bytes);
     if (r->trace_fd >= 0) close(r->trace_fd);
+    if (r->scratch) munmap(r->scratch, PL_TRACE_MAX_CHUNK_BYTES);
+    r->scratch = NULL;
     r->hdr = NULL;
     r->trace_fd = -1;
 }

@@ -82,6 +82,7 @@ typedef struct pl_ring_reader {
     unsigned head;                 /* the buffer being collected */
     uint32_t done_len, done_records; /* of buffer `head`: what earlier chunks already carried */
     bool stopped;                  /* a write failed: nothing more is written */
+    uint8_t *scratch;              /* PL_TRACE_MAX_CHUNK_BYTES, mapped at the first chunk: where it is packed */
     /* Where collected records go: NULL, chunks straight to the trace file; else sink(sink_ctx, ...) gets every
      * published range of whole records (the collector's compaction, collector/compact.h), which writes what it
      * keeps through pl_ring_put_chunk. Set after attach, before the first collect. */
@@ -98,8 +99,9 @@ int pl_ring_attach(const char *ring_path, const char *trace_path, pl_ring_reader
  * write failed (then r->stopped and nothing more is written). */
 long pl_ring_collect(pl_ring_reader_t *r, bool partial);
 
-/* Append one chunk of whole records to the trace file (the sink's way to the file). Returns 0 or -errno (then
- * r->stopped and nothing more is written). */
+/* Append one chunk of whole records to the trace file (the sink's way to the file), packed (trace format 1.10,
+ * pl_writer_chunk_write) in a copy: the payload is not changed. Returns the bytes written (chunk header and packed
+ * payload) or -errno (then r->stopped and nothing more is written). */
 int pl_ring_put_chunk(pl_ring_reader_t *r, const uint8_t *payload, uint32_t len, uint32_t n_records);
 
 /* Write n records of the collector's own (RSS samples, thread names) as one chunk after what was collected. */

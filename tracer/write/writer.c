@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "event.h"
+#include "pack.h"
 #include "fdslot.h"
 #include "ring.h"
 
@@ -396,6 +397,7 @@ static int flush_pass_locked(pl_writer_t *w, bool seal_current) {
         pthread_mutex_unlock(&w->mu);
         if (!atomic_load(&w->stopped)) {
             uint8_t ch[PL_CHUNK_HEADER_BYTES];
+            b->len = pl_pack_chunk(b->data, b->len); /* the buffer is ours while BUF_WRITING */
             pl_event_chunk_header(ch, b->data, (uint32_t)b->len, b->n_records, w->seq);
             struct iovec iov[2] = {{ch, sizeof ch}, {b->data, b->len}};
             int wrc = write_chunk(w, iov, 2);
@@ -555,11 +557,13 @@ void pl_writer_fork_child(pl_writer_t *w) {
 
 /* ------------------------------------------------------------------ ring mode */
 
-int pl_writer_chunk_write(int fd, uint64_t off, uint32_t seq, const uint8_t *payload, uint32_t len, uint32_t n_records) {
+int64_t pl_writer_chunk_write(int fd, uint64_t off, uint32_t seq, uint8_t *payload, uint32_t len, uint32_t n_records) {
     uint8_t ch[PL_CHUNK_HEADER_BYTES];
+    len = (uint32_t)pl_pack_chunk(payload, len);
     pl_event_chunk_header(ch, payload, len, n_records, seq);
-    struct iovec iov[2] = {{ch, sizeof ch}, {(void *)(uintptr_t)payload, len}};
-    return write_all(fd, iov, 2, off);
+    struct iovec iov[2] = {{ch, sizeof ch}, {payload, len}};
+    int rc = write_all(fd, iov, 2, off);
+    return rc < 0 ? rc : (int64_t)(sizeof ch + len);
 }
 
 /* Create the ring file under a temporary name, give it its blocks (fallocate: a page of a shared file mapping that
