@@ -5,7 +5,7 @@
  *        longrun_gen compact IN_DIR OUT_DIR   (every trace of IN_DIR, compacted as plateau run's collector does,
  *                                              into OUT_DIR under the same name, with the run-id file)
  *        longrun_gen repack IN_DIR OUT_DIR    (the same records, every one kept, written by this version's writer:
- *                                              a 1.9 trace's records packed (trace format 1.10), for comparing
+ *                                              a 1.9 trace's records packed (trace format 2.0), for comparing
  *                                              the report of one run's records in both forms)
  *        longrun_gen clone TRACE OUT_DIR RANKS (RANKS copies of one rank's trace, each its own rank, pid and node:
  *                                              OUT_DIR/node<rank/8>/<pid>.0.pltrace; for jobs too long to generate
@@ -52,7 +52,7 @@ typedef struct gen {
 
 static int file_sink(void *ctx, const uint8_t *payload, uint32_t len, uint32_t n) {
     gen_t *g = ctx;
-    static uint8_t packed[PL_TRACE_MAX_CHUNK_BYTES]; /* packed in a copy (1.10): the payload is the caller's */
+    static uint8_t packed[PL_TRACE_MAX_CHUNK_BYTES]; /* packed in a copy (2.0): the payload is the caller's */
     if (len > sizeof packed) return -EINVAL;
     memcpy(packed, payload, len);
     int64_t rc = pl_writer_chunk_write(g->fd, g->off, g->seq, packed, len, n);
@@ -234,7 +234,7 @@ static int compact_one(const char *in, const char *out, bool compact) {
     uint8_t hb[PL_TRACE_HEADER_BYTES];
     pl_trace_header_t th;
     bool ok = g.fd >= 0 && fread(hb, 1, sizeof hb, f) == sizeof hb && pl_event_header_decode(hb, &th) == 0;
-    if (ok) { /* written by this version's writer: packed records (1.10) */
+    if (ok) { /* written by this version's writer: packed records (2.0) */
         th.version_minor = PL_TRACE_VERSION_MINOR;
         pl_event_header_encode(&th, hb);
     }
@@ -253,7 +253,7 @@ static int compact_one(const char *in, const char *out, bool compact) {
         memcpy(&n, ch + 8, 4);
         if (len > sizeof payload || fread(payload, 1, len, f) != len) break;
         now += 1000000;
-        /* the collector compacts the ordinary records the program wrote: unpack a 1.10 file's chunks first */
+        /* the collector compacts the ordinary records the program wrote: unpack a 2.0 file's chunks first */
         static uint8_t plain[PL_TRACE_MAX_CHUNK_BYTES];
         len = (uint32_t)pl_pack_unpack(payload, len, plain, sizeof plain, &n);
         pl_compact_feed(g.compact, plain, len, n, now);

@@ -127,7 +127,7 @@ void pl_compact_get_stats(const pl_compact_t *c, pl_compact_stats_t *out) { *out
 static int drain_out(pl_compact_t *c) {
     if (!c->out_len) return 0;
     int rc = c->sink(c->ctx, c->out, (uint32_t)c->out_len, c->out_n);
-    c->file_bytes += rc > 0 ? (uint64_t)rc : c->out_len + PL_CHUNK_HEADER_BYTES; /* the file's bytes: packed (1.10) */
+    c->file_bytes += rc > 0 ? (uint64_t)rc : c->out_len + PL_CHUNK_HEADER_BYTES; /* the file's bytes: packed (2.0) */
     c->out_len = 0;
     c->out_n = 0;
     return rc < 0 ? rc : 0;
@@ -160,7 +160,7 @@ static bool over_limit(pl_compact_t *c, const uint8_t *p, size_t len, uint32_t n
 static int emit(pl_compact_t *c, const uint8_t *p, size_t len, uint32_t n) {
     if (c->o.max_bytes && !c->capped && c->out_len &&
         c->file_bytes + c->out_len + len + PL_CHUNK_HEADER_BYTES > c->o.max_bytes - c->o.max_bytes / 64) {
-        int rc = drain_out(c); /* what waits in `out` takes less in the file (packed, 1.10): learn how much */
+        int rc = drain_out(c); /* what waits in `out` takes less in the file (packed, 2.0): learn how much */
         if (rc) return rc;
     }
     if (!len || over_limit(c, p, len, n)) return 0;

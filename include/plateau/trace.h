@@ -28,8 +28,8 @@ extern "C" {
 #define PL_TRACE_API
 #endif
 
-#define PL_TRACE_VERSION 1u
-#define PL_TRACE_VERSION_MINOR 10u /* 1.1: module records carry build-id, file size and mtime (appended fields);
+#define PL_TRACE_VERSION 2u      /* 2.0: packed records, which a 1.x reader cannot skip (below) */
+#define PL_TRACE_VERSION_MINOR 0u /* 1.1: module records carry build-id, file size and mtime (appended fields);
                                     * 1.2: process_start records carry the host allocator (appended fields);
                                     * 1.3: host_alloc records carry the thread's malloc-call ordinal (appended);
                                     * 1.4: the header carries the run id (formerly reserved bytes);
@@ -42,9 +42,11 @@ extern "C" {
                                     * 1.9: retention records carry storages reachable from the holder (appended);
                                     *      aggregate records (what plateau run's collector left out of a
                                     *      long run's trace, counted: docs/long-runs.md);
-                                    * 1.10: packed records: step, rss, heap, host_alloc and host_free in a
+                                    * 2.0: packed records: step, rss, heap, host_alloc and host_free in a
                                     *      short form (varints, differences within a chunk), decoded by the
-                                    *      reader into the same records (docs/trace-format.md) */
+                                    *      reader into the same records (docs/trace-format.md); a major
+                                    *      version because a 1.x reader cannot skip them. This reader reads
+                                    *      every 1.x trace and 2.0. */
 #define PL_TRACE_MAX_CHUNK_BYTES (1u << 20)  /* largest chunk payload a reader accepts */
 #define PL_TRACE_MAX_FRAMES 128              /* frames per stack (native and Python together) */
 #define PL_RETENTION_MAX_RANGES 32           /* storages a retention record carries (since 1.9) */

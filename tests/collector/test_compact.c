@@ -64,7 +64,7 @@ typedef struct out_file { int fd; uint64_t off; uint32_t seq; } out_file_t;
 
 static int file_sink(void *ctx, const uint8_t *payload, uint32_t len, uint32_t n) {
     out_file_t *o = ctx;
-    static uint8_t packed[PL_TRACE_MAX_CHUNK_BYTES]; /* packed in a copy (1.10): the payload is the caller's */
+    static uint8_t packed[PL_TRACE_MAX_CHUNK_BYTES]; /* packed in a copy (2.0): the payload is the caller's */
     if (len > sizeof packed) return -EINVAL;
     memcpy(packed, payload, len);
     int64_t rc = pl_writer_chunk_write(o->fd, o->off, o->seq, packed, len, n);
@@ -91,7 +91,7 @@ static void compact_file(const char *in, const char *out, const pl_compact_opts_
         memcpy(&n, b + off + 8, 4);
         assert_true(off + PL_CHUNK_HEADER_BYTES + plen <= len);
         now += 1000000; /* 1 ms per chunk: hold_ns decides nothing here but in the test that sets it */
-        /* the collector compacts the ordinary records a program wrote: a 1.10 file's chunks are unpacked first */
+        /* the collector compacts the ordinary records a program wrote: a 2.0 file's chunks are unpacked first */
         static uint8_t plain[PL_TRACE_MAX_CHUNK_BYTES];
         uint32_t pn;
         size_t pl = pl_pack_unpack(b + off + PL_CHUNK_HEADER_BYTES, plen, plain, sizeof plain, &pn);
@@ -477,7 +477,7 @@ static void test_compact_size_limit(void **state) {
     pl_compact_stats_t st;
     compact_file(full, out, &(pl_compact_opts_t){.enabled = true, .max_bytes = max}, &st);
     assert_true((uint64_t)file_size(out) <= PL_TRACE_HEADER_BYTES + max);
-    /* the limit is on the file's (packed, 1.10) bytes, not on the records' ordinary size: the file fills it */
+    /* the limit is on the file's (packed, 2.0) bytes, not on the records' ordinary size: the file fills it */
     if ((uint64_t)file_size(out) < max - max / 8) fail_msg("file %ld bytes of a %llu-byte limit", (long)file_size(out), (unsigned long long)max);
     run_t a, b;
     run_file(&a, full);

@@ -37,7 +37,7 @@ static uint8_t *frame(const uint8_t *p, size_t n, size_t *out_len) {
         uint32_t n_rec = 0;
         size_t pos = 0, used;
         pl_trace_record_t rec;
-        pl_pack_ctx_t pack; /* the input may hold packed records (1.10): count them as the reader will */
+        pl_pack_ctx_t pack; /* the input may hold packed records (2.0): count them as the reader will */
         pl_pack_reset(&pack);
         while (pos < len && pl_pack_decode(&pack, p + off + pos, len - pos, &rec, &used) >= 0 && used) {
             pos += used;

@@ -1,6 +1,6 @@
 /* libFuzzer target: the trace reader on arbitrary bytes. Every record it yields must be internally
  * consistent (strings NUL-terminated inside the input, counts within their caps), and it must stop.
- * Packed records (1.10): when the first input byte has bit 1 set too, each chunk's payload is packed
+ * Packed records (2.0): when the first input byte has bit 1 set too, each chunk's payload is packed
  * (pl_pack_chunk) before the checksums are repaired, so mutated ordinary records reach the packer and the packed
  * decoder with every value a mutation makes; the packed trace must then read as the same records as the
  * unpacked one (a differential check), and mutations of the packed bytes themselves come from seeds that hold

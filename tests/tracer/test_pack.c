@@ -1,4 +1,4 @@
-/* Packed records (trace format 1.10, tracer/core/pack.c): a chunk of ordinary records packed in place decodes to
+/* Packed records (trace format 2.0, tracer/core/pack.c): a chunk of ordinary records packed in place decodes to
  * the same records (every field, extreme and NA values, many threads), is much shorter for a training loop's
  * per-step records, unpacks to the same bytes; ordinary (1.9) payloads decode as before; damaged packed records are
  * refused and unknown packed kinds skipped. A trace written by the writer is packed and reads back whole. */

@@ -144,7 +144,7 @@ static int stats_file(const char *path, stats_t *st) {
         st->n_chunks++;
         st->chunk_bytes += sizeof ch;
         st->file_bytes += sizeof ch + len;
-        pl_pack_ctx_t pack; /* a packed record (1.10) counts as its kind: its bytes are what the kind costs */
+        pl_pack_ctx_t pack; /* a packed record (2.0) counts as its kind: its bytes are what the kind costs */
         pl_pack_reset(&pack);
         for (uint32_t off = 0; off < len;) {
             pl_trace_record_t rec;

@@ -1,4 +1,4 @@
-/* Packed records (trace format 1.10): a short form of the records a long run writes every step, and the
+/* Packed records (trace format 2.0): a short form of the records a long run writes every step, and the
  * per-chunk context both sides keep so that each value is written as a difference from the one before it.
  * Layout and rules: docs/trace-format.md, "Packed records". Invariants this file owns:
  * - encoder and decoder update the context with the same function (note()) from the same decoded record, so they

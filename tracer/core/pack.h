@@ -1,4 +1,4 @@
-/* Packed records (trace format 1.10, docs/trace-format.md "Packed records"): the records a long run writes every
+/* Packed records (trace format 2.0, docs/trace-format.md "Packed records"): the records a long run writes every
  * step (step, rss, heap, host_alloc, host_free) in a short form: varints, each value a difference from the same
  * field of the previous record of its kind (addresses and call ordinals: of its thread) in the same chunk.
  *
@@ -47,7 +47,7 @@ int pl_pack_decode(pl_pack_ctx_t *x, const uint8_t *buf, size_t len, pl_trace_re
  * the packed form would not be shorter than the ordinary one, or it does not fit in cap. */
 size_t pl_pack_encode(const pl_pack_ctx_t *x, const pl_trace_record_t *rec, uint8_t *buf, size_t cap);
 
-/* Rewrite a chunk payload of ordinary records (len bytes) in place into the 1.10 form: each record of a packed
+/* Rewrite a chunk payload of ordinary records (len bytes) in place into the 2.0 form: each record of a packed
  * kind packed when that is shorter, the others as they were, in their order; a record that does not decode and
  * every byte after it are kept as they came (a reader stops there, as it would have). The record count does not
  * change. Returns the new length (<= len). */
@@ -60,6 +60,6 @@ size_t pl_pack_chunk(uint8_t *payload, size_t len);
 size_t pl_pack_unpack(const uint8_t *in, size_t len, uint8_t *out, size_t cap, uint32_t *n_records);
 
 /* False when every record of the payload is framed as an ordinary one of a type outside 64..127 (a chunk written
- * before 1.10): pl_event_decode then decodes each record exactly as pl_pack_decode would, without keeping a context
+ * before 2.0): pl_event_decode then decodes each record exactly as pl_pack_decode would, without keeping a context
  * (the reader's fast path for older traces). True otherwise, and for bytes that do not frame. */
 bool pl_pack_any(const uint8_t *payload, size_t len);

@@ -35,7 +35,7 @@ struct pl_trace_reader {
     size_t chunk_cap;
     size_t chunk_len, chunk_pos;
     uint32_t chunk_records, chunk_seen;
-    pl_pack_ctx_t pack;          /* what the chunk's packed records are differences against (1.10) */
+    pl_pack_ctx_t pack;          /* what the chunk's packed records are differences against (2.0) */
     bool chunk_packed;           /* the chunk may hold packed records: decode through `pack` (else a 1.9 chunk) */
     int in_chunk;           /* a chunk has been loaded and not yet finished */
     uint64_t chunk_offset;  /* file offset of the current chunk's header */

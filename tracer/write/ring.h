@@ -99,7 +99,7 @@ int pl_ring_attach(const char *ring_path, const char *trace_path, pl_ring_reader
  * write failed (then r->stopped and nothing more is written). */
 long pl_ring_collect(pl_ring_reader_t *r, bool partial);
 
-/* Append one chunk of whole records to the trace file (the sink's way to the file), packed (trace format 1.10,
+/* Append one chunk of whole records to the trace file (the sink's way to the file), packed (trace format 2.0,
  * pl_writer_chunk_write) in a copy: the payload is not changed. Returns the bytes written (chunk header and packed
  * payload) or -errno (then r->stopped and nothing more is written). */
 int pl_ring_put_chunk(pl_ring_reader_t *r, const uint8_t *payload, uint32_t len, uint32_t n_records);

@@ -42,7 +42,7 @@ struct pl_ring_hdr *pl_writer_ring(pl_writer_t *w);   /* NULL unless in ring mod
 
 /* Write one chunk (header, then payload) at offset `off` of `fd`: the collector's (pl_ring_put_chunk) and offline
  * tools' way to a trace file (the writer thread writes its own buffers the same way). The payload, whole ordinary
- * records, is rewritten in place into the 1.10 form (pack.h: never longer) before it is written. Returns the bytes
+ * records, is rewritten in place into the 2.0 form (pack.h: never longer) before it is written. Returns the bytes
  * written (chunk header and packed payload) or -errno. */
 int64_t pl_writer_chunk_write(int fd, uint64_t off, uint32_t seq, uint8_t *payload, uint32_t len, uint32_t n_records);
 
