@@ -71,6 +71,10 @@ def main():
          "reports/render/meson.build: reports.render -> reports.analyze is not an allowed edge"),
         ("the model links the renderers", "reports/model/meson.build", "planted = [reports_render_dep]\n",
          "reports/model/meson.build: reports.model -> reports.render is not an allowed edge"),
+        # the model writes no English: a sentence moved back into it, or a new one beside its names
+        ("the model formats a sentence", "reports/model/run.c",
+         'int planted(char *b, size_t n, int k) {\n    return snprintf(b, n, "%d workers never step", k);\n}\n',
+         '"%d workers never step" is English in reports.model (planted)'),
     ]
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:

@@ -12,6 +12,10 @@ Two readings, both against the one table ALLOWED below, over units: the componen
     of a unit it may reach, of include/ (public) or one the build generates (config.h); never a path through
     another folder ("reports/format.h", "../tracer/write/writer.h"): the repository root is not on the include
     path.
+  * English: the run model writes no sentence (docs/ARCHITECTURE.md, "The reports wing"): a string literal of
+    two words or more (letters, a space, letters) in a source of a unit of NO_ENGLISH is a violation, outside the
+    functions named there; the sentences belong to the analysis (reports/analyze: sentences.c) or to the renderers
+    (reports/render: words.c). Comments are not read; a name, a key or a format of symbols ("%s:%d") is no sentence.
 Exit status 0 when clean, 1 with one line per violation.
 """
 import os
@@ -89,6 +93,13 @@ TESTS_ALSO = {
     "tune": {"tracer.writer"},
     "cli": {"tracer.writer"},
 }
+# The units that write no English, each with the functions that still do (to be moved out, not added to): the cut-short
+# reasons and how a process was killed (written at assembly, from run.status), the synthetic rows' names (a pool, a
+# row of generations), a series' label ("slow growth", "leak").
+NO_ENGLISH = {
+    "reports.model": {"pl_report_set_cut_short", "pl_report_metric_label", "signal_text", "build_pools", "gen_row",
+                      "pl_run_update_cut_short"},
+}
 HEADER_EXT = (".h", ".cuh")
 SOURCE_EXT = (".c", ".h", ".cuh", ".cu")
 
@@ -134,6 +145,32 @@ def unit_of(rel):
         if parts[:len(f)] == f and (best is None or len(f) > len(UNITS[best].split("/"))):
             best = unit
     return best
+
+
+def english(root, unit, allowed):
+    """Violations of NO_ENGLISH in unit's C sources: a literal with two words in it, outside the allowed functions."""
+    problems = []
+    folder = os.path.join(root, UNITS[unit])
+    for fname in sorted(os.listdir(folder)):
+        if not fname.endswith((".c", ".h")):
+            continue
+        rel = os.path.join(UNITS[unit], fname)
+        with open(os.path.join(folder, fname), encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        # comments out, line count kept
+        text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+        text = re.sub(r"//[^\n]*", "", text)
+        func = None
+        for lineno, line in enumerate(text.split("\n"), 1):
+            m = re.match(r"[A-Za-z_][\w\s\*]*?\b(\w+)\(", line)
+            if m and not line.rstrip().endswith(";"):  # a definition at the left margin: the function we are in
+                func = m.group(1)
+            for lit in re.findall(r'"((?:[^"\\]|\\.)*)"', line):
+                if re.search(r"[A-Za-z]{2,} [A-Za-z]{2,}", lit) and func not in allowed:
+                    problems.append(f"{rel}:{lineno}: \"{lit[:40]}\" is English in {unit}"
+                                    f"{' (' + func + ')' if func else ''}: the sentence belongs to the analysis or "
+                                    "the renderers")
+    return problems
 
 
 def main():
@@ -209,6 +246,9 @@ def main():
     for comp in COMPONENTS:
         if os.path.isdir(os.path.join(root, "tests", comp)):
             check_includes(os.path.join("tests", comp), comp, f"tests/{comp}", TESTS_ALSO.get(comp, ()))
+
+    for unit, allowed in NO_ENGLISH.items():
+        problems.extend(english(root, unit, allowed))
 
     if problems:
         print(f"{len(problems)} violation(s):")

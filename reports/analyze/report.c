@@ -12,6 +12,7 @@
 #include "diagnosis.h"
 #include "format.h"
 #include "generations.h"
+#include "sentences.h"
 
 /* The limit a metric's growth runs into, and its name. */
 static double metric_limit(const pl_report_t *r, pl_metric_t m, const char **source) {
@@ -374,12 +375,13 @@ void pl_report_run_verdict(pl_report_t *r) {
 
 int pl_run_analyze(pl_run_t *run) {
     if (!run || !run->report) return -EINVAL;
-    /* The two sentences the verdict line, the diagnosis and the HTML quote, written once here from the facts the
+    /* The two sentences the verdict line, the diagnosis and the HTML quote (and each holder's line with its fix), written once here from the facts the
      * traces gave (the sites' top Python line, the census's first holder): extraction records facts only. */
     for (size_t i = 0; run->ext && i < run->ext->n_procs; i++) {
         const pl_extract_proc_t *xp = &run->ext->procs[i];
         pl_report_process_t *p = xp->proc;
         pl_run_site_sentence(xp, p->site_line, sizeof p->site_line);
+        pl_retention_say(xp->retention);
         pl_retention_sentence(xp->retention, p->holder_line, sizeof p->holder_line);
     }
     return pl_report_analyze(run->report);

@@ -242,8 +242,3 @@ bool pl_report_quiet_worker(const pl_report_process_t *p);
 /* Is p a worker counted in its pool because the pool leaks or grows slowly (its trainer's pool row says it)? */
 bool pl_report_said_by_pool(const pl_report_t *r, const pl_report_process_t *p);
 
-/* The line that sums up the workers copying their parent's pages (the copy-on-access finding, docs/verdict.md):
- * "copy-on-access in 2 forked workers (pids 101..102): PSS +96.0 MiB in all while their RSS and live heap stay flat,
- * ceiling 410 MiB in all; not a leak: ...". Writes at most size bytes (cut, NUL-terminated); "" when none. Returns
- * how many workers it sums up. */
-size_t pl_report_cow_line(const pl_report_t *r, char *buf, size_t size);

@@ -10,15 +10,12 @@
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "format.h"
-#include "pysites.h"
 
 /* Processes are keyed by (node, pid): the nodes of a merged multi-node run reuse each other's pids. */
 static bool same_node(const pl_extract_proc_t *a, const pl_extract_proc_t *b) { return !strcmp(a->node, b->node); }
@@ -567,21 +564,6 @@ void pl_run_totals(const pl_extract_t *x, pl_run_totals_t *t) {
     t->kind = t->n_pss == t->n_procs ? PL_TOTALS_PSS : t->n_pss == 0 ? PL_TOTALS_RSS : PL_TOTALS_PSS_SOME;
 }
 
-int pl_run_totals_phrase(const pl_run_totals_t *t, char *buf, size_t n) {
-    char a[32], b[32];
-    pl_format_bytes(t->pss_bytes, a, sizeof a);
-    pl_format_bytes(t->rss_bytes, b, sizeof b);
-    switch (t->kind) {
-    case PL_TOTALS_PSS: return snprintf(buf, n, "total PSS %s (RSS %s, shared pages counted once per process)", a, b);
-    case PL_TOTALS_RSS:
-        return snprintf(buf, n, "total RSS %s; no PSS sample (a process's first comes 5 s after it starts; "
-                                "PLATEAU_PSS=0 turns them off)", b);
-    default:
-        return snprintf(buf, n, "total PSS %s over the %zu with a PSS sample (a process's first comes 5 s after it "
-                                "starts; RSS %s, shared pages counted once per process)", a, t->n_pss, b);
-    }
-}
-
 size_t *pl_run_rank_rows(const pl_extract_t *x, size_t *n) {
     *n = 0;
     size_t *ix = malloc((x->n_procs ? x->n_procs : 1) * sizeof *ix);
@@ -605,21 +587,6 @@ size_t *pl_run_rank_rows(const pl_extract_t *x, size_t *n) {
 
 bool pl_run_crosscheck_agrees(const pl_extract_proc_t *p) {
     return p->n_hook_dev_allocs == p->n_cupti_dev_allocs && p->hook_dev_alloc_bytes == p->cupti_dev_alloc_bytes;
-}
-
-size_t pl_run_site_sentence(const pl_extract_proc_t *p, char *buf, size_t n) {
-    if (!n) return 0;
-    buf[0] = 0;
-    if (!p || !p->n_sites || !p->sites[0].py_name) return 0;
-    const pl_extract_site_t *top = &p->sites[0];
-    int w = snprintf(buf, n, "%.0f%% of it allocated at %s:%d%s%s%s", 100 * top->share,
-                     pl_pysite_short(top->py_file), top->py_line, top->py_source ? " (`" : "",
-                     top->py_source ? top->py_source : "", top->py_source ? "`)" : "");
-    if (w < 0) {
-        buf[0] = 0;
-        return 0;
-    }
-    return (size_t)w < n ? (size_t)w : n - 1;
 }
 
 /* ---- the model's lifecycle (the process table lives here, beside the run, so renderers link without the
@@ -750,34 +717,3 @@ bool pl_run_view_hides(const pl_run_view_t *v, size_t i) {
     return i < v->n_rows && v->fold[i] != PL_FOLD_NONE && !v->damaged[i];
 }
 
-static void cat(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void cat(char *buf, size_t size, const char *fmt, ...) {
-    size_t len = strnlen(buf, size);
-    if (len + 1 >= size) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf + len, size - len, fmt, ap);
-    va_end(ap);
-}
-
-size_t pl_run_view_workers_line(const pl_run_view_t *v, char *buf, size_t size) {
-    if (!size) return 0;
-    buf[0] = 0;
-    size_t n = v->n_workers, n_loop = v->n_workers_looped, n_never = n - n_loop;
-    if (!n) return 0;
-    /* a worker whose loop was found steps (on synthetic steps): "never step" is said only of those that do not */
-    if (!n_loop) cat(buf, size, "workers (%zu process%s that never step", n, n > 1 ? "es" : "");
-    else if (!n_never)
-        cat(buf, size, "workers (%zu process%s whose loop%s period detection found", n, n > 1 ? "es" : "",
-            n > 1 ? "s" : "");
-    else
-        cat(buf, size, "workers (%zu processes: %zu whose loop%s period detection found, %zu that never step%s", n,
-            n_loop, n_loop > 1 ? "s" : "", n_never, n_never > 1 ? "" : "s");
-    if (v->workers_pid_lo == v->workers_pid_hi) cat(buf, size, ", pid %lld", (long long)v->workers_pid_lo);
-    else cat(buf, size, ", pids %lld..%lld", (long long)v->workers_pid_lo, (long long)v->workers_pid_hi);
-    cat(buf, size, "): none leaks; %zu flat", n - v->n_workers_undecided - v->n_workers_nodata);
-    if (v->n_workers_undecided)
-        cat(buf, size, ", %zu not decided on their own (short-lived or noisy)", v->n_workers_undecided);
-    if (v->n_workers_nodata) cat(buf, size, ", %zu too brief to judge", v->n_workers_nodata);
-    return n;
-}

@@ -70,10 +70,6 @@ typedef struct pl_run_totals {
 /* The totals of x (may be NULL: no process, PL_TOTALS_PSS of nothing). */
 void pl_run_totals(const pl_extract_t *x, pl_run_totals_t *t);
 
-/* The run's memory totals as one phrase for the text report, e.g. "total PSS 613 MiB (RSS 1.57 GiB, shared pages
- * counted once per process)", saying when some or all processes have no PSS sample. Returns what snprintf does. */
-int pl_run_totals_phrase(const pl_run_totals_t *t, char *buf, size_t n);
-
 /* The last per-step baseline of p's metric m, NAN when p has none. */
 double pl_run_last_base(const pl_report_process_t *p, pl_metric_t m);
 
@@ -87,13 +83,6 @@ const pl_extract_status_t *pl_run_status_of(const pl_extract_t *x, uint32_t pid)
 
 /* The hooks and CUPTI saw the same device allocations (count and bytes). */
 bool pl_run_crosscheck_agrees(const pl_extract_proc_t *p);
-
-/* The sentence naming a process's top growing Python site (docs/python-frames.md), written once per process into
- * its row's site_line by pl_run_analyze:
- * "93% of it allocated at train.py:42 (`epoch_logits.append(logits)`)" (no source part when the file could not be
- * read). Writes at most n bytes (NUL-terminated) and returns the length, or 0 (buf = "") when the top site has no
- * Python frames or there is no site. */
-size_t pl_run_site_sentence(const pl_extract_proc_t *p, char *buf, size_t n);
 
 /* ---- the view: which rows of the report are summed up instead of shown in full, and why ----
  *
@@ -138,8 +127,3 @@ void pl_run_view_free(pl_run_view_t *view);
  * unless its trace is damaged. */
 bool pl_run_view_hides(const pl_run_view_t *view, size_t i);
 
-/* The line that sums up the PL_FOLD_WORKER rows: "workers (14 processes that never step, pids 13502..14439): none
- * leaks; 0 flat, 2 not decided on their own (short-lived or noisy), 12 too brief to judge"; a worker whose own loop
- * period detection found is said to have one ("workers (2 processes whose loops period detection found, ..."). Writes
- * at most size bytes (cut, NUL-terminated); "" when there is none. Returns how many processes it sums up. */
-size_t pl_run_view_workers_line(const pl_run_view_t *view, char *buf, size_t size);

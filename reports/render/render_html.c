@@ -16,6 +16,7 @@
 #include "format.h"
 #include "retention_render.h"
 #include "window.h"
+#include "words.h"
 #include "ending.h"
 
 #define CHART_W 720.0

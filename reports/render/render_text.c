@@ -11,6 +11,7 @@
 #include "ending.h"
 #include "format.h"
 #include "retention_render.h"
+#include "words.h"
 
 static const char *blocks_utf8[8] = {"\u2581", "\u2582", "\u2583", "\u2584", "\u2585", "\u2586", "\u2587", "\u2588"};
 static const char blocks_ascii[8] = {' ', '.', ':', '-', '=', '+', '*', '#'};

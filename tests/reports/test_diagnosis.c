@@ -16,6 +16,7 @@
 #include "report.h"
 #include "run.h"
 #include "synth.h"
+#include "words.h"
 
 enum { FLAT, PLATEAU, LEAK, GROWING_SHORT };
 

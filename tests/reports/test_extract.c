@@ -26,6 +26,7 @@
 #include "extract.h"
 #include "render.h"
 #include "render_html.h"
+#include "words.h"
 
 static const char *g_golden_dir;
 static char g_dir[128];

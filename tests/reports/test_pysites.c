@@ -21,6 +21,7 @@
 #include "pysites.h"
 #include "render.h"
 #include "render_html.h"
+#include "sentences.h"
 #include "writer.h"
 
 static char g_dir[128];

@@ -1,0 +1,55 @@
+/* reports/analyze/sentences: the sentences the analysis writes into the model (see sentences.h). */
+#include "sentences.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "pysites.h"
+
+size_t pl_run_site_sentence(const pl_extract_proc_t *p, char *buf, size_t n) {
+    if (!n) return 0;
+    buf[0] = 0;
+    if (!p || !p->n_sites || !p->sites[0].py_name) return 0;
+    const pl_extract_site_t *top = &p->sites[0];
+    int w = snprintf(buf, n, "%.0f%% of it allocated at %s:%d%s%s%s", 100 * top->share,
+                     pl_pysite_short(top->py_file), top->py_line, top->py_source ? " (`" : "",
+                     top->py_source ? top->py_source : "", top->py_source ? "`)" : "");
+    if (w < 0) {
+        buf[0] = 0;
+        return 0;
+    }
+    return (size_t)w < n ? (size_t)w : n - 1;
+}
+
+static const char *short_file(const char *f) {
+    const char *b = strrchr(f, '/');
+    return b ? b + 1 : f;
+}
+
+/* The line that grows the holder, with its likely fix: "; likely fix: ... at main.py:17", "; grown at main.py:17" */
+static void line_phrase(const pl_retention_holder_t *h, char *buf, size_t n) {
+    buf[0] = 0;
+    if (h->line <= 0 || !h->file[0]) return;
+    const char *guess = h->flags & PL_RETENTION_GUESS ? " (a guess: one of several lines that grow it)" : "";
+    if (h->fix[0]) snprintf(buf, n, "; likely fix: %s at %s:%d%s", h->fix, short_file(h->file), h->line, guess);
+    else snprintf(buf, n, "; grown at %s:%d%s", short_file(h->file), h->line, guess);
+}
+
+size_t pl_retention_sentence(const pl_retention_t *rt, char *buf, size_t n) {
+    if (!n) return 0;
+    buf[0] = 0;
+    if (!rt || !rt->n_named) return 0;
+    const pl_retention_holder_t *h = &rt->holders[0];
+    char growth[96], line[1500];
+    if (h->by_nodes) snprintf(growth, sizeof growth, "autograd graph +%.3g nodes/step", h->size_per_step);
+    else snprintf(growth, sizeof growth, "%s +%.3g/step", h->kind, h->size_per_step);
+    line_phrase(h, line, sizeof line);
+    int len = snprintf(buf, n, "kept by `%s` (%s; %s)%.300s", h->path, h->what, growth, line);
+    return len < 0 ? 0 : (size_t)len >= n ? n - 1 : (size_t)len;
+}
+
+
+void pl_retention_say(pl_retention_t *rt) {
+    for (size_t i = 0; rt && i < rt->n_holders; i++)
+        line_phrase(&rt->holders[i], rt->holders[i].fix_line, sizeof rt->holders[i].fix_line);
+}

@@ -1,0 +1,26 @@
+/* reports/analyze/sentences: the sentences the analysis writes into the model from the traces' facts, once per
+ * process, before it judges the run (pl_run_analyze): the top growing Python site (a row's site_line), who keeps it
+ * (a row's holder_line) and each holder's line with its likely fix (fix_line). The verdict line, the diagnosis and
+ * the renderers quote them; the model itself writes no English (tools/check-layers.py). Not thread-safe per object.
+ */
+#pragma once
+
+#include <stddef.h>
+
+#include "retention.h"
+#include "run.h"
+
+/* The sentence naming a process's top growing Python site (docs/python-frames.md), written once per process into
+ * its row's site_line by pl_run_analyze:
+ * "93% of it allocated at train.py:42 (`epoch_logits.append(logits)`)" (no source part when the file could not be
+ * read). Writes at most n bytes (NUL-terminated) and returns the length, or 0 (buf = "") when the top site has no
+ * Python frames or there is no site. */
+size_t pl_run_site_sentence(const pl_extract_proc_t *p, char *buf, size_t n);
+
+/* The verdict line's part, short: "kept by `total_loss` (local of train() in main.py; autograd graph +8 nodes/step);
+ * likely fix: accumulate `loss.item()` (or `loss.detach()`) at main.py:17" for the first named holder; returns the
+ * length, 0 (buf "") when none is named. */
+size_t pl_retention_sentence(const pl_retention_t *rt, char *buf, size_t n);
+
+/* Write each holder's fix_line (the line that grows it, with its likely fix) from its facts; rt may be NULL. */
+void pl_retention_say(pl_retention_t *rt);
