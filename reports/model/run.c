@@ -564,27 +564,6 @@ void pl_run_totals(const pl_extract_t *x, pl_run_totals_t *t) {
     t->kind = t->n_pss == t->n_procs ? PL_TOTALS_PSS : t->n_pss == 0 ? PL_TOTALS_RSS : PL_TOTALS_PSS_SOME;
 }
 
-size_t *pl_run_rank_rows(const pl_extract_t *x, size_t *n) {
-    *n = 0;
-    size_t *ix = malloc((x->n_procs ? x->n_procs : 1) * sizeof *ix);
-    if (!ix) return NULL;
-    for (size_t i = 0; i < x->n_procs; i++)
-        if (pl_report_is_rank(x->procs[i].proc)) {
-            size_t j = (*n)++;
-            for (; j > 0; j--) { /* insertion: ranks are few */
-                const pl_extract_proc_t *a = &x->procs[ix[j - 1]], *b = &x->procs[i];
-                if (a->rank < b->rank || (a->rank == b->rank && strcmp(a->node, b->node) <= 0)) break;
-                ix[j] = ix[j - 1];
-            }
-            ix[j] = i;
-        }
-    if (!*n) {
-        free(ix);
-        return NULL;
-    }
-    return ix;
-}
-
 bool pl_run_crosscheck_agrees(const pl_extract_proc_t *p) {
     return p->n_hook_dev_allocs == p->n_cupti_dev_allocs && p->hook_dev_alloc_bytes == p->cupti_dev_alloc_bytes;
 }
@@ -670,7 +649,24 @@ void pl_run_view_free(pl_run_view_t *v) {
     free(v->damaged);
     free(v->looped);
     free(v->row_of);
+    free(v->ext_of);
+    free(v->rank_rows);
     memset(v, 0, sizeof *v);
+}
+
+/* The rank rows by rank, then node, then row (an insertion: ranks are few). */
+static void rank_order(const pl_report_t *r, pl_run_view_t *v) {
+    for (size_t i = 0; i < v->n_rows; i++) {
+        const pl_report_process_t *b = r->procs[i];
+        if (!pl_report_is_rank(b)) continue;
+        size_t j = v->n_ranks++;
+        for (; j > 0; j--) {
+            const pl_report_process_t *a = r->procs[v->rank_rows[j - 1]];
+            if (a->rank < b->rank || (a->rank == b->rank && strcmp(a->node, b->node) <= 0)) break;
+            v->rank_rows[j] = v->rank_rows[j - 1];
+        }
+        v->rank_rows[j] = i;
+    }
 }
 
 int pl_run_view_make(const pl_report_t *r, const pl_extract_t *x, pl_run_view_t *v) {
@@ -681,20 +677,25 @@ int pl_run_view_make(const pl_report_t *r, const pl_extract_t *x, pl_run_view_t 
     v->damaged = calloc(v->n_rows ? v->n_rows : 1, sizeof *v->damaged);
     v->looped = calloc(v->n_rows ? v->n_rows : 1, sizeof *v->looped);
     v->row_of = calloc(v->n_ext ? v->n_ext : 1, sizeof *v->row_of);
-    if (!v->fold || !v->damaged || !v->looped || !v->row_of) {
+    v->ext_of = calloc(v->n_rows ? v->n_rows : 1, sizeof *v->ext_of);
+    v->rank_rows = calloc(v->n_rows ? v->n_rows : 1, sizeof *v->rank_rows);
+    if (!v->fold || !v->damaged || !v->looped || !v->row_of || !v->ext_of || !v->rank_rows) {
         pl_run_view_free(v);
         return -ENOMEM;
     }
+    for (size_t i = 0; i < v->n_rows; i++) v->ext_of[i] = v->n_ext;
     /* each process image's row: the same index when the two tables line up (after pl_run_assemble), else searched */
     for (size_t k = 0; k < v->n_ext; k++) {
         size_t i = k < v->n_rows && r->procs[k] == x->procs[k].proc ? k : 0;
         while (i < v->n_rows && r->procs[i] != x->procs[k].proc) i++;
         v->row_of[k] = i;
         if (i == v->n_rows) continue;
+        v->ext_of[i] = k;
         v->damaged[i] = x->procs[k].damaged;
         v->looped[i] = x->procs[k].steps_auto && x->procs[k].n_steps > 0;
     }
     pl_run_totals(x, &v->totals);
+    rank_order(r, v);
     v->workers_pid_lo = INT64_MAX;
     v->workers_pid_hi = INT64_MIN;
     for (size_t i = 0; i < v->n_rows; i++) {

@@ -73,10 +73,6 @@ void pl_run_totals(const pl_extract_t *x, pl_run_totals_t *t);
 /* The last per-step baseline of p's metric m, NAN when p has none. */
 double pl_run_last_base(const pl_report_process_t *p, pl_metric_t m);
 
-/* Indexes into x->procs of the ranks (pl_report_is_rank) sorted by rank then node, malloc'd (caller frees); *n gets
- * how many; NULL when none (or out of memory). */
-size_t *pl_run_rank_rows(const pl_extract_t *x, size_t *n);
-
 /* The line of DIR/run.status for the command whose pid is pid (the last one), NULL when none: how plateau run saw it
  * end. */
 const pl_extract_status_t *pl_run_status_of(const pl_extract_t *x, uint32_t pid);
@@ -107,6 +103,12 @@ typedef struct pl_run_view {
     bool *looped;               /* per row: steps period detection found in its trace (steps_auto, n_steps > 0) */
     size_t n_ext;               /* the extraction's process images (x->n_procs; 0 without extraction) */
     size_t *row_of;             /* per process image x->procs[k]: its row i in r (n_rows when it has none) */
+    size_t *ext_of;             /* per row i: its process image k in x (n_ext when it has none: a pool or generations
+                                 * row, or no extraction) */
+    /* the one order of ranks every renderer lists them in (the rank table, the ranks' sections side by side) */
+    size_t n_ranks;             /* rows that are ranks (pl_report_is_rank) */
+    size_t *rank_rows;          /* [n_ranks] their rows i, by rank, then node (a merged job's nodes share ranks), then
+                                 * row */
     /* the workers' line: the PL_FOLD_WORKER rows */
     size_t n_workers;           /* how many */
     size_t n_workers_undecided; /* with the verdict "not decided" */

@@ -577,32 +577,22 @@ static void window_html(FILE *o, const pl_run_t *run) {
     window_left_out_html(o, run, PL_WINDOW_AFTER_END);
 }
 
-/* One row per rank, ordered by rank, and whether the ranks agree (docs/verdict.md §9). */
-static void ranks_html(FILE *o, const pl_report_t *r) {
+/* One row per rank, in the view's order, and whether the ranks agree (docs/verdict.md §9). */
+static void ranks_html(FILE *o, const pl_report_t *r, const pl_run_view_t *v) {
     const pl_run_verdict_t *rv = &r->verdict;
     fprintf(o, "<h2>Ranks</h2>\n<p>%zu ranks on %zu node%s: ", rv->n_ranks, rv->n_nodes, rv->n_nodes == 1 ? "" : "s");
     esc(o, rv->ranks_line);
     fputs("</p>\n<table><tr><th>rank</th><th>local rank</th><th>node</th><th>pid</th><th>verdict</th></tr>\n", o);
-    for (int32_t last = -1;;) { /* ranks in order without sorting the report's rows: the next larger rank each time */
-        int32_t next = -1;
-        for (size_t i = 0; i < r->n_procs; i++)
-            if (pl_report_is_rank(r->procs[i]) && r->procs[i]->rank > last &&
-                (next < 0 || r->procs[i]->rank < next))
-                next = r->procs[i]->rank;
-        if (next < 0) break;
-        for (size_t i = 0; i < r->n_procs; i++) {
-            const pl_report_process_t *p = r->procs[i];
-            if (!pl_report_is_rank(p) || p->rank != next) continue;
-            bool leaks = p->verdict.kind == PL_PV_LEAK;
-            fprintf(o, "<tr><td class=\"num\">%d</td><td class=\"num\">", p->rank);
-            if (p->local_rank >= 0) fprintf(o, "%d", p->local_rank);
-            else fputs("-", o);
-            fputs("</td><td>", o);
-            esc(o, p->node[0] ? p->node : "-");
-            fprintf(o, "</td><td class=\"num\">%lld</td><td class=\"%s\">%s</td></tr>\n", (long long)p->pid,
-                    leaks ? "leak" : "flat", pl_pverdict_name(p->verdict.kind));
-        }
-        last = next;
+    for (size_t k = 0; k < v->n_ranks; k++) {
+        const pl_report_process_t *p = r->procs[v->rank_rows[k]];
+        bool leaks = p->verdict.kind == PL_PV_LEAK;
+        fprintf(o, "<tr><td class=\"num\">%d</td><td class=\"num\">", p->rank);
+        if (p->local_rank >= 0) fprintf(o, "%d", p->local_rank);
+        else fputs("-", o);
+        fputs("</td><td>", o);
+        esc(o, p->node[0] ? p->node : "-");
+        fprintf(o, "</td><td class=\"num\">%lld</td><td class=\"%s\">%s</td></tr>\n", (long long)p->pid,
+                leaks ? "leak" : "flat", pl_pverdict_name(p->verdict.kind));
     }
     fputs("</table>\n", o);
 }
@@ -888,7 +878,8 @@ static int tree_html(FILE *o, const pl_extract_t *x, const pl_run_view_t *v) {
     return 0;
 }
 
-/* The sections shown in full: other processes first, then the ranks side by side (ordered as the report's rows). */
+/* The sections shown in full: other processes first, then the ranks side by side (in the view's order, as the rank
+ * table). */
 static int sections_html(FILE *o, const pl_report_t *r, const pl_extract_t *x, const pl_run_view_t *v) {
     size_t n_ranks = 0;
     for (size_t i = 0; i < r->n_procs; i++) {
@@ -903,9 +894,10 @@ static int sections_html(FILE *o, const pl_report_t *r, const pl_extract_t *x, c
     }
     if (!n_ranks) return 0;
     fputs(n_ranks >= 2 ? "<div class=\"side\">\n" : "<div>\n", o);
-    for (size_t i = 0; i < r->n_procs; i++) {
+    for (size_t k = 0; k < v->n_ranks; k++) {
+        size_t i = v->rank_rows[k];
         const pl_report_process_t *p = r->procs[i];
-        if (pl_run_view_hides(v, i) || !pl_report_is_rank(p)) continue;
+        if (pl_run_view_hides(v, i)) continue;
         fputs("<div class=\"col\">\n", o);
         int rc = section(o, r, x, p);
         fputs("</div>\n", o);
@@ -937,7 +929,7 @@ static int html_page(const pl_run_t *run, const pl_run_view_t *v, FILE *o) {
         fputs("</div>\n", o);
     }
     window_html(o, run); /* report --between: what grew in the window, first */
-    if (r->verdict.n_ranks >= 2) ranks_html(o, r);
+    if (r->verdict.n_ranks >= 2) ranks_html(o, r, v);
     if (x && x->n_procs > 1) {
         const pl_run_totals_t *t = &v->totals;
         pl_format_bytes(t->rss_bytes, b, sizeof b);
