@@ -11,6 +11,7 @@
 
 #include "diagnosis.h"
 #include "format.h"
+#include "end.h"
 #include "generations.h"
 #include "sentences.h"
 
@@ -383,6 +384,7 @@ int pl_run_analyze(pl_run_t *run) {
         pl_run_site_sentence(xp, p->site_line, sizeof p->site_line);
         pl_retention_say(xp->retention);
         pl_retention_sentence(xp->retention, p->holder_line, sizeof p->holder_line);
+        pl_end_of(run->ext, xp, &run->ext->procs[i].ended); /* how it ended, once: the renderers read it */
     }
     return pl_report_analyze(run->report);
 }

@@ -11,9 +11,38 @@
 #include <stdint.h>
 #include <stdio.h>
 
-
 #include "report.h"
 #include "retention.h"
+
+/* How a process ended (docs/end-of-run.md): written by the analysis (reports/analyze: end.h), read by the
+ * renderers. */
+typedef enum pl_end_kind {
+    PL_END_CLEAN = 0,     /* exit or exec (an end record), status 0 or unknown */
+    PL_END_EXIT_STATUS,   /* the command exited with another status (run.status), no uncaught exception recorded */
+    PL_END_MEMORY_ERROR,  /* an uncaught Python MemoryError (the bootstrap's record) */
+    PL_END_CUDA_OOM,      /* an uncaught torch OutOfMemoryError (the bootstrap's record) */
+    PL_END_OOM_KILL,      /* SIGKILL, or no end record, while the OOM killer killed in plateau run's cgroup */
+    PL_END_SIGKILL,       /* SIGKILL (run.status), no OOM kill counted where it could be read */
+    PL_END_CRASH,         /* SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT (run.status) */
+    PL_END_SIGNAL,        /* another signal (run.status): SIGTERM, SIGINT, ... */
+    PL_END_NO_RECORD,     /* no end record and no status: a signal (a crash, SIGKILL, the OOM killer) */
+    PL_END_RUNNING,       /* no end record yet: still running */
+    PL_END__COUNT
+} pl_end_kind_t;
+
+typedef struct pl_end {
+    pl_end_kind_t kind;
+    int signal;               /* run.status's signal, 0 none */
+    int exit_status;          /* run.status's exit status, -1 unknown */
+    long oom_kill;            /* OOM kills in plateau run's cgroup during the run, -1 unknown */
+    long host_oom_kill;       /* on the host, -1 unknown */
+    char line[384];           /* "killed by SIGKILL while the OOM killer killed 1 process in the run's cgroup (memory.events):
+                               * out of memory" */
+} pl_end_t;
+
+/* "clean", "exit-status", "memory-error", "cuda-oom", "oom-kill", "sigkill", "crash", "signal", "no-end-record",
+ * "running"; "?" out of range. */
+const char *pl_end_kind_name(pl_end_kind_t k);
 
 #define PL_EXTRACT_MAX_SITES 5     /* call sites kept per process */
 #define PL_EXTRACT_SITE_FRAMES 16  /* native frames kept per site, innermost first (allocator frames skipped); 6 for
@@ -120,7 +149,7 @@ typedef struct pl_extract_proc {
     /* what grew between two steps (reports/render/window.h, docs/window.md): NULL unless the options asked for a
      * window */
     struct pl_extract_window *window;
-    /* how it ended (reports/render/ending.h, docs/end-of-run.md): sites live at its end and grown over its last steps,
+    /* how it ended (docs/end-of-run.md; `ended` below says how): sites live at its end and grown over its last steps,
      * NULL when the trace holds no stack. Owned, freed by pl_extract_free */
     struct pl_extract_window *end;
     char uncaught[64];          /* the exception that ended the program, as the bootstrap recorded it; "" none */
@@ -128,6 +157,8 @@ typedef struct pl_extract_proc {
      * over devices; -1 unknown */
     int64_t dev_last_allocated, dev_last_reserved, dev_last_inactive_split;
     int64_t dev_last_step;      /* steps completed at that snapshot */
+    pl_end_t ended;             /* how it ended: written by the analysis (pl_run_analyze, reports/analyze: end.h),
+                                 * read by the renderers; all zero before */
 } pl_extract_proc_t;
 
 #define PL_EXTRACT_FAILED_NAMED 5 /* failed files named one by one; the rest are counted ("and N more") */

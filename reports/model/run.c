@@ -568,6 +568,11 @@ bool pl_run_crosscheck_agrees(const pl_extract_proc_t *p) {
     return p->n_hook_dev_allocs == p->n_cupti_dev_allocs && p->hook_dev_alloc_bytes == p->cupti_dev_alloc_bytes;
 }
 
+static const char *kind_names[PL_END__COUNT] = {"clean", "exit-status", "memory-error", "cuda-oom", "oom-kill",
+                                                "sigkill", "crash", "signal", "no-end-record", "running"};
+
+const char *pl_end_kind_name(pl_end_kind_t k) { return (unsigned)k < PL_END__COUNT ? kind_names[k] : "?"; }
+
 /* ---- the model's lifecycle (the process table lives here, beside the run, so renderers link without the
  * tracer) ---- */
 

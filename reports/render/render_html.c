@@ -616,8 +616,7 @@ static void site_rows(FILE *o, const pl_extract_site_t *s, size_t n, bool live_f
 /* How the process ended (reports/ending.h), when not cleanly: the line, what was live by site at its end, what grew
  * in its last steps, torch's allocator then. */
 static void end_html(FILE *o, const pl_extract_t *x, const pl_extract_proc_t *xp) {
-    pl_end_t e;
-    pl_end_of(x, xp, &e);
+    const pl_end_t e = xp->ended; /* written by the analysis (pl_run_analyze) */
     if (e.kind == PL_END_CLEAN || e.kind == PL_END_RUNNING) return;
     char a[32], b[32], c[32];
     fputs("<div class=\"cut\"><b>How it ended:</b> ", o);

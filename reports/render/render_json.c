@@ -477,7 +477,7 @@ static void run_json(const pl_report_t *r, const pl_extract_t *x, const pl_run_v
         sites_json(j, p);
         pl_retention_json(j, p->retention);
         pl_json_break(j, 7);
-        pl_end_json(j, x, p); /* how it ended (reports/ending.c) */
+        pl_end_json(j, p); /* how it ended (reports/ending.c) */
         pl_json_end(j);
     }
     pl_json_end(j);

@@ -53,7 +53,7 @@ static void run_file(run_t *u, const char *path) {
     assert_non_null(u->r);
     pl_extract_init(&u->x);
     assert_int_equal(pl_extract_path(u->r, &u->x, path, NULL), 0);
-    assert_int_equal(pl_report_analyze(u->r), 0);
+    assert_int_equal(pl_run_analyze(&(pl_run_t){u->r, &u->x}), 0); /* as the command: how each process ended too */
 }
 
 static void run_free(run_t *u) {
@@ -1234,7 +1234,7 @@ static void test_extract_golden_json(void **state) {
     pl_extract_t x;
     pl_extract_init(&x);
     assert_int_equal(pl_extract_mem(r, &x, b, len, "synthetic.pltrace", NULL), 0);
-    assert_int_equal(pl_report_analyze(r), 0);
+    assert_int_equal(pl_run_analyze(&(pl_run_t){r, &x}), 0); /* as the command: how each process ended too */
     char *out = NULL;
     size_t olen = 0;
     FILE *f = open_memstream(&out, &olen);
