@@ -11,6 +11,7 @@
 
 #include "diagnosis.h"
 #include "format.h"
+#include "between.h"
 #include "end.h"
 #include "generations.h"
 #include "sentences.h"
@@ -386,5 +387,6 @@ int pl_run_analyze(pl_run_t *run) {
         pl_retention_sentence(xp->retention, p->holder_line, sizeof p->holder_line);
         pl_end_of(run->ext, xp, &run->ext->procs[i].ended); /* how it ended, once: the renderers read it */
     }
+    pl_window_judge(run->ext); /* report --between: each process's fit and its metrics' change, once */
     return pl_report_analyze(run->report);
 }

@@ -77,6 +77,26 @@ typedef struct pl_extract_site {
 #define PL_EXTRACT_WINDOW_SITES 10 /* call sites kept per process for a window (what grew between two steps) */
 #define PL_EXTRACT_END_STEPS 10    /* "its last steps" of the end-of-run view */
 
+/* What grew between two steps (docs/window.md): one metric's change over a window, judged by the analysis
+ * (reports/analyze: between.h). */
+typedef struct pl_window_metric {
+    int64_t from_step, to_step; /* the series points read: the last at or before each end (from: the first point
+                                 * when the series starts after the window's start) */
+    double from, to;            /* their baselines (series.h: the minimum within the step) */
+    double change;              /* to - from */
+    double per_step;            /* change / (to_step - from_step), 0 when they are equal */
+    double peak;                /* the largest sample in from_step < step <= to_step, NAN when none */
+} pl_window_metric_t;
+
+/* How one process stands to the window (judged by the analysis). */
+typedef enum pl_window_fit {
+    PL_WINDOW_WHOLE = 0,        /* it completed the window's last step */
+    PL_WINDOW_CUT,              /* it ended inside the window: measured to its last step */
+    PL_WINDOW_AFTER_END,        /* it never completed a step after the window's start */
+    PL_WINDOW_NO_STEPS,         /* it recorded no step */
+    PL_WINDOW_NONE,             /* no window was measured (not asked, or a row without a trace) */
+} pl_window_fit_t;
+
 /* Call sites measured over a window of steps, from the live bytes of every stack kept exactly at the window's two
  * ends as the records arrive (not from the thinned per-stack histories the tail's sites use). */
 typedef struct pl_extract_window {
@@ -94,6 +114,11 @@ typedef struct pl_extract_window {
     double live_bytes;          /* live bytes of every site then */
     size_t n_live;
     pl_extract_site_t live[PL_EXTRACT_WINDOW_SITES];
+    /* a window's judgement (not the end view's), written by the analysis (pl_run_analyze, reports/analyze:
+     * between.h) and read by the renderers; all zero before */
+    pl_window_fit_t fit;
+    bool has_metric[PL_METRIC__COUNT];           /* the metric has a series by step with a point at or before its end */
+    pl_window_metric_t metric[PL_METRIC__COUNT]; /* its change from from_step to end_step */
 } pl_extract_window_t;
 
 typedef struct pl_extract_proc {
@@ -160,6 +185,9 @@ typedef struct pl_extract_proc {
     pl_end_t ended;             /* how it ended: written by the analysis (pl_run_analyze, reports/analyze: end.h),
                                  * read by the renderers; all zero before */
 } pl_extract_proc_t;
+
+/* How process p stands to the window the analysis judged (its window's fit), PL_WINDOW_NONE without a window. */
+pl_window_fit_t pl_window_fit(const pl_extract_proc_t *p);
 
 #define PL_EXTRACT_FAILED_NAMED 5 /* failed files named one by one; the rest are counted ("and N more") */
 

@@ -573,6 +573,10 @@ static const char *kind_names[PL_END__COUNT] = {"clean", "exit-status", "memory-
 
 const char *pl_end_kind_name(pl_end_kind_t k) { return (unsigned)k < PL_END__COUNT ? kind_names[k] : "?"; }
 
+pl_window_fit_t pl_window_fit(const pl_extract_proc_t *p) {
+    return p && p->window ? p->window->fit : PL_WINDOW_NONE;
+}
+
 /* ---- the model's lifecycle (the process table lives here, beside the run, so renderers link without the
  * tracer) ---- */
 

@@ -548,8 +548,8 @@ static void window_html(FILE *o, const pl_run_t *run) {
                 f == PL_WINDOW_CUT ? " (its last step: it ended inside the window)" : "");
         fputs("<table><tr><th>metric</th><th>from</th><th>to</th><th>change</th><th>per step</th></tr>\n", o);
         for (int m = 0; m < PL_METRIC__COUNT; m++) {
-            pl_window_metric_t v;
-            if (!pl_window_metric(p->proc, (pl_metric_t)m, w->from_step, w->end_step, &v)) continue;
+            if (!w->has_metric[m]) continue; /* judged by the analysis (pl_run_analyze) */
+            const pl_window_metric_t v = w->metric[m];
             bool bytes = pl_metric_is_bytes((pl_metric_t)m);
             fprintf(o, "<tr><td>%s</td><td class=\"num\">%s</td><td class=\"num\">%s</td><td class=\"num\">%s</td>"
                        "<td class=\"num\">%s</td></tr>\n", pl_metric_name((pl_metric_t)m),

@@ -7,33 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 
-bool pl_window_metric(const pl_report_process_t *p, pl_metric_t m, int64_t from, int64_t to, pl_window_metric_t *out) {
-    if (!p || (unsigned)m >= PL_METRIC__COUNT || !p->metrics[m].present) return false;
-    const pl_series_t *s = &p->metrics[m].series;
-    if (s->by_time || !s->n_points || s->points[0].step > to) return false;
-    size_t ia = 0, ib = 0; /* the last point at or before each end (points are sorted by step) */
-    for (size_t i = 0; i < s->n_points && s->points[i].step <= to; i++) {
-        if (s->points[i].step <= from) ia = i;
-        ib = i;
-    }
-    pl_window_metric_t w = {.from_step = s->points[ia].step, .to_step = s->points[ib].step,
-                            .from = s->points[ia].base, .to = s->points[ib].base, .peak = NAN};
-    w.change = w.to - w.from;
-    w.per_step = w.to_step > w.from_step ? w.change / (double)(w.to_step - w.from_step) : 0;
-    for (size_t i = ia + 1; i <= ib; i++)
-        if (!(s->points[i].peak <= w.peak)) w.peak = s->points[i].peak;
-    *out = w;
-    return true;
-}
-
-pl_window_fit_t pl_window_fit(const pl_extract_proc_t *p) {
-    const pl_extract_window_t *w = p ? p->window : NULL;
-    if (!w) return PL_WINDOW_NONE;
-    if (w->no_steps) return PL_WINDOW_NO_STEPS;
-    if (!w->reached) return PL_WINDOW_AFTER_END;
-    return w->end_step < w->to_step ? PL_WINDOW_CUT : PL_WINDOW_WHOLE;
-}
-
 size_t pl_window_usable(const pl_extract_t *x, char *why, size_t n) {
     size_t usable = 0, n_after = 0, n_none = 0;
     int64_t last = -1, from = 0;

@@ -49,8 +49,8 @@ const pl_extract_window_t *pl_window_first(const pl_extract_t *x) {
 static void metrics_text(FILE *o, const pl_extract_proc_t *p, const pl_extract_window_t *w) {
     bool head = false;
     for (int m = 0; m < PL_METRIC__COUNT; m++) {
-        pl_window_metric_t v;
-        if (!pl_window_metric(p->proc, (pl_metric_t)m, w->from_step, w->end_step, &v)) continue;
+        if (!w->has_metric[m]) continue; /* judged by the analysis (pl_run_analyze) */
+        const pl_window_metric_t v = w->metric[m];
         bool bytes = pl_metric_is_bytes((pl_metric_t)m);
         char a[32], b[32], c[32], d[32], e[48];
         if (!head) {
@@ -196,8 +196,8 @@ void pl_window_json(pl_json_t *j, const pl_run_t *run) {
         pl_json_key(j, "metrics");
         pl_json_array_block(j);
         for (int m = 0; m < PL_METRIC__COUNT; m++) {
-            pl_window_metric_t v;
-            if (!pl_window_metric(p->proc, (pl_metric_t)m, w->from_step, w->end_step, &v)) continue;
+            if (!w->has_metric[m]) continue; /* judged by the analysis (pl_run_analyze) */
+            const pl_window_metric_t v = w->metric[m];
             pl_json_object(j);
             pl_json_kstr(j, "metric", pl_metric_name((pl_metric_t)m));
             pl_json_kbool(j, "program_memory", pl_report_program_metric(p->proc, (pl_metric_t)m));

@@ -19,6 +19,7 @@
 
 #include "../cli/test_report_synth.h"
 #include "analyze.h"
+#include "between.h"
 #include "extract.h"
 #include "render.h"
 #include "render_html.h"
@@ -259,9 +260,30 @@ static void test_window_holders(void **state) {
     pl_retention_free(&rt);
 }
 
+/* The renderers say what the analysis judged of the window, once (pl_run_analyze): facts changed after the
+ * analysis (the trace now said to have stopped before the window, the live heap's last point moved) change neither
+ * the text's process nor its metrics' change. */
+static void test_window_rendered_as_judged(void **state) {
+    (void)state;
+    pl_run_t run;
+    read_window(&run, late_trace(), 110, 150);
+    char *before = text_of(&run);
+    pl_extract_proc_t *p = &run.ext->procs[0];
+    p->window->reached = false;
+    pl_series_t *s = &run.report->procs[0]->metrics[PL_METRIC_HEAP_BYTES].series;
+    for (size_t i = 0; i < s->n_points; i++) s->points[i].base += (double)(s->points[i].step > 110) * 1e9;
+    char *after = text_of(&run);
+    assert_string_equal(after, before);
+    assert_null(strstr(after, "left out"));
+    free(before);
+    free(after);
+    pl_run_destroy(&run);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_window_after_onset_names_the_leak),
+        cmocka_unit_test(test_window_rendered_as_judged),
         cmocka_unit_test(test_window_before_onset_shows_no_growth),
         cmocka_unit_test(test_window_straddling_onset),
         cmocka_unit_test(test_window_bad_windows),
