@@ -24,6 +24,7 @@
 #include "commands.h"
 #include "output.h"
 #include "compare.h"
+#include "compare_render.h"
 #include "export.h"
 #include "extract.h"
 #include "format.h"

@@ -75,6 +75,10 @@ def main():
         ("the model formats a sentence", "reports/model/run.c",
          'int planted(char *b, size_t n, int k) {\n    return snprintf(b, n, "%d workers never step", k);\n}\n',
          '"%d workers never step" is English in reports.model (planted)'),
+        # the analysis judges and writes into the model; it renders nothing
+        ("the analysis renders", "reports/analyze/planted.c",
+         '#include <stdio.h>\nvoid planted(FILE *o) { fprintf(o, "x"); }\n',
+         "reports/analyze/planted.c:2: fprintf() writes output in reports.analyze: rendering is reports.render's"),
     ]
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:

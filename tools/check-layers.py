@@ -16,6 +16,8 @@ Two readings, both against the one table ALLOWED below, over units: the componen
     two words or more (letters, a space, letters) in a source of a unit of NO_ENGLISH is a violation, outside the
     functions named there; the sentences belong to the analysis (reports/analyze: sentences.c) or to the renderers
     (reports/render: words.c). Comments are not read; a name, a key or a format of symbols ("%s:%d") is no sentence.
+  * Output: the units of NO_OUTPUT write no output (no stdio write, no JSON writer call): they judge and fill the
+    model; the renderers (reports/render) write what they found.
 Exit status 0 when clean, 1 with one line per violation.
 """
 import os
@@ -100,6 +102,9 @@ NO_ENGLISH = {
     "reports.model": {"pl_report_set_cut_short", "pl_report_metric_label", "signal_text", "build_pools", "gen_row",
                       "pl_run_update_cut_short"},
 }
+# The units that write no output: the wing below its renderers (and above its reader).
+NO_OUTPUT = ["reports.series", "reports.model", "reports.extract", "reports.analyze"]
+OUTPUT_CALL = re.compile(r"\b(fprintf|vfprintf|fputs|fputc|fwrite|printf|puts|putchar|pl_json_\w+)\s*\(")
 HEADER_EXT = (".h", ".cuh")
 SOURCE_EXT = (".c", ".h", ".cuh", ".cu")
 
@@ -145,6 +150,29 @@ def unit_of(rel):
         if parts[:len(f)] == f and (best is None or len(f) > len(UNITS[best].split("/"))):
             best = unit
     return best
+
+
+def c_code(path):
+    """The C text of path with its comments blanked (line count kept)."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+    return re.sub(r"//[^\n]*", "", text)
+
+
+def output(root, unit):
+    """Violations of NO_OUTPUT in unit's C sources: a call that writes output."""
+    problems = []
+    folder = os.path.join(root, UNITS[unit])
+    for fname in sorted(os.listdir(folder)):
+        if not fname.endswith((".c", ".h")):
+            continue
+        for lineno, line in enumerate(c_code(os.path.join(folder, fname)).split("\n"), 1):
+            m = OUTPUT_CALL.search(re.sub(r'"(?:[^"\\]|\\.)*"', '""', line))
+            if m:
+                problems.append(f"{os.path.join(UNITS[unit], fname)}:{lineno}: {m.group(1)}() writes output in "
+                                f"{unit}: rendering is reports.render's")
+    return problems
 
 
 def english(root, unit, allowed):
@@ -249,6 +277,8 @@ def main():
 
     for unit, allowed in NO_ENGLISH.items():
         problems.extend(english(root, unit, allowed))
+    for unit in NO_OUTPUT:
+        problems.extend(output(root, unit))
 
     if problems:
         print(f"{len(problems)} violation(s):")

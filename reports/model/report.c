@@ -4,11 +4,13 @@
 #include "report.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dx.h"
+#include "format.h"
 #include "grow.h"
 
 static const char *metric_names[PL_METRIC__COUNT] = {
@@ -132,6 +134,23 @@ const char *pl_report_metric_label(const pl_report_t *r, const pl_report_process
     if (!pl_diagnosis_matters(p, m, &r->practical)) return "slow growth";
     return pl_report_program_metric(p, m) ? "leak" : "grows";
 }
+
+const pl_report_metric_t *pl_report_metric_of(const pl_report_process_t *p, pl_metric_t m) {
+    return p && p->metrics[m].present ? &p->metrics[m] : NULL;
+}
+
+
+char *pl_report_slope_text(const pl_report_metric_t *m, bool bytes, char *buf, size_t n) {
+    if (!m || !isfinite(m->verdict.slope_per_step) || m->verdict.undecided == PL_UNDECIDED_NO_DATA) {
+        snprintf(buf, n, "?");
+        return buf;
+    }
+    char v[32];
+    pl_format_value(m->verdict.slope_per_step, bytes, v, sizeof v);
+    snprintf(buf, n, "%s%s/step", m->verdict.slope_per_step >= 0 ? "+" : "", v);
+    return buf;
+}
+
 
 bool pl_report_is_rank(const pl_report_process_t *p) {
     return p && p->role == PL_ROLE_MAIN && p->rank >= 0 && !p->n_pool && !p->n_gen;

@@ -231,6 +231,13 @@ bool pl_report_program_metric(const pl_report_process_t *p, pl_metric_t m);
  * live heap, PSS, file pages: findings, not leaks), and "slow growth" when it would not matter (practical). */
 const char *pl_report_metric_label(const pl_report_t *r, const pl_report_process_t *p, pl_metric_t m);
 
+/* p's metric m when it was recorded, else NULL (p may be NULL). */
+const pl_report_metric_t *pl_report_metric_of(const pl_report_process_t *p, pl_metric_t m);
+
+/* A metric's fitted slope: "+1.00 MiB/step" (bytes) or "+3/step", "?" when m is NULL, the slope is not finite or
+ * there was no data. Returns buf. */
+char *pl_report_slope_text(const pl_report_metric_t *m, bool bytes, char *buf, size_t n);
+
 /* Is p one of the run's ranks: a main process (not a pool row) with a rank? */
 bool pl_report_is_rank(const pl_report_process_t *p);
 
