@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dx.h"
 #include "format.h"
 #include "grow.h"
 
@@ -126,13 +125,6 @@ bool pl_report_program_metric(const pl_report_process_t *p, pl_metric_t m) {
         return !p->metrics[PL_METRIC_DEV_ALLOCATED].present && !p->metrics[PL_METRIC_DEV_TENSORS].present;
     default: return false;
     }
-}
-
-const char *pl_report_metric_label(const pl_report_t *r, const pl_report_process_t *p, pl_metric_t m) {
-    const pl_verdict_t *v = &p->metrics[m].verdict;
-    if (v->kind != PL_VERDICT_LEAK) return pl_verdict_name(v->kind);
-    if (!pl_diagnosis_matters(p, m, &r->practical)) return "slow growth";
-    return pl_report_program_metric(p, m) ? "leak" : "grows";
 }
 
 const pl_report_metric_t *pl_report_metric_of(const pl_report_process_t *p, pl_metric_t m) {

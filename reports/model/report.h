@@ -226,10 +226,6 @@ bool pl_pverdict_grows(pl_pverdict_t k);
  * tensors were)? The one rule: the diagnosis and the labels both ask it. */
 bool pl_report_program_metric(const pl_report_process_t *p, pl_metric_t m);
 
-/* The word a renderer shows for one metric's verdict: the trend verdict's name, except that a growing series is
- * "leak" only for a program-memory metric growing fast enough to matter, "grows" for other metrics (RSS beside a
- * live heap, PSS, file pages: findings, not leaks), and "slow growth" when it would not matter (practical). */
-const char *pl_report_metric_label(const pl_report_t *r, const pl_report_process_t *p, pl_metric_t m);
 
 /* p's metric m when it was recorded, else NULL (p may be NULL). */
 const pl_report_metric_t *pl_report_metric_of(const pl_report_process_t *p, pl_metric_t m);

@@ -31,3 +31,7 @@ size_t pl_run_view_workers_line(const pl_run_view_t *view, char *buf, size_t siz
  * autograd graph grows 8 nodes/step, 57.3 MiB of tensors (+367.0 KiB/step); likely fix: ... at main.py:17". */
 size_t pl_retention_holder_phrase(const pl_retention_holder_t *h, char *buf, size_t n);
 
+/* The word a renderer shows for one metric's verdict: the trend verdict's name, except that a growing series is
+ * "leak" only for a program-memory metric growing fast enough to matter, "grows" for other metrics (RSS beside a
+ * live heap, PSS, file pages: findings, not leaks), and "slow growth" when it would not matter (practical). */
+const char *pl_report_metric_label(const pl_report_t *r, const pl_report_process_t *p, pl_metric_t m);
