@@ -96,10 +96,9 @@ TESTS_ALSO = {
     "cli": {"tracer.writer"},
 }
 # The units that write no English, each with the functions that still do (to be moved out, not added to): the cut-short
-# reasons and how a process was killed (written at assembly, from run.status), the synthetic rows' names (a pool, a
-# row of generations).
+# reasons and how a process was killed (written at assembly, from run.status).
 NO_ENGLISH = {
-    "reports.model": {"pl_report_set_cut_short", "signal_text", "build_pools", "gen_row", "pl_run_update_cut_short"},
+    "reports.model": {"pl_report_set_cut_short", "signal_text", "pl_run_update_cut_short"},
 }
 # The units that write no output: the wing below its renderers (and above its reader).
 NO_OUTPUT = ["reports.series", "reports.model", "reports.extract", "reports.analyze"]

@@ -388,5 +388,6 @@ int pl_run_analyze(pl_run_t *run) {
         pl_end_of(run->ext, xp, &run->ext->procs[i].ended); /* how it ended, once: the renderers read it */
     }
     pl_window_judge(run->ext); /* report --between: each process's fit and its metrics' change, once */
+    pl_run_name_rows(run->report); /* the pools' and generations' rows */
     return pl_report_analyze(run->report);
 }

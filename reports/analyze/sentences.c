@@ -53,3 +53,13 @@ void pl_retention_say(pl_retention_t *rt) {
     for (size_t i = 0; rt && i < rt->n_holders; i++)
         line_phrase(&rt->holders[i], rt->holders[i].fix_line, sizeof rt->holders[i].fix_line);
 }
+
+void pl_run_name_rows(pl_report_t *r) {
+    for (size_t i = 0; r && i < r->n_procs; i++) {
+        pl_report_process_t *p = r->procs[i];
+        if (p->n_pool) snprintf(p->name, sizeof p->name, "pool of %zu worker%s", p->n_pool, p->n_pool > 1 ? "s" : "");
+        else if (p->n_gen)
+            snprintf(p->name, sizeof p->name, "%zu workers in %zu generations of %zu", p->n_gen_workers, p->n_gen,
+                     p->n_gen_workers / p->n_gen);
+    }
+}

@@ -22,5 +22,9 @@ size_t pl_run_site_sentence(const pl_extract_proc_t *p, char *buf, size_t n);
  * length, 0 (buf "") when none is named. */
 size_t pl_retention_sentence(const pl_retention_t *rt, char *buf, size_t n);
 
+/* Name the rows the assembly added (run.c): a pool's ("pool of 3 workers"), a row of worker generations' ("24
+ * workers in 8 generations of 3"). */
+void pl_run_name_rows(pl_report_t *r);
+
 /* Write each holder's fix_line (the line that grows it, with its likely fix) from its facts; rt may be NULL. */
 void pl_retention_say(pl_retention_t *rt);

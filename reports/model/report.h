@@ -109,7 +109,7 @@ typedef struct pl_report_process {
     int32_t rank;               /* -1 when not a distributed rank */
     int32_t local_rank;         /* rank within its node, -1 when unset (set by the front end) */
     char node[64];              /* host name the process ran on, "" unknown (traces before 1.7) */
-    char name[64];
+    char name[64];              /* the command; a pool's or generations' row is named by pl_run_analyze */
     pl_proc_role_t role;        /* set by the front end (reports/extract.c) before pl_report_analyze */
     bool helper;                /* a short helper (role worker): no steps, lived < 1 s, peak RSS < 64 MiB; folded into
                                  * one count-by-name line of the text report (reports/extract.c, docs/verdict.md) */

@@ -323,9 +323,8 @@ static int build_pools(pl_report_t *r, pl_extract_t *x) {
                 sum += value_at(mem[j], &mem[j]->proc->metrics[PL_METRIC_HEAP_BYTES].series, t);
             if (isfinite(sum)) smp[k++] = (pl_sample_t){ts->points[q].step, ts->points[q].t_ns, sum};
         }
-        char name[64];
-        snprintf(name, sizeof name, "pool of %zu worker%s", n, n > 1 ? "s" : "");
-        pl_report_process_t *row = k ? pl_report_add_process(r, tr->pid, -1, name) : NULL;
+        /* its name is the analysis's (pl_run_name_rows): the model writes no English */
+        pl_report_process_t *row = k ? pl_report_add_process(r, tr->pid, -1, NULL) : NULL;
         int rc = k && !row ? -ENOMEM : 0;
         if (row) {
             row->role = PL_ROLE_WORKER;
@@ -410,9 +409,7 @@ static int gen_row(pl_report_t *r, const pl_extract_proc_t *tr, const gen_t *g, 
                 gap[j] = gap[j - 1];
                 gap[j - 1] = t;
             }
-        char name[64];
-        snprintf(name, sizeof name, "%zu workers in %zu generations of %zu", n_workers, k, size);
-        pl_report_process_t *row = pl_report_add_process(r, tr->pid, -1, name);
+        pl_report_process_t *row = pl_report_add_process(r, tr->pid, -1, NULL); /* named by pl_run_name_rows */
         if (!row) rc = -ENOMEM;
         if (row) {
             row->role = PL_ROLE_WORKER;
