@@ -25,6 +25,7 @@
 #include "output.h"
 #include "compare.h"
 #include "compare_render.h"
+#include "between.h"
 #include "export.h"
 #include "extract.h"
 #include "format.h"

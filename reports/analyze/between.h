@@ -6,6 +6,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "run.h"
@@ -14,6 +15,16 @@
  * or before to. */
 bool pl_window_metric(const pl_report_process_t *p, pl_metric_t m, int64_t from, int64_t to, pl_window_metric_t *out);
 
-/* Judge the window of every process image of x that has one: its fit and its metrics' change from the window's
- * start to where it was measured to (x may be NULL). */
+/* Processes of x the window can say something about (WHOLE or CUT). When none, why (one line, no newline, e.g. "the
+ * run's processes ended before step 5000 (the last one at step 2000)") into why. */
+size_t pl_window_usable(const pl_extract_t *x, char *why, size_t n);
+
+/* The holders the census sized at both ends of the window whose size grew in it: *out gets up to max indexes into
+ * rt->holders, largest growth first; returns how many. grow[i] gets that growth (items, or autograd nodes for a
+ * tensor); bytes_grow[i] the bytes' growth, NAN unknown. */
+size_t pl_window_holders(const pl_retention_t *rt, int64_t from, int64_t to, size_t *out, double *grow,
+                         double *bytes_grow, size_t max);
+
+/* Judge the window of every process image of x that has one: its fit, its metrics' change from the window's start
+ * to where it was measured to, and the census holders that grew in it (x may be NULL). */
 void pl_window_judge(pl_extract_t *x);

@@ -76,6 +76,7 @@ typedef struct pl_extract_site {
 #define PL_EXTRACT_UNCAUGHT_MARK "plateau:uncaught "
 #define PL_EXTRACT_WINDOW_SITES 10 /* call sites kept per process for a window (what grew between two steps) */
 #define PL_EXTRACT_END_STEPS 10    /* "its last steps" of the end-of-run view */
+#define PL_WINDOW_HOLDERS 5        /* census holders kept per window (what grew between two steps) */
 
 /* What grew between two steps (docs/window.md): one metric's change over a window, judged by the analysis
  * (reports/analyze: between.h). */
@@ -119,6 +120,10 @@ typedef struct pl_extract_window {
     pl_window_fit_t fit;
     bool has_metric[PL_METRIC__COUNT];           /* the metric has a series by step with a point at or before its end */
     pl_window_metric_t metric[PL_METRIC__COUNT]; /* its change from from_step to end_step */
+    size_t n_holders;                            /* census holders that grew in the window, largest growth first: */
+    size_t holder[PL_WINDOW_HOLDERS];            /* their indexes into the process's retention holders */
+    double holder_grow[PL_WINDOW_HOLDERS];       /* their growth (items, or autograd nodes for a tensor) */
+    double holder_bytes_grow[PL_WINDOW_HOLDERS]; /* their bytes' growth, NAN unknown */
 } pl_extract_window_t;
 
 typedef struct pl_extract_proc {

@@ -7,8 +7,8 @@
  * whose run ended before the window's end is measured to its last step (said); one that never completed a step after
  * the window's start, or never stepped, is left out (said).
  * Data flow: extract (opts.window) -> the analysis (reports/analyze: between.h, from pl_run_analyze) writes each
- * window's fit and metrics' change into the model (facts.h) -> pl_window_* here and the renderers (window_render.c)
- * read them. Pure functions.
+ * window's fit, metrics' change and holders that grew into the model (facts.h) -> the renderers here
+ * (window_render.c) read them.
  */
 #pragma once
 
@@ -18,16 +18,6 @@
 
 #include "json.h"
 #include "run.h"
-
-/* Processes of x the window can say something about (WHOLE or CUT). When none, why (one line, no newline, e.g. "the
- * run's processes ended before step 5000 (the last one at step 2000)") into why. */
-size_t pl_window_usable(const pl_extract_t *x, char *why, size_t n);
-
-/* The holders the census sized at both ends of the window whose size grew in it: *out gets up to max indexes into
- * rt->holders, largest growth first; returns how many. grow[i] gets that growth (items, or autograd nodes for a
- * tensor); bytes_grow[i] the bytes' growth, NAN unknown. */
-size_t pl_window_holders(const pl_retention_t *rt, int64_t from, int64_t to, size_t *out, double *grow,
-                         double *bytes_grow, size_t max);
 
 /* Renderers (window_render.c): the text view (what `plateau report --between` prints) and the JSON report's "between"
  * field (docs/report-schema.md: null without a window); the HTML section is render_html.c's, with these helpers. */
