@@ -95,10 +95,10 @@ TESTS_ALSO = {
     "tune": {"tracer.writer"},
     "cli": {"tracer.writer"},
 }
-# The units that write no English, each with the functions that still do (to be moved out, not added to): the cut-short
-# reasons and how a process was killed (written at assembly, from run.status).
+# The units that write no English, each with the functions that still do (to be moved out, not added to): the setter
+# of the cut-short reason's default, for a caller that gives none.
 NO_ENGLISH = {
-    "reports.model": {"pl_report_set_cut_short", "signal_text", "pl_run_update_cut_short"},
+    "reports.model": {"pl_report_set_cut_short"},
 }
 # The units that write no output: the wing below its renderers (and above its reader).
 NO_OUTPUT = ["reports.series", "reports.model", "reports.extract", "reports.analyze"]

@@ -389,5 +389,6 @@ int pl_run_analyze(pl_run_t *run) {
     }
     pl_window_judge(run->ext); /* report --between: each process's fit and its metrics' change, once */
     pl_run_name_rows(run->report); /* the pools' and generations' rows */
+    pl_run_cut_reason(run->report, run->ext); /* why the run was cut short, which the diagnosis quotes */
     return pl_report_analyze(run->report);
 }

@@ -22,6 +22,12 @@ size_t pl_run_site_sentence(const pl_extract_proc_t *p, char *buf, size_t n);
  * length, 0 (buf "") when none is named. */
 size_t pl_retention_sentence(const pl_retention_t *rt, char *buf, size_t n);
 
+/* Why the run was cut short (r->cut_reason), from the first process that cuts it short (x->cut_proc: a damaged
+ * trace, a root without an end record): "killed by signal 9 (SIGKILL: the OOM killer or kill -9)", "damaged tail:
+ * 4242.0.pltrace: offset 812: ...", "4242.0.pltrace has no end record yet: pid 4242 is still running". Nothing when
+ * the run is whole. */
+void pl_run_cut_reason(pl_report_t *r, const pl_extract_t *x);
+
 /* Name the rows the assembly added (run.c): a pool's ("pool of 3 workers"), a row of worker generations' ("24
  * workers in 8 generations of 3"). */
 void pl_run_name_rows(pl_report_t *r);

@@ -216,6 +216,7 @@ typedef struct pl_extract {
     size_t n_failed_named;      /* messages kept in failed[]: the first PL_EXTRACT_FAILED_NAMED failures */
     char failed[PL_EXTRACT_FAILED_NAMED][320];
     size_t n_cut_short;         /* processes that make the run cut short (damaged, or root without end record) */
+    size_t cut_proc;            /* the first of them (procs[cut_proc]), whose reason the analysis writes */
     /* how each command ended, from the run directory's run.status (written by `plateau run`: one line per run,
      * `--append` adds one), when present: the last PL_EXTRACT_MAX_STATUS lines */
     size_t n_status;

@@ -9,7 +9,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,23 +154,6 @@ static void sort_procs(pl_report_t *r, pl_extract_t *x) {
     if (x->n_procs < 2 || x->n_procs != r->n_procs) return; /* other front ends' rows: keep their order */
     qsort(x->procs, x->n_procs, sizeof *x->procs, cmp_proc);
     for (size_t i = 0; i < x->n_procs; i++) r->procs[i] = x->procs[i].proc;
-}
-
-/* "signal 11 (SIGSEGV)"; SIGKILL is also what the OOM killer sends */
-static const char *signal_text(int sig) {
-    static char buf[64];
-    static const struct { int n; const char *name; } names[] = {
-        {SIGSEGV, "SIGSEGV, a crash"}, {SIGABRT, "SIGABRT, an abort"}, {SIGBUS, "SIGBUS"}, {SIGFPE, "SIGFPE"},
-        {SIGILL, "SIGILL"}, {SIGKILL, "SIGKILL: the OOM killer or kill -9"}, {SIGTERM, "SIGTERM"}, {SIGINT, "SIGINT"},
-        {SIGHUP, "SIGHUP"}, {SIGQUIT, "SIGQUIT"}, {SIGPIPE, "SIGPIPE"},
-    };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (names[i].n == sig) {
-            snprintf(buf, sizeof buf, "signal %d (%s)", sig, names[i].name);
-            return buf;
-        }
-    snprintf(buf, sizeof buf, "signal %d", sig);
-    return buf;
 }
 
 /* DIR/run.status into x: one line per run ("pid P signal N" / "pid P exit N", cli/run.c); malformed lines are
@@ -485,41 +467,15 @@ static int build_generations(pl_report_t *r, pl_extract_t *x) {
 void pl_run_update_cut_short(pl_report_t *r, pl_extract_t *x) {
     update_roles(x);
     r->cut_short = false;
-    r->cut_reason[0] = 0;
+    r->cut_reason[0] = 0; /* the analysis says why (pl_run_cut_reason) */
     x->n_cut_short = 0;
     for (size_t i = 0; i < x->n_procs; i++) {
         const pl_extract_proc_t *p = &x->procs[i];
         if (!p->damaged && (p->clean_end || !is_root(x, p))) continue;
         x->n_cut_short++;
         if (r->cut_short) continue;
-        char reason[512];
-        const char *b = strrchr(p->file, '/');
-        b = b ? b + 1 : (p->file[0] ? p->file : "trace");
-        int w;
-        /* the file by its base name (the directory is the report's): the reader's message is "FILE: offset N:
-         * what", which fits the report's reason whole; the full message is in x */
-        size_t fl = strlen(p->file);
-        const char *msg = fl && !strncmp(p->error, p->file, fl) && p->error[fl] == ':' ? p->error + fl : NULL;
-        if (p->running) /* first: a running process's trace has no end yet, and may end in a chunk being written */
-            w = snprintf(reason, sizeof reason, "%s has no end record yet: pid %u is still running", b, p->pid);
-        else if (p->damaged && msg)
-            w = snprintf(reason, sizeof reason, "damaged tail: %s%s", b, msg);
-        else if (p->damaged)
-            w = snprintf(reason, sizeof reason, "damaged tail: %s", p->error);
-        else if (pl_run_status_of(x, p->pid) && pl_run_status_of(x, p->pid)->signal > 0) {
-            const pl_extract_status_t *st = pl_run_status_of(x, p->pid);
-            w = snprintf(reason, sizeof reason, "killed by %s", signal_text(st->signal));
-            if (w > 0 && (size_t)w < sizeof reason && st->signal == SIGKILL && st->oom_kill > 0) /* docs/end-of-run.md */
-                w += snprintf(reason + w, sizeof reason - (size_t)w, "; the OOM killer killed %ld process%s in the "
-                              "run's cgroup while it ran", st->oom_kill, st->oom_kill > 1 ? "es" : "");
-        } else if (pl_run_status_of(x, p->pid))
-            w = snprintf(reason, sizeof reason, "%s has no end record, but the command exited with status %d", b,
-                         pl_run_status_of(x, p->pid)->exit);
-        else
-            w = snprintf(reason, sizeof reason, "%s has no end record: ended by a signal (a crash, SIGKILL, the OOM "
-                         "killer) or still running", b);
-        if (w < 0) reason[0] = 0;
-        pl_report_set_cut_short(r, reason);
+        r->cut_short = true;
+        x->cut_proc = i;
     }
 }
 

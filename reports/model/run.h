@@ -4,8 +4,9 @@
  * beyond the series (extract.h: per process image its file, process tree, argv, clean end, damage, sites, auto-steps,
  * CUPTI cross-check; per run the command's status and the files left out). Ingest (extract.c) fills both, one trace
  * at a time; the assembly here then works on the whole run: processes in start order, roles (main / worker / short
- * helper), worker pools and generations as rows of their own, whether the run was cut short and why. Ingest
- * records facts; the sentences quoted from them (a site's, a holder's) are written once, by pl_run_analyze. Text,
+ * helper), worker pools and generations as rows of their own, whether the run was cut short. Ingest records facts;
+ * the sentences quoted from them (a site's, a holder's, why the run was cut short, the pools' names) are written
+ * once, by pl_run_analyze. Text,
  * JSON, HTML (render.h, render_html.h) and the exports (export.h) render from a pl_run_t only, the first three
  * through one view of it (pl_run_view_t: which rows fold and why, the totals).
  * Data flow: traces -> extract.c (ingest) -> run.c (assembly) -> pl_run_analyze -> view -> renderers.
@@ -38,8 +39,9 @@ void pl_run_destroy(pl_run_t *run);
  * Returns 0 or -ENOMEM. */
 int pl_run_assemble(pl_report_t *r, pl_extract_t *x, const char *status_dir);
 
-/* Roles, then whether the run was cut short (a damaged trace, or a root process without an end record) and why:
- * after each trace read on its own (pl_extract_file, _mem, _reader) and by pl_run_assemble. */
+/* Roles, then whether the run was cut short (a damaged trace, or a root process without an end record; x->cut_proc
+ * the first such process, whose reason pl_run_analyze writes): after each trace read on its own (pl_extract_file,
+ * _mem, _reader) and by pl_run_assemble. */
 void pl_run_update_cut_short(pl_report_t *r, pl_extract_t *x);
 
 /* After pl_run_analyze: the process whose series leak ("which process leaks"), by index into x->procs, or -1. The

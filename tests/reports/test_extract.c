@@ -1041,7 +1041,7 @@ static void test_extract_merge_nodes(void **state) {
     pl_extract_init(&u.x);
     const char *paths[] = {a, b};
     assert_int_equal(pl_extract_paths(u.r, &u.x, paths, 2, NULL), 0);
-    assert_int_equal(pl_report_analyze(u.r), 0);
+    assert_int_equal(pl_run_analyze(&(pl_run_t){u.r, &u.x}), 0); /* as the command: it says why the run was cut */
     assert_int_equal(u.x.n_procs, 3);
     assert_string_equal(u.x.procs[0].node, "node-a"); /* node by node: the launcher and rank 0, then node-b */
     assert_int_equal(u.x.procs[0].pid, 100);
