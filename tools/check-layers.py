@@ -95,10 +95,9 @@ TESTS_ALSO = {
     "tune": {"tracer.writer"},
     "cli": {"tracer.writer"},
 }
-# The units that write no English, each with the functions that still do (to be moved out, not added to): the setter
-# of the cut-short reason's default, for a caller that gives none.
+# The units that write no English, each with the functions that still do (to be moved out, not added to): none left.
 NO_ENGLISH = {
-    "reports.model": {"pl_report_set_cut_short"},
+    "reports.model": set(),
 }
 # The units that write no output: the wing below its renderers (and above its reader).
 NO_OUTPUT = ["reports.series", "reports.model", "reports.extract", "reports.analyze"]

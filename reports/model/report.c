@@ -56,7 +56,7 @@ void pl_report_destroy(pl_report_t *r) {
 void pl_report_set_cut_short(pl_report_t *r, const char *reason) {
     if (!r) return;
     r->cut_short = true;
-    if (!reason) reason = "trace ended abruptly";
+    if (!reason) reason = ""; /* the sentence is the analysis' (pl_run_cut_reason) */
     size_t n = strlen(reason);
     if (n < sizeof r->cut_reason) {
         memcpy(r->cut_reason, reason, n + 1);

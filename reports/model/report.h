@@ -192,7 +192,7 @@ typedef struct pl_report {
 pl_report_t *pl_report_create(const char *source);
 void pl_report_destroy(pl_report_t *r);
 
-/* Mark the run as cut short; reason is copied (truncated). */
+/* Mark the run as cut short; reason is copied (cut with a visible "..."), NULL as "". */
 void pl_report_set_cut_short(pl_report_t *r, const char *reason);
 
 /* A new process row, owned by r, stable until pl_report_destroy. NULL on allocation failure. */
