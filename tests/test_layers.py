@@ -75,6 +75,9 @@ def main():
         ("the model formats a sentence", "reports/model/run.c",
          'int planted(char *b, size_t n, int k) {\n    return snprintf(b, n, "%d workers never step", k);\n}\n',
          '"%d workers never step" is English in reports.model (planted)'),
+        ("the trace reader writes a sentence", "reports/ingest/planted.c",
+         '#include <stdio.h>\nint planted(char *b, size_t n) { return snprintf(b, n, "a site that grows"); }\n',
+         '"a site that grows" is English in reports.ingest (planted)'),
         # the analysis judges and writes into the model; it renders nothing
         ("the analysis renders", "reports/analyze/planted.c",
          '#include <stdio.h>\nvoid planted(FILE *o) { fprintf(o, "x"); }\n',
