@@ -1,7 +1,8 @@
-/* reports/analyze/sentences: the sentences the analysis writes into the model from the traces' facts, once per
- * process, before it judges the run (pl_run_analyze): the top growing Python site (a row's site_line), who keeps it
- * (a row's holder_line) and each holder's line with its likely fix (fix_line). The verdict line, the diagnosis and
- * the renderers quote them; the model itself writes no English (tools/check-layers.py). Not thread-safe per object.
+/* reports/analyze/sentences: the sentences the analysis writes into the model from the traces' facts, once, before
+ * it judges the run (pl_run_analyze): the top growing Python site (a row's site_line), who keeps it (a row's
+ * holder_line), each holder's line with its likely fix (fix_line), why the run was cut short (cut_reason), the names
+ * of the pools' and generations' rows. The verdict line, the diagnosis and the renderers quote them; the model itself
+ * writes no English (tools/check-layers.py). Not thread-safe per object.
  */
 #pragma once
 

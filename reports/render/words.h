@@ -1,5 +1,6 @@
 /* reports/render/words: the sentences only the renderers say, shared by the text and HTML reports (and the holder
- * lists of both): the copy-on-access workers' line, the folded workers' line, the run's totals, a holder in full.
+ * lists of both): the copy-on-access workers' line, the folded workers' line, the run's totals, a holder in full, the
+ * word for a series' verdict.
  * They read the model and its view; the sentences the analysis writes into the model (site_line, holder_line) are
  * reports/analyze's. Thread-safe (they write only into buf).
  */
