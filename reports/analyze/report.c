@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diagnosis.h"
-#include "format.h"
 #include "between.h"
+#include "diagnosis.h"
 #include "end.h"
+#include "format.h"
 #include "generations.h"
 #include "sentences.h"
 
@@ -103,6 +103,9 @@ int pl_report_analyze(pl_report_t *r) {
     }
     cow_cgroup(r);
     pl_report_run_verdict(r);
+    for (size_t i = 0; i < r->n_procs; i++) /* the one test of practical significance, once: the labels read it */
+        for (int m = 0; m < PL_METRIC__COUNT; m++)
+            r->procs[i]->metrics[m].matters = pl_diagnosis_matters(r->procs[i], m, &r->practical);
     return 0;
 }
 

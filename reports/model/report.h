@@ -52,6 +52,8 @@ typedef struct pl_report_metric {
     pl_series_t series;         /* owned */
     pl_verdict_t verdict;       /* valid after pl_report_analyze */
     const char *limit_source;   /* static string naming the limit projected against, or NULL */
+    bool matters;               /* a leak that matters in practice (dx.h, pl_diagnosis_matters): set by
+                                 * pl_report_analyze, read by the renderers' labels */
 } pl_report_metric_t;
 
 /* A process's (and the run's) verdict, from the diagnosis (docs/verdict.md §5-6), never from "any metric": only the

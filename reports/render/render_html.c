@@ -143,7 +143,7 @@ static bool has_fit(const pl_verdict_t *v) {
  * label says so) is not drawn. */
 static bool projects(const pl_report_t *r, const pl_report_process_t *p, pl_metric_t m, const pl_verdict_t *v,
                      double hi, const pl_series_t *s) {
-    const char *label = pl_report_metric_label(r, p, m);
+    const char *label = pl_report_metric_label(p, m);
     return v->kind == PL_VERDICT_LEAK && v->has_oom && !s->by_time && m != PL_METRIC_PSS &&
            strcmp(label, "slow growth") && has_fit(v) && isfinite(v->limit) && v->limit > hi &&
            v->oom_step > v->last_step;
@@ -323,7 +323,7 @@ static void verdict_cell(FILE *o, const pl_report_t *r, const pl_report_process_
     const pl_report_metric_t *mt = &p->metrics[m];
     const pl_verdict_t *v = &mt->verdict;
     char a[32], b[32];
-    const char *label = pl_report_metric_label(r, p, m);
+    const char *label = pl_report_metric_label(p, m);
     fprintf(o, "<td class=\"%s\">%s</td><td>", label_class(label), label);
     /* a series by time buckets says seconds, not steps (a bucket is not a step) */
     const pl_series_t *s = &mt->series;
@@ -672,7 +672,7 @@ static int charts(FILE *o, const pl_report_t *r, const pl_report_process_t *p) {
             pl_metric_t m = (pl_metric_t)order[i];
             const pl_report_metric_t *mt = &p->metrics[m];
             if (!chartable(r, mt)) continue;
-            const char *label = pl_report_metric_label(r, p, m);
+            const char *label = pl_report_metric_label(p, m);
             bool flat = !strcmp(label, "flat");
             if (flat != (pass == 1)) continue;
             if (pass == 1 && !n_flat++)
@@ -797,7 +797,7 @@ static int workers_html(FILE *o, const pl_report_t *r, const pl_extract_t *x, co
         else
             snprintf(line, sizeof line, "workers of pid %lld as a pool (%zu that live through its steps), heap.bytes "
                      "summed per step: %s", (long long)p->pid, p->n_pool,
-                     pl_report_metric_label(r, p, PL_METRIC_HEAP_BYTES));
+                     pl_report_metric_label(p, PL_METRIC_HEAP_BYTES));
         fprintf(o, "<details class=\"%s\"><summary>", p->n_gen ? "generations" : "pool");
         esc(o, line);
         fputs("</summary>\n", o);

@@ -208,8 +208,8 @@ static int text_report(const pl_report_t *r, const pl_run_view_t *v, FILE *out, 
             fprintf(out, "  %-13s ", pl_metric_name((pl_metric_t)m));
             sparkline(out, &mt->series, &mt->verdict, width, ascii);
             fprintf(out, " %10s  %-12s ", pl_format_value(mt->verdict.last_value, bytes, last, sizeof last),
-                    pl_report_metric_label(r, p, (pl_metric_t)m));
-            const char *label = pl_report_metric_label(r, p, (pl_metric_t)m);
+                    pl_report_metric_label(p, (pl_metric_t)m));
+            const char *label = pl_report_metric_label(p, (pl_metric_t)m);
             details(out, mt, bytes, m != PL_METRIC_PSS, !strcmp(label, "slow growth"));
             fputc('\n', out);
         }

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dx.h"
 #include "format.h"
 
 /* append to a NUL-terminated buffer, cut at its size */
@@ -128,9 +127,9 @@ size_t pl_retention_holder_phrase(const pl_retention_holder_t *h, char *buf, siz
     return len < 0 ? 0 : (size_t)len >= n ? n - 1 : (size_t)len;
 }
 
-const char *pl_report_metric_label(const pl_report_t *r, const pl_report_process_t *p, pl_metric_t m) {
+const char *pl_report_metric_label(const pl_report_process_t *p, pl_metric_t m) {
     const pl_verdict_t *v = &p->metrics[m].verdict;
     if (v->kind != PL_VERDICT_LEAK) return pl_verdict_name(v->kind);
-    if (!pl_diagnosis_matters(p, m, &r->practical)) return "slow growth";
+    if (!p->metrics[m].matters) return "slow growth"; /* as the analysis judged it (pl_report_analyze) */
     return pl_report_program_metric(p, m) ? "leak" : "grows";
 }

@@ -34,5 +34,6 @@ size_t pl_retention_holder_phrase(const pl_retention_holder_t *h, char *buf, siz
 
 /* The word a renderer shows for one metric's verdict: the trend verdict's name, except that a growing series is
  * "leak" only for a program-memory metric growing fast enough to matter, "grows" for other metrics (RSS beside a
- * live heap, PSS, file pages: findings, not leaks), and "slow growth" when it would not matter (practical). */
-const char *pl_report_metric_label(const pl_report_t *r, const pl_report_process_t *p, pl_metric_t m);
+ * live heap, PSS, file pages: findings, not leaks), and "slow growth" when it would not matter (the analysis's
+ * practical test, stored in the metric: matters). */
+const char *pl_report_metric_label(const pl_report_process_t *p, pl_metric_t m);
