@@ -24,6 +24,8 @@
 #include "commands.h"
 #include "output.h"
 #include "compare.h"
+#include "compare_render.h"
+#include "between.h"
 #include "export.h"
 #include "extract.h"
 #include "format.h"

@@ -71,6 +71,17 @@ def main():
          "reports/render/meson.build: reports.render -> reports.analyze is not an allowed edge"),
         ("the model links the renderers", "reports/model/meson.build", "planted = [reports_render_dep]\n",
          "reports/model/meson.build: reports.model -> reports.render is not an allowed edge"),
+        # the model writes no English: a sentence moved back into it, or a new one beside its names
+        ("the model formats a sentence", "reports/model/run.c",
+         'int planted(char *b, size_t n, int k) {\n    return snprintf(b, n, "%d workers never step", k);\n}\n',
+         '"%d workers never step" is English in reports.model (planted)'),
+        ("the trace reader writes a sentence", "reports/ingest/planted.c",
+         '#include <stdio.h>\nint planted(char *b, size_t n) { return snprintf(b, n, "a site that grows"); }\n',
+         '"a site that grows" is English in reports.ingest (planted)'),
+        # the analysis judges and writes into the model; it renders nothing
+        ("the analysis renders", "reports/analyze/planted.c",
+         '#include <stdio.h>\nvoid planted(FILE *o) { fprintf(o, "x"); }\n',
+         "reports/analyze/planted.c:2: fprintf() writes output in reports.analyze: rendering is reports.render's"),
     ]
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:

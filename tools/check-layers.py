@@ -12,6 +12,12 @@ Two readings, both against the one table ALLOWED below, over units: the componen
     of a unit it may reach, of include/ (public) or one the build generates (config.h); never a path through
     another folder ("reports/format.h", "../tracer/write/writer.h"): the repository root is not on the include
     path.
+  * English: the run model writes no sentence (docs/ARCHITECTURE.md, "The reports wing"): a string literal of
+    two words or more (letters, a space, letters) in a source of a unit of NO_ENGLISH is a violation, outside the
+    functions named there; the sentences belong to the analysis (reports/analyze: sentences.c) or to the renderers
+    (reports/render: words.c). Comments are not read; a name, a key or a format of symbols ("%s:%d") is no sentence.
+  * Output: the units of NO_OUTPUT write no output (no stdio write, no JSON writer call): they judge and fill the
+    model; the renderers (reports/render) write what they found.
 Exit status 0 when clean, 1 with one line per violation.
 """
 import os
@@ -89,6 +95,15 @@ TESTS_ALSO = {
     "tune": {"tracer.writer"},
     "cli": {"tracer.writer"},
 }
+# The units that write no English (the reader of traces, the run model), each with the functions that still do (to be
+# moved out, not added to): none left.
+NO_ENGLISH = {
+    "reports.ingest": set(),
+    "reports.model": set(),
+}
+# The units that write no output: the wing below its renderers (and above its reader).
+NO_OUTPUT = ["reports.series", "reports.model", "reports.extract", "reports.analyze"]
+OUTPUT_CALL = re.compile(r"\b(fprintf|vfprintf|fputs|fputc|fwrite|printf|puts|putchar|pl_json_\w+)\s*\(")
 HEADER_EXT = (".h", ".cuh")
 SOURCE_EXT = (".c", ".h", ".cuh", ".cu")
 
@@ -134,6 +149,55 @@ def unit_of(rel):
         if parts[:len(f)] == f and (best is None or len(f) > len(UNITS[best].split("/"))):
             best = unit
     return best
+
+
+def c_code(path):
+    """The C text of path with its comments blanked (line count kept)."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+    return re.sub(r"//[^\n]*", "", text)
+
+
+def output(root, unit):
+    """Violations of NO_OUTPUT in unit's C sources: a call that writes output."""
+    problems = []
+    folder = os.path.join(root, UNITS[unit])
+    for fname in sorted(os.listdir(folder)):
+        if not fname.endswith((".c", ".h")):
+            continue
+        for lineno, line in enumerate(c_code(os.path.join(folder, fname)).split("\n"), 1):
+            m = OUTPUT_CALL.search(re.sub(r'"(?:[^"\\]|\\.)*"', '""', line))
+            if m:
+                problems.append(f"{os.path.join(UNITS[unit], fname)}:{lineno}: {m.group(1)}() writes output in "
+                                f"{unit}: rendering is reports.render's")
+    return problems
+
+
+def english(root, unit, allowed):
+    """Violations of NO_ENGLISH in unit's C sources: a literal with two words in it, outside the allowed functions."""
+    problems = []
+    folder = os.path.join(root, UNITS[unit])
+    for fname in sorted(os.listdir(folder)):
+        if not fname.endswith((".c", ".h")):
+            continue
+        rel = os.path.join(UNITS[unit], fname)
+        with open(os.path.join(folder, fname), encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        # comments out, line count kept
+        text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+        text = re.sub(r"//[^\n]*", "", text)
+        func = None
+        for lineno, line in enumerate(text.split("\n"), 1):
+            m = re.match(r"[A-Za-z_][\w\s\*]*?\b(\w+)\(", line)
+            if m and not line.rstrip().endswith(";"):  # a definition at the left margin: the function we are in
+                func = m.group(1)
+            for lit in re.findall(r'"((?:[^"\\]|\\.)*)"', line):
+                if re.search(r"[A-Za-z]{2,} [A-Za-z]{2,}", lit) and func not in allowed:
+                    problems.append(f"{rel}:{lineno}: \"{lit[:40]}\" is English in {unit}"
+                                    f"{' (' + func + ')' if func else ''}: the sentence belongs to the analysis or "
+                                    "the renderers")
+    return problems
 
 
 def main():
@@ -209,6 +273,11 @@ def main():
     for comp in COMPONENTS:
         if os.path.isdir(os.path.join(root, "tests", comp)):
             check_includes(os.path.join("tests", comp), comp, f"tests/{comp}", TESTS_ALSO.get(comp, ()))
+
+    for unit, allowed in NO_ENGLISH.items():
+        problems.extend(english(root, unit, allowed))
+    for unit in NO_OUTPUT:
+        problems.extend(output(root, unit))
 
     if problems:
         print(f"{len(problems)} violation(s):")

@@ -13,7 +13,7 @@
 int pl_report_analyze(pl_report_t *r);
 
 /* Classify every series and judge processes and run (pl_report_analyze), after writing each process row's sentences
- * from its trace's facts (site_line: pl_run_site_sentence; holder_line: pl_retention_sentence), which the verdict
+ * from its trace's facts (sentences.h: site_line, holder_line, each holder's fix_line), which the verdict
  * line, the diagnosis and the renderers quote. Returns 0, -EINVAL, or its error. */
 int pl_run_analyze(pl_run_t *run);
 

@@ -9,17 +9,10 @@
 #include "compare.h"
 
 #include <errno.h>
-#include <math.h>
+#include <stdio.h>
 #include <string.h>
 
-#include "format.h"
-#include "json.h"
-
 #define GUESS_MIN_SAMPLES 20 /* sampled host allocations needed to tell the allocator by usable sizes */
-
-static const pl_report_metric_t *metric(const pl_report_process_t *p, pl_metric_t m) {
-    return p && p->metrics[m].present ? &p->metrics[m] : NULL;
-}
 
 static pl_compare_state_t state_of(const pl_report_metric_t *m) {
     if (!m) return PL_CMP_UNKNOWN;
@@ -32,14 +25,14 @@ static pl_compare_state_t state_of(const pl_report_metric_t *m) {
 }
 
 static const pl_report_metric_t *rss_metric(const pl_report_process_t *p) {
-    const pl_report_metric_t *m = metric(p, PL_METRIC_RSS_ANON);
-    return m ? m : metric(p, PL_METRIC_RSS);
+    const pl_report_metric_t *m = pl_report_metric_of(p, PL_METRIC_RSS_ANON);
+    return m ? m : pl_report_metric_of(p, PL_METRIC_RSS);
 }
 
 static pl_compare_state_t heap_state(const pl_report_process_t *p) {
-    pl_compare_state_t b = state_of(metric(p, PL_METRIC_HEAP_BYTES)), c = state_of(metric(p, PL_METRIC_HEAP_COUNT));
+    pl_compare_state_t b = state_of(pl_report_metric_of(p, PL_METRIC_HEAP_BYTES)), c = state_of(pl_report_metric_of(p, PL_METRIC_HEAP_COUNT));
     if (b == PL_CMP_GROWS || c == PL_CMP_GROWS) return PL_CMP_GROWS;
-    if (b == PL_CMP_FLAT && (c == PL_CMP_FLAT || !metric(p, PL_METRIC_HEAP_COUNT))) return PL_CMP_FLAT;
+    if (b == PL_CMP_FLAT && (c == PL_CMP_FLAT || !pl_report_metric_of(p, PL_METRIC_HEAP_COUNT))) return PL_CMP_FLAT;
     return PL_CMP_UNKNOWN;
 }
 
@@ -53,24 +46,13 @@ static void label(const pl_compare_t *c, int i, char *buf, size_t n) {
     else snprintf(buf, n, "run %c", 'A' + i);
 }
 
-static char *slope(const pl_report_metric_t *m, bool bytes, char *buf, size_t n) {
-    if (!m || !isfinite(m->verdict.slope_per_step) || m->verdict.undecided == PL_UNDECIDED_NO_DATA) {
-        snprintf(buf, n, "?");
-        return buf;
-    }
-    char v[32];
-    pl_format_value(m->verdict.slope_per_step, bytes, v, sizeof v);
-    snprintf(buf, n, "%s%s/step", m->verdict.slope_per_step >= 0 ? "+" : "", v);
-    return buf;
-}
-
 /* why a run's state is unknown, for the inconclusive sentence */
 static void undecided(const pl_compare_t *c, int i, bool heap, char *buf, size_t n) {
     char lb[48];
     label(c, i, lb, sizeof lb);
     const pl_report_process_t *p = c->run[i].proc;
-    const pl_report_metric_t *m = heap ? metric(p, PL_METRIC_HEAP_BYTES) : rss_metric(p);
-    if (heap && m && m->verdict.kind != PL_VERDICT_INCONCLUSIVE) m = metric(p, PL_METRIC_HEAP_COUNT);
+    const pl_report_metric_t *m = heap ? pl_report_metric_of(p, PL_METRIC_HEAP_BYTES) : rss_metric(p);
+    if (heap && m && m->verdict.kind != PL_VERDICT_INCONCLUSIVE) m = pl_report_metric_of(p, PL_METRIC_HEAP_COUNT);
     if (!m) {
         snprintf(buf, n, "%s has no %s series", lb, heap ? "live-heap" : "RSS");
         return;
@@ -103,20 +85,22 @@ int pl_compare_runs(const pl_report_process_t *a, const char *alloc_a, const cha
     char l0[48], l1[48], s0[48], s1[48], u[160], u2[160];
     label(out, 0, l0, sizeof l0);
     label(out, 1, l1, sizeof l1);
+    snprintf(out->run[0].label, sizeof out->run[0].label, "%s", l0); /* the renderers name the runs so */
+    snprintf(out->run[1].label, sizeof out->run[1].label, "%s", l1);
     if (r[0].heap == PL_CMP_GROWS && r[1].heap == PL_CMP_GROWS) {
         out->kind = PL_COMPARE_LEAK;
         snprintf(out->text, sizeof out->text,
                  "The live heap grows under both (%s %s, %s %s): a real leak in the program, not allocator "
-                 "retention.", l0, slope(metric(a, PL_METRIC_HEAP_BYTES), true, s0, sizeof s0), l1,
-                 slope(metric(b, PL_METRIC_HEAP_BYTES), true, s1, sizeof s1));
+                 "retention.", l0, pl_report_slope_text(pl_report_metric_of(a, PL_METRIC_HEAP_BYTES), true, s0, sizeof s0), l1,
+                 pl_report_slope_text(pl_report_metric_of(b, PL_METRIC_HEAP_BYTES), true, s1, sizeof s1));
     } else if (r[0].heap == PL_CMP_FLAT && r[1].heap == PL_CMP_FLAT) {
         if (r[0].rss == PL_CMP_GROWS && r[1].rss == PL_CMP_GROWS) {
             out->kind = PL_COMPARE_OUTSIDE_HEAP;
             snprintf(out->text, sizeof out->text,
                      "RSS grows under both (%s %s, %s %s) while the live heap is flat in both: not a malloc leak and "
                      "not allocator retention; the growth is outside the malloc heap (file-backed or shared pages, "
-                     "mappings made directly, thread stacks).", l0, slope(rss_metric(a), true, s0, sizeof s0), l1,
-                     slope(rss_metric(b), true, s1, sizeof s1));
+                     "mappings made directly, thread stacks).", l0, pl_report_slope_text(rss_metric(a), true, s0, sizeof s0), l1,
+                     pl_report_slope_text(rss_metric(b), true, s1, sizeof s1));
         } else if (r[0].rss == PL_CMP_FLAT && r[1].rss == PL_CMP_FLAT) {
             out->kind = PL_COMPARE_NO_GROWTH;
             snprintf(out->text, sizeof out->text,
@@ -125,7 +109,7 @@ int pl_compare_runs(const pl_report_process_t *a, const char *alloc_a, const cha
                    (r[1].rss == PL_CMP_GROWS && r[0].rss == PL_CMP_FLAT)) {
             int g = r[0].rss == PL_CMP_GROWS ? 0 : 1;
             const char *lg = g ? l1 : l0, *lf = g ? l0 : l1;
-            slope(rss_metric(p[g]), true, s0, sizeof s0);
+            pl_report_slope_text(rss_metric(p[g]), true, s0, sizeof s0);
             if (!strcmp(r[g].allocator, "jemalloc") && !strcmp(r[1 - g].allocator, "glibc")) {
                 out->kind = PL_COMPARE_INCONCLUSIVE;
                 snprintf(out->text, sizeof out->text,
@@ -155,7 +139,7 @@ int pl_compare_runs(const pl_report_process_t *a, const char *alloc_a, const cha
         snprintf(out->text, sizeof out->text,
                  "Not decided: the live heap grows under %s (%s) but is flat under %s; a leak that depends on the "
                  "run, or growth the other allocator's size classes absorb. Run both longer.", g ? l1 : l0,
-                 slope(metric(p[g], PL_METRIC_HEAP_BYTES), true, s0, sizeof s0), g ? l0 : l1);
+                 pl_report_slope_text(pl_report_metric_of(p[g], PL_METRIC_HEAP_BYTES), true, s0, sizeof s0), g ? l0 : l1);
     } else {
         out->kind = PL_COMPARE_INCONCLUSIVE;
         int i = r[0].heap == PL_CMP_UNKNOWN ? 0 : 1;
@@ -191,110 +175,4 @@ void pl_compare_proc_allocator(const pl_extract_proc_t *p, const char **alloc, c
     }
     *alloc = pl_compare_guess_allocator(p->n_usable_sizes, p->n_usable_8mod16);
     if (*alloc) *from = "guessed";
-}
-
-const char *pl_compare_kind_name(pl_compare_kind_t k) {
-    switch (k) {
-    case PL_COMPARE_RETENTION: return "allocator-retention";
-    case PL_COMPARE_LEAK: return "leak";
-    case PL_COMPARE_OUTSIDE_HEAP: return "outside-heap";
-    case PL_COMPARE_NO_GROWTH: return "no-growth";
-    default: return "inconclusive";
-    }
-}
-
-/* ---- rendering ---- */
-
-static const pl_metric_t table_metrics[] = {PL_METRIC_RSS_ANON, PL_METRIC_RSS_FILE, PL_METRIC_RSS,
-                                            PL_METRIC_HEAP_BYTES, PL_METRIC_HEAP_COUNT};
-#define N_TABLE (sizeof table_metrics / sizeof table_metrics[0])
-
-int pl_compare_render_text(const pl_compare_t *c, FILE *o) {
-    if (!c || !o) return -EINVAL;
-    char l[2][48];
-    label(c, 0, l[0], sizeof l[0]);
-    label(c, 1, l[1], sizeof l[1]);
-    fprintf(o, "plateau report: comparing two runs\n");
-    for (int i = 0; i < 2; i++)
-        fprintf(o, "  %c: %s  pid %lld %s, host allocator %s%s%s%s\n", 'A' + i, pl_format_esc(c->run[i].source),
-                c->run[i].pid, pl_format_esc(c->run[i].name), pl_format_esc(c->run[i].allocator), c->run[i].allocator_from[0] ? " (" : "",
-                c->run[i].allocator_from, c->run[i].allocator_from[0] ? ")" : "");
-    fprintf(o, "  %-11s %-34s %-34s\n", "", l[0], l[1]);
-    for (size_t k = 0; k < N_TABLE; k++) {
-        const pl_report_metric_t *m[2] = {metric(c->run[0].proc, table_metrics[k]),
-                                          metric(c->run[1].proc, table_metrics[k])};
-        if (!m[0] && !m[1]) continue;
-        fprintf(o, "  %-11s", pl_metric_name(table_metrics[k]));
-        for (int i = 0; i < 2; i++) {
-            char cell[64], s[40];
-            if (m[i])
-                snprintf(cell, sizeof cell, "%s %s", pl_verdict_name(m[i]->verdict.kind),
-                         slope(m[i], pl_metric_is_bytes(table_metrics[k]), s, sizeof s));
-            else snprintf(cell, sizeof cell, "-");
-            fprintf(o, " %-34s", cell);
-        }
-        fputc('\n', o);
-    }
-    fprintf(o, "conclusion (%s): %s\n", pl_compare_kind_name(c->kind), c->text);
-    return ferror(o) ? -EIO : 0;
-}
-
-static const char *state_name(pl_compare_state_t s) {
-    return s == PL_CMP_GROWS ? "grows" : s == PL_CMP_FLAT ? "flat" : "unknown";
-}
-
-int pl_compare_render_json(const pl_compare_t *c, FILE *o) {
-    if (!c || !o) return -EINVAL;
-    pl_json_t j;
-    pl_json_init(&j, o, 0);
-    pl_json_object_block(&j);
-    pl_json_kstr(&j, "schema", "plateau.compare");
-    pl_json_kint(&j, "schema_version", PL_COMPARE_SCHEMA_VERSION);
-    pl_json_key(&j, "runs");
-    pl_json_array(&j); /* "[{" ... "}, {" ... "}]": the runs are blocks inside an inline array */
-    for (int i = 0; i < 2; i++) {
-        const pl_compare_run_t *r = &c->run[i];
-        pl_json_object_block(&j);
-        pl_json_kstr(&j, "source", r->source);
-        pl_json_kstr(&j, "allocator", r->allocator);
-        pl_json_key(&j, "allocator_from");
-        pl_json_str_or_null(&j, r->allocator_from[0] ? r->allocator_from : NULL);
-        pl_json_kint(&j, "pid", r->pid);
-        pl_json_kstr(&j, "name", r->name);
-        pl_json_kstr(&j, "heap", state_name(r->heap));
-        pl_json_kstr(&j, "rss", state_name(r->rss));
-        pl_json_key(&j, "metrics");
-        pl_json_array_block(&j);
-        for (size_t k = 0; k < N_TABLE; k++) {
-            const pl_report_metric_t *m = metric(r->proc, table_metrics[k]);
-            if (!m) continue;
-            const pl_verdict_t *v = &m->verdict;
-            pl_json_object(&j);
-            pl_json_kstr(&j, "name", pl_metric_name(table_metrics[k]));
-            pl_json_kstr(&j, "unit", pl_metric_is_bytes(table_metrics[k]) ? "bytes" : "count");
-            pl_json_kstr(&j, "verdict", pl_verdict_name(v->kind));
-            pl_json_knum(&j, "level", v->level);
-            pl_json_knum(&j, "slope_per_step", v->slope_per_step);
-            pl_json_key(&j, "slope_ci");
-            pl_json_array(&j);
-            pl_json_num(&j, v->slope_lo);
-            pl_json_num(&j, v->slope_hi);
-            pl_json_end(&j);
-            pl_json_kint(&j, "more_steps", v->more_steps);
-            pl_json_end(&j);
-        }
-        pl_json_end(&j);
-        pl_json_end(&j);
-    }
-    pl_json_end(&j);
-    pl_json_key(&j, "conclusion");
-    pl_json_object(&j);
-    pl_json_kstr(&j, "code", pl_compare_kind_name(c->kind));
-    pl_json_key(&j, "growing_run");
-    if (c->growing_run >= 0) pl_json_int(&j, c->growing_run);
-    else pl_json_null(&j);
-    pl_json_kstr(&j, "text", c->text);
-    pl_json_end(&j);
-    pl_json_end(&j);
-    return pl_json_done(&j);
 }

@@ -9,9 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "between.h"
 #include "diagnosis.h"
+#include "end.h"
 #include "format.h"
 #include "generations.h"
+#include "sentences.h"
 
 /* The limit a metric's growth runs into, and its name. */
 static double metric_limit(const pl_report_t *r, pl_metric_t m, const char **source) {
@@ -100,6 +103,9 @@ int pl_report_analyze(pl_report_t *r) {
     }
     cow_cgroup(r);
     pl_report_run_verdict(r);
+    for (size_t i = 0; i < r->n_procs; i++) /* the one test of practical significance, once: the labels read it */
+        for (int m = 0; m < PL_METRIC__COUNT; m++)
+            r->procs[i]->metrics[m].matters = pl_diagnosis_matters(r->procs[i], m, &r->practical);
     return 0;
 }
 
@@ -374,13 +380,18 @@ void pl_report_run_verdict(pl_report_t *r) {
 
 int pl_run_analyze(pl_run_t *run) {
     if (!run || !run->report) return -EINVAL;
-    /* The two sentences the verdict line, the diagnosis and the HTML quote, written once here from the facts the
+    /* The two sentences the verdict line, the diagnosis and the HTML quote (and each holder's line with its fix), written once here from the facts the
      * traces gave (the sites' top Python line, the census's first holder): extraction records facts only. */
     for (size_t i = 0; run->ext && i < run->ext->n_procs; i++) {
         const pl_extract_proc_t *xp = &run->ext->procs[i];
         pl_report_process_t *p = xp->proc;
         pl_run_site_sentence(xp, p->site_line, sizeof p->site_line);
+        pl_retention_say(xp->retention);
         pl_retention_sentence(xp->retention, p->holder_line, sizeof p->holder_line);
+        pl_end_of(run->ext, xp, &run->ext->procs[i].ended); /* how it ended, once: the renderers read it */
     }
+    pl_window_judge(run->ext); /* report --between: each process's fit and its metrics' change, once */
+    pl_run_name_rows(run->report); /* the pools' and generations' rows */
+    pl_run_cut_reason(run->report, run->ext); /* why the run was cut short, which the diagnosis quotes */
     return pl_report_analyze(run->report);
 }

@@ -11,9 +11,38 @@
 #include <stdint.h>
 #include <stdio.h>
 
-
 #include "report.h"
 #include "retention.h"
+
+/* How a process ended (docs/end-of-run.md): written by the analysis (reports/analyze: end.h), read by the
+ * renderers. */
+typedef enum pl_end_kind {
+    PL_END_CLEAN = 0,     /* exit or exec (an end record), status 0 or unknown */
+    PL_END_EXIT_STATUS,   /* the command exited with another status (run.status), no uncaught exception recorded */
+    PL_END_MEMORY_ERROR,  /* an uncaught Python MemoryError (the bootstrap's record) */
+    PL_END_CUDA_OOM,      /* an uncaught torch OutOfMemoryError (the bootstrap's record) */
+    PL_END_OOM_KILL,      /* SIGKILL, or no end record, while the OOM killer killed in plateau run's cgroup */
+    PL_END_SIGKILL,       /* SIGKILL (run.status), no OOM kill counted where it could be read */
+    PL_END_CRASH,         /* SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT (run.status) */
+    PL_END_SIGNAL,        /* another signal (run.status): SIGTERM, SIGINT, ... */
+    PL_END_NO_RECORD,     /* no end record and no status: a signal (a crash, SIGKILL, the OOM killer) */
+    PL_END_RUNNING,       /* no end record yet: still running */
+    PL_END__COUNT
+} pl_end_kind_t;
+
+typedef struct pl_end {
+    pl_end_kind_t kind;
+    int signal;               /* run.status's signal, 0 none */
+    int exit_status;          /* run.status's exit status, -1 unknown */
+    long oom_kill;            /* OOM kills in plateau run's cgroup during the run, -1 unknown */
+    long host_oom_kill;       /* on the host, -1 unknown */
+    char line[384];           /* "killed by SIGKILL while the OOM killer killed 1 process in the run's cgroup (memory.events):
+                               * out of memory" */
+} pl_end_t;
+
+/* "clean", "exit-status", "memory-error", "cuda-oom", "oom-kill", "sigkill", "crash", "signal", "no-end-record",
+ * "running"; "?" out of range. */
+const char *pl_end_kind_name(pl_end_kind_t k);
 
 #define PL_EXTRACT_MAX_SITES 5     /* call sites kept per process */
 #define PL_EXTRACT_SITE_FRAMES 16  /* native frames kept per site, innermost first (allocator frames skipped); 6 for
@@ -70,6 +99,27 @@ typedef struct pl_extract_dev_sites {
 
 #define PL_EXTRACT_WINDOW_SITES 10 /* call sites kept per process for a window (what grew between two steps) */
 #define PL_EXTRACT_END_STEPS 10    /* "its last steps" of the end-of-run view */
+#define PL_WINDOW_HOLDERS 5        /* census holders kept per window (what grew between two steps) */
+
+/* What grew between two steps (docs/window.md): one metric's change over a window, judged by the analysis
+ * (reports/analyze: between.h). */
+typedef struct pl_window_metric {
+    int64_t from_step, to_step; /* the series points read: the last at or before each end (from: the first point
+                                 * when the series starts after the window's start) */
+    double from, to;            /* their baselines (series.h: the minimum within the step) */
+    double change;              /* to - from */
+    double per_step;            /* change / (to_step - from_step), 0 when they are equal */
+    double peak;                /* the largest sample in from_step < step <= to_step, NAN when none */
+} pl_window_metric_t;
+
+/* How one process stands to the window (judged by the analysis). */
+typedef enum pl_window_fit {
+    PL_WINDOW_WHOLE = 0,        /* it completed the window's last step */
+    PL_WINDOW_CUT,              /* it ended inside the window: measured to its last step */
+    PL_WINDOW_AFTER_END,        /* it never completed a step after the window's start */
+    PL_WINDOW_NO_STEPS,         /* it recorded no step */
+    PL_WINDOW_NONE,             /* no window was measured (not asked, or a row without a trace) */
+} pl_window_fit_t;
 
 /* Call sites measured over a window of steps, from the live bytes of every stack kept exactly at the window's two
  * ends as the records arrive (not from the thinned per-stack histories the tail's sites use). */
@@ -88,6 +138,15 @@ typedef struct pl_extract_window {
     double live_bytes;          /* live bytes of every site then */
     size_t n_live;
     pl_extract_site_t live[PL_EXTRACT_WINDOW_SITES];
+    /* a window's judgement (not the end view's), written by the analysis (pl_run_analyze, reports/analyze:
+     * between.h) and read by the renderers; all zero before */
+    pl_window_fit_t fit;
+    bool has_metric[PL_METRIC__COUNT];           /* the metric has a series by step with a point at or before its end */
+    pl_window_metric_t metric[PL_METRIC__COUNT]; /* its change from from_step to end_step */
+    size_t n_holders;                            /* census holders that grew in the window, largest growth first: */
+    size_t holder[PL_WINDOW_HOLDERS];            /* their indexes into the process's retention holders */
+    double holder_grow[PL_WINDOW_HOLDERS];       /* their growth (items, or autograd nodes for a tensor) */
+    double holder_bytes_grow[PL_WINDOW_HOLDERS]; /* their bytes' growth, NAN unknown */
 } pl_extract_window_t;
 
 typedef struct pl_extract_proc {
@@ -145,7 +204,7 @@ typedef struct pl_extract_proc {
     /* what grew between two steps (reports/render/window.h, docs/window.md): NULL unless the options asked for a
      * window */
     struct pl_extract_window *window;
-    /* how it ended (reports/render/ending.h, docs/end-of-run.md): sites live at its end and grown over its last steps,
+    /* how it ended (docs/end-of-run.md; `ended` below says how): sites live at its end and grown over its last steps,
      * NULL when the trace holds no stack. Owned, freed by pl_extract_free */
     struct pl_extract_window *end;
     char uncaught[64];          /* the exception that ended the program, as the bootstrap recorded it; "" none */
@@ -153,7 +212,12 @@ typedef struct pl_extract_proc {
      * over devices; -1 unknown */
     int64_t dev_last_allocated, dev_last_reserved, dev_last_inactive_split;
     int64_t dev_last_step;      /* steps completed at that snapshot */
+    pl_end_t ended;             /* how it ended: written by the analysis (pl_run_analyze, reports/analyze: end.h),
+                                 * read by the renderers; all zero before */
 } pl_extract_proc_t;
+
+/* How process p stands to the window the analysis judged (its window's fit), PL_WINDOW_NONE without a window. */
+pl_window_fit_t pl_window_fit(const pl_extract_proc_t *p);
 
 #define PL_EXTRACT_FAILED_NAMED 5 /* failed files named one by one; the rest are counted ("and N more") */
 
@@ -177,6 +241,7 @@ typedef struct pl_extract {
     size_t n_failed_named;      /* messages kept in failed[]: the first PL_EXTRACT_FAILED_NAMED failures */
     char failed[PL_EXTRACT_FAILED_NAMED][320];
     size_t n_cut_short;         /* processes that make the run cut short (damaged, or root without end record) */
+    size_t cut_proc;            /* the first of them (procs[cut_proc]), whose reason the analysis writes */
     /* how each command ended, from the run directory's run.status (written by `plateau run`: one line per run,
      * `--append` adds one), when present: the last PL_EXTRACT_MAX_STATUS lines */
     size_t n_status;

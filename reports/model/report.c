@@ -1,15 +1,14 @@
 /* reports/model/report: the report model (see report.h): ownership, metric names, what a process's verdict means
- * for a series' label, and the two lines that sum up the worker processes. The analysis that fills the verdicts is
+ * for a series' label, and which worker rows are quiet or said by their pool. The analysis that fills the verdicts is
  * reports/analyze/report.c. */
 #include "report.h"
 
 #include <errno.h>
-#include <stdarg.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dx.h"
 #include "format.h"
 #include "grow.h"
 
@@ -57,7 +56,7 @@ void pl_report_destroy(pl_report_t *r) {
 void pl_report_set_cut_short(pl_report_t *r, const char *reason) {
     if (!r) return;
     r->cut_short = true;
-    if (!reason) reason = "trace ended abruptly";
+    if (!reason) reason = ""; /* the sentence is the analysis' (pl_run_cut_reason) */
     size_t n = strlen(reason);
     if (n < sizeof r->cut_reason) {
         memcpy(r->cut_reason, reason, n + 1);
@@ -128,54 +127,25 @@ bool pl_report_program_metric(const pl_report_process_t *p, pl_metric_t m) {
     }
 }
 
-const char *pl_report_metric_label(const pl_report_t *r, const pl_report_process_t *p, pl_metric_t m) {
-    const pl_verdict_t *v = &p->metrics[m].verdict;
-    if (v->kind != PL_VERDICT_LEAK) return pl_verdict_name(v->kind);
-    if (!pl_diagnosis_matters(p, m, &r->practical)) return "slow growth";
-    return pl_report_program_metric(p, m) ? "leak" : "grows";
+const pl_report_metric_t *pl_report_metric_of(const pl_report_process_t *p, pl_metric_t m) {
+    return p && p->metrics[m].present ? &p->metrics[m] : NULL;
 }
+
+
+char *pl_report_slope_text(const pl_report_metric_t *m, bool bytes, char *buf, size_t n) {
+    if (!m || !isfinite(m->verdict.slope_per_step) || m->verdict.undecided == PL_UNDECIDED_NO_DATA) {
+        snprintf(buf, n, "?");
+        return buf;
+    }
+    char v[32];
+    pl_format_value(m->verdict.slope_per_step, bytes, v, sizeof v);
+    snprintf(buf, n, "%s%s/step", m->verdict.slope_per_step >= 0 ? "+" : "", v);
+    return buf;
+}
+
 
 bool pl_report_is_rank(const pl_report_process_t *p) {
     return p && p->role == PL_ROLE_MAIN && p->rank >= 0 && !p->n_pool && !p->n_gen;
-}
-
-/* append to a NUL-terminated buffer, cut at its size */
-static void cat(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void cat(char *buf, size_t size, const char *fmt, ...) {
-    size_t len = strnlen(buf, size);
-    if (len + 1 >= size) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf + len, size - len, fmt, ap);
-    va_end(ap);
-}
-
-size_t pl_report_cow_line(const pl_report_t *r, char *buf, size_t size) {
-    if (!size) return 0;
-    buf[0] = 0;
-    size_t n = 0;
-    double rise = 0, ceiling = 0;
-    int64_t lo = INT64_MAX, hi = INT64_MIN;
-    for (size_t i = 0; r && i < r->n_procs; i++) {
-        const pl_report_process_t *p = r->procs[i];
-        if (p->role != PL_ROLE_WORKER || !(p->verdict.cow_rise > 0)) continue;
-        n++;
-        rise += p->verdict.cow_rise;
-        ceiling += p->verdict.cow_ceiling;
-        if (p->pid < lo) lo = p->pid;
-        if (p->pid > hi) hi = p->pid;
-    }
-    if (!n) return 0;
-    char a[32], b[32];
-    cat(buf, size, "copy-on-access in %zu forked worker%s (", n, n > 1 ? "s" : "");
-    if (lo == hi) cat(buf, size, "pid %lld", (long long)lo);
-    else cat(buf, size, "pids %lld..%lld", (long long)lo, (long long)hi);
-    cat(buf, size, "): PSS +%s%s while %s RSS and live heap stay flat, ceiling %s%s; not a leak: %s the "
-        "parent's pages as %s its Python objects (keep the data in numpy arrays or tensors, or use fewer workers)",
-        pl_format_bytes(rise, a, sizeof a), n > 1 ? " in all" : "", n > 1 ? "their" : "its",
-        pl_format_bytes(ceiling, b, sizeof b), n > 1 ? " in all" : "", n > 1 ? "they copy" : "it copies",
-        n > 1 ? "they read" : "it reads");
-    return n;
 }
 
 bool pl_report_quiet_worker(const pl_report_process_t *p) {

@@ -52,6 +52,8 @@ typedef struct pl_report_metric {
     pl_series_t series;         /* owned */
     pl_verdict_t verdict;       /* valid after pl_report_analyze */
     const char *limit_source;   /* static string naming the limit projected against, or NULL */
+    bool matters;               /* a leak that matters in practice (dx.h, pl_diagnosis_matters): set by
+                                 * pl_report_analyze, read by the renderers' labels */
 } pl_report_metric_t;
 
 /* A process's (and the run's) verdict, from the diagnosis (docs/verdict.md §5-6), never from "any metric": only the
@@ -109,7 +111,7 @@ typedef struct pl_report_process {
     int32_t rank;               /* -1 when not a distributed rank */
     int32_t local_rank;         /* rank within its node, -1 when unset (set by the front end) */
     char node[64];              /* host name the process ran on, "" unknown (traces before 1.7) */
-    char name[64];
+    char name[64];              /* the command; a pool's or generations' row is named by pl_run_analyze */
     pl_proc_role_t role;        /* set by the front end (reports/extract.c) before pl_report_analyze */
     bool helper;                /* a short helper (role worker): no steps, lived < 1 s, peak RSS < 64 MiB; folded into
                                  * one count-by-name line of the text report (reports/extract.c, docs/verdict.md) */
@@ -192,7 +194,7 @@ typedef struct pl_report {
 pl_report_t *pl_report_create(const char *source);
 void pl_report_destroy(pl_report_t *r);
 
-/* Mark the run as cut short; reason is copied (truncated). */
+/* Mark the run as cut short; reason is copied (cut with a visible "..."), NULL as "". */
 void pl_report_set_cut_short(pl_report_t *r, const char *reason);
 
 /* A new process row, owned by r, stable until pl_report_destroy. NULL on allocation failure. */
@@ -226,10 +228,13 @@ bool pl_pverdict_grows(pl_pverdict_t k);
  * tensors were)? The one rule: the diagnosis and the labels both ask it. */
 bool pl_report_program_metric(const pl_report_process_t *p, pl_metric_t m);
 
-/* The word a renderer shows for one metric's verdict: the trend verdict's name, except that a growing series is
- * "leak" only for a program-memory metric growing fast enough to matter, "grows" for other metrics (RSS beside a
- * live heap, PSS, file pages: findings, not leaks), and "slow growth" when it would not matter (practical). */
-const char *pl_report_metric_label(const pl_report_t *r, const pl_report_process_t *p, pl_metric_t m);
+
+/* p's metric m when it was recorded, else NULL (p may be NULL). */
+const pl_report_metric_t *pl_report_metric_of(const pl_report_process_t *p, pl_metric_t m);
+
+/* A metric's fitted slope: "+1.00 MiB/step" (bytes) or "+3/step", "?" when m is NULL, the slope is not finite or
+ * there was no data. Returns buf. */
+char *pl_report_slope_text(const pl_report_metric_t *m, bool bytes, char *buf, size_t n);
 
 /* Is p one of the run's ranks: a main process (not a pool row) with a rank? */
 bool pl_report_is_rank(const pl_report_process_t *p);
@@ -242,8 +247,3 @@ bool pl_report_quiet_worker(const pl_report_process_t *p);
 /* Is p a worker counted in its pool because the pool leaks or grows slowly (its trainer's pool row says it)? */
 bool pl_report_said_by_pool(const pl_report_t *r, const pl_report_process_t *p);
 
-/* The line that sums up the workers copying their parent's pages (the copy-on-access finding, docs/verdict.md):
- * "copy-on-access in 2 forked workers (pids 101..102): PSS +96.0 MiB in all while their RSS and live heap stay flat,
- * ceiling 410 MiB in all; not a leak: ...". Writes at most size bytes (cut, NUL-terminated); "" when none. Returns
- * how many workers it sums up. */
-size_t pl_report_cow_line(const pl_report_t *r, char *buf, size_t size);

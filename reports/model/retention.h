@@ -6,7 +6,8 @@
  * of the run, in most intervals, never shrank, and still grew over the last third of them: a buffer that fills and
  * then stays bounded, or a list emptied each epoch, is never named.
  * Data flow: extract.c hands each record to pl_retention_add; pl_retention_judge runs once the trace is read; the
- * renderers read the result (and pl_retention_sentence for the verdict line). Not thread-safe per object.
+ * analysis writes each holder's fix_line and the verdict line's sentence (reports/analyze: sentences.h); the
+ * renderers read the result. The model writes no English. Not thread-safe per object.
  */
 #pragma once
 
@@ -50,6 +51,9 @@ typedef struct pl_retention_holder {
     char alloc_at[256];             /* that site's name ("train.py:42 in train"), "" none */
     uint32_t alloc_hits;            /* storages found there (of n_ranges) */
     double alloc_bytes;             /* their sampled allocations' estimated bytes */
+    /* set by the analysis (reports/analyze: pl_retention_say), read by the verdict line and the renderers */
+    char fix_line[401];             /* the line that grows it, with its likely fix: "; likely fix: ... at main.py:17",
+                                     * "; grown at main.py:17", "" none (cut at 400 bytes) */
 } pl_retention_holder_t;
 
 typedef struct pl_retention {
@@ -72,14 +76,5 @@ pl_retention_holder_t *pl_retention_find(pl_retention_t *rt, const char *path);
 
 /* Judge every holder (docs/retention.md, "Growth, not size") and sort the named ones first. Idempotent. */
 void pl_retention_judge(pl_retention_t *rt);
-
-/* The verdict line's part, short: "kept by `total_loss` (local of train() in main.py; autograd graph +8 nodes/step);
- * likely fix: accumulate `loss.item()` (or `loss.detach()`) at main.py:17" for the first named holder; returns the
- * length, 0 (buf "") when none is named. */
-size_t pl_retention_sentence(const pl_retention_t *rt, char *buf, size_t n);
-
-/* One holder in full, for the "who keeps it" lists: "`total_loss` (local of train() in main.py): a tensor whose
- * autograd graph grows 8 nodes/step, 57.3 MiB of tensors (+367.0 KiB/step); likely fix: ... at main.py:17". */
-size_t pl_retention_holder_phrase(const pl_retention_holder_t *h, char *buf, size_t n);
 
 void pl_retention_free(pl_retention_t *rt);

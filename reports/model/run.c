@@ -9,16 +9,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "format.h"
-#include "pysites.h"
 
 /* Processes are keyed by (node, pid): the nodes of a merged multi-node run reuse each other's pids. */
 static bool same_node(const pl_extract_proc_t *a, const pl_extract_proc_t *b) { return !strcmp(a->node, b->node); }
@@ -158,23 +154,6 @@ static void sort_procs(pl_report_t *r, pl_extract_t *x) {
     if (x->n_procs < 2 || x->n_procs != r->n_procs) return; /* other front ends' rows: keep their order */
     qsort(x->procs, x->n_procs, sizeof *x->procs, cmp_proc);
     for (size_t i = 0; i < x->n_procs; i++) r->procs[i] = x->procs[i].proc;
-}
-
-/* "signal 11 (SIGSEGV)"; SIGKILL is also what the OOM killer sends */
-static const char *signal_text(int sig) {
-    static char buf[64];
-    static const struct { int n; const char *name; } names[] = {
-        {SIGSEGV, "SIGSEGV, a crash"}, {SIGABRT, "SIGABRT, an abort"}, {SIGBUS, "SIGBUS"}, {SIGFPE, "SIGFPE"},
-        {SIGILL, "SIGILL"}, {SIGKILL, "SIGKILL: the OOM killer or kill -9"}, {SIGTERM, "SIGTERM"}, {SIGINT, "SIGINT"},
-        {SIGHUP, "SIGHUP"}, {SIGQUIT, "SIGQUIT"}, {SIGPIPE, "SIGPIPE"},
-    };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (names[i].n == sig) {
-            snprintf(buf, sizeof buf, "signal %d (%s)", sig, names[i].name);
-            return buf;
-        }
-    snprintf(buf, sizeof buf, "signal %d", sig);
-    return buf;
 }
 
 /* DIR/run.status into x: one line per run ("pid P signal N" / "pid P exit N", cli/run.c); malformed lines are
@@ -326,9 +305,8 @@ static int build_pools(pl_report_t *r, pl_extract_t *x) {
                 sum += value_at(mem[j], &mem[j]->proc->metrics[PL_METRIC_HEAP_BYTES].series, t);
             if (isfinite(sum)) smp[k++] = (pl_sample_t){ts->points[q].step, ts->points[q].t_ns, sum};
         }
-        char name[64];
-        snprintf(name, sizeof name, "pool of %zu worker%s", n, n > 1 ? "s" : "");
-        pl_report_process_t *row = k ? pl_report_add_process(r, tr->pid, -1, name) : NULL;
+        /* its name is the analysis's (pl_run_name_rows): the model writes no English */
+        pl_report_process_t *row = k ? pl_report_add_process(r, tr->pid, -1, NULL) : NULL;
         int rc = k && !row ? -ENOMEM : 0;
         if (row) {
             row->role = PL_ROLE_WORKER;
@@ -413,9 +391,7 @@ static int gen_row(pl_report_t *r, const pl_extract_proc_t *tr, const gen_t *g, 
                 gap[j] = gap[j - 1];
                 gap[j - 1] = t;
             }
-        char name[64];
-        snprintf(name, sizeof name, "%zu workers in %zu generations of %zu", n_workers, k, size);
-        pl_report_process_t *row = pl_report_add_process(r, tr->pid, -1, name);
+        pl_report_process_t *row = pl_report_add_process(r, tr->pid, -1, NULL); /* named by pl_run_name_rows */
         if (!row) rc = -ENOMEM;
         if (row) {
             row->role = PL_ROLE_WORKER;
@@ -491,41 +467,15 @@ static int build_generations(pl_report_t *r, pl_extract_t *x) {
 void pl_run_update_cut_short(pl_report_t *r, pl_extract_t *x) {
     update_roles(x);
     r->cut_short = false;
-    r->cut_reason[0] = 0;
+    r->cut_reason[0] = 0; /* the analysis says why (pl_run_cut_reason) */
     x->n_cut_short = 0;
     for (size_t i = 0; i < x->n_procs; i++) {
         const pl_extract_proc_t *p = &x->procs[i];
         if (!p->damaged && (p->clean_end || !is_root(x, p))) continue;
         x->n_cut_short++;
         if (r->cut_short) continue;
-        char reason[512];
-        const char *b = strrchr(p->file, '/');
-        b = b ? b + 1 : (p->file[0] ? p->file : "trace");
-        int w;
-        /* the file by its base name (the directory is the report's): the reader's message is "FILE: offset N:
-         * what", which fits the report's reason whole; the full message is in x */
-        size_t fl = strlen(p->file);
-        const char *msg = fl && !strncmp(p->error, p->file, fl) && p->error[fl] == ':' ? p->error + fl : NULL;
-        if (p->running) /* first: a running process's trace has no end yet, and may end in a chunk being written */
-            w = snprintf(reason, sizeof reason, "%s has no end record yet: pid %u is still running", b, p->pid);
-        else if (p->damaged && msg)
-            w = snprintf(reason, sizeof reason, "damaged tail: %s%s", b, msg);
-        else if (p->damaged)
-            w = snprintf(reason, sizeof reason, "damaged tail: %s", p->error);
-        else if (pl_run_status_of(x, p->pid) && pl_run_status_of(x, p->pid)->signal > 0) {
-            const pl_extract_status_t *st = pl_run_status_of(x, p->pid);
-            w = snprintf(reason, sizeof reason, "killed by %s", signal_text(st->signal));
-            if (w > 0 && (size_t)w < sizeof reason && st->signal == SIGKILL && st->oom_kill > 0) /* docs/end-of-run.md */
-                w += snprintf(reason + w, sizeof reason - (size_t)w, "; the OOM killer killed %ld process%s in the "
-                              "run's cgroup while it ran", st->oom_kill, st->oom_kill > 1 ? "es" : "");
-        } else if (pl_run_status_of(x, p->pid))
-            w = snprintf(reason, sizeof reason, "%s has no end record, but the command exited with status %d", b,
-                         pl_run_status_of(x, p->pid)->exit);
-        else
-            w = snprintf(reason, sizeof reason, "%s has no end record: ended by a signal (a crash, SIGKILL, the OOM "
-                         "killer) or still running", b);
-        if (w < 0) reason[0] = 0;
-        pl_report_set_cut_short(r, reason);
+        r->cut_short = true;
+        x->cut_proc = i;
     }
 }
 
@@ -567,59 +517,17 @@ void pl_run_totals(const pl_extract_t *x, pl_run_totals_t *t) {
     t->kind = t->n_pss == t->n_procs ? PL_TOTALS_PSS : t->n_pss == 0 ? PL_TOTALS_RSS : PL_TOTALS_PSS_SOME;
 }
 
-int pl_run_totals_phrase(const pl_run_totals_t *t, char *buf, size_t n) {
-    char a[32], b[32];
-    pl_format_bytes(t->pss_bytes, a, sizeof a);
-    pl_format_bytes(t->rss_bytes, b, sizeof b);
-    switch (t->kind) {
-    case PL_TOTALS_PSS: return snprintf(buf, n, "total PSS %s (RSS %s, shared pages counted once per process)", a, b);
-    case PL_TOTALS_RSS:
-        return snprintf(buf, n, "total RSS %s; no PSS sample (a process's first comes 5 s after it starts; "
-                                "PLATEAU_PSS=0 turns them off)", b);
-    default:
-        return snprintf(buf, n, "total PSS %s over the %zu with a PSS sample (a process's first comes 5 s after it "
-                                "starts; RSS %s, shared pages counted once per process)", a, t->n_pss, b);
-    }
-}
-
-size_t *pl_run_rank_rows(const pl_extract_t *x, size_t *n) {
-    *n = 0;
-    size_t *ix = malloc((x->n_procs ? x->n_procs : 1) * sizeof *ix);
-    if (!ix) return NULL;
-    for (size_t i = 0; i < x->n_procs; i++)
-        if (pl_report_is_rank(x->procs[i].proc)) {
-            size_t j = (*n)++;
-            for (; j > 0; j--) { /* insertion: ranks are few */
-                const pl_extract_proc_t *a = &x->procs[ix[j - 1]], *b = &x->procs[i];
-                if (a->rank < b->rank || (a->rank == b->rank && strcmp(a->node, b->node) <= 0)) break;
-                ix[j] = ix[j - 1];
-            }
-            ix[j] = i;
-        }
-    if (!*n) {
-        free(ix);
-        return NULL;
-    }
-    return ix;
-}
-
 bool pl_run_crosscheck_agrees(const pl_extract_proc_t *p) {
     return p->n_hook_dev_allocs == p->n_cupti_dev_allocs && p->hook_dev_alloc_bytes == p->cupti_dev_alloc_bytes;
 }
 
-size_t pl_run_site_sentence(const pl_extract_proc_t *p, char *buf, size_t n) {
-    if (!n) return 0;
-    buf[0] = 0;
-    if (!p || !p->n_sites || !p->sites[0].py_name) return 0;
-    const pl_extract_site_t *top = &p->sites[0];
-    int w = snprintf(buf, n, "%.0f%% of it allocated at %s:%d%s%s%s", 100 * top->share,
-                     pl_pysite_short(top->py_file), top->py_line, top->py_source ? " (`" : "",
-                     top->py_source ? top->py_source : "", top->py_source ? "`)" : "");
-    if (w < 0) {
-        buf[0] = 0;
-        return 0;
-    }
-    return (size_t)w < n ? (size_t)w : n - 1;
+static const char *kind_names[PL_END__COUNT] = {"clean", "exit-status", "memory-error", "cuda-oom", "oom-kill",
+                                                "sigkill", "crash", "signal", "no-end-record", "running"};
+
+const char *pl_end_kind_name(pl_end_kind_t k) { return (unsigned)k < PL_END__COUNT ? kind_names[k] : "?"; }
+
+pl_window_fit_t pl_window_fit(const pl_extract_proc_t *p) {
+    return p && p->window ? p->window->fit : PL_WINDOW_NONE;
 }
 
 static bool dev_metric(int m) {
@@ -647,32 +555,6 @@ bool pl_run_sites(const pl_extract_proc_t *p, pl_run_sites_t *v) {
         return true;
     }
     return false;
-}
-
-size_t pl_run_dev_site_sentence(const pl_run_sites_t *v, bool by_step, char *buf, size_t n) {
-    if (!n) return 0;
-    buf[0] = 0;
-    if (!v->device || !v->n) return 0;
-    const pl_extract_site_t *top = &v->sites[0];
-    char at[200];
-    if (top->py_name)
-        snprintf(at, sizeof at, "%s:%d%s%s%s", pl_pysite_short(top->py_file), top->py_line,
-                 top->py_source ? " (`" : "", top->py_source ? top->py_source : "", top->py_source ? "`)" : "");
-    else
-        snprintf(at, sizeof at, "%s", top->n_frames ? top->frames[0] : "an unnamed stack");
-    /* No Python frame: the request came from a thread running no Python (on an H200 with torch 2.11, the autograd
-     * engine's thread during backward took the segments a leak of the main thread's tensors filled): the request
-     * that makes the allocator take a segment need not be the line that keeps the memory. */
-    int w = snprintf(buf, n, "%.0f%% of the device memory taken from the driver since %s %lld was requested at %s%s",
-                     100 * top->share, by_step ? "step" : "second", (long long)v->since, at,
-                     top->py_name || !v->python ? "" : " on a thread running no Python (e.g. torch's autograd engine): a segment "
-                                         "is taken by whichever request finds no free block, not necessarily by "
-                                         "the line that keeps it");
-    if (w < 0) {
-        buf[0] = 0;
-        return 0;
-    }
-    return (size_t)w < n ? (size_t)w : n - 1;
 }
 
 /* ---- the model's lifecycle (the process table lives here, beside the run, so renderers link without the
@@ -759,7 +641,24 @@ void pl_run_view_free(pl_run_view_t *v) {
     free(v->damaged);
     free(v->looped);
     free(v->row_of);
+    free(v->ext_of);
+    free(v->rank_rows);
     memset(v, 0, sizeof *v);
+}
+
+/* The rank rows by rank, then node, then row (an insertion: ranks are few). */
+static void rank_order(const pl_report_t *r, pl_run_view_t *v) {
+    for (size_t i = 0; i < v->n_rows; i++) {
+        const pl_report_process_t *b = r->procs[i];
+        if (!pl_report_is_rank(b)) continue;
+        size_t j = v->n_ranks++;
+        for (; j > 0; j--) {
+            const pl_report_process_t *a = r->procs[v->rank_rows[j - 1]];
+            if (a->rank < b->rank || (a->rank == b->rank && strcmp(a->node, b->node) <= 0)) break;
+            v->rank_rows[j] = v->rank_rows[j - 1];
+        }
+        v->rank_rows[j] = i;
+    }
 }
 
 int pl_run_view_make(const pl_report_t *r, const pl_extract_t *x, pl_run_view_t *v) {
@@ -770,20 +669,25 @@ int pl_run_view_make(const pl_report_t *r, const pl_extract_t *x, pl_run_view_t 
     v->damaged = calloc(v->n_rows ? v->n_rows : 1, sizeof *v->damaged);
     v->looped = calloc(v->n_rows ? v->n_rows : 1, sizeof *v->looped);
     v->row_of = calloc(v->n_ext ? v->n_ext : 1, sizeof *v->row_of);
-    if (!v->fold || !v->damaged || !v->looped || !v->row_of) {
+    v->ext_of = calloc(v->n_rows ? v->n_rows : 1, sizeof *v->ext_of);
+    v->rank_rows = calloc(v->n_rows ? v->n_rows : 1, sizeof *v->rank_rows);
+    if (!v->fold || !v->damaged || !v->looped || !v->row_of || !v->ext_of || !v->rank_rows) {
         pl_run_view_free(v);
         return -ENOMEM;
     }
+    for (size_t i = 0; i < v->n_rows; i++) v->ext_of[i] = v->n_ext;
     /* each process image's row: the same index when the two tables line up (after pl_run_assemble), else searched */
     for (size_t k = 0; k < v->n_ext; k++) {
         size_t i = k < v->n_rows && r->procs[k] == x->procs[k].proc ? k : 0;
         while (i < v->n_rows && r->procs[i] != x->procs[k].proc) i++;
         v->row_of[k] = i;
         if (i == v->n_rows) continue;
+        v->ext_of[i] = k;
         v->damaged[i] = x->procs[k].damaged;
         v->looped[i] = x->procs[k].steps_auto && x->procs[k].n_steps > 0;
     }
     pl_run_totals(x, &v->totals);
+    rank_order(r, v);
     v->workers_pid_lo = INT64_MAX;
     v->workers_pid_hi = INT64_MIN;
     for (size_t i = 0; i < v->n_rows; i++) {
@@ -806,34 +710,3 @@ bool pl_run_view_hides(const pl_run_view_t *v, size_t i) {
     return i < v->n_rows && v->fold[i] != PL_FOLD_NONE && !v->damaged[i];
 }
 
-static void cat(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void cat(char *buf, size_t size, const char *fmt, ...) {
-    size_t len = strnlen(buf, size);
-    if (len + 1 >= size) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf + len, size - len, fmt, ap);
-    va_end(ap);
-}
-
-size_t pl_run_view_workers_line(const pl_run_view_t *v, char *buf, size_t size) {
-    if (!size) return 0;
-    buf[0] = 0;
-    size_t n = v->n_workers, n_loop = v->n_workers_looped, n_never = n - n_loop;
-    if (!n) return 0;
-    /* a worker whose loop was found steps (on synthetic steps): "never step" is said only of those that do not */
-    if (!n_loop) cat(buf, size, "workers (%zu process%s that never step", n, n > 1 ? "es" : "");
-    else if (!n_never)
-        cat(buf, size, "workers (%zu process%s whose loop%s period detection found", n, n > 1 ? "es" : "",
-            n > 1 ? "s" : "");
-    else
-        cat(buf, size, "workers (%zu processes: %zu whose loop%s period detection found, %zu that never step%s", n,
-            n_loop, n_loop > 1 ? "s" : "", n_never, n_never > 1 ? "" : "s");
-    if (v->workers_pid_lo == v->workers_pid_hi) cat(buf, size, ", pid %lld", (long long)v->workers_pid_lo);
-    else cat(buf, size, ", pids %lld..%lld", (long long)v->workers_pid_lo, (long long)v->workers_pid_hi);
-    cat(buf, size, "): none leaks; %zu flat", n - v->n_workers_undecided - v->n_workers_nodata);
-    if (v->n_workers_undecided)
-        cat(buf, size, ", %zu not decided on their own (short-lived or noisy)", v->n_workers_undecided);
-    if (v->n_workers_nodata) cat(buf, size, ", %zu too brief to judge", v->n_workers_nodata);
-    return n;
-}

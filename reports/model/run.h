@@ -4,8 +4,9 @@
  * beyond the series (extract.h: per process image its file, process tree, argv, clean end, damage, sites, auto-steps,
  * CUPTI cross-check; per run the command's status and the files left out). Ingest (extract.c) fills both, one trace
  * at a time; the assembly here then works on the whole run: processes in start order, roles (main / worker / short
- * helper), worker pools and generations as rows of their own, whether the run was cut short and why. Ingest
- * records facts; the sentences quoted from them (a site's, a holder's) are written once, by pl_run_analyze. Text,
+ * helper), worker pools and generations as rows of their own, whether the run was cut short. Ingest records facts;
+ * the sentences quoted from them (a site's, a holder's, why the run was cut short, the pools' names) are written
+ * once, by pl_run_analyze. Text,
  * JSON, HTML (render.h, render_html.h) and the exports (export.h) render from a pl_run_t only, the first three
  * through one view of it (pl_run_view_t: which rows fold and why, the totals).
  * Data flow: traces -> extract.c (ingest) -> run.c (assembly) -> pl_run_analyze -> view -> renderers.
@@ -38,8 +39,9 @@ void pl_run_destroy(pl_run_t *run);
  * Returns 0 or -ENOMEM. */
 int pl_run_assemble(pl_report_t *r, pl_extract_t *x, const char *status_dir);
 
-/* Roles, then whether the run was cut short (a damaged trace, or a root process without an end record) and why:
- * after each trace read on its own (pl_extract_file, _mem, _reader) and by pl_run_assemble. */
+/* Roles, then whether the run was cut short (a damaged trace, or a root process without an end record; x->cut_proc
+ * the first such process, whose reason pl_run_analyze writes): after each trace read on its own (pl_extract_file,
+ * _mem, _reader) and by pl_run_assemble. */
 void pl_run_update_cut_short(pl_report_t *r, pl_extract_t *x);
 
 /* After pl_run_analyze: the process whose series leak ("which process leaks"), by index into x->procs, or -1. The
@@ -70,16 +72,8 @@ typedef struct pl_run_totals {
 /* The totals of x (may be NULL: no process, PL_TOTALS_PSS of nothing). */
 void pl_run_totals(const pl_extract_t *x, pl_run_totals_t *t);
 
-/* The run's memory totals as one phrase for the text report, e.g. "total PSS 613 MiB (RSS 1.57 GiB, shared pages
- * counted once per process)", saying when some or all processes have no PSS sample. Returns what snprintf does. */
-int pl_run_totals_phrase(const pl_run_totals_t *t, char *buf, size_t n);
-
 /* The last per-step baseline of p's metric m, NAN when p has none. */
 double pl_run_last_base(const pl_report_process_t *p, pl_metric_t m);
-
-/* Indexes into x->procs of the ranks (pl_report_is_rank) sorted by rank then node, malloc'd (caller frees); *n gets
- * how many; NULL when none (or out of memory). */
-size_t *pl_run_rank_rows(const pl_extract_t *x, size_t *n);
 
 /* The line of DIR/run.status for the command whose pid is pid (the last one), NULL when none: how plateau run saw it
  * end. */
@@ -87,13 +81,6 @@ const pl_extract_status_t *pl_run_status_of(const pl_extract_t *x, uint32_t pid)
 
 /* The hooks and CUPTI saw the same device allocations (count and bytes). */
 bool pl_run_crosscheck_agrees(const pl_extract_proc_t *p);
-
-/* The sentence naming a process's top growing Python site (docs/python-frames.md), written once per process into
- * its row's site_line by pl_run_analyze:
- * "93% of it allocated at train.py:42 (`epoch_logits.append(logits)`)" (no source part when the file could not be
- * read). Writes at most n bytes (NUL-terminated) and returns the length, or 0 (buf = "") when the top site has no
- * Python frames or there is no site. */
-size_t pl_run_site_sentence(const pl_extract_proc_t *p, char *buf, size_t n);
 
 /* ---- the view: which rows of the report are summed up instead of shown in full, and why ----
  *
@@ -118,6 +105,12 @@ typedef struct pl_run_view {
     bool *looped;               /* per row: steps period detection found in its trace (steps_auto, n_steps > 0) */
     size_t n_ext;               /* the extraction's process images (x->n_procs; 0 without extraction) */
     size_t *row_of;             /* per process image x->procs[k]: its row i in r (n_rows when it has none) */
+    size_t *ext_of;             /* per row i: its process image k in x (n_ext when it has none: a pool or generations
+                                 * row, or no extraction) */
+    /* the one order of ranks every renderer lists them in (the rank table, the ranks' sections side by side) */
+    size_t n_ranks;             /* rows that are ranks (pl_report_is_rank) */
+    size_t *rank_rows;          /* [n_ranks] their rows i, by rank, then node (a merged job's nodes share ranks), then
+                                 * row */
     /* the workers' line: the PL_FOLD_WORKER rows */
     size_t n_workers;           /* how many */
     size_t n_workers_undecided; /* with the verdict "not decided" */
@@ -138,12 +131,6 @@ void pl_run_view_free(pl_run_view_t *view);
  * unless its trace is damaged. */
 bool pl_run_view_hides(const pl_run_view_t *view, size_t i);
 
-/* The line that sums up the PL_FOLD_WORKER rows: "workers (14 processes that never step, pids 13502..14439): none
- * leaks; 0 flat, 2 not decided on their own (short-lived or noisy), 12 too brief to judge"; a worker whose own loop
- * period detection found is said to have one ("workers (2 processes whose loops period detection found, ..."). Writes
- * at most size bytes (cut, NUL-terminated); "" when there is none. Returns how many processes it sums up. */
-size_t pl_run_view_workers_line(const pl_run_view_t *view, char *buf, size_t size);
-
 /* The call sites a report shows for a process: the device sites (facts.h, pl_extract_dev_sites_t) when its verdict
  * grows (leak or slow growth) by a device metric and its trace has device allocations with stacks, else the host
  * sites (sampled live bytes, as measured over the live heap's tail). */
@@ -160,10 +147,3 @@ typedef struct pl_run_sites {
 /* Fills *v for p (after analysis: it reads p->proc's verdict) and returns v->device. */
 bool pl_run_sites(const pl_extract_proc_t *p, pl_run_sites_t *v);
 
-/* The sentence naming the top device site: "93% of the device memory taken from the driver since step 12 was
- * requested at train.py:55 (`kept.append(x)`)"; a site without Python frames is named by its first native frame,
- * and in a process that runs Python the sentence adds that the request came from a thread running no Python (torch's
- * autograd engine takes segments during backward), which need not be the line that keeps the memory.
- * by_step: the tail is in steps (else seconds). Writes at most n bytes and returns the length, 0 (buf = "") when v
- * has no device site. */
-size_t pl_run_dev_site_sentence(const pl_run_sites_t *v, bool by_step, char *buf, size_t n);

@@ -16,6 +16,7 @@
 #include "format.h"
 #include "retention_render.h"
 #include "window.h"
+#include "words.h"
 #include "ending.h"
 
 #define CHART_W 720.0
@@ -142,7 +143,7 @@ static bool has_fit(const pl_verdict_t *v) {
  * label says so) is not drawn. */
 static bool projects(const pl_report_t *r, const pl_report_process_t *p, pl_metric_t m, const pl_verdict_t *v,
                      double hi, const pl_series_t *s) {
-    const char *label = pl_report_metric_label(r, p, m);
+    const char *label = pl_report_metric_label(p, m);
     return v->kind == PL_VERDICT_LEAK && v->has_oom && !s->by_time && m != PL_METRIC_PSS &&
            strcmp(label, "slow growth") && has_fit(v) && isfinite(v->limit) && v->limit > hi &&
            v->oom_step > v->last_step;
@@ -322,7 +323,7 @@ static void verdict_cell(FILE *o, const pl_report_t *r, const pl_report_process_
     const pl_report_metric_t *mt = &p->metrics[m];
     const pl_verdict_t *v = &mt->verdict;
     char a[32], b[32];
-    const char *label = pl_report_metric_label(r, p, m);
+    const char *label = pl_report_metric_label(p, m);
     fprintf(o, "<td class=\"%s\">%s</td><td>", label_class(label), label);
     /* a series by time buckets says seconds, not steps (a bucket is not a step) */
     const pl_series_t *s = &mt->series;
@@ -580,8 +581,8 @@ static void window_html(FILE *o, const pl_run_t *run) {
                 f == PL_WINDOW_CUT ? " (its last step: it ended inside the window)" : "");
         fputs("<table><tr><th>metric</th><th>from</th><th>to</th><th>change</th><th>per step</th></tr>\n", o);
         for (int m = 0; m < PL_METRIC__COUNT; m++) {
-            pl_window_metric_t v;
-            if (!pl_window_metric(p->proc, (pl_metric_t)m, w->from_step, w->end_step, &v)) continue;
+            if (!w->has_metric[m]) continue; /* judged by the analysis (pl_run_analyze) */
+            const pl_window_metric_t v = w->metric[m];
             bool bytes = pl_metric_is_bytes((pl_metric_t)m);
             fprintf(o, "<tr><td>%s</td><td class=\"num\">%s</td><td class=\"num\">%s</td><td class=\"num\">%s</td>"
                        "<td class=\"num\">%s</td></tr>\n", pl_metric_name((pl_metric_t)m),
@@ -609,32 +610,22 @@ static void window_html(FILE *o, const pl_run_t *run) {
     window_left_out_html(o, run, PL_WINDOW_AFTER_END);
 }
 
-/* One row per rank, ordered by rank, and whether the ranks agree (docs/verdict.md §9). */
-static void ranks_html(FILE *o, const pl_report_t *r) {
+/* One row per rank, in the view's order, and whether the ranks agree (docs/verdict.md §9). */
+static void ranks_html(FILE *o, const pl_report_t *r, const pl_run_view_t *v) {
     const pl_run_verdict_t *rv = &r->verdict;
     fprintf(o, "<h2>Ranks</h2>\n<p>%zu ranks on %zu node%s: ", rv->n_ranks, rv->n_nodes, rv->n_nodes == 1 ? "" : "s");
     esc(o, rv->ranks_line);
     fputs("</p>\n<table><tr><th>rank</th><th>local rank</th><th>node</th><th>pid</th><th>verdict</th></tr>\n", o);
-    for (int32_t last = -1;;) { /* ranks in order without sorting the report's rows: the next larger rank each time */
-        int32_t next = -1;
-        for (size_t i = 0; i < r->n_procs; i++)
-            if (pl_report_is_rank(r->procs[i]) && r->procs[i]->rank > last &&
-                (next < 0 || r->procs[i]->rank < next))
-                next = r->procs[i]->rank;
-        if (next < 0) break;
-        for (size_t i = 0; i < r->n_procs; i++) {
-            const pl_report_process_t *p = r->procs[i];
-            if (!pl_report_is_rank(p) || p->rank != next) continue;
-            bool leaks = p->verdict.kind == PL_PV_LEAK;
-            fprintf(o, "<tr><td class=\"num\">%d</td><td class=\"num\">", p->rank);
-            if (p->local_rank >= 0) fprintf(o, "%d", p->local_rank);
-            else fputs("-", o);
-            fputs("</td><td>", o);
-            esc(o, p->node[0] ? p->node : "-");
-            fprintf(o, "</td><td class=\"num\">%lld</td><td class=\"%s\">%s</td></tr>\n", (long long)p->pid,
-                    leaks ? "leak" : "flat", pl_pverdict_name(p->verdict.kind));
-        }
-        last = next;
+    for (size_t k = 0; k < v->n_ranks; k++) {
+        const pl_report_process_t *p = r->procs[v->rank_rows[k]];
+        bool leaks = p->verdict.kind == PL_PV_LEAK;
+        fprintf(o, "<tr><td class=\"num\">%d</td><td class=\"num\">", p->rank);
+        if (p->local_rank >= 0) fprintf(o, "%d", p->local_rank);
+        else fputs("-", o);
+        fputs("</td><td>", o);
+        esc(o, p->node[0] ? p->node : "-");
+        fprintf(o, "</td><td class=\"num\">%lld</td><td class=\"%s\">%s</td></tr>\n", (long long)p->pid,
+                leaks ? "leak" : "flat", pl_pverdict_name(p->verdict.kind));
     }
     fputs("</table>\n", o);
 }
@@ -658,8 +649,7 @@ static void site_rows(FILE *o, const pl_extract_site_t *s, size_t n, bool live_f
 /* How the process ended (reports/ending.h), when not cleanly: the line, what was live by site at its end, what grew
  * in its last steps, torch's allocator then. */
 static void end_html(FILE *o, const pl_extract_t *x, const pl_extract_proc_t *xp) {
-    pl_end_t e;
-    pl_end_of(x, xp, &e);
+    const pl_end_t e = xp->ended; /* written by the analysis (pl_run_analyze) */
     if (e.kind == PL_END_CLEAN || e.kind == PL_END_RUNNING) return;
     char a[32], b[32], c[32];
     fputs("<div class=\"cut\"><b>How it ended:</b> ", o);
@@ -715,7 +705,7 @@ static int charts(FILE *o, const pl_report_t *r, const pl_report_process_t *p) {
             pl_metric_t m = (pl_metric_t)order[i];
             const pl_report_metric_t *mt = &p->metrics[m];
             if (!chartable(r, mt)) continue;
-            const char *label = pl_report_metric_label(r, p, m);
+            const char *label = pl_report_metric_label(p, m);
             bool flat = !strcmp(label, "flat");
             if (flat != (pass == 1)) continue;
             if (pass == 1 && !n_flat++)
@@ -840,7 +830,7 @@ static int workers_html(FILE *o, const pl_report_t *r, const pl_extract_t *x, co
         else
             snprintf(line, sizeof line, "workers of pid %lld as a pool (%zu that live through its steps), heap.bytes "
                      "summed per step: %s", (long long)p->pid, p->n_pool,
-                     pl_report_metric_label(r, p, PL_METRIC_HEAP_BYTES));
+                     pl_report_metric_label(p, PL_METRIC_HEAP_BYTES));
         fprintf(o, "<details class=\"%s\"><summary>", p->n_gen ? "generations" : "pool");
         esc(o, line);
         fputs("</summary>\n", o);
@@ -920,7 +910,8 @@ static int tree_html(FILE *o, const pl_extract_t *x, const pl_run_view_t *v) {
     return 0;
 }
 
-/* The sections shown in full: other processes first, then the ranks side by side (ordered as the report's rows). */
+/* The sections shown in full: other processes first, then the ranks side by side (in the view's order, as the rank
+ * table). */
 static int sections_html(FILE *o, const pl_report_t *r, const pl_extract_t *x, const pl_run_view_t *v) {
     size_t n_ranks = 0;
     for (size_t i = 0; i < r->n_procs; i++) {
@@ -935,9 +926,10 @@ static int sections_html(FILE *o, const pl_report_t *r, const pl_extract_t *x, c
     }
     if (!n_ranks) return 0;
     fputs(n_ranks >= 2 ? "<div class=\"side\">\n" : "<div>\n", o);
-    for (size_t i = 0; i < r->n_procs; i++) {
+    for (size_t k = 0; k < v->n_ranks; k++) {
+        size_t i = v->rank_rows[k];
         const pl_report_process_t *p = r->procs[i];
-        if (pl_run_view_hides(v, i) || !pl_report_is_rank(p)) continue;
+        if (pl_run_view_hides(v, i)) continue;
         fputs("<div class=\"col\">\n", o);
         int rc = section(o, r, x, p);
         fputs("</div>\n", o);
@@ -969,7 +961,7 @@ static int html_page(const pl_run_t *run, const pl_run_view_t *v, FILE *o) {
         fputs("</div>\n", o);
     }
     window_html(o, run); /* report --between: what grew in the window, first */
-    if (r->verdict.n_ranks >= 2) ranks_html(o, r);
+    if (r->verdict.n_ranks >= 2) ranks_html(o, r, v);
     if (x && x->n_procs > 1) {
         const pl_run_totals_t *t = &v->totals;
         pl_format_bytes(t->rss_bytes, b, sizeof b);

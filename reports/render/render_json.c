@@ -292,22 +292,24 @@ static void json_rank_fields(pl_json_t *j, const pl_extract_proc_t *p) {
     pl_json_str_or_null(j, p->node[0] ? p->node : NULL);
 }
 
-static void json_rank_list(pl_json_t *j, const char *key, const pl_extract_t *x, const size_t *ix, size_t n,
+static void json_rank_list(pl_json_t *j, const char *key, const pl_extract_t *x, const pl_run_view_t *v,
                            pl_pverdict_t kind) {
     pl_json_key(j, key);
     pl_json_array(j);
-    for (size_t i = 0; i < n; i++)
-        if (x->procs[ix[i]].proc->verdict.kind == kind) pl_json_int(j, x->procs[ix[i]].rank);
+    for (size_t i = 0; i < v->n_ranks; i++) {
+        const pl_extract_proc_t *p = &x->procs[v->ext_of[v->rank_rows[i]]];
+        if (p->proc->verdict.kind == kind) pl_json_int(j, p->rank);
+    }
     pl_json_end(j);
 }
 
-/* "ranks": null without ranks, else the agreement and one row per rank (docs/report-schema.md) */
-static void ranks_json(const pl_report_t *r, const pl_extract_t *x, pl_json_t *j) {
-    size_t n, *ix = pl_run_rank_rows(x, &n);
+/* "ranks": null without ranks, else the agreement and one row per rank, in the view's order
+ * (docs/report-schema.md) */
+static void ranks_json(const pl_report_t *r, const pl_extract_t *x, const pl_run_view_t *view, pl_json_t *j) {
+    size_t n = view->n_ranks;
     pl_json_key(j, "ranks");
     if (!n) {
         pl_json_null(j);
-        free(ix);
         return;
     }
     const pl_run_verdict_t *rv = &r->verdict;
@@ -319,13 +321,13 @@ static void ranks_json(const pl_report_t *r, const pl_extract_t *x, pl_json_t *j
     else pl_json_bool(j, rv->ranks_agree > 0);
     pl_json_key(j, "line");
     pl_json_str_or_null(j, rv->ranks_line[0] ? rv->ranks_line : NULL);
-    json_rank_list(j, "leaking", x, ix, n, PL_PV_LEAK);
-    json_rank_list(j, "flat", x, ix, n, PL_PV_NO_LEAK);
+    json_rank_list(j, "leaking", x, view, PL_PV_LEAK);
+    json_rank_list(j, "flat", x, view, PL_PV_NO_LEAK);
     pl_json_break(j, 6);
     pl_json_key(j, "rows");
     pl_json_array_block(j);
     for (size_t k = 0; k < n; k++) {
-        const pl_extract_proc_t *p = &x->procs[ix[k]];
+        const pl_extract_proc_t *p = &x->procs[view->ext_of[view->rank_rows[k]]];
         const pl_proc_verdict_t *v = &p->proc->verdict;
         bool grows = pl_pverdict_grows(v->kind);
         pl_json_object(j);
@@ -341,7 +343,6 @@ static void ranks_json(const pl_report_t *r, const pl_extract_t *x, pl_json_t *j
     }
     pl_json_end(j);
     pl_json_end(j);
-    free(ix);
 }
 
 void pl_render_site_json(pl_json_t *j, const pl_extract_site_t *st) {
@@ -449,7 +450,7 @@ static void run_json(const pl_report_t *r, const pl_extract_t *x, const pl_run_v
     pl_json_knum(j, "total_rss_bytes", t->rss_bytes > 0 ? t->rss_bytes : NAN);
     pid_list(j, "leaking_pids", x, false);
     pid_list(j, "slow_growth_pids", x, true);
-    ranks_json(r, x, j);
+    ranks_json(r, x, view, j);
     pl_json_key(j, "processes");
     pl_json_array_block(j);
     for (size_t i = 0; i < x->n_procs; i++) {
@@ -506,7 +507,7 @@ static void run_json(const pl_report_t *r, const pl_extract_t *x, const pl_run_v
         sites_json(j, p);
         pl_retention_json(j, p->retention);
         pl_json_break(j, 7);
-        pl_end_json(j, x, p); /* how it ended (reports/ending.c) */
+        pl_end_json(j, p); /* how it ended (reports/ending.c) */
         pl_json_end(j);
     }
     pl_json_end(j);

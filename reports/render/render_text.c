@@ -11,6 +11,7 @@
 #include "ending.h"
 #include "format.h"
 #include "retention_render.h"
+#include "words.h"
 
 static const char *blocks_utf8[8] = {"\u2581", "\u2582", "\u2583", "\u2584", "\u2585", "\u2586", "\u2587", "\u2588"};
 static const char blocks_ascii[8] = {' ', '.', ':', '-', '=', '+', '*', '#'};
@@ -207,8 +208,8 @@ static int text_report(const pl_report_t *r, const pl_run_view_t *v, FILE *out, 
             fprintf(out, "  %-13s ", pl_metric_name((pl_metric_t)m));
             sparkline(out, &mt->series, &mt->verdict, width, ascii);
             fprintf(out, " %10s  %-12s ", pl_format_value(mt->verdict.last_value, bytes, last, sizeof last),
-                    pl_report_metric_label(r, p, (pl_metric_t)m));
-            const char *label = pl_report_metric_label(r, p, (pl_metric_t)m);
+                    pl_report_metric_label(p, (pl_metric_t)m));
+            const char *label = pl_report_metric_label(p, (pl_metric_t)m);
             details(out, mt, bytes, m != PL_METRIC_PSS, !strcmp(label, "slow growth"));
             fputc('\n', out);
         }
@@ -265,16 +266,17 @@ static const char *growth_text(const pl_report_process_t *p, char *buf, size_t s
 /* The process verdict (diagnosis.c), not "any metric": allocator retention, file pages and PSS never leak. */
 static bool proc_leaks(const pl_report_process_t *p) { return p->verdict.kind == PL_PV_LEAK; }
 
-/* One row per rank (docs/verdict.md §9) and the sentence on whether the ranks agree, when the run has >= 2 ranks. */
-static void ranks_text(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
-    size_t n, *ix = pl_run_rank_rows(x, &n);
+/* One row per rank (docs/verdict.md §9), in the view's order, and the sentence on whether the ranks agree, when the
+ * run has >= 2 ranks. */
+static void ranks_text(const pl_report_t *r, const pl_extract_t *x, const pl_run_view_t *v, FILE *o) {
+    size_t n = v->n_ranks;
     if (n >= 2) {
         const pl_run_verdict_t *rv = &r->verdict;
         fprintf(o, "ranks: %zu on %zu node%s: %s\n", n, rv->n_nodes, rv->n_nodes == 1 ? "" : "s",
                 pl_format_esc(rv->ranks_line));
         fprintf(o, "  %5s %5s %-16s %8s %7s  %-12s %s\n", "rank", "local", "node", "pid", "steps", "verdict", "growth");
         for (size_t k = 0; k < n; k++) {
-            const pl_extract_proc_t *p = &x->procs[ix[k]];
+            const pl_extract_proc_t *p = &x->procs[v->ext_of[v->rank_rows[k]]];
             char lr[16], g[64];
             if (p->local_rank >= 0) snprintf(lr, sizeof lr, "%d", p->local_rank);
             else snprintf(lr, sizeof lr, "-");
@@ -283,7 +285,6 @@ static void ranks_text(const pl_report_t *r, const pl_extract_t *x, FILE *o) {
                     growth_text(p->proc, g, sizeof g));
         }
     }
-    free(ix);
 }
 
 void pl_render_site_text(FILE *o, const pl_extract_site_t *st) {
@@ -403,7 +404,7 @@ static int run_lines(const pl_run_t *run, const pl_run_view_t *view, FILE *o, bo
                         pl_format_esc(x->procs[i].proc->name));
         fputc('\n', o);
     }
-    ranks_text(r, x, o);
+    ranks_text(r, x, view, o);
     for (size_t i = 0; i < x->n_procs; i++) {
         const pl_extract_proc_t *p = &x->procs[i];
         pl_retention_text(o, p->pid, p->retention, /* who keeps it (reports/retention_render.c) */

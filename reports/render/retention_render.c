@@ -6,6 +6,7 @@
 #include "json.h"
 #include "retention.h"
 #include "retention_render.h"
+#include "words.h"
 
 static void num_or_null(pl_json_t *j, const char *k, uint64_t v) {
     if (v == PL_TRACE_NA) {

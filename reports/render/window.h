@@ -6,7 +6,9 @@
  * extract.h, pl_extract_window_t); the Python census's holders that grew in it when the trace has them. A process
  * whose run ended before the window's end is measured to its last step (said); one that never completed a step after
  * the window's start, or never stepped, is left out (said).
- * Data flow: extract (opts.window) -> pl_window_* here -> the renderers (window_render.c). Pure functions.
+ * Data flow: extract (opts.window) -> the analysis (reports/analyze: between.h, from pl_run_analyze) writes each
+ * window's fit, metrics' change and holders that grew into the model (facts.h) -> the renderers here
+ * (window_render.c) read them.
  */
 #pragma once
 
@@ -16,40 +18,6 @@
 
 #include "json.h"
 #include "run.h"
-
-typedef struct pl_window_metric {
-    int64_t from_step, to_step; /* the series points read: the last at or before each end (from: the first point
-                                 * when the series starts after the window's start) */
-    double from, to;            /* their baselines (series.h: the minimum within the step) */
-    double change;              /* to - from */
-    double per_step;            /* change / (to_step - from_step), 0 when they are equal */
-    double peak;                /* the largest sample in from_step < step <= to_step, NAN when none */
-} pl_window_metric_t;
-
-/* The change of p's metric m over the steps from..to (from < to). false when m has no series by step or no point at
- * or before to. */
-bool pl_window_metric(const pl_report_process_t *p, pl_metric_t m, int64_t from, int64_t to, pl_window_metric_t *out);
-
-/* How one process stands to the window (its extraction's window, NULL when none was asked). */
-typedef enum pl_window_fit {
-    PL_WINDOW_WHOLE = 0,        /* it completed the window's last step */
-    PL_WINDOW_CUT,              /* it ended inside the window: measured to its last step */
-    PL_WINDOW_AFTER_END,        /* it never completed a step after the window's start */
-    PL_WINDOW_NO_STEPS,         /* it recorded no step */
-    PL_WINDOW_NONE,             /* no window was measured (not asked, or a row without a trace) */
-} pl_window_fit_t;
-
-pl_window_fit_t pl_window_fit(const pl_extract_proc_t *p);
-
-/* Processes of x the window can say something about (WHOLE or CUT). When none, why (one line, no newline, e.g. "the
- * run's processes ended before step 5000 (the last one at step 2000)") into why. */
-size_t pl_window_usable(const pl_extract_t *x, char *why, size_t n);
-
-/* The holders the census sized at both ends of the window whose size grew in it: *out gets up to max indexes into
- * rt->holders, largest growth first; returns how many. grow[i] gets that growth (items, or autograd nodes for a
- * tensor); bytes_grow[i] the bytes' growth, NAN unknown. */
-size_t pl_window_holders(const pl_retention_t *rt, int64_t from, int64_t to, size_t *out, double *grow,
-                         double *bytes_grow, size_t max);
 
 /* Renderers (window_render.c): the text view (what `plateau report --between` prints) and the JSON report's "between"
  * field (docs/report-schema.md: null without a window); the HTML section is render_html.c's, with these helpers. */

@@ -12,8 +12,6 @@
 #include "render.h"
 #include "retention.h"
 
-#define WINDOW_HOLDERS 5
-
 /* "+1.25 MiB" / "-3" / "0" */
 const char *pl_window_signed(double v, bool bytes, char *buf, size_t size) {
     char a[32];
@@ -49,8 +47,8 @@ const pl_extract_window_t *pl_window_first(const pl_extract_t *x) {
 static void metrics_text(FILE *o, const pl_extract_proc_t *p, const pl_extract_window_t *w) {
     bool head = false;
     for (int m = 0; m < PL_METRIC__COUNT; m++) {
-        pl_window_metric_t v;
-        if (!pl_window_metric(p->proc, (pl_metric_t)m, w->from_step, w->end_step, &v)) continue;
+        if (!w->has_metric[m]) continue; /* judged by the analysis (pl_run_analyze) */
+        const pl_window_metric_t v = w->metric[m];
         bool bytes = pl_metric_is_bytes((pl_metric_t)m);
         char a[32], b[32], c[32], d[32], e[48];
         if (!head) {
@@ -70,9 +68,9 @@ static void metrics_text(FILE *o, const pl_extract_proc_t *p, const pl_extract_w
 }
 
 static void holders_text(FILE *o, const pl_extract_proc_t *p, const pl_extract_window_t *w) {
-    size_t ix[WINDOW_HOLDERS];
-    double g[WINDOW_HOLDERS], bg[WINDOW_HOLDERS];
-    size_t n = pl_window_holders(p->retention, w->from_step, w->end_step, ix, g, bg, WINDOW_HOLDERS);
+    size_t n = w->n_holders; /* judged by the analysis (pl_run_analyze) */
+    const size_t *ix = w->holder;
+    const double *g = w->holder_grow, *bg = w->holder_bytes_grow;
     if (!n) return;
     fputs("  holders that grew in the window (the Python census):\n", o);
     for (size_t k = 0; k < n; k++) {
@@ -196,8 +194,8 @@ void pl_window_json(pl_json_t *j, const pl_run_t *run) {
         pl_json_key(j, "metrics");
         pl_json_array_block(j);
         for (int m = 0; m < PL_METRIC__COUNT; m++) {
-            pl_window_metric_t v;
-            if (!pl_window_metric(p->proc, (pl_metric_t)m, w->from_step, w->end_step, &v)) continue;
+            if (!w->has_metric[m]) continue; /* judged by the analysis (pl_run_analyze) */
+            const pl_window_metric_t v = w->metric[m];
             pl_json_object(j);
             pl_json_kstr(j, "metric", pl_metric_name((pl_metric_t)m));
             pl_json_kbool(j, "program_memory", pl_report_program_metric(p->proc, (pl_metric_t)m));
@@ -220,9 +218,9 @@ void pl_window_json(pl_json_t *j, const pl_run_t *run) {
         for (size_t k = 0; k < w->n_sites; k++) pl_render_site_json(j, &w->sites[k]);
         pl_json_end(j);
         pl_json_end(j);
-        size_t ix[WINDOW_HOLDERS];
-        double g[WINDOW_HOLDERS], bg[WINDOW_HOLDERS];
-        size_t n = pl_window_holders(p->retention, w->from_step, w->end_step, ix, g, bg, WINDOW_HOLDERS);
+        size_t n = w->n_holders; /* judged by the analysis (pl_run_analyze) */
+        const size_t *ix = w->holder;
+        const double *g = w->holder_grow, *bg = w->holder_bytes_grow;
         pl_json_key(j, "holders");
         pl_json_array(j);
         for (size_t k = 0; k < n; k++) {

@@ -16,6 +16,7 @@
 
 #include "analyze.h"
 #include "compare.h"
+#include "compare_render.h"
 #include "extract.h"
 #include "report.h"
 #include "helpers.h"

@@ -21,9 +21,11 @@
 #include "../cli/test_report_synth.h"
 #include "analyze.h"
 #include "helpers.h"
+#include "end.h"
 #include "ending.h"
 #include "extract.h"
 #include "render.h"
+#include "render_html.h"
 
 static int g_n;
 
@@ -173,12 +175,43 @@ static void test_ending_live_and_last_steps(void **state) {
     pl_run_destroy(&run);
 }
 
+/* The renderers say how a process ended as the analysis judged it, once (pl_run_analyze): a fact changed after the
+ * analysis (an uncaught MemoryError recorded now) does not change what the text, the JSON and the HTML say. */
+static void test_ending_rendered_as_judged(void **state) {
+    (void)state;
+    pl_run_t run;
+    make_run(&run, false, false, "pid 4242 signal 9 oom_kill 1\n");
+    pl_extract_proc_t *p = (pl_extract_proc_t *)proc(&run, 4242);
+    snprintf(p->uncaught, sizeof p->uncaught, "MemoryError");
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    pl_end_text(&run, f);
+    fclose(f);
+    assert_non_null(strstr(buf, "end of pid 4242 (python3 train.py): killed by SIGKILL while the OOM killer"));
+    assert_null(strstr(buf, "uncaught"));
+    free(buf);
+    f = open_memstream(&buf, &len);
+    assert_int_equal(pl_render_run_json(&run, f, 0), 0);
+    fclose(f);
+    assert_non_null(strstr(buf, "\"how\": \"oom-kill\""));
+    free(buf);
+    f = open_memstream(&buf, &len);
+    assert_int_equal(pl_render_html(&run, f), 0);
+    fclose(f);
+    assert_non_null(strstr(buf, "killed by SIGKILL while the OOM killer"));
+    assert_null(strstr(buf, "ended by an uncaught MemoryError"));
+    free(buf);
+    pl_run_destroy(&run);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ending_sigkill_with_and_without_oom_kill),
         cmocka_unit_test(test_ending_crash_and_no_status),
         cmocka_unit_test(test_ending_child_takes_the_runs_oom_count),
         cmocka_unit_test(test_ending_live_and_last_steps),
+        cmocka_unit_test(test_ending_rendered_as_judged),
     };
     return cmocka_run_group_tests(tests, pl_test_dir_setup, pl_test_dir_teardown);
 }

@@ -27,6 +27,7 @@
 #include "extract.h"
 #include "render.h"
 #include "render_html.h"
+#include "words.h"
 
 static const char *g_golden_dir;
 
@@ -37,7 +38,7 @@ static void run_file(run_t *u, const char *path) {
     assert_non_null(u->r);
     pl_extract_init(&u->x);
     assert_int_equal(pl_extract_path(u->r, &u->x, path, NULL), 0);
-    assert_int_equal(pl_report_analyze(u->r), 0);
+    assert_int_equal(pl_run_analyze(&(pl_run_t){u->r, &u->x}), 0); /* as the command: how each process ended too */
 }
 
 static void run_free(run_t *u) {
@@ -1025,7 +1026,7 @@ static void test_extract_merge_nodes(void **state) {
     pl_extract_init(&u.x);
     const char *paths[] = {a, b};
     assert_int_equal(pl_extract_paths(u.r, &u.x, paths, 2, NULL), 0);
-    assert_int_equal(pl_report_analyze(u.r), 0);
+    assert_int_equal(pl_run_analyze(&(pl_run_t){u.r, &u.x}), 0); /* as the command: it says why the run was cut */
     assert_int_equal(u.x.n_procs, 3);
     assert_string_equal(u.x.procs[0].node, "node-a"); /* node by node: the launcher and rank 0, then node-b */
     assert_int_equal(u.x.procs[0].pid, 100);
@@ -1215,7 +1216,7 @@ static void test_extract_golden_json(void **state) {
     pl_extract_t x;
     pl_extract_init(&x);
     assert_int_equal(pl_extract_mem(r, &x, b, len, "synthetic.pltrace", NULL), 0);
-    assert_int_equal(pl_report_analyze(r), 0);
+    assert_int_equal(pl_run_analyze(&(pl_run_t){r, &x}), 0); /* as the command: how each process ended too */
     char *out = NULL;
     size_t olen = 0;
     FILE *f = open_memstream(&out, &olen);

@@ -22,6 +22,8 @@
 #include "render.h"
 #include "render_html.h"
 #include "helpers.h"
+#include "sentences.h"
+#include "writer.h"
 
 static char g_src[256];
 

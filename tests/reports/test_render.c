@@ -18,6 +18,7 @@
 #include "analyze.h"
 #include "render.h"
 #include "synth.h"
+#include "words.h"
 
 static const char *g_dir;
 

@@ -20,6 +20,7 @@
 #include "../cli/test_report_synth.h"
 #include "analyze.h"
 #include "helpers.h"
+#include "between.h"
 #include "extract.h"
 #include "render.h"
 #include "render_html.h"
@@ -213,27 +214,31 @@ static void test_window_json_and_html(void **state) {
     pl_run_destroy(&run);
 }
 
-/* The census's holders in a window: a list flat until step 100 then growing 10 items per census (every 10 steps)
- * grew in a window after step 100 only; a bounded cache never did. */
-static void test_window_holders(void **state) {
-    (void)state;
-    pl_retention_t rt;
-    memset(&rt, 0, sizeof rt);
+/* A census: a list flat until step 100 then growing 10 items per census (every 10 steps), a bounded cache. */
+static void fill_history(pl_retention_t *rt) {
+    memset(rt, 0, sizeof *rt);
     for (uint32_t c = 1; c <= 20; c++) {
         pl_rec_retention_t q = {.census = c, .step = c * 10u, .items = 1000, .nodes = 0, .bytes = 1000, .path = "",
                                 .what = "", .kind = "census", .file = "", .fix = ""};
-        assert_int_equal(pl_retention_add(&rt, &q), 0);
+        assert_int_equal(pl_retention_add(rt, &q), 0);
         uint64_t items = c <= 10 ? 100 : 100 + (c - 10) * 10u;
         q = (pl_rec_retention_t){.census = c, .step = c * 10u, .items = items, .bytes = items * 1024, .line = 9,
                                  .path = "history", .what = "global in train.py", .kind = "list",
                                  .file = "/src/train.py", .fix = ""};
-        assert_int_equal(pl_retention_add(&rt, &q), 0);
+        assert_int_equal(pl_retention_add(rt, &q), 0);
         q.path = "cache";
         q.items = 50;
         q.bytes = 50 * 1024;
-        assert_int_equal(pl_retention_add(&rt, &q), 0);
+        assert_int_equal(pl_retention_add(rt, &q), 0);
     }
-    pl_retention_judge(&rt);
+    pl_retention_judge(rt);
+}
+
+/* The census's holders in a window: the list grew in a window after step 100 only; the bounded cache never did. */
+static void test_window_holders(void **state) {
+    (void)state;
+    pl_retention_t rt;
+    fill_history(&rt);
     size_t ix[5];
     double g[5], bg[5];
     assert_int_equal(pl_window_holders(&rt, 20, 90, ix, g, bg, 5), 0);
@@ -246,9 +251,36 @@ static void test_window_holders(void **state) {
     pl_retention_free(&rt);
 }
 
+/* The renderers say what the analysis judged of the window, once (pl_run_analyze): facts changed after the
+ * analysis (the trace now said to have stopped before the window, the live heap's last point moved, a census that
+ * grows in the window) change neither the text's process, nor its metrics' change, nor its holders. */
+static void test_window_rendered_as_judged(void **state) {
+    (void)state;
+    pl_run_t run;
+    read_window(&run, late_trace(), 110, 150);
+    char *before = text_of(&run);
+    pl_extract_proc_t *p = &run.ext->procs[0];
+    p->window->reached = false;
+    pl_series_t *s = &run.report->procs[0]->metrics[PL_METRIC_HEAP_BYTES].series;
+    for (size_t i = 0; i < s->n_points; i++) s->points[i].base += (double)(s->points[i].step > 110) * 1e9;
+    pl_retention_t rt, *was = p->retention;
+    fill_history(&rt);
+    p->retention = &rt;
+    char *after = text_of(&run);
+    p->retention = was;
+    pl_retention_free(&rt);
+    assert_string_equal(after, before);
+    assert_null(strstr(after, "left out"));
+    assert_null(strstr(after, "holders that grew"));
+    free(before);
+    free(after);
+    pl_run_destroy(&run);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_window_after_onset_names_the_leak),
+        cmocka_unit_test(test_window_rendered_as_judged),
         cmocka_unit_test(test_window_before_onset_shows_no_growth),
         cmocka_unit_test(test_window_straddling_onset),
         cmocka_unit_test(test_window_bad_windows),

@@ -1,7 +1,5 @@
-/* reports/window: what grew between two steps (see window.h, docs/window.md): the metrics' change over the window,
- * which processes it can speak about, and the census holders that grew in it. The call sites come measured from
- * the extraction (extract.c, pl_extract_window_t); the renderers are window_render.c. */
-#include "window.h"
+/* reports/analyze/between: what grew between two steps, judged once (see between.h, docs/window.md). */
+#include "between.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -26,7 +24,8 @@ bool pl_window_metric(const pl_report_process_t *p, pl_metric_t m, int64_t from,
     return true;
 }
 
-pl_window_fit_t pl_window_fit(const pl_extract_proc_t *p) {
+/* the fit of p's window from its facts */
+static pl_window_fit_t fit_of(const pl_extract_proc_t *p) {
     const pl_extract_window_t *w = p ? p->window : NULL;
     if (!w) return PL_WINDOW_NONE;
     if (w->no_steps) return PL_WINDOW_NO_STEPS;
@@ -104,4 +103,17 @@ size_t pl_window_holders(const pl_retention_t *rt, int64_t from, int64_t to, siz
         if (n < max) n++;
     }
     return n;
+}
+
+void pl_window_judge(pl_extract_t *x) {
+    for (size_t i = 0; x && i < x->n_procs; i++) {
+        pl_extract_proc_t *p = &x->procs[i];
+        pl_extract_window_t *w = p->window;
+        if (!w) continue;
+        w->fit = fit_of(p);
+        for (int m = 0; m < PL_METRIC__COUNT; m++)
+            w->has_metric[m] = pl_window_metric(p->proc, (pl_metric_t)m, w->from_step, w->end_step, &w->metric[m]);
+        w->n_holders = pl_window_holders(p->retention, w->from_step, w->end_step, w->holder, w->holder_grow,
+                                         w->holder_bytes_grow, PL_WINDOW_HOLDERS);
+    }
 }
