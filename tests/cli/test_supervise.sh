@@ -31,7 +31,8 @@ trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL ($case_): $*" >&2; for f in "$work"/*.out "$work"/*.err; do [ -f "$f" ] && { echo "== $f"; cat "$f"; }; done >&2; exit 1; }
 
 case_fsize() {
-    bash -c "ulimit -f 50; exec \"$P\" run --no-live --no-report -o \"$work/run\" -- \"$L\" 300 65536 0 2000" \
+    # 2000 steps: packed records (trace format 2.0) put 300 steps in ~15 KB, under the limit
+    bash -c "ulimit -f 50; exec \"$P\" run --no-live --no-report -o \"$work/run\" -- \"$L\" 2000 65536 0 2000" \
         >"$work/fsize.out" 2>"$work/fsize.err"
     rc=$?
     [ $rc -eq 0 ] || fail "exit $rc under ulimit -f 50, not the program's 0"
