@@ -50,12 +50,19 @@ static void test_watcher_ends_on_sigterm(void **state) {
     sigemptyset(&term);
     sigaddset(&term, SIGTERM);
     sigprocmask(SIG_BLOCK, &term, &old); /* as plateau run's relay does */
+    /* plateau run's watcher keeps the SIGHUP disposition it inherits (under nohup: ignored, as the user asked): the
+     * test starts from the default, whatever the test runner inherited */
+    struct sigaction dfl, hup_before;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigaction(SIGHUP, &dfl, &hup_before);
     int hup_ignored = 0;
     pl_watcher_t w = {.mask = &old, .quit_on = quit_on, .body = body, .ctx = &hup_ignored};
     pid_t pid = pl_watcher_start(&w);
     assert_true(pid > 0);
     usleep(100 * 1000);
     int status = pl_watcher_end(pid);
+    sigaction(SIGHUP, &hup_before, NULL);
     sigprocmask(SIG_SETMASK, &old, NULL);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 7);
